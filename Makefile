@@ -1,0 +1,33 @@
+# idemq developer commands. `make test` and `make demo` work on a fresh
+# Debian machine: they install what is missing and start real servers.
+GO ?= go
+WITH_SERVERS = $(GO) run ./internal/testenv/withservers
+# N messages, M of them sent again on purpose, for make demo.
+DEMO_N ?= 200
+DEMO_RESEND ?= 50
+
+.PHONY: deps test demo bench vet fmt
+
+deps:
+	./internal/testenv/install-deps.sh
+
+## test: every test with -race against real Redis, MariaDB, PostgreSQL and RocketMQ
+test: deps
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
+	$(WITH_SERVERS) -- $(GO) test -race -count=1 -timeout 15m ./...
+
+## demo: a sender that re-sends some messages and a receiver that applies each once
+demo: deps
+	$(WITH_SERVERS) -only redis,rocketmq -- ./examples/demo.sh $(DEMO_N) $(DEMO_RESEND)
+
+## bench: benchmarks with peers in the same run; writes bench/RESULTS.md
+bench: deps
+	$(WITH_SERVERS) -only redis,mysql,postgres -- ./bench/run.sh
+
+vet:
+	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')

@@ -1,0 +1,138 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/idemq/idemq/dedupe"
+)
+
+// Option configures [Dedupe].
+type Option interface{ apply(*options) }
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+type options struct {
+	namespace   string
+	guard       dedupe.GuardConfig
+	fallbacks   []KeyFunc
+	fingerprint bool
+	stats       *Stats
+	logger      *slog.Logger
+}
+
+// WithNamespace separates this application's keys from others sharing the
+// store. Default "".
+func WithNamespace(ns string) Option { return optionFunc(func(o *options) { o.namespace = ns }) }
+
+// WithGuard sets lease, retention, extension and fail-open behaviour; see
+// [dedupe.GuardConfig] for the defaults.
+func WithGuard(cfg dedupe.GuardConfig) Option { return optionFunc(func(o *options) { o.guard = cfg }) }
+
+// WithKeyFallback names where to find a key when a message has no
+// [producer.KeyProperty], tried in order: for example [UniqKey], then
+// [MsgID]. Default none: a message without a key is retried, never run
+// without dedupe.
+func WithKeyFallback(fs ...KeyFunc) Option {
+	return optionFunc(func(o *options) { o.fallbacks = append(o.fallbacks, fs...) })
+}
+
+// WithFingerprint records a hash of each message body with its key, so that
+// a key reused for a different payload is reported as [dedupe.ErrConflict]
+// and retried instead of being suppressed. Default off.
+func WithFingerprint() Option { return optionFunc(func(o *options) { o.fingerprint = true }) }
+
+// WithStats counts what the middleware does into s.
+func WithStats(s *Stats) Option { return optionFunc(func(o *options) { o.stats = s }) }
+
+// WithLogger reports lost leases, unrecorded completions and messages
+// without keys. Default slog.Default().
+func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.logger = l }) }
+
+// Dedupe returns middleware that runs the next handler at most once per
+// (group, key) using store. group is the consumer group the handler runs in.
+func Dedupe(store dedupe.Store, group string, opts ...Option) (Middleware, error) {
+	o := options{logger: slog.Default(), stats: new(Stats)}
+	for _, opt := range opts {
+		opt.apply(&o)
+	}
+	probe := dedupe.Ref{Namespace: o.namespace, Group: group, Key: "probe"}
+	if err := probe.Validate(); err != nil {
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
+	guard, err := dedupe.NewGuard(store, o.guard)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
+	keyOf := keyFunc(o.fallbacks)
+	return func(next Handler) Handler {
+		return func(ctx context.Context, msg *primitive.MessageExt) error {
+			o.stats.Delivered.Add(1)
+			key, err := keyOf(msg)
+			if err != nil {
+				o.stats.NoKey.Add(1)
+				o.logger.ErrorContext(ctx, "idemq: message without a usable key; retrying it",
+					"group", group, "msgId", msg.MsgId, "topic", msg.Topic, "err", err)
+				return err
+			}
+			ref := dedupe.Ref{Namespace: o.namespace, Group: group, Key: key}
+			var fp string
+			if o.fingerprint {
+				fp = dedupe.Fingerprint(msg.Body)
+			}
+			outcome, err := guard.Do(ctx, ref, fp, func(ctx context.Context) error {
+				return safeCall(ctx, next, msg)
+			})
+			return o.settle(ctx, ref, outcome, err)
+		}
+	}, nil
+}
+
+// settle counts the outcome and decides: nil acknowledges the message.
+func (o *options) settle(ctx context.Context, ref dedupe.Ref, outcome dedupe.Outcome, err error) error {
+	s := o.stats
+	switch {
+	case outcome == dedupe.Suppressed:
+		s.Suppressed.Add(1)
+		return nil
+	case err == nil:
+		if outcome == dedupe.Unguarded {
+			s.Unguarded.Add(1)
+		}
+		s.Completed.Add(1)
+		return nil
+	case errors.Is(err, dedupe.ErrLeaseLost):
+		// The effect ran; another consumer may have run it too. A retry
+		// cannot undo that, so acknowledge and make it loud.
+		s.LeaseLost.Add(1)
+		o.logger.ErrorContext(ctx, "idemq: lease lost while the handler ran; its effect may have been applied twice",
+			"ref", ref.String(), "err", err)
+		return nil
+	case errors.Is(err, dedupe.ErrUnrecorded):
+		// Retrying would run the effect again once the lease expires.
+		s.Unrecorded.Add(1)
+		o.logger.ErrorContext(ctx, "idemq: handler succeeded but the store did not record it",
+			"ref", ref.String(), "err", err)
+		return nil
+	case outcome == dedupe.Ran:
+		s.Failed.Add(1)
+		return err
+	case errors.Is(err, dedupe.ErrInFlight):
+		s.InFlight.Add(1)
+		return err
+	case errors.Is(err, dedupe.ErrConflict):
+		s.Conflicts.Add(1)
+		o.logger.ErrorContext(ctx, "idemq: key reused for a different payload; retrying it", "ref", ref.String())
+		return err
+	default:
+		s.StoreErrors.Add(1)
+		o.logger.WarnContext(ctx, "idemq: dedupe store failed; retrying the message", "ref", ref.String(), "err", err)
+		return err
+	}
+}

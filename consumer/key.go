@@ -1,0 +1,42 @@
+package consumer
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/idemq/idemq/producer"
+)
+
+// ErrNoKey reports a message that carries no idempotency key.
+var ErrNoKey = errors.New("consumer: message has no idempotency key")
+
+// KeyFunc extracts a key from a message, or "" when it has none.
+type KeyFunc func(*primitive.MessageExt) string
+
+// UniqKey is the client-generated UNIQ_KEY property. The Go client sets a
+// new one on every send call, so a caller's resend is not recognised by it;
+// the broker's retries of one send keep it.
+func UniqKey(m *primitive.MessageExt) string {
+	return m.GetProperty(primitive.PropertyUniqueClientMessageIdKeyIndex)
+}
+
+// MsgID is the message id the broker reports (the UNIQ_KEY when present,
+// else the offset message id, which differs for every stored copy).
+func MsgID(m *primitive.MessageExt) string { return m.MsgId }
+
+// keyFunc returns the key lookup: the producer's property, then fallbacks.
+func keyFunc(fallbacks []KeyFunc) func(*primitive.MessageExt) (string, error) {
+	return func(m *primitive.MessageExt) (string, error) {
+		if k := m.GetProperty(producer.KeyProperty); k != "" {
+			return k, nil
+		}
+		for _, f := range fallbacks {
+			if k := f(m); k != "" {
+				return k, nil
+			}
+		}
+		return "", fmt.Errorf("%w: no %s property (msgId %s)", ErrNoKey, producer.KeyProperty, m.MsgId)
+	}
+}

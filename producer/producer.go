@@ -1,0 +1,157 @@
+// Package producer stamps every RocketMQ message with an idempotency key
+// before it is first sent.
+//
+// The key is generated once per message where it is sent (a snowflake ID by
+// default), stored in the [KeyProperty] user property and added to the
+// message Keys so that the broker indexes it. The client's internal retries
+// and a caller's resend of the same *primitive.Message keep it, so a
+// consumer using package consumer applies the message's effect once. A key
+// the caller set before sending (a business key such as an order number) is
+// kept.
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+)
+
+// KeyProperty is the user property that carries the idempotency key.
+const KeyProperty = "IDEMQ_KEY"
+
+// MaxKeyLen bounds a key in bytes; it matches the dedupe stores' limit.
+const MaxKeyLen = 255
+
+// ErrInvalidKey reports a key that cannot travel in a message property and
+// in Keys: empty, too long, not UTF-8, or holding spaces or control
+// characters (RocketMQ separates Keys with spaces and properties with \x01
+// and \x02).
+var ErrInvalidKey = errors.New("producer: invalid idempotency key")
+
+// KeySource issues unique keys, one per call. Implementations are safe for
+// concurrent use.
+type KeySource interface {
+	NextKey(ctx context.Context) (string, error)
+}
+
+// Producer wraps a rocketmq.Producer; it stamps keys and then sends. It does
+// not start or shut down the wrapped producer.
+type Producer struct {
+	p    rocketmq.Producer
+	keys KeySource
+}
+
+// New returns a Producer sending through p with keys from keys.
+func New(p rocketmq.Producer, keys KeySource) (*Producer, error) {
+	if p == nil || keys == nil {
+		return nil, errors.New("producer: nil producer or key source")
+	}
+	return &Producer{p: p, keys: keys}, nil
+}
+
+// Key returns the message's idempotency key, or "" if it has none.
+func Key(m *primitive.Message) string { return m.GetProperty(KeyProperty) }
+
+// ValidateKey reports whether key can be carried; its error wraps
+// [ErrInvalidKey].
+func ValidateKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: empty", ErrInvalidKey)
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidKey, len(key), MaxKeyLen)
+	case !utf8.ValidString(key):
+		return fmt.Errorf("%w: not valid UTF-8", ErrInvalidKey)
+	}
+	for _, r := range key {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			return fmt.Errorf("%w: %q holds space or control character %U", ErrInvalidKey, key, r)
+		}
+	}
+	return nil
+}
+
+// Stamp gives every message without a key a fresh one and makes sure each
+// key is also among the message's Keys. It is idempotent: stamping a message
+// again changes nothing. It fails without sending anything if a key is
+// invalid or the key source fails; messages stamped before the failure keep
+// their keys.
+func (p *Producer) Stamp(ctx context.Context, msgs ...*primitive.Message) error {
+	if len(msgs) == 0 {
+		return errors.New("producer: no messages")
+	}
+	for _, m := range msgs {
+		if m == nil {
+			return errors.New("producer: nil message")
+		}
+		key := Key(m)
+		if key == "" {
+			k, err := p.keys.NextKey(ctx)
+			if err != nil {
+				return fmt.Errorf("producer: new key for topic %s: %w", m.Topic, err)
+			}
+			key = k
+		}
+		if err := ValidateKey(key); err != nil {
+			return fmt.Errorf("producer: topic %s: %w", m.Topic, err)
+		}
+		m.WithProperty(KeyProperty, key)
+		addKey(m, key)
+	}
+	return nil
+}
+
+func addKey(m *primitive.Message, key string) {
+	keys := m.GetKeys()
+	for _, k := range strings.Fields(keys) {
+		if k == key {
+			return
+		}
+	}
+	if keys == "" {
+		m.WithKeys([]string{key})
+		return
+	}
+	m.WithKeys([]string{keys, key})
+}
+
+// SendSync stamps msgs and sends them. The client retries a failed attempt
+// internally with the same key; a caller that sends the same messages again
+// after an error keeps their keys too.
+func (p *Producer) SendSync(ctx context.Context, msgs ...*primitive.Message) (*primitive.SendResult, error) {
+	if err := p.Stamp(ctx, msgs...); err != nil {
+		return nil, err
+	}
+	res, err := p.p.SendSync(ctx, msgs...)
+	if err != nil {
+		return res, fmt.Errorf("producer: send to %s: %w", msgs[0].Topic, err)
+	}
+	return res, nil
+}
+
+// SendAsync stamps msgs and sends them without waiting; done is called once.
+// (rocketmq-client-go v2.1.2 can call its callback twice after an error.)
+func (p *Producer) SendAsync(ctx context.Context, done func(context.Context, *primitive.SendResult, error), msgs ...*primitive.Message) error {
+	if err := p.Stamp(ctx, msgs...); err != nil {
+		return err
+	}
+	var once sync.Once
+	return p.p.SendAsync(ctx, func(ctx context.Context, res *primitive.SendResult, err error) {
+		once.Do(func() { done(ctx, res, err) })
+	}, msgs...)
+}
+
+// SendOneWay stamps msgs and sends them without waiting for the broker.
+func (p *Producer) SendOneWay(ctx context.Context, msgs ...*primitive.Message) error {
+	if err := p.Stamp(ctx, msgs...); err != nil {
+		return err
+	}
+	return p.p.SendOneWay(ctx, msgs...)
+}
