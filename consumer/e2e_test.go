@@ -1,0 +1,175 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/dedupe/redisdedupe"
+	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/producer"
+)
+
+// ledger is the side effect under test: how often each key was applied.
+type ledger struct {
+	mu       sync.Mutex
+	applied  map[string]int
+	failOnce map[string]bool
+}
+
+func (l *ledger) handle(ctx context.Context, m *primitive.MessageExt) error {
+	key := producer.Key(&m.Message)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.failOnce[key] {
+		delete(l.failOnce, key)
+		// Redeliver after 1s rather than the broker's default 10s.
+		if cc, ok := primitive.GetConcurrentlyCtx(ctx); ok {
+			cc.DelayLevelWhenNextConsume = 1
+		}
+		return errors.New("transient failure")
+	}
+	l.applied[key]++
+	return nil
+}
+
+func (l *ledger) snapshot() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]int, len(l.applied))
+	for k, v := range l.applied {
+		out[k] = v
+	}
+	return out
+}
+
+// TestEndToEndEachMessageAppliedOnce sends N distinct messages and re-sends
+// M of them to a real broker; two consumers in one group with a real Redis
+// store apply every message exactly once, including messages whose first
+// attempt failed.
+func TestEndToEndEachMessageAppliedOnce(t *testing.T) {
+	const n, resent, failing = 60, 20, 5
+	ns := testenv.RocketMQ(t)
+	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
+	topic, group := "e2e-"+run, "e2e-group-"+run
+	testenv.RocketMQTopic(t, topic, 4)
+
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(t)})
+	t.Cleanup(func() { rdb.Close() })
+	store, err := redisdedupe.New(rdb, redisdedupe.Config{Prefix: "e2e:" + run + ":"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	l := &ledger{applied: map[string]int{}, failOnce: map[string]bool{}}
+	stats := make([]*consumer.Stats, 2)
+	for i := range stats {
+		stats[i] = new(consumer.Stats)
+		dd, err := consumer.Dedupe(store, group, consumer.WithStats(stats[i]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := rocketmq.NewPushConsumer(
+			rmq.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+			rmq.WithGroupName(group),
+			rmq.WithInstance(fmt.Sprintf("e2e-%s-%d", run, i)),
+			rmq.WithConsumeFromWhere(rmq.ConsumeFromFirstOffset),
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Subscribe(topic, rmq.MessageSelector{}, consumer.Concurrently(dd(l.handle))); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Shutdown() })
+	}
+
+	rp, err := rocketmq.NewProducer(
+		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		rmqproducer.WithGroupName("e2e-producer-"+run),
+		rmqproducer.WithInstanceName("e2e-producer-"+run),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rp.Shutdown() })
+	gen, err := idgen.New(idgen.Config{Node: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := producer.New(rp, producer.IDKeys(gen))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := context.Background()
+	msgs := make([]*primitive.Message, n)
+	for i := range msgs {
+		msgs[i] = primitive.NewMessage(topic, fmt.Appendf(nil, "order %d", i))
+		if err := p.Stamp(ctx, msgs[i]); err != nil {
+			t.Fatal(err)
+		}
+		if i%(n/failing) == 1 {
+			l.mu.Lock()
+			l.failOnce[producer.Key(msgs[i])] = true
+			l.mu.Unlock()
+		}
+	}
+	for _, m := range append(msgs, msgs[:resent]...) {
+		if _, err := p.SendSync(ctx, m); err != nil {
+			t.Fatalf("send %s: %v", producer.Key(m), err)
+		}
+	}
+
+	total := func(f func(*consumer.Stats) int64) (sum int64) {
+		for _, s := range stats {
+			sum += f(s)
+		}
+		return sum
+	}
+	suppressed := func(s *consumer.Stats) int64 { return s.Suppressed.Load() }
+	deadline := time.Now().Add(90 * time.Second)
+	for len(l.snapshot()) < n || total(suppressed) < resent {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out: applied %d of %d keys, suppressed %d of %d re-sends", len(l.snapshot()), n, total(suppressed), resent)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // let a stray duplicate arrive, if any
+
+	got := l.snapshot()
+	for _, m := range msgs {
+		if k := producer.Key(m); got[k] != 1 {
+			t.Errorf("key %s applied %d times, want 1", k, got[k])
+		}
+	}
+	if len(got) != n {
+		t.Errorf("applied %d distinct keys, want %d", len(got), n)
+	}
+	t.Logf("delivered=%d suppressed=%d failed=%d in-flight=%d per consumer: %d/%d",
+		total(func(s *consumer.Stats) int64 { return s.Delivered.Load() }), total(suppressed),
+		total(func(s *consumer.Stats) int64 { return s.Failed.Load() }),
+		total(func(s *consumer.Stats) int64 { return s.InFlight.Load() }),
+		stats[0].Completed.Load(), stats[1].Completed.Load())
+	if f := total(func(s *consumer.Stats) int64 { return s.Failed.Load() }); f != failing {
+		t.Errorf("failed %d times, want %d (one per failing key)", f, failing)
+	}
+}

@@ -1,0 +1,189 @@
+// Command receiver consumes a topic through the idemq consumer middleware
+// with a Redis dedupe store. Its handler applies a visible side effect —
+// it credits each order's amount to a Redis hash — and counts how often it
+// ran, so a run shows that duplicates were delivered and suppressed.
+//
+//	receiver -namesrv 127.0.0.1:9876 -redis 127.0.0.1:6379 -topic orders -expect 200
+//
+// With -expect it stops once that many messages were applied and nothing
+// new arrived for -idle, and prints: delivered=D suppressed=S applied=A.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/admin"
+	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/rlog"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/dedupe/redisdedupe"
+	"github.com/idemq/idemq/producer"
+)
+
+func main() {
+	log.SetFlags(0)
+	log.SetPrefix("receiver: ")
+	namesrv := flag.String("namesrv", os.Getenv("IDEMQ_ROCKETMQ_NAMESRV"), "RocketMQ name server host:port (default $IDEMQ_ROCKETMQ_NAMESRV)")
+	redisAddr := flag.String("redis", os.Getenv("IDEMQ_REDIS_ADDR"), "Redis host:port (default $IDEMQ_REDIS_ADDR)")
+	topic := flag.String("topic", "idemq-demo", "topic to consume")
+	group := flag.String("group", "idemq-demo-receiver", "consumer group")
+	expect := flag.Int64("expect", 0, "stop after this many messages were applied (0: run until interrupted)")
+	idle := flag.Duration("idle", 3*time.Second, "with -expect, how long to wait for late duplicates before stopping")
+	timeout := flag.Duration("timeout", 3*time.Minute, "with -expect, give up after this long")
+	flag.Parse()
+	if *namesrv == "" || *redisAddr == "" {
+		log.Fatal("set -namesrv and -redis (or IDEMQ_ROCKETMQ_NAMESRV and IDEMQ_REDIS_ADDR)")
+	}
+	rlog.SetLogLevel("error")
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rdb := redis.NewClient(&redis.Options{Addr: *redisAddr})
+	defer rdb.Close()
+	store, err := redisdedupe.New(rdb, redisdedupe.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	stats := new(consumer.Stats)
+	dedupe, err := consumer.Dedupe(store, *group, consumer.WithStats(stats))
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	var applied, lastSeen atomic.Int64
+	ledger, balance := *topic+":ledger", *topic+":balance"
+	handle := func(ctx context.Context, m *primitive.MessageExt) error {
+		var order struct{ Order, Amount int64 }
+		if err := json.Unmarshal(m.Body, &order); err != nil {
+			return fmt.Errorf("bad body: %w", err)
+		}
+		// The side effect: credit the order's amount to a balance and count
+		// the credit in a ledger. Run twice, an order shows a count of 2.
+		_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.IncrBy(ctx, balance, order.Amount)
+			p.HIncrBy(ctx, ledger, producer.Key(&m.Message), 1)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		applied.Add(1)
+		return nil
+	}
+	counted := func(next consumer.Handler) consumer.Handler {
+		return func(ctx context.Context, m *primitive.MessageExt) error {
+			lastSeen.Store(time.Now().UnixNano())
+			return next(ctx, m)
+		}
+	}
+
+	if err := waitForTopic(ctx, *namesrv, *topic); err != nil {
+		log.Fatal(err)
+	}
+	c, err := rocketmq.NewPushConsumer(
+		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{*namesrv})),
+		rmqconsumer.WithGroupName(*group),
+		rmqconsumer.WithInstance("receiver-"+strconv.Itoa(os.Getpid())),
+		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := c.Subscribe(*topic, rmqconsumer.MessageSelector{}, consumer.Concurrently(counted(dedupe(handle)))); err != nil {
+		log.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("consuming %s as %s", *topic, *group)
+
+	if *expect == 0 {
+		<-ctx.Done()
+	} else {
+		waitDone(ctx, *expect, *idle, *timeout, &applied, &lastSeen)
+	}
+	c.Shutdown()
+
+	doubled, err := doubledEntries(context.WithoutCancel(ctx), rdb, ledger)
+	if err != nil {
+		log.Print(err)
+	}
+	if doubled > 0 {
+		log.Printf("%d orders were credited more than once", doubled)
+	}
+	fmt.Printf("delivered=%d suppressed=%d applied=%d\n", stats.Delivered.Load(), stats.Suppressed.Load(), applied.Load())
+	if *expect > 0 && (applied.Load() != *expect || doubled > 0) {
+		os.Exit(1)
+	}
+}
+
+// waitForTopic waits until the name server has a route for topic: a push
+// consumer cannot start before. The sender's first message creates it.
+func waitForTopic(ctx context.Context, namesrv, topic string) error {
+	adm, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{namesrv})))
+	if err != nil {
+		return err
+	}
+	defer adm.Close()
+	for {
+		if qs, err := adm.FetchPublishMessageQueues(ctx, topic); err == nil && len(qs) > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for topic %s: %w", topic, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// waitDone returns once expect messages were applied and nothing arrived
+// for idle, or after timeout.
+func waitDone(ctx context.Context, expect int64, idle, timeout time.Duration, applied, lastSeen *atomic.Int64) {
+	deadline := time.After(timeout)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline:
+			log.Printf("timed out with %d of %d applied", applied.Load(), expect)
+			return
+		case <-tick.C:
+			quiet := time.Since(time.Unix(0, lastSeen.Load())) > idle
+			if applied.Load() >= expect && quiet {
+				return
+			}
+		}
+	}
+}
+
+// doubledEntries counts ledger entries credited more than once.
+func doubledEntries(ctx context.Context, rdb *redis.Client, ledger string) (int, error) {
+	counts, err := rdb.HVals(ctx, ledger).Result()
+	if err != nil {
+		return 0, fmt.Errorf("read ledger: %w", err)
+	}
+	doubled := 0
+	for _, c := range counts {
+		if c != "1" {
+			doubled++
+		}
+	}
+	return doubled, nil
+}
