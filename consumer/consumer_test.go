@@ -215,9 +215,24 @@ func TestInFlightIsRetriedLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, cb, stats, _ := setup(t, store)
-	res, err := cb(context.Background(), msg("k"))
-	if res != rmq.ConsumeRetryLater || !errors.Is(err, dedupe.ErrInFlight) || c.applied["k"] != 0 || stats.InFlight.Load() != 1 {
-		t.Fatalf("got %v, %v, applied %d", res, err, c.applied["k"])
+	for _, tc := range []struct {
+		reconsumed int32
+		wantLevel  int
+	}{{0, 1}, {2, 3}, {30, 18}} {
+		cc := &primitive.ConsumeConcurrentlyContext{}
+		ctx := primitive.WithConcurrentlyCtx(context.Background(), cc)
+		m := msg("k")
+		m.ReconsumeTimes = tc.reconsumed
+		res, err := cb(ctx, m)
+		if res != rmq.ConsumeRetryLater || !errors.Is(err, dedupe.ErrInFlight) || c.applied["k"] != 0 {
+			t.Fatalf("got %v, %v, applied %d", res, err, c.applied["k"])
+		}
+		if cc.DelayLevelWhenNextConsume != tc.wantLevel {
+			t.Errorf("reconsumed %d times: delay level %d, want %d", tc.reconsumed, cc.DelayLevelWhenNextConsume, tc.wantLevel)
+		}
+	}
+	if stats.InFlight.Load() != 3 {
+		t.Fatalf("in flight %d, want 3", stats.InFlight.Load())
 	}
 }
 

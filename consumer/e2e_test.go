@@ -65,6 +65,9 @@ func TestEndToEndEachMessageAppliedOnce(t *testing.T) {
 	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 	topic, group := "e2e-"+run, "e2e-group-"+run
 	testenv.RocketMQTopic(t, topic, 4)
+	// The client looks up the retry topic's route at start and then only
+	// every 30s; creating it now lets failed messages come back in ~1s.
+	testenv.RocketMQTopic(t, "%RETRY%"+group, 1)
 
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(t)})
 	t.Cleanup(func() { rdb.Close() })

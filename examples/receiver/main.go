@@ -64,7 +64,7 @@ func main() {
 		log.Fatal(err)
 	}
 
-	var applied, lastSeen atomic.Int64
+	var applied, lastSeen, redelivered atomic.Int64
 	ledger, balance := *topic+":ledger", *topic+":balance"
 	handle := func(ctx context.Context, m *primitive.MessageExt) error {
 		var order struct{ Order, Amount int64 }
@@ -87,6 +87,9 @@ func main() {
 	counted := func(next consumer.Handler) consumer.Handler {
 		return func(ctx context.Context, m *primitive.MessageExt) error {
 			lastSeen.Store(time.Now().UnixNano())
+			if m.ReconsumeTimes > 0 {
+				redelivered.Add(1)
+			}
 			return next(ctx, m)
 		}
 	}
@@ -114,7 +117,14 @@ func main() {
 	if *expect == 0 {
 		<-ctx.Done()
 	} else {
-		waitDone(ctx, *expect, *idle, *timeout, &applied, &lastSeen)
+		// Every deferred delivery comes back; wait for those too.
+		settled := func() bool {
+			deferred := stats.Failed.Load() + stats.InFlight.Load() + stats.StoreErrors.Load() +
+				stats.NoKey.Load() + stats.Conflicts.Load()
+			quiet := time.Since(time.Unix(0, lastSeen.Load())) > *idle
+			return applied.Load() >= *expect && quiet && redelivered.Load() >= deferred
+		}
+		waitDone(ctx, *timeout, settled)
 	}
 	c.Shutdown()
 
@@ -151,9 +161,8 @@ func waitForTopic(ctx context.Context, namesrv, topic string) error {
 	}
 }
 
-// waitDone returns once expect messages were applied and nothing arrived
-// for idle, or after timeout.
-func waitDone(ctx context.Context, expect int64, idle, timeout time.Duration, applied, lastSeen *atomic.Int64) {
+// waitDone returns once settled says so, or after timeout.
+func waitDone(ctx context.Context, timeout time.Duration, settled func() bool) {
 	deadline := time.After(timeout)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -162,11 +171,10 @@ func waitDone(ctx context.Context, expect int64, idle, timeout time.Duration, ap
 		case <-ctx.Done():
 			return
 		case <-deadline:
-			log.Printf("timed out with %d of %d applied", applied.Load(), expect)
+			log.Print("timed out")
 			return
 		case <-tick.C:
-			quiet := time.Since(time.Unix(0, lastSeen.Load())) > idle
-			if applied.Load() >= expect && quiet {
+			if settled() {
 				return
 			}
 		}

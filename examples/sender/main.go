@@ -34,6 +34,7 @@ func main() {
 	topic := flag.String("topic", "idemq-demo", "topic to send to")
 	n := flag.Int("n", 200, "distinct messages to send")
 	resend := flag.Int("resend", 50, "messages to send a second time")
+	pause := flag.Duration("resend-after", time.Second, "pause before re-sending, as a client that timed out would")
 	flag.Parse()
 	if *namesrv == "" {
 		log.Fatal("no name server: set -namesrv or IDEMQ_ROCKETMQ_NAMESRV")
@@ -82,6 +83,7 @@ func main() {
 		}
 	}
 	// The same *primitive.Message values go out again: their keys stay.
+	time.Sleep(*pause)
 	for i := 0; i < *resend; i++ {
 		if err := send(ctx, p, msgs[i*len(msgs) / *resend]); err != nil {
 			log.Fatal(err)
