@@ -15,9 +15,11 @@ var ErrNoKey = errors.New("consumer: message has no idempotency key")
 // KeyFunc extracts a key from a message, or "" when it has none.
 type KeyFunc func(*primitive.MessageExt) string
 
-// UniqKey is the client-generated UNIQ_KEY property. The Go client sets a
-// new one on every send call, so a caller's resend is not recognised by it;
-// the broker's retries of one send keep it.
+// UniqKey is the client-generated UNIQ_KEY property. The client sets it on a
+// message value the first time it is sent, so it survives retries and a
+// resend of the same value, but not a message rebuilt for a resend, and
+// messages sent in a batch get none: a fallback, not a substitute for a key
+// stamped by package producer.
 func UniqKey(m *primitive.MessageExt) string {
 	return m.GetProperty(primitive.PropertyUniqueClientMessageIdKeyIndex)
 }
