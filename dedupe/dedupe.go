@@ -23,6 +23,8 @@ package dedupe
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -37,7 +39,8 @@ var (
 	// characters. Nothing is stored for it.
 	ErrInvalidKey = errors.New("dedupe: invalid key")
 	// ErrLeaseLost reports a Complete, Release or Extend whose token no longer
-	// owns the record: the lease expired and the record was reclaimed, removed
+	// owns a live lease: the lease ended by the store's clock (whether or not
+	// the key was claimed again since), or the record was released, reclaimed
 	// or completed by another owner.
 	ErrLeaseLost = errors.New("dedupe: lease lost")
 	// ErrConflict reports a key that is already recorded with a different
@@ -106,6 +109,13 @@ func checkPart(what, s string, max int, emptyOK bool) error {
 	return nil
 }
 
+// Fingerprint returns a ClaimRequest fingerprint for payload: the hex
+// SHA-256 of its bytes.
+func Fingerprint(payload []byte) string {
+	sum := sha256.Sum256(payload)
+	return hex.EncodeToString(sum[:])
+}
+
 // Status is a store's answer to a claim.
 type Status int
 
@@ -141,8 +151,9 @@ type ClaimRequest struct {
 	// Lease is how long the claim holds before another caller may take the
 	// key over. It must be positive.
 	Lease time.Duration
-	// Fingerprint optionally identifies the payload (a hash, at most
-	// MaxFingerprint bytes). When both the record and the request carry one
+	// Fingerprint optionally identifies the payload (a printable hash such as
+	// [Fingerprint] returns, at most MaxFingerprint bytes, valid UTF-8 without
+	// control characters). When both the record and the request carry one
 	// and they differ, the claim answers Conflict. Empty disables the check.
 	Fingerprint string
 }
@@ -153,12 +164,9 @@ func (r ClaimRequest) Validate() error {
 		return err
 	}
 	if r.Lease <= 0 {
-		return fmt.Errorf("dedupe: claim %s: lease %v must be positive", r.Ref, r.Lease)
+		return fmt.Errorf("dedupe: lease %v must be positive", r.Lease)
 	}
-	if len(r.Fingerprint) > MaxFingerprint {
-		return fmt.Errorf("%w: fingerprint is %d bytes, limit %d", ErrInvalidKey, len(r.Fingerprint), MaxFingerprint)
-	}
-	return nil
+	return checkPart("fingerprint", r.Fingerprint, MaxFingerprint, true)
 }
 
 // ClaimResult is the answer to one ClaimRequest.
@@ -167,11 +175,13 @@ type ClaimResult struct {
 	// Token identifies the owner when Status is Acquired; it is needed to
 	// complete, release or extend the claim.
 	Token string
-	// Until is when the current owner's lease ends, by the store's clock,
-	// when Status is InFlight.
+	// Until is, by the store's clock, when the current owner's lease ends
+	// (Status InFlight) or when the done record's retention ends (Status
+	// Done). It is zero for the other statuses.
 	Until time.Time
-	// Remaining is Until minus the store's now when Status is InFlight: how
-	// long to wait before retrying, free of clock skew between hosts.
+	// Remaining is Until minus the store's now: for InFlight how long to wait
+	// before retrying, for Done how long the key stays done; free of clock
+	// skew between hosts. It is positive exactly when Until is set.
 	Remaining time.Duration
 }
 
@@ -185,32 +195,52 @@ type Ticket struct {
 // multiple goroutines and processes.
 //
 // Every method honours ctx: a cancelled or expired context ends the call with
-// an error wrapping ctx.Err(). Any error other than the documented sentinels
+// an error wrapping ctx.Err(), and a call whose context is done before it
+// starts changes nothing. Any error other than the documented sentinels
 // means the store could not be reached or answered wrongly; the outcome of
-// such a write is unknown, and callers must treat it as not applied.
+// such a write is unknown: the caller must not count on it having been
+// applied, nor on it not having been (a retry with the same token is safe).
+//
+// Keys are data, never syntax: a Ref that passes [Ref.Validate] is stored
+// and compared byte for byte (a key "a*" never matches "ab"), whatever quotes,
+// wildcards or braces it holds; one that fails it is rejected with
+// [ErrInvalidKey] before the store is asked.
+//
+// Package [github.com/idemq/idemq/dedupe/dedupetest] holds the conformance
+// suite every implementation runs.
 type Store interface {
-	// Claim takes the key for req.Lease if it is free, or if its previous
-	// owner's lease has expired. It answers Done for a completed key within
-	// retention, InFlight for a key held by a live lease, Conflict for a
-	// fingerprint mismatch. It fails with ErrInvalidKey for a bad request.
+	// Claim takes the key for req.Lease, answering Acquired with a fresh
+	// token, if no record exists, its retention has ended or its lease has
+	// ended (an expired lease counts as no record at all). Otherwise, if both
+	// the live record and req carry a fingerprint and they differ, it answers
+	// Conflict; else Done for a completed key and InFlight for a key held by
+	// a live lease. It fails with ErrInvalidKey for a bad request.
 	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
 	// Complete marks an owned key done and keeps it for retention (which must
-	// be positive). A token that no longer owns the record fails with
-	// ErrLeaseLost and changes nothing.
+	// be positive) from the store's now. A token whose lease has ended or
+	// that does not own the record fails with ErrLeaseLost and changes
+	// nothing. Completing again with the token that completed the record
+	// succeeds and restarts the retention, so a Complete whose answer was
+	// lost can be retried.
 	Complete(ctx context.Context, t Ticket, retention time.Duration) error
 	// Release deletes an owned, still processing record so that the key can
-	// be claimed again at once. A token that no longer owns it fails with
-	// ErrLeaseLost and changes nothing.
+	// be claimed again at once. A token whose lease has ended or that does
+	// not own a processing record fails with ErrLeaseLost and changes
+	// nothing.
 	Release(ctx context.Context, t Ticket) error
-	// Extend moves an owned lease's end to the store's now plus lease. A
-	// token that no longer owns it fails with ErrLeaseLost.
+	// Extend moves an owned lease's end to the store's now plus lease (which
+	// must be positive), shortening it if lease is shorter than what is
+	// left. A token whose lease has ended or that does not own a processing
+	// record fails with ErrLeaseLost.
 	Extend(ctx context.Context, t Ticket, lease time.Duration) error
 }
 
 // Batcher is implemented by stores that claim, complete and release many keys
-// in one round trip. Results and per-item errors are in request order; a
-// non-nil error return means the whole batch failed with an unknown outcome.
-// Per-item errors are ErrInvalidKey or ErrLeaseLost as in [Store].
+// in one round trip. Results and per-item errors are in request order, and
+// the answers are those of the single calls made one after another in that
+// order (a key twice in one ClaimBatch is Acquired, then InFlight). A non-nil
+// error return means the whole batch failed with an unknown outcome. Per-item
+// errors are ErrInvalidKey or ErrLeaseLost as in [Store].
 type Batcher interface {
 	ClaimBatch(ctx context.Context, reqs []ClaimRequest) ([]ClaimResult, []error, error)
 	CompleteBatch(ctx context.Context, ts []Ticket, retention time.Duration) ([]error, error)

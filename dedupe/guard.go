@@ -115,16 +115,23 @@ func NewGuard(store Store, cfg GuardConfig) (*Guard, error) {
 //   - fn's error (Outcome Ran): the claim was released; retry later.
 //   - [ErrInFlight], [ErrConflict] or [ErrStoreUnavailable] (Outcome
 //     Deferred): fn did not run; retry later.
-//   - [ErrLeaseLost] (Outcome Ran): fn succeeded but its lease had been taken
-//     over, so its effect may have been applied twice. Acknowledge it, and
-//     report it.
+//   - [ErrLeaseLost] (Outcome Ran): fn succeeded but its lease had ended, so
+//     another consumer may have run it too. Acknowledge it, and report it.
 //   - [ErrUnrecorded] (Outcome Ran): fn succeeded but the store failed to
 //     record it. Acknowledge it, and report it.
 //   - [ErrInvalidKey] (Outcome Deferred): the message cannot be deduplicated.
 //
-// While fn runs its lease is extended; if the lease is lost fn's context is
-// cancelled with cause ErrLeaseLost.
+// ErrLeaseLost and ErrUnrecorded thus mean that fn succeeded. When fn fails
+// with an error that wraps either (as when it returns [context.Cause] of a
+// context cancelled because its lease was lost), Do flattens that error to
+// its text, so that a failed handler is never acknowledged.
+//
+// While fn runs its lease is extended every ExtendEvery. If the store
+// answers that the lease is lost, or no extension succeeds for a whole
+// lease, fn's context is cancelled with a cause wrapping ErrLeaseLost: fn
+// should stop, for another consumer may take the key over.
 func (g *Guard) Do(ctx context.Context, ref Ref, fingerprint string, fn func(context.Context) error) (Outcome, error) {
+	start := time.Now()
 	res, err := g.store.Claim(ctx, ClaimRequest{Ref: ref, Lease: g.cfg.Lease, Fingerprint: fingerprint})
 	if err != nil {
 		if errors.Is(err, ErrInvalidKey) {
@@ -147,11 +154,14 @@ func (g *Guard) Do(ctx context.Context, ref Ref, fingerprint string, fn func(con
 		return Deferred, fmt.Errorf("%w: claim %s answered %v", ErrStoreUnavailable, ref, res.Status)
 	}
 	t := Ticket{Ref: ref, Token: res.Token}
-	runErr := g.run(ctx, t, fn)
+	runErr := g.run(ctx, t, start, fn)
 
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.CleanupTimeout)
 	defer cancel()
 	if runErr != nil {
+		if errors.Is(runErr, ErrLeaseLost) || errors.Is(runErr, ErrUnrecorded) {
+			runErr = fmt.Errorf("dedupe: handler for %s failed: %v", ref, runErr)
+		}
 		if err := g.store.Release(cctx, t); err != nil && !errors.Is(err, ErrLeaseLost) {
 			// The lease expires by itself; the redelivery claims it then.
 			return Ran, fmt.Errorf("%w (and release failed: %v)", runErr, err)
@@ -168,34 +178,61 @@ func (g *Guard) Do(ctx context.Context, ref Ref, fingerprint string, fn func(con
 }
 
 // run calls fn while a goroutine keeps the lease alive, and waits for that
-// goroutine before returning.
-func (g *Guard) run(ctx context.Context, t Ticket, fn func(context.Context) error) error {
+// goroutine before returning. The lease was taken at or after start.
+func (g *Guard) run(ctx context.Context, t Ticket, start time.Time, fn func(context.Context) error) error {
 	hctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		tick := time.NewTicker(g.cfg.ExtendEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
+		g.keep(hctx, cancel, t, start, stop)
+	}()
+	// Deferred so that the goroutine ends even if fn panics.
+	defer func() {
+		close(stop)
+		<-stopped
+	}()
+	return fn(hctx)
+}
+
+// keep extends t's lease every ExtendEvery until stop is closed or ctx ends,
+// and cancels ctx once the lease is lost: when the store says so, or when no
+// extension has succeeded for a whole lease, so the store may have let it go.
+func (g *Guard) keep(ctx context.Context, cancel context.CancelCauseFunc, t Ticket, start time.Time, stop <-chan struct{}) {
+	tick := time.NewTicker(g.cfg.ExtendEvery)
+	defer tick.Stop()
+	// held is when the lease held for sure; it holds until held+Lease.
+	held := start
+	deadline := time.NewTimer(time.Until(held.Add(g.cfg.Lease)))
+	defer deadline.Stop()
+	lastErr := errors.New("no answer")
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			cancel(fmt.Errorf("%w: %s not extended for %v: %w", ErrLeaseLost, t.Ref, g.cfg.Lease, lastErr))
+			return
+		case <-tick.C:
+			sent := time.Now()
+			// An answer after the lease has ended is of no use.
+			ectx, ecancel := context.WithDeadline(ctx, held.Add(g.cfg.Lease))
+			err := g.store.Extend(ectx, t, g.cfg.Lease)
+			ecancel()
+			switch {
+			case err == nil:
+				held = sent
+				deadline.Reset(time.Until(held.Add(g.cfg.Lease)))
+			case errors.Is(err, ErrLeaseLost):
+				cancel(err)
 				return
-			case <-hctx.Done():
-				return
-			case <-tick.C:
-				err := g.store.Extend(hctx, t, g.cfg.Lease)
-				if errors.Is(err, ErrLeaseLost) {
-					cancel(ErrLeaseLost)
-					return
-				}
-				// Other errors: keep trying until the lease really ends.
+			default:
+				// Keep trying until the lease may have ended.
+				lastErr = err
 			}
 		}
-	}()
-	err := fn(hctx)
-	close(stop)
-	<-stopped
-	return err
+	}
 }

@@ -1,0 +1,82 @@
+package dedupe_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemq/idemq/dedupe"
+)
+
+func TestRefValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		ref  dedupe.Ref
+		ok   bool
+	}{
+		{"Plain", dedupe.Ref{Namespace: "n", Group: "g", Key: "k"}, true},
+		{"NoNamespace", dedupe.Ref{Group: "g", Key: "k"}, true},
+		{"Syntax", dedupe.Ref{Namespace: "{*}", Group: "' OR 1=1 --", Key: `]]..redis.call("FLUSHALL")`}, true},
+		{"LongestKey", dedupe.Ref{Group: "g", Key: strings.Repeat("🙂", dedupe.MaxKeyLen/4)}, true},
+		{"NoGroup", dedupe.Ref{Key: "k"}, false},
+		{"NoKey", dedupe.Ref{Group: "g"}, false},
+		{"LongKey", dedupe.Ref{Group: "g", Key: strings.Repeat("k", dedupe.MaxKeyLen+1)}, false},
+		{"LongGroup", dedupe.Ref{Group: strings.Repeat("g", dedupe.MaxGroupLen+1), Key: "k"}, false},
+		{"LongNamespace", dedupe.Ref{Namespace: strings.Repeat("n", dedupe.MaxNamespaceLen+1), Group: "g", Key: "k"}, false},
+		{"InvalidUTF8", dedupe.Ref{Group: "g", Key: "\xc3("}, false},
+		{"NUL", dedupe.Ref{Group: "g", Key: "a\x00"}, false},
+		{"Newline", dedupe.Ref{Group: "g\n", Key: "k"}, false},
+		{"DEL", dedupe.Ref{Namespace: "\x7f", Group: "g", Key: "k"}, false},
+		{"C1", dedupe.Ref{Group: "g", Key: "\u009b"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.ref.Validate()
+			if tt.ok != (err == nil) || (err != nil && !errors.Is(err, dedupe.ErrInvalidKey)) {
+				t.Errorf("Validate() = %v, want ok %v or ErrInvalidKey", err, tt.ok)
+			}
+		})
+	}
+}
+
+func TestClaimRequestValidate(t *testing.T) {
+	ref := dedupe.Ref{Group: "g", Key: "k"}
+	tests := []struct {
+		name    string
+		req     dedupe.ClaimRequest
+		wantErr error // nil: valid; errAny: any error
+	}{
+		{"Valid", dedupe.ClaimRequest{Ref: ref, Lease: time.Second, Fingerprint: dedupe.Fingerprint(nil)}, nil},
+		{"NoLease", dedupe.ClaimRequest{Ref: ref}, errAny},
+		{"BadRef", dedupe.ClaimRequest{Lease: time.Second}, dedupe.ErrInvalidKey},
+		{"LongFingerprint", dedupe.ClaimRequest{Ref: ref, Lease: time.Second, Fingerprint: strings.Repeat("f", dedupe.MaxFingerprint+1)}, dedupe.ErrInvalidKey},
+		{"BinaryFingerprint", dedupe.ClaimRequest{Ref: ref, Lease: time.Second, Fingerprint: "\x00\xff"}, dedupe.ErrInvalidKey},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.req.Validate()
+			switch {
+			case tt.wantErr == nil && err != nil, tt.wantErr != nil && err == nil:
+				t.Errorf("Validate() = %v, want %v", err, tt.wantErr)
+			case tt.wantErr != nil && tt.wantErr != errAny && !errors.Is(err, tt.wantErr):
+				t.Errorf("Validate() = %v, want %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+var errAny = errors.New("any error")
+
+func TestFingerprint(t *testing.T) {
+	a, b := dedupe.Fingerprint([]byte("a")), dedupe.Fingerprint([]byte("b"))
+	if a == b || a != dedupe.Fingerprint([]byte("a")) {
+		t.Errorf("Fingerprint(a) = %q, Fingerprint(b) = %q: want stable and distinct", a, b)
+	}
+	if want := "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb"; a != want {
+		t.Errorf("Fingerprint(a) = %q, want the hex SHA-256 %q", a, want)
+	}
+	if err := (dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "g", Key: "k"}, Lease: time.Second, Fingerprint: a}).Validate(); err != nil {
+		t.Errorf("a Fingerprint is not a valid fingerprint: %v", err)
+	}
+}

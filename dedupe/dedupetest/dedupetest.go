@@ -1,0 +1,1026 @@
+// Package dedupetest checks dedupe stores against the [dedupe.Store]
+// contract. [Run] is the conformance suite every backend runs from its own
+// tests; [FaultStore] wraps any store to fail chosen calls.
+//
+//	func TestConformance(t *testing.T) {
+//		dedupetest.Run(t, func(t *testing.T) dedupe.Store {
+//			return memdedupe.New(memdedupe.Config{})
+//		}, dedupetest.Features{})
+//	}
+//
+// Every test claims keys under a namespace and group of its own, so the
+// stores newStore returns may share one server and its old records.
+//
+// # What it checks
+//
+//   - the state machine: claim twice, release and reclaim at once, complete
+//     (and retry a complete), extend, stale and forged tokens refused;
+//   - expiry by the store's clock: leases and retention of [Features.Lease]
+//     run out while the suite sleeps;
+//   - races: 32 goroutines claim one key (fresh, and just expired) and
+//     exactly one wins; overlapping batches in different orders neither
+//     fail nor deadlock;
+//   - payload fingerprints and conflicts; batches with mixed answers and a
+//     key twice; cancelled contexts and non-positive durations;
+//   - failures mid-call through [FaultStore]: nothing is recorded wrongly and
+//     every write can be retried;
+//   - keys as data: quotes, SQL, Lua, glob and LIKE patterns, Redis hash
+//     tags, the longest valid parts in multi-byte UTF-8, and no case
+//     folding, padding or Unicode normalisation; bad keys (too long, invalid
+//     UTF-8, control characters) refused with [dedupe.ErrInvalidKey].
+//
+// The suite takes a few seconds: a dozen waits of one and a half leases.
+package dedupetest
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemq/idemq/dedupe"
+)
+
+// Features describes where a store differs from the others.
+type Features struct {
+	// Lease is the short lease and retention the suite waits out to test
+	// expiry by the store's clock; each such test sleeps one and a half
+	// times it. Default 150ms. Raise it for a store whose clock is coarse.
+	Lease time.Duration
+	// Batcher says the store implements [dedupe.Batcher]; the suite then
+	// fails if it does not. Either way the batch tests run, through
+	// [dedupe.ClaimBatch] and its siblings.
+	Batcher bool
+}
+
+// long is a lease or retention that no test outlives.
+const long = time.Hour
+
+// Run runs the conformance suite as subtests of t. newStore returns the
+// store under test; it is called once per subtest, and whatever it opens it
+// closes through t.Cleanup.
+func Run(t *testing.T, newStore func(t *testing.T) dedupe.Store, f Features) {
+	if f.Lease <= 0 {
+		f.Lease = 150 * time.Millisecond
+	}
+	tests := []struct {
+		name string
+		fn   func(*suite)
+	}{
+		{"ClaimTwice", testClaimTwice},
+		{"Scopes", testScopes},
+		{"ConcurrentClaim", testConcurrentClaim},
+		{"ConcurrentBatches", testConcurrentBatches},
+		{"LeaseExpiry", testLeaseExpiry},
+		{"StaleToken", testStaleToken},
+		{"Release", testRelease},
+		{"Complete", testComplete},
+		{"RetentionExpiry", testRetentionExpiry},
+		{"Extend", testExtend},
+		{"Fingerprint", testFingerprint},
+		{"Batch", testBatch},
+		{"Durations", testDurations},
+		{"CancelledContext", testCancelledContext},
+		{"Faults", testFaults},
+		{"HostileKeys", testHostileKeys},
+		{"InvalidKeys", testInvalidKeys},
+		{"Verbatim", testVerbatim},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &suite{T: t, store: newStore(t), f: f, id: rand.Text()[:12]}
+			if f.Batcher {
+				if _, ok := s.store.(dedupe.Batcher); !ok {
+					t.Fatalf("Features.Batcher is set but %T does not implement dedupe.Batcher", s.store)
+				}
+			}
+			tc.fn(s)
+		})
+	}
+}
+
+// suite is one subtest's store and helpers.
+type suite struct {
+	*testing.T
+	store dedupe.Store
+	f     Features
+	id    string // unique to the subtest; keeps its records apart
+}
+
+func (s *suite) ref(key string) dedupe.Ref {
+	return dedupe.Ref{Namespace: "dedupetest", Group: s.id, Key: key}
+}
+
+// expire sleeps until a lease or retention of s.f.Lease that began before
+// the call has ended by any clock that runs at the rate of ours.
+func (s *suite) expire() { time.Sleep(s.f.Lease * 3 / 2) }
+
+func (s *suite) claimFP(ref dedupe.Ref, lease time.Duration, fp string) dedupe.ClaimResult {
+	s.Helper()
+	res, err := s.store.Claim(s.Context(), dedupe.ClaimRequest{Ref: ref, Lease: lease, Fingerprint: fp})
+	if err != nil {
+		s.Fatalf("Claim(%q, %v, %q): %v", ref, lease, fp, err)
+	}
+	return res
+}
+
+// want claims ref for long with fingerprint fp and checks the answer. An
+// Acquired answer must carry a token, InFlight and Done a time left.
+func (s *suite) want(ref dedupe.Ref, fp string, want dedupe.Status) dedupe.ClaimResult {
+	s.Helper()
+	res := s.claimFP(ref, long, fp)
+	if res.Status != want {
+		s.Fatalf("Claim(%q, fingerprint %q) = %v, want %v", ref, fp, res.Status, want)
+	}
+	s.checkResult(ref, res, long)
+	return res
+}
+
+// checkResult checks the fields that go with res.Status. lease bounds the
+// time left of an InFlight answer.
+func (s *suite) checkResult(ref dedupe.Ref, res dedupe.ClaimResult, lease time.Duration) {
+	s.Helper()
+	switch res.Status {
+	case dedupe.Acquired:
+		if res.Token == "" || !res.Until.IsZero() || res.Remaining != 0 {
+			s.Errorf("Claim(%q) = acquired with token %q, until %v, remaining %v; want a token and no time", ref, res.Token, res.Until, res.Remaining)
+		}
+	case dedupe.InFlight, dedupe.Done:
+		if res.Token != "" || res.Until.IsZero() || res.Remaining <= 0 {
+			s.Errorf("Claim(%q) = %v with token %q, until %v, remaining %v; want no token and a time", ref, res.Status, res.Token, res.Until, res.Remaining)
+		}
+		if res.Status == dedupe.InFlight && res.Remaining > lease {
+			s.Errorf("Claim(%q) = in flight for %v, longer than the lease %v", ref, res.Remaining, lease)
+		}
+	case dedupe.Conflict:
+		if res.Token != "" {
+			s.Errorf("Claim(%q) = conflict with token %q", ref, res.Token)
+		}
+	default:
+		s.Errorf("Claim(%q) = %v, not a status", ref, res.Status)
+	}
+}
+
+// acquire claims ref, which must be free, for lease and returns its ticket.
+func (s *suite) acquire(ref dedupe.Ref, lease time.Duration) dedupe.Ticket {
+	s.Helper()
+	res := s.claimFP(ref, lease, "")
+	if res.Status != dedupe.Acquired {
+		s.Fatalf("Claim(%q) = %v, want acquired", ref, res.Status)
+	}
+	s.checkResult(ref, res, lease)
+	return dedupe.Ticket{Ref: ref, Token: res.Token}
+}
+
+func (s *suite) complete(t dedupe.Ticket, retention time.Duration, want error) {
+	s.Helper()
+	if err := s.store.Complete(s.Context(), t, retention); !matches(err, want) {
+		s.Fatalf("Complete(%q, %v) = %v, want %v", t.Ref, retention, err, want)
+	}
+}
+
+func (s *suite) release(t dedupe.Ticket, want error) {
+	s.Helper()
+	if err := s.store.Release(s.Context(), t); !matches(err, want) {
+		s.Fatalf("Release(%q) = %v, want %v", t.Ref, err, want)
+	}
+}
+
+func (s *suite) extend(t dedupe.Ticket, lease time.Duration, want error) {
+	s.Helper()
+	if err := s.store.Extend(s.Context(), t, lease); !matches(err, want) {
+		s.Fatalf("Extend(%q, %v) = %v, want %v", t.Ref, lease, err, want)
+	}
+}
+
+// matches reports whether err is want: nil for nil, errors.Is otherwise.
+func matches(err, want error) bool {
+	if want == nil {
+		return err == nil
+	}
+	return errors.Is(err, want)
+}
+
+// isSentinel reports whether err is one of the contract's answers rather
+// than a failure to reach the store.
+func isSentinel(err error) bool {
+	return errors.Is(err, dedupe.ErrInvalidKey) || errors.Is(err, dedupe.ErrLeaseLost) ||
+		errors.Is(err, dedupe.ErrConflict) || errors.Is(err, dedupe.ErrInFlight)
+}
+
+func testClaimTwice(s *suite) {
+	r := s.ref("k")
+	tk := s.acquire(r, long)
+	s.want(r, "", dedupe.InFlight)
+	other := s.acquire(s.ref("k2"), long)
+	if other.Token == tk.Token {
+		s.Errorf("two claims got the same token %q", tk.Token)
+	}
+	s.complete(tk, long, nil)
+	s.want(r, "", dedupe.Done)
+}
+
+// testScopes checks that namespace, group and key each separate records, and
+// that no way of joining them makes two Refs one.
+func testScopes(s *suite) {
+	base := dedupe.Ref{Namespace: s.id, Group: "g", Key: "k"}
+	s.acquire(base, long)
+	for _, r := range []dedupe.Ref{
+		{Namespace: s.id, Group: "g", Key: "k2"},
+		{Namespace: s.id, Group: "g2", Key: "k"},
+		{Namespace: s.id + "x", Group: "g", Key: "k"},
+		{Namespace: "", Group: s.id + "g", Key: "k"},
+	} {
+		s.acquire(r, long)
+	}
+	// Each pair differs only in where a separator-like character sits.
+	for _, sep := range []string{":", "/", "|", "{", "}", "\\", " ", ".", "%", "'", "", "\u00a0", "::", "}{"} {
+		pairs := [][2]dedupe.Ref{
+			{{Namespace: s.id + sep + "a", Group: "b", Key: "k"}, {Namespace: s.id, Group: "a" + sep + "b", Key: "k"}},
+			{{Namespace: s.id, Group: "a" + sep + "b", Key: "c"}, {Namespace: s.id, Group: "a", Key: "b" + sep + "c"}},
+			{{Namespace: s.id, Group: "x" + sep, Key: "y"}, {Namespace: s.id, Group: "x", Key: sep + "y"}},
+		}
+		for _, p := range pairs {
+			if p[0] == p[1] {
+				continue // sep ""
+			}
+			s.acquire(p[0], long)
+			if res := s.claimFP(p[1], long, ""); res.Status != dedupe.Acquired {
+				s.Errorf("Claim(%#v) after claiming %#v = %v, want acquired: the two share a record", p[1], p[0], res.Status)
+			}
+		}
+	}
+}
+
+// testConcurrentClaim races 32 claims of one key: fresh keys, then a key
+// whose lease has just expired. Exactly one claim may win each race.
+func testConcurrentClaim(s *suite) {
+	const n = 32
+	race := func(r dedupe.Ref) {
+		s.Helper()
+		var (
+			wg    sync.WaitGroup
+			start = make(chan struct{})
+			res   = make([]dedupe.ClaimResult, n)
+			errs  = make([]error, n)
+		)
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				res[i], errs[i] = s.store.Claim(s.Context(), dedupe.ClaimRequest{Ref: r, Lease: long})
+			})
+		}
+		close(start)
+		wg.Wait()
+		won := 0
+		for i := range n {
+			switch {
+			case errs[i] != nil:
+				s.Errorf("claim %d of %q: %v", i, r, errs[i])
+			case res[i].Status == dedupe.Acquired:
+				won++
+			case res[i].Status != dedupe.InFlight:
+				s.Errorf("claim %d of %q = %v, want acquired or in flight", i, r, res[i].Status)
+			}
+		}
+		if won != 1 {
+			s.Errorf("%d of %d concurrent claims of %q acquired it, want exactly 1", won, n, r)
+		}
+	}
+	for i := range 3 {
+		race(s.ref(fmt.Sprint("fresh", i)))
+	}
+	r := s.ref("expired")
+	s.acquire(r, s.f.Lease)
+	s.expire()
+	race(r)
+}
+
+// testConcurrentBatches claims one set of keys from several goroutines at
+// once, each in its own order: every key is acquired exactly once, and the
+// store neither fails nor deadlocks.
+func testConcurrentBatches(s *suite) {
+	const workers, keys = 4, 16
+	var refs []dedupe.ClaimRequest
+	for i := range keys {
+		refs = append(refs, dedupe.ClaimRequest{Ref: s.ref(fmt.Sprint("k", i)), Lease: long})
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		owner = map[dedupe.Ref]int{}
+	)
+	for w := range workers {
+		reqs := slices.Clone(refs)
+		// A different rotation and direction per worker.
+		reqs = append(reqs[w*keys/workers:], reqs[:w*keys/workers]...)
+		if w%2 == 1 {
+			slices.Reverse(reqs)
+		}
+		wg.Go(func() {
+			res, errs, err := dedupe.ClaimBatch(s.Context(), s.store, reqs)
+			if err != nil {
+				s.Errorf("worker %d: ClaimBatch: %v", w, err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for i, r := range res {
+				switch {
+				case errs[i] != nil:
+					s.Errorf("worker %d: claim %q: %v", w, reqs[i].Ref, errs[i])
+				case r.Status == dedupe.Acquired:
+					owner[reqs[i].Ref]++
+				case r.Status != dedupe.InFlight:
+					s.Errorf("worker %d: claim %q = %v, want acquired or in flight", w, reqs[i].Ref, r.Status)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, r := range refs {
+		if owner[r.Ref] != 1 {
+			s.Errorf("%q acquired %d times, want once", r.Ref, owner[r.Ref])
+		}
+	}
+}
+
+func testLeaseExpiry(s *suite) {
+	r := s.ref("k")
+	old := s.acquire(r, s.f.Lease)
+	s.expire()
+	if tk := s.acquire(r, long); tk.Token == old.Token {
+		s.Errorf("reclaim after the lease expired reused token %q", old.Token)
+	}
+	s.want(r, "", dedupe.InFlight)
+}
+
+func testStaleToken(s *suite) {
+	s.Run("Reclaimed", func(t *testing.T) {
+		s := s.sub(t)
+		r := s.ref("k")
+		stale := s.acquire(r, s.f.Lease)
+		s.expire()
+		owner := s.acquire(r, long)
+		s.complete(stale, long, dedupe.ErrLeaseLost)
+		s.release(stale, dedupe.ErrLeaseLost)
+		s.extend(stale, long, dedupe.ErrLeaseLost)
+		s.want(r, "", dedupe.InFlight)
+		s.complete(owner, long, nil)
+		s.want(r, "", dedupe.Done)
+		s.release(stale, dedupe.ErrLeaseLost)
+		s.want(r, "", dedupe.Done)
+	})
+	s.Run("ExpiredNotReclaimed", func(t *testing.T) {
+		s := s.sub(t)
+		r := s.ref("k")
+		stale := s.acquire(r, s.f.Lease)
+		s.expire()
+		s.complete(stale, long, dedupe.ErrLeaseLost)
+		s.extend(stale, long, dedupe.ErrLeaseLost)
+		s.release(stale, dedupe.ErrLeaseLost)
+		s.acquire(r, long)
+	})
+	s.Run("Foreign", func(t *testing.T) {
+		s := s.sub(t)
+		r := s.ref("k")
+		owner := s.acquire(r, long)
+		for _, token := range []string{"", "bogus", owner.Token + "x", strings.ToUpper(owner.Token), strings.ToLower(owner.Token), owner.Token[:len(owner.Token)-1], " " + owner.Token} {
+			if token == owner.Token {
+				continue
+			}
+			forged := dedupe.Ticket{Ref: r, Token: token}
+			s.complete(forged, long, dedupe.ErrLeaseLost)
+			s.extend(forged, long, dedupe.ErrLeaseLost)
+			s.release(forged, dedupe.ErrLeaseLost)
+		}
+		// Another key's token does not own this one.
+		other := s.acquire(s.ref("other"), long)
+		s.complete(dedupe.Ticket{Ref: r, Token: other.Token}, long, dedupe.ErrLeaseLost)
+		s.want(r, "", dedupe.InFlight)
+		s.complete(owner, long, nil)
+	})
+	s.Run("NeverClaimed", func(t *testing.T) {
+		s := s.sub(t)
+		tk := dedupe.Ticket{Ref: s.ref("k"), Token: "bogus"}
+		s.complete(tk, long, dedupe.ErrLeaseLost)
+		s.extend(tk, long, dedupe.ErrLeaseLost)
+		s.release(tk, dedupe.ErrLeaseLost)
+		s.acquire(tk.Ref, long)
+	})
+}
+
+// sub returns a suite for subtest t over the same store.
+func (s *suite) sub(t *testing.T) *suite {
+	return &suite{T: t, store: s.store, f: s.f, id: s.id + "-" + rand.Text()[:6]}
+}
+
+func testRelease(s *suite) {
+	r := s.ref("k")
+	old := s.acquire(r, long)
+	s.release(old, nil)
+	tk := s.acquire(r, long) // at once: a failed message's redelivery runs
+	if tk.Token == old.Token {
+		s.Errorf("reclaim after release reused token %q", old.Token)
+	}
+	s.release(old, dedupe.ErrLeaseLost)
+	s.complete(old, long, dedupe.ErrLeaseLost)
+	s.extend(old, long, dedupe.ErrLeaseLost)
+	s.want(r, "", dedupe.InFlight)
+	s.complete(tk, long, nil)
+	// A done record is not released: the message was processed.
+	s.release(tk, dedupe.ErrLeaseLost)
+	s.want(r, "", dedupe.Done)
+}
+
+func testComplete(s *suite) {
+	r := s.ref("k")
+	tk := s.acquire(r, long)
+	s.complete(tk, long, nil)
+	res := s.want(r, "", dedupe.Done)
+	if res.Remaining > long {
+		s.Errorf("done for %v more, longer than the retention %v", res.Remaining, long)
+	}
+	s.complete(tk, long, nil) // a retry of a Complete whose answer was lost
+	s.complete(dedupe.Ticket{Ref: r, Token: "bogus"}, long, dedupe.ErrLeaseLost)
+	s.extend(tk, long, dedupe.ErrLeaseLost)
+	s.release(tk, dedupe.ErrLeaseLost)
+	s.want(r, "", dedupe.Done)
+
+	// A retry restarts the retention.
+	r = s.ref("retry")
+	tk = s.acquire(r, long)
+	s.complete(tk, 2*s.f.Lease, nil)
+	s.complete(tk, long, nil)
+	time.Sleep(3 * s.f.Lease)
+	s.want(r, "", dedupe.Done)
+}
+
+func testRetentionExpiry(s *suite) {
+	r := s.ref("k")
+	tk := s.acquire(r, long)
+	s.complete(tk, s.f.Lease, nil)
+	s.expire()
+	s.complete(tk, long, dedupe.ErrLeaseLost)
+	s.acquire(r, long)
+}
+
+func testExtend(s *suite) {
+	s.Run("Lengthen", func(t *testing.T) {
+		s := s.sub(t)
+		r := s.ref("k")
+		tk := s.acquire(r, 2*s.f.Lease)
+		s.extend(tk, long, nil)
+		time.Sleep(3 * s.f.Lease)
+		res := s.want(r, "", dedupe.InFlight)
+		if res.Remaining <= long/2 {
+			s.Errorf("in flight for %v more after extending to %v", res.Remaining, long)
+		}
+		s.complete(tk, long, nil)
+	})
+	s.Run("Shorten", func(t *testing.T) {
+		s := s.sub(t)
+		r := s.ref("k")
+		tk := s.acquire(r, long)
+		s.extend(tk, s.f.Lease, nil)
+		s.expire()
+		s.extend(tk, long, dedupe.ErrLeaseLost) // no resurrection
+		s.acquire(r, long)
+	})
+}
+
+func testFingerprint(s *suite) {
+	fa, fb := dedupe.Fingerprint([]byte("a")), dedupe.Fingerprint([]byte("b"))
+	s.Run("InFlight", func(t *testing.T) {
+		s := s.sub(t)
+		r := s.ref("k")
+		res := s.claimFP(r, long, fa)
+		if res.Status != dedupe.Acquired {
+			s.Fatalf("first claim = %v", res.Status)
+		}
+		s.want(r, fb, dedupe.Conflict)
+		s.want(r, fa, dedupe.InFlight)
+		s.want(r, "", dedupe.InFlight)
+		s.complete(dedupe.Ticket{Ref: r, Token: res.Token}, long, nil)
+		s.want(r, fb, dedupe.Conflict)
+		s.want(r, fa, dedupe.Done)
+		s.want(r, "", dedupe.Done)
+	})
+	s.Run("RecordWithout", func(t *testing.T) {
+		s := s.sub(t)
+		r := s.ref("k")
+		s.complete(s.acquire(r, long), long, nil)
+		s.want(r, fb, dedupe.Done)
+	})
+	s.Run("Expired", func(t *testing.T) {
+		s := s.sub(t)
+		r := s.ref("k")
+		if res := s.claimFP(r, s.f.Lease, fa); res.Status != dedupe.Acquired {
+			s.Fatalf("first claim = %v", res.Status)
+		}
+		s.expire()
+		// An expired lease is no record: the new claim's fingerprint holds.
+		if res := s.claimFP(r, long, fb); res.Status != dedupe.Acquired {
+			s.Fatalf("claim after expiry = %v, want acquired", res.Status)
+		}
+		s.want(r, fa, dedupe.Conflict)
+	})
+	s.Run("Released", func(t *testing.T) {
+		s := s.sub(t)
+		r := s.ref("k")
+		res := s.claimFP(r, long, fa)
+		s.release(dedupe.Ticket{Ref: r, Token: res.Token}, nil)
+		if res := s.claimFP(r, long, fb); res.Status != dedupe.Acquired {
+			s.Fatalf("claim after release = %v, want acquired", res.Status)
+		}
+	})
+	s.Run("Verbatim", func(t *testing.T) {
+		s := s.sub(t)
+		r := s.ref("k")
+		fp := strings.Repeat("é", dedupe.MaxFingerprint/2)
+		s.claimFP(r, long, fp)
+		s.want(r, fp, dedupe.InFlight)
+		for _, other := range []string{strings.ToUpper(fp), fp[:len(fp)-2], fp[:len(fp)-2] + "e", fp[:len(fp)-4] + "e\u0301"} {
+			if other != fp {
+				s.want(r, other, dedupe.Conflict)
+			}
+		}
+	})
+	s.Run("Invalid", func(t *testing.T) {
+		s := s.sub(t)
+		r := s.ref("k")
+		for _, fp := range []string{strings.Repeat("f", dedupe.MaxFingerprint+1), "\xff", "a\x00"} {
+			_, err := s.store.Claim(s.Context(), dedupe.ClaimRequest{Ref: r, Lease: long, Fingerprint: fp})
+			if !errors.Is(err, dedupe.ErrInvalidKey) {
+				s.Errorf("Claim with fingerprint %q = %v, want ErrInvalidKey", fp, err)
+			}
+		}
+		s.acquire(r, long)
+	})
+}
+
+func testBatch(s *suite) {
+	ctx := s.Context()
+	done, flight, conflict := s.ref("done"), s.ref("flight"), s.ref("conflict")
+	s.complete(s.acquire(done, long), long, nil)
+	flightTk := s.acquire(flight, long)
+	s.claimFP(conflict, long, "A")
+
+	free, dup, bad := s.ref("free"), s.ref("dup"), s.ref("")
+	reqs := []dedupe.ClaimRequest{
+		{Ref: free, Lease: long},
+		{Ref: done, Lease: long},
+		{Ref: flight, Lease: long},
+		{Ref: conflict, Lease: long, Fingerprint: "B"},
+		{Ref: bad, Lease: long},
+		{Ref: dup, Lease: long},
+		{Ref: dup, Lease: long},
+	}
+	want := []dedupe.Status{dedupe.Acquired, dedupe.Done, dedupe.InFlight, dedupe.Conflict, 0, dedupe.Acquired, dedupe.InFlight}
+	res, errs, err := dedupe.ClaimBatch(ctx, s.store, reqs)
+	if err != nil {
+		s.Fatalf("ClaimBatch: %v", err)
+	}
+	if len(res) != len(reqs) || len(errs) != len(reqs) {
+		s.Fatalf("ClaimBatch of %d answered %d results and %d errors", len(reqs), len(res), len(errs))
+	}
+	for i, w := range want {
+		if w == 0 {
+			if !errors.Is(errs[i], dedupe.ErrInvalidKey) {
+				s.Errorf("ClaimBatch item %d (%q) error = %v, want ErrInvalidKey", i, reqs[i].Ref, errs[i])
+			}
+			continue
+		}
+		if errs[i] != nil || res[i].Status != w {
+			s.Errorf("ClaimBatch item %d (%q) = %v, %v; want %v", i, reqs[i].Ref, res[i].Status, errs[i], w)
+		}
+		s.checkResult(reqs[i].Ref, res[i], long)
+	}
+
+	tickets := []dedupe.Ticket{
+		{Ref: free, Token: res[0].Token},
+		{Ref: flight, Token: "bogus"},
+		{Ref: dup, Token: res[5].Token},
+		{Ref: bad, Token: "bogus"},
+	}
+	cerrs, err := dedupe.CompleteBatch(ctx, s.store, tickets, long)
+	if err != nil {
+		s.Fatalf("CompleteBatch: %v", err)
+	}
+	for i, w := range []error{nil, dedupe.ErrLeaseLost, nil, dedupe.ErrInvalidKey} {
+		if len(cerrs) != len(tickets) || !matches(cerrs[i], w) {
+			s.Fatalf("CompleteBatch = %v, want item %d %v", cerrs, i, w)
+		}
+	}
+	s.want(free, "", dedupe.Done)
+	s.want(dup, "", dedupe.Done)
+	s.want(flight, "", dedupe.InFlight)
+
+	r1, r2 := s.acquire(s.ref("r1"), long), s.acquire(s.ref("r2"), long)
+	rerrs, err := dedupe.ReleaseBatch(ctx, s.store, []dedupe.Ticket{
+		r1, {Ref: r2.Ref, Token: "bogus"}, tickets[0], flightTk, {Ref: bad, Token: "bogus"},
+	})
+	if err != nil {
+		s.Fatalf("ReleaseBatch: %v", err)
+	}
+	for i, w := range []error{nil, dedupe.ErrLeaseLost, dedupe.ErrLeaseLost, nil, dedupe.ErrInvalidKey} {
+		if len(rerrs) != 5 || !matches(rerrs[i], w) {
+			s.Fatalf("ReleaseBatch = %v, want item %d %v", rerrs, i, w)
+		}
+	}
+	s.acquire(r1.Ref, long)
+	s.want(r2.Ref, "", dedupe.InFlight)
+	s.want(free, "", dedupe.Done)
+	s.acquire(flight, long)
+
+	s.Run("Empty", func(t *testing.T) {
+		res, errs, err := dedupe.ClaimBatch(ctx, s.store, nil)
+		if len(res) != 0 || len(errs) != 0 || err != nil {
+			t.Errorf("ClaimBatch(nil) = %v, %v, %v; want nothing", res, errs, err)
+		}
+		if errs, err := dedupe.CompleteBatch(ctx, s.store, nil, long); len(errs) != 0 || err != nil {
+			t.Errorf("CompleteBatch(nil) = %v, %v; want nothing", errs, err)
+		}
+		if errs, err := dedupe.ReleaseBatch(ctx, s.store, nil); len(errs) != 0 || err != nil {
+			t.Errorf("ReleaseBatch(nil) = %v, %v; want nothing", errs, err)
+		}
+	})
+	s.Run("Large", func(t *testing.T) {
+		s := s.sub(t)
+		reqs := make([]dedupe.ClaimRequest, 500)
+		for i := range reqs {
+			reqs[i] = dedupe.ClaimRequest{Ref: s.ref(fmt.Sprint(i)), Lease: long, Fingerprint: fmt.Sprint(i)}
+		}
+		res, errs, err := dedupe.ClaimBatch(ctx, s.store, reqs)
+		if err != nil {
+			s.Fatalf("ClaimBatch: %v", err)
+		}
+		tickets := make([]dedupe.Ticket, len(res))
+		for i, r := range res {
+			if r.Status != dedupe.Acquired || errs[i] != nil {
+				s.Fatalf("ClaimBatch item %d = %v, %v", i, r.Status, errs[i])
+			}
+			tickets[i] = dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}
+		}
+		cerrs, err := dedupe.CompleteBatch(ctx, s.store, tickets, long)
+		if err != nil || slices.ContainsFunc(cerrs, func(e error) bool { return e != nil }) {
+			s.Fatalf("CompleteBatch = %v, %v", cerrs, err)
+		}
+		res, _, err = dedupe.ClaimBatch(ctx, s.store, reqs)
+		if err != nil || slices.ContainsFunc(res, func(r dedupe.ClaimResult) bool { return r.Status != dedupe.Done }) {
+			s.Fatalf("ClaimBatch after completing: %v, err %v; want all done", res, err)
+		}
+	})
+}
+
+// testDurations checks that non-positive leases and retentions are refused
+// and change nothing.
+func testDurations(s *suite) {
+	r := s.ref("k")
+	for _, d := range []time.Duration{0, -time.Second} {
+		res, err := s.store.Claim(s.Context(), dedupe.ClaimRequest{Ref: r, Lease: d})
+		if err == nil || isSentinel(err) {
+			s.Errorf("Claim with lease %v = %v, %v; want a plain error", d, res.Status, err)
+		}
+	}
+	tk := s.acquire(r, long)
+	for _, d := range []time.Duration{0, -time.Second} {
+		if err := s.store.Complete(s.Context(), tk, d); err == nil || isSentinel(err) {
+			s.Errorf("Complete with retention %v = %v, want a plain error", d, err)
+		}
+		if err := s.store.Extend(s.Context(), tk, d); err == nil || isSentinel(err) {
+			s.Errorf("Extend with lease %v = %v, want a plain error", d, err)
+		}
+	}
+	s.want(r, "", dedupe.InFlight)
+	s.complete(tk, long, nil)
+}
+
+// testCancelledContext checks that a call whose context is done fails with
+// the context's error and changes nothing.
+func testCancelledContext(s *suite) {
+	cancelled, cancel := context.WithCancel(s.Context())
+	cancel()
+	expired, cancel2 := context.WithDeadline(s.Context(), time.Now().Add(-time.Second))
+	defer cancel2()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		want error
+	}{
+		{"Cancelled", cancelled, context.Canceled},
+		{"DeadlineExceeded", expired, context.DeadlineExceeded},
+	} {
+		s.Run(c.name, func(t *testing.T) {
+			s := s.sub(t)
+			free, owned := s.ref("free"), s.ref("owned")
+			tk := s.acquire(owned, long)
+			check := func(what string, err error) {
+				t.Helper()
+				if !errors.Is(err, c.want) || isSentinel(err) {
+					t.Errorf("%s = %v, want %v", what, err, c.want)
+				}
+			}
+			_, err := s.store.Claim(c.ctx, dedupe.ClaimRequest{Ref: free, Lease: long})
+			check("Claim", err)
+			check("Complete", s.store.Complete(c.ctx, tk, long))
+			check("Extend", s.store.Extend(c.ctx, tk, time.Millisecond))
+			check("Release", s.store.Release(c.ctx, tk))
+			_, _, err = dedupe.ClaimBatch(c.ctx, s.store, []dedupe.ClaimRequest{{Ref: free, Lease: long}})
+			check("ClaimBatch", err)
+			_, err = dedupe.CompleteBatch(c.ctx, s.store, []dedupe.Ticket{tk}, long)
+			check("CompleteBatch", err)
+			_, err = dedupe.ReleaseBatch(c.ctx, s.store, []dedupe.Ticket{tk})
+			check("ReleaseBatch", err)
+
+			s.acquire(free, long)
+			s.want(owned, "", dedupe.InFlight)
+			s.complete(tk, long, nil)
+		})
+	}
+}
+
+// testFaults fails calls on their way to the store or on their way back and
+// checks that the caller gets a plain error and that the store records
+// nothing wrongly: no key is ever done that was not completed, and every
+// write can be retried with the same token.
+func testFaults(s *suite) {
+	type env struct {
+		*suite
+		fs *FaultStore
+	}
+	setup := func(t *testing.T) env {
+		sub := s.sub(t)
+		fs := NewFaultStore(s.store)
+		sub.store = fs
+		return env{sub, fs}
+	}
+	injected := func(t *testing.T, what string, err error) {
+		t.Helper()
+		if !errors.Is(err, ErrInjected) || isSentinel(err) {
+			t.Fatalf("%s = %v, want the injected fault", what, err)
+		}
+	}
+	s.Run("ClaimBefore", func(t *testing.T) {
+		e := setup(t)
+		r := e.ref("k")
+		e.fs.Inject(Fault{Ops: OpClaim, Nth: 1})
+		_, err := e.fs.Claim(e.Context(), dedupe.ClaimRequest{Ref: r, Lease: long})
+		injected(t, "Claim", err)
+		e.acquire(r, long)
+	})
+	s.Run("ClaimAfter", func(t *testing.T) {
+		e := setup(t)
+		r := e.ref("k")
+		e.fs.Inject(Fault{Ops: OpClaim, Nth: 1, After: true})
+		_, err := e.fs.Claim(e.Context(), dedupe.ClaimRequest{Ref: r, Lease: e.f.Lease})
+		injected(t, "Claim", err)
+		// The lost claim holds the key until its lease ends, never longer.
+		if res := e.claimFP(r, long, ""); res.Status != dedupe.InFlight {
+			t.Fatalf("Claim after a lost claim = %v, want in flight", res.Status)
+		}
+		e.expire()
+		e.acquire(r, long)
+	})
+	s.Run("CompleteBefore", func(t *testing.T) {
+		e := setup(t)
+		r := e.ref("k")
+		tk := e.acquire(r, long)
+		e.fs.Inject(Fault{Ops: OpComplete, Nth: 1})
+		injected(t, "Complete", e.fs.Complete(e.Context(), tk, long))
+		e.want(r, "", dedupe.InFlight)
+		e.complete(tk, long, nil)
+		e.want(r, "", dedupe.Done)
+	})
+	s.Run("CompleteAfter", func(t *testing.T) {
+		e := setup(t)
+		r := e.ref("k")
+		tk := e.acquire(r, long)
+		e.fs.Inject(Fault{Ops: OpComplete, Nth: 1, After: true})
+		injected(t, "Complete", e.fs.Complete(e.Context(), tk, long))
+		e.want(r, "", dedupe.Done)
+		e.complete(tk, long, nil)
+	})
+	s.Run("ReleaseBefore", func(t *testing.T) {
+		e := setup(t)
+		r := e.ref("k")
+		tk := e.acquire(r, long)
+		e.fs.Inject(Fault{Ops: OpRelease, Nth: 1})
+		injected(t, "Release", e.fs.Release(e.Context(), tk))
+		e.want(r, "", dedupe.InFlight)
+		e.release(tk, nil)
+		e.acquire(r, long)
+	})
+	s.Run("ReleaseAfter", func(t *testing.T) {
+		e := setup(t)
+		r := e.ref("k")
+		tk := e.acquire(r, long)
+		e.fs.Inject(Fault{Ops: OpRelease, Nth: 1, After: true})
+		injected(t, "Release", e.fs.Release(e.Context(), tk))
+		e.release(tk, dedupe.ErrLeaseLost)
+		e.acquire(r, long)
+	})
+	s.Run("ExtendAfter", func(t *testing.T) {
+		e := setup(t)
+		r := e.ref("k")
+		tk := e.acquire(r, long)
+		e.fs.Inject(Fault{Ops: OpExtend, Nth: 1, After: true})
+		injected(t, "Extend", e.fs.Extend(e.Context(), tk, long))
+		e.extend(tk, long, nil)
+		e.complete(tk, long, nil)
+	})
+	s.Run("BatchAfter", func(t *testing.T) {
+		e := setup(t)
+		reqs := []dedupe.ClaimRequest{{Ref: e.ref("a"), Lease: long}, {Ref: e.ref("b"), Lease: long}}
+		e.fs.Inject(Fault{Ops: OpClaimBatch, Nth: 1, After: true})
+		_, _, err := e.fs.ClaimBatch(e.Context(), reqs)
+		injected(t, "ClaimBatch", err)
+		for _, r := range reqs {
+			e.want(r.Ref, "", dedupe.InFlight)
+		}
+
+		var tickets []dedupe.Ticket
+		for _, k := range []string{"c", "d"} {
+			tickets = append(tickets, e.acquire(e.ref(k), long))
+		}
+		e.fs.Inject(Fault{Ops: OpCompleteBatch, Nth: 1, After: true})
+		_, err = e.fs.CompleteBatch(e.Context(), tickets, long)
+		injected(t, "CompleteBatch", err)
+		errs, err := e.fs.CompleteBatch(e.Context(), tickets, long)
+		if err != nil || slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
+			t.Fatalf("CompleteBatch retry = %v, %v; want success", errs, err)
+		}
+		for _, tk := range tickets {
+			e.want(tk.Ref, "", dedupe.Done)
+		}
+	})
+}
+
+// hostile holds keys that are syntax somewhere: SQL, Lua, Redis patterns and
+// hash tags, LIKE and glob wildcards, path and format strings.
+var hostile = []string{
+	`'`, `"`, "`", `\`, `\'`, `''`, `' OR '1'='1`, `'; DROP TABLE dedupe; --`, `"; DELETE FROM x; --`,
+	`%`, `_`, `a%`, `a_`, `%s%d%n`, `*`, `a*`, `?`, `a?`, `[ab]`, `[^a]`, `h[ae]llo`,
+	`{`, `}`, `{}`, `{a}`, `}{`, `:`, `::`, `a:b`, `a:*`, `/`, `../..`, `.`, `$1`, `\0`,
+	`]]`, `[[`, `]]..redis.call('FLUSHALL')..[[`, `redis.call("DEL", KEYS[1])`, `--[[`, `#`,
+	`\n`, `\r\n`, `null`, `NULL`, `nil`, `0`, `-1`, `true`, `🙂`, `中文`, `é`, ` `, ` a `,
+	`$(rm -rf /)`, `<script>`, `&amp;`, `+`, `~`, `^`, `$`, `|`, `;`, `,`,
+}
+
+// nearMiss maps a hostile key to keys a pattern or a loose comparison would
+// confuse with it.
+var nearMiss = map[string][]string{
+	`a*`:          {"a", "ab", "abc"},
+	`*`:           {"x"},
+	`a?`:          {"ab"},
+	`?`:           {"y"},
+	`a%`:          {"a", "ab"},
+	`%`:           {"z"},
+	`a_`:          {"ab"},
+	`_`:           {"w"},
+	`[ab]`:        {"a", "b"},
+	`h[ae]llo`:    {"hallo", "hello"},
+	`a:*`:         {"a:b"},
+	`{a}`:         {"a"},
+	` a `:         {"a", " a", "a "},
+	`' OR '1'='1`: {"x' OR '1'='1"},
+}
+
+func testHostileKeys(s *suite) {
+	for _, key := range hostile {
+		r := s.ref(key)
+		s.complete(s.acquire(r, long), long, nil)
+	}
+	for _, key := range hostile {
+		s.want(s.ref(key), "", dedupe.Done)
+	}
+	claimed := map[string]bool{}
+	for key, misses := range nearMiss {
+		for _, m := range misses {
+			if slices.Contains(hostile, m) || claimed[m] {
+				continue
+			}
+			claimed[m] = true
+			if res := s.claimFP(s.ref(m), long, ""); res.Status != dedupe.Acquired {
+				s.Errorf("Claim(%q) after completing %q = %v, want acquired", m, key, res.Status)
+			}
+		}
+	}
+	// Hostile groups and namespaces too.
+	for _, part := range []string{`*`, `{x}`, `a:b`, `'`, `%`, `]]`} {
+		for _, r := range []dedupe.Ref{
+			{Namespace: s.id, Group: part, Key: "k"},
+			{Namespace: s.id + part, Group: "g", Key: "k"},
+		} {
+			s.complete(s.acquire(r, long), long, nil)
+			s.want(r, "", dedupe.Done)
+		}
+	}
+	s.acquire(dedupe.Ref{Namespace: s.id, Group: "x", Key: "k"}, long)
+	s.acquire(dedupe.Ref{Namespace: s.id, Group: "{x}y", Key: "k"}, long)
+
+	// The longest parts fit, in bytes, however many characters they are.
+	for _, r := range []dedupe.Ref{
+		s.ref(strings.Repeat("k", dedupe.MaxKeyLen)),
+		s.ref(strings.Repeat("🙂", dedupe.MaxKeyLen/4) + strings.Repeat("k", dedupe.MaxKeyLen%4)),
+		s.ref(strings.Repeat("é", dedupe.MaxKeyLen/2) + strings.Repeat("k", dedupe.MaxKeyLen%2)),
+		{Namespace: s.id, Group: strings.Repeat("g", dedupe.MaxGroupLen-len(s.id)) + s.id, Key: "k"},
+		{Namespace: s.id + strings.Repeat("n", dedupe.MaxNamespaceLen-len(s.id)), Group: "g", Key: "k"},
+	} {
+		s.complete(s.acquire(r, long), long, nil)
+		s.want(r, "", dedupe.Done)
+	}
+}
+
+// invalidRefs fail dedupe.Ref.Validate.
+func (s *suite) invalidRefs() []dedupe.Ref {
+	bad := []string{
+		"", strings.Repeat("k", dedupe.MaxKeyLen+1), strings.Repeat("k", 10<<10),
+		"\xff", "a\xc3", "\xed\xa0\x80", "a\x00b", "\x00", "a\nb", "\r", "\t", "\x1b[31m", "\x7f", "\u0085",
+		strings.Repeat("🙂", dedupe.MaxKeyLen/4+1),
+	}
+	var refs []dedupe.Ref
+	for _, k := range bad {
+		refs = append(refs, s.ref(k))
+	}
+	return append(refs,
+		dedupe.Ref{Namespace: s.id, Group: "", Key: "k"},
+		dedupe.Ref{Namespace: s.id, Group: "g\n", Key: "k"},
+		dedupe.Ref{Namespace: s.id, Group: strings.Repeat("g", dedupe.MaxGroupLen+1), Key: "k"},
+		dedupe.Ref{Namespace: s.id + strings.Repeat("n", dedupe.MaxNamespaceLen), Group: "g", Key: "k"},
+		dedupe.Ref{Namespace: s.id + "\xff", Group: "g", Key: "k"},
+	)
+}
+
+func testInvalidKeys(s *suite) {
+	ctx := s.Context()
+	refs := s.invalidRefs()
+	for _, r := range refs {
+		if r.Validate() == nil {
+			s.Fatalf("suite bug: %q is valid", r)
+		}
+		_, err := s.store.Claim(ctx, dedupe.ClaimRequest{Ref: r, Lease: long})
+		tk := dedupe.Ticket{Ref: r, Token: "bogus"}
+		for what, err := range map[string]error{
+			"Claim":    err,
+			"Complete": s.store.Complete(ctx, tk, long),
+			"Release":  s.store.Release(ctx, tk),
+			"Extend":   s.store.Extend(ctx, tk, long),
+		} {
+			if !errors.Is(err, dedupe.ErrInvalidKey) {
+				s.Errorf("%s(%.60q) = %v, want ErrInvalidKey", what, r, err)
+			}
+		}
+	}
+	// In a batch the bad items fail alone.
+	reqs := []dedupe.ClaimRequest{{Ref: s.ref("good"), Lease: long}}
+	for _, r := range refs {
+		reqs = append(reqs, dedupe.ClaimRequest{Ref: r, Lease: long})
+	}
+	res, errs, err := dedupe.ClaimBatch(ctx, s.store, reqs)
+	if err != nil {
+		s.Fatalf("ClaimBatch: %v", err)
+	}
+	if res[0].Status != dedupe.Acquired || errs[0] != nil {
+		s.Errorf("ClaimBatch item 0 = %v, %v; want acquired", res[0].Status, errs[0])
+	}
+	for i := 1; i < len(reqs); i++ {
+		if !errors.Is(errs[i], dedupe.ErrInvalidKey) {
+			s.Errorf("ClaimBatch item %d (%.60q) = %v, want ErrInvalidKey", i, reqs[i].Ref, errs[i])
+		}
+	}
+	// Nothing was recorded for a truncated or cleaned-up bad key either.
+	for _, k := range []string{"a", "ab", "k", strings.Repeat("k", dedupe.MaxKeyLen)} {
+		s.acquire(s.ref(k), long)
+	}
+}
+
+// testVerbatim checks that keys are compared byte for byte: no case folding,
+// no trailing-space padding, no Unicode normalisation.
+func testVerbatim(s *suite) {
+	for i, pair := range [][2]string{
+		{"a", "A"},
+		{"a", "a "},
+		{"a", " a"},
+		{"é", "e\u0301"},
+		{"ß", "ss"},
+		{"ａ", "a"},
+		{"a", "a\u200b"},
+		{"İ", "i"},
+		{"1", "01"},
+		{"a-b", "a_b"},
+	} {
+		group := fmt.Sprint(s.id, "-", i)
+		r0 := dedupe.Ref{Namespace: "dedupetest", Group: group, Key: pair[0]}
+		r1 := dedupe.Ref{Namespace: "dedupetest", Group: group, Key: pair[1]}
+		s.acquire(r0, long)
+		if res := s.claimFP(r1, long, ""); res.Status != dedupe.Acquired {
+			s.Errorf("Claim(%q) after claiming %q = %v, want acquired", pair[1], pair[0], res.Status)
+		}
+	}
+}

@@ -1,0 +1,41 @@
+package memdedupe_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dedupe/memdedupe"
+)
+
+// A consumer claims a message and dies; once its lease has run out another
+// consumer takes the message over, and the first one can no longer complete
+// it. The clock is injected to step past the lease.
+func Example() {
+	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	store := memdedupe.New(memdedupe.Config{Now: func() time.Time { return now }})
+	ctx := context.Background()
+	req := dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "billing", Key: "order-1003"}, Lease: 30 * time.Second}
+
+	first, _ := store.Claim(ctx, req)
+	second, _ := store.Claim(ctx, req)
+	fmt.Println(first.Status, second.Status, second.Remaining)
+
+	now = now.Add(time.Minute)
+	third, _ := store.Claim(ctx, req)
+	fmt.Println(third.Status)
+
+	err := store.Complete(ctx, dedupe.Ticket{Ref: req.Ref, Token: first.Token}, time.Hour)
+	fmt.Println(errors.Is(err, dedupe.ErrLeaseLost))
+
+	err = store.Complete(ctx, dedupe.Ticket{Ref: req.Ref, Token: third.Token}, time.Hour)
+	again, _ := store.Claim(ctx, req)
+	fmt.Println(err, again.Status, again.Remaining)
+	// Output:
+	// acquired in-flight 30s
+	// acquired
+	// true
+	// <nil> done 1h0m0s
+}

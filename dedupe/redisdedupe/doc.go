@@ -1,0 +1,39 @@
+// Package redisdedupe is a [dedupe.Store] on Redis: every call and every
+// batch is one round trip that runs a Lua script, so a claim and its checks
+// are atomic on the server.
+//
+// # Records
+//
+// A record is one string key,
+//
+//	<Prefix>{<namespace>:<group>}:<key>
+//
+// where namespace and group have '%', '{', '}' and ':' percent-encoded so that
+// no two Refs share a key, and the message key follows verbatim. Its value is
+// the state ('p' processing or 'd' done), the 26-byte owner token and the
+// payload fingerprint; its TTL is the lease while processing and the
+// retention once done. Redis expires it, so every deadline is kept by the
+// server's clock and a done key needs no cleanup job. Size Redis's memory
+// for (retention × message rate) records of about 100 bytes plus the key,
+// and run it with maxmemory-policy noeviction: under any other policy Redis
+// may evict a done record, and the duplicate it guarded against then runs.
+//
+// The scripts are sent by EVALSHA, and once more by EVAL when Redis has lost
+// them (a restart or SCRIPT FLUSH). They call TIME, so Redis 5.0 or later is
+// needed; the tests run against Redis 7.
+//
+// Tokens are compared inside the scripts: a consumer whose lease ran out can
+// neither complete, release nor extend a claim that someone else holds.
+//
+// # Redis Cluster
+//
+// The braces make (namespace, group) the key's hash tag, so all keys of one
+// consumer group live in one hash slot and a batch from one group is a single
+// EVALSHA on the node that owns that slot. A batch that spans groups is split
+// into one script per group, all sent in one pipeline: one round trip on a
+// single server, one per node (in parallel) on a cluster. One group's records therefore
+// sit on one node; spread load across nodes with more groups or namespaces,
+// not more keys.
+//
+// The store never closes the client it was given.
+package redisdedupe

@@ -1,0 +1,337 @@
+package redisdedupe_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dedupe/redisdedupe"
+)
+
+func TestNew(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer client.Close()
+	tests := []struct {
+		name   string
+		client redis.UniversalClient
+		cfg    redisdedupe.Config
+		ok     bool
+	}{
+		{"Defaults", client, redisdedupe.Config{}, true},
+		{"Prefix", client, redisdedupe.Config{Prefix: "app:"}, true},
+		{"NilClient", nil, redisdedupe.Config{}, false},
+		{"OpenBrace", client, redisdedupe.Config{Prefix: "a{"}, false},
+		{"CloseBrace", client, redisdedupe.Config{Prefix: "}"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := redisdedupe.New(tt.client, tt.cfg); (err == nil) != tt.ok {
+				t.Errorf("New(%+v) = %v, want ok %v", tt.cfg, err, tt.ok)
+			}
+		})
+	}
+}
+
+func TestKey(t *testing.T) {
+	tests := []struct {
+		prefix string
+		ref    dedupe.Ref
+		want   string
+	}{
+		{"", dedupe.Ref{Group: "g", Key: "k"}, "idemq:dedupe:{:g}:k"},
+		{"app:", dedupe.Ref{Namespace: "n", Group: "g", Key: "k"}, "app:{n:g}:k"},
+		{"", dedupe.Ref{Namespace: "a:b", Group: "{x}", Key: "*"}, "idemq:dedupe:{a%3Ab:%7Bx%7D}:*"},
+		{"", dedupe.Ref{Namespace: "%", Group: "}", Key: "{}:"}, "idemq:dedupe:{%25:%7D}:{}:"},
+		{"", dedupe.Ref{Namespace: "a", Group: "b:c", Key: "k"}, "idemq:dedupe:{a:b%3Ac}:k"},
+		{"", dedupe.Ref{Namespace: "a:b", Group: "c", Key: "k"}, "idemq:dedupe:{a%3Ab:c}:k"},
+		{"", dedupe.Ref{Group: "é", Key: "🙂"}, "idemq:dedupe:{:é}:🙂"},
+	}
+	client := redis.NewClient(&redis.Options{})
+	defer client.Close()
+	for _, tt := range tests {
+		s, err := redisdedupe.New(client, redisdedupe.Config{Prefix: tt.prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Key(tt.ref); got != tt.want {
+			t.Errorf("Key(%#v) = %q, want %q", tt.ref, got, tt.want)
+		}
+	}
+}
+
+// crc16 is CRC-16/XMODEM, the checksum Redis Cluster maps keys to slots with.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
+
+// hashTag returns the part of key Redis Cluster hashes: the text between the
+// first '{' and the first '}' after it, if that is not empty; else the key.
+func hashTag(key string) string {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if n := strings.IndexByte(key[open+1:], '}'); n > 0 {
+			return key[open+1 : open+1+n]
+		}
+	}
+	return key
+}
+
+func slot(key string) int { return int(crc16(hashTag(key)) % 16384) }
+
+// TestSlotFunction checks the test's slot function against slots Redis
+// documents, so that TestBatchSlot proves something.
+func TestSlotFunction(t *testing.T) {
+	if got := crc16("123456789"); got != 0x31c3 {
+		t.Errorf("crc16(123456789) = %#x, want 0x31c3", got)
+	}
+	for key, want := range map[string]int{
+		"foo":                  12182,
+		"{user1000}.following": slot("{user1000}.followers"),
+		"foo{}{bar}":           int(crc16("foo{}{bar}") % 16384),
+		"foo{{bar}}zap":        int(crc16("{bar") % 16384),
+		"foo{bar}{zap}":        int(crc16("bar") % 16384),
+	} {
+		if got := slot(key); got != want {
+			t.Errorf("slot(%q) = %d, want %d", key, got, want)
+		}
+	}
+}
+
+// TestBatchSlot checks that all keys of one (namespace, group) hash to one
+// cluster slot whatever the key holds, and that the hash tag is exactly the
+// namespace and group.
+func TestBatchSlot(t *testing.T) {
+	client := redis.NewClient(&redis.Options{})
+	defer client.Close()
+	s, err := redisdedupe.New(client, redisdedupe.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{"k", "{", "}", "{}", "}{", "{x}", "a:b", "*", "%7D", strings.Repeat("}", dedupe.MaxKeyLen)}
+	for _, scope := range []struct{ ns, group, tag string }{
+		{"", "g", ":g"},
+		{"ns", "orders-consumer", "ns:orders-consumer"},
+		{"{", "}", "%7B:%7D"},
+		{"a:b", "c%d", "a%3Ab:c%25d"},
+		{"", "}{", ":%7D%7B"},
+	} {
+		want := int(crc16(scope.tag) % 16384)
+		for _, k := range keys {
+			key := s.Key(dedupe.Ref{Namespace: scope.ns, Group: scope.group, Key: k})
+			if tag := hashTag(key); tag != scope.tag {
+				t.Errorf("hash tag of %q = %q, want %q", key, tag, scope.tag)
+			}
+			if got := slot(key); got != want {
+				t.Errorf("slot(%q) = %d, want %d, the slot of its group", key, got, want)
+			}
+		}
+	}
+}
+
+// TestRecord checks what a record looks like in Redis: its state and a TTL
+// that Redis keeps.
+func TestRecord(t *testing.T) {
+	ctx := t.Context()
+	client := newClient(t)
+	s, err := redisdedupe.New(client, redisdedupe.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := dedupe.Ref{Namespace: "record", Group: t.Name(), Key: "a*"}
+	client.Del(ctx, s.Key(r))
+	res, err := s.Claim(ctx, dedupe.ClaimRequest{Ref: r, Lease: time.Minute, Fingerprint: "fp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(state string, ttl time.Duration) {
+		t.Helper()
+		v, err := client.Get(ctx, s.Key(r)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := state + res.Token + "fp"; v != want {
+			t.Errorf("record = %q, want %q", v, want)
+		}
+		if got := client.PTTL(ctx, s.Key(r)).Val(); got <= ttl-time.Second || got > ttl {
+			t.Errorf("record TTL = %v, want about %v", got, ttl)
+		}
+	}
+	check("p", time.Minute)
+	if err := s.Extend(ctx, dedupe.Ticket{Ref: r, Token: res.Token}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	check("p", time.Hour)
+	if err := s.Complete(ctx, dedupe.Ticket{Ref: r, Token: res.Token}, 72*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	check("d", 72*time.Hour)
+	if n := client.Exists(ctx, strings.Replace(s.Key(r), "a*", "ab", 1)).Val(); n != 0 {
+		t.Errorf("a record for key ab exists")
+	}
+}
+
+// countHook records the scripts and pipelines a client runs, leaving out
+// the commands that set up connections.
+type countHook struct {
+	mu        sync.Mutex
+	cmds      []string
+	pipelines [][]string
+}
+
+func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.HasPrefix(cmd.Name(), "eval") {
+			h.mu.Lock()
+			h.cmds = append(h.cmds, cmd.Name())
+			h.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var names []string
+		for _, c := range cmds {
+			names = append(names, c.Name())
+		}
+		if !strings.HasPrefix(names[0], "eval") {
+			return next(ctx, cmds)
+		}
+		h.mu.Lock()
+		h.pipelines = append(h.pipelines, names)
+		h.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+func (h *countHook) take() (cmds []string, pipelines [][]string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cmds, pipelines = h.cmds, h.pipelines
+	h.cmds, h.pipelines = nil, nil
+	return cmds, pipelines
+}
+
+// TestRoundTrips checks that a batch is one EVALSHA, or one pipeline of one
+// EVALSHA per group when it spans groups, also after Redis lost its scripts.
+func TestRoundTrips(t *testing.T) {
+	ctx := t.Context()
+	client := newClient(t)
+	hook := &countHook{}
+	client.AddHook(hook)
+	s, err := redisdedupe.New(client, redisdedupe.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := func(groups ...string) []dedupe.ClaimRequest {
+		var reqs []dedupe.ClaimRequest
+		for i := range 32 {
+			g := groups[i%len(groups)]
+			reqs = append(reqs, dedupe.ClaimRequest{Ref: dedupe.Ref{Namespace: "trips", Group: g, Key: fmt.Sprint(i)}, Lease: time.Minute})
+		}
+		return reqs
+	}
+	claimAll := func(reqs []dedupe.ClaimRequest) []dedupe.Ticket {
+		t.Helper()
+		res, errs, err := s.ClaimBatch(ctx, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ts []dedupe.Ticket
+		for i, r := range res {
+			if r.Status != dedupe.Acquired || errs[i] != nil {
+				t.Fatalf("item %d = %v, %v; want acquired", i, r.Status, errs[i])
+			}
+			ts = append(ts, dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token})
+		}
+		return ts
+	}
+	id := t.Name() + fmt.Sprint(time.Now().UnixNano())
+
+	// Load the scripts.
+	ts := claimAll(batch(id + "warm"))
+	if errs, err := s.CompleteBatch(ctx, ts[:16], time.Minute); err != nil || errs[0] != nil {
+		t.Fatal(errs, err)
+	}
+	if errs, err := s.ReleaseBatch(ctx, ts[16:]); err != nil || errs[0] != nil {
+		t.Fatal(errs, err)
+	}
+	hook.take()
+
+	ts = claimAll(batch(id + "one"))
+	if _, err := s.CompleteBatch(ctx, ts, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if cmds, pipes := hook.take(); len(cmds) != 2 || cmds[0] != "evalsha" || cmds[1] != "evalsha" || len(pipes) != 0 {
+		t.Errorf("claim and complete of one group sent %v and pipelines %v; want two evalsha", cmds, pipes)
+	}
+
+	ts = claimAll(batch(id+"a", id+"b", id+"c"))
+	if _, err := s.ReleaseBatch(ctx, ts); err != nil {
+		t.Fatal(err)
+	}
+	if cmds, pipes := hook.take(); len(cmds) != 0 || len(pipes) != 2 || len(pipes[0]) != 3 || len(pipes[1]) != 3 {
+		t.Errorf("claim and release over three groups sent %v and pipelines %v; want two pipelines of three", cmds, pipes)
+	}
+
+	// After SCRIPT FLUSH each part runs once more, through EVAL: had it run
+	// twice, its keys would answer in flight.
+	for _, groups := range [][]string{{id + "flush1"}, {id + "flush2", id + "flush3"}} {
+		if err := client.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		claimAll(batch(groups...))
+		if cmds, _ := hook.take(); !slices.Contains(cmds, "eval") {
+			t.Errorf("after SCRIPT FLUSH the store sent %v, want an eval", cmds)
+		}
+	}
+}
+
+// TestUnreachable checks that a store whose Redis cannot be reached answers
+// with a plain error naming the call, never a sentinel.
+func TestUnreachable(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	defer client.Close()
+	s, err := redisdedupe.New(client, redisdedupe.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	r := dedupe.Ref{Group: "g", Key: "k"}
+	tk := dedupe.Ticket{Ref: r, Token: "t"}
+	_, claimErr := s.Claim(ctx, dedupe.ClaimRequest{Ref: r, Lease: time.Second})
+	_, _, batchErr := s.ClaimBatch(ctx, []dedupe.ClaimRequest{{Ref: r, Lease: time.Second}})
+	for what, err := range map[string]error{
+		"claim":            claimErr,
+		"claim batch of 1": batchErr,
+		"complete":         s.Complete(ctx, tk, time.Second),
+		"release":          s.Release(ctx, tk),
+		"extend":           s.Extend(ctx, tk, time.Second),
+	} {
+		if err == nil || errors.Is(err, dedupe.ErrLeaseLost) || errors.Is(err, dedupe.ErrInvalidKey) ||
+			!strings.HasPrefix(err.Error(), "redisdedupe: "+what) {
+			t.Errorf("%s = %v, want a plain error starting %q", what, err, "redisdedupe: "+what)
+		}
+	}
+}

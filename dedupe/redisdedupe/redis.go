@@ -1,0 +1,330 @@
+package redisdedupe
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemq/idemq/dedupe"
+)
+
+// Config holds a Store's optional settings. The zero value works.
+type Config struct {
+	// Prefix starts every key the store writes, so that its records stand
+	// apart in a shared Redis. It must not hold '{' or '}', which would move
+	// the cluster hash tag. Default "idemq:dedupe:".
+	Prefix string
+}
+
+func (c *Config) setDefaults() {
+	if c.Prefix == "" {
+		c.Prefix = "idemq:dedupe:"
+	}
+}
+
+// Validate reports settings that cannot work.
+func (c Config) Validate() error {
+	if strings.ContainsAny(c.Prefix, "{}") {
+		return fmt.Errorf("redisdedupe: prefix %q holds a brace, which would break the cluster hash tag", c.Prefix)
+	}
+	return nil
+}
+
+// Store is a dedupe store on Redis. It is safe for concurrent use.
+type Store struct {
+	client redis.UniversalClient
+	prefix string
+}
+
+var (
+	_ dedupe.Store   = (*Store)(nil)
+	_ dedupe.Batcher = (*Store)(nil)
+)
+
+// New returns a Store that keeps its records through client, which the
+// caller owns: the Store never closes it.
+func New(client redis.UniversalClient, cfg Config) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisdedupe: nil client")
+	}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Store{client: client, prefix: cfg.Prefix}, nil
+}
+
+// Key returns the Redis key that holds r's record, for operators and tools
+// that inspect the store.
+func (s *Store) Key(r dedupe.Ref) string {
+	var b strings.Builder
+	b.Grow(len(s.prefix) + len(r.Namespace) + len(r.Group) + len(r.Key) + 4)
+	b.WriteString(s.prefix)
+	b.WriteByte('{')
+	escape(&b, r.Namespace)
+	b.WriteByte(':')
+	escape(&b, r.Group)
+	b.WriteString("}:")
+	b.WriteString(r.Key)
+	return b.String()
+}
+
+// escape writes part with the bytes that delimit the hash tag and its fields
+// percent-encoded, so that the first '}' in a key always closes the tag and
+// the first ':' in the tag always ends the namespace.
+func escape(b *strings.Builder, part string) {
+	for i := 0; i < len(part); i++ {
+		switch c := part[i]; c {
+		case '%', '{', '}', ':':
+			fmt.Fprintf(b, "%%%02X", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+}
+
+// Claim implements [dedupe.Store].
+func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
+	res, errs, err := s.claim(ctx, []dedupe.ClaimRequest{req})
+	switch {
+	case err != nil:
+		return dedupe.ClaimResult{}, fmt.Errorf("redisdedupe: claim %q: %w", req.Ref, err)
+	case errs[0] != nil:
+		return dedupe.ClaimResult{}, errs[0]
+	}
+	return res[0], nil
+}
+
+// Complete implements [dedupe.Store].
+func (s *Store) Complete(ctx context.Context, t dedupe.Ticket, retention time.Duration) error {
+	errs, err := s.complete(ctx, []dedupe.Ticket{t}, retention)
+	return single("complete", t.Ref, errs, err)
+}
+
+// Release implements [dedupe.Store].
+func (s *Store) Release(ctx context.Context, t dedupe.Ticket) error {
+	errs, err := s.owned(ctx, "release", releaseScript, []dedupe.Ticket{t})
+	return single("release", t.Ref, errs, err)
+}
+
+// single turns a batch of one's answer into a single call's.
+func single(op string, r dedupe.Ref, errs []error, err error) error {
+	if err != nil {
+		return fmt.Errorf("redisdedupe: %s %q: %w", op, r, err)
+	}
+	return errs[0]
+}
+
+// Extend implements [dedupe.Store].
+func (s *Store) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
+	err := t.Ref.Validate()
+	if err == nil && lease <= 0 {
+		err = fmt.Errorf("lease %v must be positive", lease)
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err == nil {
+		var n int64
+		n, err = extendScript.Run(ctx, s.client, []string{s.Key(t.Ref)}, t.Token, millis(lease)).Int64()
+		if err == nil && n == 0 {
+			err = dedupe.ErrLeaseLost
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("redisdedupe: extend %q: %w", t.Ref, err)
+	}
+	return nil
+}
+
+// ClaimBatch implements [dedupe.Batcher].
+func (s *Store) ClaimBatch(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
+	res, errs, err := s.claim(ctx, reqs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("redisdedupe: claim batch of %d: %w", len(reqs), err)
+	}
+	return res, errs, nil
+}
+
+func (s *Store) claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
+	for _, r := range reqs {
+		if r.Lease <= 0 {
+			return nil, nil, fmt.Errorf("%q: lease %v must be positive", r.Ref, r.Lease)
+		}
+	}
+	errs := make([]error, len(reqs))
+	parts := split("claim", len(reqs), func(i int) dedupe.Ref { return reqs[i].Ref }, errs, func(i int) error { return reqs[i].Validate() })
+	for _, p := range parts {
+		for _, i := range p.idx {
+			p.keys = append(p.keys, s.Key(reqs[i].Ref))
+			p.args = append(p.args, "p"+rand.Text()+reqs[i].Fingerprint, millis(reqs[i].Lease))
+		}
+	}
+	out, err := s.run(ctx, claimScript, parts)
+	if err != nil {
+		return nil, nil, err
+	}
+	res := make([]dedupe.ClaimResult, len(reqs))
+	for pi, p := range parts {
+		vals := out[pi]
+		if len(vals) != 2+2*len(p.idx) {
+			return nil, nil, fmt.Errorf("script answered %d values for %d keys", len(vals), len(p.idx))
+		}
+		now := time.UnixMicro(vals[0]*1e6 + vals[1])
+		for j, i := range p.idx {
+			code, ms := vals[2+2*j], vals[3+2*j]
+			left := time.Duration(max(ms, 1)) * time.Millisecond
+			switch code {
+			case codeAcquired:
+				res[i] = dedupe.ClaimResult{Status: dedupe.Acquired, Token: p.args[2*j].(string)[1 : 1+tokenLen]}
+			case codeDone:
+				res[i] = dedupe.ClaimResult{Status: dedupe.Done, Until: now.Add(left), Remaining: left}
+			case codeInFlight:
+				res[i] = dedupe.ClaimResult{Status: dedupe.InFlight, Until: now.Add(left), Remaining: left}
+			case codeConflict:
+				res[i] = dedupe.ClaimResult{Status: dedupe.Conflict}
+			default:
+				return nil, nil, fmt.Errorf("script answered code %d", code)
+			}
+		}
+	}
+	return res, errs, nil
+}
+
+// CompleteBatch implements [dedupe.Batcher].
+func (s *Store) CompleteBatch(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
+	errs, err := s.complete(ctx, ts, retention)
+	if err != nil {
+		return nil, fmt.Errorf("redisdedupe: complete batch of %d: %w", len(ts), err)
+	}
+	return errs, nil
+}
+
+func (s *Store) complete(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
+	if retention <= 0 {
+		return nil, fmt.Errorf("retention %v must be positive", retention)
+	}
+	return s.owned(ctx, "complete", completeScript, ts, millis(retention))
+}
+
+// ReleaseBatch implements [dedupe.Batcher].
+func (s *Store) ReleaseBatch(ctx context.Context, ts []dedupe.Ticket) ([]error, error) {
+	errs, err := s.owned(ctx, "release", releaseScript, ts)
+	if err != nil {
+		return nil, fmt.Errorf("redisdedupe: release batch of %d: %w", len(ts), err)
+	}
+	return errs, nil
+}
+
+// owned runs script, which answers 1 or 0 per ticket, over ts with head
+// before the tokens in each part's arguments. op names the call in errors.
+func (s *Store) owned(ctx context.Context, op string, script *redis.Script, ts []dedupe.Ticket, head ...any) ([]error, error) {
+	errs := make([]error, len(ts))
+	parts := split(op, len(ts), func(i int) dedupe.Ref { return ts[i].Ref }, errs, func(i int) error { return ts[i].Ref.Validate() })
+	for _, p := range parts {
+		p.args = append(p.args, head...)
+		for _, i := range p.idx {
+			p.keys = append(p.keys, s.Key(ts[i].Ref))
+			p.args = append(p.args, ts[i].Token)
+		}
+	}
+	out, err := s.run(ctx, script, parts)
+	if err != nil {
+		return nil, err
+	}
+	for pi, p := range parts {
+		if len(out[pi]) != len(p.idx) {
+			return nil, fmt.Errorf("script answered %d values for %d keys", len(out[pi]), len(p.idx))
+		}
+		for j, i := range p.idx {
+			if out[pi][j] != 1 {
+				errs[i] = fmt.Errorf("redisdedupe: %s %q: %w", op, ts[i].Ref, dedupe.ErrLeaseLost)
+			}
+		}
+	}
+	return errs, nil
+}
+
+// part is the share of a batch whose keys share one hash tag, and so one
+// cluster slot: its namespace and group, the items' indexes in the batch,
+// their keys and the script's arguments.
+type part struct {
+	ns, group string
+	idx       []int
+	keys      []string
+	args      []any
+}
+
+// split checks the batch's n items with valid, recording failures of op in
+// errs, and groups the valid ones by (namespace, group) in batch order. A
+// batch rarely spans more than a few groups, so a linear search is fastest.
+func split(op string, n int, ref func(int) dedupe.Ref, errs []error, valid func(int) error) []*part {
+	var parts []*part
+	for i := range n {
+		if err := valid(i); err != nil {
+			errs[i] = fmt.Errorf("redisdedupe: %s %q: %w", op, ref(i), err)
+			continue
+		}
+		r := ref(i)
+		var p *part
+		for _, q := range parts {
+			if q.ns == r.Namespace && q.group == r.Group {
+				p = q
+				break
+			}
+		}
+		if p == nil {
+			p = &part{ns: r.Namespace, group: r.Group}
+			parts = append(parts, p)
+		}
+		p.idx = append(p.idx, i)
+	}
+	return parts
+}
+
+// run runs script once per part in one round trip and returns each part's
+// answer.
+func (s *Store) run(ctx context.Context, script *redis.Script, parts []*part) ([][]int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make([][]int64, len(parts))
+	switch len(parts) {
+	case 0:
+		return out, nil
+	case 1:
+		vals, err := script.Run(ctx, s.client, parts[0].keys, parts[0].args...).Int64Slice()
+		out[0] = vals
+		return out, err
+	}
+	cmds := make([]*redis.Cmd, len(parts))
+	pipe := s.client.Pipeline()
+	for i, p := range parts {
+		cmds[i] = script.EvalSha(ctx, pipe, p.keys, p.args...)
+	}
+	// Exec's error is the first command's; each is checked below.
+	_, _ = pipe.Exec(ctx)
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			// Redis lost its script cache (a restart or SCRIPT FLUSH):
+			// this part never ran, so running it again is safe.
+			cmd = script.Run(ctx, s.client, parts[i].keys, parts[i].args...)
+		}
+		vals, err := cmd.Int64Slice()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = vals
+	}
+	return out, nil
+}
+
+// millis rounds d up to whole milliseconds, Redis's resolution.
+func millis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
