@@ -168,7 +168,13 @@ func (g *Guard) Do(ctx context.Context, ref Ref, fingerprint string, fn func(con
 		}
 		return Ran, runErr
 	}
-	if err := g.store.Complete(cctx, t, g.cfg.Retention); err != nil {
+	err = g.store.Complete(cctx, t, g.cfg.Retention)
+	if err != nil && !errors.Is(err, ErrLeaseLost) && cctx.Err() == nil {
+		// Complete with the same token is idempotent, so one retry turns a
+		// dropped connection into a recorded success.
+		err = g.store.Complete(cctx, t, g.cfg.Retention)
+	}
+	if err != nil {
 		if errors.Is(err, ErrLeaseLost) {
 			return Ran, fmt.Errorf("complete %s: %w", ref, err)
 		}

@@ -119,6 +119,12 @@ func TestGuardDo(t *testing.T) {
 		wantOutcome: dedupe.Ran, wantErr: []error{dedupe.ErrUnrecorded, dedupetest.ErrInjected}, wantRan: true,
 		wantAfter: dedupe.InFlight, // until the lease ends
 	}, {
+		name: "CompleteFailsOnceThenRetried",
+		setup: func(t *testing.T, _ dedupe.Store, fs *dedupetest.FaultStore) {
+			fs.Inject(dedupetest.Fault{Ops: dedupetest.OpComplete, Nth: 1, After: true})
+		},
+		wantOutcome: dedupe.Ran, wantRan: true, wantAfter: dedupe.Done,
+	}, {
 		name: "CompleteAnswerLost",
 		setup: func(t *testing.T, _ dedupe.Store, fs *dedupetest.FaultStore) {
 			fs.Inject(dedupetest.Fault{Ops: dedupetest.OpComplete, After: true})

@@ -1,0 +1,196 @@
+package sqldedupe_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dedupe/sqldedupe"
+)
+
+// naiveSQL is the check-then-insert most hand-written dedupe does, two round
+// trips per message and no lease: a SELECT for the key, then an INSERT of a
+// done record into the same table. It is the baseline the Store's one
+// statement per batch is measured against.
+var naiveSQL = map[sqldedupe.Dialect][2]string{
+	sqldedupe.MySQL: {
+		"SELECT state FROM idemq_dedupe WHERE namespace = ? AND grp = ? AND k = ?",
+		`INSERT INTO idemq_dedupe (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
+VALUES (?, ?, ?, 'done', ?, '', UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
+	},
+	sqldedupe.Postgres: {
+		"SELECT state FROM idemq_dedupe WHERE namespace = $1 AND grp = $2 AND k = $3",
+		`INSERT INTO idemq_dedupe (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
+VALUES ($1, $2, $3, 'done', $4, '', now() + interval '1 hour', now(), now())`,
+	},
+	sqldedupe.SQLite: {
+		"SELECT state FROM idemq_dedupe WHERE namespace = ? AND grp = ? AND k = ?",
+		`INSERT INTO idemq_dedupe (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
+VALUES (?, ?, ?, 'done', ?, '', unixepoch() * 1000000 + 3600000000, unixepoch() * 1000000, unixepoch() * 1000000)`,
+	},
+}
+
+// ordersSQL creates and fills the business table of the transactional
+// benchmarks, n rows per INSERT.
+func ordersSQL(d sqldedupe.Dialect, n int) (create, insert string) {
+	var ph []string
+	for i := range n {
+		if d == sqldedupe.Postgres {
+			ph = append(ph, fmt.Sprintf("($%d)", i+1))
+		} else {
+			ph = append(ph, "(?)")
+		}
+	}
+	return "CREATE TABLE bench_orders (id VARCHAR(64) PRIMARY KEY)",
+		"INSERT INTO bench_orders (id) VALUES " + strings.Join(ph, ", ")
+}
+
+// BenchmarkClaimComplete measures whole messages: claim, then complete, with
+// batches of 1 and 32, beside the naive baseline and the transactional mode
+// (the business rows and the done records committed together). msgs/s is the
+// throughput of one consumer; stmts/msg counts the statements it sent.
+func BenchmarkClaimComplete(b *testing.B) {
+	for _, be := range backends {
+		b.Run(be.name, func(b *testing.B) {
+			db, stmts := be.openCounting(b)
+			s := newStore(b, db, be.dialect, sqldedupe.Config{})
+			create, _ := ordersSQL(be.dialect, 1)
+			if _, err := db.Exec(create); err != nil {
+				b.Fatal(err)
+			}
+			keys := &keySource{group: rand.Text()}
+
+			for _, size := range []int{1, 32} {
+				b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+					measure(b, stmts, size, func(ctx context.Context) {
+						ts := claimAll(b, s, keys.next(size))
+						if size == 1 {
+							checkAll(b, nil, s.Complete(ctx, ts[0], time.Hour))
+							return
+						}
+						errs, err := s.CompleteBatch(ctx, ts, time.Hour)
+						checkAll(b, errs, err)
+					})
+				})
+			}
+			b.Run("naive", func(b *testing.B) {
+				sel, ins := prepare(b, db, naiveSQL[be.dialect][0]), prepare(b, db, naiveSQL[be.dialect][1])
+				measure(b, stmts, 1, func(ctx context.Context) {
+					ref := keys.next(1)[0].Ref
+					var state string
+					err := sel.QueryRowContext(ctx, ref.Namespace, ref.Group, ref.Key).Scan(&state)
+					if err != sql.ErrNoRows {
+						b.Fatalf("naive select of a fresh key: %v", err)
+					}
+					if _, err := ins.ExecContext(ctx, ref.Namespace, ref.Group, ref.Key, rand.Text()); err != nil {
+						b.Fatal(err)
+					}
+				})
+			})
+			for _, size := range []int{1, 32} {
+				b.Run(fmt.Sprintf("tx/batch=%d", size), func(b *testing.B) {
+					_, insert := ordersSQL(be.dialect, size)
+					ins := prepare(b, db, insert)
+					measure(b, stmts, size, func(ctx context.Context) {
+						ts := claimAll(b, s, keys.next(size))
+						ids := make([]any, size)
+						for i, t := range ts {
+							ids[i] = t.Token // unique, like an order id
+						}
+						tx, err := db.BeginTx(ctx, nil)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, ids...); err != nil {
+							b.Fatal(err)
+						}
+						errs, err := s.CompleteBatchTx(ctx, tx, ts, time.Hour)
+						checkAll(b, errs, err)
+						if err := tx.Commit(); err != nil {
+							b.Fatal(err)
+						}
+					})
+				})
+			}
+		})
+	}
+}
+
+// measure runs op, which handles msgs messages, in b.Loop and reports the
+// message rate and the statements per message.
+func measure(b *testing.B, stmts *atomic.Int64, msgs int, op func(context.Context)) {
+	ctx := context.Background()
+	before := stmts.Load()
+	n := 0
+	for b.Loop() {
+		op(ctx)
+		n += msgs
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
+	b.ReportMetric(float64(stmts.Load()-before)/float64(n), "stmts/msg")
+}
+
+// keySource hands out fresh keys.
+type keySource struct {
+	group string
+	n     int
+}
+
+func (k *keySource) next(n int) []dedupe.ClaimRequest {
+	reqs := make([]dedupe.ClaimRequest, n)
+	for i := range reqs {
+		k.n++
+		reqs[i] = dedupe.ClaimRequest{Ref: dedupe.Ref{Namespace: "bench", Group: k.group, Key: fmt.Sprint(k.n)}, Lease: time.Minute}
+	}
+	return reqs
+}
+
+// claimAll claims reqs, which must all be free, and returns their tickets.
+func claimAll(b *testing.B, s *sqldedupe.Store, reqs []dedupe.ClaimRequest) []dedupe.Ticket {
+	ctx := context.Background()
+	var ts []dedupe.Ticket
+	if len(reqs) == 1 {
+		res, err := s.Claim(ctx, reqs[0])
+		if err != nil || res.Status != dedupe.Acquired {
+			b.Fatalf("Claim = %v, %v", res.Status, err)
+		}
+		return append(ts, dedupe.Ticket{Ref: reqs[0].Ref, Token: res.Token})
+	}
+	res, errs, err := s.ClaimBatch(ctx, reqs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i, r := range res {
+		if errs[i] != nil || r.Status != dedupe.Acquired {
+			b.Fatalf("ClaimBatch item %d = %v, %v", i, r.Status, errs[i])
+		}
+		ts = append(ts, dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token})
+	}
+	return ts
+}
+
+func checkAll(b *testing.B, errs []error, err error) {
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i, err := range errs {
+		if err != nil {
+			b.Fatalf("item %d: %v", i, err)
+		}
+	}
+}
+
+func prepare(b *testing.B, db *sql.DB, query string) *sql.Stmt {
+	st, err := db.Prepare(query)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return st
+}

@@ -1,0 +1,166 @@
+package sqldedupe
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/idemq/idemq/dedupe"
+)
+
+// postgres speaks PostgreSQL. Batches travel as arrays unnested into rows,
+// so every statement has one text whatever the batch size.
+//
+// Its now is statement_timestamp(): one value per statement (clock_timestamp
+// would change between the columns of one row), and unlike now() it moves
+// on inside a caller's long transaction.
+type postgres struct {
+	ddl                                           []string
+	upsertSQL, completeSQL, releaseSQL, extendSQL string
+	cleanupSQL                                    string
+}
+
+// pgMicros converts a timestamptz expression to µs since the Unix epoch.
+func pgMicros(ts string) string {
+	return "(extract(epoch FROM " + ts + ") * 1000000)::bigint"
+}
+
+func newPostgres(table string) *postgres {
+	t := `"` + table + `"`
+	const now = "statement_timestamp()"
+	return &postgres{
+		ddl: []string{
+			`CREATE TABLE IF NOT EXISTS ` + t + ` (
+	namespace   text COLLATE "C" NOT NULL CHECK (octet_length(namespace) <= 64),
+	grp         text COLLATE "C" NOT NULL CHECK (octet_length(grp) BETWEEN 1 AND 255),
+	k           text COLLATE "C" NOT NULL CHECK (octet_length(k) BETWEEN 1 AND 255),
+	state       text NOT NULL CHECK (state IN ('processing', 'done')),
+	token       text NOT NULL,
+	fingerprint text NOT NULL CHECK (octet_length(fingerprint) <= 128),
+	expires_at  timestamptz NOT NULL,
+	created_at  timestamptz NOT NULL,
+	updated_at  timestamptz NOT NULL,
+	PRIMARY KEY (namespace, grp, k)
+)`,
+			`CREATE INDEX IF NOT EXISTS "` + table + `_expires_at" ON ` + t + ` (expires_at)`,
+		},
+		// A conflicting row is always updated, to itself while its record
+		// is live, so that RETURNING answers for every key, with its latest
+		// committed version: a key another transaction inserted while this
+		// one waited is answered right, where a DO NOTHING or a WHERE on the
+		// update would leave it to a second statement.
+		upsertSQL: `INSERT INTO ` + t + ` AS d (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
+SELECT r.ns, r.g, r.k, $1::text, r.token, r.fp, ` + now + ` + r.us * interval '1 microsecond', ` + now + `, ` + now + `
+FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[]) AS r (ns, g, k, token, fp, us)
+ON CONFLICT (namespace, grp, k) DO UPDATE SET
+	` + takeover("d.", now) + `
+RETURNING d.namespace, d.grp, d.k, d.state, d.token, d.fingerprint, ` + pgMicros("d.expires_at") + `, ` + pgMicros(now),
+		// Complete and Release go through the primary key's arbiter too, as
+		// an INSERT whose conflicting row is updated only if the ticket owns
+		// it. An UPDATE or DELETE joined to the unnested batch would leave
+		// the access path to the planner, and a prepared statement keeps
+		// the generic plan it made while the table was small: a hash join
+		// over a scan of every record, until the next ANALYZE. A key with
+		// no record gets an expired row, which every statement treats as
+		// no record and the cleanup deletes; it is told apart from an owned
+		// row by its state (done, where a released row stays processing)
+		// and its expiry (past, where a completed row's is ahead).
+		completeSQL: `INSERT INTO ` + t + ` AS d (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
+SELECT r.ns, r.g, r.k, 'done', r.token, '', 'epoch', ` + now + `, ` + now + `
+FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS r (ns, g, k, token)
+ON CONFLICT (namespace, grp, k) DO UPDATE SET
+	state = 'done', expires_at = ` + now + ` + $1::bigint * interval '1 microsecond', updated_at = ` + now + `
+WHERE d.token = excluded.token AND d.expires_at > ` + now + `
+RETURNING d.namespace, d.grp, d.k, d.expires_at > ` + now,
+		// Release leaves the row expired rather than deleting it: the key
+		// can be claimed at once, which takes the row over in place.
+		releaseSQL: `INSERT INTO ` + t + ` AS d (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
+SELECT r.ns, r.g, r.k, 'done', r.token, '', 'epoch', ` + now + `, ` + now + `
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS r (ns, g, k, token)
+ON CONFLICT (namespace, grp, k) DO UPDATE SET expires_at = 'epoch', updated_at = ` + now + `
+WHERE d.token = excluded.token AND d.state = 'processing' AND d.expires_at > ` + now + `
+RETURNING d.namespace, d.grp, d.k, d.state = 'processing'`,
+		// Extend names one key by equality on the whole primary key, which
+		// every plan serves from its index.
+		extendSQL: `UPDATE ` + t + ` SET expires_at = ` + now + ` + $1::bigint * interval '1 microsecond', updated_at = ` + now + `
+WHERE namespace = $2 AND grp = $3 AND k = $4 AND token = $5 AND state = 'processing' AND expires_at > ` + now,
+		// PostgreSQL's DELETE has no LIMIT: the batch is picked by ctid,
+		// skipping rows a claim holds locked. FOR UPDATE rechecks a row
+		// updated since the scan began, so a record claimed again meanwhile
+		// is left alone.
+		cleanupSQL: `DELETE FROM ` + t + ` WHERE ctid = ANY (ARRAY (
+	SELECT ctid FROM ` + t + ` WHERE expires_at <= ` + now + ` LIMIT $1 FOR UPDATE SKIP LOCKED))`,
+	}
+}
+
+func (p *postgres) schema() []string { return p.ddl }
+
+// scanOwned reads rows of namespace, grp, k and whether the ticket owned the
+// record.
+func scanOwned(rows *sql.Rows) (map[dedupe.Ref]bool, error) {
+	defer rows.Close()
+	owned := map[dedupe.Ref]bool{}
+	for rows.Next() {
+		var (
+			ref dedupe.Ref
+			ok  bool
+		)
+		if err := rows.Scan(&ref.Namespace, &ref.Group, &ref.Key, &ok); err != nil {
+			return nil, err
+		}
+		owned[ref] = ok
+	}
+	return owned, rows.Err()
+}
+
+// pgTickets splits tickets into the arrays the statements unnest.
+func pgTickets(ts []dedupe.Ticket) (ns, g, k, token []string) {
+	for _, t := range ts {
+		ns, g, k, token = append(ns, t.Namespace), append(g, t.Group), append(k, t.Key), append(token, t.Token)
+	}
+	return ns, g, k, token
+}
+
+func (p *postgres) upsert(ctx context.Context, r runner, state string, rows []upsertRow) (map[dedupe.Ref]record, error) {
+	var ns, g, k, token, fp []string
+	var us []int64
+	for _, row := range rows {
+		ns, g, k = append(ns, row.ref.Namespace), append(g, row.ref.Group), append(k, row.ref.Key)
+		token, fp, us = append(token, row.token), append(fp, row.fp), append(us, micros(row.dur))
+	}
+	res, err := r.query(ctx, p.upsertSQL, state, ns, g, k, token, fp, us)
+	if err != nil {
+		return nil, err
+	}
+	return scanRecords(res)
+}
+
+func (p *postgres) complete(ctx context.Context, r runner, ts []dedupe.Ticket, retention time.Duration) (map[dedupe.Ref]bool, error) {
+	ns, g, k, token := pgTickets(ts)
+	rows, err := r.query(ctx, p.completeSQL, micros(retention), ns, g, k, token)
+	if err != nil {
+		return nil, err
+	}
+	return scanOwned(rows)
+}
+
+func (p *postgres) release(ctx context.Context, r runner, ts []dedupe.Ticket) (map[dedupe.Ref]bool, error) {
+	ns, g, k, token := pgTickets(ts)
+	rows, err := r.query(ctx, p.releaseSQL, ns, g, k, token)
+	if err != nil {
+		return nil, err
+	}
+	return scanOwned(rows)
+}
+
+func (p *postgres) extend(ctx context.Context, r runner, t dedupe.Ticket, lease time.Duration) (bool, error) {
+	return affected(r.exec(ctx, p.extendSQL, micros(lease), t.Namespace, t.Group, t.Key, t.Token))
+}
+
+func (p *postgres) cleanup(ctx context.Context, r runner, limit int) (int64, error) {
+	res, err := r.exec(ctx, p.cleanupSQL, limit)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}

@@ -1,0 +1,107 @@
+package sqldedupe
+
+import (
+	"context"
+	"time"
+
+	"github.com/idemq/idemq/dedupe"
+)
+
+// sqlite speaks SQLite. Batches travel as row lists, so a statement's text
+// depends on its batch size.
+//
+// Times are INTEGER µs since the Unix epoch. Its now is julianday('now'),
+// which SQLite keeps fixed for a whole statement, in whole milliseconds
+// (its resolution); julianday rather than unixepoch('subsec') keeps SQLite
+// 3.35 to 3.41 working.
+type sqlite struct {
+	table string // quoted
+	ddl   []string
+}
+
+const liteNow = "(CAST(ROUND((julianday('now') - 2440587.5) * 86400000) AS INTEGER) * 1000)"
+
+func newSQLite(table string) *sqlite {
+	t := `"` + table + `"`
+	return &sqlite{
+		table: t,
+		ddl: []string{
+			`CREATE TABLE IF NOT EXISTS ` + t + ` (
+	namespace   TEXT    NOT NULL,
+	grp         TEXT    NOT NULL,
+	k           TEXT    NOT NULL,
+	state       TEXT    NOT NULL,
+	token       TEXT    NOT NULL,
+	fingerprint TEXT    NOT NULL,
+	expires_at  INTEGER NOT NULL,
+	created_at  INTEGER NOT NULL,
+	updated_at  INTEGER NOT NULL,
+	PRIMARY KEY (namespace, grp, k)
+) WITHOUT ROWID`,
+			`CREATE INDEX IF NOT EXISTS "` + table + `_expires_at" ON ` + t + ` (expires_at)`,
+		},
+	}
+}
+
+func (l *sqlite) schema() []string { return l.ddl }
+
+// upsert always updates a conflicting row, to itself while its record is
+// live, so that RETURNING answers for every key.
+func (l *sqlite) upsert(ctx context.Context, r runner, state string, rows []upsertRow) (map[dedupe.Ref]record, error) {
+	q := `INSERT INTO ` + l.table + ` (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
+VALUES ` + list("(?, ?, ?, ?, ?, ?, "+liteNow+" + ?, "+liteNow+", "+liteNow+")", len(rows)) + `
+ON CONFLICT (namespace, grp, k) DO UPDATE SET
+	` + takeover("", liteNow) + `
+RETURNING namespace, grp, k, state, token, fingerprint, expires_at, ` + liteNow
+	args := make([]any, 0, 7*len(rows))
+	for _, row := range rows {
+		args = append(args, row.ref.Namespace, row.ref.Group, row.ref.Key, state, row.token, row.fp, micros(row.dur))
+	}
+	res, err := r.query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return scanRecords(res)
+}
+
+// liteTickets is the condition matching ts's rows by key and token.
+func liteTickets(ts []dedupe.Ticket) string {
+	return "(namespace, grp, k, token) IN (VALUES " + list("(?, ?, ?, ?)", len(ts)) + ")"
+}
+
+func (l *sqlite) complete(ctx context.Context, r runner, ts []dedupe.Ticket, retention time.Duration) (map[dedupe.Ref]bool, error) {
+	rows, err := r.query(ctx, `UPDATE `+l.table+` SET state = 'done', expires_at = `+liteNow+` + ?, updated_at = `+liteNow+`
+WHERE `+liteTickets(ts)+` AND expires_at > `+liteNow+`
+RETURNING namespace, grp, k`, ticketArgs(ts, []any{micros(retention)})...)
+	if err != nil {
+		return nil, err
+	}
+	return scanRefs(rows)
+}
+
+func (l *sqlite) release(ctx context.Context, r runner, ts []dedupe.Ticket) (map[dedupe.Ref]bool, error) {
+	rows, err := r.query(ctx, `DELETE FROM `+l.table+`
+WHERE `+liteTickets(ts)+` AND state = 'processing' AND expires_at > `+liteNow+`
+RETURNING namespace, grp, k`, ticketArgs(ts, nil)...)
+	if err != nil {
+		return nil, err
+	}
+	return scanRefs(rows)
+}
+
+func (l *sqlite) extend(ctx context.Context, r runner, t dedupe.Ticket, lease time.Duration) (bool, error) {
+	return affected(r.exec(ctx, `UPDATE `+l.table+` SET expires_at = `+liteNow+` + ?, updated_at = `+liteNow+`
+WHERE namespace = ? AND grp = ? AND k = ? AND token = ? AND state = 'processing' AND expires_at > `+liteNow,
+		micros(lease), t.Namespace, t.Group, t.Key, t.Token))
+}
+
+// cleanup picks its batch in a subquery: DELETE ... LIMIT needs a compile
+// option most builds of SQLite lack.
+func (l *sqlite) cleanup(ctx context.Context, r runner, limit int) (int64, error) {
+	res, err := r.exec(ctx, `DELETE FROM `+l.table+` WHERE (namespace, grp, k) IN (
+	SELECT namespace, grp, k FROM `+l.table+` WHERE expires_at <= `+liteNow+` LIMIT ?)`, limit)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}

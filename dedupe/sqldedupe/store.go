@@ -1,0 +1,535 @@
+package sqldedupe
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idemq/idemq/dedupe"
+)
+
+// ErrDuplicate reports a [Store.MarkDoneTx] for a key that is already done
+// within its retention: the message was processed before, so the caller's
+// transaction must roll back and the message be acknowledged.
+var ErrDuplicate = errors.New("sqldedupe: key already done")
+
+// Dialect selects the SQL a Store speaks.
+type Dialect int
+
+// Supported databases.
+const (
+	// MySQL is MySQL 5.7 or later, or MariaDB 10.3 or later, with InnoDB
+	// and the github.com/go-sql-driver/mysql driver.
+	MySQL Dialect = iota + 1
+	// Postgres is PostgreSQL 10 or later, with the pgx driver
+	// (github.com/jackc/pgx/v5/stdlib), which encodes the batches' arrays.
+	Postgres
+	// SQLite is SQLite 3.35 or later (for RETURNING), such as the pure-Go
+	// modernc.org/sqlite.
+	SQLite
+)
+
+func (d Dialect) String() string {
+	switch d {
+	case MySQL:
+		return "mysql"
+	case Postgres:
+		return "postgres"
+	case SQLite:
+		return "sqlite"
+	}
+	return fmt.Sprintf("Dialect(%d)", int(d))
+}
+
+// DefaultTable is the table a Store uses unless [Config.Table] names another.
+const DefaultTable = "idemq_dedupe"
+
+// Config holds a Store's optional settings. The zero value works.
+type Config struct {
+	// Table is the name of the table holding the records: a letter or
+	// underscore, then letters, digits and underscores, at most 48 bytes (an
+	// index named after it must fit every dialect's limit). It is quoted, so
+	// PostgreSQL keeps its case. Default [DefaultTable].
+	Table string
+	// CleanupInterval is how often a background goroutine deletes expired
+	// records. Negative disables it; run [Store.Cleanup] yourself then.
+	// Default one minute.
+	CleanupInterval time.Duration
+	// CleanupBatch is the most rows one cleanup statement deletes, which
+	// bounds how long it holds locks. A cleanup round repeats the statement
+	// while it deletes this many. Default 1000.
+	CleanupBatch int
+	// Logger receives the background cleanup's errors, which have no caller
+	// to return to. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// tableName matches the table names Config accepts.
+var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
+
+func (c *Config) setDefaults() {
+	if c.Table == "" {
+		c.Table = DefaultTable
+	}
+	if c.CleanupInterval == 0 {
+		c.CleanupInterval = time.Minute
+	}
+	if c.CleanupBatch == 0 {
+		c.CleanupBatch = 1000
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports settings that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case !tableName.MatchString(c.Table):
+		return fmt.Errorf("sqldedupe: table name %q: want a letter or underscore, then letters, digits or underscores, at most 48 bytes", c.Table)
+	case c.CleanupBatch <= 0:
+		return fmt.Errorf("sqldedupe: cleanup batch %d must be positive", c.CleanupBatch)
+	}
+	return nil
+}
+
+// maxRows is the most keys one statement carries; larger batches take one
+// statement per maxRows keys. It keeps every dialect under its limit on bound
+// parameters (SQLite's is the lowest) and bounds how many row locks one
+// statement holds.
+const maxRows = 256
+
+// maxRetries bounds how often a batch asks again for keys whose records
+// changed between its two MySQL statements.
+const maxRetries = 3
+
+// Record states, as stored.
+const (
+	stateProcessing = "processing"
+	stateDone       = "done"
+)
+
+// Store is a [dedupe.Store] and [dedupe.Batcher] over one SQL table. It is
+// safe for concurrent use by multiple goroutines and processes sharing the
+// table.
+type Store struct {
+	db    *sql.DB
+	d     sqlDialect
+	cfg   Config
+	stmts stmtCache
+
+	closeOnce sync.Once
+	cancel    context.CancelFunc // stops the cleanup goroutine; nil without one
+	done      chan struct{}      // closed when the cleanup goroutine returns
+}
+
+var (
+	_ dedupe.Store   = (*Store)(nil)
+	_ dedupe.Batcher = (*Store)(nil)
+)
+
+// New returns a Store over db, which speaks dialect. It does not touch the
+// database: call [Store.Migrate] to create the table, or create it from
+// [Store.Schema]. Unless cfg disables it, a goroutine deletes expired
+// records until [Store.Close].
+func New(db *sql.DB, dialect Dialect, cfg Config) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("sqldedupe: nil *sql.DB")
+	}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var d sqlDialect
+	switch dialect {
+	case MySQL:
+		d = newMySQL(cfg.Table)
+	case Postgres:
+		d = newPostgres(cfg.Table)
+	case SQLite:
+		d = newSQLite(cfg.Table)
+	default:
+		return nil, fmt.Errorf("sqldedupe: unknown dialect %v", dialect)
+	}
+	s := &Store{db: db, d: d, cfg: cfg, stmts: stmtCache{m: map[string]*sql.Stmt{}}}
+	if cfg.CleanupInterval > 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.cancel, s.done = cancel, make(chan struct{})
+		go s.cleanupLoop(ctx)
+	}
+	return s, nil
+}
+
+// Schema returns the statements [Store.Migrate] runs: the table and its
+// index, for migration tools that manage the schema themselves.
+func (s *Store) Schema() []string {
+	return slices.Clone(s.d.schema())
+}
+
+// Migrate creates the table and its index unless they exist.
+func (s *Store) Migrate(ctx context.Context) error {
+	for _, stmt := range s.d.schema() {
+		if _, err := s.db.ExecContext(ctx, stmt); err != nil {
+			return fail(ctx, "migrate "+s.cfg.Table, err)
+		}
+	}
+	return nil
+}
+
+// Close stops the background cleanup, waits for it to return and closes the
+// Store's prepared statements. It never closes the *sql.DB. Calls made after
+// Close still work, preparing their statements each time.
+func (s *Store) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		if s.cancel != nil {
+			s.cancel()
+			<-s.done
+		}
+		err = s.stmts.close()
+	})
+	return err
+}
+
+// Claim implements [dedupe.Store].
+func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
+	what := fmt.Sprintf("claim %q", req.Ref)
+	if err := start(ctx, req.Validate()); err != nil {
+		return dedupe.ClaimResult{}, fmt.Errorf("sqldedupe: %s: %w", what, err)
+	}
+	res, err := s.upsert(ctx, runner{s: s}, stateProcessing, []upsertRow{{ref: req.Ref, fp: req.Fingerprint, dur: req.Lease}})
+	if err != nil {
+		return dedupe.ClaimResult{}, fail(ctx, what, err)
+	}
+	return res[0], nil
+}
+
+// ClaimBatch implements [dedupe.Batcher]. Keys that are free, or whose
+// records are done or in flight, take one statement per batch; on MySQL a
+// batch holding a key it did not acquire takes a second statement to read
+// those keys' records.
+func (s *Store) ClaimBatch(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
+	what := fmt.Sprintf("claim batch of %d", len(reqs))
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("sqldedupe: %s: %w", what, err)
+	}
+	res := make([]dedupe.ClaimResult, len(reqs))
+	errs := make([]error, len(reqs))
+	var (
+		rows []upsertRow
+		idx  []int // idx[j] is the request rows[j] came from
+	)
+	for i, req := range reqs {
+		if err := req.Validate(); err != nil {
+			err = fmt.Errorf("sqldedupe: claim %q: %w", req.Ref, err)
+			if !errors.Is(err, dedupe.ErrInvalidKey) {
+				return nil, nil, err
+			}
+			errs[i] = err
+			continue
+		}
+		rows = append(rows, upsertRow{ref: req.Ref, fp: req.Fingerprint, dur: req.Lease})
+		idx = append(idx, i)
+	}
+	got, err := s.upsert(ctx, runner{s: s}, stateProcessing, rows)
+	if err != nil {
+		return nil, nil, fail(ctx, what, err)
+	}
+	for j, i := range idx {
+		res[i] = got[j]
+	}
+	return res, errs, nil
+}
+
+// Complete implements [dedupe.Store].
+func (s *Store) Complete(ctx context.Context, t dedupe.Ticket, retention time.Duration) error {
+	return one(s.complete(ctx, runner{s: s}, fmt.Sprintf("complete %q", t.Ref), []dedupe.Ticket{t}, retention))
+}
+
+// CompleteBatch implements [dedupe.Batcher] with one statement per batch.
+func (s *Store) CompleteBatch(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
+	return s.complete(ctx, runner{s: s}, fmt.Sprintf("complete batch of %d", len(ts)), ts, retention)
+}
+
+// Release implements [dedupe.Store].
+func (s *Store) Release(ctx context.Context, t dedupe.Ticket) error {
+	return one(s.release(ctx, fmt.Sprintf("release %q", t.Ref), []dedupe.Ticket{t}))
+}
+
+// ReleaseBatch implements [dedupe.Batcher] with one statement per batch; on
+// MySQL, which cannot report which rows a DELETE removed, a batch of more
+// than one key takes a transaction of two statements. On PostgreSQL a
+// released record stays as an expired row until a claim or the cleanup
+// takes it.
+func (s *Store) ReleaseBatch(ctx context.Context, ts []dedupe.Ticket) ([]error, error) {
+	return s.release(ctx, fmt.Sprintf("release batch of %d", len(ts)), ts)
+}
+
+// Extend implements [dedupe.Store].
+func (s *Store) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
+	what := fmt.Sprintf("extend %q", t.Ref)
+	err := t.Ref.Validate()
+	if err == nil && lease <= 0 {
+		err = fmt.Errorf("lease %v must be positive", lease)
+	}
+	if err := start(ctx, err); err != nil {
+		return fmt.Errorf("sqldedupe: %s: %w", what, err)
+	}
+	ok, err := s.d.extend(ctx, runner{s: s}, t, lease)
+	switch {
+	case err != nil:
+		return fail(ctx, what, err)
+	case !ok:
+		return fmt.Errorf("sqldedupe: %s: %w", what, dedupe.ErrLeaseLost)
+	}
+	return nil
+}
+
+// Cleanup deletes at most [Config.CleanupBatch] records whose lease or
+// retention has ended, in one statement, and reports how many it deleted.
+// The background cleanup calls it; call it yourself when that is disabled.
+func (s *Store) Cleanup(ctx context.Context) (int64, error) {
+	n, err := s.d.cleanup(ctx, runner{s: s}, s.cfg.CleanupBatch)
+	if err != nil {
+		return n, fail(ctx, "cleanup "+s.cfg.Table, err)
+	}
+	return n, nil
+}
+
+// cleanupLoop runs a cleanup round every interval until ctx ends. A round
+// repeats Cleanup while it deletes full batches, so a backlog drains in
+// bounded statements instead of waiting an interval per batch.
+func (s *Store) cleanupLoop(ctx context.Context) {
+	defer close(s.done)
+	tick := time.NewTicker(s.cfg.CleanupInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for {
+			n, err := s.Cleanup(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "sqldedupe: background cleanup", slog.Any("err", err))
+				}
+				break
+			}
+			if n < int64(s.cfg.CleanupBatch) {
+				break
+			}
+		}
+	}
+}
+
+// upsertRow asks for one key: to claim it as processing for a lease, or to
+// mark it done for a retention. token is filled in per attempt.
+type upsertRow struct {
+	ref   dedupe.Ref
+	fp    string
+	dur   time.Duration
+	token string
+}
+
+// record is a key's row as the database answered it, with the database's now.
+type record struct {
+	state        string
+	token        string
+	fp           string
+	expires, now int64 // µs since the Unix epoch, by the database's clock
+}
+
+// answer classifies rec for row. It reports false when rec cannot answer row:
+// its lease or retention ended after the statement that kept it (possible
+// only between MySQL's two statements), so row must be asked again.
+func answer(row upsertRow, rec record) (dedupe.ClaimResult, bool) {
+	if rec.token == row.token {
+		return dedupe.ClaimResult{Status: dedupe.Acquired, Token: row.token}, true
+	}
+	if rec.expires <= rec.now {
+		return dedupe.ClaimResult{}, false
+	}
+	if rec.fp != "" && row.fp != "" && rec.fp != row.fp {
+		return dedupe.ClaimResult{Status: dedupe.Conflict}, true
+	}
+	res := dedupe.ClaimResult{
+		Status:    dedupe.InFlight,
+		Until:     time.UnixMicro(rec.expires),
+		Remaining: time.Duration(rec.expires-rec.now) * time.Microsecond,
+	}
+	if rec.state == stateDone {
+		res.Status = dedupe.Done
+	}
+	return res, true
+}
+
+// upsert claims rows (or marks them done, by state) and answers each as if
+// it had been asked alone, one after another in order: a key twice in rows
+// is first acquired, then in flight. Each round asks the first pending
+// occurrence of every key, sorted so that concurrent batches lock rows in
+// one order and cannot deadlock each other.
+func (s *Store) upsert(ctx context.Context, r runner, state string, rows []upsertRow) ([]dedupe.ClaimResult, error) {
+	res := make([]dedupe.ClaimResult, len(rows))
+	pending := make([]int, len(rows))
+	for i := range pending {
+		pending[i] = i
+	}
+	for retries := 0; len(pending) > 0; {
+		round, later := firstOfEach(pending, func(i int) dedupe.Ref { return rows[i].ref })
+		slices.SortFunc(round, func(a, b int) int { return compareRefs(rows[a].ref, rows[b].ref) })
+		var again []int
+		for chunk := range slices.Chunk(round, maxRows) {
+			batch := make([]upsertRow, len(chunk))
+			for j, i := range chunk {
+				rows[i].token = rand.Text()
+				batch[j] = rows[i]
+			}
+			recs, err := s.d.upsert(ctx, r, state, batch)
+			if err != nil {
+				return nil, err
+			}
+			for _, i := range chunk {
+				rec, ok := recs[rows[i].ref]
+				if ok {
+					res[i], ok = answer(rows[i], rec)
+				}
+				if !ok {
+					again = append(again, i)
+				}
+			}
+		}
+		if len(again) > 0 {
+			if retries++; retries > maxRetries {
+				return nil, fmt.Errorf("%d keys changed under each of %d attempts", len(again), retries)
+			}
+		}
+		pending = append(again, later...)
+		slices.Sort(pending)
+	}
+	return res, nil
+}
+
+// complete marks ts done for retention inside r, one statement per round of
+// distinct keys. Per-ticket errors are ErrInvalidKey and ErrLeaseLost.
+func (s *Store) complete(ctx context.Context, r runner, what string, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
+	var err error
+	if retention <= 0 {
+		err = fmt.Errorf("retention %v must be positive", retention)
+	}
+	if err := start(ctx, err); err != nil {
+		return nil, fmt.Errorf("sqldedupe: %s: %w", what, err)
+	}
+	return s.perTicket(ctx, "complete", what, ts, func(batch []dedupe.Ticket) (map[dedupe.Ref]bool, error) {
+		return s.d.complete(ctx, r, batch, retention)
+	})
+}
+
+func (s *Store) release(ctx context.Context, what string, ts []dedupe.Ticket) ([]error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sqldedupe: %s: %w", what, err)
+	}
+	return s.perTicket(ctx, "release", what, ts, func(batch []dedupe.Ticket) (map[dedupe.Ref]bool, error) {
+		return s.d.release(ctx, runner{s: s}, batch)
+	})
+}
+
+// perTicket validates ts and passes the valid ones to do in rounds of
+// distinct keys, so that each statement touches a row once and a ticket twice
+// in ts is answered as two calls one after the other would be. do reports
+// the keys whose tickets owned their records; the others lost their lease.
+func (s *Store) perTicket(ctx context.Context, op, what string, ts []dedupe.Ticket, do func([]dedupe.Ticket) (map[dedupe.Ref]bool, error)) ([]error, error) {
+	errs := make([]error, len(ts))
+	var pending []int
+	for i, t := range ts {
+		if err := t.Ref.Validate(); err != nil {
+			errs[i] = fmt.Errorf("sqldedupe: %s %q: %w", op, t.Ref, err)
+			continue
+		}
+		pending = append(pending, i)
+	}
+	for len(pending) > 0 {
+		round, later := firstOfEach(pending, func(i int) dedupe.Ref { return ts[i].Ref })
+		slices.SortFunc(round, func(a, b int) int { return compareRefs(ts[a].Ref, ts[b].Ref) })
+		for chunk := range slices.Chunk(round, maxRows) {
+			batch := make([]dedupe.Ticket, len(chunk))
+			for j, i := range chunk {
+				batch[j] = ts[i]
+			}
+			owned, err := do(batch)
+			if err != nil {
+				return nil, fail(ctx, what, err)
+			}
+			for _, i := range chunk {
+				if !owned[ts[i].Ref] {
+					errs[i] = fmt.Errorf("sqldedupe: %s %q: %w", op, ts[i].Ref, dedupe.ErrLeaseLost)
+				}
+			}
+		}
+		pending = later
+	}
+	return errs, nil
+}
+
+// firstOfEach splits pending, in order, into the first index of each key and
+// the rest.
+func firstOfEach[K comparable](pending []int, key func(int) K) (first, rest []int) {
+	seen := make(map[K]bool, len(pending))
+	for _, i := range pending {
+		if k := key(i); seen[k] {
+			rest = append(rest, i)
+		} else {
+			seen[k] = true
+			first = append(first, i)
+		}
+	}
+	return first, rest
+}
+
+// compareRefs orders refs bytewise, as the key columns sort in every dialect.
+func compareRefs(a, b dedupe.Ref) int {
+	if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Group, b.Group); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Key, b.Key)
+}
+
+// one turns a batch answer of one item into a single call's error.
+func one(errs []error, err error) error {
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+// start returns ctx's error if it is done, else err: a call whose context
+// ended before it began changes nothing.
+func start(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// fail wraps the error of a call that reached the database. Drivers report a
+// context that ended mid-call in their own words ("invalid connection",
+// "driver: bad connection"); fail puts ctx's error in the chain so callers
+// can tell with errors.Is.
+func fail(ctx context.Context, what string, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("sqldedupe: %s: %w: %w", what, cerr, err)
+	}
+	return fmt.Errorf("sqldedupe: %s: %w", what, err)
+}

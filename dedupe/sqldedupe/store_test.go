@@ -1,0 +1,710 @@
+package sqldedupe_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"go.uber.org/goleak"
+
+	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dedupe/sqldedupe"
+)
+
+const long = time.Hour
+
+// rebind rewrites ? placeholders as $1, $2... for PostgreSQL.
+func rebind(d sqldedupe.Dialect, query string) string {
+	if d != sqldedupe.Postgres {
+		return query
+	}
+	n := 0
+	return regexp.MustCompile(`\?`).ReplaceAllStringFunc(query, func(string) string {
+		n++
+		return fmt.Sprintf("$%d", n)
+	})
+}
+
+func claim(t *testing.T, s *sqldedupe.Store, ref dedupe.Ref, lease time.Duration) dedupe.ClaimResult {
+	t.Helper()
+	res, err := s.Claim(t.Context(), dedupe.ClaimRequest{Ref: ref, Lease: lease})
+	if err != nil {
+		t.Fatalf("Claim(%q): %v", ref, err)
+	}
+	return res
+}
+
+func acquire(t *testing.T, s *sqldedupe.Store, ref dedupe.Ref, lease time.Duration) dedupe.Ticket {
+	t.Helper()
+	res := claim(t, s, ref, lease)
+	if res.Status != dedupe.Acquired {
+		t.Fatalf("Claim(%q) = %v, want acquired", ref, res.Status)
+	}
+	return dedupe.Ticket{Ref: ref, Token: res.Token}
+}
+
+func TestNew(t *testing.T) {
+	db, err := sql.Open("sqlite", ":memory:") // never connects
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tests := []struct {
+		name    string
+		db      *sql.DB
+		dialect sqldedupe.Dialect
+		cfg     sqldedupe.Config
+		ok      bool
+	}{
+		{"Defaults", db, sqldedupe.SQLite, sqldedupe.Config{}, true},
+		{"MySQL", db, sqldedupe.MySQL, sqldedupe.Config{}, true},
+		{"Postgres", db, sqldedupe.Postgres, sqldedupe.Config{}, true},
+		{"Table", db, sqldedupe.SQLite, sqldedupe.Config{Table: "Orders_dedupe2"}, true},
+		{"TableUnderscore", db, sqldedupe.SQLite, sqldedupe.Config{Table: "_t"}, true},
+		{"Table48", db, sqldedupe.SQLite, sqldedupe.Config{Table: strings.Repeat("t", 48)}, true},
+		{"CleanupDisabled", db, sqldedupe.SQLite, sqldedupe.Config{CleanupInterval: -1}, true},
+		{"NilDB", nil, sqldedupe.SQLite, sqldedupe.Config{}, false},
+		{"NoDialect", db, 0, sqldedupe.Config{}, false},
+		{"UnknownDialect", db, sqldedupe.SQLite + 1, sqldedupe.Config{}, false},
+		{"Table49", db, sqldedupe.SQLite, sqldedupe.Config{Table: strings.Repeat("t", 49)}, false},
+		{"TableDigitFirst", db, sqldedupe.SQLite, sqldedupe.Config{Table: "1t"}, false},
+		{"TableDash", db, sqldedupe.SQLite, sqldedupe.Config{Table: "a-b"}, false},
+		{"TableSpace", db, sqldedupe.SQLite, sqldedupe.Config{Table: "a b"}, false},
+		{"TableSchema", db, sqldedupe.SQLite, sqldedupe.Config{Table: "public.t"}, false},
+		{"TableQuote", db, sqldedupe.Postgres, sqldedupe.Config{Table: `t"; DROP TABLE x; --`}, false},
+		{"TableBacktick", db, sqldedupe.MySQL, sqldedupe.Config{Table: "t`"}, false},
+		{"TableNonASCII", db, sqldedupe.SQLite, sqldedupe.Config{Table: "tablé"}, false},
+		{"NegativeBatch", db, sqldedupe.SQLite, sqldedupe.Config{CleanupBatch: -1}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := sqldedupe.New(tc.db, tc.dialect, tc.cfg)
+			if (err == nil) != tc.ok {
+				t.Fatalf("New(%v, %+v) = %v, want ok %v", tc.dialect, tc.cfg, err, tc.ok)
+			}
+			if err == nil {
+				if err := s.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestDialectString(t *testing.T) {
+	for d, want := range map[sqldedupe.Dialect]string{
+		sqldedupe.MySQL: "mysql", sqldedupe.Postgres: "postgres", sqldedupe.SQLite: "sqlite", 7: "Dialect(7)",
+	} {
+		if got := d.String(); got != want {
+			t.Errorf("Dialect(%d).String() = %q, want %q", int(d), got, want)
+		}
+	}
+}
+
+// TestSchemaDocumented checks that the package documentation shows the DDL
+// Migrate runs.
+func TestSchemaDocumented(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	space := regexp.MustCompile(`\s+`)
+	flat := space.ReplaceAllString(strings.ReplaceAll(string(doc), "\n//", "\n"), " ")
+	for _, b := range backends {
+		s, err := sqldedupe.New(&sql.DB{}, b.dialect, sqldedupe.Config{CleanupInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, stmt := range s.Schema() {
+			if !strings.Contains(flat, space.ReplaceAllString(stmt, " ")+";") {
+				t.Errorf("doc.go lacks the %v statement\n%s", b.dialect, stmt)
+			}
+		}
+	}
+}
+
+// TestMigrate checks that Migrate can run again and that stores on two
+// tables of one database keep apart.
+func TestMigrate(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			db := b.open(t)
+			s1 := newStore(t, db, b.dialect, sqldedupe.Config{})
+			if err := s1.Migrate(t.Context()); err != nil {
+				t.Fatalf("second Migrate: %v", err)
+			}
+			s2 := newStore(t, db, b.dialect, sqldedupe.Config{Table: "Other_Table"})
+			ref := dedupe.Ref{Group: "g", Key: "k"}
+			acquire(t, s1, ref, long)
+			acquire(t, s2, ref, long)
+			if res := claim(t, s1, ref, long); res.Status != dedupe.InFlight {
+				t.Errorf("Claim on the first table = %v, want in flight", res.Status)
+			}
+		})
+	}
+}
+
+// TestStatements counts the statements each call sends, the round trips the
+// package documentation promises.
+func TestStatements(t *testing.T) {
+	type env struct {
+		s  *sqldedupe.Store
+		db *sql.DB
+		g  string // the subtest's group
+	}
+	refs := func(e env, prefix string, n int) []dedupe.Ref {
+		out := make([]dedupe.Ref, n)
+		for i := range out {
+			out[i] = dedupe.Ref{Group: e.g, Key: fmt.Sprint(prefix, i)}
+		}
+		return out
+	}
+	claimAll := func(t *testing.T, e env, refs []dedupe.Ref) []dedupe.Ticket {
+		t.Helper()
+		var ts []dedupe.Ticket
+		for _, r := range refs {
+			ts = append(ts, acquire(t, e.s, r, long))
+		}
+		return ts
+	}
+	batch := func(refs []dedupe.Ref) []dedupe.ClaimRequest {
+		var reqs []dedupe.ClaimRequest
+		for _, r := range refs {
+			reqs = append(reqs, dedupe.ClaimRequest{Ref: r, Lease: long})
+		}
+		return reqs
+	}
+	mustBatch := func(t *testing.T, errs []error, err error, want error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range errs {
+			if !errors.Is(e, want) || (want == nil && e != nil) {
+				t.Fatalf("item %d = %v, want %v", i, e, want)
+			}
+		}
+	}
+	tests := []struct {
+		name string
+		// setup runs uncounted; do is counted.
+		setup func(t *testing.T, e env) any
+		do    func(t *testing.T, e env, v any)
+		want  int64
+		mysql int64 // when MySQL differs
+	}{{
+		name: "ClaimFresh",
+		do:   func(t *testing.T, e env, _ any) { acquire(t, e.s, refs(e, "k", 1)[0], long) },
+		want: 1,
+	}, {
+		name:  "ClaimInFlight",
+		setup: func(t *testing.T, e env) any { return claimAll(t, e, refs(e, "k", 1)) },
+		do: func(t *testing.T, e env, _ any) {
+			if res := claim(t, e.s, refs(e, "k", 1)[0], long); res.Status != dedupe.InFlight {
+				t.Fatalf("Claim = %v, want in flight", res.Status)
+			}
+		},
+		want: 1, mysql: 2,
+	}, {
+		name: "ClaimBatchFresh",
+		do: func(t *testing.T, e env, _ any) {
+			res, errs, err := e.s.ClaimBatch(t.Context(), batch(refs(e, "k", 32)))
+			mustBatch(t, errs, err, nil)
+			for _, r := range res {
+				if r.Status != dedupe.Acquired {
+					t.Fatalf("ClaimBatch item = %v, want acquired", r.Status)
+				}
+			}
+		},
+		want: 1,
+	}, {
+		name:  "ClaimBatchHalfInFlight",
+		setup: func(t *testing.T, e env) any { return claimAll(t, e, refs(e, "k", 16)) },
+		do: func(t *testing.T, e env, _ any) {
+			res, errs, err := e.s.ClaimBatch(t.Context(), batch(refs(e, "k", 32)))
+			mustBatch(t, errs, err, nil)
+			for i, r := range res {
+				if want := dedupe.InFlight; i >= 16 {
+					want = dedupe.Acquired
+					if r.Status != want {
+						t.Fatalf("ClaimBatch item %d = %v, want %v", i, r.Status, want)
+					}
+				} else if r.Status != want {
+					t.Fatalf("ClaimBatch item %d = %v, want %v", i, r.Status, want)
+				}
+			}
+		},
+		want: 1, mysql: 2,
+	}, {
+		// A key twice in a batch is answered as two calls in a row.
+		name: "ClaimBatchRepeatedKey",
+		do: func(t *testing.T, e env, _ any) {
+			r := refs(e, "k", 2)
+			res, errs, err := e.s.ClaimBatch(t.Context(), batch([]dedupe.Ref{r[0], r[1], r[0]}))
+			mustBatch(t, errs, err, nil)
+			if got := []dedupe.Status{res[0].Status, res[1].Status, res[2].Status}; !slices.Equal(got, []dedupe.Status{dedupe.Acquired, dedupe.Acquired, dedupe.InFlight}) {
+				t.Fatalf("ClaimBatch = %v", got)
+			}
+		},
+		want: 2, mysql: 3,
+	}, {
+		name: "ClaimBatchLarge",
+		do: func(t *testing.T, e env, _ any) {
+			_, errs, err := e.s.ClaimBatch(t.Context(), batch(refs(e, "k", 600)))
+			mustBatch(t, errs, err, nil)
+		},
+		want: 3, // 256 + 256 + 88
+	}, {
+		name:  "CompleteBatch",
+		setup: func(t *testing.T, e env) any { return claimAll(t, e, refs(e, "k", 32)) },
+		do: func(t *testing.T, e env, v any) {
+			errs, err := e.s.CompleteBatch(t.Context(), v.([]dedupe.Ticket), long)
+			mustBatch(t, errs, err, nil)
+		},
+		want: 1,
+	}, {
+		name:  "CompleteBatchHalfLost",
+		setup: func(t *testing.T, e env) any { return claimAll(t, e, refs(e, "k", 32)) },
+		do: func(t *testing.T, e env, v any) {
+			ts := slices.Clone(v.([]dedupe.Ticket))
+			for i := range 16 {
+				ts[i].Token = "bogus"
+			}
+			errs, err := e.s.CompleteBatch(t.Context(), ts, long)
+			mustBatch(t, errs[:16], err, dedupe.ErrLeaseLost)
+			mustBatch(t, errs[16:], err, nil)
+		},
+		want: 1, mysql: 2,
+	}, {
+		name:  "ReleaseBatch",
+		setup: func(t *testing.T, e env) any { return claimAll(t, e, refs(e, "k", 32)) },
+		do: func(t *testing.T, e env, v any) {
+			errs, err := e.s.ReleaseBatch(t.Context(), v.([]dedupe.Ticket))
+			mustBatch(t, errs, err, nil)
+		},
+		want: 1, mysql: 2, // and BEGIN and COMMIT
+	}, {
+		name:  "Release",
+		setup: func(t *testing.T, e env) any { return claimAll(t, e, refs(e, "k", 1)) },
+		do: func(t *testing.T, e env, v any) {
+			if err := e.s.Release(t.Context(), v.([]dedupe.Ticket)[0]); err != nil {
+				t.Fatal(err)
+			}
+		},
+		want: 1,
+	}, {
+		name:  "Extend",
+		setup: func(t *testing.T, e env) any { return claimAll(t, e, refs(e, "k", 1)) },
+		do: func(t *testing.T, e env, v any) {
+			if err := e.s.Extend(t.Context(), v.([]dedupe.Ticket)[0], long); err != nil {
+				t.Fatal(err)
+			}
+		},
+		want: 1,
+	}, {
+		name:  "CompleteBatchTx",
+		setup: func(t *testing.T, e env) any { return claimAll(t, e, refs(e, "k", 32)) },
+		do: func(t *testing.T, e env, v any) {
+			tx, err := e.db.BeginTx(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			errs, err := e.s.CompleteBatchTx(t.Context(), tx, v.([]dedupe.Ticket), long)
+			mustBatch(t, errs, err, nil)
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		},
+		want: 1,
+	}, {
+		name: "MarkDoneBatchTx",
+		do: func(t *testing.T, e env, _ any) {
+			tx, err := e.db.BeginTx(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			errs, err := e.s.MarkDoneBatchTx(t.Context(), tx, refs(e, "k", 32), long)
+			mustBatch(t, errs, err, nil)
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		},
+		want: 1,
+	}}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			db, stmts := b.openCounting(t)
+			s := newStore(t, db, b.dialect, sqldedupe.Config{})
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					// A first run on keys of its own prepares the
+					// statements, so that the counted run counts what
+					// runs, not a statement's first use.
+					var v any
+					for _, g := range []string{t.Name() + "/warm", t.Name()} {
+						e := env{s: s, db: db, g: g}
+						if tc.setup != nil {
+							v = tc.setup(t, e)
+						}
+						if g != t.Name() {
+							tc.do(t, e, v)
+						}
+					}
+					e := env{s: s, db: db, g: t.Name()}
+					before := stmts.Load()
+					tc.do(t, e, v)
+					want := tc.want
+					if b.dialect == sqldedupe.MySQL && tc.mysql != 0 {
+						want = tc.mysql
+					}
+					if got := stmts.Load() - before; got != want {
+						t.Errorf("%s sent %d statements, want %d", tc.name, got, want)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestFastPathAfterKeptRecord checks, on one MySQL connection, that a claim
+// which kept a record and so set LAST_INSERT_ID does not make the next
+// statement's claims look kept: the id reaches the client per statement.
+func TestFastPathAfterKeptRecord(t *testing.T) {
+	db, stmts := backendFor(sqldedupe.MySQL).openCounting(t)
+	db.SetMaxOpenConns(1)
+	s := newStore(t, db, sqldedupe.MySQL, sqldedupe.Config{})
+	ref := dedupe.Ref{Group: "g", Key: "kept"}
+	acquire(t, s, ref, long)
+	claim(t, s, ref, long) // kept: LAST_INSERT_ID(1)
+	before := stmts.Load()
+	acquire(t, s, dedupe.Ref{Group: "g", Key: "fresh"}, long)
+	if got := stmts.Load() - before; got != 1 {
+		t.Errorf("fresh claim after a kept one sent %d statements, want 1", got)
+	}
+}
+
+// TestStoredVerbatim reads back what hostile keys were stored as: the very
+// bytes, whatever quotes and SQL they hold, never interpreted.
+func TestStoredVerbatim(t *testing.T) {
+	keys := []string{
+		`'`, `"`, "`", `\`, `\'`, `''`, `' OR '1'='1`, `'); DROP TABLE idemq_dedupe; --`, `%`, `_`, `\0`, `$1`, `?`,
+		"a", "A", "a ", " a", "ß", "ss", "é", "e\u0301", "🙂", strings.Repeat("é", dedupe.MaxKeyLen/2),
+	}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			db := b.open(t)
+			s := newStore(t, db, b.dialect, sqldedupe.Config{})
+			for _, k := range keys {
+				acquire(t, s, dedupe.Ref{Namespace: `n'"`, Group: `g\`, Key: k}, long)
+			}
+			rows, err := db.QueryContext(t.Context(), "SELECT namespace, grp, k FROM idemq_dedupe")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var got []string
+			for rows.Next() {
+				var ns, g, k string
+				if err := rows.Scan(&ns, &g, &k); err != nil {
+					t.Fatal(err)
+				}
+				if ns != `n'"` || g != `g\` {
+					t.Errorf("stored namespace %q, group %q", ns, g)
+				}
+				got = append(got, k)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(got)
+			want := slices.Sorted(slices.Values(keys))
+			if !slices.Equal(got, want) {
+				t.Errorf("stored keys\n%q\nwant\n%q", got, want)
+			}
+		})
+	}
+}
+
+// TestSessionTimeZone runs claims in sessions whose time zone is far from
+// UTC: leases are the database's UTC instants, so Until and Remaining stay
+// right and a short lease still ends on time.
+func TestSessionTimeZone(t *testing.T) {
+	zoned := []struct {
+		name    string
+		dialect sqldedupe.Dialect
+		driver  string
+		dsn     func(testing.TB) string
+	}{
+		{"MySQL", sqldedupe.MySQL, "mysql", func(tb testing.TB) string {
+			cfg, err := mysql.ParseDSN(backendFor(sqldedupe.MySQL).dsn(tb))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			// UTC_TIMESTAMP ignores the session zone; NOW() would be
+			// 13 hours ahead, and parseTime would read DATETIMEs in loc.
+			cfg.Params = map[string]string{"time_zone": "'+13:00'"}
+			cfg.Loc = time.FixedZone("", -7*3600)
+			return cfg.FormatDSN()
+		}},
+		{"Postgres", sqldedupe.Postgres, "pgx", func(tb testing.TB) string {
+			u, err := url.Parse(backendFor(sqldedupe.Postgres).dsn(tb))
+			if err != nil {
+				tb.Fatal(err)
+			}
+			q := u.Query()
+			q.Set("timezone", "Pacific/Chatham") // +13:45 in its summer
+			u.RawQuery = q.Encode()
+			return u.String()
+		}},
+	}
+	for _, z := range zoned {
+		t.Run(z.name, func(t *testing.T) {
+			t.Parallel()
+			db, err := sql.Open(z.driver, z.dsn(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			s := newStore(t, db, z.dialect, sqldedupe.Config{})
+			ref := dedupe.Ref{Group: "g", Key: "k"}
+			before := time.Now()
+			acquire(t, s, ref, long)
+			res := claim(t, s, ref, long)
+			after := time.Now()
+			// The database runs on this host, so its clock is ours give or
+			// take the time the calls took.
+			if res.Status != dedupe.InFlight || res.Until.Before(before.Add(long-time.Second)) || res.Until.After(after.Add(long+time.Second)) {
+				t.Errorf("Claim = %v until %v, want in flight until about %v", res.Status, res.Until, before.Add(long))
+			}
+			if res.Remaining > long || res.Remaining < long-time.Second {
+				t.Errorf("Claim remaining %v, want about %v", res.Remaining, long)
+			}
+			short := dedupe.Ref{Group: "g", Key: "short"}
+			acquire(t, s, short, 100*time.Millisecond)
+			time.Sleep(200 * time.Millisecond)
+			acquire(t, s, short, long)
+		})
+	}
+}
+
+// TestDeadlineWhileLocked ends a claim's context while the claim waits for a
+// row another transaction holds: the error says so, even from a driver that
+// reports it in its own words. The server may still apply the claim once the
+// row is free (its outcome is unknown), but it holds the key no longer than
+// its lease.
+func TestDeadlineWhileLocked(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			db, _ := b.openWrapped(t, true)
+			s := newStore(t, db, b.dialect, sqldedupe.Config{})
+			ref := dedupe.Ref{Group: "g", Key: "k"}
+			tx, err := db.BeginTx(t.Context(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.MarkDoneTx(t.Context(), tx, ref, long); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+			defer cancel()
+			const lease = 100 * time.Millisecond
+			_, err = s.Claim(ctx, dedupe.ClaimRequest{Ref: ref, Lease: lease})
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Claim of a locked key past its deadline = %v, want DeadlineExceeded", err)
+			}
+			if err := tx.Rollback(); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * lease)
+			acquire(t, s, ref, long)
+		})
+	}
+}
+
+func countRows(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM idemq_dedupe").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// expiredAndLive records 7 keys whose lease or retention ends at once and 5
+// live ones, and returns the live ones' refs with what a claim answers.
+func expiredAndLive(t *testing.T, s *sqldedupe.Store) map[dedupe.Ref]dedupe.Status {
+	t.Helper()
+	const short = 20 * time.Millisecond
+	for i := range 4 {
+		acquire(t, s, dedupe.Ref{Group: "expired", Key: fmt.Sprint("lease", i)}, short)
+	}
+	for i := range 3 {
+		tk := acquire(t, s, dedupe.Ref{Group: "expired", Key: fmt.Sprint("done", i)}, long)
+		if err := s.Complete(t.Context(), tk, short); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := map[dedupe.Ref]dedupe.Status{}
+	for i := range 3 {
+		r := dedupe.Ref{Group: "live", Key: fmt.Sprint("lease", i)}
+		acquire(t, s, r, long)
+		live[r] = dedupe.InFlight
+	}
+	for i := range 2 {
+		r := dedupe.Ref{Group: "live", Key: fmt.Sprint("done", i)}
+		if err := s.Complete(t.Context(), acquire(t, s, r, long), long); err != nil {
+			t.Fatal(err)
+		}
+		live[r] = dedupe.Done
+	}
+	time.Sleep(2 * short)
+	return live
+}
+
+func checkLive(t *testing.T, s *sqldedupe.Store, live map[dedupe.Ref]dedupe.Status) {
+	t.Helper()
+	for r, want := range live {
+		if res := claim(t, s, r, long); res.Status != want {
+			t.Errorf("Claim(%q) after cleanup = %v, want %v", r, res.Status, want)
+		}
+	}
+}
+
+func TestCleanup(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			db := b.open(t)
+			s := newStore(t, db, b.dialect, sqldedupe.Config{CleanupInterval: -1, CleanupBatch: 3})
+			live := expiredAndLive(t, s)
+			for i, want := range []int64{3, 3, 1, 0} {
+				n, err := s.Cleanup(t.Context())
+				if err != nil || n != want {
+					t.Fatalf("Cleanup %d = %d, %v; want %d", i, n, err, want)
+				}
+			}
+			if n := countRows(t, db); n != len(live) {
+				t.Errorf("%d rows after cleanup, want the %d live ones", n, len(live))
+			}
+			checkLive(t, s, live)
+		})
+	}
+}
+
+func TestBackgroundCleanup(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			db := b.open(t)
+			s := newStore(t, db, b.dialect, sqldedupe.Config{CleanupInterval: 10 * time.Millisecond, CleanupBatch: 2})
+			live := expiredAndLive(t, s)
+			deadline := time.Now().Add(10 * time.Second)
+			for countRows(t, db) > len(live) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d rows after 10s of background cleanup, want %d", countRows(t, db), len(live))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			checkLive(t, s, live)
+		})
+	}
+}
+
+// logCapture is a slog.Handler that keeps the records it is given.
+type logCapture struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (*logCapture) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logCapture) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.recs = append(h.recs, r)
+	return nil
+}
+func (h *logCapture) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logCapture) WithGroup(string) slog.Handler      { return h }
+
+func (h *logCapture) records() []slog.Record {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.recs)
+}
+
+// TestCleanupLogsErrors checks that the background cleanup reports what it
+// cannot return: here, a table nobody created.
+func TestCleanupLogsErrors(t *testing.T) {
+	db := backendFor(sqldedupe.SQLite).open(t)
+	logs := &logCapture{}
+	s, err := sqldedupe.New(db, sqldedupe.SQLite, sqldedupe.Config{
+		Table: "never_migrated", CleanupInterval: time.Millisecond, Logger: slog.New(logs),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(logs.records()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no cleanup error logged after 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	r := logs.records()[0]
+	var msg string
+	r.Attrs(func(a slog.Attr) bool {
+		msg += a.Value.String()
+		return true
+	})
+	if r.Level != slog.LevelWarn || !strings.Contains(msg, "never_migrated") {
+		t.Errorf("logged %v %q %s, want a warning naming the table", r.Level, r.Message, msg)
+	}
+}
+
+// TestClose checks that Close stops the cleanup goroutine and waits for it,
+// leaves the *sql.DB open, and that the Store still answers afterwards.
+func TestClose(t *testing.T) {
+	db := backendFor(sqldedupe.SQLite).open(t)
+	if err := db.PingContext(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	s, err := sqldedupe.New(db, sqldedupe.SQLite, sqldedupe.Config{CleanupInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ref := dedupe.Ref{Group: "g", Key: "k"}
+	acquire(t, s, ref, time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // some cleanup rounds run
+	for range 2 {
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	}
+	if err := db.PingContext(t.Context()); err != nil {
+		t.Fatalf("db after Close: %v", err)
+	}
+	acquire(t, s, ref, long)
+	if res := claim(t, s, ref, long); res.Status != dedupe.InFlight {
+		t.Errorf("Claim after Close = %v, want in flight", res.Status)
+	}
+}
