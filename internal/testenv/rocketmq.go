@@ -104,8 +104,8 @@ type RocketMQServer struct {
 	version    string
 	dir        string
 
-	namesrv *rocketmqProcess
-	broker  *rocketmqProcess
+	namesrv *process
+	broker  *process
 
 	stopOnce sync.Once
 	stopErr  error
@@ -297,14 +297,12 @@ func (s *RocketMQServer) poll(ctx context.Context, check func() error) error {
 		if last == nil {
 			return nil
 		}
-		for _, p := range []*rocketmqProcess{s.namesrv, s.broker} {
+		for _, p := range []*process{s.namesrv, s.broker} {
 			if p == nil {
 				continue
 			}
-			select {
-			case <-p.exited:
-				return fmt.Errorf("%s exited: %v", p.name, p.err)
-			default:
+			if err := p.exited(); err != nil {
+				return fmt.Errorf("%s %w", p.name, err)
 			}
 		}
 		select {
@@ -336,7 +334,7 @@ func (s *RocketMQServer) CreateTopic(ctx context.Context, topic string, queues i
 func (s *RocketMQServer) Stop() error {
 	s.stopOnce.Do(func() {
 		var errs []error
-		for _, p := range []*rocketmqProcess{s.broker, s.namesrv} {
+		for _, p := range []*process{s.broker, s.namesrv} {
 			if p != nil {
 				errs = append(errs, p.stop())
 			}
@@ -356,7 +354,7 @@ func (s *RocketMQServer) tails() string {
 		lines int
 	}{{"namesrv.out", 40}, {"namesrv.log", 10}, {"broker.out", 40}, {"broker.log", 10}} {
 		path := filepath.Join(s.dir, f.name)
-		if tail, err := rocketmqTail(path, f.lines); err == nil && tail != "" {
+		if tail, err := tailFile(path, f.lines); err == nil && tail != "" {
 			fmt.Fprintf(&b, "\n--- %s (tail) ---\n%s", path, tail)
 		}
 	}
@@ -501,57 +499,17 @@ func rocketmqCall(ctx context.Context, addr string, code int, fields map[string]
 	return resp[4+headerLen:], nil
 }
 
-// rocketmqProcess is one JVM in its own process group.
-type rocketmqProcess struct {
-	name   string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	err    error // result of Wait; read only after exited is closed
-}
-
-// rocketmqStartProcess runs java with args, its output to dir/name.out and log.
-func rocketmqStartProcess(java, dir, name string, log io.Writer, args []string) (*rocketmqProcess, error) {
-	out, err := os.Create(filepath.Join(dir, name+".out"))
+// rocketmqStartProcess runs java with args, its output to dir/name.out and
+// log. Stop kills it outright: the store is thrown away, and a graceful
+// broker shutdown takes seconds.
+func rocketmqStartProcess(java, dir, name string, log io.Writer, args []string) (*process, error) {
+	p, err := startProcess(log, filepath.Join(dir, name+".out"), nil, java,
+		append([]string{"-Didemq.rocketmq.log=" + filepath.Join(dir, name+".log")}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	cmd := exec.Command(java, append([]string{"-Didemq.rocketmq.log=" + filepath.Join(dir, name+".log")}, args...)...)
-	cmd.Dir = dir
-	cmd.Stdout = io.MultiWriter(out, log)
-	cmd.Stderr = cmd.Stdout
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		// Its own group, so that Stop kills whatever it spawned.
-		Setpgid: true,
-		// Killed with the test binary, even when it panics or is killed.
-		Pdeathsig: syscall.SIGKILL,
-	}
-	if err := cmd.Start(); err != nil {
-		out.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &rocketmqProcess{name: name, cmd: cmd, exited: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		out.Close()
-		close(p.exited)
-	}()
+	p.name, p.signal = name, syscall.SIGKILL
 	return p, nil
-}
-
-// stop kills the process group and waits for the JVM to exit.
-func (p *rocketmqProcess) stop() error {
-	select {
-	case <-p.exited:
-		return fmt.Errorf("testenv: rocketmq: %s exited before Stop: %v", p.name, p.err)
-	default:
-	}
-	// SIGKILL: the store is thrown away, and a graceful broker shutdown
-	// takes seconds.
-	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("testenv: rocketmq: kill %s: %w", p.name, err)
-	}
-	<-p.exited
-	return nil
 }
 
 // rocketmqInstall returns the directory holding the server jars, resolving
@@ -597,7 +555,7 @@ func rocketmqInstall(ctx context.Context) (string, error) {
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("testenv: rocketmq: resolve jars with %s: %w\n%s", pom, err, rocketmqLastLines(out.String(), 30))
+		return "", fmt.Errorf("testenv: rocketmq: resolve jars with %s: %w\n%s", pom, err, lastLines(out.String(), 30))
 	}
 	if err := os.Rename(filepath.Join(tmp, "lib"), lib); err != nil {
 		if _, statErr := os.Stat(lib); statErr == nil {
@@ -642,36 +600,6 @@ func rocketmqPorts() (nsPort, brokerPort int, err error) {
 		}
 	}
 	return 0, 0, errors.New("testenv: rocketmq: no four consecutive free ports in 10000-29999")
-}
-
-// rocketmqTail returns the last n lines of the file at path.
-func rocketmqTail(path string, n int) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	// The end of a log is enough; the broker's grows large.
-	const window = 16 << 10
-	if fi, err := f.Stat(); err == nil && fi.Size() > window {
-		if _, err := f.Seek(-window, io.SeekEnd); err != nil {
-			return "", err
-		}
-	}
-	b, err := io.ReadAll(f)
-	if err != nil {
-		return "", err
-	}
-	return rocketmqLastLines(string(b), n), nil
-}
-
-// rocketmqLastLines returns the last n lines of s.
-func rocketmqLastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n") + "\n"
 }
 
 // rocketmqLockedWriter serialises the writes of the two JVMs' output copiers

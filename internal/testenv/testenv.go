@@ -186,6 +186,7 @@ func Start(ctx context.Context, name string, log io.Writer) (*Server, error) {
 
 // process is a server process in its own process group.
 type process struct {
+	name   string
 	cmd    *exec.Cmd
 	done   chan struct{}
 	err    error
@@ -208,7 +209,7 @@ func startProcess(log io.Writer, logPath string, cred *syscall.Credential, name 
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{cmd: cmd, done: make(chan struct{}), logf: logPath, signal: syscall.SIGTERM}
+	p := &process{name: filepath.Base(name), cmd: cmd, done: make(chan struct{}), logf: logPath, signal: syscall.SIGTERM}
 	go func() {
 		p.err = cmd.Wait()
 		f.Close()
@@ -221,14 +222,19 @@ func startProcess(log io.Writer, logPath string, cred *syscall.Credential, name 
 func (p *process) exited() error {
 	select {
 	case <-p.done:
-		return fmt.Errorf("exited: %v\n%s", p.err, tail(p.logf, 20))
+		tail, _ := tailFile(p.logf, 20)
+		return fmt.Errorf("exited: %v\n%s", p.err, tail)
 	default:
 		return nil
 	}
 }
 
-// stop ends the process group gently, then by force.
+// stop ends the process group gently (by p.signal), then by force. It
+// reports a process that had died before.
 func (p *process) stop() error {
+	if err := p.exited(); err != nil {
+		return fmt.Errorf("%s %w", p.name, err)
+	}
 	pgid := -p.cmd.Process.Pid
 	_ = syscall.Kill(pgid, p.signal)
 	select {
@@ -253,7 +259,8 @@ func waitReady(ctx context.Context, p *process, ready func(context.Context) erro
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("not ready: %w (last: %v)\n%s", ctx.Err(), last, tail(p.logf, 20))
+			tail, _ := tailFile(p.logf, 20)
+			return fmt.Errorf("not ready: %w (last: %v)\n%s", ctx.Err(), last, tail)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -298,14 +305,32 @@ func findBinary(dirs []string, names ...string) (string, error) {
 	return "", fmt.Errorf("none of %s found", strings.Join(names, ", "))
 }
 
-func tail(path string, lines int) string {
-	b, err := os.ReadFile(path)
+// tailFile returns the last n lines of the file at path, for errors.
+func tailFile(path string, n int) (string, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return ""
+		return "", err
 	}
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
+	defer f.Close()
+	// The end of a log is enough; the broker's grows large.
+	const window = 16 << 10
+	if fi, err := f.Stat(); err == nil && fi.Size() > window {
+		if _, err := f.Seek(-window, io.SeekEnd); err != nil {
+			return "", err
+		}
 	}
-	return strings.Join(all, "\n")
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return "", err
+	}
+	return lastLines(string(b), n), nil
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n") + "\n"
 }
