@@ -20,11 +20,11 @@ type sqlDialect interface {
 	// record each key holds afterwards. A row whose key is missing from the
 	// answer is asked again. rows hold distinct keys.
 	upsert(ctx context.Context, r runner, state string, rows []upsertRow) (map[dedupe.Ref]record, error)
-	// complete marks the records ts own done for retention and reports the
-	// keys it marked. ts hold distinct keys.
+	// complete marks the records ts own done for retention and reports which
+	// keys ts owned. ts hold distinct keys.
 	complete(ctx context.Context, r runner, ts []dedupe.Ticket, retention time.Duration) (map[dedupe.Ref]bool, error)
-	// release deletes the processing records ts own and reports the keys
-	// it deleted. ts hold distinct keys.
+	// release ends the processing records ts own, deleting them or leaving
+	// them expired, and reports which keys ts owned. ts hold distinct keys.
 	release(ctx context.Context, r runner, ts []dedupe.Ticket) (map[dedupe.Ref]bool, error)
 	// extend moves the end of the lease t owns and reports whether it did.
 	extend(ctx context.Context, r runner, t dedupe.Ticket, lease time.Duration) (bool, error)

@@ -67,13 +67,23 @@ func (b backend) open(tb testing.TB) *sql.DB {
 // database/sql run everything through the wrapper below.
 func (b backend) openCounting(tb testing.TB) (*sql.DB, *atomic.Int64) {
 	tb.Helper()
-	return b.openWrapped(tb, false)
+	return b.openWrapped(tb, wrapping{})
 }
 
-// openWrapped is openCounting; with opaque, the statements' errors lose
-// their chain, as drivers that report a cancelled query in their own words
-// (lib/pq's "canceling statement due to user request") return them.
-func (b backend) openWrapped(tb testing.TB, opaque bool) (*sql.DB, *atomic.Int64) {
+// wrapping says how openWrapped's driver departs from the real one.
+type wrapping struct {
+	// opaque makes statements' errors lose their chain, as drivers that
+	// report a cancelled query in their own words (lib/pq's "canceling
+	// statement due to user request") return them.
+	opaque bool
+	// noInsertID answers 0 for every insert id, as a MySQL proxy that does
+	// not pass the server's on does.
+	noInsertID bool
+}
+
+// openWrapped is openCounting through a driver that departs from the real
+// one as w says.
+func (b backend) openWrapped(tb testing.TB, w wrapping) (*sql.DB, *atomic.Int64) {
 	tb.Helper()
 	dsn := b.dsn(tb)
 	plain, err := sql.Open(b.driver, dsn)
@@ -89,7 +99,7 @@ func (b backend) openWrapped(tb testing.TB, opaque bool) (*sql.DB, *atomic.Int64
 		}
 	}
 	n := new(atomic.Int64)
-	db := sql.OpenDB(countingConnector{inner, n, opaque})
+	db := sql.OpenDB(countingConnector{inner, n, w})
 	tb.Cleanup(func() { db.Close() })
 	return db, n
 }
@@ -125,8 +135,8 @@ func (c dsnConnector) Driver() driver.Driver                        { return c.d
 // everything it runs.
 type countingConnector struct {
 	driver.Connector
-	n      *atomic.Int64
-	opaque bool
+	n *atomic.Int64
+	w wrapping
 }
 
 func (c countingConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -134,13 +144,13 @@ func (c countingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return countingConn{conn, c.n, c.opaque}, nil
+	return countingConn{conn, c.n, c.w}, nil
 }
 
 type countingConn struct {
 	driver.Conn
-	n      *atomic.Int64
-	opaque bool
+	n *atomic.Int64
+	w wrapping
 }
 
 func (c countingConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
@@ -173,8 +183,15 @@ type countingStmt struct {
 func (s countingStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	s.n.Add(1)
 	res, err := s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
+	if err == nil && s.conn.w.noInsertID {
+		res = noInsertID{res}
+	}
 	return res, s.conn.flatten(err)
 }
+
+type noInsertID struct{ driver.Result }
+
+func (noInsertID) LastInsertId() (int64, error) { return 0, nil }
 
 func (s countingStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	s.n.Add(1)
@@ -183,7 +200,7 @@ func (s countingStmt) QueryContext(ctx context.Context, args []driver.NamedValue
 }
 
 func (c countingConn) flatten(err error) error {
-	if err == nil || !c.opaque {
+	if err == nil || !c.w.opaque {
 		return err
 	}
 	return errors.New(err.Error())

@@ -299,7 +299,7 @@ func (s *Store) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration
 func (s *Store) Cleanup(ctx context.Context) (int64, error) {
 	n, err := s.d.cleanup(ctx, runner{s: s}, s.cfg.CleanupBatch)
 	if err != nil {
-		return n, fail(ctx, "cleanup "+s.cfg.Table, err)
+		return 0, fail(ctx, "cleanup "+s.cfg.Table, err)
 	}
 	return n, nil
 }

@@ -396,6 +396,25 @@ func TestFastPathAfterKeptRecord(t *testing.T) {
 	}
 }
 
+// TestProxyWithoutInsertID claims through a MySQL proxy that drops the
+// insert id the kept record's LAST_INSERT_ID sets: the rows affected still
+// show that a lone claim was not acquired.
+func TestProxyWithoutInsertID(t *testing.T) {
+	db, _ := backendFor(sqldedupe.MySQL).openWrapped(t, wrapping{noInsertID: true})
+	s := newStore(t, db, sqldedupe.MySQL, sqldedupe.Config{})
+	ref := dedupe.Ref{Group: "g", Key: "k"}
+	tk := acquire(t, s, ref, long)
+	if res := claim(t, s, ref, long); res.Status != dedupe.InFlight {
+		t.Errorf("second Claim = %v, want in flight", res.Status)
+	}
+	if err := s.Complete(t.Context(), tk, long); err != nil {
+		t.Fatal(err)
+	}
+	if res := claim(t, s, ref, long); res.Status != dedupe.Done {
+		t.Errorf("Claim after Complete = %v, want done", res.Status)
+	}
+}
+
 // TestStoredVerbatim reads back what hostile keys were stored as: the very
 // bytes, whatever quotes and SQL they hold, never interpreted.
 func TestStoredVerbatim(t *testing.T) {
@@ -510,7 +529,7 @@ func TestDeadlineWhileLocked(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			db, _ := b.openWrapped(t, true)
+			db, _ := b.openWrapped(t, wrapping{opaque: true})
 			s := newStore(t, db, b.dialect, sqldedupe.Config{})
 			ref := dedupe.Ref{Group: "g", Key: "k"}
 			tx, err := db.BeginTx(t.Context(), nil)
