@@ -1,0 +1,242 @@
+// Command benchtable reads `go test -bench` output on stdin and prints a
+// markdown table per benchmark group: ns/op, operations (IDs) per second,
+// B/op, allocs/op, and for each of our rows the ratio of its ns/op to each
+// peer's in the same group. It writes the same text to RESULTS.md.
+//
+//	go test -run '^$' -bench . -benchmem ./... | go run ./cmd/benchtable
+//
+// A group is a benchmark name up to its last slash, "BenchmarkWide" for
+// "BenchmarkWide/bwmarrin-2"; the rest names the row. Rows whose name starts
+// with -ours (default "idemq") are ours, the others peers; groups without
+// both get no ratio columns, so any benchmark output can be piped in. Repeated
+// runs (-count) are averaged. The exit status is 1 if the input holds a
+// failure or no benchmark.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+func main() {
+	out := flag.String("o", "RESULTS.md", "file to write the table to; empty for none")
+	ours := flag.String("ours", "idemq", "prefix of the row names that are ours")
+	flag.Parse()
+
+	res, err := parse(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchtable:", err)
+		os.Exit(1)
+	}
+	table := render(res, *ours)
+	fmt.Print(table)
+	if *out != "" {
+		if err := os.WriteFile(*out, []byte(table), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "benchtable:", err)
+			os.Exit(1)
+		}
+	}
+	if len(res.failures) > 0 {
+		fmt.Fprintln(os.Stderr, "benchtable: the benchmark run failed:")
+		for _, l := range res.failures {
+			fmt.Fprintln(os.Stderr, "  "+l)
+		}
+		os.Exit(1)
+	}
+}
+
+// row is one benchmark, averaged over its runs.
+type row struct {
+	name        string
+	runs        int
+	nsPerOp     float64
+	bytesPerOp  float64
+	allocsPerOp float64
+	hasMem      bool
+}
+
+// group is the rows sharing a name up to the last slash, in input order.
+type group struct {
+	pkg, name string
+	rows      []*row
+}
+
+type results struct {
+	env      []string // goos, goarch, cpu
+	groups   []*group
+	failures []string
+}
+
+// benchLine matches "BenchmarkName-8   1000   123 ns/op   0 B/op ...".
+var benchLine = regexp.MustCompile(`^(Benchmark\S*)\s+(\d+)\s+(.+)$`)
+
+// procs matches the GOMAXPROCS suffix the testing package appends.
+var procs = regexp.MustCompile(`-\d+$`)
+
+func parse(r io.Reader) (*results, error) {
+	res := &results{}
+	byKey := map[string]*group{}
+	var pkg string
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case strings.HasPrefix(line, "pkg: "):
+			pkg = strings.TrimPrefix(line, "pkg: ")
+		case strings.HasPrefix(line, "goos: "), strings.HasPrefix(line, "goarch: "), strings.HasPrefix(line, "cpu: "):
+			if !slices.Contains(res.env, line) {
+				res.env = append(res.env, line)
+			}
+		case strings.HasPrefix(line, "FAIL"), strings.HasPrefix(line, "--- FAIL"), strings.HasPrefix(line, "panic: "):
+			res.failures = append(res.failures, line)
+		}
+		m := benchLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		full := procs.ReplaceAllString(m[1], "")
+		gname, rname := full, ""
+		if i := strings.LastIndexByte(full, '/'); i >= 0 {
+			gname, rname = full[:i], full[i+1:]
+		}
+		g := byKey[pkg+" "+gname]
+		if g == nil {
+			g = &group{pkg: pkg, name: gname}
+			byKey[pkg+" "+gname] = g
+			res.groups = append(res.groups, g)
+		}
+		i := slices.IndexFunc(g.rows, func(r *row) bool { return r.name == rname })
+		if i < 0 {
+			g.rows = append(g.rows, &row{name: rname})
+			i = len(g.rows) - 1
+		}
+		if err := g.rows[i].add(m[3]); err != nil {
+			return nil, fmt.Errorf("%q: %w", line, err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(res.groups) == 0 {
+		return nil, fmt.Errorf("no benchmark results in the input")
+	}
+	return res, nil
+}
+
+// add folds one run's "value unit" pairs into the running means.
+func (r *row) add(metrics string) error {
+	f := strings.Fields(metrics)
+	if len(f)%2 != 0 {
+		return fmt.Errorf("odd number of fields in %q", metrics)
+	}
+	r.runs++
+	mean := func(old, v float64) float64 { return old + (v-old)/float64(r.runs) }
+	for i := 0; i < len(f); i += 2 {
+		v, err := strconv.ParseFloat(f[i], 64)
+		if err != nil {
+			return err
+		}
+		switch f[i+1] {
+		case "ns/op":
+			r.nsPerOp = mean(r.nsPerOp, v)
+		case "B/op":
+			r.bytesPerOp, r.hasMem = mean(r.bytesPerOp, v), true
+		case "allocs/op":
+			r.allocsPerOp = mean(r.allocsPerOp, v)
+		}
+	}
+	return nil
+}
+
+func render(res *results, ours string) string {
+	var b strings.Builder
+	b.WriteString("# Benchmark results\n\n")
+	fmt.Fprintf(&b, "%s, %s.\n", strings.Join(res.env, ", "), runtime.Version())
+	b.WriteString("One op is one ID for the ID generators. A ratio is our ns/op divided by the peer's in the same run: below 1 is faster.\n")
+	pkg := ""
+	for _, g := range res.groups {
+		if g.pkg != pkg {
+			pkg = g.pkg
+			fmt.Fprintf(&b, "\n## %s\n", pkg)
+		}
+		var mine, peers []*row
+		for _, r := range g.rows {
+			if strings.HasPrefix(r.name, ours) {
+				mine = append(mine, r)
+			} else {
+				peers = append(peers, r)
+			}
+		}
+		if len(mine) == 0 {
+			peers = nil // nothing to compare
+		}
+		fmt.Fprintf(&b, "\n### %s\n\n", strings.TrimPrefix(g.name, "Benchmark"))
+		b.WriteString("| | ns/op | ops/s (IDs/s) | B/op | allocs/op |")
+		align := "|---|---:|---:|---:|---:|"
+		for _, p := range peers {
+			fmt.Fprintf(&b, " vs %s |", p.name)
+			align += "---:|"
+		}
+		b.WriteString("\n" + align + "\n")
+		for _, r := range g.rows {
+			name := r.name
+			if name == "" {
+				name = g.name
+			}
+			mem := "|  |  |"
+			if r.hasMem {
+				mem = fmt.Sprintf("| %s | %s |", num(r.bytesPerOp), num(r.allocsPerOp))
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s %s", name, num(r.nsPerOp), perSecond(r.nsPerOp), mem)
+			for _, p := range peers {
+				if strings.HasPrefix(r.name, ours) && p.nsPerOp > 0 {
+					fmt.Fprintf(&b, " %.2f× |", r.nsPerOp/p.nsPerOp)
+				} else {
+					b.WriteString("  |")
+				}
+			}
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+// num prints a measurement: whole numbers as such, others with 3 to 4
+// significant digits.
+func num(v float64) string {
+	switch {
+	case v == math.Trunc(v) || v >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	default:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+}
+
+// perSecond turns ns/op into operations per second, e.g. "4.06M".
+func perSecond(ns float64) string {
+	if ns <= 0 {
+		return "-"
+	}
+	v := 1e9 / ns
+	switch {
+	case v >= 1e9:
+		return fmt.Sprintf("%.2fG", v/1e9)
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.2fk", v/1e3)
+	default:
+		return fmt.Sprintf("%.0f", v)
+	}
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+const input = `goos: linux
+goarch: amd64
+pkg: github.com/idemq/idemq/bench
+cpu: AMD EPYC
+BenchmarkWide/idemq-2         	 9732735	        36.00 ns/op	       0 B/op	       0 allocs/op
+BenchmarkWide/idemq-2         	 9891608	        38.00 ns/op	       0 B/op	       0 allocs/op
+BenchmarkWide/idemq-coarse-2  	32834689	         9.00 ns/op	       0 B/op	       0 allocs/op
+BenchmarkWide/bwmarrin-2      	 7426080	        42.00 ns/op	       0 B/op	       0 allocs/op
+BenchmarkWide/sonyflake-2     	 4968824	        74.00 ns/op	       0 B/op	       0 allocs/op
+PASS
+ok  	github.com/idemq/idemq/bench	6.231s
+pkg: github.com/idemq/idemq/dedupe/sqldedupe
+BenchmarkClaim/sqlite-2   	   10000	    120000 ns/op	    2048 B/op	      40 allocs/op
+BenchmarkClaim/mysql-2    	    5000	    250000 ns/op	    4096 B/op	      80 allocs/op
+BenchmarkPlain-2          	 1000000	      1000 ns/op
+`
+
+func TestRender(t *testing.T) {
+	res, err := parse(strings.NewReader(input))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := render(res, "idemq")
+	for _, want := range []string{
+		"goos: linux, goarch: amd64, cpu: AMD EPYC",
+		"## github.com/idemq/idemq/bench",
+		"### Wide",
+		"| | ns/op | ops/s (IDs/s) | B/op | allocs/op | vs bwmarrin | vs sonyflake |",
+		"| idemq | 37 | 27.03M | 0 | 0 | 0.88× | 0.50× |", // mean of two runs
+		"| idemq-coarse | 9 | 111.11M | 0 | 0 | 0.21× | 0.12× |",
+		"| bwmarrin | 42 | 23.81M | 0 | 0 |  |  |",
+		"## github.com/idemq/idemq/dedupe/sqldedupe",
+		"| | ns/op | ops/s (IDs/s) | B/op | allocs/op |\n", // no peers of ours: no ratios
+		"| sqlite | 120000 | 8.33k | 2048 | 40 |",
+		"### Plain",
+		"| BenchmarkPlain | 1000 | 1.00M |  |  |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+	if len(res.failures) != 0 {
+		t.Errorf("failures %q", res.failures)
+	}
+}
+
+func TestParseFailures(t *testing.T) {
+	res, err := parse(strings.NewReader(input + "--- FAIL: BenchmarkX\nFAIL\tgithub.com/idemq/idemq/bench\t0.1s\n"))
+	if err != nil || len(res.failures) != 2 {
+		t.Fatalf("failures %q, %v", res.failures, err)
+	}
+	if _, err := parse(strings.NewReader("PASS\n")); err == nil {
+		t.Fatal("no error for input without benchmarks")
+	}
+	if _, err := parse(strings.NewReader("BenchmarkX-2 10 1 ns/op 5\n")); err == nil {
+		t.Fatal("no error for a malformed line")
+	}
+}

@@ -1,0 +1,59 @@
+// Package idgen issues unique, time-ordered 63-bit IDs (snowflakes) without a
+// server, and decodes, encodes and parses them. idemq's producer stamps every
+// message with one, so that consumers can recognise redeliveries.
+//
+//	gen, err := idgen.New(idgen.Config{Node: 7})
+//	...
+//	id, err := gen.Next(ctx)
+//	msg.Key = id.String()
+//
+// # Layouts
+//
+// A [Layout] splits an ID into time, node (optionally datacenter and worker),
+// clock-rollback generation and sequence fields, with a time unit from 1ms
+// to 1s and an epoch. The default is [Twitter] (41 bits of milliseconds, 5 +
+// 5 node bits, 12 sequence bits); presets cover the layouts of the seed
+// articles, Sonyflake and [JSSafe], whose IDs stay below 2^53. Validate
+// checks a layout; Report prints its end of life, capacity and the date from
+// which its IDs no longer fit a JavaScript number. New refuses a layout with
+// less than ten years left unless told otherwise, and one already out of time
+// (uid-generator's default layout ran out in November 2024).
+//
+// # Generator
+//
+// A [Generator] issues IDs for one node. Its hot path is one atomic
+// compare-and-swap and allocates nothing; at a full sequence it waits for the
+// next tick, spinning only for the last two milliseconds and honouring the
+// context. Decoding needs only the layout: [Layout.Decode] and
+// [Generator.Decode] use no package state, so IDs of different layouts decode
+// side by side.
+//
+// # Clock rollback
+//
+// When the clock steps back, the [RollbackPolicy] decides: [Refuse] with
+// [ErrClockBackwards] (the default), [Wait] for the clock when the step is
+// small, [BumpGeneration] to the next rollback generation, run as a
+// logical clock that [Borrow]s up to a bounded time ahead, or [SwitchWorker]
+// to a fresh node id from a [WorkerSource]. Whatever the policy, one
+// generator never issues an ID twice. With a [HighWaterStore] (such as
+// [FileStore]) the same holds across restarts: a generator restarted with
+// its clock behind the mark of the previous run treats the gap as a
+// rollback.
+//
+// # Node ids
+//
+// Every generator running at the same time needs its own node id. Without a
+// coordinating server it comes from configuration ([Config].Node), an
+// environment variable ([NodeFromEnv]) or a StatefulSet pod's ordinal
+// ([NodeFromHostname]). Leased node ids plug in as a [WorkerSource].
+//
+// # Text forms
+//
+// [ID.String] is decimal; [ID.Base32] (Crockford, 13 characters) and
+// [ID.Base62] (11 characters) are fixed-width and sort like the IDs. JSON
+// carries an ID as a decimal string, which JavaScript cannot round. The
+// Append methods allocate nothing; [Parse], [ParseBase32] and [ParseBase62]
+// report bad input as a [*ParseError] wrapping [ErrSyntax] or [ErrRange].
+//
+// A snowflake is predictable: never use one as a secret or a token.
+package idgen

@@ -1,0 +1,187 @@
+package idgen_test
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/idemq/idemq/idgen"
+)
+
+var sampleIDs = []idgen.ID{0, 1, 31, 32, 61, 62, 1 << 40, 1541815603606036480, 2124225657427726336, math.MaxInt64}
+
+func TestEncodings(t *testing.T) {
+	tests := []struct {
+		id            idgen.ID
+		dec, b32, b62 string
+	}{
+		{0, "0", "0000000000000", "00000000000"},
+		{1, "1", "0000000000001", "00000000001"},
+		{62, "62", "000000000001Y", "00000000010"},
+		{1541815603606036480, "1541815603606036480", "1ASD13XH1F800", "1ptWyK4WgZU"},
+		{math.MaxInt64, "9223372036854775807", "7ZZZZZZZZZZZZ", "AzL8n0Y58m7"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.dec, func(t *testing.T) {
+			if got := tt.id.String(); got != tt.dec {
+				t.Errorf("String %q, want %q", got, tt.dec)
+			}
+			if got := tt.id.Base32(); got != tt.b32 {
+				t.Errorf("Base32 %q, want %q", got, tt.b32)
+			}
+			if got := tt.id.Base62(); got != tt.b62 {
+				t.Errorf("Base62 %q, want %q", got, tt.b62)
+			}
+			for _, parse := range []struct {
+				name string
+				fn   func(string) (idgen.ID, error)
+				in   string
+			}{{"Parse", idgen.Parse, tt.dec}, {"ParseBase32", idgen.ParseBase32, tt.b32}, {"ParseBase62", idgen.ParseBase62, tt.b62}} {
+				if got, err := parse.fn(parse.in); err != nil || got != tt.id {
+					t.Errorf("%s(%q) = %d, %v", parse.name, parse.in, got, err)
+				}
+			}
+		})
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		parse func(string) (idgen.ID, error)
+		in    string
+		want  error
+	}{
+		{"decimal empty", idgen.Parse, "", idgen.ErrSyntax},
+		{"decimal sign", idgen.Parse, "-1", idgen.ErrSyntax},
+		{"decimal plus", idgen.Parse, "+1", idgen.ErrSyntax},
+		{"decimal space", idgen.Parse, " 1", idgen.ErrSyntax},
+		{"decimal letter", idgen.Parse, "12a", idgen.ErrSyntax},
+		{"decimal over max", idgen.Parse, "9223372036854775808", idgen.ErrRange},
+		{"decimal 20 digits", idgen.Parse, "10000000000000000000", idgen.ErrRange},
+		{"decimal non-ASCII", idgen.Parse, "1\xff", idgen.ErrSyntax},
+		{"base32 short", idgen.ParseBase32, "1ASD13XH1F80", idgen.ErrSyntax},
+		{"base32 long", idgen.ParseBase32, "1ASD13XH1F8000", idgen.ErrSyntax},
+		{"base32 U", idgen.ParseBase32, "1ASD13XH1F80U", idgen.ErrSyntax},
+		{"base32 punctuation", idgen.ParseBase32, "1ASD13XH1F80-", idgen.ErrSyntax},
+		{"base32 sign bit", idgen.ParseBase32, "8000000000000", idgen.ErrRange},
+		{"base32 over 64 bits", idgen.ParseBase32, "ZZZZZZZZZZZZZ", idgen.ErrRange},
+		{"base62 short", idgen.ParseBase62, "1ptWyK4WgZ", idgen.ErrSyntax},
+		{"base62 symbol", idgen.ParseBase62, "1ptWyK4WgZ+", idgen.ErrSyntax},
+		{"base62 over max", idgen.ParseBase62, "AzL8n0Y58m8", idgen.ErrRange},
+		{"base62 over 64 bits", idgen.ParseBase62, "zzzzzzzzzzz", idgen.ErrRange},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.parse(tt.in)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("error %v, want %v", err, tt.want)
+			}
+			var pe *idgen.ParseError
+			if !errors.As(err, &pe) || pe.Input != tt.in || !strings.HasPrefix(err.Error(), "idgen: parse ") {
+				t.Fatalf("error %#v", err)
+			}
+		})
+	}
+}
+
+func TestBase32Aliases(t *testing.T) {
+	want, _ := idgen.ParseBase32("1AR7F5V6J0001")
+	for _, in := range []string{"1ar7f5v6j0001", "IAR7F5V6JOOOL", "iar7f5v6jooo1"} {
+		if got, err := idgen.ParseBase32(in); err != nil || got != want {
+			t.Errorf("ParseBase32(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+}
+
+// The fixed-width forms sort like the IDs.
+func TestEncodingsSort(t *testing.T) {
+	ids := slices.Clone(sampleIDs)
+	for range 1000 {
+		ids = append(ids, idgen.ID(rand.Int64()))
+	}
+	slices.Sort(ids)
+	for _, enc := range []func(idgen.ID) string{idgen.ID.Base32, idgen.ID.Base62} {
+		var strs []string
+		for _, id := range ids {
+			strs = append(strs, enc(id))
+		}
+		if !slices.IsSorted(strs) {
+			t.Errorf("encoded IDs out of order")
+		}
+	}
+}
+
+func TestAppendDoesNotAllocate(t *testing.T) {
+	buf := make([]byte, 0, 64)
+	id := idgen.ID(1541815603606036480)
+	for name, fn := range map[string]func(){
+		"decimal": func() { buf = id.AppendDecimal(buf[:0]) },
+		"base32":  func() { buf = id.AppendBase32(buf[:0]) },
+		"base62":  func() { buf = id.AppendBase62(buf[:0]) },
+		"text":    func() { buf, _ = id.AppendText(buf[:0]) },
+	} {
+		if n := testing.AllocsPerRun(100, fn); n != 0 {
+			t.Errorf("%s: %v allocations", name, n)
+		}
+	}
+}
+
+func TestJSON(t *testing.T) {
+	type msg struct {
+		ID   idgen.ID            `json:"id"`
+		Refs map[idgen.ID]string `json:"refs,omitempty"`
+	}
+	in := msg{ID: 1541815603606036480, Refs: map[idgen.ID]string{7: "x"}}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"id":"1541815603606036480","refs":{"7":"x"}}`; string(b) != want {
+		t.Fatalf("Marshal: %s, want %s", b, want)
+	}
+	var out msg
+	if err := json.Unmarshal(b, &out); err != nil || out.ID != in.ID || out.Refs[7] != "x" {
+		t.Fatalf("Unmarshal: %+v, %v", out, err)
+	}
+
+	tests := []struct {
+		in   string
+		want idgen.ID
+		err  error
+	}{
+		{`"42"`, 42, nil},
+		{`42`, 42, nil},
+		{`null`, 5, nil}, // unchanged
+		{`""`, 0, idgen.ErrSyntax},
+		{`"4x"`, 0, idgen.ErrSyntax},
+		{`"42`, 0, idgen.ErrSyntax},
+		{`-1`, 0, idgen.ErrSyntax},
+		{`4.2`, 0, idgen.ErrSyntax},
+		{`"99999999999999999999"`, 0, idgen.ErrRange},
+	}
+	for _, tt := range tests {
+		id := idgen.ID(5)
+		err := id.UnmarshalJSON([]byte(tt.in))
+		if !errors.Is(err, tt.err) || (err == nil && id != tt.want) {
+			t.Errorf("UnmarshalJSON(%s) = %d, %v; want %d, %v", tt.in, id, err, tt.want, tt.err)
+		}
+	}
+}
+
+func TestText(t *testing.T) {
+	var id idgen.ID
+	if err := id.UnmarshalText([]byte("123")); err != nil || id != 123 {
+		t.Fatalf("UnmarshalText: %d, %v", id, err)
+	}
+	if err := id.UnmarshalText([]byte("12 3")); !errors.Is(err, idgen.ErrSyntax) {
+		t.Fatalf("UnmarshalText of bad text: %v", err)
+	}
+	if b, _ := idgen.ID(123).MarshalText(); string(b) != "123" {
+		t.Fatalf("MarshalText: %s", b)
+	}
+}

@@ -1,0 +1,37 @@
+package idgen
+
+import "errors"
+
+// Errors returned by the package. They are wrapped with details; test with
+// errors.Is.
+var (
+	// ErrInvalidLayout reports a Layout that Validate rejects.
+	ErrInvalidLayout = errors.New("idgen: invalid layout")
+	// ErrShortLife reports a layout with fewer than ten years left before
+	// its time field runs out; set Config.AllowShortLife to accept it.
+	ErrShortLife = errors.New("idgen: layout has less than 10 years left")
+	// ErrExhausted reports a layout whose time field has run out: the
+	// clock is past its end of life.
+	ErrExhausted = errors.New("idgen: layout exhausted")
+	// ErrNodeRange reports a node, datacenter or worker id the layout
+	// cannot hold.
+	ErrNodeRange = errors.New("idgen: node id out of range")
+	// ErrNoNode reports a node id source that had none to give: an unset
+	// environment variable, a host name without an ordinal.
+	ErrNoNode = errors.New("idgen: no node id")
+	// ErrInvalidConfig reports a Config or rollback policy that New
+	// rejects.
+	ErrInvalidConfig = errors.New("idgen: invalid config")
+	// ErrClockBackwards reports that the clock stands behind the time of
+	// the last ID issued (or reserved by an earlier run) and the rollback
+	// policy refused to issue more until it catches up.
+	ErrClockBackwards = errors.New("idgen: clock moved backwards")
+	// ErrBeforeEpoch reports a clock earlier than the layout's epoch.
+	ErrBeforeEpoch = errors.New("idgen: clock before layout epoch")
+	// ErrClosed reports a call on a closed Generator.
+	ErrClosed = errors.New("idgen: generator closed")
+	// ErrSyntax reports text that is not an encoded ID.
+	ErrSyntax = errors.New("idgen: invalid ID syntax")
+	// ErrRange reports a value outside the range of an ID or field.
+	ErrRange = errors.New("idgen: value out of range")
+)

@@ -1,0 +1,195 @@
+package idgen_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemq/idemq/idgen"
+)
+
+func Example() {
+	gen, err := idgen.New(idgen.Config{Node: 7}) // Twitter layout, system clock
+	if err != nil {
+		panic(err)
+	}
+	defer gen.Close()
+
+	id, err := gen.Next(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	p := gen.Decode(id)
+	fmt.Println(len(id.String()), "digits; node", p.Node, "= datacenter", p.Datacenter, "worker", p.Worker)
+	// Output: 19 digits; node 7 = datacenter 0 worker 7
+}
+
+func ExampleLayout_Report() {
+	now := time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC)
+	fmt.Print(idgen.Twitter.Report(now))
+	fmt.Print(idgen.UIDGenerator.Report(now))
+	fmt.Print(idgen.JSSafe.Report(now))
+	// Output:
+	// twitter: 41 time (1ms since 2010-11-04T01:42:54.657Z) | 5 datacenter | 5 worker | 12 sequence
+	//   end of life: 2080-07-10 (53.6 years left)
+	//   capacity: 4096000 IDs/s per node, 1024 nodes
+	//   IDs pass 2^53 (unsafe as JavaScript numbers) from 2010-11-28
+	// uid-generator: 28 time (1s since 2016-05-20T00:00:00Z) | 22 worker | 13 sequence
+	//   end of life: 2024-11-20 (exhausted 2.0 years ago)
+	//   capacity: 8192 IDs/s per node, 4194304 nodes
+	//   IDs pass 2^53 (unsafe as JavaScript numbers) from 2016-05-23
+	// js-safe: 37 time (10ms since 2025-01-01T00:00:00Z) | 6 worker | 10 sequence
+	//   end of life: 2068-07-21 (41.7 years left)
+	//   capacity: 102400 IDs/s per node, 64 nodes
+	//   IDs stay below 2^53 (safe as JavaScript numbers)
+}
+
+func ExampleLayout_Decode() {
+	p := idgen.Twitter.Decode(1541815603606036480)
+	fmt.Println(p)
+	// Output: time=2022-06-28T16:07:40.105Z node=378 datacenter=11 worker=26 generation=0 sequence=0
+}
+
+func ExampleLayout_Compose() {
+	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	node, _ := idgen.RollbackBits.NodeOf(3, 17)
+	id, _ := idgen.RollbackBits.Compose(at, node, 2, 99)
+	p := idgen.RollbackBits.Decode(id)
+	fmt.Println(id, p.Time.Format(time.DateOnly), p.Datacenter, p.Worker, p.Generation, p.Sequence)
+	// Output: 1312689645160259683 2030-01-01 3 17 2 99
+}
+
+func ExampleID_Base32() {
+	id := idgen.ID(1541815603606036480)
+	fmt.Println(id, id.Base32(), id.Base62())
+	// Output: 1541815603606036480 1ASD13XH1F800 1ptWyK4WgZU
+}
+
+func ExampleID_MarshalJSON() {
+	b, _ := json.Marshal(struct {
+		ID idgen.ID `json:"id"`
+	}{1541815603606036480})
+	fmt.Println(string(b))
+	// Output: {"id":"1541815603606036480"}
+}
+
+func ExampleParseBase62() {
+	id, err := idgen.ParseBase62("1ptWyK4WgZU")
+	fmt.Println(id, err)
+	_, err = idgen.ParseBase62("1ptWyK4WgZ!")
+	fmt.Println(errors.Is(err, idgen.ErrSyntax), err)
+	// Output:
+	// 1541815603606036480 <nil>
+	// true idgen: parse base-62 ID "1ptWyK4WgZ!": invalid character '!' at offset 10
+}
+
+func ExampleNodeFromHostname() {
+	// In a StatefulSet, pass os.Hostname().
+	node, err := idgen.NodeFromHostname(idgen.Twitter, "ingest-7")
+	fmt.Println(node, err)
+	_, err = idgen.NodeFromHostname(idgen.Twitter, "ingest-2048")
+	fmt.Println(err)
+	// Output:
+	// 7 <nil>
+	// idgen: host name "ingest-2048": idgen: layout "twitter": node 2048 outside 0..1023: idgen: node id out of range
+}
+
+// settableClock is a Clock the examples set by hand.
+type settableClock struct{ ns atomic.Int64 }
+
+func (c *settableClock) UnixNano() int64     { return c.ns.Load() }
+func (c *settableClock) Set(t time.Time)     { c.ns.Store(t.UnixNano()) }
+func (c *settableClock) Add(d time.Duration) { c.ns.Add(int64(d)) }
+
+func ExampleBumpGeneration() {
+	clock := &settableClock{}
+	clock.Set(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	gen, _ := idgen.New(idgen.Config{Layout: idgen.RollbackBits, Clock: clock, Rollback: idgen.BumpGeneration{}})
+	for range 4 {
+		id, err := gen.NextID()
+		if err != nil {
+			fmt.Println(err)
+			break
+		}
+		p := gen.Decode(id)
+		fmt.Println(p.Time.Format(time.TimeOnly), "generation", p.Generation)
+		clock.Add(-time.Second) // an NTP step back
+	}
+	// Output:
+	// 00:00:00 generation 0
+	// 23:59:59 generation 1
+	// 23:59:58 generation 2
+	// 23:59:57 generation 3
+}
+
+func ExampleBorrow() {
+	clock := &settableClock{}
+	clock.Set(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	gen, _ := idgen.New(idgen.Config{Clock: clock, Rollback: idgen.Borrow{MaxAhead: time.Second}})
+	// Three ticks' worth of IDs while the clock stands still.
+	ids := make([]idgen.ID, 3*4096)
+	gen.Fill(context.Background(), ids)
+	fmt.Println("ahead", gen.Ahead())
+	clock.Add(-100 * time.Millisecond)
+	gen.NextID()
+	fmt.Println("ahead", gen.Ahead())
+	clock.Add(-time.Hour)
+	_, err := gen.NextID()
+	fmt.Println(errors.Is(err, idgen.ErrClockBackwards))
+	// Output:
+	// ahead 2ms
+	// ahead 103ms
+	// true
+}
+
+func ExampleWait() {
+	// Seed 000: wait out steps back of up to 15ms, take a fresh worker id
+	// from a pool on larger ones.
+	var pool idgen.WorkerSource // e.g. a Redis lease pool
+	cfg := idgen.Config{
+		Rollback: idgen.Wait{Max: 15 * time.Millisecond, Else: idgen.SwitchWorker{Source: pool}},
+	}
+	_, err := idgen.New(cfg)
+	fmt.Println(err) // no pool here
+	// Output: idgen: rollback policy: SwitchWorker without a Source: idgen: invalid config
+}
+
+func ExampleFileStore() {
+	dir, _ := os.MkdirTemp("", "idgen")
+	defer os.RemoveAll(dir)
+	clock := &settableClock{}
+	clock.Set(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := idgen.Config{Clock: clock, Store: idgen.NewFileStore(filepath.Join(dir, "node-0.hwm"))}
+
+	first, _ := idgen.New(cfg)
+	last, _ := first.NextID()
+	first.Close() // saves the exact mark
+
+	clock.Add(-time.Hour) // the machine restarts with its clock an hour behind
+	second, _ := idgen.New(cfg)
+	_, err := second.NextID()
+	fmt.Println(err)
+	clock.Add(time.Hour + time.Millisecond) // past the last tick of the first run
+	id, _ := second.NextID()
+	fmt.Println(id > last)
+	// Output:
+	// idgen: node 0: clock 1h0m0s behind the last ID: idgen: clock moved backwards
+	// true
+}
+
+func ExampleNewCoarseClock() {
+	clock := idgen.NewCoarseClock(time.Millisecond)
+	defer clock.Close()
+	wide := idgen.Layout{Name: "wide", TimeBits: 41, WorkerBits: 2, SequenceBits: 20,
+		Unit: time.Millisecond, Epoch: idgen.Twitter.Epoch}
+	gen, _ := idgen.New(idgen.Config{Layout: wide, Clock: clock})
+	ids := make([]idgen.ID, 1000)
+	n, err := gen.Fill(context.Background(), ids)
+	fmt.Println(n, err, ids[0] < ids[999])
+	// Output: 1000 <nil> true
+}

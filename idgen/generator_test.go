@@ -1,0 +1,282 @@
+package idgen_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemq/idemq/idgen"
+)
+
+func TestNewValidates(t *testing.T) {
+	clock := newFakeClock(t0, 0)
+	// A layout with five years left at t0.
+	short := idgen.Layout{Name: "short", TimeBits: 38, WorkerBits: 10, SequenceBits: 12, Unit: time.Millisecond,
+		Epoch: t0.Add(5*365*24*time.Hour - (1<<38)*time.Millisecond)}
+	tests := []struct {
+		name string
+		cfg  idgen.Config
+		want error
+	}{
+		{"zero value", idgen.Config{}, nil},
+		{"node at max", idgen.Config{Node: 1023}, nil},
+		{"node too big", idgen.Config{Node: 1024}, idgen.ErrNodeRange},
+		{"negative node", idgen.Config{Node: -1}, idgen.ErrNodeRange},
+		{"bad layout", idgen.Config{Layout: idgen.Layout{Name: "x", TimeBits: 41}}, idgen.ErrInvalidLayout},
+		{"short life", idgen.Config{Layout: short}, idgen.ErrShortLife},
+		{"short life allowed", idgen.Config{Layout: short, AllowShortLife: true}, nil},
+		{"exhausted", idgen.Config{Layout: idgen.UIDGenerator, AllowShortLife: true}, idgen.ErrExhausted},
+		{"exhausted wide worker", idgen.Config{Layout: idgen.WideWorker, AllowShortLife: true}, idgen.ErrExhausted},
+		{"bump without generation bits", idgen.Config{Rollback: idgen.BumpGeneration{}}, idgen.ErrInvalidConfig},
+		{"bump", idgen.Config{Layout: idgen.RollbackBits, Rollback: idgen.BumpGeneration{}}, nil},
+		{"wait without max", idgen.Config{Rollback: idgen.Wait{}}, idgen.ErrInvalidConfig},
+		{"borrow nested", idgen.Config{Rollback: idgen.Wait{Max: time.Millisecond, Else: idgen.Borrow{MaxAhead: time.Second}}}, idgen.ErrInvalidConfig},
+		{"borrow under a unit", idgen.Config{Rollback: idgen.Borrow{MaxAhead: time.Microsecond}}, idgen.ErrInvalidConfig},
+		{"borrow", idgen.Config{Rollback: idgen.Borrow{MaxAhead: time.Second, Else: idgen.Wait{Max: time.Second}}}, nil},
+		{"switch without source", idgen.Config{Rollback: idgen.SwitchWorker{}}, idgen.ErrInvalidConfig},
+		{"bad else", idgen.Config{Rollback: idgen.Wait{Max: time.Millisecond, Else: idgen.Wait{}}}, idgen.ErrInvalidConfig},
+		{"negative reserve", idgen.Config{Reserve: -time.Second}, idgen.ErrInvalidConfig},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.cfg.Clock = clock
+			g, err := idgen.New(tt.cfg)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("New: %v, want %v", err, tt.want)
+			}
+			if err == nil {
+				g.Close()
+			}
+		})
+	}
+}
+
+func TestZeroConfigIsTwitterNodeZero(t *testing.T) {
+	g := newGen(t, idgen.Config{})
+	if g.Layout() != idgen.Twitter || g.Node() != 0 {
+		t.Fatalf("layout %v node %d", g.Layout(), g.Node())
+	}
+	before := time.Now().Truncate(time.Millisecond)
+	p := g.Decode(next(t, g))
+	if p.Time.Before(before) || p.Time.After(time.Now()) || p.Node != 0 || p.Generation != 0 {
+		t.Fatalf("decoded %+v, issued after %v", p, before)
+	}
+}
+
+func TestSequenceWithinTick(t *testing.T) {
+	clock := newFakeClock(t0, 0)
+	g := newGen(t, idgen.Config{Node: 37, Clock: clock})
+	var ids []idgen.ID
+	for range 4096 {
+		ids = append(ids, next(t, g))
+	}
+	checkIncreasing(t, ids)
+	for i, id := range ids {
+		p := g.Decode(id)
+		if !p.Time.Equal(t0) || p.Sequence != int64(i) || p.Node != 37 || p.Datacenter != 1 || p.Worker != 5 {
+			t.Fatalf("ID %d decodes to %+v", i, p)
+		}
+	}
+	// The sequence is full and the clock stands still: only the context
+	// ends the wait.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := g.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Next at a full sequence: %v, want deadline exceeded", err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	cancel()
+	if _, err := g.Next(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Next at a full sequence: %v, want canceled", err)
+	}
+}
+
+func TestFullSequenceWaitsForNextTick(t *testing.T) {
+	tests := []struct {
+		name   string
+		layout idgen.Layout
+		clock  *fakeClock
+	}{
+		{"twitter spins", idgen.Twitter, newFakeClock(t0, 5*time.Microsecond)},
+		{"20ms units park", idgen.Layout{Name: "20ms", TimeBits: 38, WorkerBits: 10, SequenceBits: 3,
+			Unit: 20 * time.Millisecond, Epoch: idgen.Twitter.Epoch}, newRunningClock(t0)},
+		{"sonyflake order", idgen.Sonyflake, newRunningClock(t0)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := newGen(t, idgen.Config{Layout: tt.layout, Node: 3, Clock: tt.clock})
+			per := int(1) << tt.layout.SequenceBits
+			var ids []idgen.ID
+			for range 2*per + 1 {
+				ids = append(ids, next(t, g))
+			}
+			checkIncreasing(t, ids)
+			prev := g.Decode(ids[0])
+			for i, id := range ids[1:] {
+				p := g.Decode(id)
+				if p.Node != 3 {
+					t.Fatalf("node %d", p.Node)
+				}
+				switch {
+				case p.Tick == prev.Tick && p.Sequence != prev.Sequence+1:
+					t.Fatalf("ID %d: sequence %d after %d in one tick", i+1, p.Sequence, prev.Sequence)
+				case p.Tick > prev.Tick && p.Sequence != 0:
+					t.Fatalf("ID %d: new tick starts at sequence %d", i+1, p.Sequence)
+				}
+				prev = p
+			}
+		})
+	}
+}
+
+func TestParkHonoursContext(t *testing.T) {
+	l := idgen.Layout{Name: "seconds", TimeBits: 32, WorkerBits: 10, SequenceBits: 0, Unit: time.Second, Epoch: idgen.Twitter.Epoch}
+	g := newGen(t, idgen.Config{Layout: l, Clock: newFakeClock(t0, 0)})
+	next(t, g)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if _, err := g.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Next: %v, want deadline exceeded", err)
+	}
+}
+
+func TestClockLimits(t *testing.T) {
+	short := idgen.Layout{Name: "short", TimeBits: 20, WorkerBits: 10, SequenceBits: 12, Unit: time.Second, Epoch: t0}
+	clock := newFakeClock(t0, 0)
+	g := newGen(t, idgen.Config{Layout: short, Clock: clock, AllowShortLife: true})
+	next(t, g)
+	clock.Set(short.EndOfLife().Add(-time.Second))
+	if p := g.Decode(next(t, g)); p.Tick != 1<<20-1 {
+		t.Fatalf("last tick: %+v", p)
+	}
+	clock.Set(short.EndOfLife())
+	if _, err := g.NextID(); !errors.Is(err, idgen.ErrExhausted) {
+		t.Fatalf("Next past the end: %v", err)
+	}
+
+	future := idgen.Layout{Name: "future", TimeBits: 41, WorkerBits: 10, SequenceBits: 12, Unit: time.Millisecond, Epoch: t0.Add(time.Hour)}
+	g = newGen(t, idgen.Config{Layout: future, Clock: clock})
+	clock.Set(t0)
+	if _, err := g.NextID(); !errors.Is(err, idgen.ErrBeforeEpoch) {
+		t.Fatalf("Next before the epoch: %v", err)
+	}
+}
+
+func TestClose(t *testing.T) {
+	g := newGen(t, idgen.Config{})
+	next(t, g)
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := g.NextID(); !errors.Is(err, idgen.ErrClosed) {
+		t.Fatalf("Next after Close: %v", err)
+	}
+	if n, err := g.Fill(context.Background(), make([]idgen.ID, 3)); n != 0 || !errors.Is(err, idgen.ErrClosed) {
+		t.Fatalf("Fill after Close: %d, %v", n, err)
+	}
+}
+
+func TestFill(t *testing.T) {
+	tests := []struct {
+		layout idgen.Layout
+		clock  idgen.Clock
+	}{
+		{idgen.Twitter, newFakeClock(t0, time.Microsecond)},
+		{idgen.Sonyflake, newRunningClock(t0)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.layout.Name, func(t *testing.T) {
+			g := newGen(t, idgen.Config{Layout: tt.layout, Node: 9, Clock: tt.clock})
+			ids := make([]idgen.ID, 3<<tt.layout.SequenceBits+5)
+			ids[0] = next(t, g)
+			if n, err := g.Fill(context.Background(), ids[1:]); n != len(ids)-1 || err != nil {
+				t.Fatalf("Fill: %d, %v", n, err)
+			}
+			ids = append(ids, next(t, g))
+			checkIncreasing(t, ids)
+			for _, id := range ids {
+				if p := g.Decode(id); p.Node != 9 {
+					t.Fatalf("%d decodes to %+v", id, p)
+				}
+			}
+		})
+	}
+	// A context ending mid-way leaves what was filled.
+	g := newGen(t, idgen.Config{Clock: newFakeClock(t0, 0)})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ids := make([]idgen.ID, 5000)
+	if n, err := g.Fill(ctx, ids); n != 4096 || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Fill past a full sequence: %d, %v", n, err)
+	}
+	checkIncreasing(t, ids[:4096])
+}
+
+func TestConcurrentNextIsUnique(t *testing.T) {
+	layouts := []idgen.Layout{idgen.Twitter, idgen.Sonyflake, idgen.JSSafe}
+	coarse := idgen.NewCoarseClock(0)
+	defer coarse.Close()
+	for _, l := range layouts {
+		for _, clock := range []idgen.Clock{nil, coarse} {
+			t.Run(l.Name, func(t *testing.T) {
+				g := newGen(t, idgen.Config{Layout: l, Node: 1, Clock: clock})
+				// About a tenth of a second of the layout's capacity.
+				const workers = 8
+				each := min(3000, int(l.IDsPerSecond())/100)
+				got := make([][]idgen.ID, workers)
+				var wg sync.WaitGroup
+				for w := range workers {
+					wg.Go(func() {
+						for i := range each {
+							id, err := g.NextID()
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							if i%7 == 0 {
+								ids := make([]idgen.ID, 5)
+								if _, err := g.Fill(context.Background(), ids); err != nil {
+									t.Error(err)
+									return
+								}
+								got[w] = append(got[w], ids...)
+							}
+							got[w] = append(got[w], id)
+						}
+					})
+				}
+				wg.Wait()
+				var all []idgen.ID
+				for _, ids := range got {
+					all = append(all, ids...)
+				}
+				checkUnique(t, all)
+			})
+		}
+	}
+}
+
+func TestCoarseClock(t *testing.T) {
+	c := idgen.NewCoarseClock(time.Millisecond)
+	first := c.UnixNano()
+	if d := time.Since(time.Unix(0, first)); d < 0 || d > time.Minute {
+		t.Fatalf("coarse clock %v off the system clock", d)
+	}
+	for c.UnixNano() == first {
+		time.Sleep(time.Millisecond)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	stopped := c.UnixNano()
+	time.Sleep(3 * time.Millisecond)
+	if c.UnixNano() != stopped {
+		t.Fatal("clock moved after Close")
+	}
+}

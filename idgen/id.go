@@ -1,0 +1,124 @@
+package idgen
+
+import (
+	"bytes"
+	"strconv"
+	"unicode/utf8"
+)
+
+// An ID is a 63-bit snowflake ID. Its layout is not part of the value:
+// decode it with the [Layout] or [Generator] that made it.
+//
+// IDs print in decimal (String, MarshalText) and marshal to JSON as a decimal
+// string, because a JavaScript number loses precision past 2^53 (convert to
+// int64 for a JSON number). Base32 and Base62 give shorter fixed-width forms
+// that sort like the numbers they encode. Every parser accepts exactly the
+// non-negative int64 range; IDs a Generator issues are never negative.
+type ID int64
+
+// Int64 returns the ID as an int64.
+func (id ID) Int64() int64 { return int64(id) }
+
+// String returns the ID in decimal, up to 19 digits.
+func (id ID) String() string { return strconv.FormatInt(int64(id), 10) }
+
+// AppendDecimal appends the decimal form to dst.
+func (id ID) AppendDecimal(dst []byte) []byte { return strconv.AppendInt(dst, int64(id), 10) }
+
+// AppendText implements [encoding.TextAppender] with the decimal form.
+func (id ID) AppendText(dst []byte) ([]byte, error) { return id.AppendDecimal(dst), nil }
+
+// MarshalText implements [encoding.TextMarshaler] with the decimal form.
+func (id ID) MarshalText() ([]byte, error) { return id.AppendDecimal(nil), nil }
+
+// UnmarshalText implements [encoding.TextUnmarshaler]; it accepts what
+// [Parse] accepts.
+func (id *ID) UnmarshalText(text []byte) error {
+	v, err := parseDecimal("text", text, 0, len(text))
+	if err != nil {
+		return err
+	}
+	*id = v
+	return nil
+}
+
+// MarshalJSON implements [json.Marshaler]: a decimal string such as
+// "1541815603606036480".
+func (id ID) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 21)
+	b = append(b, '"')
+	b = id.AppendDecimal(b)
+	return append(b, '"'), nil
+}
+
+// UnmarshalJSON implements [json.Unmarshaler]. It accepts a decimal string
+// and, for data written by other tools, a bare integer; null leaves the ID
+// unchanged.
+func (id *ID) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		return nil
+	}
+	from, to := 0, len(data)
+	if len(data) >= 2 && data[0] == '"' && data[len(data)-1] == '"' {
+		from, to = 1, len(data)-1
+	} else if bytes.IndexByte(data, '"') >= 0 {
+		return &ParseError{Format: "JSON", Input: string(data), Reason: "unbalanced quotes", Err: ErrSyntax}
+	}
+	v, err := parseDecimal("JSON", data, from, to)
+	if err != nil {
+		return err
+	}
+	*id = v
+	return nil
+}
+
+// Parse parses the decimal form of an ID: 1 to 19 ASCII digits, no sign or
+// spaces, at most 9223372036854775807.
+func Parse(s string) (ID, error) { return parseDecimal("decimal", s, 0, len(s)) }
+
+// parseDecimal parses in[from:to]; errors quote all of in.
+func parseDecimal[T string | []byte](format string, in T, from, to int) (ID, error) {
+	if from == to {
+		return 0, &ParseError{Format: format, Input: string(in), Reason: "no digits", Err: ErrSyntax}
+	}
+	var v uint64
+	for i := from; i < to; i++ {
+		c := in[i]
+		if c < '0' || c > '9' {
+			return 0, &ParseError{Format: format, Input: string(in), Reason: badChar(c, i), Err: ErrSyntax}
+		}
+		if v > (maxID-uint64(c-'0'))/10 {
+			return 0, &ParseError{Format: format, Input: string(in), Reason: "exceeds 9223372036854775807", Err: ErrRange}
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	return ID(v), nil
+}
+
+const maxID = 1<<63 - 1
+
+// ParseError describes input a parser rejected. Err is [ErrSyntax] or
+// [ErrRange].
+type ParseError struct {
+	Format string // "decimal", "base-32", "base-62", "text" or "JSON"
+	Input  string
+	Reason string
+	Err    error
+}
+
+func (e *ParseError) Error() string {
+	in := e.Input
+	if len(in) > 40 {
+		in = in[:40] + "..."
+	}
+	return "idgen: parse " + e.Format + " ID " + strconv.Quote(in) + ": " + e.Reason
+}
+
+func (e *ParseError) Unwrap() error { return e.Err }
+
+func badChar(c byte, i int) string {
+	if c >= utf8.RuneSelf {
+		return "invalid byte 0x" + strconv.FormatUint(uint64(c), 16) + " at offset " + strconv.Itoa(i)
+	}
+	return "invalid character " + strconv.QuoteRune(rune(c)) + " at offset " + strconv.Itoa(i)
+}

@@ -1,0 +1,104 @@
+package idgen_test
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemq/idemq/idgen"
+)
+
+// counterSource hands out node ids that were never used.
+type counterSource struct{ next atomic.Int64 }
+
+func (s *counterSource) NextWorker(context.Context, int64, time.Time) (int64, error) {
+	return s.next.Add(1), nil
+}
+
+// TestStressRollbacks runs 64 goroutines against one generator while the
+// clock keeps stepping back by 1ms to 10s (log-uniformly) and forward
+// again, and checks that no ID repeats, under every policy.
+func TestStressRollbacks(t *testing.T) {
+	tests := []struct {
+		name   string
+		layout idgen.Layout
+		policy func() idgen.RollbackPolicy
+	}{
+		{"refuse", idgen.Twitter, func() idgen.RollbackPolicy { return idgen.Refuse{} }},
+		{"wait", idgen.Twitter, func() idgen.RollbackPolicy { return idgen.Wait{Max: 15 * time.Millisecond} }},
+		{"bump", idgen.RollbackBits, func() idgen.RollbackPolicy { return idgen.BumpGeneration{} }},
+		{"borrow", idgen.Twitter, func() idgen.RollbackPolicy { return idgen.Borrow{MaxAhead: time.Second} }},
+		{"switch", idgen.Twitter, func() idgen.RollbackPolicy { return idgen.SwitchWorker{Source: &counterSource{}} }},
+		{"seed 000", idgen.Twitter, func() idgen.RollbackPolicy {
+			return idgen.Wait{Max: 15 * time.Millisecond, Else: idgen.SwitchWorker{Source: &counterSource{}}}
+		}},
+		{"bump else borrow-free wait", idgen.RollbackBits, func() idgen.RollbackPolicy {
+			return idgen.BumpGeneration{Else: idgen.Wait{Max: 15 * time.Millisecond}}
+		}},
+	}
+	const (
+		goroutines = 64
+		duration   = 150 * time.Millisecond
+		perG       = 5000 // bounds memory and time under -race
+	)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := newRunningClock(t0)
+			g := newGen(t, idgen.Config{Layout: tt.layout, Clock: clock, Rollback: tt.policy()})
+			ctx, cancel := context.WithTimeout(context.Background(), duration)
+			defer cancel()
+
+			var wg sync.WaitGroup
+			wg.Go(func() { injectRollbacks(ctx, clock) })
+			got := make([][]idgen.ID, goroutines)
+			var failures atomic.Int64
+			for w := range goroutines {
+				wg.Go(func() {
+					buf := make([]idgen.ID, 3)
+					for ctx.Err() == nil && len(got[w]) < perG {
+						if w%4 == 0 { // some goroutines take batches
+							n, err := g.Fill(ctx, buf)
+							got[w] = append(got[w], buf[:n]...)
+							if err != nil {
+								failures.Add(1)
+							}
+							continue
+						}
+						id, err := g.Next(ctx)
+						if err != nil {
+							failures.Add(1)
+							continue
+						}
+						got[w] = append(got[w], id)
+					}
+				})
+			}
+			wg.Wait()
+			var all []idgen.ID
+			for _, ids := range got {
+				all = append(all, ids...)
+			}
+			if len(all) == 0 {
+				t.Fatal("no IDs issued")
+			}
+			checkUnique(t, all)
+			t.Logf("%d IDs, %d refusals or timeouts", len(all), failures.Load())
+		})
+	}
+}
+
+// injectRollbacks steps the clock back by 1ms to 10s every few hundred
+// microseconds, and as often forward by as much or more, until ctx ends.
+func injectRollbacks(ctx context.Context, clock *fakeClock) {
+	for ctx.Err() == nil {
+		back := time.Duration(math.Exp(rand.Float64()*math.Log(1e4))) * time.Millisecond
+		clock.Add(-back)
+		time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond)
+		clock.Add(back + time.Duration(rand.IntN(3))*time.Millisecond)
+		time.Sleep(time.Duration(rand.IntN(500)) * time.Microsecond)
+	}
+}
