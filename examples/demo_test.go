@@ -1,0 +1,45 @@
+// Package examples_test runs the demo the README promises, against real
+// servers, so that make demo cannot rot unnoticed.
+package examples_test
+
+import (
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/idemq/idemq/internal/testenv"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
+
+var summaryRE = regexp.MustCompile(`^summary: sent=(\d+) resent=(\d+) delivered=(\d+) suppressed=(\d+) applied=(\d+)$`)
+
+func TestDemoAppliesEachMessageOnce(t *testing.T) {
+	cmd := exec.CommandContext(t.Context(), "bash", "demo.sh", "40", "10")
+	cmd.Env = append(os.Environ(),
+		"IDEMQ_ROCKETMQ_NAMESRV="+testenv.RocketMQ(t),
+		"IDEMQ_REDIS_ADDR="+testenv.Redis(t))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("demo failed: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	last := lines[len(lines)-1]
+	m := summaryRE.FindStringSubmatch(last)
+	if m == nil {
+		t.Fatalf("last line %q is not the summary\n%s", last, out)
+	}
+	n := make([]int, len(m))
+	for i := 1; i < len(m); i++ {
+		n[i], _ = strconv.Atoi(m[i])
+	}
+	// A duplicate the broker adds on its own is suppressed too, so
+	// suppressed may exceed resent; applied may not differ from sent.
+	if sent, resent, suppressed, applied := n[1], n[2], n[4], n[5]; sent != 40 || resent != 10 || applied != sent || suppressed < resent {
+		t.Fatalf("want sent=40 resent=10 suppressed>=10 applied=40, got %q", last)
+	}
+	t.Log(last)
+}
