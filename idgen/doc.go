@@ -22,18 +22,22 @@
 // # Generator
 //
 // A [Generator] issues IDs for one node. Its hot path is one atomic
-// compare-and-swap and allocates nothing; at a full sequence it waits for the
-// next tick, spinning only for the last two milliseconds and honouring the
-// context. Decoding needs only the layout: [Layout.Decode] and
-// [Generator.Decode] use no package state, so IDs of different layouts decode
-// side by side.
+// compare-and-swap and allocates nothing; [Generator.Fill] takes a batch
+// with one compare-and-swap per tick. At a full sequence it waits for the
+// next tick: it parks until two milliseconds before, then one caller spins
+// while the others sleep, because the runtime's timers oversleep by about a
+// millisecond (sleeping through the tick is why Sonyflake reaches about 80%
+// of its capacity). Every wait honours the context. The default clock is the wall clock read through
+// the monotonic clock; a [CoarseClock] makes a reading an atomic load.
+// Decoding needs only the layout: [Layout.Decode] and [Generator.Decode] use
+// no package state, so IDs of different layouts decode side by side.
 //
 // # Clock rollback
 //
 // When the clock steps back, the [RollbackPolicy] decides: [Refuse] with
 // [ErrClockBackwards] (the default), [Wait] for the clock when the step is
-// small, [BumpGeneration] to the next rollback generation, run as a
-// logical clock that [Borrow]s up to a bounded time ahead, or [SwitchWorker]
+// small, [BumpGeneration] to the next rollback generation, [Borrow] from
+// the future as a logical clock at most a bounded time ahead, or [SwitchWorker]
 // to a fresh node id from a [WorkerSource]. Whatever the policy, one
 // generator never issues an ID twice. With a [HighWaterStore] (such as
 // [FileStore]) the same holds across restarts: a generator restarted with

@@ -73,7 +73,7 @@ var (
 	}
 	// UIDGenerator is Baidu uid-generator's default: 28 bits of seconds
 	// since 2016-05-20, 22 worker bits, 13 sequence bits. It ran out on
-	// 2024-11-21: its time field overflowed into the sign bit and the IDs
+	// 2024-11-20: its time field overflowed into the sign bit and the IDs
 	// of deployments that kept it turned negative. It is kept to decode
 	// old IDs and is refused by New.
 	UIDGenerator = Layout{
@@ -82,7 +82,9 @@ var (
 	}
 	// Sonyflake is sony/sonyflake's layout and bit order: 39 bits of 10ms
 	// units since 2014-09-01, then 8 sequence bits, then 16 machine bits
-	// (25,600 IDs per second per machine, until 2188).
+	// (25,600 IDs per second per machine, until 2188). Sonyflake v2 counts
+	// from 2025-01-01 unless told otherwise: copy the layout and set Epoch
+	// to decode its IDs.
 	Sonyflake = Layout{
 		Name: "sonyflake", TimeBits: 39, WorkerBits: 16, SequenceBits: 8, NodeLast: true,
 		Unit: 10 * time.Millisecond, Epoch: time.Date(2014, 9, 1, 0, 0, 0, 0, time.UTC),

@@ -36,7 +36,7 @@ func TestStressRollbacks(t *testing.T) {
 		{"seed 000", idgen.Twitter, func() idgen.RollbackPolicy {
 			return idgen.Wait{Max: 15 * time.Millisecond, Else: idgen.SwitchWorker{Source: &counterSource{}}}
 		}},
-		{"bump else borrow-free wait", idgen.RollbackBits, func() idgen.RollbackPolicy {
+		{"bump else wait", idgen.RollbackBits, func() idgen.RollbackPolicy {
 			return idgen.BumpGeneration{Else: idgen.Wait{Max: 15 * time.Millisecond}}
 		}},
 	}
