@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Runs idgen's benchmarks with their peers (bwmarrin/snowflake,
-# sony/sonyflake) in one process, prints the markdown table and writes it to
-# bench/RESULTS.md. Extra arguments go to `go test`, e.g. -benchtime 200ms or
-# -count 3 (runs are averaged).
+# Runs every benchmark with its peers in the same run and prints one
+# markdown table, also written to bench/RESULTS.md:
+#   - idgen against bwmarrin/snowflake and sony/sonyflake (this module);
+#   - the dedupe stores against a naive two-round-trips-per-message
+#     baseline on the same real servers (the root module; servers from the
+#     IDEMQ_* variables, which make bench sets, or started by the tests).
+# Extra arguments go to `go test`, e.g. -benchtime 200ms or -count 3.
 set -euo pipefail
 cd "$(dirname "$0")"
-go test -run '^$' -bench . -benchmem "$@" ./... | go run ./cmd/benchtable
+{
+	go test -run '^$' -bench . -benchmem "$@" ./...
+	(cd .. && go test -run '^$' -bench . -benchmem "$@" ./dedupe/... ./consumer/...)
+} | go run ./cmd/benchtable

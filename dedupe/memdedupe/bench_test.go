@@ -14,7 +14,7 @@ import (
 // time and in batches of 32 (which this store serves one call at a time).
 func BenchmarkClaimComplete(b *testing.B) {
 	for _, size := range []int{1, 32} {
-		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+		b.Run(fmt.Sprintf("idemq-batch=%d", size), func(b *testing.B) {
 			s := memdedupe.New(memdedupe.Config{})
 			ctx := b.Context()
 			reqs := make([]dedupe.ClaimRequest, size)

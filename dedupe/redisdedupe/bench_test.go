@@ -36,7 +36,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 	}
 	for _, mode := range []string{"serial", "parallel"} {
 		for _, size := range []int{1, 32} {
-			b.Run(fmt.Sprintf("%s/store/batch=%d", mode, size), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/idemq-batch=%d", mode, size), func(b *testing.B) {
 				run(b, mode, size, storeCycle(s, size))
 			})
 		}

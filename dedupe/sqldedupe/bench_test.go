@@ -67,7 +67,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 			keys := &keySource{group: rand.Text()}
 
 			for _, size := range []int{1, 32} {
-				b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+				b.Run(fmt.Sprintf("idemq-batch=%d", size), func(b *testing.B) {
 					measure(b, stmts, size, func(ctx context.Context) {
 						ts := claimAll(b, s, keys.next(size))
 						if size == 1 {
@@ -94,7 +94,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 				})
 			})
 			for _, size := range []int{1, 32} {
-				b.Run(fmt.Sprintf("tx/batch=%d", size), func(b *testing.B) {
+				b.Run(fmt.Sprintf("idemq-tx-batch=%d", size), func(b *testing.B) {
 					_, insert := ordersSQL(be.dialect, size)
 					ins := prepare(b, db, insert)
 					measure(b, stmts, size, func(ctx context.Context) {

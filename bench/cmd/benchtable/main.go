@@ -5,6 +5,9 @@
 //
 //	go test -run '^$' -bench . -benchmem ./... | go run ./cmd/benchtable
 //
+// A row that reports a msgs/s metric (the dedupe stores, whose op is a
+// batch) is shown and compared per message instead of per op.
+//
 // A group is a benchmark name up to its last slash, "BenchmarkWide" for
 // "BenchmarkWide/bwmarrin-2"; the rest names the row. Rows whose name starts
 // with -ours (default "idemq") are ours, the others peers; groups without
@@ -59,6 +62,7 @@ type row struct {
 	name        string
 	runs        int
 	nsPerOp     float64
+	msgsPerSec  float64
 	bytesPerOp  float64
 	allocsPerOp float64
 	hasMem      bool
@@ -132,6 +136,15 @@ func parse(r io.Reader) (*results, error) {
 	return res, nil
 }
 
+// cost is the nanoseconds per message where the row counts messages, else
+// per op.
+func (r *row) cost() float64 {
+	if r.msgsPerSec > 0 {
+		return 1e9 / r.msgsPerSec
+	}
+	return r.nsPerOp
+}
+
 // add folds one run's "value unit" pairs into the running means.
 func (r *row) add(metrics string) error {
 	f := strings.Fields(metrics)
@@ -152,6 +165,8 @@ func (r *row) add(metrics string) error {
 			r.bytesPerOp, r.hasMem = mean(r.bytesPerOp, v), true
 		case "allocs/op":
 			r.allocsPerOp = mean(r.allocsPerOp, v)
+		case "msgs/s":
+			r.msgsPerSec = mean(r.msgsPerSec, v)
 		}
 	}
 	return nil
@@ -161,7 +176,8 @@ func render(res *results, ours string) string {
 	var b strings.Builder
 	b.WriteString("# Benchmark results\n\n")
 	fmt.Fprintf(&b, "%s, %s.\n", strings.Join(res.env, ", "), runtime.Version())
-	b.WriteString("One op is one ID for the ID generators. A ratio is our ns/op divided by the peer's in the same run: below 1 is faster.\n")
+	b.WriteString("One op is one ID for the ID generators and one message for the dedupe stores (from their msgs/s; their B/op and allocs/op are per batch). ")
+	b.WriteString("A ratio is our cost per op divided by the peer's in the same run: below 1 is faster.\n")
 	pkg := ""
 	for _, g := range res.groups {
 		if g.pkg != pkg {
@@ -180,7 +196,7 @@ func render(res *results, ours string) string {
 			peers = nil // nothing to compare
 		}
 		fmt.Fprintf(&b, "\n### %s\n\n", strings.TrimPrefix(g.name, "Benchmark"))
-		b.WriteString("| | ns/op | ops/s (IDs/s) | B/op | allocs/op |")
+		b.WriteString("| | ns/op | ops/s | B/op | allocs/op |")
 		align := "|---|---:|---:|---:|---:|"
 		for _, p := range peers {
 			fmt.Fprintf(&b, " vs %s |", p.name)
@@ -196,10 +212,10 @@ func render(res *results, ours string) string {
 			if r.hasMem {
 				mem = fmt.Sprintf("| %s | %s |", num(r.bytesPerOp), num(r.allocsPerOp))
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s %s", name, num(r.nsPerOp), perSecond(r.nsPerOp), mem)
+			fmt.Fprintf(&b, "| %s | %s | %s %s", name, num(r.cost()), perSecond(r.cost()), mem)
 			for _, p := range peers {
-				if strings.HasPrefix(r.name, ours) && p.nsPerOp > 0 {
-					fmt.Fprintf(&b, " %.2f× |", r.nsPerOp/p.nsPerOp)
+				if strings.HasPrefix(r.name, ours) && p.cost() > 0 {
+					fmt.Fprintf(&b, " %.2f× |", r.cost()/p.cost())
 				} else {
 					b.WriteString("  |")
 				}
