@@ -5,7 +5,7 @@
 //	gen, err := idgen.New(idgen.Config{Node: 7})
 //	...
 //	id, err := gen.Next(ctx)
-//	msg.Key = id.String()
+//	key := id.String() // "1858211342319468544"
 //
 // # Layouts
 //
@@ -27,8 +27,9 @@
 // next tick: it parks until two milliseconds before, then one caller spins
 // while the others sleep, because the runtime's timers oversleep by about a
 // millisecond (sleeping through the tick is why Sonyflake reaches about 80%
-// of its capacity). Every wait honours the context. The default clock is the wall clock read through
-// the monotonic clock; a [CoarseClock] makes a reading an atomic load.
+// of its capacity). Every wait honours the context. The default clock is the
+// wall clock read through the monotonic clock; a [CoarseClock] makes a
+// reading an atomic load.
 // Decoding needs only the layout: [Layout.Decode] and [Generator.Decode] use
 // no package state, so IDs of different layouts decode side by side.
 //
