@@ -11,7 +11,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 )
 
-// Option configures [Dedupe].
+// Option configures [Dedupe] and [DedupeBatch].
 type Option interface{ apply(*options) }
 
 type optionFunc func(*options)
@@ -58,6 +58,33 @@ func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.
 // Dedupe returns middleware that runs the next handler at most once per
 // (group, key) using store. group is the consumer group the handler runs in.
 func Dedupe(store dedupe.Store, group string, opts ...Option) (Middleware, error) {
+	d, err := newDeduper(store, group, opts)
+	if err != nil {
+		return nil, err
+	}
+	return func(next Handler) Handler {
+		return func(ctx context.Context, msg *primitive.MessageExt) error {
+			it, err := d.item(ctx, msg)
+			if err != nil {
+				return err
+			}
+			outcome, err := d.guard.Do(ctx, it.Ref, it.Fingerprint, func(ctx context.Context) error {
+				return safeCall(ctx, next, msg)
+			})
+			return d.settle(ctx, it.Ref, outcome, err)
+		}
+	}, nil
+}
+
+// deduper is what [Dedupe] and [DedupeBatch] share.
+type deduper struct {
+	options
+	group string
+	guard *dedupe.Guard
+	keyOf func(*primitive.MessageExt) (string, error)
+}
+
+func newDeduper(store dedupe.Store, group string, opts []Option) (*deduper, error) {
 	o := options{logger: slog.Default(), stats: new(Stats)}
 	for _, opt := range opts {
 		opt.apply(&o)
@@ -70,28 +97,25 @@ func Dedupe(store dedupe.Store, group string, opts ...Option) (Middleware, error
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	keyOf := keyFunc(o.fallbacks)
-	return func(next Handler) Handler {
-		return func(ctx context.Context, msg *primitive.MessageExt) error {
-			o.stats.Delivered.Add(1)
-			key, err := keyOf(msg)
-			if err != nil {
-				o.stats.NoKey.Add(1)
-				o.logger.ErrorContext(ctx, "idemq: message without a usable key; retrying it",
-					"group", group, "msgId", msg.MsgId, "topic", msg.Topic, "err", err)
-				return err
-			}
-			ref := dedupe.Ref{Namespace: o.namespace, Group: group, Key: key}
-			var fp string
-			if o.fingerprint {
-				fp = dedupe.Fingerprint(msg.Body)
-			}
-			outcome, err := guard.Do(ctx, ref, fp, func(ctx context.Context) error {
-				return safeCall(ctx, next, msg)
-			})
-			return o.settle(ctx, ref, outcome, err)
-		}
-	}, nil
+	return &deduper{options: o, group: group, guard: guard, keyOf: keyFunc(o.fallbacks)}, nil
+}
+
+// item counts msg as delivered and returns what to claim for it, or, when
+// msg has no usable key, the error that has it retried.
+func (d *deduper) item(ctx context.Context, msg *primitive.MessageExt) (dedupe.BatchItem, error) {
+	d.stats.Delivered.Add(1)
+	key, err := d.keyOf(msg)
+	if err != nil {
+		d.stats.NoKey.Add(1)
+		d.logger.ErrorContext(ctx, "idemq: message without a usable key; retrying it",
+			"group", d.group, "msgId", msg.MsgId, "topic", msg.Topic, "err", err)
+		return dedupe.BatchItem{}, err
+	}
+	it := dedupe.BatchItem{Ref: dedupe.Ref{Namespace: d.namespace, Group: d.group, Key: key}}
+	if d.fingerprint {
+		it.Fingerprint = dedupe.Fingerprint(msg.Body)
+	}
+	return it, nil
 }
 
 // settle counts the outcome and decides: nil acknowledges the message.

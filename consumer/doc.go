@@ -26,4 +26,45 @@
 //
 // Failure paths return ConsumeRetryLater explicitly: in rocketmq-client-go
 // ConsumeSuccess is the zero value, so a bare error return would acknowledge.
+//
+// # Exactly-once effects with SQL
+//
+// Dedupe applies a handler's effect once per key unless something fails
+// between the effect and the store's record of it: a crash there, or a lease
+// lost while the handler ran (reported as [Stats.LeaseLost]), can apply it
+// twice. When the effects are rows in the SQL database that also holds the
+// dedupe records, [DedupeTx] closes that gap: the [TxHandler] writes through
+// a transaction, and the record that its key is done is written in the same
+// transaction, so both commit or neither does.
+//
+//	store, err := sqldedupe.New(db, sqldedupe.MySQL, sqldedupe.Config{})
+//	...
+//	ddtx, err := consumer.DedupeTx(db, store, "billing")
+//	...
+//	c.Subscribe("orders", consumer.MessageSelector{}, consumer.Concurrently(ddtx(pay)))
+//
+// The key is claimed first, as with Dedupe: a key already done is
+// acknowledged and one held by another consumer is retried later. Then, per
+// run:
+//
+//   - success: the handler's writes and the record commit, then the message
+//     is acknowledged;
+//   - a handler error or panic, a failed record or a failed commit: the
+//     transaction rolls back, the claim is released and the message is
+//     retried, so the redelivery runs at once;
+//   - a lease lost before the commit (another consumer may have taken the
+//     key over): recording fails with [dedupe.ErrLeaseLost] inside the
+//     transaction, or the handler's context is cancelled, and the
+//     transaction rolls back: the other consumer's run is the one that
+//     counts. Once recorded, the key's row stays locked until the commit,
+//     so no one can take it over in between;
+//   - a commit whose answer was lost: the message is retried, and the record
+//     tells the redelivery what happened: done if the commit took effect,
+//     free to run again if not.
+//
+// So the handler's writes through the transaction are applied exactly once;
+// anything else it does (a call to another service, a message sent) is not
+// covered and may run once per attempt. The handler must neither commit nor
+// roll back the transaction. With [dedupe.GuardConfig.FailOpen] and the
+// store unreachable, the transaction commits without a record.
 package consumer

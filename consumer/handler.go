@@ -38,10 +38,19 @@ func Concurrently(h Handler) Callback {
 		if err == nil {
 			return rmq.ConsumeSuccess, nil
 		}
-		if cc, ok := primitive.GetConcurrentlyCtx(ctx); ok && errors.Is(err, dedupe.ErrInFlight) {
-			cc.DelayLevelWhenNextConsume = min(1+int(msgs[i].ReconsumeTimes), maxDelayLevel)
+		if errors.Is(err, dedupe.ErrInFlight) {
+			retrySooner(ctx, msgs[i].ReconsumeTimes)
 		}
 		return rmq.ConsumeRetryLater, err
+	}
+}
+
+// retrySooner has a concurrently consumed batch that failed because a key
+// was in flight redelivered two delay levels sooner than the broker's
+// default for a message reconsumed reconsumed times.
+func retrySooner(ctx context.Context, reconsumed int32) {
+	if cc, ok := primitive.GetConcurrentlyCtx(ctx); ok {
+		cc.DelayLevelWhenNextConsume = min(1+int(reconsumed), maxDelayLevel)
 	}
 }
 

@@ -2,7 +2,7 @@ package consumer
 
 import "sync/atomic"
 
-// Stats counts what [Dedupe] did. Fields are safe to read at any time.
+// Stats counts what [Dedupe] or [DedupeBatch] did. Fields are safe to read at any time.
 type Stats struct {
 	// Delivered counts every message the broker handed over.
 	Delivered atomic.Int64

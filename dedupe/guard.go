@@ -130,6 +130,11 @@ func NewGuard(store Store, cfg GuardConfig) (*Guard, error) {
 // answers that the lease is lost, or no extension succeeds for a whole
 // lease, fn's context is cancelled with a cause wrapping ErrLeaseLost: fn
 // should stop, for another consumer may take the key over.
+//
+// fn's context carries the claim: [TicketFromContext] returns its ticket,
+// and fn may record the key done itself, inside its own SQL transaction,
+// with [CompleteTx]; if it did and returns nil, Do does not complete the key
+// again.
 func (g *Guard) Do(ctx context.Context, ref Ref, fingerprint string, fn func(context.Context) error) (Outcome, error) {
 	start := time.Now()
 	res, err := g.store.Claim(ctx, ClaimRequest{Ref: ref, Lease: g.cfg.Lease, Fingerprint: fingerprint})
@@ -137,11 +142,45 @@ func (g *Guard) Do(ctx context.Context, ref Ref, fingerprint string, fn func(con
 		if errors.Is(err, ErrInvalidKey) {
 			return Deferred, err
 		}
-		if g.cfg.FailOpen && ctx.Err() == nil {
-			return Unguarded, fn(ctx)
+		if g.failOpen(ctx) {
+			return Unguarded, handlerErr(ref, fn(withoutClaim(ctx)))
 		}
 		return Deferred, fmt.Errorf("%w: claim %s: %w", ErrStoreUnavailable, ref, err)
 	}
+	if res.Status != Acquired {
+		return unacquired(ref, res)
+	}
+	t := Ticket{Ref: ref, Token: res.Token}
+	c := &claim{ticket: t, retention: g.cfg.Retention}
+	runErr := g.run(context.WithValue(ctx, claimKey{}, c), t, start, fn)
+
+	cctx, cancel := g.cleanupContext(ctx)
+	defer cancel()
+	if runErr != nil {
+		return Ran, failed(ref, runErr, g.store.Release(cctx, t))
+	}
+	if c.completed.Load() {
+		// Recorded in fn's transaction, which committed: completing again
+		// would cost a round trip, and its failure would report a recorded
+		// effect as unrecorded.
+		return Ran, nil
+	}
+	err = g.store.Complete(cctx, t, g.cfg.Retention)
+	if retryComplete(cctx, err) {
+		err = g.store.Complete(cctx, t, g.cfg.Retention)
+	}
+	return Ran, completed(ref, err)
+}
+
+// failOpen reports whether a handler may run without dedupe because the
+// store failed: FailOpen is set and the caller still waits for an answer.
+func (g *Guard) failOpen(ctx context.Context) bool {
+	return g.cfg.FailOpen && ctx.Err() == nil
+}
+
+// unacquired is Do's answer to a claim the store answered with anything but
+// Acquired.
+func unacquired(ref Ref, res ClaimResult) (Outcome, error) {
 	switch res.Status {
 	case Done:
 		return Suppressed, nil
@@ -149,96 +188,172 @@ func (g *Guard) Do(ctx context.Context, ref Ref, fingerprint string, fn func(con
 		return Deferred, fmt.Errorf("%w: %s held for %v more", ErrInFlight, ref, res.Remaining)
 	case Conflict:
 		return Deferred, fmt.Errorf("%w: %s", ErrConflict, ref)
-	case Acquired:
-	default:
-		return Deferred, fmt.Errorf("%w: claim %s answered %v", ErrStoreUnavailable, ref, res.Status)
 	}
-	t := Ticket{Ref: ref, Token: res.Token}
-	runErr := g.run(ctx, t, start, fn)
+	return Deferred, fmt.Errorf("%w: claim %s answered %v", ErrStoreUnavailable, ref, res.Status)
+}
 
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.CleanupTimeout)
-	defer cancel()
-	if runErr != nil {
-		if errors.Is(runErr, ErrLeaseLost) || errors.Is(runErr, ErrUnrecorded) {
-			runErr = fmt.Errorf("dedupe: handler for %s failed: %v", ref, runErr)
-		}
-		if err := g.store.Release(cctx, t); err != nil && !errors.Is(err, ErrLeaseLost) {
-			// The lease expires by itself; the redelivery claims it then.
-			return Ran, fmt.Errorf("%w (and release failed: %v)", runErr, err)
-		}
-		return Ran, runErr
+// cleanupContext bounds Complete and Release by CleanupTimeout, even when
+// ctx was cancelled while the handler ran: the claim must still be settled.
+func (g *Guard) cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), g.cfg.CleanupTimeout)
+}
+
+// handlerErr flattens a handler error that wraps ErrLeaseLost or
+// ErrUnrecorded to its text: those mean that the handler succeeded, and a
+// failed handler must never be acknowledged.
+func handlerErr(ref Ref, err error) error {
+	if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrUnrecorded) {
+		return fmt.Errorf("dedupe: handler for %s failed: %v", ref, err)
 	}
-	err = g.store.Complete(cctx, t, g.cfg.Retention)
-	if err != nil && !errors.Is(err, ErrLeaseLost) && cctx.Err() == nil {
-		// Complete with the same token is idempotent, so one retry turns a
-		// dropped connection into a recorded success.
-		err = g.store.Complete(cctx, t, g.cfg.Retention)
+	return err
+}
+
+// failed is the error for a handler that failed with runErr and whose
+// claim's release answered relErr.
+func failed(ref Ref, runErr, relErr error) error {
+	runErr = handlerErr(ref, runErr)
+	if relErr != nil && !errors.Is(relErr, ErrLeaseLost) {
+		// The lease expires by itself; the redelivery claims it then.
+		return fmt.Errorf("%w (and release failed: %v)", runErr, relErr)
 	}
-	if err != nil {
-		if errors.Is(err, ErrLeaseLost) {
-			return Ran, fmt.Errorf("complete %s: %w", ref, err)
-		}
-		return Ran, fmt.Errorf("%w: complete %s: %w", ErrUnrecorded, ref, err)
+	return runErr
+}
+
+// retryComplete reports whether a Complete that answered err is worth one
+// more try: Complete with the same token is idempotent, so one retry turns a
+// dropped connection into a recorded success.
+func retryComplete(cctx context.Context, err error) bool {
+	return err != nil && !errors.Is(err, ErrLeaseLost) && cctx.Err() == nil
+}
+
+// completed is the error for a handler that succeeded and whose claim's
+// completion answered err.
+func completed(ref Ref, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrLeaseLost):
+		return fmt.Errorf("complete %s: %w", ref, err)
 	}
-	return Ran, nil
+	return fmt.Errorf("%w: complete %s: %w", ErrUnrecorded, ref, err)
 }
 
 // run calls fn while a goroutine keeps the lease alive, and waits for that
 // goroutine before returning. The lease was taken at or after start.
 func (g *Guard) run(ctx context.Context, t Ticket, start time.Time, fn func(context.Context) error) error {
-	hctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := make(chan struct{})
+	hctxs, stop := g.hold(ctx, []Ticket{t}, start)
+	// Deferred so that the goroutine ends even if fn panics.
+	defer stop()
+	return fn(hctxs[0])
+}
+
+// hold starts a goroutine that keeps the leases of ts, taken at or after
+// start, alive. It returns for each a context derived from ctx that is
+// cancelled once its lease is lost, and stop, which ends the goroutine,
+// waits for it and releases the contexts.
+func (g *Guard) hold(ctx context.Context, ts []Ticket, start time.Time) (hctxs []context.Context, stop func()) {
+	hctxs = make([]context.Context, len(ts))
+	ls := make([]lease, len(ts))
+	for i, t := range ts {
+		var cancel context.CancelCauseFunc
+		hctxs[i], cancel = context.WithCancelCause(ctx)
+		ls[i] = lease{t: t, cancel: cancel, held: start, lastErr: errNoAnswer}
+	}
+	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		g.keep(hctx, cancel, t, start, stop)
+		g.keep(ctx, ls, done)
 	}()
-	// Deferred so that the goroutine ends even if fn panics.
-	defer func() {
-		close(stop)
+	return hctxs, func() {
+		close(done)
 		<-stopped
-	}()
-	return fn(hctx)
+		for _, l := range ls {
+			l.cancel(nil)
+		}
+	}
 }
 
-// keep extends t's lease every ExtendEvery until stop is closed or ctx ends,
-// and cancels ctx once the lease is lost: when the store says so, or when no
-// extension has succeeded for a whole lease, so the store may have let it go.
-func (g *Guard) keep(ctx context.Context, cancel context.CancelCauseFunc, t Ticket, start time.Time, stop <-chan struct{}) {
+// lease is a claim that keep keeps alive.
+type lease struct {
+	t Ticket
+	// cancel cancels the handler's context with a cause.
+	cancel context.CancelCauseFunc
+	// held is when the lease held for sure; it holds until held+Lease.
+	held time.Time
+	// lastErr is why the last extension failed.
+	lastErr error
+	lost    bool
+}
+
+// errNoAnswer is a lease's lastErr until an extension fails.
+var errNoAnswer = errors.New("no answer")
+
+// lose marks l lost and cancels its handler's context with cause.
+func (l *lease) lose(cause error) {
+	l.lost = true
+	l.cancel(cause)
+}
+
+// keep extends the leases ls every ExtendEvery until stop is closed, ctx
+// ends or all are lost, and cancels a lease's context once it is lost: when
+// the store says so, or when no extension has succeeded for a whole lease,
+// so the store may have let it go. The store has no batch Extend: one
+// goroutine extends the leases one after another, each call bounded by its
+// lease's end, so that a batch costs no more goroutines than a message.
+func (g *Guard) keep(ctx context.Context, ls []lease, stop <-chan struct{}) {
 	tick := time.NewTicker(g.cfg.ExtendEvery)
 	defer tick.Stop()
-	// held is when the lease held for sure; it holds until held+Lease.
-	held := start
-	deadline := time.NewTimer(time.Until(held.Add(g.cfg.Lease)))
+	deadline := time.NewTimer(g.cfg.Lease)
 	defer deadline.Stop()
-	lastErr := errors.New("no answer")
 	for {
+		// The first of the live leases to end.
+		var first *lease
+		for i := range ls {
+			if l := &ls[i]; !l.lost && (first == nil || l.held.Before(first.held)) {
+				first = l
+			}
+		}
+		if first == nil {
+			return
+		}
+		deadline.Reset(time.Until(first.held.Add(g.cfg.Lease)))
 		select {
 		case <-stop:
 			return
 		case <-ctx.Done():
 			return
 		case <-deadline.C:
-			cancel(fmt.Errorf("%w: %s not extended for %v: %w", ErrLeaseLost, t.Ref, g.cfg.Lease, lastErr))
-			return
+			now := time.Now()
+			for i := range ls {
+				if l := &ls[i]; !l.lost && !now.Before(l.held.Add(g.cfg.Lease)) {
+					l.lose(fmt.Errorf("%w: %s not extended for %v: %w", ErrLeaseLost, l.t.Ref, g.cfg.Lease, l.lastErr))
+				}
+			}
 		case <-tick.C:
-			sent := time.Now()
-			// An answer after the lease has ended is of no use.
-			ectx, ecancel := context.WithDeadline(ctx, held.Add(g.cfg.Lease))
-			err := g.store.Extend(ectx, t, g.cfg.Lease)
-			ecancel()
-			switch {
-			case err == nil:
-				held = sent
-				deadline.Reset(time.Until(held.Add(g.cfg.Lease)))
-			case errors.Is(err, ErrLeaseLost):
-				cancel(err)
-				return
-			default:
-				// Keep trying until the lease may have ended.
-				lastErr = err
+			for i := range ls {
+				if l := &ls[i]; !l.lost {
+					g.extend(ctx, l)
+				}
 			}
 		}
+	}
+}
+
+// extend extends l once.
+func (g *Guard) extend(ctx context.Context, l *lease) {
+	sent := time.Now()
+	// An answer after the lease has ended is of no use.
+	ectx, cancel := context.WithDeadline(ctx, l.held.Add(g.cfg.Lease))
+	err := g.store.Extend(ectx, l.t, g.cfg.Lease)
+	cancel()
+	switch {
+	case err == nil:
+		l.held = sent
+	case errors.Is(err, ErrLeaseLost):
+		l.lose(err)
+	default:
+		// Keep trying until the lease may have ended.
+		l.lastErr = err
 	}
 }

@@ -1,0 +1,118 @@
+package consumer_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/dedupe"
+)
+
+// benchBatch is the batch size of the benchmarks, the client's default
+// pull batch.
+const benchBatch = 32
+
+// benchGuard is short retention, so that the records of a long run expire
+// instead of filling Redis's memory.
+var benchGuard = dedupe.GuardConfig{Retention: 5 * time.Second}
+
+// BenchmarkBatch measures the happy path on a real Redis — batches of 32
+// fresh messages whose handler succeeds at once — deduplicated one message
+// at a time (two round trips each) and as a batch (two round trips in all),
+// through the guard and through the consumer callbacks, and reports msgs/s.
+// Compare them within one run.
+func BenchmarkBatch(b *testing.B) {
+	store, _ := newRedisStore(b, fmt.Sprintf("bench:%d-%d:", os.Getpid(), time.Now().UnixNano()))
+	g, err := dedupe.NewGuard(store, benchGuard)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := b.Context()
+	noop := func(context.Context) error { return nil }
+
+	b.Run("guard/Do", func(b *testing.B) {
+		benchFresh(b, func(refs []dedupe.Ref) error {
+			for _, r := range refs {
+				if out, err := g.Do(ctx, r, "", noop); out != dedupe.Ran || err != nil {
+					return fmt.Errorf("Do = %v, %v", out, err)
+				}
+			}
+			return nil
+		})
+	})
+	b.Run("guard/DoBatch", func(b *testing.B) {
+		items := make([]dedupe.BatchItem, benchBatch)
+		benchFresh(b, func(refs []dedupe.Ref) error {
+			for i, r := range refs {
+				items[i] = dedupe.BatchItem{Ref: r}
+			}
+			outs, errs := g.DoBatch(ctx, items, func(context.Context, int) error { return nil })
+			for i := range outs {
+				if outs[i] != dedupe.Ran || errs[i] != nil {
+					return fmt.Errorf("DoBatch item %d = %v, %v", i, outs[i], errs[i])
+				}
+			}
+			return nil
+		})
+	})
+
+	opts := []consumer.Option{consumer.WithGuard(benchGuard), consumer.WithLogger(slog.New(slog.DiscardHandler))}
+	handle := func(context.Context, *primitive.MessageExt) error { return nil }
+	b.Run("callback/Concurrently", func(b *testing.B) {
+		dd, err := consumer.Dedupe(store, "bench-"+rand.Text(), opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchCallback(b, consumer.Concurrently(dd(handle)))
+	})
+	b.Run("callback/DedupeBatch", func(b *testing.B) {
+		adapt, err := consumer.DedupeBatch(store, "bench-"+rand.Text(), opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchCallback(b, adapt(handle))
+	})
+}
+
+// benchFresh calls cycle with batches of fresh refs and reports msgs/s.
+func benchFresh(b *testing.B, cycle func([]dedupe.Ref) error) {
+	group := rand.Text() // fresh for every run of b's function
+	refs := make([]dedupe.Ref, benchBatch)
+	n := 0
+	for b.Loop() {
+		for i := range refs {
+			refs[i] = dedupe.Ref{Group: group, Key: strconv.Itoa(n)}
+			n++
+		}
+		if err := cycle(refs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// benchCallback delivers batches of fresh messages to cb and reports msgs/s.
+func benchCallback(b *testing.B, cb consumer.Callback) {
+	prefix := rand.Text() // fresh for every run of b's function
+	msgs := make([]*primitive.MessageExt, benchBatch)
+	n := 0
+	for b.Loop() {
+		for i := range msgs {
+			msgs[i] = msg(prefix + strconv.Itoa(n))
+			n++
+		}
+		if res, err := cb(context.Background(), msgs...); res != rmq.ConsumeSuccess || err != nil {
+			b.Fatalf("callback = %v, %v", res, err)
+		}
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
+}

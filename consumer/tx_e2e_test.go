@@ -1,0 +1,108 @@
+package consumer_test
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+	"testing"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/producer"
+)
+
+// TestEndToEndTxEachRowCommittedOnce is TestEndToEndEachMessageAppliedOnce
+// with DedupeTx over MariaDB: the effect is a row written in the transaction
+// that records the key, after which the ledger's handler fails some keys
+// once, rolling their row back. Each consumer opens its own pool and store,
+// as a process of its own would. The table must end with one row per
+// message.
+func TestEndToEndTxEachRowCommittedOnce(t *testing.T) {
+	dsn := testenv.MySQL(t)
+	admin := openMySQL(t, dsn)
+	if _, err := admin.ExecContext(t.Context(), "CREATE TABLE applied (k VARCHAR(255) NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	migrated, err := sqldedupe.New(admin, sqldedupe.MySQL, sqldedupe.Config{CleanupInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer migrated.Close()
+	if err := migrated.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		mu   sync.Mutex
+		keys = map[string]bool{} // every key a handler saw
+	)
+	endToEnd(t, func(_ dedupe.Store, group string, stats *consumer.Stats) (func(consumer.Handler) consumer.Callback, error) {
+		db := openMySQL(t, dsn)
+		store, err := sqldedupe.New(db, sqldedupe.MySQL, sqldedupe.Config{})
+		if err != nil {
+			return nil, err
+		}
+		t.Cleanup(func() { store.Close() })
+		ddtx, err := consumer.DedupeTx(db, store, group, consumer.WithStats(stats))
+		if err != nil {
+			return nil, err
+		}
+		return func(h consumer.Handler) consumer.Callback {
+			return consumer.Concurrently(ddtx(func(ctx context.Context, tx *sql.Tx, m *primitive.MessageExt) error {
+				k := producer.Key(&m.Message)
+				mu.Lock()
+				keys[k] = true
+				mu.Unlock()
+				if _, err := tx.ExecContext(ctx, "INSERT INTO applied (k) VALUES (?)", k); err != nil {
+					return err
+				}
+				return h(ctx, m)
+			}))
+		}, nil
+	})
+
+	rows, err := admin.QueryContext(t.Context(), "SELECT k, COUNT(*) FROM applied GROUP BY k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	committed := map[string]int{}
+	for rows.Next() {
+		var (
+			k string
+			n int
+		)
+		if err := rows.Scan(&k, &n); err != nil {
+			t.Fatal(err)
+		}
+		committed[k] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for k := range keys {
+		if committed[k] != 1 {
+			t.Errorf("key %s committed %d times, want 1", k, committed[k])
+		}
+	}
+	if len(committed) != len(keys) {
+		t.Errorf("%d keys committed, want the %d handled", len(committed), len(keys))
+	}
+}
+
+// openMySQL opens dsn with the MySQL driver, closed when tb ends.
+func openMySQL(tb testing.TB, dsn string) *sql.DB {
+	tb.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
+}
