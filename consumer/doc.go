@@ -20,9 +20,27 @@
 //     so the redelivery runs at once: nothing is lost;
 //   - success completes the key, then the message is acknowledged.
 //
+// # Batches
+//
+// When the push consumer delivers several messages at once
+// (consumer.WithConsumeMessageBatchMaxSize), [DedupeBatch] claims all their
+// keys in one store round trip, runs the handler for each acquired message,
+// then completes the successes in one round trip and releases the failures
+// in another. If any message must be retried the whole batch is, as the
+// client resends every message of a failed batch; those already completed
+// are suppressed on redelivery.
+//
+// # Keys and groups
+//
 // A message without a key is never passed through silently: it is retried
 // (and reaches the dead-letter queue after the broker's retries) unless a
 // fallback key was configured with [WithKeyFallback].
+//
+// The scope is the consumer group: in the default clustering mode each
+// group processes each message once. In broadcasting mode every instance of
+// a group must process every message, so give each instance its own scope
+// (for example group + "/" + instance name) — and note that the client drops
+// a failed broadcast message instead of retrying it.
 //
 // Failure paths return ConsumeRetryLater explicitly: in rocketmq-client-go
 // ConsumeSuccess is the zero value, so a bare error return would acknowledge.

@@ -48,7 +48,8 @@ func claimFrom(ctx context.Context) *claim {
 
 // TicketFromContext returns the ticket of the claim that a [Guard] holds
 // while it runs fn with ctx (or a context derived from it). ok is false
-// outside [Guard.Do], and when FailOpen runs fn without a claim.
+// outside [Guard.Do] and [Guard.DoBatch], and when FailOpen runs fn without
+// a claim.
 func TicketFromContext(ctx context.Context) (t Ticket, ok bool) {
 	if c := claimFrom(ctx); c != nil {
 		return c.ticket, true
@@ -59,13 +60,13 @@ func TicketFromContext(ctx context.Context) (t Ticket, ok bool) {
 // errNoClaim is CompleteTx's answer outside a Guard: there is nothing to
 // record, and committing the caller's writes regardless would lose the
 // protection they count on.
-var errNoClaim = errors.New("dedupe: complete in transaction: no claim in context; call from the fn of Guard.Do")
+var errNoClaim = errors.New("dedupe: complete in transaction: no claim in context; call from the fn of Guard.Do or Guard.DoBatch")
 
 // CompleteTx records the key of the claim that the [Guard] running fn with
 // ctx holds as done inside tx, for the Guard's retention, through s (which
 // must be the Guard's store). fn's writes in tx and the record then commit
 // together or not at all. Its errors are those of [TxCompleter]; outside
-// [Guard.Do] it fails without writing.
+// [Guard.Do] and [Guard.DoBatch] it fails without writing.
 //
 // Once CompleteTx succeeded, a nil return from fn tells the Guard that tx
 // committed: it acknowledges without completing the key again. So fn must
