@@ -163,10 +163,13 @@ func TestMessageWithoutKey(t *testing.T) {
 }
 
 func TestInvalidKeyIsRetried(t *testing.T) {
-	c, cb, _, _ := setup(t, memdedupe.New(memdedupe.Config{}))
+	c, cb, stats, _ := setup(t, memdedupe.New(memdedupe.Config{}))
 	res, err := cb(context.Background(), msg(strings.Repeat("x", 300)))
 	if res != rmq.ConsumeRetryLater || !errors.Is(err, dedupe.ErrInvalidKey) {
 		t.Fatalf("got %v, %v; want retry later with ErrInvalidKey", res, err)
+	}
+	if stats.NoKey.Load() != 1 || stats.StoreErrors.Load() != 0 {
+		t.Fatalf("NoKey %d StoreErrors %d, want 1 and 0", stats.NoKey.Load(), stats.StoreErrors.Load())
 	}
 	if len(c.applied) != 0 {
 		t.Fatal("handler ran for a key that cannot be deduplicated")
@@ -272,13 +275,21 @@ func TestOrderlySuspendsInsteadOfSkipping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newCounter()
-	c.fail["k"] = errors.New("not yet")
-	oc := primitive.NewConsumeOrderlyContext()
-	ctx := primitive.WithOrderlyCtx(context.Background(), oc)
-	res, _ := consumer.Orderly(dd(c.handle), 1500*time.Millisecond)(ctx, msg("k"))
-	if res != rmq.SuspendCurrentQueueAMoment || oc.SuspendCurrentQueueTimeMillis != 1500 {
-		t.Fatalf("got %v suspend %d ms, want SuspendCurrentQueueAMoment for 1500 ms", res, oc.SuspendCurrentQueueTimeMillis)
+	for _, tc := range []struct {
+		suspend time.Duration
+		wantMS  int
+	}{
+		{1500 * time.Millisecond, 1500},
+		{0, int(consumer.MinOrderlySuspend.Milliseconds())}, // never a tight loop
+	} {
+		c := newCounter()
+		c.fail["k"] = errors.New("not yet")
+		oc := primitive.NewConsumeOrderlyContext()
+		ctx := primitive.WithOrderlyCtx(context.Background(), oc)
+		res, _ := consumer.Orderly(dd(c.handle), tc.suspend)(ctx, msg("k"))
+		if res != rmq.SuspendCurrentQueueAMoment || oc.SuspendCurrentQueueTimeMillis != tc.wantMS {
+			t.Fatalf("suspend %v: got %v for %d ms, want SuspendCurrentQueueAMoment for %d ms", tc.suspend, res, oc.SuspendCurrentQueueTimeMillis, tc.wantMS)
+		}
 	}
 }
 

@@ -144,8 +144,12 @@ func (o *options) settle(ctx context.Context, ref dedupe.Ref, outcome dedupe.Out
 		o.logger.ErrorContext(ctx, "idemq: handler succeeded but the store did not record it",
 			"ref", ref.String(), "err", err)
 		return nil
-	case outcome == dedupe.Ran:
+	case outcome == dedupe.Ran, outcome == dedupe.Unguarded:
 		s.Failed.Add(1)
+		return err
+	case errors.Is(err, dedupe.ErrInvalidKey):
+		s.NoKey.Add(1)
+		o.logger.ErrorContext(ctx, "idemq: message key cannot be deduplicated; retrying it", "ref", ref.String(), "err", err)
 		return err
 	case errors.Is(err, dedupe.ErrInFlight):
 		s.InFlight.Add(1)

@@ -94,6 +94,11 @@ func newRedisStore(tb testing.TB, prefix string) (*redisdedupe.Store, *redis.Cli
 func endToEnd(t *testing.T, adapt adapter, opts ...rmq.Option) (batched int64) {
 	const n, resent, failing = 60, 20, 5
 	ns := testenv.RocketMQ(t)
+	version, err := testenv.RocketMQBrokerVersion(t.Context(), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Apache RocketMQ broker %s at name server %s", version, ns)
 	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 	topic, group := "e2e-"+run, "e2e-group-"+run
 	testenv.RocketMQTopic(t, topic, 4)

@@ -54,14 +54,26 @@ func retrySooner(ctx context.Context, reconsumed int32) {
 	}
 }
 
+// MinOrderlySuspend is the shortest queue suspension [Orderly] applies.
+const MinOrderlySuspend = 100 * time.Millisecond
+
 // maxDelayLevel is the last of the broker's default 18 delay levels (2h).
 const maxDelayLevel = 18
 
 // Orderly adapts h for an orderly push consumer (consumer.WithConsumerOrder).
-// On failure it suspends the queue for suspend and redelivers the same
-// message: returning ConsumeRetryLater in orderly mode would let the next
-// success commit past the failed message. A panic in h is recovered.
+// On failure it suspends the queue for suspend (at least
+// [MinOrderlySuspend]) and redelivers the same message: returning
+// ConsumeRetryLater in orderly mode would let the next success commit past
+// the failed message. A panic in h is recovered.
+//
+// A message that can never succeed — no key, an invalid key, a reused key
+// with another payload — holds its queue until the client's reconsume limit,
+// which for orderly consumers defaults to unlimited: set
+// consumer.WithMaxReconsumeTimes so that it reaches the dead-letter queue.
 func Orderly(h Handler, suspend time.Duration) Callback {
+	// A zero suspension would retry at once, in a tight loop against a
+	// failing store.
+	suspend = max(suspend, MinOrderlySuspend)
 	return func(ctx context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
 		if _, err := handleAll(ctx, h, msgs); err != nil {
 			if oc, ok := primitive.GetOrderlyCtx(ctx); ok {

@@ -261,12 +261,16 @@ func (g *Guard) hold(ctx context.Context, ts []Ticket, start time.Time) (hctxs [
 	}
 	done := make(chan struct{})
 	stopped := make(chan struct{})
+	// The leases are kept while fn runs, even after the caller's ctx ended
+	// (fn may not have noticed yet); stop ends an extension under way.
+	kctx, kcancel := context.WithCancel(context.WithoutCancel(ctx))
 	go func() {
 		defer close(stopped)
-		g.keep(ctx, ls, done)
+		g.keep(kctx, ls, done)
 	}()
 	return hctxs, func() {
 		close(done)
+		kcancel()
 		<-stopped
 		for _, l := range ls {
 			l.cancel(nil)
@@ -295,8 +299,8 @@ func (l *lease) lose(cause error) {
 	l.cancel(cause)
 }
 
-// keep extends the leases ls every ExtendEvery until stop is closed, ctx
-// ends or all are lost, and cancels a lease's context once it is lost: when
+// keep extends the leases ls every ExtendEvery until stop is closed or all
+// are lost, and cancels a lease's context once it is lost: when
 // the store says so, or when no extension has succeeded for a whole lease,
 // so the store may have let it go. The store has no batch Extend: one
 // goroutine extends the leases one after another, each call bounded by its
@@ -320,8 +324,6 @@ func (g *Guard) keep(ctx context.Context, ls []lease, stop <-chan struct{}) {
 		deadline.Reset(time.Until(first.held.Add(g.cfg.Lease)))
 		select {
 		case <-stop:
-			return
-		case <-ctx.Done():
 			return
 		case <-deadline.C:
 			now := time.Now()

@@ -253,26 +253,44 @@ func TestGuardConcurrent(t *testing.T) {
 // TestGuardExtends runs a handler for several leases while another consumer
 // keeps trying to take the key.
 func TestGuardExtends(t *testing.T) {
-	mem := memdedupe.New(memdedupe.Config{})
-	fs := dedupetest.NewFaultStore(mem)
-	const lease = 100 * time.Millisecond
-	g := newGuard(t, fs, dedupe.GuardConfig{Lease: lease, ExtendEvery: lease / 5})
-	out, err := g.Do(t.Context(), ref, "", func(ctx context.Context) error {
-		for end := time.Now().Add(4 * lease); time.Now().Before(end); time.Sleep(lease / 4) {
-			if got := status(t, mem, ""); got != dedupe.InFlight {
-				t.Errorf("while the handler runs, Claim = %v, want in flight", got)
+	for _, tt := range []struct {
+		name string
+		// cancel cancels the caller's context as the handler starts; the
+		// handler carries on regardless, and its lease must still hold.
+		cancel bool
+	}{
+		{"CallerWaits", false},
+		{"CallerCancelled", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			mem := memdedupe.New(memdedupe.Config{})
+			fs := dedupetest.NewFaultStore(mem)
+			// Eight extensions per lease leave room for a slow, loaded machine.
+			const lease = 400 * time.Millisecond
+			g := newGuard(t, fs, dedupe.GuardConfig{Lease: lease, ExtendEvery: lease / 8})
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			out, err := g.Do(ctx, ref, "", func(context.Context) error {
+				if tt.cancel {
+					cancel()
+				}
+				for end := time.Now().Add(3 * lease); time.Now().Before(end); time.Sleep(lease / 4) {
+					if got := status(t, mem, ""); got != dedupe.InFlight {
+						t.Errorf("while the handler runs, Claim = %v, want in flight", got)
+					}
+				}
+				return nil
+			})
+			if out != dedupe.Ran || err != nil {
+				t.Fatalf("Do = %v, %v", out, err)
 			}
-		}
-		return ctx.Err()
-	})
-	if out != dedupe.Ran || err != nil {
-		t.Fatalf("Do = %v, %v", out, err)
-	}
-	if n := fs.Calls(dedupetest.OpExtend); n < 4 {
-		t.Errorf("Extend called %d times in 4 leases, want at least 4", n)
-	}
-	if got := status(t, mem, ""); got != dedupe.Done {
-		t.Errorf("after Do, Claim = %v, want done", got)
+			if n := fs.Calls(dedupetest.OpExtend); n < 3 {
+				t.Errorf("Extend called %d times in 3 leases, want at least 3", n)
+			}
+			if got := status(t, mem, ""); got != dedupe.Done {
+				t.Errorf("after Do, Claim = %v, want done", got)
+			}
+		})
 	}
 }
 

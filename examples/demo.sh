@@ -10,7 +10,9 @@ resend=${2:-50}
 run=$(date +%s)-$$
 topic=idemq-demo-$run
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+receiver=
+# A failed sender must not leave the receiver waiting for its topic.
+trap '[ -n "$receiver" ] && kill "$receiver" 2>/dev/null; rm -rf "$out"' EXIT
 
 go build -o "$out/receiver" ./examples/receiver
 go build -o "$out/sender" ./examples/sender
@@ -20,5 +22,6 @@ receiver=$!
 "$out/sender" -topic "$topic" -n "$n" -resend "$resend" >"$out/sent"
 status=0
 wait "$receiver" || status=$?
+receiver=
 echo "summary: $(cat "$out/sent") $(cat "$out/received")"
 exit "$status"

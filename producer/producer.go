@@ -136,8 +136,11 @@ func (p *Producer) SendSync(ctx context.Context, msgs ...*primitive.Message) (*p
 	return res, nil
 }
 
-// SendAsync stamps msgs and sends them without waiting; done is called once.
-// (rocketmq-client-go v2.1.2 can call its callback twice after an error.)
+// SendAsync stamps msgs and sends them without waiting. done is called at
+// most once, and not at all when SendAsync returns an error. (After a failed
+// send, rocketmq-client-go v2.1.2 calls its callback with the error and then
+// goes on to a nil dereference that its own recover catches; the guard here
+// keeps a second call from ever reaching done.)
 func (p *Producer) SendAsync(ctx context.Context, done func(context.Context, *primitive.SendResult, error), msgs ...*primitive.Message) error {
 	if err := p.Stamp(ctx, msgs...); err != nil {
 		return err

@@ -455,9 +455,10 @@ func testComplete(s *suite) {
 	// A retry restarts the retention.
 	r = s.ref("retry")
 	tk = s.acquire(r, long)
-	s.complete(tk, 2*s.f.Lease, nil)
+	// 4 leases between the two calls leave room for a loaded machine.
+	s.complete(tk, 4*s.f.Lease, nil)
 	s.complete(tk, long, nil)
-	time.Sleep(3 * s.f.Lease)
+	time.Sleep(5 * s.f.Lease)
 	s.want(r, "", dedupe.Done)
 }
 
@@ -474,9 +475,9 @@ func testExtend(s *suite) {
 	s.Run("Lengthen", func(t *testing.T) {
 		s := s.sub(t)
 		r := s.ref("k")
-		tk := s.acquire(r, 2*s.f.Lease)
+		tk := s.acquire(r, 4*s.f.Lease)
 		s.extend(tk, long, nil)
-		time.Sleep(3 * s.f.Lease)
+		time.Sleep(5 * s.f.Lease)
 		res := s.want(r, "", dedupe.InFlight)
 		if res.Remaining <= long/2 {
 			s.Errorf("in flight for %v more after extending to %v", res.Remaining, long)

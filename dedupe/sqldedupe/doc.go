@@ -34,17 +34,20 @@
 //
 // # Round trips
 //
-// Each call is one statement, prepared once per connection and reused:
+// Each call is one statement, prepared and reused (a transaction's
+// statements and those past the cache of prepared statements are sent as
+// they are):
 //
 //   - Claim and ClaimBatch: one INSERT that takes over expired records in
 //     place (ON CONFLICT DO UPDATE ... RETURNING on PostgreSQL and SQLite,
 //     ON DUPLICATE KEY UPDATE on MySQL). MySQL cannot return rows from it,
 //     so when a key was not acquired, a second statement reads the records
 //     that answer the batch.
-//   - Complete and CompleteBatch: one UPDATE. On MySQL, a batch in which some
-//     but not all tickets lost their lease reads their records to tell which.
-//   - Release and ReleaseBatch: one DELETE. On MySQL a batch of more than one
-//     key is a transaction of two statements.
+//   - Complete and CompleteBatch: one UPDATE (an upsert on PostgreSQL, see
+//     below). On MySQL, a batch in which some but not all tickets lost their
+//     lease reads their records to tell which.
+//   - Release and ReleaseBatch: one DELETE (an upsert on PostgreSQL). On
+//     MySQL a batch of more than one key is a transaction of two statements.
 //   - Extend: one UPDATE.
 //
 // On PostgreSQL, Complete and Release are INSERT ... ON CONFLICT DO UPDATE

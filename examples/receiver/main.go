@@ -43,7 +43,7 @@ func main() {
 	group := flag.String("group", "idemq-demo-receiver", "consumer group")
 	expect := flag.Int64("expect", 0, "stop after this many messages were applied (0: run until interrupted)")
 	idle := flag.Duration("idle", 3*time.Second, "with -expect, how long to wait for late duplicates before stopping")
-	timeout := flag.Duration("timeout", 3*time.Minute, "with -expect, give up after this long")
+	timeout := flag.Duration("timeout", 3*time.Minute, "give up waiting for the topic, or with -expect for the messages, after this long")
 	flag.Parse()
 	if *namesrv == "" || *redisAddr == "" {
 		log.Fatal("set -namesrv and -redis (or IDEMQ_ROCKETMQ_NAMESRV and IDEMQ_REDIS_ADDR)")
@@ -94,7 +94,10 @@ func main() {
 		}
 	}
 
-	if err := waitForTopic(ctx, *namesrv, *topic); err != nil {
+	topicCtx, cancel := context.WithTimeout(ctx, *timeout)
+	err = waitForTopic(topicCtx, *namesrv, *topic)
+	cancel()
+	if err != nil {
 		log.Fatal(err)
 	}
 	c, err := rocketmq.NewPushConsumer(

@@ -99,6 +99,17 @@ func freshDatabase(tb testing.TB, driver, dsn string, withDB func(dsn, name stri
 		tb.Logf("testenv: %s: no fresh database (%v); using the DSN as given", driver, err)
 		return dsn
 	}
+	drop := "DROP DATABASE " + name
+	if driver == "pgx" {
+		drop += " WITH (FORCE)" // ends connections a test left open
+	}
+	tb.Cleanup(func() {
+		// A server named by the environment outlives the tests: leave it
+		// as it was.
+		if err := execSQL(driver, dsn, drop); err != nil {
+			tb.Logf("testenv: %s: %v", driver, err)
+		}
+	})
 	out, err := withDB(dsn, name)
 	if err != nil {
 		tb.Fatalf("testenv: %s: %v", driver, err)

@@ -415,7 +415,36 @@ const (
 	rocketmqReqUpdateAndCreateTopic = 17
 	rocketmqReqGetRouteInfoByTopic  = 105
 	rocketmqReqGetBrokerClusterInfo = 106
+	rocketmqReqGetBrokerRuntimeInfo = 28
 )
+
+// RocketMQBrokerVersion asks the first master broker registered with the
+// name server at nameServer for its version, such as "V4_9_7": tests log it
+// whether they started the broker or were given one.
+func RocketMQBrokerVersion(ctx context.Context, nameServer string) (string, error) {
+	masters, err := rocketmqMasters(ctx, nameServer)
+	if err != nil {
+		return "", fmt.Errorf("testenv: rocketmq: broker version: %w", err)
+	}
+	if len(masters) == 0 {
+		return "", fmt.Errorf("testenv: rocketmq: broker version: no master broker registered with %s", nameServer)
+	}
+	body, err := rocketmqCall(ctx, masters[0], rocketmqReqGetBrokerRuntimeInfo, nil)
+	if err != nil {
+		return "", fmt.Errorf("testenv: rocketmq: broker version: %w", err)
+	}
+	var info struct {
+		Table map[string]string `json:"table"`
+	}
+	if err := json.Unmarshal(body, &info); err != nil {
+		return "", fmt.Errorf("testenv: rocketmq: broker version: %w", err)
+	}
+	v := info.Table["brokerVersionDesc"]
+	if v == "" {
+		return "", fmt.Errorf("testenv: rocketmq: broker version: %s did not say", masters[0])
+	}
+	return v, nil
+}
 
 // rocketmqMasterAddrsRE finds the master (broker id 0) in each brokerAddrs
 // map of a cluster info body. The name server writes integer map keys

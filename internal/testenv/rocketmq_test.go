@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,4 +111,15 @@ func TestStartRocketMQ(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("no message received within 60s")
 	}
+}
+
+func TestRocketMQBrokerVersion(t *testing.T) {
+	v, err := testenv.RocketMQBrokerVersion(t.Context(), testenv.RocketMQ(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(v, "V4_") && !strings.HasPrefix(v, "V5_") {
+		t.Fatalf("broker version %q", v)
+	}
+	t.Logf("broker version %s", v)
 }
