@@ -259,11 +259,25 @@ func ClaimBatch(ctx context.Context, s Store, reqs []ClaimRequest) ([]ClaimResul
 		var err error
 		res[i], err = s.Claim(ctx, r)
 		if err != nil && !errors.Is(err, ErrInvalidKey) {
+			releaseAcquired(ctx, s, reqs[:i], res[:i])
 			return nil, nil, err
 		}
 		errs[i] = err
 	}
 	return res, errs, nil
+}
+
+// releaseAcquired gives back, as far as the store lets it, the claims a
+// failed batch had taken: the caller never learns their tokens, and they
+// would hold their keys for a whole lease.
+func releaseAcquired(ctx context.Context, s Store, reqs []ClaimRequest, res []ClaimResult) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	for i, r := range res {
+		if r.Status == Acquired {
+			_ = s.Release(ctx, Ticket{Ref: reqs[i].Ref, Token: r.Token})
+		}
+	}
 }
 
 // CompleteBatch completes ts with one round trip when s is a [Batcher].

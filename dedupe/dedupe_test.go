@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dedupe/dedupetest"
+	"github.com/idemq/idemq/dedupe/memdedupe"
 )
 
 func TestRefValidate(t *testing.T) {
@@ -78,5 +80,31 @@ func TestFingerprint(t *testing.T) {
 	}
 	if err := (dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "g", Key: "k"}, Lease: time.Second, Fingerprint: a}).Validate(); err != nil {
 		t.Errorf("a Fingerprint is not a valid fingerprint: %v", err)
+	}
+}
+
+// plainStore hides a store's batch methods, so that the package-level batch
+// helpers fall back to one call per item.
+type plainStore struct{ dedupe.Store }
+
+// TestClaimBatchFallbackReleasesOnFailure fails the third claim of a batch
+// sent to a store without batches: the two claims taken before it are given
+// back, so a redelivery can take them at once.
+func TestClaimBatchFallbackReleasesOnFailure(t *testing.T) {
+	mem := memdedupe.New(memdedupe.Config{})
+	fs := dedupetest.NewFaultStore(mem)
+	fs.Inject(dedupetest.Fault{Ops: dedupetest.OpClaim, Nth: 3})
+	var reqs []dedupe.ClaimRequest
+	for _, k := range []string{"a", "b", "c", "d"} {
+		reqs = append(reqs, dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "g", Key: k}, Lease: time.Hour})
+	}
+	if _, _, err := dedupe.ClaimBatch(t.Context(), plainStore{fs}, reqs); !errors.Is(err, dedupetest.ErrInjected) {
+		t.Fatalf("ClaimBatch: %v, want the injected fault", err)
+	}
+	for _, r := range reqs {
+		res, err := mem.Claim(t.Context(), r)
+		if err != nil || res.Status != dedupe.Acquired {
+			t.Errorf("%s after the failed batch: %v, %v; want acquired", r.Key, res.Status, err)
+		}
 	}
 }

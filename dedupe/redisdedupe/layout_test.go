@@ -2,6 +2,7 @@ package redisdedupe_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -332,6 +333,76 @@ func TestUnreachable(t *testing.T) {
 		if err == nil || errors.Is(err, dedupe.ErrLeaseLost) || errors.Is(err, dedupe.ErrInvalidKey) ||
 			!strings.HasPrefix(err.Error(), "redisdedupe: "+what) {
 			t.Errorf("%s = %v, want a plain error starting %q", what, err, "redisdedupe: "+what)
+		}
+	}
+}
+
+// loseFirstPipeline, once armed, lets the next pipeline of scripts reach
+// Redis, then reports it failed, as a connection dropped before the answers
+// arrive.
+type loseFirstPipeline struct {
+	mu    sync.Mutex
+	armed bool
+}
+
+func (h *loseFirstPipeline) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *loseFirstPipeline) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *loseFirstPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if !h.armed || !strings.HasPrefix(cmds[0].Name(), "eval") {
+			return err
+		}
+		h.armed = false
+		lost := errors.New("connection dropped")
+		for _, c := range cmds {
+			c.SetErr(lost)
+		}
+		return lost
+	}
+}
+
+// TestLostPipelineGivesClaimsBack claims a batch spanning two groups, whose
+// pipeline runs on Redis but whose answer is lost: the claims it took are
+// given back, so the keys can be claimed at once instead of after a lease.
+func TestLostPipelineGivesClaimsBack(t *testing.T) {
+	client := newClient(t)
+	hook := &loseFirstPipeline{}
+	client.AddHook(hook)
+	s, err := redisdedupe.New(client, redisdedupe.Config{Prefix: "lost:" + rand.Text() + ":"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := func(keys ...string) []dedupe.ClaimRequest {
+		var reqs []dedupe.ClaimRequest
+		for _, g := range []string{"g1", "g2"} {
+			for _, k := range keys {
+				reqs = append(reqs, dedupe.ClaimRequest{Ref: dedupe.Ref{Group: g, Key: k}, Lease: time.Hour})
+			}
+		}
+		return reqs
+	}
+	// Load the scripts, so that the lost pipeline really claims.
+	if _, _, err := s.ClaimBatch(t.Context(), batch("warm")); err != nil {
+		t.Fatal(err)
+	}
+	hook.mu.Lock()
+	hook.armed = true
+	hook.mu.Unlock()
+	reqs := batch("a", "b")
+	if _, _, err := s.ClaimBatch(t.Context(), reqs); err == nil {
+		t.Fatal("ClaimBatch succeeded although its answer was lost")
+	}
+	res, _, err := s.ClaimBatch(t.Context(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Status != dedupe.Acquired {
+			t.Errorf("%s after the lost batch: %v, want acquired", reqs[i].Ref, r.Status)
 		}
 	}
 }

@@ -167,6 +167,7 @@ func (s *Store) claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe
 	}
 	out, err := s.run(ctx, claimScript, parts)
 	if err != nil {
+		s.giveBack(ctx, reqs, parts)
 		return nil, nil, err
 	}
 	res := make([]dedupe.ClaimResult, len(reqs))
@@ -194,6 +195,23 @@ func (s *Store) claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe
 		}
 	}
 	return res, errs, nil
+}
+
+// giveBack releases, as far as Redis lets it, what a failed claim may have
+// acquired: its scripts may have run before the failure (a lost answer, or
+// one part of a pipeline failing), and their tokens never reach the caller. Release
+// deletes a record only if it holds the token, so releasing a claim that
+// never happened is harmless.
+func (s *Store) giveBack(ctx context.Context, reqs []dedupe.ClaimRequest, parts []*part) {
+	var ts []dedupe.Ticket
+	for _, p := range parts {
+		for j, i := range p.idx {
+			ts = append(ts, dedupe.Ticket{Ref: reqs[i].Ref, Token: p.args[2*j].(string)[1 : 1+tokenLen]})
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, _ = s.owned(ctx, "release", releaseScript, ts)
 }
 
 // CompleteBatch implements [dedupe.Batcher].
