@@ -429,9 +429,20 @@ func RocketMQBrokerVersion(ctx context.Context, nameServer string) (string, erro
 	if len(masters) == 0 {
 		return "", fmt.Errorf("testenv: rocketmq: broker version: no master broker registered with %s", nameServer)
 	}
-	body, err := rocketmqCall(ctx, masters[0], rocketmqReqGetBrokerRuntimeInfo, nil)
-	if err != nil {
-		return "", fmt.Errorf("testenv: rocketmq: broker version: %w", err)
+	// A broker that started a moment ago fails this request until it has
+	// sampled its statistics once.
+	ctx, cancel := context.WithTimeout(ctx, rocketmqTopicTimeout)
+	defer cancel()
+	var body []byte
+	for {
+		if body, err = rocketmqCall(ctx, masters[0], rocketmqReqGetBrokerRuntimeInfo, nil); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("testenv: rocketmq: broker version: %w", err)
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	var info struct {
 		Table map[string]string `json:"table"`
