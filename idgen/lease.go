@@ -42,9 +42,13 @@ var (
 // tail), so that a freed node rests as long as the pool allows.
 //
 // Every lease record keeps the node's high-water mark: the end of the last
-// time unit in which any holder may have issued IDs with the node. A holder
-// raises it before issuing past it, on renewal and on release, and it never
-// goes down; the next holder issues only IDs after it. Every call honours
+// time unit in which any holder may have issued IDs with the node; the next
+// holder issues only IDs after it. A holder raises it on every renewal to
+// the end of the window in which it may issue IDs before the next one, so
+// that it covers a holder that is killed; on release it sets it to the end
+// of what it really issued (never below the mark it was granted, which it
+// started after), so that the next holder after a clean stop need not wait
+// out the window. Every call honours
 // ctx; an error other than the sentinels means the store could not be
 // reached and the outcome is unknown (a retry of the same call is safe).
 type Leaser interface {
@@ -60,9 +64,11 @@ type Leaser interface {
 	// fails with ErrLeaseLost if l has ended or is not the node's current
 	// lease, and then changes nothing.
 	Renew(ctx context.Context, l Lease, highWater time.Time) (Lease, error)
-	// Release ends l at once, raising the high-water mark as Renew does,
-	// and puts the node at the tail of the free queue. It fails with
-	// ErrLeaseLost if l has ended or is not the node's current lease.
+	// Release ends l at once, sets the node's high-water mark to
+	// highWater — the holder's exact mark, which may lie below what its
+	// renewals reserved — and puts the node at the tail of the free
+	// queue. It fails with ErrLeaseLost if l has ended or is not the
+	// node's current lease, and then changes nothing.
 	Release(ctx context.Context, l Lease, highWater time.Time) error
 }
 
