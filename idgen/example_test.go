@@ -156,7 +156,7 @@ func ExampleWait() {
 	}
 	_, err := idgen.New(cfg)
 	fmt.Println(err) // no pool here
-	// Output: idgen: rollback policy: SwitchWorker without a Source: idgen: invalid config
+	// Output: idgen: rollback policy: SwitchWorker without a Source (only a leased generator takes its fresh node from its Leaser): idgen: invalid config
 }
 
 func ExampleFileStore() {

@@ -38,6 +38,9 @@ type Config struct {
 	// AllowShortLife accepts a layout with fewer than ten years left before
 	// its time field runs out. A layout already out of time is refused.
 	AllowShortLife bool
+	// Lease configures how a generator made by NewLeased holds its node
+	// id; New refuses a non-zero Lease.
+	Lease LeaseConfig
 }
 
 // DefaultReserve is the default Config.Reserve.
@@ -92,6 +95,14 @@ type Generator struct {
 	state atomic.Int64
 	_     [56]byte
 
+	// lease holds the node id of a generator made by NewLeased; nil for
+	// a static node.
+	lease *leaseHolder
+	// closed is set by Close. A negative state means closed, or frozen
+	// while the node is being switched: callers then wait on thaw.
+	closed atomic.Bool
+	thaw   atomic.Pointer[chan struct{}]
+
 	mu     sync.Mutex // serialises the slow paths; guards the fields below
 	loaded bool       // the store's mark has been applied
 	// used records, per node and generation, the last tick this
@@ -110,6 +121,13 @@ type Generator struct {
 // New returns a generator for cfg. Errors wrap [ErrInvalidLayout],
 // [ErrShortLife], [ErrExhausted], [ErrNodeRange] or [ErrInvalidConfig].
 func New(cfg Config) (*Generator, error) {
+	if cfg.Lease != (LeaseConfig{}) {
+		return nil, fmt.Errorf("idgen: Config.Lease is set: pass the config to NewLeased with a Leaser: %w", ErrInvalidConfig)
+	}
+	return newGenerator(cfg, false)
+}
+
+func newGenerator(cfg Config, leased bool) (*Generator, error) {
 	l := cfg.Layout
 	if l == (Layout{}) {
 		l = Twitter
@@ -120,7 +138,7 @@ func New(cfg Config) (*Generator, error) {
 	if err := l.checkNode(cfg.Node); err != nil {
 		return nil, err
 	}
-	if err := validatePolicy(cfg.Rollback, l, true); err != nil {
+	if err := validatePolicy(cfg.Rollback, l, true, leased); err != nil {
 		return nil, err
 	}
 	if cfg.Reserve < 0 {
@@ -247,7 +265,11 @@ func (g *Generator) issue(ctx context.Context, want int64) (last, n int64, err e
 	}
 	for {
 		if old < 0 {
-			return 0, 0, ErrClosed
+			if err := g.awaitThaw(ctx); err != nil {
+				return 0, 0, err
+			}
+			old, now = g.state.Load(), g.tick()
+			continue
 		}
 		tick := old >> (g.p.timeShift & 63)
 		var next int64
@@ -386,6 +408,9 @@ func (g *Generator) extend(ctx context.Context, tick int64) error {
 	if tick > g.p.maxTick {
 		return fmt.Errorf("idgen: layout %q ended %s: %w", g.layout.Name, g.layout.EndOfLife().Format(time.RFC3339), ErrExhausted)
 	}
+	if g.lease != nil {
+		return g.lease.extend(ctx, g, tick)
+	}
 	if tick <= g.reserved.Load() {
 		// Early renewal: one caller writes, the others carry on.
 		if !g.mu.TryLock() {
@@ -416,40 +441,63 @@ func (g *Generator) extend(ctx context.Context, tick int64) error {
 	return nil
 }
 
-// load applies the store's mark: every tick before it may have been used,
-// by any generation, so the generator resumes at the mark.
+// load applies the store's mark.
 func (g *Generator) load(ctx context.Context) error {
 	t, err := g.store.Load(ctx)
 	if err != nil {
 		return err
 	}
 	g.loaded = true
-	if t.IsZero() {
-		return nil
+	g.applyMark(t)
+	return nil
+}
+
+// applyMark resumes the generator after mark t: every tick before it may
+// have been used with the current node, by any generation. Called with mu
+// held.
+func (g *Generator) applyMark(t time.Time) {
+	usedTo := g.tickBefore(t)
+	if usedTo < 0 {
+		return
 	}
-	// The first tick starting at or after the mark is free.
-	d := t.UnixNano() - g.p.epochNanos
-	if d <= 0 {
-		return nil
-	}
-	usedTo := (d+g.p.unitNanos-1)/g.p.unitNanos - 1
-	g.peak = max(g.peak, usedTo)
 	for {
 		old := g.state.Load()
 		if old < 0 || old>>g.p.timeShift >= usedTo {
-			break
+			return
 		}
-		node := old & g.p.nodeMask >> g.p.nodeShift
-		for gen := range int64(1) << g.layout.GenerationBits {
-			k := nodeGen{node, gen}
-			g.used[k] = max(g.used[k], usedTo)
-		}
+		g.markUsed(old&g.p.nodeMask>>g.p.nodeShift, usedTo)
 		// A full sequence at usedTo: the next ID takes a later tick.
 		if g.state.CompareAndSwap(old, usedTo<<g.p.timeShift|old&g.p.keepMask|g.p.seqMask) {
-			break
+			return
 		}
 	}
-	return nil
+}
+
+// tickBefore returns the last tick that starts before mark t: IDs with a
+// later tick are free. It is -1 for the zero Time or a mark at or before the
+// epoch.
+func (g *Generator) tickBefore(t time.Time) int64 {
+	if t.IsZero() {
+		return -1
+	}
+	d := t.UnixNano() - g.p.epochNanos
+	if d <= 0 {
+		return -1
+	}
+	return (d+g.p.unitNanos-1)/g.p.unitNanos - 1
+}
+
+// markUsed records that node may have been used, in every generation, up
+// to tick. Called with mu held.
+func (g *Generator) markUsed(node, tick int64) {
+	if tick < 0 {
+		return
+	}
+	g.peak = max(g.peak, tick)
+	for gen := range int64(1) << g.layout.GenerationBits {
+		k := nodeGen{node, gen}
+		g.used[k] = max(g.used[k], tick)
+	}
 }
 
 // rollback applies the policy to a clock at tick now behind state old. It
@@ -464,6 +512,11 @@ func (g *Generator) rollback(ctx context.Context, old, now int64) (ID, error) {
 	}()
 	if g.state.Load() != old {
 		return -1, nil
+	}
+	if g.lease != nil {
+		if err := g.lease.live(g); err != nil {
+			return 0, err
+		}
 	}
 	if now == beforeEpoch {
 		return 0, fmt.Errorf("idgen: clock %s: %w", time.Unix(0, g.nanos()).UTC().Format(time.RFC3339Nano), ErrBeforeEpoch)
@@ -493,6 +546,9 @@ func (g *Generator) rollback(ctx context.Context, old, now int64) (ID, error) {
 			p = q.Else
 			continue
 		case SwitchWorker:
+			if q.Source == nil {
+				return -1, g.lease.switchLease(ctx, g)
+			}
 			return g.switchWorker(ctx, q.Source, old, now)
 		}
 		return 0, fmt.Errorf("idgen: node %d: clock %v behind the last ID: %w", old&g.p.nodeMask>>g.p.nodeShift, behind, ErrClockBackwards)
@@ -513,9 +569,7 @@ func (g *Generator) replace(old, next int64) bool {
 	if !g.state.CompareAndSwap(old, next) {
 		return false
 	}
-	last, k := old>>g.p.timeShift, g.nodeGenOf(old)
-	g.used[k] = max(g.used[k], last)
-	g.peak = max(g.peak, last)
+	g.retire(old)
 	return true
 }
 
@@ -539,55 +593,145 @@ func (g *Generator) bump(old, now int64) (id ID, ok bool) {
 }
 
 // switchWorker takes a fresh node id from src and issues the first ID of
-// tick now with it.
+// tick now with it. Called with mu held.
 func (g *Generator) switchWorker(ctx context.Context, src WorkerSource, old, now int64) (ID, error) {
-	cur := g.nodeGenOf(old)
-	lastUsed := time.Unix(0, g.p.nanosOf(old>>g.p.timeShift+1)).UTC()
+	// Nothing may be issued with the old node while the source decides:
+	// the last use it is told of must be the last there will be.
+	last, ok := g.freeze()
+	if !ok {
+		return 0, ErrClosed
+	}
+	cur := g.nodeGenOf(last)
+	lastUsed := time.Unix(0, g.p.nanosOf(last>>g.p.timeShift+1)).UTC()
 	fresh, err := src.NextWorker(ctx, cur.node, lastUsed)
+	if err == nil {
+		err = g.layout.checkNode(fresh)
+	}
 	if err != nil {
+		g.unfreeze(last)
 		return 0, fmt.Errorf("idgen: switch worker from node %d: %w", cur.node, err)
 	}
-	if err := g.layout.checkNode(fresh); err != nil {
-		return 0, fmt.Errorf("idgen: switch worker from node %d: %w", cur.node, err)
-	}
-	if last, used := g.used[nodeGen{fresh, cur.gen}]; fresh == cur.node || used && last >= now {
+	if used, ok := g.used[nodeGen{fresh, cur.gen}]; fresh == cur.node || ok && used >= now {
+		g.unfreeze(last)
 		return 0, fmt.Errorf("idgen: switch worker from node %d: source returned node %d, which this generator used at or after the clock's time: %w", cur.node, fresh, ErrClockBackwards)
 	}
-	// The id is ours now: keep it even if a racing Next moved state on.
+	next := now<<g.p.timeShift | fresh<<g.p.nodeShift | last&g.p.genMask
+	g.retire(last)
+	g.unfreeze(next)
+	return ID(next), nil
+}
+
+// freeze stops every caller from issuing IDs until unfreeze, and returns
+// the last ID issued; ok is false if the generator is closed. Called with mu
+// held.
+func (g *Generator) freeze() (last int64, ok bool) {
+	ch := make(chan struct{})
+	g.thaw.Store(&ch)
 	for {
+		old := g.state.Load()
 		if old < 0 {
-			return 0, ErrClosed
+			g.thaw.Store(nil)
+			close(ch)
+			return 0, false
 		}
-		next := now<<g.p.timeShift | fresh<<g.p.nodeShift | old&g.p.genMask
-		if g.replace(old, next) {
-			return ID(next), nil
+		// The sign bit fails every compare-and-swap in flight.
+		if g.state.CompareAndSwap(old, old|^maxID) {
+			return old, true
 		}
-		old = g.state.Load()
 	}
+}
+
+// unfreeze makes next the last ID issued and lets callers go on. Called with
+// mu held, after freeze.
+func (g *Generator) unfreeze(next int64) {
+	g.state.Store(next)
+	if ch := g.thaw.Swap(nil); ch != nil {
+		close(*ch)
+	}
+}
+
+// awaitThaw waits while the generator is frozen; it fails on a closed one.
+func (g *Generator) awaitThaw(ctx context.Context) error {
+	if g.closed.Load() {
+		return ErrClosed
+	}
+	ch := g.thaw.Load()
+	if ch == nil {
+		// Between the freezer's Store and its compare-and-swap, or just
+		// thawed: look again.
+		runtime.Gosched()
+		return nil
+	}
+	select {
+	case <-*ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// retire records that the node and generation of last were used up to its
+// tick. Called with mu held.
+func (g *Generator) retire(last int64) {
+	tick, k := last>>g.p.timeShift, g.nodeGenOf(last)
+	g.used[k] = max(g.used[k], tick)
+	g.peak = max(g.peak, tick)
+}
+
+// markOf returns the end of the last tick in which the generator issued IDs
+// with node, or the zero Time if it never did. Called with mu held.
+func (g *Generator) markOf(node int64) time.Time {
+	last := int64(-1)
+	if s := g.state.Load() & maxID; s&g.p.nodeMask>>g.p.nodeShift == node {
+		last = s >> g.p.timeShift
+	}
+	for k, t := range g.used {
+		if k.node == node {
+			last = max(last, t)
+		}
+	}
+	if last < 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, g.p.nanosOf(last+1))
 }
 
 // Close stops the generator: Next then fails with ErrClosed. With a store
 // it saves the exact mark (the end of the last tick issued), so that a
-// restart need not wait out the reservation. It is safe to call more than
-// once.
+// restart need not wait out the reservation; a leased generator stops
+// renewing and releases its lease with that mark, so that the next holder
+// of its node can start at once. It does not close the store. It is safe to
+// call more than once.
 func (g *Generator) Close() error {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	if g.closed.Swap(true) {
+		g.mu.Unlock()
+		return nil
+	}
 	var old int64
 	for {
 		old = g.state.Load()
-		if old < 0 {
-			return nil
-		}
 		// Setting the sign bit fails every compare-and-swap still in
 		// flight, so nothing is issued after the mark is taken.
-		if g.state.CompareAndSwap(old, old|^maxID) {
+		if old < 0 || g.state.CompareAndSwap(old, old|^maxID) {
 			break
 		}
 	}
-	if g.store == nil || !g.loaded {
+	if ch := g.thaw.Swap(nil); ch != nil {
+		close(*ch)
+	}
+	var mark time.Time
+	if g.lease != nil {
+		mark = g.markOf(old & g.p.nodeMask >> g.p.nodeShift)
+	}
+	save := g.store != nil && g.loaded
+	last := max(old&maxID>>g.p.timeShift, g.peak)
+	g.mu.Unlock()
+	if g.lease != nil {
+		return g.lease.close(g, mark)
+	}
+	if !save {
 		return nil
 	}
-	last := max(old>>g.p.timeShift, g.peak)
 	return g.store.Save(context.Background(), time.Unix(0, g.p.nanosOf(last+1)))
 }

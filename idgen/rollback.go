@@ -56,7 +56,10 @@ type Borrow struct {
 
 // SwitchWorker asks Source for a fresh node id and carries on with it at the
 // clock's time (seed 000's queue of worker ids). The generator refuses a node
-// id that it used itself at or after the clock's time.
+// id that it used itself at or after the clock's time. A generator made by
+// [NewLeased] with a nil Source leases a fresh node from its [Leaser] and
+// releases the old one with its high-water mark, so the old node goes to
+// the tail of the pool's queue.
 type SwitchWorker struct {
 	Source WorkerSource
 }
@@ -68,7 +71,7 @@ func (Borrow) rollbackPolicy()         {}
 func (SwitchWorker) rollbackPolicy()   {}
 
 // validatePolicy checks a policy chain against the layout.
-func validatePolicy(p RollbackPolicy, l Layout, top bool) error {
+func validatePolicy(p RollbackPolicy, l Layout, top, leased bool) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("idgen: rollback policy: %s: %w", fmt.Sprintf(format, args...), ErrInvalidConfig)
 	}
@@ -79,12 +82,12 @@ func validatePolicy(p RollbackPolicy, l Layout, top bool) error {
 		if p.Max <= 0 {
 			return bad("Wait.Max %v not positive", p.Max)
 		}
-		return validatePolicy(p.Else, l, false)
+		return validatePolicy(p.Else, l, false, leased)
 	case BumpGeneration:
 		if l.GenerationBits == 0 {
 			return bad("BumpGeneration needs a layout with generation bits; %q has none", l.Name)
 		}
-		return validatePolicy(p.Else, l, false)
+		return validatePolicy(p.Else, l, false, leased)
 	case Borrow:
 		if !top {
 			return bad("Borrow must be the first policy")
@@ -92,10 +95,10 @@ func validatePolicy(p RollbackPolicy, l Layout, top bool) error {
 		if p.MaxAhead < l.Unit {
 			return bad("Borrow.MaxAhead %v shorter than the unit %v", p.MaxAhead, l.Unit)
 		}
-		return validatePolicy(p.Else, l, false)
+		return validatePolicy(p.Else, l, false, leased)
 	case SwitchWorker:
-		if p.Source == nil {
-			return bad("SwitchWorker without a Source")
+		if p.Source == nil && !leased {
+			return bad("SwitchWorker without a Source (only a leased generator takes its fresh node from its Leaser)")
 		}
 		return nil
 	default:

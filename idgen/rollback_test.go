@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -246,4 +247,71 @@ func TestWaitElseSwitchWorker(t *testing.T) {
 		t.Fatalf("node %d after a 1 minute step back, want 9", g.Node())
 	}
 	checkUnique(t, ids)
+}
+
+// gateClock is a clock whose next reading, once armed, blocks until
+// released: it holds one caller between its clock read and its
+// compare-and-swap.
+type gateClock struct {
+	fakeClock
+	armed   atomic.Bool
+	reached chan struct{}
+	release chan struct{}
+}
+
+func (c *gateClock) UnixNano() int64 {
+	v := c.fakeClock.UnixNano()
+	if c.armed.CompareAndSwap(true, false) {
+		close(c.reached)
+		<-c.release
+	}
+	return v
+}
+
+// blockingSource is a WorkerSource that lets a held caller go on while it
+// decides, as a slow network round trip would.
+type blockingSource struct {
+	pool
+	during func()
+}
+
+func (s *blockingSource) NextWorker(ctx context.Context, retired int64, lastUsed time.Time) (int64, error) {
+	s.during()
+	return s.pool.NextWorker(ctx, retired, lastUsed)
+}
+
+// A caller that read the clock before the rollback must not issue an ID
+// with the old node after the last use reported to the source: another
+// generator may take that node from the source and issue the same IDs.
+func TestSwitchWorkerReportsTheLastUse(t *testing.T) {
+	clock := &gateClock{reached: make(chan struct{}), release: make(chan struct{})}
+	clock.Set(t0)
+	src := &blockingSource{pool: pool{ids: []int64{2}}}
+	g := newGen(t, idgen.Config{Node: 1, Clock: clock, Rollback: idgen.SwitchWorker{Source: src}})
+	next(t, g)
+
+	// The held caller reads the clock 5ms ahead of the last ID.
+	clock.Add(5 * time.Millisecond)
+	clock.armed.Store(true)
+	held := make(chan idgen.ID)
+	go func() { held <- next(t, g) }()
+	<-clock.reached
+
+	// Now the clock steps back and another caller switches workers; the
+	// held caller goes on while the source decides.
+	clock.Add(-time.Second)
+	src.during = func() {
+		close(clock.release)
+		time.Sleep(20 * time.Millisecond)
+	}
+	switched := next(t, g)
+	heldID := <-held
+
+	lastUsed := src.until[0]
+	for _, id := range []idgen.ID{heldID, switched} {
+		if p := g.Decode(id); p.Node == 1 && !p.Time.Before(lastUsed) {
+			t.Fatalf("ID %v issued with retired node 1 at or after the last use %v reported to the source", p, lastUsed)
+		}
+	}
+	checkUnique(t, []idgen.ID{heldID, switched})
 }

@@ -1,0 +1,380 @@
+package idgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// LeaseConfig configures how a generator made by [NewLeased] holds its node
+// id. The zero value takes any free node, fails at once when there is none,
+// and keeps a safety margin of a fifth of the lease.
+type LeaseConfig struct {
+	// Static leases Config.Node itself instead of any free node: a node set
+	// by configuration is registered, so that a second process configured
+	// with the same node fails at start with ErrNoFreeNode. Without Static,
+	// Config.Node must be 0.
+	Static bool
+	// Wait makes NewLeased wait, for as long as its context allows, for a
+	// node to come free or the pool to finish recovering, instead of
+	// failing with ErrNoFreeNode or ErrPoolRecovering.
+	Wait bool
+	// Margin is how long before its lease would end, by the local
+	// monotonic clock, a generator that could not renew stops issuing IDs.
+	// It covers the drift between the local clock and the store's over a
+	// lease and the time a stalled process takes to notice. Default a
+	// fifth of the lease; it must be less than half the lease.
+	Margin time.Duration
+	// Owner describes the holder to operators listing the pool. Default
+	// "<host name>:<process id>".
+	Owner string
+	// Logger reports renewals that fail, leases lost and taken again.
+	// Default slog.Default().
+	Logger *slog.Logger
+}
+
+// retryInterval bounds how often a failing renewal or a waiting acquire is
+// tried again.
+const (
+	minRetry = 20 * time.Millisecond
+	maxRetry = time.Second
+)
+
+// NewLeased returns a generator whose node id is leased from l for as long
+// as it runs: it takes a node (Config.Node itself with Lease.Static), starts
+// after the node's high-water mark, renews the lease in the background and
+// releases it on Close. A generator that cannot prove its lease live —
+// its last successful renewal plus the lease, less Lease.Margin, lies behind
+// the local monotonic clock — fails Next with [ErrLeaseExpired] until a
+// renewal succeeds or, if the lease was lost, it has leased a node again.
+// Each renewal raises the node's high-water mark to the end of the window
+// in which the generator may issue IDs before its next renewal, so that the
+// next holder of the node starts after every ID this one issued even if it
+// was killed, and even if its clock runs behind this one's. The hot path
+// costs what a static generator's does: renewals run off it.
+//
+// ctx bounds the first lease (and the wait for one with Lease.Wait); the
+// renewals run until Close. Config.Store must be nil: the lease carries the
+// high-water mark. Errors wrap those of [New], [ErrNoFreeNode],
+// [ErrPoolRecovering], [ErrNodeRange] or the leaser's.
+func NewLeased(ctx context.Context, l Leaser, cfg Config) (*Generator, error) {
+	lc := cfg.Lease
+	switch {
+	case l == nil:
+		return nil, fmt.Errorf("idgen: NewLeased without a Leaser: %w", ErrInvalidConfig)
+	case cfg.Store != nil:
+		return nil, fmt.Errorf("idgen: a leased generator keeps its high-water mark in the lease; leave Config.Store nil: %w", ErrInvalidConfig)
+	case cfg.Node != 0 && !lc.Static:
+		return nil, fmt.Errorf("idgen: Config.Node %d with a Leaser: set Lease.Static to register that node, or leave Node 0 to lease any free node: %w", cfg.Node, ErrInvalidConfig)
+	case lc.Margin < 0:
+		return nil, fmt.Errorf("idgen: negative Lease.Margin %v: %w", lc.Margin, ErrInvalidConfig)
+	}
+	if lc.Owner == "" {
+		host, _ := os.Hostname()
+		lc.Owner = host + ":" + strconv.Itoa(os.Getpid())
+	}
+	if lc.Logger == nil {
+		lc.Logger = slog.Default()
+	}
+	g, err := newGenerator(cfg, true)
+	if err != nil {
+		return nil, err
+	}
+	h := &leaseHolder{
+		leaser: l,
+		req:    LeaseRequest{MaxNode: g.layout.MaxNode(), Static: lc.Static, Node: cfg.Node, Owner: lc.Owner},
+		cfg:    lc,
+		start:  time.Now(),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	h.fence.Store(-1)
+	g.lease = h
+	g.limit.Store(-1) // nothing is issued before the first renewal
+	lease, err := h.acquire(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	h.cur = lease
+	start := max(g.tickBefore(lease.HighWater), 0)
+	g.markUsed(lease.Node, start)
+	g.state.Store(start<<g.p.timeShift | lease.Node<<g.p.nodeShift | g.p.seqMask)
+	g.mu.Unlock()
+	if lease.TTL == 0 {
+		h.fence.Store(maxFence)
+		g.limit.Store(g.p.maxTick)
+		close(h.done)
+		return g, nil
+	}
+	if err := h.renew(ctx, g); err != nil {
+		h.releaseQuietly(g, lease, lease.HighWater)
+		return nil, fmt.Errorf("idgen: first renewal of node %d: %w", lease.Node, err)
+	}
+	go h.run(g)
+	return g, nil
+}
+
+// maxFence is the fence of a lease that never ends.
+const maxFence = int64(1<<63 - 1)
+
+// leaseHolder keeps a generator's lease.
+type leaseHolder struct {
+	leaser Leaser
+	req    LeaseRequest
+	cfg    LeaseConfig
+	start  time.Time // the origin of the monotonic readings below
+
+	// fence is when, in monotonic nanoseconds since start, the lease can
+	// no longer be proven live.
+	fence atomic.Int64
+	// lastErr is the latest failure to renew or lease, for errors.
+	lastErr atomic.Pointer[error]
+
+	// renewMu serialises calls to the leaser.
+	renewMu sync.Mutex
+	cur     Lease // guarded by the generator's mu
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+func (h *leaseHolder) mono() int64 { return int64(time.Since(h.start)) }
+
+// window is how long after a renewal's request was sent the holder may
+// issue IDs.
+func (h *leaseHolder) window(ttl time.Duration) time.Duration {
+	m := h.cfg.Margin
+	if m == 0 {
+		m = ttl / 5
+	}
+	return ttl - m
+}
+
+// acquire leases a node, waiting for one if configured to.
+func (h *leaseHolder) acquire(ctx context.Context, g *Generator) (Lease, error) {
+	for {
+		lease, err := h.leaser.Acquire(ctx, h.req)
+		if err == nil {
+			err = lease.validate(g.layout)
+			if err == nil && h.req.Static && lease.Node != h.req.Node {
+				err = fmt.Errorf("idgen: leaser granted node %d for static node %d: %w", lease.Node, h.req.Node, ErrInvalidConfig)
+			}
+			if err == nil && lease.TTL > 0 && h.cfg.Margin >= lease.TTL/2 {
+				err = fmt.Errorf("idgen: Lease.Margin %v is not less than half the lease %v: %w", h.cfg.Margin, lease.TTL, ErrInvalidConfig)
+			}
+			if err != nil {
+				h.releaseQuietly(g, lease, lease.HighWater)
+				return Lease{}, err
+			}
+			return lease, nil
+		}
+		if !h.cfg.Wait || !(errors.Is(err, ErrNoFreeNode) || errors.Is(err, ErrPoolRecovering)) {
+			return Lease{}, fmt.Errorf("idgen: lease a node id: %w", err)
+		}
+		if err := park(ctx, 10*minRetry); err != nil {
+			return Lease{}, fmt.Errorf("idgen: lease a node id: %w (waiting: %w)", err, ctx.Err())
+		}
+	}
+}
+
+// live reports whether the lease can still be proven live.
+func (h *leaseHolder) live(g *Generator) error {
+	if h.mono() < h.fence.Load() {
+		return nil
+	}
+	why := "none since the window closed"
+	if p := h.lastErr.Load(); p != nil {
+		why = (*p).Error()
+	}
+	return fmt.Errorf("idgen: node %d: %w (last failure: %s)", g.Node(), ErrLeaseExpired, why)
+}
+
+// extend makes tick issuable: beyond the window of the last renewal (the
+// clock stepped ahead) it renews at once.
+func (h *leaseHolder) extend(ctx context.Context, g *Generator, tick int64) error {
+	for tick > g.limit.Load() {
+		if err := h.live(g); err != nil {
+			return err
+		}
+		if err := h.renew(ctx, g); err != nil {
+			return fmt.Errorf("%w: %w", ErrLeaseExpired, err)
+		}
+	}
+	return nil
+}
+
+// renew renews the lease and raises the node's high-water mark to the end
+// of the window it opens.
+func (h *leaseHolder) renew(ctx context.Context, g *Generator) error {
+	h.renewMu.Lock()
+	defer h.renewMu.Unlock()
+	g.mu.Lock()
+	cur, exact := h.cur, g.markOf(h.cur.Node)
+	g.mu.Unlock()
+	sent, wall := h.mono(), g.nanos()
+	win := h.window(cur.TTL)
+	mark := time.Unix(0, wall+int64(win))
+	if exact.After(mark) {
+		mark = exact
+	}
+	lease, err := h.leaser.Renew(ctx, cur, mark)
+	if err == nil && (lease.Node != cur.Node || lease.Token != cur.Token || lease.TTL <= 0) {
+		err = fmt.Errorf("idgen: leaser renewed node %d as node %d, token %q, TTL %v: %w", cur.Node, lease.Node, lease.Token, lease.TTL, ErrInvalidConfig)
+	}
+	if err != nil {
+		err = fmt.Errorf("idgen: renew the lease of node %d: %w", cur.Node, err)
+		h.lastErr.Store(&err)
+		return err
+	}
+	h.lastErr.Store(nil)
+	g.mu.Lock()
+	if h.cur.Token == cur.Token {
+		h.cur = lease
+		h.fence.Store(max(h.fence.Load(), sent+int64(h.window(lease.TTL))))
+		g.limit.Store(max(g.limit.Load(), min(g.p.tickOf(mark.UnixNano())-1, g.p.maxTick)))
+	}
+	g.mu.Unlock()
+	return nil
+}
+
+// run renews the lease a third of the way through it, sooner after a
+// failure, and leases a node again when the lease was lost, until close.
+func (h *leaseHolder) run(g *Generator) {
+	defer close(h.done)
+	t := time.NewTimer(h.ttl(g) / 3)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-t.C:
+		}
+		ttl := h.ttl(g)
+		ctx, cancel := context.WithTimeout(context.Background(), max(ttl/3, 10*minRetry))
+		err := h.renew(ctx, g)
+		if errors.Is(err, ErrLeaseLost) {
+			h.cfg.Logger.Error("idgen: worker lease lost; leasing a node again", "err", err)
+			err = h.reacquire(ctx, g)
+		}
+		cancel()
+		switch {
+		case err == nil && failing:
+			h.cfg.Logger.Info("idgen: worker lease renewed again", "node", g.Node())
+			failing = false
+		case err != nil && !failing:
+			h.cfg.Logger.Warn("idgen: worker lease renewal failed; retrying", "err", err,
+				"stopsIssuingIn", time.Duration(h.fence.Load()-h.mono()).Round(time.Millisecond))
+			failing = true
+		}
+		next := h.ttl(g) / 3
+		if err != nil {
+			next = min(max(next/4, minRetry), maxRetry)
+		}
+		t.Reset(next)
+	}
+}
+
+func (h *leaseHolder) ttl(g *Generator) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return h.cur.TTL
+}
+
+// reacquire leases a node after the lease was lost and switches the
+// generator to it.
+func (h *leaseHolder) reacquire(ctx context.Context, g *Generator) error {
+	lease, err := h.leaser.Acquire(ctx, h.req)
+	if err == nil {
+		err = lease.validate(g.layout)
+	}
+	if err != nil {
+		err = fmt.Errorf("idgen: lease a node again: %w", err)
+		h.lastErr.Store(&err)
+		return err
+	}
+	return h.install(ctx, g, lease, Lease{})
+}
+
+// switchLease leases a fresh node for the SwitchWorker policy and releases
+// the current one with its exact mark, to the tail of the pool's queue.
+// Called with the generator's mu held.
+func (h *leaseHolder) switchLease(ctx context.Context, g *Generator) error {
+	lease, err := h.leaser.Acquire(ctx, LeaseRequest{MaxNode: h.req.MaxNode, Owner: h.req.Owner})
+	if err == nil {
+		err = lease.validate(g.layout)
+	}
+	if err != nil {
+		return fmt.Errorf("idgen: switch worker from node %d: %w", h.cur.Node, err)
+	}
+	g.mu.Unlock()
+	defer g.mu.Lock()
+	return h.install(ctx, g, lease, h.cur)
+}
+
+// install makes lease the generator's: it freezes issuing, moves to the new
+// node after its high-water mark, renews to open a window, and releases
+// old, if set, with the mark of what was issued under it.
+func (h *leaseHolder) install(ctx context.Context, g *Generator, lease, old Lease) error {
+	g.mu.Lock()
+	last, ok := g.freeze()
+	if !ok {
+		g.mu.Unlock()
+		h.releaseQuietly(g, lease, lease.HighWater)
+		return ErrClosed
+	}
+	g.retire(last)
+	oldMark := g.markOf(old.Node)
+	h.cur = lease
+	h.fence.Store(-1)
+	g.limit.Store(-1)
+	// Start after the node's mark and after this generator's own earlier
+	// use of it, with a full sequence so that the next ID takes a new tick.
+	start := max(g.tickBefore(lease.HighWater), g.tickBefore(g.markOf(lease.Node)), 0)
+	g.markUsed(lease.Node, start)
+	g.unfreeze(start<<g.p.timeShift | lease.Node<<g.p.nodeShift | last&g.p.genMask | g.p.seqMask)
+	g.mu.Unlock()
+	if old.Token != "" {
+		h.releaseQuietly(g, old, oldMark)
+	}
+	if lease.TTL == 0 {
+		h.fence.Store(maxFence)
+		g.limit.Store(g.p.maxTick)
+		return nil
+	}
+	return h.renew(ctx, g)
+}
+
+// close stops the renewals and releases the lease with mark.
+func (h *leaseHolder) close(g *Generator, mark time.Time) error {
+	h.once.Do(func() { close(h.stop) })
+	<-h.done
+	h.renewMu.Lock()
+	defer h.renewMu.Unlock()
+	g.mu.Lock()
+	cur := h.cur
+	g.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.leaser.Release(ctx, cur, mark); err != nil && !errors.Is(err, ErrLeaseLost) {
+		return fmt.Errorf("idgen: release the lease of node %d: %w", cur.Node, err)
+	}
+	return nil
+}
+
+// releaseQuietly gives a lease back on a path that reports another error.
+func (h *leaseHolder) releaseQuietly(g *Generator, l Lease, mark time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.leaser.Release(ctx, l, mark); err != nil {
+		h.cfg.Logger.Warn("idgen: release a worker lease", "node", l.Node, "err", err)
+	}
+}

@@ -1,0 +1,293 @@
+package idgen_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemq/idemq/idgen"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func leased(t *testing.T, m *memLeaser, cfg idgen.Config) *idgen.Generator {
+	t.Helper()
+	if cfg.Lease.Logger == nil {
+		cfg.Lease.Logger = quiet
+	}
+	g, err := idgen.NewLeased(context.Background(), m, cfg)
+	if err != nil {
+		t.Fatalf("NewLeased: %v", err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+func mustNext(t *testing.T, g *idgen.Generator) idgen.ID {
+	t.Helper()
+	id, err := g.Next(context.Background())
+	if err != nil {
+		t.Fatalf("Next: %v", err)
+	}
+	return id
+}
+
+func TestNewLeasedConfig(t *testing.T) {
+	m := newMemLeaser(4, time.Second)
+	tests := []struct {
+		name   string
+		leaser idgen.Leaser
+		cfg    idgen.Config
+		want   error
+	}{
+		{"no leaser", nil, idgen.Config{}, idgen.ErrInvalidConfig},
+		{"node without Static", m, idgen.Config{Node: 3}, idgen.ErrInvalidConfig},
+		{"with a store", m, idgen.Config{Store: idgen.NewFileStore(t.TempDir() + "/mark")}, idgen.ErrInvalidConfig},
+		{"margin too wide", m, idgen.Config{Lease: idgen.LeaseConfig{Margin: 600 * time.Millisecond}}, idgen.ErrInvalidConfig},
+		{"negative margin", m, idgen.Config{Lease: idgen.LeaseConfig{Margin: -1}}, idgen.ErrInvalidConfig},
+		{"pool wider than the layout", newMemLeaser(64, time.Second), idgen.Config{Layout: smallNodeLayout()}, idgen.ErrNodeRange},
+		{"static node out of range", m, idgen.Config{Node: 5000, Lease: idgen.LeaseConfig{Static: true}}, idgen.ErrNodeRange},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.cfg.Lease.Logger = quiet
+			g, err := idgen.NewLeased(context.Background(), tt.leaser, tt.cfg)
+			if !errors.Is(err, tt.want) {
+				if g != nil {
+					g.Close()
+				}
+				t.Fatalf("NewLeased = %v, want %v", err, tt.want)
+			}
+		})
+	}
+	if _, err := idgen.New(idgen.Config{Lease: idgen.LeaseConfig{Static: true}}); !errors.Is(err, idgen.ErrInvalidConfig) {
+		t.Errorf("New with Config.Lease = %v, want ErrInvalidConfig", err)
+	}
+	// Nothing stays leased after a refusal.
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.leases) != 0 {
+		t.Errorf("leases held after refusals: %v", m.leases)
+	}
+}
+
+// smallNodeLayout holds 32 nodes.
+func smallNodeLayout() idgen.Layout {
+	l := idgen.Twitter
+	l.Name, l.DatacenterBits, l.SequenceBits = "small-node", 0, 17
+	return l
+}
+
+func TestLeasedTakesNodesAndRefusesWhenFull(t *testing.T) {
+	m := newMemLeaser(2, time.Second)
+	a, b := leased(t, m, idgen.Config{}), leased(t, m, idgen.Config{})
+	if a.Node() == b.Node() {
+		t.Fatalf("two generators hold node %d", a.Node())
+	}
+	if _, err := idgen.NewLeased(context.Background(), m, idgen.Config{Lease: idgen.LeaseConfig{Logger: quiet}}); !errors.Is(err, idgen.ErrNoFreeNode) {
+		t.Fatalf("third generator: %v, want ErrNoFreeNode", err)
+	}
+	// A static node already held fails at start.
+	_, err := idgen.NewLeased(context.Background(), m, idgen.Config{Node: a.Node(), Lease: idgen.LeaseConfig{Static: true, Logger: quiet}})
+	if !errors.Is(err, idgen.ErrNoFreeNode) {
+		t.Fatalf("static node %d held elsewhere: %v, want ErrNoFreeNode", a.Node(), err)
+	}
+	// Waiting gets the node once its holder closes.
+	done := make(chan *idgen.Generator)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		g, err := idgen.NewLeased(ctx, m, idgen.Config{Lease: idgen.LeaseConfig{Wait: true, Logger: quiet}})
+		if err != nil {
+			t.Errorf("waiting NewLeased: %v", err)
+		}
+		done <- g
+	}()
+	time.Sleep(50 * time.Millisecond)
+	node := a.Node()
+	last := mustNext(t, a)
+	a.Close()
+	c := <-done
+	if c == nil {
+		return
+	}
+	defer c.Close()
+	if c.Node() != node {
+		t.Fatalf("waiter got node %d, want the released %d", c.Node(), node)
+	}
+	if id := mustNext(t, c); id <= last {
+		t.Fatalf("next holder issued %d, not after the last holder's %d", id, last)
+	}
+}
+
+func TestLeasedStartsAfterHighWater(t *testing.T) {
+	m := newMemLeaser(1, time.Second)
+	// An earlier holder reserved up to a minute ahead of the clock.
+	clock := newRunningClock(t0)
+	m.marks[0] = t0.Add(time.Minute)
+	g := leased(t, m, idgen.Config{Clock: clock, Rollback: idgen.Wait{Max: 2 * time.Minute}})
+	clock.Add(time.Minute) // saves the test the wait
+	id := mustNext(t, g)
+	if got := g.Decode(id).Time; got.Before(t0.Add(time.Minute)) {
+		t.Fatalf("first ID at %v, before the high-water mark %v", got, t0.Add(time.Minute))
+	}
+}
+
+func TestLeasedRenewsAndReleasesExactMark(t *testing.T) {
+	m := newMemLeaser(1, 300*time.Millisecond)
+	g := leased(t, m, idgen.Config{})
+	var last idgen.ID
+	for end := time.Now().Add(400 * time.Millisecond); time.Now().Before(end); {
+		last = mustNext(t, g)
+	}
+	if n := m.renewCount(); n < 2 {
+		t.Fatalf("%d renewals in 400ms of a 300ms lease", n)
+	}
+	// Each renewal reserves the window up to the next one.
+	if mark, at := m.mark(0), g.Decode(last).Time; !mark.After(at) {
+		t.Fatalf("mark %v not after the last ID's time %v", mark, at)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := g.Decode(last).Time.Add(time.Millisecond)
+	if got := m.released[0]; !got.Equal(want) {
+		t.Fatalf("released with mark %v, want the end of the last tick %v", got, want)
+	}
+	if _, err := g.Next(context.Background()); !errors.Is(err, idgen.ErrClosed) {
+		t.Fatalf("Next after Close: %v", err)
+	}
+	// The next holder carries on after it at once.
+	h := leased(t, m, idgen.Config{})
+	if id := mustNext(t, h); id <= last {
+		t.Fatalf("next holder issued %d, not after %d", id, last)
+	}
+}
+
+func TestLeasedFencesItselfAndResumes(t *testing.T) {
+	m := newMemLeaser(1, 300*time.Millisecond)
+	g := leased(t, m, idgen.Config{})
+	mustNext(t, g)
+	m.setFailRenew(errStoreDown)
+	// Within the lease less the margin (240ms) IDs keep coming...
+	mustNext(t, g)
+	// ...and after it none.
+	deadline := time.Now().Add(2 * time.Second)
+	var err error
+	for ; err == nil && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		_, err = g.Next(context.Background())
+	}
+	if !errors.Is(err, idgen.ErrLeaseExpired) {
+		t.Fatalf("Next with renewals failing: %v, want ErrLeaseExpired", err)
+	}
+	for range 10 {
+		if _, err := g.Next(context.Background()); !errors.Is(err, idgen.ErrLeaseExpired) {
+			t.Fatalf("Next while fenced: %v", err)
+		}
+	}
+	// Renewals succeed again before anyone took the node: it resumes.
+	m.mu.Lock()
+	m.failRenew = nil
+	l := m.leases[0]
+	l.until = time.Now().Add(time.Hour) // the store still holds it for us
+	m.leases[0] = l
+	m.mu.Unlock()
+	deadline = time.Now().Add(2 * time.Second)
+	for err != nil && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		_, err = g.Next(context.Background())
+	}
+	if err != nil {
+		t.Fatalf("Next after renewals recovered: %v", err)
+	}
+}
+
+func TestLeasedLosesLeaseAndLeasesAgain(t *testing.T) {
+	m := newMemLeaser(2, 300*time.Millisecond)
+	g := leased(t, m, idgen.Config{})
+	first := g.Node()
+	before := mustNext(t, g)
+	m.steal(first)
+	// The next renewal finds the lease gone and takes the other node.
+	deadline := time.Now().Add(2 * time.Second)
+	for g.Node() == first && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if g.Node() == first {
+		t.Fatalf("still on stolen node %d", first)
+	}
+	id := mustNext(t, g)
+	if p := g.Decode(id); p.Node == first || id <= before {
+		t.Fatalf("after losing node %d issued %v", first, p)
+	}
+}
+
+func TestLeasedSwitchWorkerOnRollback(t *testing.T) {
+	m := newMemLeaser(3, time.Minute)
+	clock := newRunningClock(t0)
+	g := leased(t, m, idgen.Config{Clock: clock, Rollback: idgen.SwitchWorker{}})
+	first := g.Node()
+	last := mustNext(t, g)
+	clock.Add(-time.Second)
+	id := mustNext(t, g)
+	p := g.Decode(id)
+	if p.Node == first {
+		t.Fatalf("rollback kept node %d", first)
+	}
+	// The old node went back to the pool with the mark of what it issued.
+	want := g.Decode(last).Time.Add(time.Millisecond)
+	if got, ok := m.released[first]; !ok || !got.Equal(want) {
+		t.Fatalf("node %d released with mark %v (%v), want %v", first, got, ok, want)
+	}
+}
+
+func TestLeasedNeverExpiringNode(t *testing.T) {
+	m := newMemLeaser(1, 0) // uid-generator's row per start: TTL 0
+	g := leased(t, m, idgen.Config{})
+	m.setFailRenew(errStoreDown)
+	time.Sleep(50 * time.Millisecond)
+	mustNext(t, g)
+	if n := m.renewCount(); n != 0 {
+		t.Fatalf("%d renewals of a lease that never ends", n)
+	}
+}
+
+// TestLeasedConcurrent issues from many goroutines while renewals run and
+// the lease moves to another node; no ID repeats.
+func TestLeasedConcurrent(t *testing.T) {
+	m := newMemLeaser(4, 200*time.Millisecond)
+	g := leased(t, m, idgen.Config{})
+	var mu sync.Mutex
+	seen := map[idgen.ID]bool{}
+	var wg sync.WaitGroup
+	stop := time.Now().Add(600 * time.Millisecond)
+	for range 4 {
+		wg.Go(func() {
+			ids := make([]idgen.ID, 0, 1<<16)
+			for time.Now().Before(stop) {
+				id, err := g.Next(context.Background())
+				if err == nil {
+					ids = append(ids, id)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, id := range ids {
+				if seen[id] {
+					t.Errorf("ID %d issued twice", id)
+				}
+				seen[id] = true
+			}
+		})
+	}
+	time.Sleep(250 * time.Millisecond)
+	m.steal(g.Node())
+	wg.Wait()
+	if len(seen) == 0 {
+		t.Fatal("no IDs issued")
+	}
+}
