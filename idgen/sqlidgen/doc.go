@@ -1,0 +1,216 @@
+// Package sqlidgen leases worker node ids from an SQL database, for MySQL
+// and MariaDB, PostgreSQL and SQLite: [Leaser] keeps a pool of node ids with
+// leases that expire, and [WorkerNodes] hands out a new id at every start
+// from an auto-increment column, as Baidu's uid-generator does with its
+// WORKER_NODE table. Both are [idgen.Leaser]s for [idgen.NewLeased]. The
+// package imports only database/sql: a program links the one driver it
+// opens its *sql.DB with.
+//
+//	db, err := sql.Open("pgx", dsn)
+//	...
+//	leaser, err := sqlidgen.New(db, sqlidgen.Postgres, sqlidgen.Config{Pool: "orders", Size: 1024})
+//	...
+//	if err := leaser.Migrate(ctx); err != nil { ... }
+//	gen, err := idgen.NewLeased(ctx, leaser, idgen.Config{})
+//
+// # Drivers
+//
+//   - MySQL 8.0 or later and MariaDB 10.6 or later (for FOR UPDATE SKIP
+//     LOCKED): github.com/go-sql-driver/mysql, with any DSN options
+//     (parseTime, loc, time_zone, clientFoundRows and interpolateParams all
+//     work).
+//   - PostgreSQL 10 or later: pgx's database/sql driver,
+//     github.com/jackc/pgx/v5/stdlib, or another.
+//   - SQLite 3.35 or later (for RETURNING): modernc.org/sqlite or another
+//     driver. Use a file in WAL mode with a busy timeout, so that writers
+//     wait for each other instead of failing; the package runs no
+//     transactions of its own on SQLite, and every statement holds the write
+//     lock from its start:
+//     file:ids.db?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate
+//
+// # Leased pool
+//
+// [Leaser] keeps a row per node of a pool ([Config.Pool]) that has ever been
+// leased, created on first use: the token of the last lease granted, its
+// owner, when it was granted and when it ends, when it was released, and the
+// node's high-water mark. The pool is node ids 0 to [Config.Size]-1; one
+// table may hold many pools.
+//
+// A lease lasts [Config.Lease] from the database's now when it is granted
+// or renewed. Acquire takes the smallest node id that was never used; when
+// every id has been, it takes the node whose lease ended longest ago, a
+// released lease ending when it was released. So a freed node joins the tail
+// of a queue (seed 000's Redis list: take from the head, give back to the
+// tail) and rests as long as the pool allows before anyone takes it again.
+// Acquire with [idgen.LeaseRequest].Static takes exactly the node asked for,
+// if no live lease holds it. Acquire refuses with [idgen.ErrNodeRange] a pool
+// whose ids the caller's layout cannot hold.
+//
+// Renew and Release name the lease by node and token, and act only while the
+// lease is live by the database's clock; otherwise they fail with
+// [idgen.ErrLeaseLost] and change nothing. A released lease has ended: a
+// second Release of it fails the same way.
+//
+// # Statements
+//
+//   - Acquire: a SELECT that finds the smallest never-used node id, then an
+//     INSERT of its row that does nothing if another client inserted it
+//     first (INSERT IGNORE on MySQL, ON CONFLICT DO NOTHING elsewhere). When
+//     every id has been used, one UPDATE on PostgreSQL and SQLite takes the
+//     free node free longest (PostgreSQL's subquery picks it with FOR UPDATE
+//     SKIP LOCKED; a SQLite statement holds the write lock from its start),
+//     and on MySQL a READ COMMITTED transaction picks it with SELECT ... FOR
+//     UPDATE SKIP LOCKED and updates it. When another client took the
+//     chosen node first, or holds free nodes locked, Acquire looks again:
+//     it fails with [idgen.ErrNoFreeNode] only when no node was free, never
+//     because others made progress. Static: one upsert that takes the node
+//     only if its lease has ended (MySQL reads the outcome in a second
+//     statement).
+//   - Renew: one UPDATE ... RETURNING (on MySQL an UPDATE and a SELECT).
+//   - Release: one UPDATE.
+//
+// A call that fails after the database may have granted a node — the answer
+// to a commit lost with the connection — does not hold it for nothing:
+// Acquire looks for a live lease under the token it generated, and returns
+// it while its context lasts or releases it once the context has ended.
+//
+// # Clock
+//
+// Every lease starts, ends and is compared by the database's clock, read
+// once per statement — UTC_TIMESTAMP(6) on MySQL, statement_timestamp() on
+// PostgreSQL, julianday('now') on SQLite (whose clock is the host's, shared
+// by every process using the file) — never by the clock of the process
+// calling, so holders on hosts with skewed clocks agree. Times are
+// microseconds (SQLite's clock ticks in milliseconds), and MySQL's are free
+// of the session's time zone.
+//
+// # High-water mark
+//
+// The high_water column holds each node's high-water mark in microseconds
+// since the Unix epoch, rounded up: every ID issued with the node lies
+// before it. Renew and Release raise it with GREATEST (max on SQLite) and
+// nothing lowers it; it stays in the row when the lease ends, and Acquire
+// returns it to the next holder as [idgen.Lease].HighWater. It is the
+// holders' clock, not the database's.
+//
+// # Durability
+//
+// An SQL database keeps what it committed, so a Leaser has no lost-data
+// fence and never returns [idgen.ErrPoolRecovering]. That holds only while
+// the rows stay: deleting a pool's rows, or restoring the table from a
+// backup older than the live leases, loses high-water marks and live
+// leases, and the next holders may issue IDs that were issued before. Do
+// either only when every generator of the pool has stopped and the clocks
+// have passed the lost marks, or start a new pool name.
+//
+// # WORKER_NODE mode
+//
+// [WorkerNodes] inserts a row per start into a table shaped like
+// uid-generator's WORKER_NODE (host name, port, type, launch date, modified
+// and created times) and uses the row's auto-increment id as the node id
+// itself: node = id, so node 0 is never used and the ids run from 1, as in
+// uid-generator, whose Java processes can share the table (name it in
+// [WorkerNodesConfig.Table]) when they use the same layout. A node is never
+// granted again, so its lease has a TTL of 0 and needs no renewal; Release
+// only records the end as the modified time. Every start uses up an id: once
+// the ids pass the layout's largest node id (a 22-bit node field, as
+// uid-generator's, lasts 4,194,303 starts), Acquire fails with an error
+// wrapping [idgen.ErrNodeRange]. The fix is a layout with more node bits,
+// or emptying the table and resetting its counter (TRUNCATE on MySQL,
+// TRUNCATE ... RESTART IDENTITY on PostgreSQL, deleting the table's
+// sqlite_sequence row as well on SQLite) after every process using its ids
+// has stopped.
+//
+// # Schema
+//
+// [Leaser.Migrate] runs, for the default table:
+//
+// MySQL and MariaDB (times in UTC):
+//
+//	CREATE TABLE IF NOT EXISTS `idemq_worker_lease` (
+//		pool       VARBINARY(64)  NOT NULL,
+//		node       BIGINT         NOT NULL,
+//		token      VARBINARY(32)  NOT NULL,
+//		owner      VARCHAR(255) CHARACTER SET utf8mb4 NOT NULL,
+//		granted_at DATETIME(6)    NOT NULL,
+//		expires_at DATETIME(6)    NOT NULL,
+//		freed_at   DATETIME(6)    NULL,
+//		high_water BIGINT         NOT NULL,
+//		PRIMARY KEY (pool, node),
+//		KEY `idemq_worker_lease_free` (pool, expires_at, node)
+//	) ENGINE = InnoDB;
+//
+// PostgreSQL:
+//
+//	CREATE TABLE IF NOT EXISTS "idemq_worker_lease" (
+//		pool       text COLLATE "C" NOT NULL CHECK (octet_length(pool) BETWEEN 1 AND 64),
+//		node       bigint NOT NULL CHECK (node >= 0),
+//		token      text NOT NULL,
+//		owner      text NOT NULL,
+//		granted_at timestamptz NOT NULL,
+//		expires_at timestamptz NOT NULL,
+//		freed_at   timestamptz,
+//		high_water bigint NOT NULL,
+//		PRIMARY KEY (pool, node)
+//	);
+//	CREATE INDEX IF NOT EXISTS "idemq_worker_lease_free" ON "idemq_worker_lease" (pool, expires_at, node);
+//
+// SQLite (times in microseconds since the Unix epoch):
+//
+//	CREATE TABLE IF NOT EXISTS "idemq_worker_lease" (
+//		pool       TEXT    NOT NULL,
+//		node       INTEGER NOT NULL,
+//		token      TEXT    NOT NULL,
+//		owner      TEXT    NOT NULL,
+//		granted_at INTEGER NOT NULL,
+//		expires_at INTEGER NOT NULL,
+//		freed_at   INTEGER,
+//		high_water INTEGER NOT NULL,
+//		PRIMARY KEY (pool, node)
+//	) WITHOUT ROWID;
+//	CREATE INDEX IF NOT EXISTS "idemq_worker_lease_free" ON "idemq_worker_lease" (pool, expires_at, node);
+//
+// [WorkerNodes.Migrate] runs, for the default table (its times are for
+// operators only, written as uid-generator writes them: NOW() in the
+// session's time zone on MySQL):
+//
+// MySQL and MariaDB:
+//
+//	CREATE TABLE IF NOT EXISTS `idemq_worker_node` (
+//		id          BIGINT      NOT NULL AUTO_INCREMENT,
+//		host_name   VARCHAR(64) NOT NULL,
+//		port        VARCHAR(64) NOT NULL,
+//		type        INT         NOT NULL,
+//		launch_date DATE        NOT NULL,
+//		modified    DATETIME    NOT NULL,
+//		created     DATETIME    NOT NULL,
+//		PRIMARY KEY (id)
+//	) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4;
+//
+// PostgreSQL:
+//
+//	CREATE TABLE IF NOT EXISTS "idemq_worker_node" (
+//		id          bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+//		host_name   varchar(64) NOT NULL,
+//		port        varchar(64) NOT NULL,
+//		type        integer NOT NULL,
+//		launch_date date NOT NULL,
+//		modified    timestamptz NOT NULL,
+//		created     timestamptz NOT NULL
+//	);
+//
+// SQLite (AUTOINCREMENT, so that no id is handed out twice):
+//
+//	CREATE TABLE IF NOT EXISTS "idemq_worker_node" (
+//		id          INTEGER PRIMARY KEY AUTOINCREMENT,
+//		host_name   TEXT    NOT NULL,
+//		port        TEXT    NOT NULL,
+//		type        INTEGER NOT NULL,
+//		launch_date TEXT    NOT NULL,
+//		modified    TEXT    NOT NULL,
+//		created     TEXT    NOT NULL
+//	);
+//
+// [Leaser.Schema] and [WorkerNodes.Schema] return the statements for a
+// configured table name.
+package sqlidgen

@@ -1,0 +1,458 @@
+package sqlidgen
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"github.com/idemq/idemq/idgen"
+)
+
+// Defaults of [Config].
+const (
+	// DefaultTable is the table a Leaser uses unless [Config.Table] names
+	// another.
+	DefaultTable = "idemq_worker_lease"
+	// DefaultLease is the lease length unless [Config.Lease] sets another.
+	DefaultLease = 10 * time.Second
+)
+
+// Bounds on what a row holds.
+const (
+	maxPool  = 64  // bytes of a pool name
+	maxOwner = 255 // bytes of an owner description, longer ones are cut
+)
+
+// cleanupTimeout bounds the statements that give back a node an Acquire
+// took for a caller that has gone.
+const cleanupTimeout = 5 * time.Second
+
+// Config holds a Leaser's settings. Pool and Size are required.
+type Config struct {
+	// Pool names the pool: leasers with the same pool and table share its
+	// node ids. At most 64 bytes of UTF-8, compared byte for byte.
+	// Required.
+	Pool string
+	// Size is the number of node ids in the pool, 0 to Size-1. It must
+	// not exceed the node ids of the layout of every generator using the
+	// pool (Acquire checks), and must never shrink below a node some
+	// holder still uses. Required: there is no default node range.
+	Size int64
+	// Lease is how long a lease lasts from the database's now when it is
+	// granted or renewed. A holder that stalls for longer loses its node.
+	// Default [DefaultLease], 10 seconds; at least a millisecond.
+	Lease time.Duration
+	// Table is the name of the table holding the pool's rows: a letter or
+	// underscore, then letters, digits and underscores, at most 48 bytes
+	// (an index named after it must fit every dialect's limit). It is
+	// quoted, so PostgreSQL keeps its case. One table may hold many pools.
+	// Default [DefaultTable].
+	Table string
+}
+
+// tableName matches the table names Config accepts.
+var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
+
+func (c *Config) setDefaults() {
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.Table == "" {
+		c.Table = DefaultTable
+	}
+}
+
+// Validate reports settings that cannot work, wrapping
+// [idgen.ErrInvalidConfig].
+func (c Config) Validate() error {
+	var why string
+	switch {
+	case c.Pool == "":
+		why = "Pool is required"
+	case len(c.Pool) > maxPool || !utf8.ValidString(c.Pool):
+		why = fmt.Sprintf("Pool %q: want at most %d bytes of UTF-8", c.Pool, maxPool)
+	case c.Size <= 0:
+		why = fmt.Sprintf("Size %d: want the number of node ids in the pool, at least 1", c.Size)
+	case c.Lease < time.Millisecond:
+		why = fmt.Sprintf("Lease %v: want at least 1ms", c.Lease)
+	case !tableName.MatchString(c.Table):
+		why = fmt.Sprintf("Table %q: want a letter or underscore, then letters, digits or underscores, at most 48 bytes", c.Table)
+	default:
+		return nil
+	}
+	return fmt.Errorf("sqlidgen: config: %s: %w", why, idgen.ErrInvalidConfig)
+}
+
+// Leaser is an [idgen.Leaser] over rows of one SQL table, a row per node of
+// the pool that has ever been leased. It is safe for concurrent use by
+// multiple goroutines and processes sharing the table.
+type Leaser struct {
+	db  *sql.DB
+	d   Dialect
+	cfg Config
+	q   leaseSQL
+}
+
+var _ idgen.Leaser = (*Leaser)(nil)
+
+// New returns a Leaser of the pool cfg names over db, which speaks d. It
+// does not touch the database: call [Leaser.Migrate] to create the table, or
+// create it from [Leaser.Schema]. It never closes db.
+func New(db *sql.DB, d Dialect, cfg Config) (*Leaser, error) {
+	if db == nil {
+		return nil, fmt.Errorf("sqlidgen: nil *sql.DB: %w", idgen.ErrInvalidConfig)
+	}
+	if !d.valid() {
+		return nil, fmt.Errorf("sqlidgen: unknown dialect %v: %w", d, idgen.ErrInvalidConfig)
+	}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Leaser{db: db, d: d, cfg: cfg, q: newLeaseSQL(d, cfg.Table)}, nil
+}
+
+// Config returns the Leaser's settings, defaults filled in.
+func (l *Leaser) Config() Config { return l.cfg }
+
+// Schema returns the statements [Leaser.Migrate] runs: the table and its
+// index, for migration tools that manage the schema themselves.
+func (l *Leaser) Schema() []string { return slices.Clone(l.q.ddl) }
+
+// Migrate creates the table and its index unless they exist.
+func (l *Leaser) Migrate(ctx context.Context) error {
+	for _, stmt := range l.q.ddl {
+		if _, err := l.db.ExecContext(ctx, stmt); err != nil {
+			return fail(ctx, "migrate "+l.cfg.Table, err)
+		}
+	}
+	return nil
+}
+
+// Acquire takes a node id of the pool, as [idgen.Leaser] says. A dynamic
+// acquire takes the smallest never-used node id if there is one, else the
+// node whose lease ended or was released longest ago; it tries again
+// whenever another client took the node it chose, so it fails with
+// [idgen.ErrNoFreeNode] only when no node was free. After an error that
+// leaves the outcome unknown it looks for a node granted under this call's
+// token, returning it while ctx lasts and giving it back when ctx has ended,
+// so that a lost answer does not hold a node for a whole lease.
+func (l *Leaser) Acquire(ctx context.Context, req idgen.LeaseRequest) (idgen.Lease, error) {
+	if top := l.cfg.Size - 1; top > req.MaxNode {
+		return idgen.Lease{}, fmt.Errorf("sqlidgen: pool %q has node ids 0 to %d, but the layout holds only up to %d: shrink Config.Size to at most %d (with no holder above it) or use a layout with more node bits: %w",
+			l.cfg.Pool, top, req.MaxNode, req.MaxNode+1, idgen.ErrNodeRange)
+	}
+	if req.Static && (req.Node < 0 || req.Node >= l.cfg.Size) {
+		return idgen.Lease{}, fmt.Errorf("sqlidgen: static node %d is outside pool %q of node ids 0 to %d: %w",
+			req.Node, l.cfg.Pool, l.cfg.Size-1, idgen.ErrNodeRange)
+	}
+	token := rand.Text()
+	owner := clip(req.Owner, maxOwner)
+	var (
+		lease idgen.Lease
+		err   error
+	)
+	if req.Static {
+		lease, err = l.acquireStatic(ctx, req.Node, token, owner)
+	} else {
+		lease, err = l.acquireAny(ctx, token, owner)
+	}
+	if err == nil || errors.Is(err, idgen.ErrNoFreeNode) {
+		return lease, err
+	}
+	if lease, ok := l.settle(ctx, token); ok {
+		return lease, nil
+	}
+	return idgen.Lease{}, fail(ctx, fmt.Sprintf("acquire a node of pool %q", l.cfg.Pool), err)
+}
+
+// acquireStatic takes node if no live lease holds it.
+func (l *Leaser) acquireStatic(ctx context.Context, node int64, token, owner string) (idgen.Lease, error) {
+	args := []any{l.cfg.Pool, node, token, owner, micros(l.cfg.Lease)}
+	var (
+		mark int64
+		ok   bool
+	)
+	if l.d == MySQL {
+		if _, err := l.db.ExecContext(ctx, l.q.static, args...); err != nil {
+			return idgen.Lease{}, err
+		}
+		err := l.db.QueryRowContext(ctx, l.q.owned, token, l.cfg.Pool, node).Scan(&ok, &mark)
+		if err != nil {
+			return idgen.Lease{}, err
+		}
+	} else {
+		switch err := l.db.QueryRowContext(ctx, l.q.static, args...).Scan(&mark); {
+		case err == nil:
+			ok = true
+		case !errors.Is(err, sql.ErrNoRows):
+			return idgen.Lease{}, err
+		}
+	}
+	if !ok {
+		return idgen.Lease{}, fmt.Errorf("sqlidgen: static node %d of pool %q is held by a live lease: %w", node, l.cfg.Pool, idgen.ErrNoFreeNode)
+	}
+	return l.lease(node, token, mark), nil
+}
+
+// acquireAny takes a never-used node, else the node free longest. Every
+// pass that does not end has seen another client take a node or hold a
+// free one locked on its way to taking it, so the loop ends: the pool is
+// finite and taken nodes stay taken for a lease.
+func (l *Leaser) acquireAny(ctx context.Context, token, owner string) (idgen.Lease, error) {
+	pause := time.Millisecond
+	for {
+		var gap sql.NullInt64
+		if err := l.db.QueryRowContext(ctx, l.q.gap, l.cfg.Pool, l.cfg.Pool, l.cfg.Size).Scan(&gap); err != nil {
+			return idgen.Lease{}, err
+		}
+		if gap.Valid {
+			ok, err := affected(l.db.ExecContext(ctx, l.q.insert, l.cfg.Pool, gap.Int64, token, owner, micros(l.cfg.Lease)))
+			if err != nil {
+				return idgen.Lease{}, err
+			}
+			if ok {
+				return l.lease(gap.Int64, token, 0), nil
+			}
+			continue // another client took it first
+		}
+		node, mark, ok, err := l.take(ctx, token, owner)
+		if err != nil {
+			return idgen.Lease{}, err
+		}
+		if ok {
+			return l.lease(node, token, mark), nil
+		}
+		if l.d == SQLite {
+			// One statement saw the whole pool under the write lock.
+			break
+		}
+		// FOR UPDATE SKIP LOCKED passed over the rows others held locked.
+		// Free ones among them are being taken, or were locked by a
+		// statement that leaves them free: look again once they are done.
+		var n int64
+		if err := l.db.QueryRowContext(ctx, l.q.free, l.cfg.Pool, l.cfg.Size).Scan(&n); err != nil {
+			return idgen.Lease{}, err
+		}
+		if n == 0 {
+			break
+		}
+		if err := sleep(ctx, pause); err != nil {
+			return idgen.Lease{}, err
+		}
+		pause = min(2*pause, 50*time.Millisecond)
+	}
+	return idgen.Lease{}, fmt.Errorf("sqlidgen: all %d node ids of pool %q are held by live leases: %w", l.cfg.Size, l.cfg.Pool, idgen.ErrNoFreeNode)
+}
+
+// take gives token the free node that has been free longest, if any.
+func (l *Leaser) take(ctx context.Context, token, owner string) (node, mark int64, ok bool, err error) {
+	if l.d != MySQL {
+		err = l.db.QueryRowContext(ctx, l.q.take, token, owner, micros(l.cfg.Lease), l.cfg.Pool, l.cfg.Pool, l.cfg.Size).Scan(&node, &mark)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, 0, false, nil
+		}
+		return node, mark, err == nil, err
+	}
+	// READ COMMITTED: InnoDB then locks only the row picked, and takes no
+	// gap locks that acquirers moving rows within the index could
+	// deadlock on.
+	tx, err := l.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return 0, 0, false, err
+	}
+	defer tx.Rollback()
+	err = tx.QueryRowContext(ctx, l.q.pick, l.cfg.Pool, l.cfg.Size).Scan(&node, &mark)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, false, nil
+	}
+	if err != nil {
+		return 0, 0, false, err
+	}
+	if _, err := tx.ExecContext(ctx, l.q.grant, token, owner, micros(l.cfg.Lease), l.cfg.Pool, node); err != nil {
+		return 0, 0, false, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, 0, false, err
+	}
+	return node, mark, true, nil
+}
+
+// settle looks for a live lease granted to token by a call whose answer was
+// lost. While ctx lasts it returns the lease; once ctx has ended the caller
+// has gone, so it releases the lease, on a context of its own.
+func (l *Leaser) settle(ctx context.Context, token string) (idgen.Lease, bool) {
+	live := ctx.Err() == nil
+	if !live {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+	}
+	var node, mark int64
+	if err := l.db.QueryRowContext(ctx, l.q.byToken, l.cfg.Pool, token).Scan(&node, &mark); err != nil {
+		return idgen.Lease{}, false
+	}
+	lease := l.lease(node, token, mark)
+	if live {
+		return lease, true
+	}
+	l.db.ExecContext(ctx, l.q.release, 0, l.cfg.Pool, node, token) // best effort: otherwise it ends with its lease
+	return idgen.Lease{}, false
+}
+
+func (l *Leaser) lease(node int64, token string, mark int64) idgen.Lease {
+	return idgen.Lease{Node: node, Token: token, TTL: l.cfg.Lease, HighWater: markTime(mark)}
+}
+
+// Renew extends lease by [Config.Lease] from the database's now and raises
+// its node's high-water mark to highWater if it is below, as
+// [idgen.Leaser] says. It fails with [idgen.ErrLeaseLost], changing
+// nothing, if lease has ended by the database's clock or another holder has
+// the node.
+func (l *Leaser) Renew(ctx context.Context, lease idgen.Lease, highWater time.Time) (idgen.Lease, error) {
+	args := []any{micros(l.cfg.Lease), markMicros(highWater), l.cfg.Pool, lease.Node, lease.Token}
+	var (
+		mark int64
+		ok   bool
+	)
+	if l.d == MySQL {
+		// MySQL returns no rows from an UPDATE, and counts a row the
+		// UPDATE left as it was as unchanged: the row tells the outcome.
+		if _, err := l.db.ExecContext(ctx, l.q.renew, args...); err != nil {
+			return idgen.Lease{}, l.failLease(ctx, "renew", lease, err)
+		}
+		err := l.db.QueryRowContext(ctx, l.q.owned, lease.Token, l.cfg.Pool, lease.Node).Scan(&ok, &mark)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return idgen.Lease{}, l.failLease(ctx, "renew", lease, err)
+		}
+	} else {
+		switch err := l.db.QueryRowContext(ctx, l.q.renew, args...).Scan(&mark); {
+		case err == nil:
+			ok = true
+		case !errors.Is(err, sql.ErrNoRows):
+			return idgen.Lease{}, l.failLease(ctx, "renew", lease, err)
+		}
+	}
+	if !ok {
+		return idgen.Lease{}, l.lost(lease)
+	}
+	return l.lease(lease.Node, lease.Token, mark), nil
+}
+
+// Release ends lease at once, raising its node's high-water mark as Renew
+// does; the node joins the tail of the pool's free nodes. It fails with
+// [idgen.ErrLeaseLost], changing nothing, if lease has ended by the
+// database's clock, was released before, or another holder has the node.
+func (l *Leaser) Release(ctx context.Context, lease idgen.Lease, highWater time.Time) error {
+	ok, err := affected(l.db.ExecContext(ctx, l.q.release, markMicros(highWater), l.cfg.Pool, lease.Node, lease.Token))
+	if err != nil {
+		return l.failLease(ctx, "release", lease, err)
+	}
+	if !ok {
+		return l.lost(lease)
+	}
+	return nil
+}
+
+func (l *Leaser) lost(lease idgen.Lease) error {
+	return fmt.Errorf("sqlidgen: node %d of pool %q: %w", lease.Node, l.cfg.Pool, idgen.ErrLeaseLost)
+}
+
+func (l *Leaser) failLease(ctx context.Context, op string, lease idgen.Lease, err error) error {
+	return fail(ctx, fmt.Sprintf("%s node %d of pool %q", op, lease.Node, l.cfg.Pool), err)
+}
+
+// NodeLease is one node's row in a pool, as [Leaser.List] reports it. Its
+// times are the database's.
+type NodeLease struct {
+	Node int64
+	// Owner describes the holder of the last lease granted
+	// ([idgen.LeaseRequest].Owner).
+	Owner string
+	// Held reports whether the lease is live by the database's clock.
+	Held bool
+	// Granted is when the last lease was granted, Expires when it ends or
+	// ended. A released lease ended when it was released.
+	Granted, Expires time.Time
+	// Freed is when the last lease was released, or zero if it was not:
+	// a lease neither held nor released expired.
+	Freed time.Time
+	// HighWater is the node's high-water mark: every ID issued with the
+	// node lies before it. Zero if no holder has raised it.
+	HighWater time.Time
+	// Remaining is how long the lease has left, measured by the
+	// database's clock at the time of the list; zero unless Held.
+	Remaining time.Duration
+}
+
+// List returns the rows of the pool, in node order, for operators: the
+// nodes that have ever been leased, whether held now or free. Node ids
+// without a row have never been used; rows at or above [Config.Size] are
+// left from a larger pool and never granted again.
+func (l *Leaser) List(ctx context.Context) ([]NodeLease, error) {
+	rows, err := l.db.QueryContext(ctx, l.q.list, l.cfg.Pool)
+	if err != nil {
+		return nil, fail(ctx, fmt.Sprintf("list pool %q", l.cfg.Pool), err)
+	}
+	defer rows.Close()
+	var out []NodeLease
+	for rows.Next() {
+		var (
+			n                        NodeLease
+			granted, expires, now, m int64
+			freed                    sql.NullInt64
+		)
+		if err := rows.Scan(&n.Node, &n.Owner, &granted, &expires, &freed, &m, &now); err != nil {
+			return nil, fail(ctx, fmt.Sprintf("list pool %q", l.cfg.Pool), err)
+		}
+		n.Granted, n.Expires = time.UnixMicro(granted).UTC(), time.UnixMicro(expires).UTC()
+		if freed.Valid {
+			n.Freed = time.UnixMicro(freed.Int64).UTC()
+		}
+		n.HighWater = markTime(m)
+		if expires > now {
+			n.Held, n.Remaining = true, time.Duration(expires-now)*time.Microsecond
+		}
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail(ctx, fmt.Sprintf("list pool %q", l.cfg.Pool), err)
+	}
+	return out, nil
+}
+
+// affected reports whether a statement on one row changed it.
+func affected(res sql.Result, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// fail wraps a database error, adding ctx's error when a driver reported
+// its cancellation in words of its own.
+func fail(ctx context.Context, what string, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("sqlidgen: %s: %w: %w", what, cerr, err)
+	}
+	return fmt.Errorf("sqlidgen: %s: %w", what, err)
+}
