@@ -24,6 +24,9 @@
 //     key twice; cancelled contexts and non-positive durations;
 //   - failures mid-call through [FaultStore]: nothing is recorded wrongly and
 //     every write can be retried;
+//   - batch claims that fail part-way, through a context that expires
+//     mid-batch or a failed claim in [dedupe.ClaimBatch]'s one-by-one
+//     fallback: every key is free again at once;
 //   - keys as data: quotes, SQL, Lua, glob and LIKE patterns, Redis hash
 //     tags, the longest valid parts in multi-byte UTF-8, and no case
 //     folding, padding or Unicode normalisation; bad keys (too long, invalid
@@ -84,6 +87,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedupe.Store, f Features) {
 		{"Extend", testExtend},
 		{"Fingerprint", testFingerprint},
 		{"Batch", testBatch},
+		{"FailedBatch", testFailedBatch},
 		{"Durations", testDurations},
 		{"CancelledContext", testCancelledContext},
 		{"Faults", testFaults},
@@ -678,6 +682,122 @@ func testBatch(s *suite) {
 		}
 	})
 }
+
+// testFailedBatch fails batch claims part-way and checks that every key
+// such a batch could have taken can be claimed at once: the caller never
+// learns the tokens of a failed batch, so a key it kept would stay blocked
+// for a whole lease.
+func testFailedBatch(s *suite) {
+	// Some keys are done, so that a batch meets records it keeps as well
+	// as keys it takes.
+	// Batches of n keys, large enough to take a SQL store several
+	// statements.
+	const n, every = 600, 16
+	var done []dedupe.Ref
+	for i := 0; i < n; i += every {
+		r := s.ref(fmt.Sprint("done", i))
+		s.complete(s.acquire(r, long), long, nil)
+		done = append(done, r)
+	}
+	tests := []struct {
+		name string
+		// fail runs claims of batches made by batch that fail part-way,
+		// calling check after each failure.
+		fail func(s *suite, batch func(string) []dedupe.ClaimRequest, check func([]dedupe.ClaimRequest))
+	}{
+		{"Deadline", failByDeadline},
+		{"Fault", failByFault},
+	}
+	for _, tc := range tests {
+		s.Run(tc.name, func(t *testing.T) {
+			s := s.sub(t)
+			batch := func(prefix string) []dedupe.ClaimRequest {
+				reqs := make([]dedupe.ClaimRequest, n)
+				for i := range reqs {
+					reqs[i] = dedupe.ClaimRequest{Ref: s.ref(fmt.Sprint(prefix, i)), Lease: long}
+					if i%every == 0 {
+						reqs[i].Ref = done[i/every]
+					}
+				}
+				return reqs
+			}
+			// check claims a prefix of a failed batch again: every key
+			// is as it was before the batch.
+			check := func(reqs []dedupe.ClaimRequest) {
+				s.Helper()
+				res, errs, err := dedupe.ClaimBatch(s.Context(), s.store, reqs)
+				if err != nil {
+					s.Fatalf("ClaimBatch after a failed batch: %v", err)
+				}
+				held := 0
+				for i, r := range res {
+					want := dedupe.Acquired
+					if i%every == 0 {
+						want = dedupe.Done
+					}
+					if errs[i] != nil || r.Status != want {
+						if held == 0 {
+							s.Errorf("ClaimBatch of %q after a failed batch = %v, %v; want %v", reqs[i].Ref, r.Status, errs[i], want)
+						}
+						held++
+					}
+				}
+				if held > 1 {
+					s.Errorf("... and %d more of %d keys", held-1, len(reqs))
+				}
+			}
+			tc.fail(s, batch, check)
+		})
+	}
+}
+
+// failByDeadline claims batches whose contexts expire at fractions of the
+// time a whole batch takes, so that most end while the store is part-way
+// through them.
+func failByDeadline(s *suite, batch func(string) []dedupe.ClaimRequest, check func([]dedupe.ClaimRequest)) {
+	var took time.Duration
+	for i := range 2 { // the first may prepare what the second reuses
+		start := time.Now()
+		if _, _, err := dedupe.ClaimBatch(s.Context(), s.store, batch(fmt.Sprint("warm", i, "-"))); err != nil {
+			s.Fatalf("ClaimBatch: %v", err)
+		}
+		took = time.Since(start)
+	}
+	const steps = 6
+	failed := 0
+	for i := 1; i < steps; i++ {
+		reqs := batch(fmt.Sprint("deadline", i, "-"))
+		ctx, cancel := context.WithTimeout(s.Context(), took*time.Duration(i)/steps)
+		_, _, err := dedupe.ClaimBatch(ctx, s.store, reqs)
+		cancel()
+		if err == nil {
+			continue
+		}
+		if isSentinel(err) {
+			s.Fatalf("ClaimBatch past its deadline = %v, want a plain error", err)
+		}
+		failed++
+		check(reqs)
+	}
+	s.Logf("%d of %d batches ran past their deadline; a whole batch took %v", failed, steps-1, took)
+}
+
+// failByFault claims a batch one key at a time, as [dedupe.ClaimBatch] does
+// for a store without batches, and fails a claim in the middle before it
+// reaches the store.
+func failByFault(s *suite, batch func(string) []dedupe.ClaimRequest, check func([]dedupe.ClaimRequest)) {
+	fs := NewFaultStore(s.store)
+	reqs := batch("fault")[:100] // a key per call
+	fs.Inject(Fault{Ops: OpClaim, Nth: len(reqs) / 2})
+	_, _, err := dedupe.ClaimBatch(s.Context(), plainStore{fs}, reqs)
+	if !errors.Is(err, ErrInjected) {
+		s.Fatalf("ClaimBatch with a failing claim = %v, want the injected fault", err)
+	}
+	check(reqs)
+}
+
+// plainStore hides a store's batch methods.
+type plainStore struct{ dedupe.Store }
 
 // testDurations checks that non-positive leases and retentions are refused
 // and change nothing.

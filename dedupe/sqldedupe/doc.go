@@ -59,7 +59,11 @@
 //
 // A batch of more than 256 keys takes a statement per 256. A batch that
 // names a key twice takes a statement per occurrence, because the answers
-// must be those of single calls made one after another.
+// must be those of single calls made one after another. Such a claim runs
+// its statements in one transaction (BEGIN and COMMIT besides), so that one
+// failing part-way, its deadline passing or its connection lost, takes no
+// key: its caller never learns the tokens, and the keys its first statements
+// took would otherwise stay held for a whole lease.
 //
 // # Exactly once with a transaction
 //

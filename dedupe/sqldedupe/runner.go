@@ -69,7 +69,11 @@ func (r runner) inTx(ctx context.Context, fn func(runner) error) error {
 		return err
 	}
 	if err := fn(runner{s: r.s, tx: tx}); err != nil {
-		return errors.Join(err, tx.Rollback())
+		// database/sql has rolled back a transaction whose context ended.
+		if rerr := tx.Rollback(); !errors.Is(rerr, sql.ErrTxDone) {
+			err = errors.Join(err, rerr)
+		}
+		return err
 	}
 	return tx.Commit()
 }

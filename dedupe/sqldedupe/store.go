@@ -215,7 +215,9 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 // ClaimBatch implements [dedupe.Batcher]. Keys that are free, or whose
 // records are done or in flight, take one statement per batch; on MySQL a
 // batch holding a key it did not acquire takes a second statement to read
-// those keys' records.
+// those keys' records. A batch of more than 256 keys, or with a key twice,
+// takes several statements in one transaction, so that one failing part-way
+// takes no key.
 func (s *Store) ClaimBatch(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
 	what := fmt.Sprintf("claim batch of %d", len(reqs))
 	if err := ctx.Err(); err != nil {
@@ -375,10 +377,44 @@ func answer(row upsertRow, rec record) (dedupe.ClaimResult, bool) {
 
 // upsert claims rows (or marks them done, by state) and answers each as if
 // it had been asked alone, one after another in order: a key twice in rows
-// is first acquired, then in flight. Each round asks the first pending
+// is first acquired, then in flight.
+//
+// Rows that take more than one statement are claimed in one transaction, so
+// that a batch failing part-way (its deadline, a lost connection) takes no
+// key: its caller never learns the tokens, and the keys an earlier statement
+// took would stay held for a whole lease.
+func (s *Store) upsert(ctx context.Context, r runner, state string, rows []upsertRow) ([]dedupe.ClaimResult, error) {
+	if r.tx != nil || oneStatement(rows) {
+		return s.upsertRounds(ctx, r, state, rows)
+	}
+	var res []dedupe.ClaimResult
+	err := r.inTx(ctx, func(r runner) (err error) {
+		res, err = s.upsertRounds(ctx, r, state, rows)
+		return err
+	})
+	return res, err
+}
+
+// oneStatement reports whether rows fit one upsert: few enough, and no key
+// twice.
+func oneStatement(rows []upsertRow) bool {
+	if len(rows) > maxRows {
+		return false
+	}
+	seen := make(map[dedupe.Ref]bool, len(rows))
+	for _, row := range rows {
+		if seen[row.ref] {
+			return false
+		}
+		seen[row.ref] = true
+	}
+	return true
+}
+
+// upsertRounds is upsert inside r. Each round asks the first pending
 // occurrence of every key, sorted so that concurrent batches lock rows in
 // one order and cannot deadlock each other.
-func (s *Store) upsert(ctx context.Context, r runner, state string, rows []upsertRow) ([]dedupe.ClaimResult, error) {
+func (s *Store) upsertRounds(ctx context.Context, r runner, state string, rows []upsertRow) ([]dedupe.ClaimResult, error) {
 	res := make([]dedupe.ClaimResult, len(rows))
 	pending := make([]int, len(rows))
 	for i := range pending {
