@@ -33,18 +33,28 @@ func startRedis(ctx context.Context, dir string, log io.Writer) (*Server, error)
 	if err != nil {
 		return nil, err
 	}
+	p, err := launchRedis(ctx, log, bin, dir, port)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	return &Server{Name: "redis", Addr: hostPort(port), Version: redisVersion(bin), stop: p.stop}, nil
+}
+
+// launchRedis runs bin on port without persistence, its data and log in
+// dir, and waits until it answers.
+func launchRedis(ctx context.Context, log io.Writer, bin, dir string, port int) (*process, error) {
 	p, err := startProcess(log, filepath.Join(dir, "redis.log"), nil, bin,
 		"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", dir,
 		"--save", "", "--appendonly", "no", "--protected-mode", "no")
 	if err != nil {
-		return nil, fmt.Errorf("redis: %w", err)
+		return nil, err
 	}
 	addr := hostPort(port)
 	if err := waitReady(ctx, p, func(context.Context) error { return redisPing(addr) }); err != nil {
 		p.stop()
-		return nil, fmt.Errorf("redis: %w", err)
+		return nil, err
 	}
-	return &Server{Name: "redis", Addr: addr, Version: redisVersion(bin), stop: p.stop}, nil
+	return p, nil
 }
 
 // redisPing speaks just enough RESP to see the server answer.

@@ -1,0 +1,102 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"testing"
+)
+
+// PrivateRedis is a redis-server of its own for a test that restarts it.
+// It keeps nothing on disk, so a restart loses every key, as a Redis
+// without persistence does (or a failover to an empty replica), and comes
+// back on the same address.
+type PrivateRedis struct {
+	bin, dir string
+	port     int
+
+	mu sync.Mutex
+	p  *process
+}
+
+// StartPrivateRedis starts a PrivateRedis that is stopped when tb ends. A
+// missing redis-server skips tb, or fails it under CI=true (see [Missing]).
+func StartPrivateRedis(tb testing.TB) *PrivateRedis {
+	tb.Helper()
+	r, err := NewPrivateRedis(tb.Context())
+	if err != nil {
+		Missing(tb, err.Error())
+		return nil
+	}
+	tb.Cleanup(func() {
+		if err := r.Stop(); err != nil {
+			tb.Errorf("testenv: %v", err)
+		}
+	})
+	return r
+}
+
+// NewPrivateRedis starts a PrivateRedis for code without a testing.TB, such
+// as a TestMain that serves examples. The caller stops it.
+func NewPrivateRedis(ctx context.Context) (*PrivateRedis, error) {
+	bin, err := findBinary(nil, "redis-server")
+	if err != nil {
+		return nil, fmt.Errorf("private redis: %w (Debian package redis-server)", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, fmt.Errorf("private redis: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "idemq-private-redis-")
+	if err != nil {
+		return nil, fmt.Errorf("private redis: %w", err)
+	}
+	r := &PrivateRedis{bin: bin, dir: dir, port: port}
+	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
+	defer cancel()
+	if r.p, err = launchRedis(ctx, io.Discard, bin, dir, port); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("private redis: %w", err)
+	}
+	return r, nil
+}
+
+// Addr is the server's host:port; it stays the same across restarts.
+func (r *PrivateRedis) Addr() string { return hostPort(r.port) }
+
+// Restart stops the server, losing every key, and starts an empty one on
+// the same port. Clients see their connections closed and reconnect.
+func (r *PrivateRedis) Restart(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.p == nil {
+		return errors.New("private redis: restart after stop")
+	}
+	if err := r.p.stop(); err != nil {
+		r.p = nil
+		return fmt.Errorf("private redis: %w", err)
+	}
+	p, err := launchRedis(ctx, io.Discard, r.bin, r.dir, r.port)
+	if err != nil {
+		r.p = nil
+		return fmt.Errorf("private redis: restart on port %d: %w", r.port, err)
+	}
+	r.p = p
+	return nil
+}
+
+// Stop stops the server and removes its directory. It is safe to call
+// more than once.
+func (r *PrivateRedis) Stop() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var err error
+	if r.p != nil {
+		err = r.p.stop()
+		r.p = nil
+	}
+	return errors.Join(err, os.RemoveAll(r.dir))
+}
