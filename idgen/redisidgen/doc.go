@@ -1,0 +1,95 @@
+// Package redisidgen leases worker (node) ids from a pool kept in Redis: an
+// [idgen.Leaser], for generators on many hosts that must never use the same
+// node id at once (see [idgen.NewLeased]). Every Acquire, Renew and Release
+// is one round trip that runs a Lua script, so a grant and its checks are
+// atomic on the server.
+//
+// A pool is the node ids 0 to [Config].Size-1. A lease lasts [Config].Lease
+// by the Redis server's clock unless renewed. Acquire hands out the node
+// that waited longest, as the central queue of seed 000 does: never-used
+// ids first, in order, then freed ids in the order they became free, a
+// released node at the tail at once and an expired one when its lease
+// ends, so that a retired node rests as long as the pool allows. Every
+// node keeps a high-water mark in milliseconds (rounded up) that only goes
+// up and outlives its leases, so the next holder starts after the last ID
+// anyone issued with it.
+//
+// # Keys
+//
+// All keys of a pool share the hash tag {<namespace>:<pool>}, where
+// namespace and pool have '%', '{', '}' and ':' percent-encoded:
+//
+//	{idemq:orders}:meta    hash    lease and size (fixed at creation), created,
+//	                               recovering (the fence's end, ms)
+//	{idemq:orders}:next    string  the lowest never-used node id
+//	{idemq:orders}:free    list    freed node ids, granted from the head
+//	{idemq:orders}:live    zset    node id → lease end (ms, Redis clock)
+//	{idemq:orders}:holder  hash    node id → token of its lease
+//	{idemq:orders}:owner   hash    node id → LeaseRequest.Owner
+//	{idemq:orders}:token   hash    token → node id
+//	{idemq:orders}:mark    hash    node id → high-water mark (ms)
+//	{idemq:orders}:ahead   set     never-used ids above next taken statically
+//
+// A pool takes a few dozen bytes per node id it has handed out. Expired
+// leases are moved to the free list by the next Acquire or Release, in the
+// order they ended; no background job runs. On Redis Cluster the tag puts a
+// pool on one node; the scripts never touch two slots.
+//
+// # Clock
+//
+// Lease ends are measured by the server's TIME, read inside each script
+// (Redis 5 or later replicates a script's effects, so a script may read
+// the clock and then write; the tests run on Redis 7). Holders measure
+// their side by their own monotonic clock, from before the call; see
+// [idgen.ErrLeaseExpired]. A step forward of the Redis host's wall clock
+// ends leases early: keep it synchronised by slewing (chrony, ntpd -x),
+// and keep the holders' safety margin above any step it may still take.
+//
+// A token is made by the client before the script runs. When a reply is
+// lost and go-redis sends an Acquire again, the script finds the lease it
+// granted that token and returns it, so a dropped connection never costs a
+// node. Renew is idempotent too. A Release sent again fails with
+// [idgen.ErrLeaseLost], which a caller that is stopping can ignore.
+//
+// # Lost records
+//
+// Redis without persistence loses every lease when it restarts, and a
+// failover to an empty replica does the same. A holder whose record is gone
+// gets [idgen.ErrLeaseLost] from Renew, but it may still be issuing IDs
+// until its last renewal plus the lease, less its margin. So when Acquire
+// finds no meta record, it writes one marked "recovering until now + Lease"
+// and grants nothing, returning [idgen.ErrPoolRecovering], until that time
+// has passed by the Redis clock; by then every holder of a lost lease has
+// stopped. The fence uses the caller's Lease, and the pool's records forbid
+// leasers with another: a leaser whose Lease or Size differs from the
+// pool's meta record is refused with [idgen.ErrInvalidConfig], because a
+// longer-leased holder could outlive a shorter fence. To change the lease,
+// use a new pool name.
+//
+// The first Acquire of a pool that never existed waits the same way, since
+// Redis cannot tell a new pool from a lost one. [Leaser.Create] records a
+// new pool ready to grant at once. It refuses a pool that has any key left,
+// but after Redis lost everything nothing is left, so call Create only when
+// you know no process holds a lease of the pool: from a deployment step
+// that runs once, before the first generator starts, or from a test. Never
+// call it on every start: a process restarted right after Redis lost its
+// data would hand out nodes that live holders are still using.
+//
+// # Replication and failover
+//
+// Redis replicates asynchronously. A failover to a replica that missed the
+// last writes keeps the meta record but may lack a lease granted just
+// before, so the node is granted twice while its first holder still
+// issues IDs. WAIT, which would hold a write until a replica has it,
+// cannot run inside a script and covers only its own connection's writes,
+// so this package does not send it; min-replicas-to-write narrows the
+// window without closing it. What does close it:
+//
+//   - no automatic failover for the pool's Redis, and AOF with
+//     appendfsync always, so that a restart loses nothing; or
+//   - after every failover, delete the pool's meta key (the first of
+//     [Leaser.Keys]): every holder's next Renew fails, and the next Acquire
+//     fences the pool for one lease, keeping the marks that survived.
+//
+// The Leaser never closes the client it was given.
+package redisidgen
