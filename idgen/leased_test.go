@@ -14,7 +14,7 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func leased(t *testing.T, m *memLeaser, cfg idgen.Config) *idgen.Generator {
+func leased(t *testing.T, m *faultLeaser, cfg idgen.Config) *idgen.Generator {
 	t.Helper()
 	if cfg.Lease.Logger == nil {
 		cfg.Lease.Logger = quiet
@@ -37,7 +37,7 @@ func mustNext(t *testing.T, g *idgen.Generator) idgen.ID {
 }
 
 func TestNewLeasedConfig(t *testing.T) {
-	m := newMemLeaser(4, time.Second)
+	m := newFaultLeaser(t, 4, time.Second)
 	tests := []struct {
 		name   string
 		leaser idgen.Leaser
@@ -49,7 +49,7 @@ func TestNewLeasedConfig(t *testing.T) {
 		{"with a store", m, idgen.Config{Store: idgen.NewFileStore(t.TempDir() + "/mark")}, idgen.ErrInvalidConfig},
 		{"margin too wide", m, idgen.Config{Lease: idgen.LeaseConfig{Margin: 600 * time.Millisecond}}, idgen.ErrInvalidConfig},
 		{"negative margin", m, idgen.Config{Lease: idgen.LeaseConfig{Margin: -1}}, idgen.ErrInvalidConfig},
-		{"pool wider than the layout", newMemLeaser(64, time.Second), idgen.Config{Layout: smallNodeLayout()}, idgen.ErrNodeRange},
+		{"pool wider than the layout", newFaultLeaser(t, 64, time.Second), idgen.Config{Layout: smallNodeLayout()}, idgen.ErrNodeRange},
 		{"static node out of range", m, idgen.Config{Node: 5000, Lease: idgen.LeaseConfig{Static: true}}, idgen.ErrNodeRange},
 	}
 	for _, tt := range tests {
@@ -67,11 +67,8 @@ func TestNewLeasedConfig(t *testing.T) {
 	if _, err := idgen.New(idgen.Config{Lease: idgen.LeaseConfig{Static: true}}); !errors.Is(err, idgen.ErrInvalidConfig) {
 		t.Errorf("New with Config.Lease = %v, want ErrInvalidConfig", err)
 	}
-	// Nothing stays leased after a refusal.
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.leases) != 0 {
-		t.Errorf("leases held after refusals: %v", m.leases)
+	if n := m.held(4); n != 0 {
+		t.Errorf("%d nodes held after refusals", n)
 	}
 }
 
@@ -83,7 +80,7 @@ func smallNodeLayout() idgen.Layout {
 }
 
 func TestLeasedTakesNodesAndRefusesWhenFull(t *testing.T) {
-	m := newMemLeaser(2, time.Second)
+	m := newFaultLeaser(t, 2, time.Second)
 	a, b := leased(t, m, idgen.Config{}), leased(t, m, idgen.Config{})
 	if a.Node() == b.Node() {
 		t.Fatalf("two generators hold node %d", a.Node())
@@ -125,10 +122,10 @@ func TestLeasedTakesNodesAndRefusesWhenFull(t *testing.T) {
 }
 
 func TestLeasedStartsAfterHighWater(t *testing.T) {
-	m := newMemLeaser(1, time.Second)
+	m := newFaultLeaser(t, 1, time.Second)
 	// An earlier holder reserved up to a minute ahead of the clock.
 	clock := newRunningClock(t0)
-	m.marks[0] = t0.Add(time.Minute)
+	m.preset(t, 0, t0.Add(time.Minute))
 	g := leased(t, m, idgen.Config{Clock: clock, Rollback: idgen.Wait{Max: 2 * time.Minute}})
 	clock.Add(time.Minute) // saves the test the wait
 	id := mustNext(t, g)
@@ -138,7 +135,7 @@ func TestLeasedStartsAfterHighWater(t *testing.T) {
 }
 
 func TestLeasedRenewsAndReleasesExactMark(t *testing.T) {
-	m := newMemLeaser(1, 300*time.Millisecond)
+	m := newFaultLeaser(t, 1, 300*time.Millisecond)
 	g := leased(t, m, idgen.Config{})
 	var last idgen.ID
 	for end := time.Now().Add(400 * time.Millisecond); time.Now().Before(end); {
@@ -155,7 +152,7 @@ func TestLeasedRenewsAndReleasesExactMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := g.Decode(last).Time.Add(time.Millisecond)
-	if got := m.released[0]; !got.Equal(want) {
+	if got, _ := m.releasedMark(0); !got.Equal(want) {
 		t.Fatalf("released with mark %v, want the end of the last tick %v", got, want)
 	}
 	if _, err := g.Next(context.Background()); !errors.Is(err, idgen.ErrClosed) {
@@ -169,10 +166,10 @@ func TestLeasedRenewsAndReleasesExactMark(t *testing.T) {
 }
 
 func TestLeasedFencesItselfAndResumes(t *testing.T) {
-	m := newMemLeaser(1, 300*time.Millisecond)
+	m := newFaultLeaser(t, 1, 300*time.Millisecond)
 	g := leased(t, m, idgen.Config{})
 	mustNext(t, g)
-	m.setFailRenew(errStoreDown)
+	m.setFailing(errStoreDown)
 	// Within the lease less the margin (240ms) IDs keep coming...
 	mustNext(t, g)
 	// ...and after it none.
@@ -189,13 +186,9 @@ func TestLeasedFencesItselfAndResumes(t *testing.T) {
 			t.Fatalf("Next while fenced: %v", err)
 		}
 	}
-	// Renewals succeed again before anyone took the node: it resumes.
-	m.mu.Lock()
-	m.failRenew = nil
-	l := m.leases[0]
-	l.until = time.Now().Add(time.Hour) // the store still holds it for us
-	m.leases[0] = l
-	m.mu.Unlock()
+	// The replies come back; the store kept the lease all along: it
+	// resumes.
+	m.setFailing(nil)
 	deadline = time.Now().Add(2 * time.Second)
 	for err != nil && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
@@ -207,7 +200,7 @@ func TestLeasedFencesItselfAndResumes(t *testing.T) {
 }
 
 func TestLeasedLosesLeaseAndLeasesAgain(t *testing.T) {
-	m := newMemLeaser(2, 300*time.Millisecond)
+	m := newFaultLeaser(t, 2, 300*time.Millisecond)
 	g := leased(t, m, idgen.Config{})
 	first := g.Node()
 	before := mustNext(t, g)
@@ -227,7 +220,7 @@ func TestLeasedLosesLeaseAndLeasesAgain(t *testing.T) {
 }
 
 func TestLeasedSwitchWorkerOnRollback(t *testing.T) {
-	m := newMemLeaser(3, time.Minute)
+	m := newFaultLeaser(t, 3, time.Minute)
 	clock := newRunningClock(t0)
 	g := leased(t, m, idgen.Config{Clock: clock, Rollback: idgen.SwitchWorker{}})
 	first := g.Node()
@@ -240,15 +233,15 @@ func TestLeasedSwitchWorkerOnRollback(t *testing.T) {
 	}
 	// The old node went back to the pool with the mark of what it issued.
 	want := g.Decode(last).Time.Add(time.Millisecond)
-	if got, ok := m.released[first]; !ok || !got.Equal(want) {
+	if got, ok := m.releasedMark(first); !ok || !got.Equal(want) {
 		t.Fatalf("node %d released with mark %v (%v), want %v", first, got, ok, want)
 	}
 }
 
 func TestLeasedNeverExpiringNode(t *testing.T) {
-	m := newMemLeaser(1, 0) // uid-generator's row per start: TTL 0
+	m := newFaultLeaser(t, 1, 0) // uid-generator's row per start: TTL 0
 	g := leased(t, m, idgen.Config{})
-	m.setFailRenew(errStoreDown)
+	m.setFailing(errStoreDown)
 	time.Sleep(50 * time.Millisecond)
 	mustNext(t, g)
 	if n := m.renewCount(); n != 0 {
@@ -259,7 +252,7 @@ func TestLeasedNeverExpiringNode(t *testing.T) {
 // TestLeasedConcurrent issues from many goroutines while renewals run and
 // the lease moves to another node; no ID repeats.
 func TestLeasedConcurrent(t *testing.T) {
-	m := newMemLeaser(4, 200*time.Millisecond)
+	m := newFaultLeaser(t, 4, 200*time.Millisecond)
 	g := leased(t, m, idgen.Config{})
 	var mu sync.Mutex
 	seen := map[idgen.ID]bool{}

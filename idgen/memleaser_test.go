@@ -2,158 +2,140 @@ package idgen_test
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/memidgen"
 )
 
-// memLeaser is an in-memory Leaser for the generator's unit tests, with
-// faults to inject. Time is the real clock.
-type memLeaser struct {
-	mu     sync.Mutex
-	size   int64
-	ttl    time.Duration
-	leases map[int64]memLease
-	marks  map[int64]time.Time
-	free   []int64 // freed nodes, oldest first
-	next   int64   // never-used nodes start here
-
-	failRenew error // returned by Renew when set
-	renewals  int
-	released  map[int64]time.Time // the mark of each node's last release
+// faultLeaser wraps a memidgen pool to record what generators write and to
+// inject faults.
+type faultLeaser struct {
+	inner    *memidgen.Leaser
+	mu       sync.Mutex
+	forever  bool             // grant leases that never end (TTL 0)
+	failing  error            // Renew forwards, then fails with it: a lost reply
+	stolen   map[string]bool  // tokens whose node someone else took
+	tokens   map[int64]string // the latest token granted per node
+	renewals int
+	marks    map[int64]time.Time // the last mark written per node
+	released map[int64]time.Time // the mark of each node's last release
 }
 
-type memLease struct {
-	token, owner string
-	until        time.Time
+var _ idgen.Leaser = (*faultLeaser)(nil)
+
+func newFaultLeaser(t *testing.T, size int64, ttl time.Duration) *faultLeaser {
+	t.Helper()
+	inner, err := memidgen.New(memidgen.Config{Size: size, Lease: max(ttl, time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &faultLeaser{inner: inner, forever: ttl == 0, stolen: map[string]bool{}, tokens: map[int64]string{}, marks: map[int64]time.Time{}, released: map[int64]time.Time{}}
 }
 
-func newMemLeaser(size int64, ttl time.Duration) *memLeaser {
-	return &memLeaser{size: size, ttl: ttl, leases: map[int64]memLease{}, marks: map[int64]time.Time{}, released: map[int64]time.Time{}}
-}
-
-var _ idgen.Leaser = (*memLeaser)(nil)
-
-// expire frees the nodes whose lease has ended. Called with mu held.
-func (m *memLeaser) expire(now time.Time) {
-	for node, l := range m.leases {
-		if !now.Before(l.until) {
-			delete(m.leases, node)
-			m.free = append(m.free, node)
-		}
+func (f *faultLeaser) Acquire(ctx context.Context, req idgen.LeaseRequest) (idgen.Lease, error) {
+	l, err := f.inner.Acquire(ctx, req)
+	if err != nil {
+		return l, err
 	}
-}
-
-func (m *memLeaser) Acquire(ctx context.Context, req idgen.LeaseRequest) (idgen.Lease, error) {
-	if err := ctx.Err(); err != nil {
-		return idgen.Lease{}, err
+	if f.forever {
+		l.TTL = 0
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.size-1 > req.MaxNode {
-		return idgen.Lease{}, fmt.Errorf("mem: pool of %d nodes, layout holds %d: %w", m.size, req.MaxNode+1, idgen.ErrNodeRange)
-	}
-	now := time.Now()
-	m.expire(now)
-	node := int64(-1)
-	switch {
-	case req.Static:
-		if _, held := m.leases[req.Node]; held {
-			return idgen.Lease{}, fmt.Errorf("mem: node %d: %w", req.Node, idgen.ErrNoFreeNode)
-		}
-		node = req.Node
-		for i, n := range m.free {
-			if n == node {
-				m.free = append(m.free[:i:i], m.free[i+1:]...)
-			}
-		}
-		m.next = max(m.next, node+1)
-	case m.next < m.size:
-		node = m.next
-		m.next++
-	case len(m.free) > 0:
-		node, m.free = m.free[0], m.free[1:]
-	default:
-		return idgen.Lease{}, fmt.Errorf("mem: %w", idgen.ErrNoFreeNode)
-	}
-	tok := rand.Text()
-	m.leases[node] = memLease{token: tok, owner: req.Owner, until: now.Add(m.ttl)}
-	return idgen.Lease{Node: node, Token: tok, TTL: m.ttl, HighWater: m.marks[node]}, nil
-}
-
-// holds returns the live lease l names. Called with mu held.
-func (m *memLeaser) holds(l idgen.Lease) bool {
-	cur, ok := m.leases[l.Node]
-	return ok && cur.token == l.Token && time.Now().Before(cur.until)
-}
-
-func (m *memLeaser) Renew(ctx context.Context, l idgen.Lease, mark time.Time) (idgen.Lease, error) {
-	if err := ctx.Err(); err != nil {
-		return idgen.Lease{}, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.renewals++
-	if m.failRenew != nil {
-		return idgen.Lease{}, m.failRenew
-	}
-	if !m.holds(l) {
-		return idgen.Lease{}, fmt.Errorf("mem: node %d: %w", l.Node, idgen.ErrLeaseLost)
-	}
-	if mark.After(m.marks[l.Node]) {
-		m.marks[l.Node] = mark
-	}
-	cur := m.leases[l.Node]
-	cur.until = time.Now().Add(m.ttl)
-	m.leases[l.Node] = cur
-	l.HighWater = m.marks[l.Node]
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tokens[l.Node] = l.Token
 	return l, nil
 }
 
-func (m *memLeaser) Release(ctx context.Context, l idgen.Lease, mark time.Time) error {
-	if err := ctx.Err(); err != nil {
-		return err
+func (f *faultLeaser) Renew(ctx context.Context, l idgen.Lease, mark time.Time) (idgen.Lease, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.renewals++
+	if f.stolen[l.Token] {
+		return idgen.Lease{}, fmt.Errorf("fault: node %d taken over: %w", l.Node, idgen.ErrLeaseLost)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.holds(l) {
-		return fmt.Errorf("mem: node %d: %w", l.Node, idgen.ErrLeaseLost)
+	renewed, err := f.inner.Renew(ctx, l, mark)
+	if err == nil && mark.After(f.marks[l.Node]) {
+		f.marks[l.Node] = mark
 	}
-	m.marks[l.Node] = mark
-	m.released[l.Node] = mark
-	delete(m.leases, l.Node)
-	m.free = append(m.free, l.Node)
-	return nil
+	if f.failing != nil {
+		return idgen.Lease{}, f.failing
+	}
+	return renewed, err
 }
 
-// steal ends node's lease and gives it to someone else, as a store does
-// when the holder stalled past its lease.
-func (m *memLeaser) steal(node int64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.leases[node] = memLease{token: "thief", until: time.Now().Add(time.Hour)}
+func (f *faultLeaser) Release(ctx context.Context, l idgen.Lease, mark time.Time) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stolen[l.Token] {
+		return fmt.Errorf("fault: node %d taken over: %w", l.Node, idgen.ErrLeaseLost)
+	}
+	err := f.inner.Release(ctx, l, mark)
+	if err == nil {
+		f.marks[l.Node], f.released[l.Node] = mark, mark
+	}
+	return err
 }
 
-func (m *memLeaser) setFailRenew(err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.failRenew = err
+// preset leaves node with mark, as an earlier holder would.
+func (f *faultLeaser) preset(t *testing.T, node int64, mark time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := f.inner.Acquire(ctx, idgen.LeaseRequest{MaxNode: 1 << 20, Static: true, Node: node})
+	if err == nil {
+		err = f.inner.Release(ctx, l, mark)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
-func (m *memLeaser) mark(node int64) time.Time {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.marks[node]
+// steal makes node's current lease lost, as when its holder stalled past
+// the lease and someone else took the node.
+func (f *faultLeaser) steal(node int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stolen[f.tokens[node]] = true
 }
 
-func (m *memLeaser) renewCount() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.renewals
+func (f *faultLeaser) setFailing(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failing = err
 }
 
-var errStoreDown = errors.New("mem: store down")
+func (f *faultLeaser) mark(node int64) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.marks[node]
+}
+
+func (f *faultLeaser) releasedMark(node int64) (time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.released[node]
+	return m, ok
+}
+
+func (f *faultLeaser) renewCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.renewals
+}
+
+// held counts the nodes of a pool of size that have a holder.
+func (f *faultLeaser) held(size int64) int {
+	n := 0
+	for node := range size {
+		if f.inner.Owner(node) != "" {
+			n++
+		}
+	}
+	return n
+}
+
+var errStoreDown = errors.New("fault: store down")

@@ -25,9 +25,9 @@
 //     granted and leaves the queue; a node outside the pool, or a pool
 //     larger than LeaseRequest.MaxNode allows, fails with
 //     [idgen.ErrNodeRange];
-//   - the high-water mark: Renew and Release raise it and never lower it;
-//     the next holder's Lease.HighWater is the last mark written, after a
-//     release or an expiry;
+//   - the high-water mark: Renew raises it and never lowers it; Release
+//     sets it to the holder's exact mark; the next holder's Lease.HighWater
+//     is the last mark written, after a release or an expiry;
 //   - forged and stale tokens: Renew and Release fail with
 //     [idgen.ErrLeaseLost] and change nothing;
 //   - cancelled contexts: every call fails and changes nothing;
@@ -439,8 +439,8 @@ func testNodeRange(s *suite) {
 	s.wantNone(l, all(p, "after"), idgen.ErrNoFreeNode)
 }
 
-// testHighWater checks that Renew and Release raise the mark, never lower
-// it, and that the next holder starts from it.
+// testHighWater checks that Renew raises the mark and never lowers it, that
+// Release sets it, and that the next holder starts from it.
 func testHighWater(s *suite) {
 	p, l := s.pool(1)
 	lease := s.acquire(p, l, all(p, "a"))
@@ -465,11 +465,13 @@ func testHighWater(s *suite) {
 	s.release(l, lease, mark(30))
 	lease = s.acquire(p, l, all(p, "b"))
 	s.wantMark("after Release raised it", lease.HighWater, mark(30))
-	s.release(l, lease, mark(25))
+	// A holder that reserved ahead releases with what it really issued.
+	lease = s.renew(l, lease, mark(40))
+	s.release(l, lease, mark(35))
 	lease = s.acquire(p, l, all(p, "c"))
-	s.wantMark("after Release below it", lease.HighWater, mark(30))
+	s.wantMark("after Release below the reservation", lease.HighWater, mark(35))
 	lease = s.renew(l, lease, time.Time{})
-	s.wantMark("Renew without a mark", lease.HighWater, mark(30))
+	s.wantMark("Renew without a mark", lease.HighWater, mark(35))
 }
 
 // testHighWaterAfterExpiry checks that a mark written by renewal survives

@@ -173,9 +173,10 @@ redis.call('ZADD', KEYS[4], int(now + tonumber(ARGV[1])), ARGV[4])
 return {'ok', raise(ARGV[4], tonumber(ARGV[5]))}
 `)
 
-// releaseScript ends the lease of node ARGV[4] held by token ARGV[3],
-// raises its mark to ARGV[5] and puts the node at the tail of the free
-// list, behind the leases that ended before. Answers ok, lost or config.
+// releaseScript ends the lease of node ARGV[4] held by token ARGV[3], sets
+// its mark to ARGV[5] (the holder's exact mark, which may lie below what its
+// renewals reserved) and puts the node at the tail of the free list, behind
+// the leases that ended before. Answers ok, lost or config.
 var releaseScript = redis.NewScript(prelude + `
 local now = now_ms()
 local bad = check_meta()
@@ -187,7 +188,11 @@ end
 if not holds(ARGV[4], ARGV[3], now) then
 	return {'lost'}
 end
-raise(ARGV[4], tonumber(ARGV[5]))
+if tonumber(ARGV[5]) > 0 then
+	redis.call('HSET', KEYS[8], ARGV[4], ARGV[5])
+else
+	redis.call('HDEL', KEYS[8], ARGV[4])
+end
 reclaim(now)
 redis.call('ZREM', KEYS[4], ARGV[4])
 redis.call('HDEL', KEYS[5], ARGV[4])
