@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,4 +43,21 @@ func TestDemoAppliesEachMessageOnce(t *testing.T) {
 		t.Fatalf("want sent=40 resent=10 suppressed>=10 applied=40, got %q", last)
 	}
 	t.Log(last)
+}
+
+// A sender given neither a pool to lease its node id from nor a node id
+// refuses to start: two senders on the same default node would stamp
+// different messages with the same key.
+func TestSenderNeedsANodeID(t *testing.T) {
+	cmd := exec.CommandContext(t.Context(), "go", "run", "./sender", "-namesrv", "127.0.0.1:1", "-n", "1", "-resend", "0")
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "IDEMQ_REDIS_ADDR=") || strings.HasPrefix(kv, "IDEMQ_NODE=")
+	})
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("sender started without a node id:\n%s", out)
+	}
+	if !strings.Contains(string(out), "no node id: set -redis") {
+		t.Fatalf("sender's error does not say what to set:\n%s", out)
+	}
 }

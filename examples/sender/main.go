@@ -3,7 +3,15 @@
 // timeout it cannot tell from a failure. Every message keeps the key it was
 // stamped with, so a receiver using idemq applies each one once.
 //
-//	sender -namesrv 127.0.0.1:9876 -topic orders -n 200 -resend 50
+//	sender -namesrv 127.0.0.1:9876 -redis 127.0.0.1:6379 -topic orders -n 200 -resend 50
+//
+// Every sending process needs a node id of its own, or two senders stamp
+// different messages with the same key and consumers drop one of them as a
+// duplicate. By default the sender leases one from a pool in Redis (-redis,
+// the same Redis as the dedupe store will do) for as long as it runs; -node
+// (or IDEMQ_NODE) sets one by hand instead, registered in the pool when
+// -redis is given too, so that a second sender with the same node fails at
+// start. With neither it refuses to start.
 //
 // It prints one line: sent=N resent=M.
 package main
@@ -22,8 +30,10 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/apache/rocketmq-client-go/v2/rlog"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/redisidgen"
 	"github.com/idemq/idemq/producer"
 )
 
@@ -35,6 +45,10 @@ func main() {
 	n := flag.Int("n", 200, "distinct messages to send")
 	resend := flag.Int("resend", 50, "messages to send a second time")
 	pause := flag.Duration("resend-after", time.Second, "pause before re-sending, as a client that timed out would")
+	redisAddr := flag.String("redis", os.Getenv("IDEMQ_REDIS_ADDR"), "Redis host:port to lease the node id from (default $IDEMQ_REDIS_ADDR)")
+	pool := flag.String("pool", "idemq-senders", "the node id pool in Redis shared by every sender")
+	lease := flag.Duration("lease", 10*time.Second, "node id lease; every sender of one pool must use the same")
+	nodeFlag := flag.String("node", os.Getenv("IDEMQ_NODE"), "a static node id 0-1023 instead of a leased one (default $IDEMQ_NODE)")
 	flag.Parse()
 	if *namesrv == "" {
 		log.Fatal("no name server: set -namesrv or IDEMQ_ROCKETMQ_NAMESRV")
@@ -44,18 +58,12 @@ func main() {
 	}
 	rlog.SetLogLevel("error")
 
-	// One node id per sending process; IDEMQ_NODE overrides the default.
-	node, err := idgen.NodeFromEnv(idgen.Twitter, "IDEMQ_NODE")
-	switch {
-	case errors.Is(err, idgen.ErrNoNode):
-		node = 1
-	case err != nil:
-		log.Fatal(err)
-	}
-	gen, err := idgen.New(idgen.Config{Node: node})
+	ctx := context.Background()
+	gen, err := newGenerator(ctx, *redisAddr, *pool, *lease, *nodeFlag)
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer gen.Close()
 	rp, err := rocketmq.NewProducer(
 		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{*namesrv})),
 		rmqproducer.WithGroupName("idemq-demo-sender"),
@@ -74,7 +82,6 @@ func main() {
 		log.Fatal(err)
 	}
 
-	ctx := context.Background()
 	msgs := make([]*primitive.Message, *n)
 	for i := range msgs {
 		msgs[i] = primitive.NewMessage(*topic, fmt.Appendf(nil, `{"order":%d,"amount":%d}`, i, 100+i))
@@ -90,6 +97,41 @@ func main() {
 		}
 	}
 	fmt.Printf("sent=%d resent=%d\n", *n, *resend)
+}
+
+// newGenerator returns the ID generator of this process: on a node leased
+// from the pool in Redis, or on the static node, registered in the pool when
+// there is one. It never picks a node by itself.
+func newGenerator(ctx context.Context, redisAddr, pool string, lease time.Duration, node string) (*idgen.Generator, error) {
+	cfg := idgen.Config{
+		// Waits out a clock that runs behind the node's last holder.
+		Rollback: idgen.Wait{Max: time.Second},
+	}
+	if node != "" {
+		id, err := strconv.ParseInt(node, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("-node %q: not an integer", node)
+		}
+		cfg.Node, cfg.Lease.Static = id, true
+	}
+	if redisAddr == "" {
+		if node == "" {
+			return nil, errors.New("no node id: set -redis (or IDEMQ_REDIS_ADDR) to lease one, or -node (or IDEMQ_NODE) to a node id no other sender uses")
+		}
+		cfg.Lease = idgen.LeaseConfig{}
+		return idgen.New(cfg)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	leaser, err := redisidgen.New(rdb, redisidgen.Config{Pool: pool, Size: idgen.Twitter.MaxNode() + 1, Lease: lease})
+	if err != nil {
+		return nil, err
+	}
+	// A pool Redis has no record of waits one lease before it grants
+	// anything; a full pool waits for a node to come free.
+	cfg.Lease.Wait = true
+	ctx, cancel := context.WithTimeout(ctx, 2*lease+10*time.Second)
+	defer cancel()
+	return idgen.NewLeased(ctx, leaser, cfg)
 }
 
 // send retries like an application would; the key is kept on every try.
