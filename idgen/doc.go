@@ -50,7 +50,12 @@
 // Every generator running at the same time needs its own node id. Without a
 // coordinating server it comes from configuration ([Config].Node), an
 // environment variable ([NodeFromEnv]) or a StatefulSet pod's ordinal
-// ([NodeFromHostname]). Leased node ids plug in as a [WorkerSource].
+// ([NodeFromHostname]). The ordinal is safe only within one StatefulSet
+// whose ordinals stay below the layout's node count, one generator per pod;
+// host names that merely end in a number (ip-10-0-7-1, a Deployment's
+// web-5d8f7c9b4-24567) are refused. A [FileStore] holds its file for one
+// generator, so two generators given the same file fail with
+// [ErrStoreLocked]. Leased node ids plug in as a [WorkerSource].
 //
 // # Text forms
 //

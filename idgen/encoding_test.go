@@ -64,6 +64,10 @@ func TestParseErrors(t *testing.T) {
 		{"decimal over max", idgen.Parse, "9223372036854775808", idgen.ErrRange},
 		{"decimal 20 digits", idgen.Parse, "10000000000000000000", idgen.ErrRange},
 		{"decimal non-ASCII", idgen.Parse, "1\xff", idgen.ErrSyntax},
+		{"decimal 20 digits with a leading zero", idgen.Parse, "09223372036854775807", idgen.ErrSyntax},
+		{"decimal 20 digits worth 1", idgen.Parse, "00000000000000000001", idgen.ErrSyntax},
+		{"decimal 100 zeros", idgen.Parse, strings.Repeat("0", 100), idgen.ErrSyntax},
+		{"decimal leading zeros over max", idgen.Parse, "0009223372036854775808", idgen.ErrRange},
 		{"base32 short", idgen.ParseBase32, "1ASD13XH1F80", idgen.ErrSyntax},
 		{"base32 long", idgen.ParseBase32, "1ASD13XH1F8000", idgen.ErrSyntax},
 		{"base32 U", idgen.ParseBase32, "1ASD13XH1F80U", idgen.ErrSyntax},
@@ -84,6 +88,45 @@ func TestParseErrors(t *testing.T) {
 			var pe *idgen.ParseError
 			if !errors.As(err, &pe) || pe.Input != tt.in || !strings.HasPrefix(err.Error(), "idgen: parse ") {
 				t.Fatalf("error %#v", err)
+			}
+		})
+	}
+}
+
+// The decimal form has 1 to 19 digits, leading zeros included, in every
+// parser that reads it.
+func TestDecimalDigits(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want idgen.ID
+		err  error
+	}{
+		{"one", "1", 1, nil},
+		{"leading zeros", "000123", 123, nil},
+		{"19 digits worth 1", "0000000000000000001", 1, nil},
+		{"19 zeros", "0000000000000000000", 0, nil},
+		{"max", "9223372036854775807", math.MaxInt64, nil},
+		{"20 digits worth 1", "00000000000000000001", 0, idgen.ErrSyntax},
+		{"20 zeros", "00000000000000000000", 0, idgen.ErrSyntax},
+		{"20 digits worth max", "09223372036854775807", 0, idgen.ErrSyntax},
+		{"20 digits over max", "10000000000000000000", 0, idgen.ErrRange},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, p := range []struct {
+				name  string
+				parse func(string) (idgen.ID, error)
+			}{
+				{"Parse", idgen.Parse},
+				{"UnmarshalText", func(s string) (id idgen.ID, err error) { err = id.UnmarshalText([]byte(s)); return id, err }},
+				{"UnmarshalJSON string", func(s string) (id idgen.ID, err error) { err = id.UnmarshalJSON([]byte(`"` + s + `"`)); return id, err }},
+				{"UnmarshalJSON number", func(s string) (id idgen.ID, err error) { err = id.UnmarshalJSON([]byte(s)); return id, err }},
+			} {
+				got, err := p.parse(tt.in)
+				if !errors.Is(err, tt.err) || (err == nil && got != tt.want) {
+					t.Errorf("%s(%q) = %d, %v; want %d, %v", p.name, tt.in, got, err, tt.want, tt.err)
+				}
 			}
 		})
 	}

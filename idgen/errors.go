@@ -28,6 +28,10 @@ var (
 	ErrClockBackwards = errors.New("idgen: clock moved backwards")
 	// ErrBeforeEpoch reports a clock earlier than the layout's epoch.
 	ErrBeforeEpoch = errors.New("idgen: clock before layout epoch")
+	// ErrStoreLocked reports a high-water store that another generator
+	// holds, in this process or another: two generators sharing a mark
+	// would each trust a mark the other overwrites.
+	ErrStoreLocked = errors.New("idgen: high-water store in use by another generator")
 	// ErrClosed reports a call on a closed Generator.
 	ErrClosed = errors.New("idgen: generator closed")
 	// ErrSyntax reports text that is not an encoded ID.

@@ -3,6 +3,7 @@ package idgen_test
 import (
 	"errors"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,14 +27,22 @@ func checkParseError(t *testing.T, err error, in string) {
 func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		id, err := idgen.Parse(s)
-		// strconv is the oracle for strings of digits.
+		// strconv is the oracle for strings of digits; Parse takes at
+		// most 19 of them, whatever their value.
 		digits := s != "" && strings.Trim(s, "0123456789") == ""
 		want, werr := strconv.ParseUint(s, 10, 64)
-		ok := digits && werr == nil && want <= math.MaxInt64
+		over := werr != nil || want > math.MaxInt64
+		ok := digits && len(s) <= 19 && !over
 		if err != nil {
 			checkParseError(t, err, s)
 			if ok {
 				t.Fatalf("Parse(%q): %v, want %d", s, err, want)
+			}
+			if digits && over && !errors.Is(err, idgen.ErrRange) {
+				t.Fatalf("Parse(%q) of a value over the maximum: %v, want ErrRange", s, err)
+			}
+			if digits && !over && !errors.Is(err, idgen.ErrSyntax) {
+				t.Fatalf("Parse(%q) of %d digits: %v, want ErrSyntax", s, len(s), err)
 			}
 			return
 		}
@@ -86,7 +95,7 @@ func FuzzUnmarshalJSON(f *testing.F) {
 			}
 			return
 		}
-		if id < 0 {
+		if id < 0 || len(strings.Trim(string(b), `"`)) > 19 {
 			t.Fatalf("UnmarshalJSON(%q) = %d", b, id)
 		}
 		out, _ := id.MarshalJSON()
@@ -97,21 +106,36 @@ func FuzzUnmarshalJSON(f *testing.F) {
 	})
 }
 
+// The shapes NodeFromHostname must tell apart, as regular expressions.
+var (
+	// A StatefulSet's pod: "<set>-<ordinal>", the set of lowercase letters,
+	// digits and inner dashes, the ordinal without leading zeros.
+	statefulSetPod = regexp.MustCompile(`^([a-z0-9]|[a-z0-9][a-z0-9-]*[a-z0-9])-(0|[1-9][0-9]*)$`)
+	// A set that itself ends in -<digits>, as in ip-10-0-0-1.
+	addressLike = regexp.MustCompile(`-[0-9]+$`)
+	// A Deployment's pod: ReplicaSet hash and random suffix.
+	replicaSetPod = regexp.MustCompile(`.-[bcdfghjklmnpqrstvwxz2456789]{8,10}-[bcdfghjklmnpqrstvwxz2456789]{5}$`)
+)
+
 func FuzzNodeFromHostname(f *testing.F) {
 	f.Fuzz(func(t *testing.T, host string) {
 		node, err := idgen.NodeFromHostname(idgen.Twitter, host)
-		if err != nil {
-			if !errors.Is(err, idgen.ErrNoNode) && !errors.Is(err, idgen.ErrNodeRange) {
-				t.Fatalf("NodeFromHostname(%q): unexpected error %v", host, err)
-			}
-			return
-		}
 		name, _, _ := strings.Cut(host, ".")
-		if node < 0 || node > idgen.Twitter.MaxNode() || !strings.HasSuffix(strings.TrimRight(name, "0123456789"), "-") {
-			t.Fatalf("NodeFromHostname(%q) = %d", host, node)
-		}
-		if n, _ := strconv.ParseInt(name[strings.LastIndexByte(name, '-')+1:], 10, 64); n != node {
-			t.Fatalf("NodeFromHostname(%q) = %d, want %d", host, node, n)
+		m := statefulSetPod.FindStringSubmatch(name)
+		shaped := m != nil && !addressLike.MatchString(m[1]) && !replicaSetPod.MatchString(name)
+		switch {
+		case !shaped:
+			if !errors.Is(err, idgen.ErrNoNode) {
+				t.Fatalf("NodeFromHostname(%q) = %d, %v; want ErrNoNode", host, node, err)
+			}
+		case len(m[2]) > 4 || m[2] > "1023" && len(m[2]) == 4:
+			if !errors.Is(err, idgen.ErrNodeRange) {
+				t.Fatalf("NodeFromHostname(%q) = %d, %v; want ErrNodeRange", host, node, err)
+			}
+		default:
+			if want, _ := strconv.ParseInt(m[2], 10, 64); err != nil || node != want {
+				t.Fatalf("NodeFromHostname(%q) = %d, %v; want %d", host, node, err, want)
+			}
 		}
 	})
 }

@@ -72,8 +72,10 @@ func (id *ID) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// Parse parses the decimal form of an ID: 1 to 19 ASCII digits, no sign or
-// spaces, at most 9223372036854775807.
+// Parse parses the decimal form of an ID: 1 to 19 ASCII digits (leading
+// zeros allowed within the 19), no sign or spaces, at most
+// 9223372036854775807. Digits worth more than that are [ErrRange]; more
+// than 19 digits worth less (leading zeros) are [ErrSyntax].
 func Parse(s string) (ID, error) { return parseDecimal("decimal", s, 0, len(s)) }
 
 // parseDecimal parses in[from:to]; errors quote all of in.
@@ -92,10 +94,16 @@ func parseDecimal[T string | []byte](format string, in T, from, to int) (ID, err
 		}
 		v = v*10 + uint64(c-'0')
 	}
+	if to-from > maxDigits {
+		return 0, &ParseError{Format: format, Input: string(in), Reason: "more than 19 digits", Err: ErrSyntax}
+	}
 	return ID(v), nil
 }
 
-const maxID = 1<<63 - 1
+const (
+	maxID     = 1<<63 - 1
+	maxDigits = 19 // of maxID in decimal
+)
 
 // ParseError describes input a parser rejected. Err is [ErrSyntax] or
 // [ErrRange].

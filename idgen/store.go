@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -32,19 +34,61 @@ type HighWaterStore interface {
 // FileStore is a HighWaterStore in a local file holding the mark as decimal
 // nanoseconds since the Unix epoch. Each save writes a temporary file
 // beside it, syncs it and renames it over the old one, so a crash leaves
-// either mark whole. Give every generator (every node) its own file.
+// either mark whole.
+//
+// A FileStore holds its file for one generator, from OpenFileStore or its
+// first Load or Save until Close, through a lock file beside it (the path
+// with ".lock" appended). Another store given the same path, in this process
+// or another, fails with [ErrStoreLocked] instead of sharing a mark that
+// each would overwrite while their generators issue the same IDs. Give every
+// generator (every node) its own file. A FileStore must be closed when its
+// generator is done with it (after the Generator's Close, which saves the
+// last mark): until then no other store can take the file. On Linux, macOS,
+// the BSDs and illumos the lock is flock(2) on the lock file, which stays;
+// the kernel releases the lock however the process ends. Elsewhere the lock
+// file itself is the lock, created exclusively and removed by Close: a crash
+// leaves it behind, and the error names it for removal once its process is
+// gone.
+//
+// A FileStore is safe for concurrent use.
 type FileStore struct {
 	path string
+
+	mu      sync.Mutex   // guards release and serializes Load and Save
+	release func() error // unlocks the lock file; nil while not held
 }
 
-var _ HighWaterStore = (*FileStore)(nil)
+var (
+	_ HighWaterStore = (*FileStore)(nil)
+	_ io.Closer      = (*FileStore)(nil)
+)
 
-// NewFileStore returns a store in the file at path; the file and its
-// directory are created on the first save.
+// OpenFileStore returns a store in the file at path, holding the file
+// already, so that a file in use fails at start with [ErrStoreLocked]
+// rather than at the generator's first Next. It creates the file's
+// directory and lock file; the mark is written on the first save. Prefer it
+// to NewFileStore.
+func OpenFileStore(path string) (*FileStore, error) {
+	s := &FileStore{path: path}
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// NewFileStore returns a store in the file at path that takes the file on
+// its first Load or Save (a generator's first Next), failing there with
+// [ErrStoreLocked] if another store holds it. The file's directory is
+// created then too.
 func NewFileStore(path string) *FileStore { return &FileStore{path: path} }
 
 // Load reads the mark; a missing file means none.
 func (s *FileStore) Load(context.Context) (time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.lock(); err != nil {
+		return time.Time{}, err
+	}
 	b, err := os.ReadFile(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return time.Time{}, nil
@@ -61,9 +105,68 @@ func (s *FileStore) Load(context.Context) (time.Time, error) {
 
 // Save writes the mark.
 func (s *FileStore) Save(_ context.Context, t time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.lock(); err != nil {
+		return err
+	}
 	if err := s.save(t); err != nil {
 		return fmt.Errorf("idgen: save high-water mark: %w", err)
 	}
+	return nil
+}
+
+// Close lets go of the file, so that another store can take it; it does
+// not save. A closed store can be used again: its next Load or Save takes
+// the file again. Close is safe to call more than once.
+func (s *FileStore) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.release == nil {
+		return nil
+	}
+	err := s.release()
+	s.release = nil
+	if err != nil {
+		return fmt.Errorf("idgen: unlock high-water file %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// lock takes the file unless s holds it; s.mu is held.
+func (s *FileStore) lock() error { return s.lockWith(lockFile) }
+
+// lockWith is lock with the given way of taking a lock file.
+func (s *FileStore) lockWith(lockFile func(name string) (release func() error, err error)) error {
+	if s.release != nil {
+		return nil
+	}
+	name := s.path + ".lock"
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		return fmt.Errorf("idgen: lock high-water file: %w", err)
+	}
+	release, err := lockFile(name)
+	var held *lockHeld
+	if errors.As(err, &held) {
+		by := "another generator"
+		switch held.pid {
+		case strconv.Itoa(os.Getpid()):
+			by = "another store in this process"
+		case "":
+		default:
+			by = "process " + held.pid
+		}
+		hint := ""
+		if held.stale {
+			hint = "; if that process has exited, remove " + name
+		}
+		return fmt.Errorf("idgen: high-water file %s is in use by %s (lock file %s): give each node its own file, or stop the other generator first%s: %w",
+			s.path, by, name, hint, ErrStoreLocked)
+	}
+	if err != nil {
+		return fmt.Errorf("idgen: lock high-water file: %w", err)
+	}
+	s.release = release
 	return nil
 }
 

@@ -1,10 +1,16 @@
 package idgen_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +21,7 @@ func TestFileStore(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "sub", "node-1.hwm")
 	s := idgen.NewFileStore(path)
+	t.Cleanup(func() { s.Close() })
 	if got, err := s.Load(ctx); err != nil || !got.IsZero() {
 		t.Fatalf("Load of a missing file: %v, %v", got, err)
 	}
@@ -27,7 +34,7 @@ func TestFileStore(t *testing.T) {
 		}
 	}
 	entries, _ := os.ReadDir(filepath.Dir(path))
-	if len(entries) != 1 {
+	if len(entries) != 2 { // the mark and its lock file
 		t.Fatalf("temporary files left: %v", entries)
 	}
 	for _, bad := range []string{"", "x\n", "-5\n", "1.5"} {
@@ -66,6 +73,7 @@ func TestRestartBehindHighWaterMark(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				store := idgen.NewFileStore(filepath.Join(t.TempDir(), "hwm"))
+				t.Cleanup(func() { store.Close() })
 				clock := newFakeClock(t0, time.Microsecond)
 				cfg := idgen.Config{Layout: tt.layout, Node: 1, Clock: clock, Store: store, Reserve: reserve, Rollback: tt.policy()}
 				g1, err := idgen.New(cfg)
@@ -139,7 +147,9 @@ func TestStoreErrors(t *testing.T) {
 	if err := os.WriteFile(path, []byte("garbage"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	g = newGen(t, idgen.Config{Store: idgen.NewFileStore(path)})
+	store := idgen.NewFileStore(path)
+	t.Cleanup(func() { store.Close() })
+	g = newGen(t, idgen.Config{Store: store})
 	if _, err := g.NextID(); err == nil {
 		t.Fatal("Next with an unreadable mark: no error")
 	}
@@ -147,6 +157,7 @@ func TestStoreErrors(t *testing.T) {
 
 func TestCloseSavesExactMark(t *testing.T) {
 	store := idgen.NewFileStore(filepath.Join(t.TempDir(), "hwm"))
+	t.Cleanup(func() { store.Close() })
 	clock := newFakeClock(t0, 0)
 	g := newGen(t, idgen.Config{Clock: clock, Store: store})
 	next(t, g)
@@ -159,4 +170,266 @@ func TestCloseSavesExactMark(t *testing.T) {
 	if mark, _ := store.Load(context.Background()); !mark.Equal(t0.Add(time.Millisecond)) {
 		t.Fatalf("mark after Close %v, want t0+1ms", mark)
 	}
+}
+
+// A FileStore holds its file for one generator: a second store on the same
+// path fails with ErrStoreLocked until the first is closed, whether it was
+// opened (locked at once) or made with NewFileStore (locked on first use).
+func TestFileStoreLock(t *testing.T) {
+	ctx := context.Background()
+	open := func(path string) (*idgen.FileStore, error) { return idgen.OpenFileStore(path) }
+	load := func(path string) (*idgen.FileStore, error) {
+		s := idgen.NewFileStore(path)
+		_, err := s.Load(ctx)
+		return s, err
+	}
+	save := func(path string) (*idgen.FileStore, error) {
+		s := idgen.NewFileStore(path)
+		return s, s.Save(ctx, t0)
+	}
+	tests := []struct {
+		name          string
+		first, second func(string) (*idgen.FileStore, error)
+	}{
+		{"open, open", open, open},
+		{"open, load", open, load},
+		{"open, save", open, save},
+		{"load, open", load, open},
+		{"save, load", save, load},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "sub", "node-1.hwm")
+			first, err := tt.first(path)
+			if err != nil {
+				t.Fatalf("first store: %v", err)
+			}
+			second, err := tt.second(path)
+			if !errors.Is(err, idgen.ErrStoreLocked) {
+				t.Fatalf("second store while the first is open: %v, want ErrStoreLocked", err)
+			}
+			checkLockedMessage(t, err, path)
+			if err := first.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			if err := first.Close(); err != nil {
+				t.Fatalf("second Close: %v", err)
+			}
+			// The second store takes the file once the first lets go:
+			// the one that failed is used again, or opened again if
+			// OpenFileStore gave none.
+			if second != nil {
+				_, err = second.Load(ctx)
+			} else {
+				second, err = tt.second(path)
+			}
+			if err != nil {
+				t.Fatalf("second store after the first closed: %v", err)
+			}
+			// A closed store used again takes the lock again, so it
+			// now fails in its turn.
+			if _, err := first.Load(ctx); !errors.Is(err, idgen.ErrStoreLocked) {
+				t.Fatalf("closed store used while another holds the file: %v", err)
+			}
+			if err := second.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := first.Save(ctx, t0); err != nil {
+				t.Fatalf("closed store used again once free: %v", err)
+			}
+			if err := first.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestFileStoreCloseUnused(t *testing.T) {
+	if err := idgen.NewFileStore(filepath.Join(t.TempDir(), "hwm")).Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenFileStoreErrors(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A directory cannot be made where a file stands.
+	s, err := idgen.OpenFileStore(filepath.Join(file, "hwm"))
+	if err == nil || errors.Is(err, idgen.ErrStoreLocked) {
+		s.Close()
+		t.Fatalf("OpenFileStore under a file: %v", err)
+	}
+}
+
+// checkLockedMessage fails unless err names the mark's file and both ways
+// out: a file per node, or stopping the other generator.
+func checkLockedMessage(t *testing.T, err error, path string) {
+	t.Helper()
+	msg := err.Error()
+	for _, want := range []string{path, "own file", "stop"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not say %q", msg, want)
+		}
+	}
+}
+
+// The cross-process tests run this test binary again with helperStoreEnv
+// set: TestHelperStore then opens the store at that path as
+// helperModeEnv says and reports the outcome on a line of its own.
+const (
+	helperStoreEnv = "IDGEN_TEST_HELPER_STORE"
+	helperModeEnv  = "IDGEN_TEST_HELPER_MODE"
+)
+
+func TestHelperStore(t *testing.T) {
+	path := os.Getenv(helperStoreEnv)
+	if path == "" {
+		t.Skip("helper process of the cross-process store tests")
+	}
+	mode := os.Getenv(helperModeEnv)
+	var s *idgen.FileStore
+	var err error
+	switch mode {
+	case "open", "hold":
+		s, err = idgen.OpenFileStore(path)
+	case "load":
+		s = idgen.NewFileStore(path)
+		_, err = s.Load(context.Background())
+	default:
+		t.Fatalf("unknown helper mode %q", mode)
+	}
+	switch {
+	case errors.Is(err, idgen.ErrStoreLocked):
+		fmt.Printf("helper: locked: %v\n", err)
+	case err != nil:
+		fmt.Printf("helper: error: %v\n", err)
+	default:
+		fmt.Printf("helper: opened\n")
+	}
+	if err == nil && mode == "hold" {
+		// Hold the store until killed, until stdin closes (the parent
+		// closed it or went), or for a minute at most.
+		closed := make(chan struct{})
+		go func() {
+			io.Copy(io.Discard, os.Stdin)
+			close(closed)
+		}()
+		select {
+		case <-closed:
+		case <-time.After(time.Minute):
+		}
+	}
+	if s != nil {
+		s.Close()
+	}
+}
+
+// helper returns the command that runs TestHelperStore on path.
+func helper(t *testing.T, path, mode string) *exec.Cmd {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Skipf("cannot re-run the test binary: %v", err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestHelperStore$", "-test.count=1")
+	cmd.Env = append(os.Environ(), helperStoreEnv+"="+path, helperModeEnv+"="+mode)
+	return cmd
+}
+
+// helperOutcome runs a helper to its end and returns what it reported:
+// "opened", "locked: <error>" or "error: <error>".
+func helperOutcome(t *testing.T, path, mode string) string {
+	t.Helper()
+	out, err := helper(t, path, mode).CombinedOutput()
+	for line := range strings.Lines(string(out)) {
+		if r, ok := strings.CutPrefix(line, "helper: "); ok {
+			return strings.TrimSpace(r)
+		}
+	}
+	t.Fatalf("helper process reported nothing: %v\n%s", err, out)
+	return ""
+}
+
+// startHolder starts a helper that opens the store at path and holds it
+// until stdin is closed; it returns once the helper holds the store.
+func startHolder(t *testing.T, path string) (cmd *exec.Cmd, stdin io.Closer) {
+	t.Helper()
+	cmd = helper(t, path, "hold")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if strings.TrimSpace(line) != "helper: opened" {
+		t.Fatalf("holder process: %q, %v", line, err)
+	}
+	go io.Copy(io.Discard, stdout)
+	return cmd, stdin
+}
+
+// Two processes given the same file: the second fails until the first
+// closes its store, or exits.
+func TestFileStoreLockAcrossProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	t.Run("this process holds", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "node-1.hwm")
+		s, err := idgen.OpenFileStore(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mode := range []string{"open", "load"} {
+			got := helperOutcome(t, path, mode)
+			if !strings.HasPrefix(got, "locked: ") || !strings.Contains(got, path) {
+				t.Fatalf("%s in another process while this one holds the file: %s", mode, got)
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, mode := range []string{"open", "load"} {
+			if got := helperOutcome(t, path, mode); got != "opened" {
+				t.Fatalf("%s in another process after Close: %s", mode, got)
+			}
+		}
+	})
+	t.Run("another process holds", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "node-1.hwm")
+		holder, stdin := startHolder(t, path)
+		_, err := idgen.OpenFileStore(path)
+		if !errors.Is(err, idgen.ErrStoreLocked) {
+			t.Fatalf("OpenFileStore while another process holds the file: %v", err)
+		}
+		checkLockedMessage(t, err, path)
+		if pid := strconv.Itoa(holder.Process.Pid); !strings.Contains(err.Error(), pid) {
+			t.Errorf("error %q does not name the holder's pid %s", err, pid)
+		}
+		// The holder exits in good order once its stdin closes.
+		stdin.Close()
+		if err := holder.Wait(); err != nil {
+			t.Fatalf("holder: %v", err)
+		}
+		s, err := idgen.OpenFileStore(path)
+		if err != nil {
+			t.Fatalf("OpenFileStore after the holder exited: %v", err)
+		}
+		s.Close()
+	})
 }
