@@ -239,20 +239,6 @@ func TestInFlightIsRetriedLater(t *testing.T) {
 	}
 }
 
-func TestFingerprintConflict(t *testing.T) {
-	c, cb, stats, _ := setup(t, memdedupe.New(memdedupe.Config{}), consumer.WithFingerprint())
-	cb(context.Background(), msg("k"))
-	other := msg("k")
-	other.Body = []byte("a different payload")
-	res, err := cb(context.Background(), other)
-	if res != rmq.ConsumeRetryLater || !errors.Is(err, dedupe.ErrConflict) || stats.Conflicts.Load() != 1 {
-		t.Fatalf("got %v, %v", res, err)
-	}
-	if c.applied["k"] != 1 {
-		t.Fatalf("applied %d, want 1", c.applied["k"])
-	}
-}
-
 func TestBatchRetriesOnlyWhatFailed(t *testing.T) {
 	c, cb, _, _ := setup(t, memdedupe.New(memdedupe.Config{}))
 	c.fail["b"] = errors.New("transient")

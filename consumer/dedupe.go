@@ -19,12 +19,12 @@ type optionFunc func(*options)
 func (f optionFunc) apply(o *options) { f(o) }
 
 type options struct {
-	namespace   string
-	guard       dedupe.GuardConfig
-	fallbacks   []KeyFunc
-	fingerprint bool
-	stats       *Stats
-	logger      *slog.Logger
+	namespace     string
+	guard         dedupe.GuardConfig
+	fallbacks     []KeyFunc
+	noFingerprint bool
+	stats         *Stats
+	logger        *slog.Logger
 }
 
 // WithNamespace separates this application's keys from others sharing the
@@ -43,10 +43,13 @@ func WithKeyFallback(fs ...KeyFunc) Option {
 	return optionFunc(func(o *options) { o.fallbacks = append(o.fallbacks, fs...) })
 }
 
-// WithFingerprint records a hash of each message body with its key, so that
-// a key reused for a different payload is reported as [dedupe.ErrConflict]
-// and retried instead of being suppressed. Default off.
-func WithFingerprint() Option { return optionFunc(func(o *options) { o.fingerprint = true }) }
+// WithoutFingerprint turns the payload check off, so that a key reused for
+// a different payload is suppressed as a duplicate. By default the
+// [dedupe.Fingerprint] of each message body is recorded with its key, and a
+// key reused for another body is a conflict (see "Reused keys" in the
+// package documentation). Turn it off only where the body of one message may
+// change between sends, such as a timestamp stamped per attempt.
+func WithoutFingerprint() Option { return optionFunc(func(o *options) { o.noFingerprint = true }) }
 
 // WithStats counts what the middleware does into s.
 func WithStats(s *Stats) Option { return optionFunc(func(o *options) { o.stats = s }) }
@@ -56,7 +59,8 @@ func WithStats(s *Stats) Option { return optionFunc(func(o *options) { o.stats =
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.logger = l }) }
 
 // Dedupe returns middleware that runs the next handler at most once per
-// (group, key) using store. group is the consumer group the handler runs in.
+// (group, key) using store, and not at all for a key reused with another
+// payload. group is the consumer group the handler runs in.
 func Dedupe(store dedupe.Store, group string, opts ...Option) (Middleware, error) {
 	d, err := newDeduper(store, group, opts)
 	if err != nil {
@@ -68,9 +72,13 @@ func Dedupe(store dedupe.Store, group string, opts ...Option) (Middleware, error
 			if err != nil {
 				return err
 			}
-			outcome, err := d.guard.Do(ctx, it.Ref, it.Fingerprint, func(ctx context.Context) error {
-				return safeCall(ctx, next, msg)
-			})
+			run := func(ctx context.Context) error { return safeCall(ctx, next, msg) }
+			outcome, err := d.guard.Do(ctx, it.Ref, it.Fingerprint, run)
+			if errors.Is(err, dedupe.ErrConflict) {
+				// Earlier versions recorded the SHA-256 fingerprint: claiming
+				// with it tells their record of this message from a reused key.
+				outcome, err = d.guard.Do(ctx, it.Ref, dedupe.FingerprintSHA256(msg.Body), run)
+			}
 			return d.settle(ctx, it.Ref, outcome, err)
 		}
 	}, nil
@@ -112,7 +120,7 @@ func (d *deduper) item(ctx context.Context, msg *primitive.MessageExt) (dedupe.B
 		return dedupe.BatchItem{}, err
 	}
 	it := dedupe.BatchItem{Ref: dedupe.Ref{Namespace: d.namespace, Group: d.group, Key: key}}
-	if d.fingerprint {
+	if !d.noFingerprint {
 		it.Fingerprint = dedupe.Fingerprint(msg.Body)
 	}
 	return it, nil
@@ -156,7 +164,9 @@ func (o *options) settle(ctx context.Context, ref dedupe.Ref, outcome dedupe.Out
 		return err
 	case errors.Is(err, dedupe.ErrConflict):
 		s.Conflicts.Add(1)
-		o.logger.ErrorContext(ctx, "idemq: key reused for a different payload; retrying it", "ref", ref.String())
+		o.logger.ErrorContext(ctx, "idemq: key reused for a different payload; not running the message, retrying it until the broker dead-letters it",
+			"group", ref.Group, "key", ref.Key,
+			"fix", "give each payload its own key, or consumer.WithoutFingerprint() if one message's body changes between sends")
 		return err
 	default:
 		s.StoreErrors.Add(1)

@@ -16,6 +16,8 @@
 //
 //   - a key already done is acknowledged without running the handler;
 //   - a key held by another consumer's live lease is retried later;
+//   - a key done or held with another payload is not run; the message is
+//     retried later and reported (see "Reused keys");
 //   - a handler error releases the claim and the message is retried later,
 //     so the redelivery runs at once: nothing is lost;
 //   - success completes the key, then the message is acknowledged.
@@ -44,6 +46,29 @@
 //
 // Failure paths return ConsumeRetryLater explicitly: in rocketmq-client-go
 // ConsumeSuccess is the zero value, so a bare error return would acknowledge.
+//
+// # Reused keys
+//
+// A key stands for one message: the same key with a different body is a
+// mistake upstream (a business key reused, a key function that collides),
+// and suppressing it as a duplicate would lose that body silently. So the
+// [dedupe.Fingerprint] of each message body is recorded with its key, and a
+// delivery whose key is recorded with another body's fingerprint is a
+// conflict: the handler does not run, [Stats.Conflicts] counts it, an error
+// is logged with the group and the key, and the message is retried like any
+// deferred one until it reaches the dead-letter queue after the broker's
+// retries (an orderly consumer holds its queue until the reconsume limit;
+// see [Orderly]). It is not dead-lettered at once so that a conflict only an
+// older consumer reports during an upgrade (below) reaches an upgraded one.
+// A redelivery has the same body and is suppressed. [WithoutFingerprint]
+// turns the check off, for messages whose body changes between sends.
+//
+// The fingerprint is a checksum against accidents, not a security check.
+// Earlier versions recorded a SHA-256 fingerprint, and only with the option
+// WithFingerprint: a conflict is checked once more against that form, so
+// their records are recognised. While both versions run, an older consumer
+// with WithFingerprint reports the newer records as conflicts and retries
+// them; an upgraded consumer then suppresses them.
 //
 // # Exactly-once effects with SQL
 //

@@ -17,7 +17,8 @@ type Stats struct {
 	Failed atomic.Int64
 	// InFlight counts deliveries deferred because another consumer held the key.
 	InFlight atomic.Int64
-	// Conflicts counts keys reused with a different payload fingerprint.
+	// Conflicts counts deliveries not run, and deferred, because their key
+	// was recorded with a different payload fingerprint.
 	Conflicts atomic.Int64
 	// StoreErrors counts deliveries deferred because the store failed.
 	StoreErrors atomic.Int64

@@ -70,16 +70,43 @@ func TestClaimRequestValidate(t *testing.T) {
 
 var errAny = errors.New("any error")
 
+// TestFingerprint pins the fingerprints' values: stored records hold them,
+// so a change of algorithm or encoding must fail here. The CRC-32C and
+// CRC-32 halves of "123456789" are the catalogued check values.
 func TestFingerprint(t *testing.T) {
-	a, b := dedupe.Fingerprint([]byte("a")), dedupe.Fingerprint([]byte("b"))
-	if a == b || a != dedupe.Fingerprint([]byte("a")) {
-		t.Errorf("Fingerprint(a) = %q, Fingerprint(b) = %q: want stable and distinct", a, b)
+	long := make([]byte, 1000) // long enough for the CRCs' vector code paths
+	for i := range long {
+		long[i] = byte(i * 7)
 	}
-	if want := "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb"; a != want {
-		t.Errorf("Fingerprint(a) = %q, want the hex SHA-256 %q", a, want)
+	tests := []struct {
+		name    string
+		payload []byte
+		want    string
+	}{
+		{"Empty", nil, "0000000000000000"},
+		{"OneByte", []byte("a"), "c1d04330e8b7be43"},
+		{"CheckString", []byte("123456789"), "e3069283cbf43926"},
+		{"JSON", []byte(`{"amount":42}`), "65c6d4d4fb61df09"},
+		{"OneDigitChanged", []byte(`{"amount":43}`), "76644ca3e27aee48"},
+		{"Long", long, "79a16ae6114ad5ff"},
 	}
-	if err := (dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "g", Key: "k"}, Lease: time.Second, Fingerprint: a}).Validate(); err != nil {
-		t.Errorf("a Fingerprint is not a valid fingerprint: %v", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := dedupe.Fingerprint(tt.payload)
+			if got != tt.want {
+				t.Errorf("Fingerprint = %q, want %q", got, tt.want)
+			}
+			if err := (dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "g", Key: "k"}, Lease: time.Second, Fingerprint: got}).Validate(); err != nil {
+				t.Errorf("not a valid fingerprint: %v", err)
+			}
+		})
+	}
+}
+
+func TestFingerprintSHA256(t *testing.T) {
+	const want = "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb"
+	if got := dedupe.FingerprintSHA256([]byte("a")); got != want {
+		t.Errorf("FingerprintSHA256(a) = %q, want %q, what earlier versions recorded", got, want)
 	}
 }
 

@@ -14,6 +14,11 @@
 // both get no ratio columns, so any benchmark output can be piped in. Repeated
 // runs (-count) are averaged. The exit status is 1 if the input holds a
 // failure or no benchmark.
+//
+// A row may report a metric "<peer>-ns/op": the cost of a peer it took turns
+// with in one loop, so that a machine's changing load falls on both alike
+// (see consumer's BenchmarkFingerprint). The peer becomes a row of the
+// group; the B/op and allocs/op of such a pair cover both and are left out.
 package main
 
 import (
@@ -66,6 +71,7 @@ type row struct {
 	bytesPerOp  float64
 	allocsPerOp float64
 	hasMem      bool
+	paired      bool // timed in turns with a peer; its memory figures are the pair's
 }
 
 // group is the rows sharing a name up to the last slash, in input order.
@@ -118,13 +124,14 @@ func parse(r io.Reader) (*results, error) {
 			byKey[pkg+" "+gname] = g
 			res.groups = append(res.groups, g)
 		}
-		i := slices.IndexFunc(g.rows, func(r *row) bool { return r.name == rname })
-		if i < 0 {
-			g.rows = append(g.rows, &row{name: rname})
-			i = len(g.rows) - 1
-		}
-		if err := g.rows[i].add(m[3]); err != nil {
+		peers, err := g.row(rname).add(m[3])
+		if err != nil {
 			return nil, fmt.Errorf("%q: %w", line, err)
+		}
+		for _, p := range peers {
+			if _, err := g.row(p.name).add(strconv.FormatFloat(p.ns, 'g', -1, 64) + " ns/op"); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -136,6 +143,22 @@ func parse(r io.Reader) (*results, error) {
 	return res, nil
 }
 
+// row returns the row named name, added if new.
+func (g *group) row(name string) *row {
+	i := slices.IndexFunc(g.rows, func(r *row) bool { return r.name == name })
+	if i < 0 {
+		g.rows = append(g.rows, &row{name: name})
+		i = len(g.rows) - 1
+	}
+	return g.rows[i]
+}
+
+// peerCost is a "<name>-ns/op" metric.
+type peerCost struct {
+	name string
+	ns   float64
+}
+
 // cost is the nanoseconds per message where the row counts messages, else
 // per op.
 func (r *row) cost() float64 {
@@ -145,18 +168,25 @@ func (r *row) cost() float64 {
 	return r.nsPerOp
 }
 
-// add folds one run's "value unit" pairs into the running means.
-func (r *row) add(metrics string) error {
+// add folds one run's "value unit" pairs into the running means, and
+// returns the costs of the peers it was timed with.
+func (r *row) add(metrics string) ([]peerCost, error) {
 	f := strings.Fields(metrics)
 	if len(f)%2 != 0 {
-		return fmt.Errorf("odd number of fields in %q", metrics)
+		return nil, fmt.Errorf("odd number of fields in %q", metrics)
 	}
 	r.runs++
 	mean := func(old, v float64) float64 { return old + (v-old)/float64(r.runs) }
+	var peers []peerCost
 	for i := 0; i < len(f); i += 2 {
 		v, err := strconv.ParseFloat(f[i], 64)
 		if err != nil {
-			return err
+			return nil, err
+		}
+		if name, ok := strings.CutSuffix(f[i+1], "-ns/op"); ok {
+			peers = append(peers, peerCost{name, v})
+			r.paired = true
+			continue
 		}
 		switch f[i+1] {
 		case "ns/op":
@@ -169,7 +199,7 @@ func (r *row) add(metrics string) error {
 			r.msgsPerSec = mean(r.msgsPerSec, v)
 		}
 	}
-	return nil
+	return peers, nil
 }
 
 func render(res *results, ours string) string {
@@ -209,7 +239,7 @@ func render(res *results, ours string) string {
 				name = g.name
 			}
 			mem := "|  |  |"
-			if r.hasMem {
+			if r.hasMem && !r.paired {
 				mem = fmt.Sprintf("| %s | %s |", num(r.bytesPerOp), num(r.allocsPerOp))
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s %s", name, num(r.cost()), perSecond(r.cost()), mem)

@@ -1,0 +1,168 @@
+package consumer_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dedupe/memdedupe"
+)
+
+// withBody returns a message with key and body.
+func withBody(key, body string) *primitive.MessageExt {
+	m := msg(key)
+	m.Body = []byte(body)
+	return m
+}
+
+// recordEarlier records key done for body as earlier versions did, with a
+// SHA-256 fingerprint.
+func recordEarlier(t *testing.T, store dedupe.Store, key, body string) {
+	t.Helper()
+	ref := dedupe.Ref{Group: "group-a", Key: key}
+	res, err := store.Claim(t.Context(), dedupe.ClaimRequest{Ref: ref, Lease: time.Hour, Fingerprint: dedupe.FingerprintSHA256([]byte(body))})
+	if err != nil || res.Status != dedupe.Acquired {
+		t.Fatalf("claim = %v, %v", res.Status, err)
+	}
+	if err := store.Complete(t.Context(), dedupe.Ticket{Ref: ref, Token: res.Token}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReusedKey delivers a key again with the same body or another one,
+// through every consumer path on memdedupe and on a real Redis: a reused
+// key is a conflict unless the check is turned off, a redelivery is
+// suppressed, and records of earlier versions are recognised.
+func TestReusedKey(t *testing.T) {
+	stores := []struct {
+		name string
+		new  func(t *testing.T) dedupe.Store
+	}{
+		{"memdedupe", func(*testing.T) dedupe.Store { return memdedupe.New(memdedupe.Config{}) }},
+		{"redisdedupe", func(t *testing.T) dedupe.Store {
+			store, _ := newRedisStore(t, fmt.Sprintf("reused:%d-%d:", os.Getpid(), time.Now().UnixNano()))
+			return store
+		}},
+	}
+	paths := []struct {
+		name  string
+		setup func(*testing.T, dedupe.Store, ...consumer.Option) (*counter, consumer.Callback, *consumer.Stats, *bytes.Buffer)
+	}{{"Dedupe", setup}, {"DedupeBatch", setupBatch}}
+	tests := []struct {
+		name string
+		opts []consumer.Option
+		// earlier is the body an earlier version recorded k done for; ""
+		// for none.
+		earlier string
+		// deliveries are delivered in turn, each as one batch.
+		deliveries [][]*primitive.MessageExt
+		// wantConflict: the last delivery is retried with ErrConflict;
+		// else it is acknowledged.
+		wantConflict bool
+		wantApplied  int
+		wantSuppr    int64
+	}{
+		{name: "OtherBody", deliveries: [][]*primitive.MessageExt{{withBody("k", "A")}, {withBody("k", "B")}},
+			wantConflict: true, wantApplied: 1},
+		{name: "OtherBodyInOneBatch", deliveries: [][]*primitive.MessageExt{{withBody("k", "A"), withBody("k", "B")}},
+			wantConflict: true, wantApplied: 1},
+		{name: "SameBody", deliveries: [][]*primitive.MessageExt{{withBody("k", "A")}, {withBody("k", "A")}},
+			wantApplied: 1, wantSuppr: 1},
+		{name: "OtherBodyWithoutFingerprint", opts: []consumer.Option{consumer.WithoutFingerprint()},
+			deliveries:  [][]*primitive.MessageExt{{withBody("k", "A")}, {withBody("k", "B")}},
+			wantApplied: 1, wantSuppr: 1},
+		{name: "EarlierVersionSameBody", earlier: "A", deliveries: [][]*primitive.MessageExt{{withBody("k", "A")}},
+			wantApplied: 0, wantSuppr: 1},
+		{name: "EarlierVersionOtherBody", earlier: "A", deliveries: [][]*primitive.MessageExt{{withBody("k", "B")}},
+			wantConflict: true, wantApplied: 0},
+	}
+	for _, st := range stores {
+		for _, p := range paths {
+			for _, tt := range tests {
+				t.Run(st.name+"/"+p.name+"/"+tt.name, func(t *testing.T) {
+					store := st.new(t)
+					if tt.earlier != "" {
+						recordEarlier(t, store, "k", tt.earlier)
+					}
+					c, cb, stats, logs := p.setup(t, store, tt.opts...)
+					var (
+						res rmq.ConsumeResult
+						err error
+					)
+					for _, d := range tt.deliveries {
+						res, err = cb(context.Background(), d...)
+					}
+					if tt.wantConflict {
+						if res != rmq.ConsumeRetryLater || !errors.Is(err, dedupe.ErrConflict) {
+							t.Errorf("got %v, %v; want retry later with ErrConflict", res, err)
+						}
+						for _, want := range []string{"key reused", "group=group-a", "key=k", "WithoutFingerprint"} {
+							if !strings.Contains(logs.String(), want) {
+								t.Errorf("log %q does not say %q", logs, want)
+							}
+						}
+					} else if res != rmq.ConsumeSuccess || err != nil {
+						t.Errorf("got %v, %v; want success", res, err)
+					}
+					var wantConflicts int64
+					if tt.wantConflict {
+						wantConflicts = 1
+					}
+					if got := stats.Conflicts.Load(); got != wantConflicts {
+						t.Errorf("Conflicts = %d, want %d", got, wantConflicts)
+					}
+					if got := stats.Suppressed.Load(); got != tt.wantSuppr {
+						t.Errorf("Suppressed = %d, want %d", got, tt.wantSuppr)
+					}
+					if c.applied["k"] != tt.wantApplied {
+						t.Errorf("applied %d times, want %d", c.applied["k"], tt.wantApplied)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestDedupeTxReusedKey checks that DedupeTx neither runs nor commits a
+// reused key's other body, unless the check is turned off.
+func TestDedupeTxReusedKey(t *testing.T) {
+	for _, d := range dialects {
+		for _, tt := range []struct {
+			name         string
+			opts         []consumer.Option
+			wantConflict bool
+		}{
+			{"Default", nil, true},
+			{"WithoutFingerprint", []consumer.Option{consumer.WithoutFingerprint()}, false},
+		} {
+			t.Run(d.name+"/"+tt.name, func(t *testing.T) {
+				e := newTxEnv(t, d)
+				cb, stats := e.consumer(e.store, e.applier("A"), tt.opts...)
+				if res, err := cb(context.Background(), withBody("k", "A")); res != rmq.ConsumeSuccess {
+					t.Fatalf("first delivery: %v, %v", res, err)
+				}
+				res, err := cb(context.Background(), withBody("k", "B"))
+				if tt.wantConflict != errors.Is(err, dedupe.ErrConflict) || tt.wantConflict != (res == rmq.ConsumeRetryLater) {
+					t.Errorf("other body: %v, %v; want a conflict: %v", res, err, tt.wantConflict)
+				}
+				if got := e.applied("k"); len(got) != 1 {
+					t.Errorf("applied by %v, want once", got)
+				}
+				if n := stats.Conflicts.Load() + stats.Suppressed.Load(); n != 1 {
+					t.Errorf("Conflicts %d + Suppressed %d, want 1 in all", stats.Conflicts.Load(), stats.Suppressed.Load())
+				}
+				e.idle()
+			})
+		}
+	}
+}
