@@ -2,7 +2,7 @@
 // server, and decodes, encodes and parses them. idemq's producer stamps every
 // message with one, so that consumers can recognise redeliveries.
 //
-//	gen, err := idgen.New(idgen.Config{Node: 7})
+//	gen, err := idgen.NewLeased(ctx, leaser, idgen.Config{}) // see Node ids
 //	...
 //	id, err := gen.Next(ctx)
 //	key := id.String() // "1858211342319468544"
@@ -39,7 +39,8 @@
 // [ErrClockBackwards] (the default), [Wait] for the clock when the step is
 // small, [BumpGeneration] to the next rollback generation, [Borrow] from
 // the future as a logical clock at most a bounded time ahead, or [SwitchWorker]
-// to a fresh node id from a [WorkerSource]. Whatever the policy, one
+// to a fresh node id from a [WorkerSource] or the generator's [Leaser].
+// Whatever the policy, one
 // generator never issues an ID twice. With a [HighWaterStore] (such as
 // [FileStore]) the same holds across restarts: a generator restarted with
 // its clock behind the mark of the previous run treats the gap as a
@@ -47,15 +48,45 @@
 //
 // # Node ids
 //
-// Every generator running at the same time needs its own node id. Without a
-// coordinating server it comes from configuration ([Config].Node), an
-// environment variable ([NodeFromEnv]) or a StatefulSet pod's ordinal
-// ([NodeFromHostname]). The ordinal is safe only within one StatefulSet
-// whose ordinals stay below the layout's node count, one generator per pod;
-// host names that merely end in a number (ip-10-0-7-1, a Deployment's
-// web-5d8f7c9b4-24567) are refused. A [FileStore] holds its file for one
-// generator, so two generators given the same file fail with
-// [ErrStoreLocked]. Leased node ids plug in as a [WorkerSource].
+// Every generator running at the same time needs its own node id: two
+// generators on one node issue the same IDs for different messages, and a
+// consumer drops one of them as a duplicate. Nothing in this package picks
+// one for you; choose, in order of safety:
+//
+//   - Leased ([NewLeased]): the node comes from a pool in Redis
+//     ([github.com/idemq/idemq/idgen/redisidgen]) or SQL
+//     ([github.com/idemq/idemq/idgen/sqlidgen]) for as long as the
+//     generator runs. Safe for any fleet: replicas, rolling deploys,
+//     autoscaling, killed pods.
+//   - Static and registered: [Config].Node with [LeaseConfig].Static, so
+//     that a second process configured with the same node fails at start.
+//   - Static ([Config].Node, [NodeFromEnv]): safe only while one process per
+//     node is guaranteed by whoever assigns them.
+//   - A StatefulSet pod's ordinal ([NodeFromHostname]): safe only within one
+//     StatefulSet whose ordinals stay below the layout's node count, one
+//     generator per pod; host names that merely end in a number
+//     (ip-10-0-7-1, a Deployment's web-5d8f7c9b4-24567) are refused.
+//
+// A [FileStore] holds its file for one generator, so two generators given
+// the same file fail with [ErrStoreLocked].
+//
+// # Leases
+//
+// A [Leaser] grants a node id for a lease measured by its store's clock and
+// keeps, per node, a high-water mark: the end of the last time unit anyone
+// issued IDs in with it. A leased generator starts after the mark, renews a
+// third of the way through the lease off the hot path, and raises the mark
+// with every renewal to the end of the window it may issue in before the
+// next, so that the node's next holder starts after every ID it issued even
+// if it is killed, and even if its clock runs behind. It stops issuing —
+// Next fails with [ErrLeaseExpired] — once it cannot prove its lease live:
+// its last successful renewal, by the local monotonic clock, plus the lease
+// less [LeaseConfig].Margin lies behind. A renewal that succeeds resumes it;
+// a lease found lost is replaced by a new one, perhaps on another node. On
+// Close it releases the node with the exact mark of its last ID, so that
+// the next holder after a rolling restart starts at once. With a nil
+// Source, [SwitchWorker] leases a fresh node and retires the old one to the
+// tail of the pool (seed 000).
 //
 // # Text forms
 //

@@ -11,13 +11,16 @@ import (
 
 // Config configures a Generator. The zero value gives a generator for node 0
 // of the [Twitter] layout on the system clock, refusing to issue IDs while
-// the clock stands behind its last ID.
+// the clock stands behind its last ID. Node 0 is a node like any other:
+// processes that all run on the zero Config issue the same IDs (see Node ids
+// in the package documentation; [NewLeased] takes a node nobody else holds).
 type Config struct {
 	// Layout is the bit layout; the zero Layout means Twitter.
 	Layout Layout
 	// Node is the node id, 0 to Layout.MaxNode(): datacenter and worker
 	// together (see Layout.NodeOf, NodeFromEnv, NodeFromHostname). Every
-	// generator issuing IDs at the same time needs its own.
+	// generator issuing IDs at the same time needs its own. NewLeased
+	// leases it instead, and registers it with Lease.Static.
 	Node int64
 	// Rollback decides what happens when the clock steps back; nil means
 	// Refuse.
