@@ -27,13 +27,17 @@
 //     transactions of its own on SQLite, and every statement holds the write
 //     lock from its start:
 //     file:ids.db?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate
+//     A statement that finds the write lock taken sleeps in SQLite's busy
+//     handler, up to 100ms a try, so under many writers one call can take
+//     hundreds of milliseconds: keep [Config.Lease] well above that (the
+//     default is).
 //
 // # Leased pool
 //
 // [Leaser] keeps a row per node of a pool ([Config.Pool]) that has ever been
 // leased, created on first use: the token of the last lease granted, its
 // owner, when it was granted and when it ends, when it was released, and the
-// node's high-water mark. The pool is node ids 0 to [Config.Size]-1; one
+// node's high-water mark, now and when the lease was granted. The pool is node ids 0 to [Config.Size]-1; one
 // table may hold many pools.
 //
 // A lease lasts [Config.Lease] from the database's now when it is granted
@@ -53,21 +57,27 @@
 //
 // # Statements
 //
-//   - Acquire: a SELECT that finds the smallest never-used node id, then an
-//     INSERT of its row that does nothing if another client inserted it
-//     first (INSERT IGNORE on MySQL, ON CONFLICT DO NOTHING elsewhere). When
-//     every id has been used, one UPDATE on PostgreSQL and SQLite takes the
-//     free node free longest (PostgreSQL's subquery picks it with FOR UPDATE
-//     SKIP LOCKED; a SQLite statement holds the write lock from its start),
-//     and on MySQL a READ COMMITTED transaction picks it with SELECT ... FOR
-//     UPDATE SKIP LOCKED and updates it. When another client took the
-//     chosen node first, or holds free nodes locked, Acquire looks again:
-//     it fails with [idgen.ErrNoFreeNode] only when no node was free, never
-//     because others made progress. Static: one upsert that takes the node
-//     only if its lease has ended (MySQL reads the outcome in a second
-//     statement).
+//   - Acquire: a SELECT that finds the smallest never-used node id and
+//     whether any lease has ended, before anything takes a lock. Then an
+//     INSERT of the never-used node's row, which does nothing if another
+//     client inserted it first (INSERT IGNORE on MySQL, ON CONFLICT DO
+//     NOTHING on PostgreSQL; on SQLite the INSERT finds the smallest
+//     never-used id itself, under the write lock). When every id has been
+//     used, one UPDATE on PostgreSQL and SQLite takes the node free longest
+//     (PostgreSQL's subquery picks it with FOR UPDATE SKIP LOCKED; a SQLite
+//     statement holds the write lock from its start), and on MySQL a READ
+//     COMMITTED transaction picks it with SELECT ... FOR UPDATE SKIP LOCKED
+//     and updates it. When another client took the chosen node first, or
+//     holds free nodes locked, Acquire looks again: it fails with
+//     [idgen.ErrNoFreeNode] only when no node was free, never because
+//     others made progress. Static: one upsert that takes the node only if
+//     its lease has ended (MySQL reads the outcome in a second statement).
 //   - Renew: one UPDATE ... RETURNING (on MySQL an UPDATE and a SELECT).
 //   - Release: one UPDATE.
+//
+// On MySQL, Renew and Release reach the row through the primary key (FORCE
+// INDEX): a scan of the index on (pool, expires_at) would lock its entries
+// in the opposite order of an Acquire and deadlock with it.
 //
 // A call that fails after the database may have granted a node — the answer
 // to a commit lost with the connection — does not hold it for nothing:
@@ -88,10 +98,15 @@
 //
 // The high_water column holds each node's high-water mark in microseconds
 // since the Unix epoch, rounded up: every ID issued with the node lies
-// before it. Renew and Release raise it with GREATEST (max on SQLite) and
-// nothing lowers it; it stays in the row when the lease ends, and Acquire
-// returns it to the next holder as [idgen.Lease].HighWater. It is the
-// holders' clock, not the database's.
+// before it. It is the holders' clock, not the database's. Renew raises it
+// with GREATEST (max on SQLite) to the end of the window its holder may
+// issue in, and never lowers it, so that it covers a holder that is killed.
+// Release sets it to the holder's exact mark, which may lie below what the
+// renewals reserved, so that the next holder after a clean stop need not
+// wait out the window; but never below granted_high_water, the mark the
+// lease was granted with, which covers every earlier holder. The mark stays
+// in the row when the lease ends, and Acquire returns it to the next holder
+// as [idgen.Lease].HighWater.
 //
 // # Durability
 //
@@ -136,6 +151,7 @@
 //		expires_at DATETIME(6)    NOT NULL,
 //		freed_at   DATETIME(6)    NULL,
 //		high_water BIGINT         NOT NULL,
+//		granted_high_water BIGINT NOT NULL,
 //		PRIMARY KEY (pool, node),
 //		KEY `idemq_worker_lease_free` (pool, expires_at, node)
 //	) ENGINE = InnoDB;
@@ -151,6 +167,7 @@
 //		expires_at timestamptz NOT NULL,
 //		freed_at   timestamptz,
 //		high_water bigint NOT NULL,
+//		granted_high_water bigint NOT NULL,
 //		PRIMARY KEY (pool, node)
 //	);
 //	CREATE INDEX IF NOT EXISTS "idemq_worker_lease_free" ON "idemq_worker_lease" (pool, expires_at, node);
@@ -166,6 +183,7 @@
 //		expires_at INTEGER NOT NULL,
 //		freed_at   INTEGER,
 //		high_water INTEGER NOT NULL,
+//		granted_high_water INTEGER NOT NULL,
 //		PRIMARY KEY (pool, node)
 //	) WITHOUT ROWID;
 //	CREATE INDEX IF NOT EXISTS "idemq_worker_lease_free" ON "idemq_worker_lease" (pool, expires_at, node);

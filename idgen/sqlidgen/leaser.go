@@ -201,26 +201,33 @@ func (l *Leaser) acquireStatic(ctx context.Context, node int64, token, owner str
 	return l.lease(node, token, mark), nil
 }
 
-// acquireAny takes a never-used node, else the node free longest. Every
-// pass that does not end has seen another client take a node or hold a
-// free one locked on its way to taking it, so the loop ends: the pool is
-// finite and taken nodes stay taken for a lease.
+// acquireAny takes a never-used node, else the node free longest. A pass
+// that does not end has seen another client take the node it chose, or hold
+// a free node locked on its way to taking it, so the loop ends: the pool is
+// finite and a node taken stays taken for a lease.
 func (l *Leaser) acquireAny(ctx context.Context, token, owner string) (idgen.Lease, error) {
 	pause := time.Millisecond
 	for {
-		var gap sql.NullInt64
-		if err := l.db.QueryRowContext(ctx, l.q.gap, l.cfg.Pool, l.cfg.Pool, l.cfg.Size).Scan(&gap); err != nil {
+		var (
+			gap  sql.NullInt64
+			free bool
+		)
+		err := l.db.QueryRowContext(ctx, l.q.probe, l.cfg.Pool, l.cfg.Pool, l.cfg.Size, l.cfg.Pool, l.cfg.Size).Scan(&gap, &free)
+		if err != nil {
 			return idgen.Lease{}, err
 		}
 		if gap.Valid {
-			ok, err := affected(l.db.ExecContext(ctx, l.q.insert, l.cfg.Pool, gap.Int64, token, owner, micros(l.cfg.Lease)))
+			node, ok, err := l.insert(ctx, gap.Int64, token, owner)
 			if err != nil {
 				return idgen.Lease{}, err
 			}
 			if ok {
-				return l.lease(gap.Int64, token, 0), nil
+				return l.lease(node, token, 0), nil
 			}
 			continue // another client took it first
+		}
+		if !free {
+			return idgen.Lease{}, fmt.Errorf("sqlidgen: all %d node ids of pool %q are held by live leases: %w", l.cfg.Size, l.cfg.Pool, idgen.ErrNoFreeNode)
 		}
 		node, mark, ok, err := l.take(ctx, token, owner)
 		if err != nil {
@@ -229,26 +236,33 @@ func (l *Leaser) acquireAny(ctx context.Context, token, owner string) (idgen.Lea
 		if ok {
 			return l.lease(node, token, mark), nil
 		}
-		if l.d == SQLite {
-			// One statement saw the whole pool under the write lock.
-			break
+		// Another client took the free node first. On MySQL and
+		// PostgreSQL it may still be taking it, holding the row locked
+		// (FOR UPDATE SKIP LOCKED passed over it): look again once it is
+		// done.
+		if l.d != SQLite {
+			if err := sleep(ctx, pause); err != nil {
+				return idgen.Lease{}, err
+			}
+			pause = min(2*pause, 50*time.Millisecond)
 		}
-		// FOR UPDATE SKIP LOCKED passed over the rows others held locked.
-		// Free ones among them are being taken, or were locked by a
-		// statement that leaves them free: look again once they are done.
-		var n int64
-		if err := l.db.QueryRowContext(ctx, l.q.free, l.cfg.Pool, l.cfg.Size).Scan(&n); err != nil {
-			return idgen.Lease{}, err
-		}
-		if n == 0 {
-			break
-		}
-		if err := sleep(ctx, pause); err != nil {
-			return idgen.Lease{}, err
-		}
-		pause = min(2*pause, 50*time.Millisecond)
 	}
-	return idgen.Lease{}, fmt.Errorf("sqlidgen: all %d node ids of pool %q are held by live leases: %w", l.cfg.Size, l.cfg.Pool, idgen.ErrNoFreeNode)
+}
+
+// insert takes the never-used node gap, or on SQLite whichever is the
+// smallest never-used node by the time the statement runs, if any.
+func (l *Leaser) insert(ctx context.Context, gap int64, token, owner string) (node int64, ok bool, err error) {
+	if l.d != SQLite {
+		ok, err := affected(l.db.ExecContext(ctx, l.q.insert, l.cfg.Pool, gap, token, owner, micros(l.cfg.Lease)))
+		return gap, ok, err
+	}
+	// Racing acquirers who saw the same gap each take a node with one
+	// write, instead of all but one writing for nothing and looking again.
+	err = l.db.QueryRowContext(ctx, l.q.insertGap, l.cfg.Pool, token, owner, micros(l.cfg.Lease), l.cfg.Pool, l.cfg.Pool, l.cfg.Size).Scan(&node)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return node, err == nil, err
 }
 
 // take gives token the free node that has been free longest, if any.
@@ -345,8 +359,11 @@ func (l *Leaser) Renew(ctx context.Context, lease idgen.Lease, highWater time.Ti
 	return l.lease(lease.Node, lease.Token, mark), nil
 }
 
-// Release ends lease at once, raising its node's high-water mark as Renew
-// does; the node joins the tail of the pool's free nodes. It fails with
+// Release ends lease at once and sets its node's high-water mark to
+// highWater, the holder's exact mark, which may lie below what its renewals
+// reserved but never below the mark the lease was granted with (a zero
+// highWater leaves that mark); the node joins the tail of the pool's free
+// nodes. It fails with
 // [idgen.ErrLeaseLost], changing nothing, if lease has ended by the
 // database's clock, was released before, or another holder has the node.
 func (l *Leaser) Release(ctx context.Context, lease idgen.Lease, highWater time.Time) error {

@@ -1,0 +1,606 @@
+package sqlidgen_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/sqlidgen"
+)
+
+const ttl = 300 * time.Millisecond
+
+var mysqlDB *sql.DB
+
+// any0 asks for any free node of a pool of size nodes.
+func any0(size int64, owner string) idgen.LeaseRequest {
+	return idgen.LeaseRequest{MaxNode: size - 1, Owner: owner}
+}
+
+func acquire(t testing.TB, l *sqlidgen.Leaser, req idgen.LeaseRequest) idgen.Lease {
+	t.Helper()
+	lease, err := l.Acquire(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Acquire(%+v) = %v", req, err)
+	}
+	return lease
+}
+
+func list(t testing.TB, l *sqlidgen.Leaser) map[int64]sqlidgen.NodeLease {
+	t.Helper()
+	rows, err := l.List(context.Background())
+	if err != nil {
+		t.Fatalf("List = %v", err)
+	}
+	m := map[int64]sqlidgen.NodeLease{}
+	for _, r := range rows {
+		m[r.Node] = r
+	}
+	return m
+}
+
+func TestNew(t *testing.T) {
+	db, err := sql.Open("sqlite", ":memory:") // never connects
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ok := sqlidgen.Config{Pool: "p", Size: 8}
+	with := func(f func(*sqlidgen.Config)) sqlidgen.Config {
+		c := ok
+		f(&c)
+		return c
+	}
+	tests := []struct {
+		name    string
+		db      *sql.DB
+		dialect sqlidgen.Dialect
+		cfg     sqlidgen.Config
+		ok      bool
+	}{
+		{"Defaults", db, sqlidgen.SQLite, ok, true},
+		{"MySQL", db, sqlidgen.MySQL, ok, true},
+		{"Postgres", db, sqlidgen.Postgres, ok, true},
+		{"Table", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Table = "Worker_Lease2" }), true},
+		{"Table48", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Table = strings.Repeat("t", 48) }), true},
+		{"Pool64", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Pool = strings.Repeat("p", 64) }), true},
+		{"PoolUnicode", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Pool = "订单" }), true},
+		{"Size1", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Size = 1 }), true},
+		{"Lease1ms", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Lease = time.Millisecond }), true},
+		{"NilDB", nil, sqlidgen.SQLite, ok, false},
+		{"NoDialect", db, 0, ok, false},
+		{"UnknownDialect", db, sqlidgen.SQLite + 1, ok, false},
+		{"NoPool", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Pool = "" }), false},
+		{"Pool65", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Pool = strings.Repeat("p", 65) }), false},
+		{"PoolNotUTF8", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Pool = "p\xff" }), false},
+		{"NoSize", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Size = 0 }), false},
+		{"NegativeSize", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Size = -1 }), false},
+		{"NegativeLease", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Lease = -time.Second }), false},
+		{"LeaseBelow1ms", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Lease = time.Microsecond }), false},
+		{"Table49", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Table = strings.Repeat("t", 49) }), false},
+		{"TableQuote", db, sqlidgen.Postgres, with(func(c *sqlidgen.Config) { c.Table = `t"; DROP TABLE x; --` }), false},
+		{"TableBacktick", db, sqlidgen.MySQL, with(func(c *sqlidgen.Config) { c.Table = "t`" }), false},
+		{"TableSchema", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Table = "public.t" }), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := sqlidgen.New(tc.db, tc.dialect, tc.cfg)
+			if (err == nil) != tc.ok {
+				t.Fatalf("New(%v, %+v) = %v, want ok %v", tc.dialect, tc.cfg, err, tc.ok)
+			}
+			if err != nil && !errors.Is(err, idgen.ErrInvalidConfig) {
+				t.Errorf("New error %v does not wrap ErrInvalidConfig", err)
+			}
+		})
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	l, err := sqlidgen.New(&sql.DB{}, sqlidgen.SQLite, sqlidgen.Config{Pool: "p", Size: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sqlidgen.Config{Pool: "p", Size: 3, Lease: 10 * time.Second, Table: "idemq_worker_lease"}
+	if got := l.Config(); got != want {
+		t.Errorf("Config() = %+v, want %+v", got, want)
+	}
+}
+
+func TestDialectString(t *testing.T) {
+	for d, want := range map[sqlidgen.Dialect]string{
+		sqlidgen.MySQL: "mysql", sqlidgen.Postgres: "postgres", sqlidgen.SQLite: "sqlite", 7: "Dialect(7)",
+	} {
+		if got := d.String(); got != want {
+			t.Errorf("Dialect(%d).String() = %q, want %q", int(d), got, want)
+		}
+	}
+}
+
+// TestSchemaDocumented checks that the package documentation shows the DDL
+// both Migrates run.
+func TestSchemaDocumented(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	space := regexp.MustCompile(`\s+`)
+	flat := space.ReplaceAllString(strings.ReplaceAll(string(doc), "\n//", "\n"), " ")
+	for _, b := range backends {
+		l, err := sqlidgen.New(&sql.DB{}, b.dialect, sqlidgen.Config{Pool: "p", Size: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := sqlidgen.NewWorkerNodes(&sql.DB{}, b.dialect, sqlidgen.WorkerNodesConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, stmt := range append(l.Schema(), w.Schema()...) {
+			if !strings.Contains(flat, space.ReplaceAllString(stmt, " ")+";") {
+				t.Errorf("doc.go lacks the %v statement\n%s", b.dialect, stmt)
+			}
+		}
+	}
+}
+
+// TestMigrate checks that Migrate can run again, and that pools of one
+// table and tables of one database keep apart.
+func TestMigrate(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			db := b.open(t)
+			a := newLeaser(t, db, b.dialect, sqlidgen.Config{Pool: "a", Size: 1})
+			if err := a.Migrate(t.Context()); err != nil {
+				t.Fatalf("second Migrate: %v", err)
+			}
+			other := newLeaser(t, db, b.dialect, sqlidgen.Config{Pool: "b", Size: 1})
+			table := newLeaser(t, db, b.dialect, sqlidgen.Config{Pool: "a", Size: 1, Table: "Other_Table"})
+			for _, l := range []*sqlidgen.Leaser{a, other, table} {
+				if lease := acquire(t, l, any0(1, "x")); lease.Node != 0 {
+					t.Fatalf("%+v: node %d, want 0", l.Config(), lease.Node)
+				}
+			}
+			if _, err := a.Acquire(t.Context(), any0(1, "x")); !errors.Is(err, idgen.ErrNoFreeNode) {
+				t.Errorf("second Acquire = %v, want ErrNoFreeNode", err)
+			}
+		})
+	}
+}
+
+// TestList checks what operators see: held, released and expired rows, on
+// the database's clock, with owners cut to their column.
+func TestList(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			db := b.open(t)
+			l := newLeaser(t, db, b.dialect, sqlidgen.Config{Pool: "list", Size: 4, Lease: ttl})
+			if rows, err := l.List(t.Context()); err != nil || len(rows) != 0 {
+				t.Fatalf("List of an unused pool = %v, %v", rows, err)
+			}
+			long := strings.Repeat("é", 200) // 400 bytes
+			held := acquire(t, l, any0(4, long))
+			released := acquire(t, l, any0(4, "released"))
+			expired := acquire(t, l, any0(4, "bad \xff utf-8"))
+			if err := l.Release(t.Context(), released, time.Unix(1_700_000_000, 0)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(ttl * 3 / 2)
+			held, err := l.Renew(t.Context(), held, time.UnixMicro(1_700_000_000_000_001))
+			if err == nil {
+				t.Fatalf("Renew of an expired lease = %+v", held)
+			}
+			held = acquire(t, l, idgen.LeaseRequest{MaxNode: 3, Static: true, Node: held.Node, Owner: long})
+			time.Sleep(10 * time.Millisecond)
+			if held, err = l.Renew(t.Context(), held, time.UnixMicro(1_700_000_000_000_001)); err != nil {
+				t.Fatal(err)
+			}
+
+			rows := list(t, l)
+			if len(rows) != 3 {
+				t.Fatalf("List = %+v, want 3 rows", rows)
+			}
+			h := rows[held.Node]
+			if !h.Held || h.Remaining <= 0 || h.Remaining > ttl || !h.Freed.IsZero() {
+				t.Errorf("held row = %+v", h)
+			}
+			if h.Owner != strings.Repeat("é", 127) {
+				t.Errorf("long owner stored as %d bytes %q, want 254 bytes", len(h.Owner), h.Owner)
+			}
+			if !h.HighWater.Equal(time.UnixMicro(1_700_000_000_000_001)) {
+				t.Errorf("held row's mark = %v", h.HighWater)
+			}
+			if d := h.Expires.Sub(h.Granted); d <= ttl {
+				t.Errorf("renewed lease runs %v from its grant, want more than %v", d, ttl)
+			}
+			r := rows[released.Node]
+			if r.Held || r.Remaining != 0 || r.Freed.IsZero() || !r.Freed.Equal(r.Expires) || r.Owner != "released" {
+				t.Errorf("released row = %+v", r)
+			}
+			if !r.HighWater.Equal(time.Unix(1_700_000_000, 0)) {
+				t.Errorf("released row's mark = %v", r.HighWater)
+			}
+			e := rows[expired.Node]
+			if e.Held || !e.Freed.IsZero() || e.Expires.Sub(e.Granted) != ttl || !e.HighWater.IsZero() {
+				t.Errorf("expired row = %+v", e)
+			}
+			if e.Owner != "bad \uFFFD utf-8" {
+				t.Errorf("owner with bad UTF-8 stored as %q", e.Owner)
+			}
+			// The database's clock: the row's times are near ours, whatever
+			// its session's time zone.
+			if d := time.Since(h.Granted); d < 0 || d > time.Minute {
+				t.Errorf("granted %v ago by our clock", d)
+			}
+		})
+	}
+}
+
+// TestHighWaterRounding checks that a mark between microseconds is stored
+// rounded up, never below the true mark.
+func TestHighWaterRounding(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			l := newLeaser(t, b.open(t), b.dialect, sqlidgen.Config{Pool: "round", Size: 1})
+			lease := acquire(t, l, any0(1, ""))
+			mark := time.Unix(1_700_000_000, 1) // 1ns past a µs
+			lease, err := l.Renew(t.Context(), lease, mark)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := time.Unix(1_700_000_000, 1000); !lease.HighWater.Equal(want) {
+				t.Errorf("HighWater = %v, want %v", lease.HighWater, want)
+			}
+			lease, err = l.Renew(t.Context(), lease, time.Unix(-5, 0)) // before 1970: no mark
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lease.HighWater.Before(mark) {
+				t.Errorf("HighWater lowered to %v", lease.HighWater)
+			}
+		})
+	}
+}
+
+// TestShrunkPool checks that nodes left above a pool's new size are never
+// granted again, and that a larger pool uses its new ids first.
+func TestShrunkPool(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			db := b.open(t)
+			big := newLeaser(t, db, b.dialect, sqlidgen.Config{Pool: "p", Size: 4})
+			var leases []idgen.Lease
+			for range 4 {
+				leases = append(leases, acquire(t, big, any0(4, "big")))
+			}
+			for _, l := range leases {
+				if err := big.Release(t.Context(), l, time.Time{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			small := newLeaser(t, db, b.dialect, sqlidgen.Config{Pool: "p", Size: 2})
+			got := map[int64]bool{}
+			for range 2 {
+				got[acquire(t, small, any0(2, "small")).Node] = true
+			}
+			if !got[0] || !got[1] {
+				t.Errorf("pool shrunk to 2 granted %v", got)
+			}
+			if _, err := small.Acquire(t.Context(), any0(2, "small")); !errors.Is(err, idgen.ErrNoFreeNode) {
+				t.Errorf("third Acquire of the shrunk pool = %v, want ErrNoFreeNode", err)
+			}
+			grown := newLeaser(t, db, b.dialect, sqlidgen.Config{Pool: "p", Size: 6})
+			if n := acquire(t, grown, any0(6, "grown")).Node; n != 4 {
+				t.Errorf("grown pool granted node %d first, want never-used 4", n)
+			}
+		})
+	}
+}
+
+// TestUnreachable checks that a database that cannot be reached at start
+// gives a prompt error that names the pool, wraps no sentinel, and that a
+// generator could not mistake for a full pool.
+func TestUnreachable(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		dialect sqlidgen.Dialect
+		driver  string
+		dsn     string
+	}{
+		{"MySQL", sqlidgen.MySQL, "mysql", "root@tcp(127.0.0.1:1)/idemq?timeout=2s"},
+		{"Postgres", sqlidgen.Postgres, "pgx", "postgres://postgres@127.0.0.1:1/idemq?sslmode=disable&connect_timeout=2"},
+		{"SQLite", sqlidgen.SQLite, "sqlite", "file:" + t.TempDir() + "/missing/dir/ids.db"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db, err := sql.Open(tc.driver, tc.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			l, err := sqlidgen.New(db, tc.dialect, sqlidgen.Config{Pool: "orders", Size: 8})
+			if err != nil {
+				t.Fatalf("New touched the database: %v", err)
+			}
+			start := time.Now()
+			_, err = l.Acquire(t.Context(), any0(8, "me"))
+			if err == nil {
+				t.Fatal("Acquire on an unreachable database succeeded")
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("Acquire took %v to fail", d)
+			}
+			for _, s := range []error{idgen.ErrNoFreeNode, idgen.ErrLeaseLost, idgen.ErrNodeRange, idgen.ErrPoolRecovering, idgen.ErrInvalidConfig} {
+				if errors.Is(err, s) {
+					t.Errorf("error %v wraps %v", err, s)
+				}
+			}
+			if !strings.Contains(err.Error(), `sqlidgen: acquire a node of pool "orders"`) {
+				t.Errorf("error %q does not say what failed", err)
+			}
+			t.Logf("Acquire: %v", err)
+			if err := l.Migrate(t.Context()); err == nil || !strings.Contains(err.Error(), "sqlidgen: migrate idemq_worker_lease") {
+				t.Errorf("Migrate = %v", err)
+			}
+			w, err := sqlidgen.NewWorkerNodes(db, tc.dialect, sqlidgen.WorkerNodesConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Acquire(t.Context(), any0(8, "me")); err == nil || !strings.Contains(err.Error(), "sqlidgen: record a start in idemq_worker_node") {
+				t.Errorf("WorkerNodes.Acquire = %v", err)
+			}
+		})
+	}
+}
+
+// TestLostAnswer loses the answer to the statement that grants a node,
+// after the database ran it: while the caller waits, Acquire returns the
+// node granted under its token; once the caller has gone, it gives the node
+// back. Either way no node stays held by nobody.
+func TestLostAnswer(t *testing.T) {
+	errLost := errors.New("connection reset by peer")
+	for _, b := range backends {
+		for _, tc := range []struct {
+			name string
+			// used makes the pool's only node used and free, so that
+			// Acquire takes it over instead of inserting it.
+			used bool
+			// cancel cancels the caller's context with the lost answer.
+			cancel bool
+		}{
+			{"Insert", false, false},
+			{"Take", true, false},
+			{"InsertCallerGone", false, true},
+			{"TakeCallerGone", true, true},
+		} {
+			t.Run(b.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				var (
+					armed  atomic.Bool
+					cancel context.CancelFunc
+				)
+				db := b.openFaulty(t, func(op, query string) error {
+					grants := op == "commit" || // MySQL's take
+						strings.HasPrefix(query, "INSERT") ||
+						(strings.HasPrefix(query, "UPDATE") && b.dialect != sqlidgen.MySQL)
+					if grants && armed.CompareAndSwap(true, false) {
+						if tc.cancel {
+							cancel()
+						}
+						return errLost
+					}
+					return nil
+				})
+				cfg := sqlidgen.Config{Pool: "lost", Size: 1}
+				l := newLeaser(t, db, b.dialect, cfg)
+				if tc.used {
+					if err := l.Release(t.Context(), acquire(t, l, any0(1, "first")), time.Unix(1_700_000_000, 0)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				ctx, c := context.WithCancel(t.Context())
+				defer c()
+				cancel = c
+				armed.Store(true)
+				lease, err := l.Acquire(ctx, any0(1, "lost"))
+				if armed.Load() {
+					t.Fatal("no answer was lost")
+				}
+				held := list(t, l)[0].Held
+				if tc.cancel {
+					if !errors.Is(err, context.Canceled) || !errors.Is(err, errLost) {
+						t.Errorf("Acquire = %v, want the lost answer and the cancellation", err)
+					}
+					if held {
+						t.Errorf("node 0 stays held after its caller went")
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("Acquire = %v, want the node granted before the answer was lost", err)
+				}
+				if !held || lease.Node != 0 || lease.TTL != sqlidgen.DefaultLease {
+					t.Errorf("Acquire = %+v, node held %v", lease, held)
+				}
+				if tc.used && !lease.HighWater.Equal(time.Unix(1_700_000_000, 0)) {
+					t.Errorf("HighWater = %v", lease.HighWater)
+				}
+				if err := l.Release(t.Context(), lease, time.Time{}); err != nil {
+					t.Errorf("Release of the recovered lease = %v", err)
+				}
+			})
+		}
+	}
+}
+
+// holders tracks which goroutine holds each node, by our own bookkeeping,
+// to catch a node held twice at once.
+type holders struct {
+	mu    sync.Mutex
+	by    map[int64]int
+	count atomic.Int64
+}
+
+func (h *holders) take(t *testing.T, node int64, who int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if other, ok := h.by[node]; ok {
+		t.Errorf("node %d granted to %d while %d holds it", node, who, other)
+	}
+	h.by[node] = who
+	h.count.Add(1)
+}
+
+func (h *holders) give(node int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.by, node)
+}
+
+// TestChurn has as many goroutines as nodes, on several Leasers, take,
+// renew and release nodes over and over: since there is always a free node
+// when one asks, no Acquire may fail, whatever the others do meanwhile.
+func TestChurn(t *testing.T) {
+	const (
+		size   = 6
+		rounds = 40
+	)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			db := b.open(t)
+			db.SetMaxOpenConns(20)
+			cfg := sqlidgen.Config{Pool: "churn", Size: size, Lease: time.Minute}
+			ls := []*sqlidgen.Leaser{newLeaser(t, db, b.dialect, cfg), newLeaser(t, db, b.dialect, cfg)}
+			h := &holders{by: map[int64]int{}}
+			var wg sync.WaitGroup
+			start := time.Now()
+			for g := range size {
+				wg.Go(func() {
+					l := ls[g%len(ls)]
+					for i := range rounds {
+						lease, err := l.Acquire(t.Context(), any0(size, fmt.Sprint(g)))
+						if err != nil {
+							t.Errorf("goroutine %d round %d: Acquire = %v", g, i, err)
+							return
+						}
+						h.take(t, lease.Node, g)
+						mark := time.Unix(1_700_000_000+int64(i), 0)
+						if i%3 == 0 {
+							if lease, err = l.Renew(t.Context(), lease, mark); err != nil {
+								t.Errorf("Renew = %v", err)
+							}
+						}
+						h.give(lease.Node)
+						if err := l.Release(t.Context(), lease, mark); err != nil {
+							t.Errorf("Release = %v", err)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			t.Logf("%d acquires in %v", h.count.Load(), time.Since(start).Round(time.Millisecond))
+			if rows := list(t, ls[0]); len(rows) != size {
+				t.Errorf("churn used %d rows, want %d", len(rows), size)
+			}
+		})
+	}
+}
+
+// TestRaceFewNodes has many more goroutines than nodes take nodes, hold
+// them briefly and give them back, some by release and some by letting the
+// lease run out: no node is ever held twice, and every node serves.
+func TestRaceFewNodes(t *testing.T) {
+	const (
+		size       = 3
+		goroutines = 16
+		lease      = 400 * time.Millisecond
+		run        = 2 * time.Second
+	)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			db := b.open(t)
+			if b.dialect == sqlidgen.MySQL {
+				mysqlDB = db
+			}
+			db.SetMaxOpenConns(goroutines)
+			cfg := sqlidgen.Config{Pool: "race", Size: size, Lease: lease}
+			ls := []*sqlidgen.Leaser{newLeaser(t, db, b.dialect, cfg), newLeaser(t, db, b.dialect, cfg), newLeaser(t, db, b.dialect, cfg)}
+			var (
+				wg            sync.WaitGroup
+				mu            sync.Mutex
+				until         = map[int64]time.Time{} // by our clock, when each node's holder stops using it
+				wins, refusal atomic.Int64
+				late          atomic.Int64 // releases too late
+				served        sync.Map
+			)
+			end := time.Now().Add(run)
+			for g := range goroutines {
+				wg.Go(func() {
+					l := ls[g%len(ls)]
+					for i := 0; time.Now().Before(end); i++ {
+						sent := time.Now()
+						got, err := l.Acquire(t.Context(), any0(size, fmt.Sprint(g)))
+						if errors.Is(err, idgen.ErrNoFreeNode) {
+							refusal.Add(1)
+							time.Sleep(5 * time.Millisecond)
+							continue
+						}
+						if err != nil {
+							t.Errorf("Acquire = %v", err)
+							return
+						}
+						wins.Add(1)
+						served.Store(got.Node, true)
+						// The previous holder stopped using the node
+						// before its lease ended; the new lease began
+						// after that by the database's clock, which
+						// runs with ours.
+						mu.Lock()
+						if prev := until[got.Node]; prev.After(time.Now()) {
+							t.Errorf("node %d granted while its holder may use it until %v", got.Node, prev)
+						}
+						use := sent.Add(lease / 2) // stop well within the lease
+						until[got.Node] = use
+						mu.Unlock()
+						time.Sleep(time.Until(use) / 2)
+						if i%4 == 3 {
+							continue // abandon: the lease expires
+						}
+						mu.Lock()
+						until[got.Node] = time.Now()
+						mu.Unlock()
+						err = l.Release(t.Context(), got, time.Time{})
+						switch {
+						case errors.Is(err, idgen.ErrLeaseLost) && time.Since(sent) >= lease:
+							// The calls waited for the database's
+							// lock longer than the lease lasts.
+							late.Add(1)
+						case err != nil:
+							t.Errorf("Release %v after Acquire was sent = %v", time.Since(sent), err)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			n := 0
+			served.Range(func(any, any) bool { n++; return true })
+			t.Logf("%d grants, %d refusals, %d releases too late, %d nodes served", wins.Load(), refusal.Load(), late.Load(), n)
+			if n != size {
+				t.Errorf("%d nodes served, want %d", n, size)
+			}
+		})
+	}
+}
