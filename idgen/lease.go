@@ -66,8 +66,9 @@ type Leaser interface {
 	Renew(ctx context.Context, l Lease, highWater time.Time) (Lease, error)
 	// Release ends l at once, sets the node's high-water mark to
 	// highWater — the holder's exact mark, which may lie below what its
-	// renewals reserved — and puts the node at the tail of the free
-	// queue. It fails with ErrLeaseLost if l has ended or is not the
+	// renewals reserved but never below l.HighWater as granted; the zero
+	// Time leaves the mark as it is — and puts the node at the tail of the
+	// free queue. It fails with ErrLeaseLost if l has ended or is not the
 	// node's current lease, and then changes nothing.
 	Release(ctx context.Context, l Lease, highWater time.Time) error
 }

@@ -472,6 +472,9 @@ func testHighWater(s *suite) {
 	s.wantMark("after Release below the reservation", lease.HighWater, mark(35))
 	lease = s.renew(l, lease, time.Time{})
 	s.wantMark("Renew without a mark", lease.HighWater, mark(35))
+	s.release(l, lease, time.Time{})
+	lease = s.acquire(p, l, all(p, "d"))
+	s.wantMark("Release without a mark", lease.HighWater, mark(35))
 }
 
 // testHighWaterAfterExpiry checks that a mark written by renewal survives

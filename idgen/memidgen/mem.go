@@ -155,7 +155,9 @@ func (m *Leaser) Release(ctx context.Context, l idgen.Lease, mark time.Time) err
 	if err := m.holds(ctx, l); err != nil {
 		return err
 	}
-	m.marks[l.Node] = mark
+	if !mark.IsZero() {
+		m.marks[l.Node] = mark
+	}
 	m.expire(time.Now())
 	delete(m.leases, l.Node)
 	m.free = append(m.free, l.Node)

@@ -174,8 +174,8 @@ return {'ok', raise(ARGV[4], tonumber(ARGV[5]))}
 `)
 
 // releaseScript ends the lease of node ARGV[4] held by token ARGV[3], sets
-// its mark to ARGV[5] (the holder's exact mark, which may lie below what its
-// renewals reserved) and puts the node at the tail of the free list, behind
+// its mark to ARGV[5] unless that is 0 (the holder's exact mark, which may
+// lie below what its renewals reserved) and puts the node at the tail of the free list, behind
 // the leases that ended before. Answers ok, lost or config.
 var releaseScript = redis.NewScript(prelude + `
 local now = now_ms()
@@ -190,8 +190,6 @@ if not holds(ARGV[4], ARGV[3], now) then
 end
 if tonumber(ARGV[5]) > 0 then
 	redis.call('HSET', KEYS[8], ARGV[4], ARGV[5])
-else
-	redis.call('HDEL', KEYS[8], ARGV[4])
 end
 reclaim(now)
 redis.call('ZREM', KEYS[4], ARGV[4])
