@@ -2,6 +2,8 @@
 # Runs every benchmark with its peers in the same run and prints one
 # markdown table, also written to bench/RESULTS.md:
 #   - idgen against bwmarrin/snowflake and sony/sonyflake (this module);
+#   - a leased generator against a static one, and the leasers' calls
+#     against one round trip (the root module);
 #   - the dedupe stores against a naive two-round-trips-per-message
 #     baseline on the same real servers (the root module; servers from the
 #     IDEMQ_* variables, which make bench sets, or started by the tests).
@@ -10,5 +12,5 @@ set -euo pipefail
 cd "$(dirname "$0")"
 {
 	go test -run '^$' -bench . -benchmem "$@" ./...
-	(cd .. && go test -run '^$' -bench . -benchmem "$@" ./dedupe/... ./consumer/...)
+	(cd .. && go test -run '^$' -bench . -benchmem "$@" ./idgen/... ./dedupe/... ./consumer/...)
 } | go run ./cmd/benchtable
