@@ -170,6 +170,9 @@ func (h *leaseHolder) acquire(ctx context.Context, g *Generator) (Lease, error) 
 			if err == nil && lease.TTL > 0 && h.cfg.Margin >= lease.TTL/2 {
 				err = fmt.Errorf("idgen: Lease.Margin %v is not less than half the lease %v: %w", h.cfg.Margin, lease.TTL, ErrInvalidConfig)
 			}
+			if err == nil && lease.TTL > 0 && h.window(lease.TTL) < 2*g.layout.Unit {
+				err = fmt.Errorf("idgen: a lease of %v less its margin is shorter than two %v ticks of layout %q; lengthen the leaser's lease: %w", lease.TTL, g.layout.Unit, g.layout.Name, ErrInvalidConfig)
+			}
 			if err != nil {
 				h.releaseQuietly(g, lease, lease.HighWater)
 				return Lease{}, err
@@ -198,9 +201,13 @@ func (h *leaseHolder) live(g *Generator) error {
 }
 
 // extend makes tick issuable: beyond the window of the last renewal (the
-// clock stepped ahead) it renews at once.
+// clock stepped ahead) it renews at once. Two tries cover a renewal that
+// raced with the lease being replaced.
 func (h *leaseHolder) extend(ctx context.Context, g *Generator, tick int64) error {
-	for tick > g.limit.Load() {
+	for range 2 {
+		if tick <= g.limit.Load() {
+			return nil
+		}
 		if err := h.live(g); err != nil {
 			return err
 		}
@@ -208,7 +215,10 @@ func (h *leaseHolder) extend(ctx context.Context, g *Generator, tick int64) erro
 			return fmt.Errorf("%w: %w", ErrLeaseExpired, err)
 		}
 	}
-	return nil
+	if tick <= g.limit.Load() {
+		return nil
+	}
+	return fmt.Errorf("idgen: node %d: the clock is past the window its renewal opened: %w", g.Node(), ErrLeaseExpired)
 }
 
 // renew renews the lease and raises the node's high-water mark to the end

@@ -51,6 +51,7 @@ func TestNewLeasedConfig(t *testing.T) {
 		{"negative margin", m, idgen.Config{Lease: idgen.LeaseConfig{Margin: -1}}, idgen.ErrInvalidConfig},
 		{"pool wider than the layout", newFaultLeaser(t, 64, time.Second), idgen.Config{Layout: smallNodeLayout()}, idgen.ErrNodeRange},
 		{"static node out of range", m, idgen.Config{Node: 5000, Lease: idgen.LeaseConfig{Static: true}}, idgen.ErrNodeRange},
+		{"lease shorter than two ticks", m, idgen.Config{Layout: secondsLayout}, idgen.ErrInvalidConfig},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,6 +71,12 @@ func TestNewLeasedConfig(t *testing.T) {
 	if n := m.held(4); n != 0 {
 		t.Errorf("%d nodes held after refusals", n)
 	}
+}
+
+// secondsLayout ticks once a second.
+var secondsLayout = idgen.Layout{
+	Name: "seconds", TimeBits: 31, WorkerBits: 10, SequenceBits: 22,
+	Unit: time.Second, Epoch: idgen.Twitter.Epoch,
 }
 
 // smallNodeLayout holds 32 nodes.
