@@ -55,7 +55,7 @@ func benchWide(b *testing.B, parallel bool) {
 }
 
 func newIdemq(b *testing.B, l idgen.Layout, clock idgen.Clock) *idgen.Generator {
-	g, err := idgen.New(idgen.Config{Layout: l, Node: 1, Clock: clock})
+	g, err := idgen.New(1, idgen.Config{Layout: l, Clock: clock})
 	if err != nil {
 		b.Fatal(err)
 	}

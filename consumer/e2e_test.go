@@ -120,7 +120,7 @@ func endToEnd(t *testing.T, adapt adapter, opts ...rmq.Option) (batched int64) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rp.Shutdown() })
-	gen, err := idgen.New(idgen.Config{Node: 3})
+	gen, err := idgen.New(3, idgen.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

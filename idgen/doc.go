@@ -58,10 +58,10 @@
 //     ([github.com/idemq/idemq/idgen/sqlidgen]) for as long as the
 //     generator runs. Safe for any fleet: replicas, rolling deploys,
 //     autoscaling, killed pods.
-//   - Static and registered: [Config].Node with [LeaseConfig].Static, so
-//     that a second process configured with the same node fails at start.
-//   - Static ([Config].Node, [NodeFromEnv]): safe only while one process per
-//     node is guaranteed by whoever assigns them.
+//   - Static and registered: [LeaseConfig].Node with [LeaseConfig].Static,
+//     so that a second process configured with the same node fails at start.
+//   - Static (the node given to [New], e.g. from [NodeFromEnv]): safe only
+//     while one process per node is guaranteed by whoever assigns them.
 //   - A StatefulSet pod's ordinal ([NodeFromHostname]): safe only within one
 //     StatefulSet whose ordinals stay below the layout's node count, one
 //     generator per pod; host names that merely end in a number

@@ -14,7 +14,7 @@ import (
 )
 
 func Example() {
-	gen, err := idgen.New(idgen.Config{Node: 7}) // Twitter layout, system clock
+	gen, err := idgen.New(7, idgen.Config{}) // Twitter layout, system clock
 	if err != nil {
 		panic(err)
 	}
@@ -109,7 +109,7 @@ func (c *settableClock) Add(d time.Duration) { c.ns.Add(int64(d)) }
 func ExampleBumpGeneration() {
 	clock := &settableClock{}
 	clock.Set(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	gen, _ := idgen.New(idgen.Config{Layout: idgen.RollbackBits, Clock: clock, Rollback: idgen.BumpGeneration{}})
+	gen, _ := idgen.New(0, idgen.Config{Layout: idgen.RollbackBits, Clock: clock, Rollback: idgen.BumpGeneration{}})
 	for range 4 {
 		id, err := gen.NextID()
 		if err != nil {
@@ -130,7 +130,7 @@ func ExampleBumpGeneration() {
 func ExampleBorrow() {
 	clock := &settableClock{}
 	clock.Set(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	gen, _ := idgen.New(idgen.Config{Clock: clock, Rollback: idgen.Borrow{MaxAhead: time.Second}})
+	gen, _ := idgen.New(0, idgen.Config{Clock: clock, Rollback: idgen.Borrow{MaxAhead: time.Second}})
 	// Three ticks' worth of IDs while the clock stands still.
 	ids := make([]idgen.ID, 3*4096)
 	gen.Fill(context.Background(), ids)
@@ -154,7 +154,7 @@ func ExampleWait() {
 	cfg := idgen.Config{
 		Rollback: idgen.Wait{Max: 15 * time.Millisecond, Else: idgen.SwitchWorker{Source: pool}},
 	}
-	_, err := idgen.New(cfg)
+	_, err := idgen.New(0, cfg)
 	fmt.Println(err) // no pool here
 	// Output: idgen: rollback policy: SwitchWorker without a Source (only a leased generator takes its fresh node from its Leaser): idgen: invalid config
 }
@@ -166,12 +166,12 @@ func ExampleFileStore() {
 	clock.Set(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	cfg := idgen.Config{Clock: clock, Store: idgen.NewFileStore(filepath.Join(dir, "node-0.hwm"))}
 
-	first, _ := idgen.New(cfg)
+	first, _ := idgen.New(0, cfg)
 	last, _ := first.NextID()
 	first.Close() // saves the exact mark
 
 	clock.Add(-time.Hour) // the machine restarts with its clock an hour behind
-	second, _ := idgen.New(cfg)
+	second, _ := idgen.New(0, cfg)
 	_, err := second.NextID()
 	fmt.Println(err)
 	clock.Add(time.Hour + time.Millisecond) // past the last tick of the first run
@@ -187,7 +187,7 @@ func ExampleNewCoarseClock() {
 	defer clock.Close()
 	wide := idgen.Layout{Name: "wide", TimeBits: 41, WorkerBits: 2, SequenceBits: 20,
 		Unit: time.Millisecond, Epoch: idgen.Twitter.Epoch}
-	gen, _ := idgen.New(idgen.Config{Layout: wide, Clock: clock})
+	gen, _ := idgen.New(0, idgen.Config{Layout: wide, Clock: clock})
 	ids := make([]idgen.ID, 1000)
 	n, err := gen.Fill(context.Background(), ids)
 	fmt.Println(n, err, ids[0] < ids[999])

@@ -9,19 +9,13 @@ import (
 	"time"
 )
 
-// Config configures a Generator. The zero value gives a generator for node 0
-// of the [Twitter] layout on the system clock, refusing to issue IDs while
-// the clock stands behind its last ID. Node 0 is a node like any other:
-// processes that all run on the zero Config issue the same IDs (see Node ids
-// in the package documentation; [NewLeased] takes a node nobody else holds).
+// Config holds a Generator's optional settings; the node id is not one of
+// them: [New] takes it as a parameter and [NewLeased] leases it. The zero
+// value gives the [Twitter] layout on the system clock, refusing to issue
+// IDs while the clock stands behind its last ID.
 type Config struct {
 	// Layout is the bit layout; the zero Layout means Twitter.
 	Layout Layout
-	// Node is the node id, 0 to Layout.MaxNode(): datacenter and worker
-	// together (see Layout.NodeOf, NodeFromEnv, NodeFromHostname). Every
-	// generator issuing IDs at the same time needs its own. NewLeased
-	// leases it instead, and registers it with Lease.Static.
-	Node int64
 	// Rollback decides what happens when the clock steps back; nil means
 	// Refuse.
 	Rollback RollbackPolicy
@@ -121,16 +115,21 @@ type Generator struct {
 	spinDone chan struct{} // nil when nobody spins
 }
 
-// New returns a generator for cfg. Errors wrap [ErrInvalidLayout],
-// [ErrShortLife], [ErrExhausted], [ErrNodeRange] or [ErrInvalidConfig].
-func New(cfg Config) (*Generator, error) {
+// New returns a generator issuing IDs with node, 0 to Layout.MaxNode():
+// datacenter and worker together (see Layout.NodeOf, NodeFromEnv,
+// NodeFromHostname). Every generator issuing IDs at the same time needs its
+// own node; node 0 is a node like any other (see Node ids in the package
+// documentation; [NewLeased] leases a node nobody else holds). Errors wrap
+// [ErrInvalidLayout], [ErrShortLife], [ErrExhausted], [ErrNodeRange] or
+// [ErrInvalidConfig].
+func New(node int64, cfg Config) (*Generator, error) {
 	if cfg.Lease != (LeaseConfig{}) {
 		return nil, fmt.Errorf("idgen: Config.Lease is set: pass the config to NewLeased with a Leaser: %w", ErrInvalidConfig)
 	}
-	return newGenerator(cfg, false)
+	return newGenerator(node, cfg, false)
 }
 
-func newGenerator(cfg Config, leased bool) (*Generator, error) {
+func newGenerator(node int64, cfg Config, leased bool) (*Generator, error) {
 	l := cfg.Layout
 	if l == (Layout{}) {
 		l = Twitter
@@ -138,7 +137,7 @@ func newGenerator(cfg Config, leased bool) (*Generator, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	if err := l.checkNode(cfg.Node); err != nil {
+	if err := l.checkNode(node); err != nil {
 		return nil, err
 	}
 	if err := validatePolicy(cfg.Rollback, l, true, leased); err != nil {
@@ -177,11 +176,11 @@ func newGenerator(cfg Config, leased bool) (*Generator, error) {
 		g.limit.Store(-1)
 		g.reserved.Store(-1)
 	}
-	g.state.Store(cfg.Node << g.p.nodeShift)
+	g.state.Store(node << g.p.nodeShift)
 	if g.store != nil {
 		// A full sequence at tick 0 sends even a clock at the epoch
 		// through extend, which loads the mark.
-		g.state.Store(cfg.Node<<g.p.nodeShift | g.p.seqMask)
+		g.state.Store(node<<g.p.nodeShift | g.p.seqMask)
 	}
 	return g, nil
 }

@@ -17,32 +17,34 @@ func TestNewValidates(t *testing.T) {
 		Epoch: t0.Add(5*365*24*time.Hour - (1<<38)*time.Millisecond)}
 	tests := []struct {
 		name string
+		node int64
 		cfg  idgen.Config
 		want error
 	}{
-		{"zero value", idgen.Config{}, nil},
-		{"node at max", idgen.Config{Node: 1023}, nil},
-		{"node too big", idgen.Config{Node: 1024}, idgen.ErrNodeRange},
-		{"negative node", idgen.Config{Node: -1}, idgen.ErrNodeRange},
-		{"bad layout", idgen.Config{Layout: idgen.Layout{Name: "x", TimeBits: 41}}, idgen.ErrInvalidLayout},
-		{"short life", idgen.Config{Layout: short}, idgen.ErrShortLife},
-		{"short life allowed", idgen.Config{Layout: short, AllowShortLife: true}, nil},
-		{"exhausted", idgen.Config{Layout: idgen.UIDGenerator, AllowShortLife: true}, idgen.ErrExhausted},
-		{"exhausted wide worker", idgen.Config{Layout: idgen.WideWorker, AllowShortLife: true}, idgen.ErrExhausted},
-		{"bump without generation bits", idgen.Config{Rollback: idgen.BumpGeneration{}}, idgen.ErrInvalidConfig},
-		{"bump", idgen.Config{Layout: idgen.RollbackBits, Rollback: idgen.BumpGeneration{}}, nil},
-		{"wait without max", idgen.Config{Rollback: idgen.Wait{}}, idgen.ErrInvalidConfig},
-		{"borrow nested", idgen.Config{Rollback: idgen.Wait{Max: time.Millisecond, Else: idgen.Borrow{MaxAhead: time.Second}}}, idgen.ErrInvalidConfig},
-		{"borrow under a unit", idgen.Config{Rollback: idgen.Borrow{MaxAhead: time.Microsecond}}, idgen.ErrInvalidConfig},
-		{"borrow", idgen.Config{Rollback: idgen.Borrow{MaxAhead: time.Second, Else: idgen.Wait{Max: time.Second}}}, nil},
-		{"switch without source", idgen.Config{Rollback: idgen.SwitchWorker{}}, idgen.ErrInvalidConfig},
-		{"bad else", idgen.Config{Rollback: idgen.Wait{Max: time.Millisecond, Else: idgen.Wait{}}}, idgen.ErrInvalidConfig},
-		{"negative reserve", idgen.Config{Reserve: -time.Second}, idgen.ErrInvalidConfig},
+		{"zero value", 0, idgen.Config{}, nil},
+		{"node at max", 1023, idgen.Config{}, nil},
+		{"node too big", 1024, idgen.Config{}, idgen.ErrNodeRange},
+		{"negative node", -1, idgen.Config{}, idgen.ErrNodeRange},
+		{"node too big for the layout", 1 << 16, idgen.Config{Layout: idgen.Sonyflake}, idgen.ErrNodeRange},
+		{"bad layout", 0, idgen.Config{Layout: idgen.Layout{Name: "x", TimeBits: 41}}, idgen.ErrInvalidLayout},
+		{"short life", 0, idgen.Config{Layout: short}, idgen.ErrShortLife},
+		{"short life allowed", 0, idgen.Config{Layout: short, AllowShortLife: true}, nil},
+		{"exhausted", 0, idgen.Config{Layout: idgen.UIDGenerator, AllowShortLife: true}, idgen.ErrExhausted},
+		{"exhausted wide worker", 0, idgen.Config{Layout: idgen.WideWorker, AllowShortLife: true}, idgen.ErrExhausted},
+		{"bump without generation bits", 0, idgen.Config{Rollback: idgen.BumpGeneration{}}, idgen.ErrInvalidConfig},
+		{"bump", 0, idgen.Config{Layout: idgen.RollbackBits, Rollback: idgen.BumpGeneration{}}, nil},
+		{"wait without max", 0, idgen.Config{Rollback: idgen.Wait{}}, idgen.ErrInvalidConfig},
+		{"borrow nested", 0, idgen.Config{Rollback: idgen.Wait{Max: time.Millisecond, Else: idgen.Borrow{MaxAhead: time.Second}}}, idgen.ErrInvalidConfig},
+		{"borrow under a unit", 0, idgen.Config{Rollback: idgen.Borrow{MaxAhead: time.Microsecond}}, idgen.ErrInvalidConfig},
+		{"borrow", 0, idgen.Config{Rollback: idgen.Borrow{MaxAhead: time.Second, Else: idgen.Wait{Max: time.Second}}}, nil},
+		{"switch without source", 0, idgen.Config{Rollback: idgen.SwitchWorker{}}, idgen.ErrInvalidConfig},
+		{"bad else", 0, idgen.Config{Rollback: idgen.Wait{Max: time.Millisecond, Else: idgen.Wait{}}}, idgen.ErrInvalidConfig},
+		{"negative reserve", 0, idgen.Config{Reserve: -time.Second}, idgen.ErrInvalidConfig},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.cfg.Clock = clock
-			g, err := idgen.New(tt.cfg)
+			g, err := idgen.New(tt.node, tt.cfg)
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("New: %v, want %v", err, tt.want)
 			}
@@ -53,8 +55,8 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
-func TestZeroConfigIsTwitterNodeZero(t *testing.T) {
-	g := newGen(t, idgen.Config{})
+func TestZeroConfigOnNodeZeroIsTwitterNodeZero(t *testing.T) {
+	g := newGen(t, 0, idgen.Config{})
 	if g.Layout() != idgen.Twitter || g.Node() != 0 {
 		t.Fatalf("layout %v node %d", g.Layout(), g.Node())
 	}
@@ -67,7 +69,7 @@ func TestZeroConfigIsTwitterNodeZero(t *testing.T) {
 
 func TestSequenceWithinTick(t *testing.T) {
 	clock := newFakeClock(t0, 0)
-	g := newGen(t, idgen.Config{Node: 37, Clock: clock})
+	g := newGen(t, 37, idgen.Config{Clock: clock})
 	var ids []idgen.ID
 	for range 4096 {
 		ids = append(ids, next(t, g))
@@ -106,7 +108,7 @@ func TestFullSequenceWaitsForNextTick(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := newGen(t, idgen.Config{Layout: tt.layout, Node: 3, Clock: tt.clock})
+			g := newGen(t, 3, idgen.Config{Layout: tt.layout, Clock: tt.clock})
 			per := int(1) << tt.layout.SequenceBits
 			var ids []idgen.ID
 			for range 2*per + 1 {
@@ -133,7 +135,7 @@ func TestFullSequenceWaitsForNextTick(t *testing.T) {
 
 func TestParkHonoursContext(t *testing.T) {
 	l := idgen.Layout{Name: "seconds", TimeBits: 32, WorkerBits: 10, SequenceBits: 0, Unit: time.Second, Epoch: idgen.Twitter.Epoch}
-	g := newGen(t, idgen.Config{Layout: l, Clock: newFakeClock(t0, 0)})
+	g := newGen(t, 0, idgen.Config{Layout: l, Clock: newFakeClock(t0, 0)})
 	next(t, g)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
@@ -145,7 +147,7 @@ func TestParkHonoursContext(t *testing.T) {
 func TestClockLimits(t *testing.T) {
 	short := idgen.Layout{Name: "short", TimeBits: 20, WorkerBits: 10, SequenceBits: 12, Unit: time.Second, Epoch: t0}
 	clock := newFakeClock(t0, 0)
-	g := newGen(t, idgen.Config{Layout: short, Clock: clock, AllowShortLife: true})
+	g := newGen(t, 0, idgen.Config{Layout: short, Clock: clock, AllowShortLife: true})
 	next(t, g)
 	clock.Set(short.EndOfLife().Add(-time.Second))
 	if p := g.Decode(next(t, g)); p.Tick != 1<<20-1 {
@@ -157,7 +159,7 @@ func TestClockLimits(t *testing.T) {
 	}
 
 	future := idgen.Layout{Name: "future", TimeBits: 41, WorkerBits: 10, SequenceBits: 12, Unit: time.Millisecond, Epoch: t0.Add(time.Hour)}
-	g = newGen(t, idgen.Config{Layout: future, Clock: clock})
+	g = newGen(t, 0, idgen.Config{Layout: future, Clock: clock})
 	clock.Set(t0)
 	if _, err := g.NextID(); !errors.Is(err, idgen.ErrBeforeEpoch) {
 		t.Fatalf("Next before the epoch: %v", err)
@@ -165,7 +167,7 @@ func TestClockLimits(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
-	g := newGen(t, idgen.Config{})
+	g := newGen(t, 0, idgen.Config{})
 	next(t, g)
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
@@ -191,7 +193,7 @@ func TestFill(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.layout.Name, func(t *testing.T) {
-			g := newGen(t, idgen.Config{Layout: tt.layout, Node: 9, Clock: tt.clock})
+			g := newGen(t, 9, idgen.Config{Layout: tt.layout, Clock: tt.clock})
 			ids := make([]idgen.ID, 3<<tt.layout.SequenceBits+5)
 			ids[0] = next(t, g)
 			if n, err := g.Fill(context.Background(), ids[1:]); n != len(ids)-1 || err != nil {
@@ -207,7 +209,7 @@ func TestFill(t *testing.T) {
 		})
 	}
 	// A context ending mid-way leaves what was filled.
-	g := newGen(t, idgen.Config{Clock: newFakeClock(t0, 0)})
+	g := newGen(t, 0, idgen.Config{Clock: newFakeClock(t0, 0)})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	ids := make([]idgen.ID, 5000)
@@ -224,7 +226,7 @@ func TestConcurrentNextIsUnique(t *testing.T) {
 	for _, l := range layouts {
 		for _, clock := range []idgen.Clock{nil, coarse} {
 			t.Run(l.Name, func(t *testing.T) {
-				g := newGen(t, idgen.Config{Layout: l, Node: 1, Clock: clock})
+				g := newGen(t, 1, idgen.Config{Layout: l, Clock: clock})
 				// About a tenth of a second of the layout's capacity.
 				const workers = 8
 				each := min(3000, int(l.IDsPerSecond())/100)

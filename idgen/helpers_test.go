@@ -49,9 +49,9 @@ func (c *fakeClock) Now() time.Time      { return time.Unix(0, c.ns.Load()+c.ela
 // lives.
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func newGen(t *testing.T, cfg idgen.Config) *idgen.Generator {
+func newGen(t *testing.T, node int64, cfg idgen.Config) *idgen.Generator {
 	t.Helper()
-	g, err := idgen.New(cfg)
+	g, err := idgen.New(node, cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -145,8 +145,8 @@ func TestComposeErrors(t *testing.T) {
 // Decoding needs no shared state: IDs of different layouts decode side by
 // side (bwmarrin/snowflake decodes through package variables).
 func TestDecodeIsPerLayout(t *testing.T) {
-	tw := newGen(t, idgen.Config{Layout: idgen.Twitter, Node: 1023})
-	sf := newGen(t, idgen.Config{Layout: idgen.Sonyflake, Node: 65535})
+	tw := newGen(t, 1023, idgen.Config{Layout: idgen.Twitter})
+	sf := newGen(t, 65535, idgen.Config{Layout: idgen.Sonyflake})
 	a, b := next(t, tw), next(t, sf)
 	if pa, pb := tw.Decode(a), sf.Decode(b); pa.Node != 1023 || pb.Node != 65535 || pa.Datacenter != 31 || pa.Worker != 31 {
 		t.Fatalf("decoded %+v and %+v", pa, pb)

@@ -16,11 +16,13 @@ import (
 // id. The zero value takes any free node, fails at once when there is none,
 // and keeps a safety margin of a fifth of the lease.
 type LeaseConfig struct {
-	// Static leases Config.Node itself instead of any free node: a node set
-	// by configuration is registered, so that a second process configured
-	// with the same node fails at start with ErrNoFreeNode. Without Static,
-	// Config.Node must be 0.
+	// Static leases Node itself instead of any free node: a node set by
+	// configuration is registered, so that a second process configured
+	// with the same node fails at start with ErrNoFreeNode.
 	Static bool
+	// Node is, with Static, the node to register, 0 to Layout.MaxNode();
+	// without Static it must be 0.
+	Node int64
 	// Wait makes NewLeased wait, for as long as its context allows, for a
 	// node to come free or the pool to finish recovering, instead of
 	// failing with ErrNoFreeNode or ErrPoolRecovering.
@@ -47,7 +49,7 @@ const (
 )
 
 // NewLeased returns a generator whose node id is leased from l for as long
-// as it runs: it takes a node (Config.Node itself with Lease.Static), starts
+// as it runs: it takes a node (Lease.Node itself with Lease.Static), starts
 // after the node's high-water mark, renews the lease in the background and
 // releases it on Close. A generator that cannot prove its lease live —
 // its last successful renewal plus the lease, less Lease.Margin, lies behind
@@ -70,8 +72,8 @@ func NewLeased(ctx context.Context, l Leaser, cfg Config) (*Generator, error) {
 		return nil, fmt.Errorf("idgen: NewLeased without a Leaser: %w", ErrInvalidConfig)
 	case cfg.Store != nil:
 		return nil, fmt.Errorf("idgen: a leased generator keeps its high-water mark in the lease; leave Config.Store nil: %w", ErrInvalidConfig)
-	case cfg.Node != 0 && !lc.Static:
-		return nil, fmt.Errorf("idgen: Config.Node %d with a Leaser: set Lease.Static to register that node, or leave Node 0 to lease any free node: %w", cfg.Node, ErrInvalidConfig)
+	case lc.Node != 0 && !lc.Static:
+		return nil, fmt.Errorf("idgen: Lease.Node %d without Lease.Static: set Lease.Static to register that node, or leave Lease.Node 0 to lease any free node: %w", lc.Node, ErrInvalidConfig)
 	case lc.Margin < 0:
 		return nil, fmt.Errorf("idgen: negative Lease.Margin %v: %w", lc.Margin, ErrInvalidConfig)
 	}
@@ -82,13 +84,13 @@ func NewLeased(ctx context.Context, l Leaser, cfg Config) (*Generator, error) {
 	if lc.Logger == nil {
 		lc.Logger = slog.Default()
 	}
-	g, err := newGenerator(cfg, true)
+	g, err := newGenerator(lc.Node, cfg, true)
 	if err != nil {
 		return nil, err
 	}
 	h := &leaseHolder{
 		leaser: l,
-		req:    LeaseRequest{MaxNode: g.layout.MaxNode(), Static: lc.Static, Node: cfg.Node, Owner: lc.Owner},
+		req:    LeaseRequest{MaxNode: g.layout.MaxNode(), Static: lc.Static, Node: lc.Node, Owner: lc.Owner},
 		cfg:    lc,
 		start:  time.Now(),
 		stop:   make(chan struct{}),

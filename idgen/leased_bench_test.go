@@ -21,7 +21,7 @@ var benchLayout = idgen.Layout{
 // path, so the two cost the same per ID.
 func BenchmarkLeased(b *testing.B) {
 	static := func(b *testing.B) *idgen.Generator {
-		g, err := idgen.New(idgen.Config{Layout: benchLayout, Node: 1})
+		g, err := idgen.New(1, idgen.Config{Layout: benchLayout})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -45,12 +45,12 @@ func TestNewLeasedConfig(t *testing.T) {
 		want   error
 	}{
 		{"no leaser", nil, idgen.Config{}, idgen.ErrInvalidConfig},
-		{"node without Static", m, idgen.Config{Node: 3}, idgen.ErrInvalidConfig},
+		{"node without Static", m, idgen.Config{Lease: idgen.LeaseConfig{Node: 3}}, idgen.ErrInvalidConfig},
 		{"with a store", m, idgen.Config{Store: idgen.NewFileStore(t.TempDir() + "/mark")}, idgen.ErrInvalidConfig},
 		{"margin too wide", m, idgen.Config{Lease: idgen.LeaseConfig{Margin: 600 * time.Millisecond}}, idgen.ErrInvalidConfig},
 		{"negative margin", m, idgen.Config{Lease: idgen.LeaseConfig{Margin: -1}}, idgen.ErrInvalidConfig},
 		{"pool wider than the layout", newFaultLeaser(t, 64, time.Second), idgen.Config{Layout: smallNodeLayout()}, idgen.ErrNodeRange},
-		{"static node out of range", m, idgen.Config{Node: 5000, Lease: idgen.LeaseConfig{Static: true}}, idgen.ErrNodeRange},
+		{"static node out of range", m, idgen.Config{Lease: idgen.LeaseConfig{Static: true, Node: 5000}}, idgen.ErrNodeRange},
 		{"lease shorter than two ticks", m, idgen.Config{Layout: secondsLayout}, idgen.ErrInvalidConfig},
 	}
 	for _, tt := range tests {
@@ -65,7 +65,7 @@ func TestNewLeasedConfig(t *testing.T) {
 			}
 		})
 	}
-	if _, err := idgen.New(idgen.Config{Lease: idgen.LeaseConfig{Static: true}}); !errors.Is(err, idgen.ErrInvalidConfig) {
+	if _, err := idgen.New(0, idgen.Config{Lease: idgen.LeaseConfig{Static: true}}); !errors.Is(err, idgen.ErrInvalidConfig) {
 		t.Errorf("New with Config.Lease = %v, want ErrInvalidConfig", err)
 	}
 	if n := m.held(4); n != 0 {
@@ -96,7 +96,7 @@ func TestLeasedTakesNodesAndRefusesWhenFull(t *testing.T) {
 		t.Fatalf("third generator: %v, want ErrNoFreeNode", err)
 	}
 	// A static node already held fails at start.
-	_, err := idgen.NewLeased(context.Background(), m, idgen.Config{Node: a.Node(), Lease: idgen.LeaseConfig{Static: true, Logger: quiet}})
+	_, err := idgen.NewLeased(context.Background(), m, idgen.Config{Lease: idgen.LeaseConfig{Static: true, Node: a.Node(), Logger: quiet}})
 	if !errors.Is(err, idgen.ErrNoFreeNode) {
 		t.Fatalf("static node %d held elsewhere: %v, want ErrNoFreeNode", a.Node(), err)
 	}

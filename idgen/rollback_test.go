@@ -14,7 +14,7 @@ import (
 func TestRefuse(t *testing.T) {
 	for _, policy := range []idgen.RollbackPolicy{nil, idgen.Refuse{}} {
 		clock := newFakeClock(t0, 0)
-		g := newGen(t, idgen.Config{Clock: clock, Rollback: policy})
+		g := newGen(t, 0, idgen.Config{Clock: clock, Rollback: policy})
 		first := next(t, g)
 		clock.Add(-5 * time.Millisecond)
 		if _, err := g.NextID(); !errors.Is(err, idgen.ErrClockBackwards) {
@@ -34,7 +34,7 @@ func TestWait(t *testing.T) {
 	wait := idgen.Wait{Max: 15 * time.Millisecond}
 	t.Run("within bound", func(t *testing.T) {
 		clock := newRunningClock(t0)
-		g := newGen(t, idgen.Config{Clock: clock, Rollback: wait})
+		g := newGen(t, 0, idgen.Config{Clock: clock, Rollback: wait})
 		first := next(t, g)
 		clock.Add(-10 * time.Millisecond)
 		if id := next(t, g); id <= first {
@@ -46,7 +46,7 @@ func TestWait(t *testing.T) {
 	})
 	t.Run("beyond bound", func(t *testing.T) {
 		clock := newFakeClock(t0, 0)
-		g := newGen(t, idgen.Config{Clock: clock, Rollback: wait})
+		g := newGen(t, 0, idgen.Config{Clock: clock, Rollback: wait})
 		next(t, g)
 		clock.Add(-20 * time.Millisecond)
 		if _, err := g.NextID(); !errors.Is(err, idgen.ErrClockBackwards) {
@@ -55,7 +55,7 @@ func TestWait(t *testing.T) {
 	})
 	t.Run("context", func(t *testing.T) {
 		clock := newFakeClock(t0, 0)
-		g := newGen(t, idgen.Config{Clock: clock, Rollback: idgen.Wait{Max: time.Hour}})
+		g := newGen(t, 0, idgen.Config{Clock: clock, Rollback: idgen.Wait{Max: time.Hour}})
 		next(t, g)
 		clock.Add(-time.Minute)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
@@ -68,7 +68,7 @@ func TestWait(t *testing.T) {
 
 func TestBumpGeneration(t *testing.T) {
 	clock := newFakeClock(t0, 0)
-	g := newGen(t, idgen.Config{Layout: idgen.RollbackBits, Node: 77, Clock: clock, Rollback: idgen.BumpGeneration{}})
+	g := newGen(t, 77, idgen.Config{Layout: idgen.RollbackBits, Clock: clock, Rollback: idgen.BumpGeneration{}})
 	var ids []idgen.ID
 	issue := func(wantGen int64) {
 		t.Helper()
@@ -105,7 +105,7 @@ func TestBumpGeneration(t *testing.T) {
 func TestBumpGenerationElse(t *testing.T) {
 	clock := newFakeClock(t0, 0)
 	policy := idgen.BumpGeneration{Else: idgen.Wait{Max: time.Hour}}
-	g := newGen(t, idgen.Config{Layout: idgen.RollbackBits, Clock: clock, Rollback: policy})
+	g := newGen(t, 0, idgen.Config{Layout: idgen.RollbackBits, Clock: clock, Rollback: policy})
 	next(t, g)
 	for range 3 {
 		clock.Add(-time.Second)
@@ -121,7 +121,7 @@ func TestBumpGenerationElse(t *testing.T) {
 
 func TestBorrow(t *testing.T) {
 	clock := newFakeClock(t0, 0)
-	g := newGen(t, idgen.Config{Clock: clock, Rollback: idgen.Borrow{MaxAhead: 100 * time.Millisecond}})
+	g := newGen(t, 0, idgen.Config{Clock: clock, Rollback: idgen.Borrow{MaxAhead: 100 * time.Millisecond}})
 	// With the clock standing still a full sequence moves on to the next
 	// tick at once.
 	ids := make([]idgen.ID, 3*4096)
@@ -196,7 +196,7 @@ func (p *pool) NextWorker(_ context.Context, retired int64, lastUsed time.Time) 
 func TestSwitchWorker(t *testing.T) {
 	clock := newFakeClock(t0, 0)
 	src := &pool{ids: []int64{5, 1, 5000, 6}}
-	g := newGen(t, idgen.Config{Node: 1, Clock: clock, Rollback: idgen.SwitchWorker{Source: src}})
+	g := newGen(t, 1, idgen.Config{Clock: clock, Rollback: idgen.SwitchWorker{Source: src}})
 	ids := []idgen.ID{next(t, g)}
 	clock.Add(-time.Second)
 	id := next(t, g)
@@ -234,7 +234,7 @@ func TestWaitElseSwitchWorker(t *testing.T) {
 	clock := newRunningClock(t0)
 	src := &pool{ids: []int64{9}}
 	policy := idgen.Wait{Max: 15 * time.Millisecond, Else: idgen.SwitchWorker{Source: src}}
-	g := newGen(t, idgen.Config{Layout: idgen.Twitter, Node: 3, Clock: clock, Rollback: policy})
+	g := newGen(t, 3, idgen.Config{Layout: idgen.Twitter, Clock: clock, Rollback: policy})
 	ids := []idgen.ID{next(t, g)}
 	clock.Add(-10 * time.Millisecond)
 	ids = append(ids, next(t, g))
@@ -287,7 +287,7 @@ func TestSwitchWorkerReportsTheLastUse(t *testing.T) {
 	clock := &gateClock{reached: make(chan struct{}), release: make(chan struct{})}
 	clock.Set(t0)
 	src := &blockingSource{pool: pool{ids: []int64{2}}}
-	g := newGen(t, idgen.Config{Node: 1, Clock: clock, Rollback: idgen.SwitchWorker{Source: src}})
+	g := newGen(t, 1, idgen.Config{Clock: clock, Rollback: idgen.SwitchWorker{Source: src}})
 	next(t, g)
 
 	// The held caller reads the clock 5ms ahead of the last ID.

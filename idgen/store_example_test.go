@@ -19,7 +19,7 @@ func ExampleOpenFileStore() {
 		fmt.Println(err) // another generator has the file: do not start
 		return
 	}
-	gen, _ := idgen.New(idgen.Config{Node: 7, Store: store})
+	gen, _ := idgen.New(7, idgen.Config{Store: store})
 
 	// A second generator given the same file, in this process or another,
 	// fails at start instead of issuing the same IDs.

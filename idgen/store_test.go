@@ -75,8 +75,9 @@ func TestRestartBehindHighWaterMark(t *testing.T) {
 				store := idgen.NewFileStore(filepath.Join(t.TempDir(), "hwm"))
 				t.Cleanup(func() { store.Close() })
 				clock := newFakeClock(t0, time.Microsecond)
-				cfg := idgen.Config{Layout: tt.layout, Node: 1, Clock: clock, Store: store, Reserve: reserve, Rollback: tt.policy()}
-				g1, err := idgen.New(cfg)
+				const node = 1
+				cfg := idgen.Config{Layout: tt.layout, Clock: clock, Store: store, Reserve: reserve, Rollback: tt.policy()}
+				g1, err := idgen.New(node, cfg)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -93,7 +94,7 @@ func TestRestartBehindHighWaterMark(t *testing.T) {
 
 				// The clock of the next run is an hour behind.
 				clock.Set(t0.Add(-time.Hour))
-				g2 := newGen(t, cfg)
+				g2 := newGen(t, node, cfg)
 				second := make([]idgen.ID, 10000)
 				_, err = g2.Fill(context.Background(), second)
 				if tt.issues {
@@ -138,7 +139,7 @@ func (s failingStore) Save(context.Context, time.Time) error   { return s.err }
 
 func TestStoreErrors(t *testing.T) {
 	down := errors.New("disk full")
-	g := newGen(t, idgen.Config{Store: failingStore{down}})
+	g := newGen(t, 0, idgen.Config{Store: failingStore{down}})
 	if _, err := g.NextID(); !errors.Is(err, down) {
 		t.Fatalf("Next with a failing store: %v", err)
 	}
@@ -149,7 +150,7 @@ func TestStoreErrors(t *testing.T) {
 	}
 	store := idgen.NewFileStore(path)
 	t.Cleanup(func() { store.Close() })
-	g = newGen(t, idgen.Config{Store: store})
+	g = newGen(t, 0, idgen.Config{Store: store})
 	if _, err := g.NextID(); err == nil {
 		t.Fatal("Next with an unreadable mark: no error")
 	}
@@ -159,7 +160,7 @@ func TestCloseSavesExactMark(t *testing.T) {
 	store := idgen.NewFileStore(filepath.Join(t.TempDir(), "hwm"))
 	t.Cleanup(func() { store.Close() })
 	clock := newFakeClock(t0, 0)
-	g := newGen(t, idgen.Config{Clock: clock, Store: store})
+	g := newGen(t, 0, idgen.Config{Clock: clock, Store: store})
 	next(t, g)
 	if mark, _ := store.Load(context.Background()); !mark.Equal(t0.Add(time.Second + time.Millisecond)) {
 		t.Fatalf("reserved mark %v, want t0+1.001s", mark)

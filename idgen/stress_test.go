@@ -48,7 +48,7 @@ func TestStressRollbacks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := newRunningClock(t0)
-			g := newGen(t, idgen.Config{Layout: tt.layout, Clock: clock, Rollback: tt.policy()})
+			g := newGen(t, 0, idgen.Config{Layout: tt.layout, Clock: clock, Rollback: tt.policy()})
 			ctx, cancel := context.WithTimeout(context.Background(), duration)
 			defer cancel()
 

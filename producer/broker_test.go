@@ -36,7 +36,7 @@ func startProducer(t *testing.T, ns, name string) *producer.Producer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rp.Shutdown() })
-	gen, err := idgen.New(idgen.Config{Node: 5})
+	gen, err := idgen.New(5, idgen.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

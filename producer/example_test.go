@@ -14,7 +14,7 @@ import (
 
 func ExampleProducer_Stamp() {
 	rp, _ := rocketmq.NewProducer(rmqproducer.WithNameServer([]string{"127.0.0.1:9876"}))
-	gen, _ := idgen.New(idgen.Config{Node: 7})
+	gen, _ := idgen.New(7, idgen.Config{})
 	p, _ := producer.New(rp, producer.IDKeys(gen))
 
 	m := primitive.NewMessage("orders", []byte(`{"order":42}`))

@@ -107,28 +107,28 @@ func newGenerator(ctx context.Context, redisAddr, pool string, lease time.Durati
 		// Waits out a clock that runs behind the node's last holder.
 		Rollback: idgen.Wait{Max: time.Second},
 	}
+	var id int64
 	if node != "" {
-		id, err := strconv.ParseInt(node, 10, 64)
-		if err != nil {
+		var err error
+		if id, err = strconv.ParseInt(node, 10, 64); err != nil {
 			return nil, fmt.Errorf("-node %q: not an integer", node)
 		}
-		cfg.Node, cfg.Lease.Static = id, true
 	}
 	if redisAddr == "" {
 		if node == "" {
 			return nil, errors.New("no node id: set -redis (or IDEMQ_REDIS_ADDR) to lease one, or -node (or IDEMQ_NODE) to a node id no other sender uses")
 		}
-		cfg.Lease = idgen.LeaseConfig{}
-		return idgen.New(cfg)
+		return idgen.New(id, cfg)
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 	leaser, err := redisidgen.New(rdb, redisidgen.Config{Pool: pool, Size: idgen.Twitter.MaxNode() + 1, Lease: lease})
 	if err != nil {
 		return nil, err
 	}
-	// A pool Redis has no record of waits one lease before it grants
-	// anything; a full pool waits for a node to come free.
-	cfg.Lease.Wait = true
+	// A static node is registered in the pool. A pool Redis has no record
+	// of waits one lease before it grants anything; a full pool waits for
+	// a node to come free.
+	cfg.Lease = idgen.LeaseConfig{Static: node != "", Node: id, Wait: true}
 	ctx, cancel := context.WithTimeout(ctx, 2*lease+10*time.Second)
 	defer cancel()
 	return idgen.NewLeased(ctx, leaser, cfg)
