@@ -96,30 +96,20 @@ func NewLeased(ctx context.Context, l Leaser, cfg Config) (*Generator, error) {
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
-	h.fence.Store(-1)
 	g.lease = h
-	g.limit.Store(-1) // nothing is issued before the first renewal
 	lease, err := h.acquire(ctx, g)
 	if err != nil {
 		return nil, err
 	}
-	g.mu.Lock()
-	h.cur = lease
-	start := max(g.tickBefore(lease.HighWater), 0)
-	g.markUsed(lease.Node, start)
-	g.state.Store(start<<g.p.timeShift | lease.Node<<g.p.nodeShift | g.p.seqMask)
-	g.mu.Unlock()
-	if lease.TTL == 0 {
-		h.fence.Store(maxFence)
-		g.limit.Store(g.p.maxTick)
-		close(h.done)
-		return g, nil
-	}
-	if err := h.renew(ctx, g); err != nil {
+	if err := h.install(ctx, g, lease, Lease{}); err != nil {
 		h.releaseQuietly(g, lease, lease.HighWater)
 		return nil, fmt.Errorf("idgen: first renewal of node %d: %w", lease.Node, err)
 	}
-	go h.run(g)
+	if lease.TTL == 0 {
+		close(h.done)
+	} else {
+		go h.run(g)
+	}
 	return g, nil
 }
 
