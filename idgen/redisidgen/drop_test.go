@@ -1,12 +1,8 @@
 package redisidgen_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,99 +13,11 @@ import (
 	"github.com/idemq/idemq/internal/testenv"
 )
 
-// dropProxy forwards connections to a Redis server. Once armed, it lets
-// the next script call through, swallows its reply and closes the
-// connection: a network failure after the server ran the script.
-type dropProxy struct {
-	ln      net.Listener
-	target  string
-	armed   atomic.Bool
-	dropped atomic.Int32
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	conns   []net.Conn
-}
-
-func startDropProxy(t *testing.T, target string) *dropProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &dropProxy{ln: ln, target: target}
-	p.wg.Go(p.serve)
-	t.Cleanup(func() {
-		ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *dropProxy) Addr() string { return p.ln.Addr().String() }
-
-func (p *dropProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, c, s)
-		p.mu.Unlock()
-		var drop atomic.Bool
-		p.wg.Go(func() {
-			defer s.Close()
-			buf := make([]byte, 64<<10)
-			for {
-				n, err := c.Read(buf)
-				if err != nil {
-					return
-				}
-				// One command is in flight at a time: the next reply
-				// answers this script.
-				if bytes.Contains(bytes.ToLower(buf[:n]), []byte("evalsha")) && p.armed.CompareAndSwap(true, false) {
-					drop.Store(true)
-				}
-				if _, err := s.Write(buf[:n]); err != nil {
-					return
-				}
-			}
-		})
-		p.wg.Go(func() {
-			defer c.Close()
-			buf := make([]byte, 64<<10)
-			for {
-				n, err := s.Read(buf)
-				if err != nil {
-					return
-				}
-				if drop.Load() {
-					p.dropped.Add(1)
-					s.Close()
-					return
-				}
-				if _, err := c.Write(buf[:n]); err != nil {
-					return
-				}
-			}
-		})
-	}
-}
-
 // TestDroppedReply loses the reply to each call once, after Redis ran the
 // script; go-redis sends the call again on a new connection.
 func TestDroppedReply(t *testing.T) {
 	addr := testenv.Redis(t)
-	p := startDropProxy(t, addr)
+	p := testenv.StartDropProxy(t, addr)
 	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: 3})
 	t.Cleanup(func() { c.Close() })
 	ctx := t.Context()
@@ -169,11 +77,11 @@ func TestDroppedReply(t *testing.T) {
 			}
 			// A NOSCRIPT reply lost instead would prove nothing.
 			loadScripts(t, c)
-			before := p.dropped.Load()
-			p.armed.Store(true)
+			before := p.Dropped()
+			p.Arm("evalsha")
 			tc.run(t, l, held)
-			if p.dropped.Load() != before+1 {
-				t.Fatalf("the proxy dropped %d replies, want 1", p.dropped.Load()-before)
+			if p.Dropped() != before+1 {
+				t.Fatalf("the proxy dropped %d replies, want 1", p.Dropped()-before)
 			}
 		})
 	}
