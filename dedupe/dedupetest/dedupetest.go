@@ -20,6 +20,10 @@
 //   - races: 32 goroutines claim one key (fresh, and just expired) and
 //     exactly one wins; overlapping batches in different orders neither
 //     fail nor deadlock;
+//   - churn: 32 goroutines claim four keys alone and in batches, then
+//     complete, release, extend or abandon them, some after their lease ran
+//     out: no call fails, no key has two owners at once, no owner succeeds
+//     after its lease ended or loses one that has not;
 //   - payload fingerprints and conflicts; batches with mixed answers and a
 //     key twice; cancelled contexts and non-positive durations;
 //   - failures mid-call through [FaultStore]: nothing is recorded wrongly and
@@ -32,7 +36,8 @@
 //     folding, padding or Unicode normalisation; bad keys (too long, invalid
 //     UTF-8, control characters) refused with [dedupe.ErrInvalidKey].
 //
-// The suite takes a few seconds: a dozen waits of one and a half leases.
+// The suite takes a few seconds: a dozen waits of one and a half leases,
+// and ten leases of churn.
 package dedupetest
 
 import (
@@ -40,6 +45,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	mathrand "math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -79,6 +85,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedupe.Store, f Features) {
 		{"Scopes", testScopes},
 		{"ConcurrentClaim", testConcurrentClaim},
 		{"ConcurrentBatches", testConcurrentBatches},
+		{"Churn", testChurn},
 		{"LeaseExpiry", testLeaseExpiry},
 		{"StaleToken", testStaleToken},
 		{"Release", testRelease},
@@ -350,6 +357,208 @@ func testConcurrentBatches(s *suite) {
 	for _, r := range refs {
 		if owner[r.Ref] != 1 {
 			s.Errorf("%q acquired %d times, want once", r.Ref, owner[r.Ref])
+		}
+	}
+}
+
+// grant is one Acquired answer in testChurn and what became of it, in times
+// of the test's clock.
+type grant struct {
+	worker int
+	// t0 and t1 bound the claim call that answered Acquired.
+	t0, t1 time.Time
+	// renewed0 and renewed1 bound the call that last started the lease:
+	// the claim, or a successful Extend.
+	renewed0, renewed1 time.Time
+	// held is when the record the grant made certainly still stood: the
+	// start of its Release, its Complete's start plus the retention, or
+	// its lease's earliest end.
+	held time.Time
+}
+
+// testChurn runs workers that claim a few shared keys, alone and in
+// batches, then complete, release, extend or abandon them, some after their
+// lease has run out, with leases and retentions that end during the run.
+// No call may fail, and the answers must be those of one record per key:
+// no claim acquires a key while another owner's lease or a done record
+// certainly holds it, no owner succeeds after its lease certainly ended,
+// and none is told its lease is lost before it could have ended.
+func testChurn(s *suite) {
+	const workers, keys = 32, 4
+	lease := s.f.Lease
+	retention := lease / 4
+	// slack covers the store clock's resolution against ours.
+	const slack = 2 * time.Millisecond
+	refs := make([]dedupe.Ref, keys)
+	for i := range refs {
+		refs[i] = s.ref(fmt.Sprint("k", i))
+	}
+	var (
+		mu     sync.Mutex
+		grants = map[dedupe.Ref][]*grant{}
+	)
+	stop := time.Now().Add(10 * lease)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			rng := mathrand.New(mathrand.NewPCG(uint64(w), 0))
+			for time.Now().Before(stop) {
+				mine := s.churnClaim(w, rng, refs, lease)
+				if len(mine) == 0 {
+					continue
+				}
+				s.churnFinish(rng, mine, lease, retention, slack)
+				mu.Lock()
+				for _, m := range mine {
+					grants[m.Ref] = append(grants[m.Ref], m.grant)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	n := 0
+	for r, gs := range grants {
+		n += len(gs)
+		slices.SortFunc(gs, func(a, b *grant) int { return a.t0.Compare(b.t0) })
+		for i, a := range gs {
+			// Only a claim that began while a held the key can break it.
+			for _, b := range gs[i+1:] {
+				if !b.t0.Before(a.held) {
+					break
+				}
+				if b.t0.After(a.t1) && b.t1.Before(a.held) {
+					s.Errorf("%q: worker %d acquired it in [%v, %v] while worker %d's grant of [%v, %v] held it until %v",
+						r, b.worker, b.t0.Format(stamp), b.t1.Format(stamp), a.worker, a.t0.Format(stamp), a.t1.Format(stamp), a.held.Format(stamp))
+				}
+			}
+		}
+	}
+	s.Logf("%d keys acquired %d times by %d workers", keys, n, workers)
+}
+
+const stamp = "15:04:05.000000"
+
+// owned is a key a churn worker acquired.
+type owned struct {
+	dedupe.Ticket
+	*grant
+}
+
+// churnClaim claims one to three of refs, a key possibly twice, and returns
+// those acquired.
+func (s *suite) churnClaim(w int, rng *mathrand.Rand, refs []dedupe.Ref, lease time.Duration) []owned {
+	reqs := make([]dedupe.ClaimRequest, 1+rng.IntN(3))
+	for i := range reqs {
+		reqs[i] = dedupe.ClaimRequest{Ref: refs[rng.IntN(len(refs))], Lease: lease}
+	}
+	t0 := time.Now()
+	var (
+		res  []dedupe.ClaimResult
+		errs = make([]error, len(reqs))
+		err  error
+	)
+	if len(reqs) == 1 {
+		res = make([]dedupe.ClaimResult, 1)
+		res[0], err = s.store.Claim(s.Context(), reqs[0])
+	} else {
+		res, errs, err = dedupe.ClaimBatch(s.Context(), s.store, reqs)
+	}
+	t1 := time.Now()
+	if err != nil {
+		s.Errorf("worker %d: claim of %d keys: %v", w, len(reqs), err)
+		return nil
+	}
+	var mine []owned
+	for i, r := range res {
+		if errs[i] != nil {
+			s.Errorf("worker %d: claim %q: %v", w, reqs[i].Ref, errs[i])
+			continue
+		}
+		// The store's now is some instant of the call: one that waited
+		// for a lock may count a lease taken meanwhile from before it.
+		s.checkResult(reqs[i].Ref, r, lease+t1.Sub(t0))
+		switch r.Status {
+		case dedupe.Acquired:
+			g := &grant{worker: w, t0: t0, t1: t1, renewed0: t0, renewed1: t1}
+			mine = append(mine, owned{dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}, g})
+		case dedupe.Conflict:
+			s.Errorf("worker %d: claim %q without fingerprints = conflict", w, reqs[i].Ref)
+		}
+	}
+	return mine
+}
+
+// churnFinish completes, releases, extends or abandons the keys a worker
+// acquired, sometimes after their lease has ended, and checks every answer
+// against the grants' times.
+func (s *suite) churnFinish(rng *mathrand.Rand, mine []owned, lease, retention, slack time.Duration) {
+	ts := make([]dedupe.Ticket, len(mine))
+	for i, m := range mine {
+		ts[i] = m.Ticket
+	}
+	// check judges one answer to a call made in [o0, o1] and reports
+	// whether the token still owned the key.
+	check := func(m owned, what string, o0, o1 time.Time, err error) bool {
+		switch {
+		case err == nil:
+			if o0.After(m.renewed1.Add(lease + slack)) {
+				s.Errorf("worker %d: %s %q succeeded at %v, after its lease of %v from %v ended", m.worker, what, m.Ref, o0.Format(stamp), lease, m.renewed1.Format(stamp))
+			}
+			return true
+		case errors.Is(err, dedupe.ErrLeaseLost):
+			if o1.Before(m.renewed0.Add(lease - slack)) {
+				s.Errorf("worker %d: %s %q lost its lease at %v, before its lease of %v from %v could end", m.worker, what, m.Ref, o1.Format(stamp), lease, m.renewed0.Format(stamp))
+			}
+		default:
+			s.Errorf("worker %d: %s %q: %v", m.worker, what, m.Ref, err)
+		}
+		return false
+	}
+	if rng.IntN(64) == 0 {
+		time.Sleep(lease + lease/4) // an owner that outlives its lease
+	}
+	if rng.IntN(8) == 0 {
+		for _, m := range mine {
+			o0 := time.Now()
+			err := s.store.Extend(s.Context(), m.Ticket, lease)
+			if o1 := time.Now(); check(m, "extend", o0, o1, err) {
+				m.renewed0, m.renewed1 = o0, o1
+			}
+		}
+	}
+	for _, m := range mine {
+		m.held = m.renewed0.Add(lease - slack)
+	}
+	o0 := time.Now()
+	var (
+		errs []error
+		err  error
+		what string
+	)
+	switch rng.IntN(64) {
+	case 0: // abandoned: the lease runs out
+		return
+	case 1, 2, 3, 4:
+		what = "complete"
+		errs, err = dedupe.CompleteBatch(s.Context(), s.store, ts, retention)
+	default:
+		what = "release"
+		errs, err = dedupe.ReleaseBatch(s.Context(), s.store, ts)
+	}
+	o1 := time.Now()
+	if err != nil {
+		s.Errorf("worker %d: %s of %d keys: %v", mine[0].worker, what, len(ts), err)
+		return
+	}
+	for i, m := range mine {
+		if !check(m, what, o0, o1, errs[i]) {
+			continue
+		}
+		if what == "complete" {
+			m.held = o0.Add(retention - slack)
+		} else {
+			m.held = o0
 		}
 	}
 }

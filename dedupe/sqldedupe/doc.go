@@ -42,7 +42,12 @@
 //     place (ON CONFLICT DO UPDATE ... RETURNING on PostgreSQL and SQLite,
 //     ON DUPLICATE KEY UPDATE on MySQL). MySQL cannot return rows from it,
 //     so when a key was not acquired, a second statement reads the records
-//     that answer the batch.
+//     that answer the batch. A record that ended between the two still
+//     answers, with the shortest Remaining (the claim met it live); keys
+//     whose records were deleted meanwhile are asked again in a transaction
+//     (BEGIN, the INSERT, the read, COMMIT) that holds their rows from the
+//     insert to the read, so a claim always reaches an answer however fast
+//     other clients release and claim.
 //   - Complete and CompleteBatch: one UPDATE (an upsert on PostgreSQL, see
 //     below). On MySQL, a batch in which some but not all tickets lost their
 //     lease reads their records to tell which.
@@ -64,6 +69,19 @@
 // failing part-way, its deadline passing or its connection lost, takes no
 // key: its caller never learns the tokens, and the keys its first statements
 // took would otherwise stay held for a whole lease.
+//
+// # Retries
+//
+// A claim draws its tokens once, so a statement that runs twice (database/sql
+// sends it again when the driver reports the connection bad) finds the
+// records it wrote and answers Acquired with their tokens, never in flight
+// to its own caller. A statement or transaction the database rolls back to
+// break a deadlock (MySQL's error 1213, SQLSTATE class 40 on PostgreSQL)
+// runs again, so that no call fails because other clients make progress;
+// MySQL deadlocks under heavy churn, when several clients claim a key whose
+// record a release has just deleted. Inside a caller's transaction
+// ([Store.CompleteTx], [Store.MarkDoneTx]) the rollback took the caller's
+// work too: the error is returned, and the caller retries its transaction.
 //
 // # Exactly once with a transaction
 //

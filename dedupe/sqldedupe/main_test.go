@@ -1,6 +1,7 @@
 package sqldedupe_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -79,6 +80,10 @@ type wrapping struct {
 	// noInsertID answers 0 for every insert id, as a MySQL proxy that does
 	// not pass the server's on does.
 	noInsertID bool
+	// hook, when set, runs before each statement outside a transaction
+	// and returns what runs once the statement has run, or nil. An error
+	// from that replaces the statement's answer, which is lost.
+	hook func(query string) (after func() error)
 }
 
 // openWrapped is openCounting through a driver that departs from the real
@@ -144,13 +149,14 @@ func (c countingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return countingConn{conn, c.n, c.w}, nil
+	return countingConn{conn, c.n, c.w, new(bool)}, nil
 }
 
 type countingConn struct {
 	driver.Conn
-	n *atomic.Int64
-	w wrapping
+	n    *atomic.Int64
+	w    wrapping
+	inTx *bool // database/sql uses a connection from one goroutine at a time
 }
 
 func (c countingConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
@@ -158,11 +164,39 @@ func (c countingConn) PrepareContext(ctx context.Context, query string) (driver.
 	if err != nil {
 		return nil, err
 	}
-	return countingStmt{st, c, c.n}, nil
+	return countingStmt{st, c, c.n, query}, nil
 }
 
 func (c countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	return c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+	tx, err := c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	*c.inTx = true
+	return countingTx{tx, c.inTx}, nil
+}
+
+type countingTx struct {
+	driver.Tx
+	inTx *bool
+}
+
+func (t countingTx) Commit() error {
+	*t.inTx = false
+	return t.Tx.Commit()
+}
+
+func (t countingTx) Rollback() error {
+	*t.inTx = false
+	return t.Tx.Rollback()
+}
+
+// hook runs the wrapping's hook for query, unless in a transaction.
+func (c countingConn) hook(query string) (after func() error) {
+	if c.w.hook == nil || *c.inTx {
+		return nil
+	}
+	return c.w.hook(query)
 }
 
 // CheckNamedValue keeps the driver's own argument types, such as pgx's
@@ -176,13 +210,20 @@ func (c countingConn) CheckNamedValue(nv *driver.NamedValue) error {
 
 type countingStmt struct {
 	driver.Stmt
-	conn countingConn
-	n    *atomic.Int64
+	conn  countingConn
+	n     *atomic.Int64
+	query string
 }
 
 func (s countingStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	s.n.Add(1)
+	after := s.conn.hook(s.query)
 	res, err := s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
+	if after != nil {
+		if herr := after(); herr != nil {
+			return nil, herr
+		}
+	}
 	if err == nil && s.conn.w.noInsertID {
 		res = noInsertID{res}
 	}
@@ -195,8 +236,52 @@ func (noInsertID) LastInsertId() (int64, error) { return 0, nil }
 
 func (s countingStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	s.n.Add(1)
+	after := s.conn.hook(s.query)
 	rows, err := s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
+	if after != nil {
+		if err == nil {
+			// Read the rows out, so that the statement has run to its
+			// end before its answer is judged.
+			saved := &savedRows{cols: rows.Columns()}
+			for {
+				row := make([]driver.Value, len(saved.cols))
+				if saved.err = rows.Next(row); saved.err != nil {
+					break
+				}
+				for i, v := range row {
+					if b, ok := v.([]byte); ok { // the driver's buffer
+						row[i] = bytes.Clone(b)
+					}
+				}
+				saved.rows = append(saved.rows, row)
+			}
+			rows.Close()
+			rows = saved
+		}
+		if herr := after(); herr != nil {
+			return nil, herr
+		}
+	}
 	return rows, s.conn.flatten(err)
+}
+
+// savedRows answers rows read out before, then the error that ended them.
+type savedRows struct {
+	cols []string
+	rows [][]driver.Value
+	err  error
+}
+
+func (r *savedRows) Columns() []string { return r.cols }
+func (r *savedRows) Close() error      { return nil }
+
+func (r *savedRows) Next(dest []driver.Value) error {
+	if len(r.rows) == 0 {
+		return r.err
+	}
+	copy(dest, r.rows[0])
+	r.rows = r.rows[1:]
+	return nil
 }
 
 func (c countingConn) flatten(err error) error {

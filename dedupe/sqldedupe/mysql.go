@@ -2,6 +2,7 @@ package sqldedupe
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"time"
 
@@ -70,6 +71,13 @@ func (m *mysql) schema() []string { return m.ddl }
 // column to set it otherwise. A second statement reads the records of a
 // batch in which some key was not acquired.
 //
+// Outside a transaction a record kept by the first statement may be deleted
+// (released, or cleaned up) before the second reads it. Those keys are
+// asked again in a transaction, whose insert holds their rows locked until
+// its read, so the claim reaches an answer however fast other clients
+// change the records; asking again without one might meet the same fate
+// each time.
+//
 // ON DUPLICATE KEY UPDATE assigns left to right, each assignment seeing the
 // ones before it: token is decided first, against the old row, and the other
 // columns follow it.
@@ -111,7 +119,22 @@ ON DUPLICATE KEY UPDATE
 		}
 		return recs, nil
 	}
-	return m.lookup(ctx, r, refs)
+	recs, err := m.lookup(ctx, r, refs)
+	if err != nil || r.tx != nil || len(recs) == len(rows) {
+		return recs, err
+	}
+	var gone []upsertRow
+	for _, row := range rows {
+		if _, ok := recs[row.ref]; !ok {
+			gone = append(gone, row)
+		}
+	}
+	err = r.inTx(ctx, func(r runner) error {
+		again, err := m.upsert(ctx, r, state, gone)
+		maps.Copy(recs, again)
+		return err
+	})
+	return recs, err
 }
 
 // lookup reads the records of refs. It locks them, to read their latest

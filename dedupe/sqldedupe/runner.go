@@ -88,53 +88,95 @@ const maxStmts = 64
 // stmtCache keeps a Store's prepared statements. Preparing once matters most
 // for go-sql-driver/mysql, which otherwise prepares, executes and closes a
 // server-side statement on every call: two round trips instead of one.
+//
+// It never closes a statement while a caller may hold rows locked: closing
+// waits for the connection the statement was prepared on, which may be
+// running a statement that waits for those rows. So one caller prepares a
+// query while the others wait for it, rather than racing and closing the
+// losers' copies.
 type stmtCache struct {
 	mu     sync.Mutex
 	closed bool
-	m      map[string]*sql.Stmt
+	m      map[string]*cachedStmt
+}
+
+// cachedStmt is a query's statement, being prepared until ready is closed.
+type cachedStmt struct {
+	ready chan struct{}
+	st    *sql.Stmt
 }
 
 // lookup returns query's statement if it has been prepared.
 func (c *stmtCache) lookup(query string) *sql.Stmt {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[query]
+	e := c.m[query]
+	c.mu.Unlock()
+	if e == nil {
+		return nil
+	}
+	select {
+	case <-e.ready:
+		return e.st
+	default:
+		return nil
+	}
 }
 
 // get returns query's statement, preparing it on first use, or nil when the
-// cache is full or closed.
+// cache is full or closed, or another caller failed to prepare it.
 func (c *stmtCache) get(ctx context.Context, db *sql.DB, query string) (*sql.Stmt, error) {
 	c.mu.Lock()
-	st, ok := c.m[query]
-	full := c.closed || len(c.m) >= maxStmts
+	e, ok := c.m[query]
+	if ok || c.closed || len(c.m) >= maxStmts {
+		c.mu.Unlock()
+		if !ok {
+			return nil, nil
+		}
+		select {
+		case <-e.ready:
+			return e.st, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	e = &cachedStmt{ready: make(chan struct{})}
+	c.m[query] = e
 	c.mu.Unlock()
-	if ok || full {
-		return st, nil
-	}
-	// Prepared outside the lock: it is a round trip. Two callers may race to
-	// prepare one query; the loser closes its copy.
+
+	// Prepared outside the lock: it is a round trip.
 	st, err := db.PrepareContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old, ok := c.m[query]; ok || c.closed || len(c.m) >= maxStmts {
-		st.Close()
-		return old, nil
+	closed := c.closed
+	if err == nil && !closed {
+		e.st = st
+	} else {
+		delete(c.m, query)
 	}
-	c.m[query] = st
-	return st, nil
+	close(e.ready)
+	c.mu.Unlock()
+	if err == nil && closed {
+		// The Store closed meanwhile: this call runs unprepared.
+		_ = st.Close()
+	}
+	return e.st, err
 }
 
 func (c *stmtCache) close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.closed = true
-	var errs []error
-	for q, st := range c.m {
-		errs = append(errs, st.Close())
+	var sts []*sql.Stmt
+	for q, e := range c.m {
+		select {
+		case <-e.ready:
+			sts = append(sts, e.st)
+		default: // its preparer closes it
+		}
 		delete(c.m, q)
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, st := range sts {
+		errs = append(errs, st.Close())
 	}
 	return errors.Join(errs...)
 }

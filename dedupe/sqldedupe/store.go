@@ -107,10 +107,6 @@ func (c Config) Validate() error {
 // statement holds.
 const maxRows = 256
 
-// maxRetries bounds how often a batch asks again for keys whose records
-// changed between its two MySQL statements.
-const maxRetries = 3
-
 // Record states, as stored.
 const (
 	stateProcessing = "processing"
@@ -159,7 +155,7 @@ func New(db *sql.DB, dialect Dialect, cfg Config) (*Store, error) {
 	default:
 		return nil, fmt.Errorf("sqldedupe: unknown dialect %v", dialect)
 	}
-	s := &Store{db: db, d: d, cfg: cfg, stmts: stmtCache{m: map[string]*sql.Stmt{}}}
+	s := &Store{db: db, d: d, cfg: cfg, stmts: stmtCache{m: map[string]*cachedStmt{}}}
 	if cfg.CleanupInterval > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
 		s.cancel, s.done = cancel, make(chan struct{})
@@ -285,7 +281,8 @@ func (s *Store) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration
 	if err := start(ctx, err); err != nil {
 		return fmt.Errorf("sqldedupe: %s: %w", what, err)
 	}
-	ok, err := s.d.extend(ctx, runner{s: s}, t, lease)
+	r := runner{s: s}
+	ok, err := retry(ctx, r, func() (bool, error) { return s.d.extend(ctx, r, t, lease) })
 	switch {
 	case err != nil:
 		return fail(ctx, what, err)
@@ -335,7 +332,9 @@ func (s *Store) cleanupLoop(ctx context.Context) {
 }
 
 // upsertRow asks for one key: to claim it as processing for a lease, or to
-// mark it done for a retention. token is filled in per attempt.
+// mark it done for a retention. token is drawn once per call, so that a
+// statement run again (after a lost answer or a deadlock) knows the record
+// it wrote as its own.
 type upsertRow struct {
 	ref   dedupe.Ref
 	fp    string
@@ -351,28 +350,26 @@ type record struct {
 	expires, now int64 // µs since the Unix epoch, by the database's clock
 }
 
-// answer classifies rec for row. It reports false when rec cannot answer row:
-// its lease or retention ended after the statement that kept it (possible
-// only between MySQL's two statements), so row must be asked again.
-func answer(row upsertRow, rec record) (dedupe.ClaimResult, bool) {
+// answer classifies rec, the record row's key held when the claim met it.
+// A record read after the statement that kept it (MySQL's second statement)
+// may have ended since; the claim still met it live, so it answers with the
+// shortest wait there is.
+func answer(row upsertRow, rec record) dedupe.ClaimResult {
 	if rec.token == row.token {
-		return dedupe.ClaimResult{Status: dedupe.Acquired, Token: row.token}, true
-	}
-	if rec.expires <= rec.now {
-		return dedupe.ClaimResult{}, false
+		return dedupe.ClaimResult{Status: dedupe.Acquired, Token: row.token}
 	}
 	if rec.fp != "" && row.fp != "" && rec.fp != row.fp {
-		return dedupe.ClaimResult{Status: dedupe.Conflict}, true
+		return dedupe.ClaimResult{Status: dedupe.Conflict}
 	}
 	res := dedupe.ClaimResult{
 		Status:    dedupe.InFlight,
 		Until:     time.UnixMicro(rec.expires),
-		Remaining: time.Duration(rec.expires-rec.now) * time.Microsecond,
+		Remaining: time.Duration(max(rec.expires-rec.now, 1)) * time.Microsecond,
 	}
 	if rec.state == stateDone {
 		res.Status = dedupe.Done
 	}
-	return res, true
+	return res
 }
 
 // upsert claims rows (or marks them done, by state) and answers each as if
@@ -384,15 +381,35 @@ func answer(row upsertRow, rec record) (dedupe.ClaimResult, bool) {
 // key: its caller never learns the tokens, and the keys an earlier statement
 // took would stay held for a whole lease.
 func (s *Store) upsert(ctx context.Context, r runner, state string, rows []upsertRow) ([]dedupe.ClaimResult, error) {
-	if r.tx != nil || oneStatement(rows) {
-		return s.upsertRounds(ctx, r, state, rows)
+	for i := range rows {
+		rows[i].token = rand.Text()
 	}
-	var res []dedupe.ClaimResult
-	err := r.inTx(ctx, func(r runner) (err error) {
-		res, err = s.upsertRounds(ctx, r, state, rows)
-		return err
+	return retry(ctx, r, func() ([]dedupe.ClaimResult, error) {
+		if r.tx != nil || oneStatement(rows) {
+			return s.upsertRounds(ctx, r, state, rows)
+		}
+		var res []dedupe.ClaimResult
+		err := r.inTx(ctx, func(r runner) (err error) {
+			res, err = s.upsertRounds(ctx, r, state, rows)
+			return err
+		})
+		return res, err
 	})
-	return res, err
+}
+
+// retry runs do again while the database rolls it back to break a deadlock
+// (see [rolledBack]), so that no call fails because other clients make
+// progress: nothing do wrote stands, and what it wrote before in
+// autocommitted statements is done again to the same effect. Inside a
+// caller's transaction the rollback took the caller's work too, so the
+// error is the caller's to handle.
+func retry[T any](ctx context.Context, r runner, do func() (T, error)) (T, error) {
+	for {
+		v, err := do()
+		if err == nil || r.tx != nil || ctx.Err() != nil || !rolledBack(err) {
+			return v, err
+		}
+	}
 }
 
 // oneStatement reports whether rows fit one upsert: few enough, and no key
@@ -420,14 +437,12 @@ func (s *Store) upsertRounds(ctx context.Context, r runner, state string, rows [
 	for i := range pending {
 		pending[i] = i
 	}
-	for retries := 0; len(pending) > 0; {
+	for len(pending) > 0 {
 		round, later := firstOfEach(pending, func(i int) dedupe.Ref { return rows[i].ref })
 		slices.SortFunc(round, func(a, b int) int { return compareRefs(rows[a].ref, rows[b].ref) })
-		var again []int
 		for chunk := range slices.Chunk(round, maxRows) {
 			batch := make([]upsertRow, len(chunk))
 			for j, i := range chunk {
-				rows[i].token = rand.Text()
 				batch[j] = rows[i]
 			}
 			recs, err := s.d.upsert(ctx, r, state, batch)
@@ -436,21 +451,13 @@ func (s *Store) upsertRounds(ctx context.Context, r runner, state string, rows [
 			}
 			for _, i := range chunk {
 				rec, ok := recs[rows[i].ref]
-				if ok {
-					res[i], ok = answer(rows[i], rec)
-				}
 				if !ok {
-					again = append(again, i)
+					return nil, fmt.Errorf("the database answered no record for %q", rows[i].ref)
 				}
+				res[i] = answer(rows[i], rec)
 			}
 		}
-		if len(again) > 0 {
-			if retries++; retries > maxRetries {
-				return nil, fmt.Errorf("%d keys changed under each of %d attempts", len(again), retries)
-			}
-		}
-		pending = append(again, later...)
-		slices.Sort(pending)
+		pending = later
 	}
 	return res, nil
 }
@@ -466,7 +473,7 @@ func (s *Store) complete(ctx context.Context, r runner, what string, ts []dedupe
 		return nil, fmt.Errorf("sqldedupe: %s: %w", what, err)
 	}
 	return s.perTicket(ctx, "complete", what, ts, func(batch []dedupe.Ticket) (map[dedupe.Ref]bool, error) {
-		return s.d.complete(ctx, r, batch, retention)
+		return retry(ctx, r, func() (map[dedupe.Ref]bool, error) { return s.d.complete(ctx, r, batch, retention) })
 	})
 }
 
@@ -474,8 +481,9 @@ func (s *Store) release(ctx context.Context, what string, ts []dedupe.Ticket) ([
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("sqldedupe: %s: %w", what, err)
 	}
+	r := runner{s: s}
 	return s.perTicket(ctx, "release", what, ts, func(batch []dedupe.Ticket) (map[dedupe.Ref]bool, error) {
-		return s.d.release(ctx, runner{s: s}, batch)
+		return retry(ctx, r, func() (map[dedupe.Ref]bool, error) { return s.d.release(ctx, r, batch) })
 	})
 }
 

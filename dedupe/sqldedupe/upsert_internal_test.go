@@ -2,6 +2,9 @@ package sqldedupe
 
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,97 +15,166 @@ func TestAnswer(t *testing.T) {
 	const now = int64(1_700_000_000_000_000)
 	row := upsertRow{ref: dedupe.Ref{Group: "g", Key: "k"}, fp: "A", token: "mine"}
 	tests := []struct {
-		name  string
-		row   upsertRow
-		rec   record
-		want  dedupe.ClaimResult
-		asked bool // false: ask again
+		name string
+		row  upsertRow
+		rec  record
+		want dedupe.ClaimResult
 	}{
 		{"Acquired", row, record{state: stateProcessing, token: "mine", fp: "A", expires: now + 5e6, now: now},
-			dedupe.ClaimResult{Status: dedupe.Acquired, Token: "mine"}, true},
+			dedupe.ClaimResult{Status: dedupe.Acquired, Token: "mine"}},
 		{"InFlight", row, record{state: stateProcessing, token: "theirs", fp: "A", expires: now + 5e6, now: now},
-			dedupe.ClaimResult{Status: dedupe.InFlight, Until: time.UnixMicro(now + 5e6), Remaining: 5 * time.Second}, true},
+			dedupe.ClaimResult{Status: dedupe.InFlight, Until: time.UnixMicro(now + 5e6), Remaining: 5 * time.Second}},
 		{"Done", row, record{state: stateDone, token: "theirs", expires: now + 1, now: now},
-			dedupe.ClaimResult{Status: dedupe.Done, Until: time.UnixMicro(now + 1), Remaining: time.Microsecond}, true},
+			dedupe.ClaimResult{Status: dedupe.Done, Until: time.UnixMicro(now + 1), Remaining: time.Microsecond}},
 		{"Conflict", row, record{state: stateDone, token: "theirs", fp: "B", expires: now + 1, now: now},
-			dedupe.ClaimResult{Status: dedupe.Conflict}, true},
+			dedupe.ClaimResult{Status: dedupe.Conflict}},
 		{"NoFingerprintAsked", upsertRow{ref: row.ref, token: "mine"}, record{state: stateDone, token: "theirs", fp: "B", expires: now + 1, now: now},
-			dedupe.ClaimResult{Status: dedupe.Done, Until: time.UnixMicro(now + 1), Remaining: time.Microsecond}, true},
+			dedupe.ClaimResult{Status: dedupe.Done, Until: time.UnixMicro(now + 1), Remaining: time.Microsecond}},
 		// Between MySQL's two statements the kept record's lease ended.
-		{"EndedSince", row, record{state: stateProcessing, token: "theirs", fp: "B", expires: now, now: now},
-			dedupe.ClaimResult{}, false},
+		{"EndedSince", row, record{state: stateProcessing, token: "theirs", fp: "A", expires: now - 5, now: now},
+			dedupe.ClaimResult{Status: dedupe.InFlight, Until: time.UnixMicro(now - 5), Remaining: time.Microsecond}},
+		{"EndedSinceConflict", row, record{state: stateDone, token: "theirs", fp: "B", expires: now, now: now},
+			dedupe.ClaimResult{Status: dedupe.Conflict}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, asked := answer(tc.row, tc.rec)
-			if got != tc.want || asked != tc.asked {
-				t.Errorf("answer = %+v, %v; want %+v, %v", got, asked, tc.want, tc.asked)
+			if got := answer(tc.row, tc.rec); got != tc.want {
+				t.Errorf("answer = %+v, want %+v", got, tc.want)
 			}
 		})
 	}
 }
 
 // scripted is a dialect whose upserts answer from a script, one entry per
-// statement; a key the entry leaves out has no record in the answer.
+// statement: an error, or the keys to answer, each with the token holding
+// it ("" for the row's own).
 type scripted struct {
-	sqlDialect                     // the methods the tests do not call
-	script     []map[string]string // key → token holding it; "" for the row's own
-	asked      [][]string          // keys of each statement
+	sqlDialect // the methods the tests do not call
+	script     []step
+	tokens     [][]string // the tokens of each statement's rows
+}
+
+type step struct {
+	err     error
+	holders map[string]string
 }
 
 func (f *scripted) upsert(_ context.Context, _ runner, _ string, rows []upsertRow) (map[dedupe.Ref]record, error) {
-	step := f.script[min(len(f.asked), len(f.script)-1)]
-	var keys []string
+	st := f.script[min(len(f.tokens), len(f.script)-1)]
+	var tokens []string
+	for _, row := range rows {
+		tokens = append(tokens, row.token)
+	}
+	f.tokens = append(f.tokens, tokens)
+	if st.err != nil {
+		return nil, st.err
+	}
 	recs := map[dedupe.Ref]record{}
 	for _, row := range rows {
-		keys = append(keys, row.ref.Key)
-		if holder, ok := step[row.ref.Key]; ok {
+		if holder, ok := st.holders[row.ref.Key]; ok {
 			if holder == "" {
 				holder = row.token
 			}
 			recs[row.ref] = record{state: stateProcessing, token: holder, expires: 2, now: 1}
 		}
 	}
-	f.asked = append(f.asked, keys)
 	return recs, nil
 }
 
-// TestUpsertAsksAgain checks that a key whose record changed between MySQL's
-// statements is asked again, alone, and that a batch gives up when keys keep
-// changing.
-func TestUpsertAsksAgain(t *testing.T) {
-	rows := func(keys ...string) []upsertRow {
-		var out []upsertRow
-		for _, k := range keys {
-			out = append(out, upsertRow{ref: dedupe.Ref{Group: "g", Key: k}, dur: time.Second})
-		}
-		return out
-	}
-	f := &scripted{script: []map[string]string{
-		{"a": "", "c": "theirs"}, // b vanished
-		{"b": ""},
-	}}
-	s := &Store{d: f}
-	res, err := s.upsert(t.Context(), runner{s: s}, stateProcessing, rows("c", "b", "a"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []dedupe.Status{dedupe.InFlight, dedupe.Acquired, dedupe.Acquired}
-	for i, r := range res {
-		if r.Status != want[i] {
-			t.Errorf("item %d = %v, want %v", i, r.Status, want[i])
-		}
-	}
-	if len(f.asked) != 2 || len(f.asked[0]) != 3 || f.asked[0][0] != "a" || len(f.asked[1]) != 1 || f.asked[1][0] != "b" {
-		t.Errorf("statements asked %q, want [a b c] sorted, then [b]", f.asked)
-	}
+// mysqlError looks like go-sql-driver/mysql's errors.
+type mysqlError struct {
+	number uint16
+	state  string
+}
 
-	f = &scripted{script: []map[string]string{{}}}
-	s = &Store{d: f}
-	if _, err := s.upsert(t.Context(), runner{s: s}, stateProcessing, rows("a")); err == nil {
-		t.Error("upsert of a key that never holds a record succeeded")
+func (e *mysqlError) Error() string { return fmt.Sprintf("Error %d (%s): message", e.number, e.state) }
+
+// pgError looks like pgx's errors.
+type pgError struct{ state string }
+
+func (e *pgError) Error() string    { return "ERROR: message (SQLSTATE " + e.state + ")" }
+func (e *pgError) SQLState() string { return e.state }
+
+func TestRolledBack(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"MySQLDeadlock", &mysqlError{1213, "40001"}, true},
+		{"MySQLDeadlockWrapped", fmt.Errorf("x: %w", &mysqlError{1213, "40001"}), true},
+		{"MySQLLockWaitTimeout", &mysqlError{1205, "HY000"}, false},
+		{"MySQLDuplicate", &mysqlError{1062, "23000"}, false},
+		{"MySQL12130", &mysqlError{12130, "HY000"}, false},
+		{"PostgresDeadlock", &pgError{"40P01"}, true},
+		{"PostgresSerialization", &pgError{"40001"}, true},
+		{"PostgresUnique", &pgError{"23505"}, false},
+		{"Plain", errors.New("Deadlock"), false},
+		{"Context", context.DeadlineExceeded, false},
 	}
-	if len(f.asked) != maxRetries+1 {
-		t.Errorf("asked %d times, want %d", len(f.asked), maxRetries+1)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := rolledBack(tc.err); got != tc.want {
+				t.Errorf("rolledBack(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestUpsertRetries checks that a claim the database rolled back runs again
+// with the same tokens, and how upsert answers a dialect's failures.
+func TestUpsertRetries(t *testing.T) {
+	deadlock := &mysqlError{1213, "40001"}
+	all := map[string]string{"a": "", "b": "theirs"}
+	tests := []struct {
+		name   string
+		script []step
+		inTx   bool
+		want   []dedupe.Status // nil: an error
+		stmts  int
+	}{
+		{"Answered", []step{{holders: all}}, false, []dedupe.Status{dedupe.Acquired, dedupe.InFlight}, 1},
+		{"Deadlocks", []step{{err: deadlock}, {err: deadlock}, {holders: all}}, false, []dedupe.Status{dedupe.Acquired, dedupe.InFlight}, 3},
+		{"DeadlockInCallersTx", []step{{err: deadlock}, {holders: all}}, true, nil, 1},
+		{"OtherError", []step{{err: errors.New("broken")}, {holders: all}}, false, nil, 1},
+		{"KeyUnanswered", []step{{holders: map[string]string{"a": ""}}}, false, nil, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &scripted{script: tc.script}
+			s := &Store{d: f}
+			r := runner{s: s}
+			if tc.inTx {
+				r.tx = new(sql.Tx) // never used: the scripted dialect runs nothing
+			}
+			rows := []upsertRow{
+				{ref: dedupe.Ref{Group: "g", Key: "b"}, dur: time.Second},
+				{ref: dedupe.Ref{Group: "g", Key: "a"}, dur: time.Second},
+			}
+			res, err := s.upsert(t.Context(), r, stateProcessing, rows)
+			if len(f.tokens) != tc.stmts {
+				t.Errorf("ran %d statements, want %d", len(f.tokens), tc.stmts)
+			}
+			for _, tokens := range f.tokens[1:] {
+				if tokens[0] != f.tokens[0][0] || tokens[1] != f.tokens[0][1] {
+					t.Errorf("statements asked with tokens %q, want the same each time", f.tokens)
+				}
+			}
+			if tc.want == nil {
+				if err == nil {
+					t.Fatalf("upsert = %v, want an error", res)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Answers come in request order: b is theirs, a is ours.
+			for i, w := range []dedupe.Status{tc.want[1], tc.want[0]} {
+				if res[i].Status != w {
+					t.Errorf("item %d = %v, want %v", i, res[i].Status, w)
+				}
+			}
+		})
 	}
 }
