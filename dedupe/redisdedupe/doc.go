@@ -25,6 +25,18 @@
 // Tokens are compared inside the scripts: a consumer whose lease ran out can
 // neither complete, release nor extend a claim that someone else holds.
 //
+// # Retries
+//
+// go-redis sends a command again when its connection drops before the
+// answer arrives (Options.MaxRetries, 3 by default), so a script may run
+// twice. Every call is safe to run twice: a claim's token is drawn once per
+// call, and a claim that finds its own record answers Acquired with that
+// token rather than in flight to its own caller, which would block the key
+// for a whole lease; a Complete run again succeeds. Only a Release run again
+// answers [dedupe.ErrLeaseLost], its record being gone already. A claim
+// that fails after all gives back what it may have taken, so its keys are
+// free at once.
+//
 // # Redis Cluster
 //
 // The braces make (namespace, group) the key's hash tag, so all keys of one

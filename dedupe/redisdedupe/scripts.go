@@ -17,19 +17,24 @@ const (
 
 // claimScript claims KEYS[i] by writing the record ARGV[2i-1] (state 'p',
 // token, fingerprint) with a TTL of ARGV[2i] milliseconds where no record
-// exists, in order. It returns the server's TIME (seconds, microseconds;
-// zero when no answer needs it), then per key a status code and the
-// record's PTTL in milliseconds.
+// exists, in order. A record that is ARGV[2i-1] already is the claim's own:
+// go-redis resends a script whose answer a dropped connection lost, and the
+// token is fresh per claim, so no other claim wrote it. It returns the
+// server's TIME (seconds, microseconds; zero when no answer needs it), then
+// per key a status code and the record's PTTL in milliseconds.
 var claimScript = redis.NewScript(`
 local out = {0, 0}
 local timed = false
 for i, key in ipairs(KEYS) do
 	local rec = ARGV[2*i-1]
-	if redis.call('SET', key, rec, 'NX', 'PX', ARGV[2*i]) then
+	local v = nil
+	if not redis.call('SET', key, rec, 'NX', 'PX', ARGV[2*i]) then
+		v = redis.call('GET', key)
+	end
+	if v == nil or v == rec then
 		out[2*i+1] = 1
 		out[2*i+2] = 0
 	else
-		local v = redis.call('GET', key)
 		local had, fp = string.sub(v, 28), string.sub(rec, 28)
 		if had ~= '' and fp ~= '' and had ~= fp then
 			out[2*i+1] = 4

@@ -1,0 +1,91 @@
+package redisdedupe_test
+
+import (
+	"crypto/rand"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dedupe/redisdedupe"
+	"github.com/idemq/idemq/internal/testenv"
+)
+
+// TestClaimAnswerLost drops the connection after Redis ran a claim's script
+// and before its answer arrives. go-redis sends the command again on a new
+// connection (MaxRetries, 3 by default) with the same token; the claim must
+// take the record it wrote as its own, not answer in flight to its own
+// caller and block the key for a whole lease.
+func TestClaimAnswerLost(t *testing.T) {
+	tests := []struct {
+		name   string
+		groups []string // a batch spanning groups is a pipeline
+		keys   []string
+	}{
+		{"Claim", []string{"g"}, []string{"a"}},
+		{"ClaimBatch", []string{"g"}, []string{"a", "b", "c"}},
+		{"ClaimBatchPipeline", []string{"g1", "g2"}, []string{"a", "b"}},
+	}
+	proxy := testenv.StartDropProxy(t, testenv.Redis(t))
+	client := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
+	t.Cleanup(func() { client.Close() })
+	prefix := "lost:" + rand.Text() + ":"
+	s, err := redisdedupe.New(client, redisdedupe.Config{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var reqs []dedupe.ClaimRequest
+			for _, g := range tc.groups {
+				for _, k := range tc.keys {
+					reqs = append(reqs, dedupe.ClaimRequest{Ref: dedupe.Ref{Namespace: tc.name, Group: g, Key: k}, Lease: time.Hour})
+				}
+			}
+			// A claim of other keys first loads the script and leaves a
+			// connection in the pool, so the armed claim runs as is.
+			warm := make([]dedupe.ClaimRequest, len(reqs))
+			for i, r := range reqs {
+				warm[i] = r
+				warm[i].Key = "warm-" + r.Key
+			}
+			if _, _, err := s.ClaimBatch(t.Context(), warm); err != nil {
+				t.Fatal(err)
+			}
+			before := proxy.Dropped()
+			proxy.Arm(prefix + "{" + tc.name + ":") // in this claim's keys only
+			var (
+				res  []dedupe.ClaimResult
+				errs = make([]error, len(reqs))
+				err  error
+			)
+			if len(reqs) == 1 {
+				res = make([]dedupe.ClaimResult, 1)
+				res[0], err = s.Claim(t.Context(), reqs[0])
+			} else {
+				res, errs, err = s.ClaimBatch(t.Context(), reqs)
+			}
+			if proxy.Dropped() == before {
+				t.Fatal("the proxy dropped no answer")
+			}
+			if err != nil {
+				t.Fatalf("claim whose first answer was lost: %v", err)
+			}
+			for i, r := range res {
+				if errs[i] != nil || r.Status != dedupe.Acquired {
+					t.Fatalf("claim %q whose first answer was lost = %v, %v; want acquired", reqs[i].Ref, r.Status, errs[i])
+				}
+				tk := dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}
+				if err := s.Complete(t.Context(), tk, time.Hour); err != nil {
+					t.Fatalf("Complete(%q) with the token the claim answered: %v", reqs[i].Ref, err)
+				}
+			}
+			// Another claimant still finds the key taken.
+			other, err := s.Claim(t.Context(), reqs[0])
+			if err != nil || other.Status != dedupe.Done {
+				t.Errorf("Claim(%q) after completing = %v, %v; want done", reqs[0].Ref, other.Status, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,75 @@
+package sqldedupe_test
+
+import (
+	"database/sql/driver"
+	"sync/atomic"
+	"testing"
+
+	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dedupe/sqldedupe"
+)
+
+// TestLostReply loses the answer of a claim's statement after the database
+// ran it, as a dropped connection does: database/sql sends it again on
+// another connection, with the same token, and the claim must take that
+// token's record as its own rather than answer in flight to its own caller.
+func TestLostReply(t *testing.T) {
+	tests := []struct {
+		name string
+		// fresh keys, claimed after held keys were claimed by another owner
+		fresh, held []string
+	}{
+		{"Claim", []string{"a"}, nil},
+		{"ClaimBatch", []string{"a", "b", "c"}, nil},
+		{"ClaimBatchWithHeld", []string{"a", "c"}, []string{"b"}},
+	}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			var lose atomic.Bool
+			db, _ := b.openWrapped(t, wrapping{hook: func(string) func() error {
+				if !lose.CompareAndSwap(true, false) {
+					return nil
+				}
+				return func() error { return driver.ErrBadConn }
+			}})
+			s := newStore(t, db, b.dialect, sqldedupe.Config{})
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					ref := func(k string) dedupe.Ref { return dedupe.Ref{Group: t.Name(), Key: k} }
+					var reqs []dedupe.ClaimRequest
+					for _, k := range tc.held {
+						acquire(t, s, ref(k), long)
+						reqs = append(reqs, dedupe.ClaimRequest{Ref: ref(k), Lease: long})
+					}
+					for _, k := range tc.fresh {
+						reqs = append(reqs, dedupe.ClaimRequest{Ref: ref(k), Lease: long})
+					}
+					lose.Store(true)
+					res, errs, err := claimReqs(t, s, reqs)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if lose.Load() {
+						t.Fatal("no statement ran")
+					}
+					for i, r := range res {
+						want := dedupe.Acquired
+						if i < len(tc.held) {
+							want = dedupe.InFlight
+						}
+						if errs[i] != nil || r.Status != want {
+							t.Fatalf("claim %q whose answer was lost once = %v, %v; want %v", reqs[i].Ref, r.Status, errs[i], want)
+						}
+						if want != dedupe.Acquired {
+							continue
+						}
+						if err := s.Complete(t.Context(), dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}, long); err != nil {
+							t.Fatalf("Complete(%q) with the token the claim answered: %v", reqs[i].Ref, err)
+						}
+					}
+				})
+			}
+		})
+	}
+}
