@@ -1,14 +1,8 @@
 package redisidgen_test
 
 import (
-	"net"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -20,7 +14,7 @@ import (
 // TestCluster runs the leaser on a Redis Cluster: one node that owns every
 // slot, which is enough for Redis to refuse a script whose keys span slots.
 func TestCluster(t *testing.T) {
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{startClusterNode(t)}})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{testenv.RedisClusterNode(t)}})
 	t.Cleanup(func() { cc.Close() })
 	ctx := t.Context()
 	slot := func(key string) int64 { return cc.ClusterKeySlot(ctx, key).Val() }
@@ -40,69 +34,4 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("EVAL over two slots = %v, want CROSSSLOT", err)
 	}
 	leasetest.Run(t, conformance(cc), features)
-}
-
-// startClusterNode starts a cluster-enabled redis-server on a free loopback
-// port, hands it every slot and returns its address. It stops when t ends.
-func startClusterNode(t *testing.T) string {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		testenv.Missing(t, "redis-server is not installed (Debian package redis-server)")
-		return ""
-	}
-	port := freeClusterPort(t)
-	dir := t.TempDir()
-	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", dir,
-		"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--logfile", filepath.Join(dir, "redis.log"))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	ctx := t.Context()
-	wait := func(what string, ready func() bool) {
-		t.Helper()
-		for end := time.Now().Add(10 * time.Second); !ready(); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(end) {
-				t.Fatalf("redis cluster node at %s: %s: timed out", addr, what)
-			}
-		}
-	}
-	wait("start", func() bool { return c.Ping(ctx).Err() == nil })
-	if err := c.ClusterAddSlotsRange(ctx, 0, 16383).Err(); err != nil {
-		t.Fatal(err)
-	}
-	wait("cluster_state:ok", func() bool {
-		return strings.Contains(c.ClusterInfo(ctx).Val(), "cluster_state:ok")
-	})
-	return addr
-}
-
-// freeClusterPort returns a free loopback port whose cluster bus port (ten
-// thousand higher) is free too.
-func freeClusterPort(t *testing.T) int {
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if port+10000 > 65535 {
-			continue
-		}
-		if bus, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+10000))); err == nil {
-			bus.Close()
-			return port
-		}
-	}
-	t.Fatal("no free port pair for a cluster node")
-	return 0
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -41,41 +42,61 @@ func startRedis(ctx context.Context, dir string, log io.Writer) (*Server, error)
 }
 
 // launchRedis runs bin on port without persistence, its data and log in
-// dir, and waits until it answers.
-func launchRedis(ctx context.Context, log io.Writer, bin, dir string, port int) (*process, error) {
-	p, err := startProcess(log, filepath.Join(dir, "redis.log"), nil, bin,
-		"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", dir,
-		"--save", "", "--appendonly", "no", "--protected-mode", "no")
+// dir, with extra arguments, and waits until it answers.
+func launchRedis(ctx context.Context, log io.Writer, bin, dir string, port int, extra ...string) (*process, error) {
+	args := append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", dir,
+		"--save", "", "--appendonly", "no", "--protected-mode", "no"}, extra...)
+	p, err := startProcess(log, filepath.Join(dir, "redis.log"), nil, bin, args...)
 	if err != nil {
 		return nil, err
 	}
 	addr := hostPort(port)
-	if err := waitReady(ctx, p, func(context.Context) error { return redisPing(addr) }); err != nil {
+	ping := func(context.Context) error {
+		if reply, err := redisCommand(addr, "PING"); err != nil || reply != "PONG" {
+			return fmt.Errorf("PING answered %q: %v", reply, err)
+		}
+		return nil
+	}
+	if err := waitReady(ctx, p, ping); err != nil {
 		p.stop()
 		return nil, err
 	}
 	return p, nil
 }
 
-// redisPing speaks just enough RESP to see the server answer.
-func redisPing(addr string) error {
+// redisCommand sends one inline command and returns its status or bulk
+// reply: just enough RESP to set a server up without a client library.
+func redisCommand(addr, cmd string) (string, error) {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
+	if _, err := c.Write([]byte(cmd + "\r\n")); err != nil {
+		return "", err
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
 	if err != nil {
-		return err
+		return "", err
 	}
-	if line != "+PONG\r\n" {
-		return fmt.Errorf("PING answered %q", line)
+	line = strings.TrimRight(line, "\r\n")
+	switch {
+	case strings.HasPrefix(line, "+"):
+		return line[1:], nil
+	case strings.HasPrefix(line, "$"):
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", fmt.Errorf("%s answered %q", cmd, line)
+		}
+		b := make([]byte, n+2)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return "", err
+		}
+		return string(b[:n]), nil
 	}
-	return nil
+	return "", fmt.Errorf("%s answered %q", cmd, line)
 }
 
 var redisVersionRE = regexp.MustCompile(`v=(\S+)`)
