@@ -253,7 +253,7 @@ func (h *leaseHolder) run(g *Generator) {
 	defer close(h.done)
 	t := time.NewTimer(h.ttl(g) / 3)
 	defer t.Stop()
-	failing := false
+	failing, lost := false, false
 	for {
 		select {
 		case <-h.stop:
@@ -262,10 +262,17 @@ func (h *leaseHolder) run(g *Generator) {
 		}
 		ttl := h.ttl(g)
 		ctx, cancel := context.WithTimeout(context.Background(), max(ttl/3, 10*minRetry))
-		err := h.renew(ctx, g)
-		if errors.Is(err, ErrLeaseLost) {
-			h.cfg.Logger.Error("idgen: worker lease lost; leasing a node again", "err", err)
-			err = h.reacquire(ctx, g)
+		var err error
+		if !lost {
+			err = h.renew(ctx, g)
+			if lost = errors.Is(err, ErrLeaseLost); lost {
+				h.cfg.Logger.Error("idgen: worker lease lost; leasing a node again", "err", err)
+			}
+		}
+		if lost {
+			if err = h.reacquire(ctx, g); err == nil {
+				lost = false
+			}
 		}
 		cancel()
 		switch {
@@ -314,12 +321,13 @@ func (h *leaseHolder) switchLease(ctx context.Context, g *Generator) error {
 	if err == nil {
 		err = lease.validate(g.layout)
 	}
+	old := h.cur
 	if err != nil {
-		return fmt.Errorf("idgen: switch worker from node %d: %w", h.cur.Node, err)
+		return fmt.Errorf("idgen: switch worker from node %d: %w", old.Node, err)
 	}
 	g.mu.Unlock()
 	defer g.mu.Lock()
-	return h.install(ctx, g, lease, h.cur)
+	return h.install(ctx, g, lease, old)
 }
 
 // install makes lease the generator's: it freezes issuing, moves to the new
