@@ -17,8 +17,7 @@ import (
 // three store round trips instead of two per message: one claims every key,
 // one completes the messages h handled, one releases those it failed (see
 // [dedupe.Guard.DoBatch]; a store that is not a [dedupe.Batcher] gets one
-// call per message instead), and as many again for a batch in which a key
-// conflicts (see "Reused keys" in the package documentation).
+// call per message instead).
 //
 // h runs for every message whose key was acquired, in order, even after an
 // earlier message failed: a batch is acknowledged or retried as a whole, and
@@ -57,7 +56,6 @@ func (d *deduper) consume(ctx context.Context, h Handler, msgs []*primitive.Mess
 	outs, itemErrs := d.guard.DoBatch(ctx, items, func(ctx context.Context, j int) error {
 		return safeCall(ctx, h, msgs[of[j]])
 	})
-	d.reclaimConflicts(ctx, h, msgs, of, items, outs, itemErrs)
 	for j, i := range of {
 		errs[i] = d.settle(ctx, items[j].Ref, outs[j], itemErrs[j])
 	}
@@ -85,31 +83,4 @@ func (d *deduper) consume(ctx context.Context, h Handler, msgs []*primitive.Mess
 		retrySooner(ctx, reconsumed)
 	}
 	return rmq.ConsumeRetryLater, errors.Join(retry...)
-}
-
-// reclaimConflicts claims the items that conflicted once more, in one
-// batch, with the fingerprint earlier versions recorded, as Dedupe does, and
-// puts the answers in outs and errs. items[j] is the item of msgs[of[j]].
-// A message acquired now, its record having ended in between, runs after
-// the rest of the batch.
-func (d *deduper) reclaimConflicts(ctx context.Context, h Handler, msgs []*primitive.MessageExt, of []int, items []dedupe.BatchItem, outs []dedupe.Outcome, errs []error) {
-	var again []int // indexes in items
-	for j, err := range errs {
-		if errors.Is(err, dedupe.ErrConflict) {
-			again = append(again, j)
-		}
-	}
-	if len(again) == 0 {
-		return
-	}
-	retry := make([]dedupe.BatchItem, len(again))
-	for k, j := range again {
-		retry[k] = dedupe.BatchItem{Ref: items[j].Ref, Fingerprint: dedupe.FingerprintSHA256(msgs[of[j]].Body)}
-	}
-	o, e := d.guard.DoBatch(ctx, retry, func(ctx context.Context, k int) error {
-		return safeCall(ctx, h, msgs[of[again[k]]])
-	})
-	for k, j := range again {
-		outs[j], errs[j] = o[k], e[k]
-	}
 }

@@ -72,13 +72,9 @@ func Dedupe(store dedupe.Store, group string, opts ...Option) (Middleware, error
 			if err != nil {
 				return err
 			}
-			run := func(ctx context.Context) error { return safeCall(ctx, next, msg) }
-			outcome, err := d.guard.Do(ctx, it.Ref, it.Fingerprint, run)
-			if errors.Is(err, dedupe.ErrConflict) {
-				// Earlier versions recorded the SHA-256 fingerprint: claiming
-				// with it tells their record of this message from a reused key.
-				outcome, err = d.guard.Do(ctx, it.Ref, dedupe.FingerprintSHA256(msg.Body), run)
-			}
+			outcome, err := d.guard.Do(ctx, it.Ref, it.Fingerprint, func(ctx context.Context) error {
+				return safeCall(ctx, next, msg)
+			})
 			return d.settle(ctx, it.Ref, outcome, err)
 		}
 	}, nil

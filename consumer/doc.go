@@ -64,11 +64,14 @@
 // turns the check off, for messages whose body changes between sends.
 //
 // The fingerprint is a checksum against accidents, not a security check.
-// Earlier versions recorded a SHA-256 fingerprint, and only with the option
-// WithFingerprint: a conflict is checked once more against that form, so
-// their records are recognised. While both versions run, an older consumer
-// with WithFingerprint reports the newer records as conflicts and retries
-// them; an upgraded consumer then suppresses them.
+// Earlier versions recorded a 64-digit SHA-256 fingerprint, and only with
+// the option WithFingerprint. A store compares only fingerprints of one
+// length, that is of one kind (see [dedupe.ClaimRequest]), so a key they
+// recorded answers done or in flight as it would without the check: a
+// redelivery across the upgrade is suppressed, and a key reused across it
+// goes unnoticed. While both versions run, an older consumer with
+// WithFingerprint reports the newer records as conflicts and retries them;
+// an upgraded consumer then suppresses them.
 //
 // # Exactly-once effects with SQL
 //

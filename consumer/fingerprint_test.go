@@ -3,6 +3,8 @@ package consumer_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -25,12 +27,13 @@ func withBody(key, body string) *primitive.MessageExt {
 	return m
 }
 
-// recordEarlier records key done for body as earlier versions did, with a
-// SHA-256 fingerprint.
+// recordEarlier records key done for body as earlier versions did, with
+// the hex SHA-256 of body as its fingerprint.
 func recordEarlier(t *testing.T, store dedupe.Store, key, body string) {
 	t.Helper()
 	ref := dedupe.Ref{Group: "group-a", Key: key}
-	res, err := store.Claim(t.Context(), dedupe.ClaimRequest{Ref: ref, Lease: time.Hour, Fingerprint: dedupe.FingerprintSHA256([]byte(body))})
+	sum := sha256.Sum256([]byte(body))
+	res, err := store.Claim(t.Context(), dedupe.ClaimRequest{Ref: ref, Lease: time.Hour, Fingerprint: hex.EncodeToString(sum[:])})
 	if err != nil || res.Status != dedupe.Acquired {
 		t.Fatalf("claim = %v, %v", res.Status, err)
 	}
@@ -42,7 +45,9 @@ func recordEarlier(t *testing.T, store dedupe.Store, key, body string) {
 // TestReusedKey delivers a key again with the same body or another one,
 // through every consumer path on memdedupe and on a real Redis: a reused
 // key is a conflict unless the check is turned off, a redelivery is
-// suppressed, and records of earlier versions are recognised.
+// suppressed, and so is a delivery of a key that an earlier version
+// recorded with its SHA-256 fingerprint, which the store does not compare
+// with the shorter one of today.
 func TestReusedKey(t *testing.T) {
 	stores := []struct {
 		name string
@@ -83,8 +88,10 @@ func TestReusedKey(t *testing.T) {
 			wantApplied: 1, wantSuppr: 1},
 		{name: "EarlierVersionSameBody", earlier: "A", deliveries: [][]*primitive.MessageExt{{withBody("k", "A")}},
 			wantApplied: 0, wantSuppr: 1},
+		// Fingerprints of another kind are not compared: the price of an
+		// upgrade that reports no redelivery across it as a reused key.
 		{name: "EarlierVersionOtherBody", earlier: "A", deliveries: [][]*primitive.MessageExt{{withBody("k", "B")}},
-			wantConflict: true, wantApplied: 0},
+			wantApplied: 0, wantSuppr: 1},
 	}
 	for _, st := range stores {
 		for _, p := range paths {

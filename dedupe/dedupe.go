@@ -23,7 +23,6 @@ package dedupe
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -46,7 +45,7 @@ var (
 	// or completed by another owner.
 	ErrLeaseLost = errors.New("dedupe: lease lost")
 	// ErrConflict reports a key that is already recorded with a different
-	// payload fingerprint.
+	// payload fingerprint of the same kind (see [ClaimRequest.Fingerprint]).
 	ErrConflict = errors.New("dedupe: key reused with a different payload")
 	// ErrInFlight reports a key held by another owner's live lease.
 	ErrInFlight = errors.New("dedupe: key in flight")
@@ -122,8 +121,9 @@ func checkPart(what, s string, max int, emptyOK bool) error {
 // 4 KiB), so the check stays cheap for large bodies; together they miss no
 // change of up to 64 consecutive bits and a random change once in 2^64.
 //
-// Earlier versions returned [FingerprintSHA256], which records written then
-// still hold.
+// Earlier versions recorded the 64-digit hex SHA-256 of the payload instead:
+// of another length, so of another kind, their records are not compared with
+// this one's (see [ClaimRequest.Fingerprint]).
 func Fingerprint(payload []byte) string {
 	var sum [8]byte
 	binary.BigEndian.PutUint32(sum[:4], crc32.Checksum(payload, castagnoli))
@@ -135,15 +135,12 @@ func Fingerprint(payload []byte) string {
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// FingerprintSHA256 returns the fingerprint that [Fingerprint] returned in
-// earlier versions: the hex SHA-256 of payload. A claim with Fingerprint's
-// value answers Conflict to a record holding it, even for the same payload;
-// claiming again with this one tells a redelivery (Done or InFlight) from a
-// reused key (Conflict again), as package consumer does, so that records
-// written before an upgrade are not taken for reused keys.
-func FingerprintSHA256(payload []byte) string {
-	sum := sha256.Sum256(payload)
-	return hex.EncodeToString(sum[:])
+// FingerprintsConflict reports whether a claim with the fingerprint
+// requested answers Conflict to a live record holding recorded: the two are
+// of one kind (the same length in bytes) and differ. It is the rule of
+// [ClaimRequest.Fingerprint], which every [Store] applies.
+func FingerprintsConflict(recorded, requested string) bool {
+	return len(recorded) == len(requested) && recorded != requested
 }
 
 // Status is a store's answer to a claim.
@@ -157,7 +154,8 @@ const (
 	Done
 	// InFlight: another owner holds a live lease.
 	InFlight
-	// Conflict: the key is recorded with a different payload fingerprint.
+	// Conflict: the key is recorded with a different payload fingerprint
+	// of the same kind (see [ClaimRequest.Fingerprint]).
 	Conflict
 )
 
@@ -183,8 +181,16 @@ type ClaimRequest struct {
 	Lease time.Duration
 	// Fingerprint optionally identifies the payload (a printable hash such as
 	// [Fingerprint] returns, at most MaxFingerprint bytes, valid UTF-8 without
-	// control characters). When both the record and the request carry one
-	// and they differ, the claim answers Conflict. Empty disables the check.
+	// control characters). A claim that meets a live record answers Conflict
+	// when the record's fingerprint and this one have the same length in
+	// bytes and differ ([FingerprintsConflict]). The length is the
+	// fingerprint's kind: fingerprints of different lengths are not
+	// compared, and an empty one, on either side, disables the check alike;
+	// such a claim answers Done or InFlight. This is so that a rolling
+	// upgrade from one kind to another (from the 64-digit SHA-256 that
+	// earlier versions recorded to [Fingerprint]'s 16 digits) does not
+	// report every key done or in flight across it as reused; the price is
+	// that a key reused across kinds goes unnoticed.
 	Fingerprint string
 }
 
@@ -241,10 +247,14 @@ type Ticket struct {
 type Store interface {
 	// Claim takes the key for req.Lease, answering Acquired with a fresh
 	// token, if no record exists, its retention has ended or its lease has
-	// ended (an expired lease counts as no record at all). Otherwise, if both
-	// the live record and req carry a fingerprint and they differ, it answers
-	// Conflict; else Done for a completed key and InFlight for a key held by
-	// a live lease. It fails with ErrInvalidKey for a bad request.
+	// ended (an expired lease counts as no record at all). Otherwise, if the
+	// live record's fingerprint and req's have the same length and differ
+	// ([FingerprintsConflict]), it answers Conflict; else Done for a
+	// completed key and InFlight for a key held by a live lease. Fingerprints
+	// of different lengths, like an empty one, are never compared, so that a
+	// rolling upgrade between fingerprint kinds does not report every key
+	// in flight across it as reused (see [ClaimRequest.Fingerprint]). It
+	// fails with ErrInvalidKey for a bad request.
 	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
 	// Complete marks an owned key done and keeps it for retention (which must
 	// be positive) from the store's now. A token whose lease has ended or

@@ -103,10 +103,32 @@ func TestFingerprint(t *testing.T) {
 	}
 }
 
-func TestFingerprintSHA256(t *testing.T) {
-	const want = "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb"
-	if got := dedupe.FingerprintSHA256([]byte("a")); got != want {
-		t.Errorf("FingerprintSHA256(a) = %q, want %q, what earlier versions recorded", got, want)
+func TestFingerprintsConflict(t *testing.T) {
+	// sha256a is the hex SHA-256 of "a", as earlier versions recorded it.
+	const sha256a = "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb"
+	fa, fb := dedupe.Fingerprint([]byte("a")), dedupe.Fingerprint([]byte("b"))
+	tests := []struct {
+		name                string
+		recorded, requested string
+		want                bool
+	}{
+		{"Same", fa, fa, false},
+		{"OtherSameLength", fa, fb, true},
+		{"OtherSHA256", sha256a, strings.Replace(sha256a, "c", "d", 1), true},
+		{"OlderKindRecorded", sha256a, fb, false},
+		{"NewerKindRecorded", fa, sha256a, false},
+		{"NoneRecorded", "", fa, false},
+		{"NoneRequested", fa, "", false},
+		{"Neither", "", "", false},
+		{"LengthInBytes", "é", "e", false},
+		{"ByteForByte", "é", "è", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := dedupe.FingerprintsConflict(tt.recorded, tt.requested); got != tt.want {
+				t.Errorf("FingerprintsConflict(%q, %q) = %v, want %v", tt.recorded, tt.requested, got, tt.want)
+			}
+		})
 	}
 }
 

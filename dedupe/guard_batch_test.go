@@ -157,8 +157,9 @@ func TestDoBatchMixed(t *testing.T) {
 		{key: "busy", wantOut: dedupe.Deferred, wantErr: dedupe.ErrInFlight},
 		{key: "conflict", fp: "b", wantOut: dedupe.Deferred, wantErr: dedupe.ErrConflict},
 		// A repeat with another fingerprint is claimed as a message of
-		// its own: the store answers that it conflicts.
-		{key: "fresh", fp: "other", wantOut: dedupe.Deferred, wantErr: dedupe.ErrConflict},
+		// its own: the store answers that it conflicts (the fingerprints
+		// being of one length).
+		{key: "fresh", fp: "g", wantOut: dedupe.Deferred, wantErr: dedupe.ErrConflict},
 		{key: "late", wantOut: dedupe.Ran, wantAfter: dedupe.Done},
 	}
 	mem := memdedupe.New(memdedupe.Config{})

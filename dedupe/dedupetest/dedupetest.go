@@ -24,7 +24,8 @@
 //     complete, release, extend or abandon them, some after their lease ran
 //     out: no call fails, no key has two owners at once, no owner succeeds
 //     after its lease ended or loses one that has not;
-//   - payload fingerprints and conflicts; batches with mixed answers and a
+//   - payload fingerprints and conflicts, compared only between
+//     fingerprints of one length; batches with mixed answers and a
 //     key twice; cancelled contexts and non-positive durations;
 //   - failures mid-call through [FaultStore]: nothing is recorded wrongly and
 //     every write can be retried;
@@ -43,6 +44,8 @@ package dedupetest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	mathrand "math/rand/v2"
@@ -753,16 +756,55 @@ func testFingerprint(s *suite) {
 			s.Fatalf("claim after release = %v, want acquired", res.Status)
 		}
 	})
+	s.Run("OtherKind", func(t *testing.T) {
+		// Fingerprints of different lengths, such as the hex SHA-256 that
+		// earlier versions recorded and Fingerprint's, are of different
+		// kinds and not compared: an upgrade from one to the other must
+		// not report every key done or in flight across it as reused.
+		s := s.sub(t)
+		sha := func(p string) string {
+			sum := sha256.Sum256([]byte(p))
+			return hex.EncodeToString(sum[:])
+		}
+		r := s.ref("long")
+		res := s.claimFP(r, long, sha("a"))
+		if res.Status != dedupe.Acquired {
+			s.Fatalf("first claim = %v", res.Status)
+		}
+		s.want(r, fb, dedupe.InFlight)
+		s.want(r, sha("b"), dedupe.Conflict)
+		s.complete(dedupe.Ticket{Ref: r, Token: res.Token}, long, nil)
+		s.want(r, fa, dedupe.Done)
+		s.want(r, fb, dedupe.Done)
+		s.want(r, sha("a"), dedupe.Done)
+		s.want(r, sha("b"), dedupe.Conflict)
+
+		r = s.ref("short")
+		res = s.claimFP(r, long, fa)
+		s.want(r, sha("b"), dedupe.InFlight)
+		s.complete(dedupe.Ticket{Ref: r, Token: res.Token}, long, nil)
+		s.want(r, sha("b"), dedupe.Done)
+		s.want(r, fb, dedupe.Conflict)
+	})
 	s.Run("Verbatim", func(t *testing.T) {
 		s := s.sub(t)
 		r := s.ref("k")
-		fp := strings.Repeat("é", dedupe.MaxFingerprint/2)
+		// The longest fingerprint, in multi-byte UTF-8. Each variant has its
+		// length in bytes and differs from it only in case, in one accent,
+		// in its last byte or in its Unicode normalisation.
+		fp := strings.Repeat("é", dedupe.MaxFingerprint/2-2) + "e\u0308e"
 		s.claimFP(r, long, fp)
 		s.want(r, fp, dedupe.InFlight)
-		for _, other := range []string{strings.ToUpper(fp), fp[:len(fp)-2], fp[:len(fp)-2] + "e", fp[:len(fp)-4] + "e\u0301"} {
-			if other != fp {
-				s.want(r, other, dedupe.Conflict)
+		for _, other := range []string{
+			strings.ToUpper(fp),
+			strings.Replace(fp, "é", "è", 1),
+			fp[:len(fp)-1] + "f",
+			strings.Repeat("é", dedupe.MaxFingerprint/2-3) + "e\u0301ëe",
+		} {
+			if len(other) != len(fp) {
+				s.Fatalf("variant %q is %d bytes, want %d", other, len(other), len(fp))
 			}
+			s.want(r, other, dedupe.Conflict)
 		}
 	})
 	s.Run("Invalid", func(t *testing.T) {

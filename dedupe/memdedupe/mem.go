@@ -65,7 +65,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	now := s.now()
 	if r, ok := s.recs[req.Ref]; ok && now.Before(r.until) {
 		switch {
-		case r.fp != "" && req.Fingerprint != "" && r.fp != req.Fingerprint:
+		case dedupe.FingerprintsConflict(r.fp, req.Fingerprint):
 			return dedupe.ClaimResult{Status: dedupe.Conflict}, nil
 		case r.done:
 			return dedupe.ClaimResult{Status: dedupe.Done, Until: r.until, Remaining: r.until.Sub(now)}, nil

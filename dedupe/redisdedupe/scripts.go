@@ -19,9 +19,12 @@ const (
 // token, fingerprint) with a TTL of ARGV[2i] milliseconds where no record
 // exists, in order. A record that is ARGV[2i-1] already is the claim's own:
 // go-redis resends a script whose answer a dropped connection lost, and the
-// token is fresh per claim, so no other claim wrote it. It returns the
-// server's TIME (seconds, microseconds; zero when no answer needs it), then
-// per key a status code and the record's PTTL in milliseconds.
+// token is fresh per claim, so no other claim wrote it. Fingerprints
+// conflict as [dedupe.FingerprintsConflict] says: the same length in bytes
+// (Lua's #, which an empty one shares only with another) and different. It
+// returns the server's TIME (seconds, microseconds; zero when no answer
+// needs it), then per key a status code and the record's PTTL in
+// milliseconds.
 var claimScript = redis.NewScript(`
 local out = {0, 0}
 local timed = false
@@ -36,7 +39,7 @@ for i, key in ipairs(KEYS) do
 		out[2*i+2] = 0
 	else
 		local had, fp = string.sub(v, 28), string.sub(rec, 28)
-		if had ~= '' and fp ~= '' and had ~= fp then
+		if #had == #fp and had ~= fp then
 			out[2*i+1] = 4
 			out[2*i+2] = 0
 		else

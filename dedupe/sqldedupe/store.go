@@ -351,14 +351,16 @@ type record struct {
 }
 
 // answer classifies rec, the record row's key held when the claim met it.
-// A record read after the statement that kept it (MySQL's second statement)
-// may have ended since; the claim still met it live, so it answers with the
-// shortest wait there is.
+// Every dialect's upsert returns the record's fingerprint with it, so a
+// conflict is decided here, for all three alike, by
+// [dedupe.FingerprintsConflict]. A record read after the statement that
+// kept it (MySQL's second statement) may have ended since; the claim still
+// met it live, so it answers with the shortest wait there is.
 func answer(row upsertRow, rec record) dedupe.ClaimResult {
 	if rec.token == row.token {
 		return dedupe.ClaimResult{Status: dedupe.Acquired, Token: row.token}
 	}
-	if rec.fp != "" && row.fp != "" && rec.fp != row.fp {
+	if dedupe.FingerprintsConflict(rec.fp, row.fp) {
 		return dedupe.ClaimResult{Status: dedupe.Conflict}
 	}
 	res := dedupe.ClaimResult{

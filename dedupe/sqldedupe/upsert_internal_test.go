@@ -30,6 +30,8 @@ func TestAnswer(t *testing.T) {
 			dedupe.ClaimResult{Status: dedupe.Conflict}},
 		{"NoFingerprintAsked", upsertRow{ref: row.ref, token: "mine"}, record{state: stateDone, token: "theirs", fp: "B", expires: now + 1, now: now},
 			dedupe.ClaimResult{Status: dedupe.Done, Until: time.UnixMicro(now + 1), Remaining: time.Microsecond}},
+		{"OtherKind", row, record{state: stateDone, token: "theirs", fp: "BB", expires: now + 1, now: now},
+			dedupe.ClaimResult{Status: dedupe.Done, Until: time.UnixMicro(now + 1), Remaining: time.Microsecond}},
 		// Between MySQL's two statements the kept record's lease ended.
 		{"EndedSince", row, record{state: stateProcessing, token: "theirs", fp: "A", expires: now - 5, now: now},
 			dedupe.ClaimResult{Status: dedupe.InFlight, Until: time.UnixMicro(now - 5), Remaining: time.Microsecond}},
