@@ -13,9 +13,8 @@ type Dialect int
 
 // Supported databases.
 const (
-	// MySQL is MySQL 8.0 or later, or MariaDB 10.6 or later (for FOR
-	// UPDATE SKIP LOCKED), with InnoDB and the github.com/go-sql-driver/mysql
-	// driver.
+	// MySQL is MySQL 8.0 or later, or MariaDB 10.6 or later, with InnoDB
+	// and the github.com/go-sql-driver/mysql driver.
 	MySQL Dialect = iota + 1
 	// Postgres is PostgreSQL 10 or later (for identity columns), with the
 	// pgx driver (github.com/jackc/pgx/v5/stdlib) or another.
@@ -53,6 +52,9 @@ type clock struct {
 	micros func(string) string
 	// greatest is the function that returns the larger of its arguments.
 	greatest string
+	// never is the earliest time the time columns hold: when a node that
+	// was never leased became free.
+	never string
 }
 
 const (
@@ -81,6 +83,7 @@ func clockOf(d Dialect) clock {
 				return "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', " + dt + ")"
 			},
 			greatest: "GREATEST",
+			never:    "'1000-01-01 00:00:00'",
 		}
 	case Postgres:
 		return clock{
@@ -90,6 +93,7 @@ func clockOf(d Dialect) clock {
 				return "(extract(epoch FROM " + ts + ") * 1000000)::bigint"
 			},
 			greatest: "GREATEST",
+			never:    "'-infinity'::timestamptz",
 		}
 	default:
 		return clock{
@@ -97,6 +101,7 @@ func clockOf(d Dialect) clock {
 			after:    "(" + liteNow + " + ?)",
 			micros:   func(us string) string { return us },
 			greatest: "max",
+			never:    "-9223372036854775808",
 		}
 	}
 }

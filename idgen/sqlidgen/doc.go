@@ -15,17 +15,17 @@
 //
 // # Drivers
 //
-//   - MySQL 8.0 or later and MariaDB 10.6 or later (for FOR UPDATE SKIP
-//     LOCKED): github.com/go-sql-driver/mysql, with any DSN options
-//     (parseTime, loc, time_zone, clientFoundRows and interpolateParams all
-//     work).
+//   - MySQL 8.0 or later and MariaDB 10.6 or later:
+//     github.com/go-sql-driver/mysql, with any DSN options (parseTime, loc,
+//     time_zone, clientFoundRows and interpolateParams all work;
+//     interpolateParams=true saves a round trip per statement, see below).
 //   - PostgreSQL 10 or later: pgx's database/sql driver,
 //     github.com/jackc/pgx/v5/stdlib, or another.
 //   - SQLite 3.35 or later (for RETURNING): modernc.org/sqlite or another
 //     driver. Use a file in WAL mode with a busy timeout, so that writers
 //     wait for each other instead of failing; the package runs no
-//     transactions of its own on SQLite, and every statement holds the write
-//     lock from its start:
+//     transactions of its own, and every statement that writes holds the
+//     write lock from its start:
 //     file:ids.db?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate
 //     A statement that finds the write lock taken sleeps in SQLite's busy
 //     handler, up to 100ms a try, so under many writers one call can take
@@ -34,11 +34,18 @@
 //
 // # Leased pool
 //
-// [Leaser] keeps a row per node of a pool ([Config.Pool]) that has ever been
-// leased, created on first use: the token of the last lease granted, its
-// owner, when it was granted and when it ends, when it was released, and the
-// node's high-water mark, now and when the lease was granted. The pool is node ids 0 to [Config.Size]-1; one
-// table may hold many pools.
+// [Leaser] keeps a row per node of a pool ([Config.Pool]): the token of the
+// last lease granted, its owner, when it was granted and when it ends, when
+// it was released, and the node's high-water mark, now and when the lease
+// was granted. The pool is node ids 0 to [Config.Size]-1, at most
+// [MaxSize] (65536, Sonyflake's 16 node bits; for a larger id space use
+// [WorkerNodes]); one table may hold many pools. A node that was never
+// leased has a row too, with an empty token and owner and every time at
+// the earliest its column holds. The first dynamic Acquire of each
+// [Leaser] inserts the rows its pool lacks — every row of a new pool, the
+// new ids of a grown one — in one statement, as does any Acquire that
+// finds no free node while rows are missing. [Leaser.List] leaves the rows
+// of never-used nodes out.
 //
 // A lease lasts [Config.Lease] from the database's now when it is granted
 // or renewed. Acquire takes the smallest node id that was never used; when
@@ -46,43 +53,70 @@
 // released lease ending when it was released. So a freed node joins the tail
 // of a queue (seed 000's Redis list: take from the head, give back to the
 // tail) and rests as long as the pool allows before anyone takes it again.
-// Acquire with [idgen.LeaseRequest].Static takes exactly the node asked for,
-// if no live lease holds it. Acquire refuses with [idgen.ErrNodeRange] a pool
-// whose ids the caller's layout cannot hold.
+// Both are one order, that of the index on (pool, expires_at, node): a
+// never-used node's lease ended at the earliest time there is, so every
+// never-used node comes first, by node id, and a static lease taken above
+// never-used ones is passed over while it lasts. Acquire with
+// [idgen.LeaseRequest].Static takes exactly the node asked for, if no live
+// lease holds it. Acquire refuses with [idgen.ErrNodeRange] a pool whose ids
+// the caller's layout cannot hold.
 //
 // Renew and Release name the lease by node and token, and act only while the
 // lease is live by the database's clock; otherwise they fail with
 // [idgen.ErrLeaseLost] and change nothing. A released lease has ended: a
 // second Release of it fails the same way.
 //
-// # Statements
+// # Round trips
 //
-//   - Acquire: a SELECT that finds the smallest never-used node id and
-//     whether any lease has ended, before anything takes a lock. Then an
-//     INSERT of the never-used node's row, which does nothing if another
-//     client inserted it first (INSERT IGNORE on MySQL, ON CONFLICT DO
-//     NOTHING on PostgreSQL; on SQLite the INSERT finds the smallest
-//     never-used id itself, under the write lock). When every id has been
-//     used, one UPDATE on PostgreSQL and SQLite takes the node free longest
-//     (PostgreSQL's subquery picks it with FOR UPDATE SKIP LOCKED; a SQLite
-//     statement holds the write lock from its start), and on MySQL a READ
-//     COMMITTED transaction picks it with SELECT ... FOR UPDATE SKIP LOCKED
-//     and updates it. When another client took the chosen node first, or
-//     holds free nodes locked, Acquire looks again: it fails with
+// The package runs no transactions: every statement commits on its own.
+// Each statement is one round trip to the database, with two provisos from
+// the drivers: github.com/go-sql-driver/mysql prepares a statement with
+// arguments in a round trip of its own before it runs it, unless the DSN
+// sets interpolateParams=true; pgx prepares each statement once per
+// connection and caches it.
+//
+//   - Acquire, dynamic: one statement on PostgreSQL and SQLite, two on
+//     MySQL. On PostgreSQL and SQLite, UPDATE ... WHERE node = (SELECT
+//     node ... ORDER BY expires_at, node LIMIT 1) RETURNING takes the first
+//     free node (PostgreSQL's subquery locks it with FOR UPDATE SKIP
+//     LOCKED; a SQLite statement holds the write lock from its start). On
+//     MySQL a SELECT reads the first free node without a lock and an UPDATE
+//     takes it if its token is still the one read; if another client took
+//     it in between, Acquire reads again. The first dynamic Acquire of a
+//     Leaser runs a SELECT before the take, which counts the pool's rows
+//     (two statements, three on MySQL), and when rows are missing an
+//     INSERT of them as well (INSERT IGNORE on MySQL, ON CONFLICT DO
+//     NOTHING elsewhere; three statements, four on MySQL). When the take
+//     finds no free node, the same SELECT tells a full pool, refused with
+//     [idgen.ErrNoFreeNode] after two statements (three on MySQL), from one
+//     whose rows are missing or that has a free node now (on PostgreSQL,
+//     one another client is taking and holds locked): then Acquire fills in
+//     the rows or waits a little, and takes again. It fails with
 //     [idgen.ErrNoFreeNode] only when no node was free, never because
-//     others made progress. Static: one upsert that takes the node only if
-//     its lease has ended (MySQL reads the outcome in a second statement).
-//   - Renew: one UPDATE ... RETURNING (on MySQL an UPDATE and a SELECT).
+//     others made progress.
+//   - Acquire, static: one upsert that takes the node only if its lease
+//     has ended or it was never used, INSERT ... ON CONFLICT DO UPDATE ...
+//     RETURNING; on MySQL two, INSERT ... ON DUPLICATE KEY UPDATE and a
+//     SELECT of the outcome.
+//   - Renew: one UPDATE ... RETURNING; on MySQL two, an UPDATE and a
+//     SELECT.
 //   - Release: one UPDATE.
 //
-// On MySQL, Renew and Release reach the row through the primary key (FORCE
-// INDEX): a scan of the index on (pool, expires_at) would lock its entries
-// in the opposite order of an Acquire and deadlock with it.
+// On MySQL every statement that writes a row reaches it through the primary
+// key (FORCE INDEX (PRIMARY)) and locks that one row, then moves the row's
+// entry within the index on (pool, expires_at, node); none locks that
+// index's entries. An UPDATE ... ORDER BY expires_at, node LIMIT 1 would:
+// it would lock its entries, and the gaps between them, before the row, the
+// opposite order of a static Acquire, a Renew or a Release, and could
+// deadlock with them. Acquire's SELECT reads through that index (FORCE
+// INDEX) without a lock. The INSERT of missing rows, the one statement
+// that locks many rows, locks them in node order.
 //
 // A call that fails after the database may have granted a node — the answer
-// to a commit lost with the connection — does not hold it for nothing:
-// Acquire looks for a live lease under the token it generated, and returns
-// it while its context lasts or releases it once the context has ended.
+// to a statement lost with the connection — does not hold it for nothing:
+// Acquire looks for a live lease under the token it generated, in one
+// SELECT, and returns it while its context lasts or releases it, in one
+// UPDATE, once the context has ended.
 //
 // # Clock
 //

@@ -1,33 +1,33 @@
 package sqlidgen
 
+import "strconv"
+
 // leaseSQL holds a Leaser's statements for one dialect and table. Their
 // parameters are listed beside each; a parameter used twice is passed twice.
 type leaseSQL struct {
 	ddl []string
 
-	// probe finds the smallest node id below the pool's size that no row
-	// holds yet, a never-used node (NULL when every node has been used),
-	// and whether any row's lease has ended: whether Acquire has anything
-	// to take, before it takes a lock. Parameters: pool, pool, size, pool,
-	// size.
+	// fill inserts a row for every node id below the pool's size that has
+	// none: a never-used node, with an empty token, an empty owner and
+	// every time at the earliest the column holds, so that it sorts ahead
+	// of every node that was ever leased. A row another client inserted
+	// first is left as it is. Parameters: pool, size, pool (PostgreSQL and
+	// SQLite); pool, size, size, size, size (MySQL).
+	fill string
+	// probe reads, without a lock, whether any node of the pool is free
+	// and how many of its node ids have a row: what a Leaser's first
+	// dynamic Acquire reads, and any Acquire whose take found no node.
+	// Parameters: pool, size, pool, size.
 	probe string
-	// insert takes a never-used node, or does nothing when another client
-	// took it first (MySQL and PostgreSQL). Parameters: pool, node, token,
-	// owner, lease µs.
-	insert string
-	// insertGap takes the smallest never-used node and returns it, or
-	// returns nothing when there is none (SQLite: one statement under the
-	// write lock, so no other client can take the node in between).
-	// Parameters: pool, token, owner, lease µs, pool, pool, size.
-	insertGap string
 	// take gives the free node that has been free longest to token and
 	// returns its node and high-water mark (PostgreSQL and SQLite; one
 	// statement). Parameters: token, owner, lease µs, pool, pool, size.
 	take string
-	// pick and grant take the free node that has been free longest in a
-	// transaction (MySQL): pick locks it, skipping rows others have
-	// locked, and returns its node and high-water mark. Parameters of pick:
-	// pool, size; of grant: token, owner, lease µs, pool, node.
+	// pick and grant take the free node that has been free longest
+	// (MySQL): pick reads it without a lock, with its high-water mark and
+	// token, and grant gives it to the new token if its token is still the
+	// one pick read. Parameters of pick: pool, size; of grant: token,
+	// owner, lease µs, pool, node, old token.
 	pick, grant string
 	// static takes one node if it is free or was never used.
 	// PostgreSQL and SQLite return its high-water mark when it was taken;
@@ -47,7 +47,8 @@ type leaseSQL struct {
 	release string
 	// byToken finds the live lease token holds. Parameters: pool, token.
 	byToken string
-	// list reads the pool's rows and the database's now. Parameter: pool.
+	// list reads the pool's rows of nodes that were ever leased, and the
+	// database's now. Parameter: pool.
 	list string
 }
 
@@ -103,47 +104,80 @@ func newLeaseSQL(d Dialect, table string) leaseSQL {
 		}
 	}
 
-	dual := ""
-	if d == MySQL {
-		dual = " FROM DUAL"
-	}
-	// gap is the smallest node id below the pool's size without a row,
-	// NULL when there is none. Parameters: pool, pool, size.
-	gap := `SELECT MIN(n) AS n FROM (
-		SELECT 0 AS n` + dual + ` WHERE NOT EXISTS (SELECT 1 FROM ` + t + ` WHERE pool = ? AND node = 0)
-		UNION ALL
-		SELECT a.node + 1 FROM ` + t + ` a WHERE a.pool = ? AND a.node + 1 < ?
-			AND NOT EXISTS (SELECT 1 FROM ` + t + ` b WHERE b.pool = a.pool AND b.node = a.node + 1)
-	) g`
-
 	cols := `(pool, node, token, owner, granted_at, expires_at, freed_at, high_water, granted_high_water)`
 	vals := `VALUES (?, ?, ?, ?, ` + c.now + `, ` + c.after + `, NULL, 0, 0)`
-	if d == SQLite {
-		q.insertGap = `INSERT INTO ` + t + ` ` + cols + `
-SELECT ?, n, ?, ?, ` + c.now + `, ` + c.after + `, NULL, 0, 0 FROM (` + gap + `) WHERE n IS NOT NULL
-RETURNING node`
-	}
-	if d == MySQL {
-		// INSERT IGNORE answers 0 rows for a duplicate key whatever the
-		// DSN's clientFoundRows says; the values cannot fail otherwise.
-		q.insert = `INSERT IGNORE INTO ` + t + ` ` + cols + `
-` + vals
-	} else {
-		q.insert = `INSERT INTO ` + t + ` ` + cols + `
-` + vals + `
+
+	// A never-used node's row: no token, no owner, never granted, and
+	// free since the earliest time there is, so that the order of free
+	// nodes below puts every never-used node first, by node id.
+	unused := `'', '', ` + c.never + `, ` + c.never + `, NULL, 0, 0`
+	switch d {
+	case MySQL:
+		// The node ids 0 to 65535 (MaxSize) are the four hex digits of
+		// n, each digit's table cut to what size needs. In node order,
+		// so that two clients filling at once lock the rows they
+		// insert, and the duplicates they skip, in one order.
+		hex := `(SELECT 0 AS d`
+		for i := 1; i < 16; i++ {
+			hex += ` UNION ALL SELECT ` + strconv.Itoa(i)
+		}
+		hex += `)`
+		// INSERT IGNORE skips duplicate keys; the values cannot fail
+		// otherwise.
+		q.fill = `INSERT IGNORE INTO ` + t + ` ` + cols + `
+SELECT ?, n, ` + unused + ` FROM (
+	SELECT d0.d + 16 * d1.d + 256 * d2.d + 4096 * d3.d AS n
+	FROM ` + hex + ` d0, ` + hex + ` d1, ` + hex + ` d2, ` + hex + ` d3
+	WHERE 16 * d1.d < ? AND 256 * d2.d < ? AND 4096 * d3.d < ?
+) s WHERE n < ? ORDER BY n`
+	case Postgres:
+		// In node order, so that two clients filling at once wait for
+		// each other's rows in one order.
+		q.fill = `INSERT INTO ` + t + ` ` + cols + `
+SELECT ?::text, s.n, ` + unused + ` FROM generate_series(0, ?::bigint - 1) AS s(n)
+WHERE NOT EXISTS (SELECT 1 FROM ` + t + ` w WHERE w.pool = ? AND w.node = s.n) ORDER BY s.n
 ON CONFLICT (pool, node) DO NOTHING`
+	default:
+		// SQLite runs one writer at a time: the order does not matter.
+		q.fill = `INSERT INTO ` + t + ` ` + cols + `
+SELECT ?, s.n, ` + unused + ` FROM (
+	WITH RECURSIVE seq(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM seq WHERE n + 1 < ?)
+	SELECT n FROM seq
+) s
+WHERE NOT EXISTS (SELECT 1 FROM ` + t + ` w WHERE w.pool = ? AND w.node = s.n)
+ON CONFLICT (pool, node) DO NOTHING`
+	}
+
+	// On MySQL every statement that writes a row reaches it through the
+	// primary key and locks that one row, then moves the row's entry
+	// within the index on (pool, expires_at, node), on which no statement
+	// takes a lock: a write that scanned that index would lock its entries,
+	// and the gaps between them, before the row, the opposite order, and
+	// could deadlock with the others. The fill, the one statement that
+	// locks many rows, locks them in node order.
+	byKey := t
+	if d == MySQL {
+		byKey += ` FORCE INDEX (PRIMARY)`
 	}
 
 	// A free node is one whose lease has ended: expires_at is when it ended
 	// or was released, so the order of expires_at is the order in which
-	// nodes became free.
+	// nodes became free, after the never-used nodes.
 	freeRows := `pool = ? AND node < ? AND expires_at <= ` + c.now
 	grantSet := `token = ?, owner = ?, granted_at = ` + c.now + `, expires_at = ` + c.after + `, freed_at = NULL, granted_high_water = high_water`
 	switch d {
 	case MySQL:
-		q.pick = `SELECT node, high_water FROM ` + t + ` WHERE ` + freeRows + `
-ORDER BY expires_at, node LIMIT 1 FOR UPDATE SKIP LOCKED`
-		q.grant = `UPDATE ` + t + ` FORCE INDEX (PRIMARY) SET ` + grantSet + ` WHERE pool = ? AND node = ?`
+		// MySQL's UPDATE cannot skip locked rows, and one that picked
+		// its row through the index on (pool, expires_at, node) would
+		// lock entries of that index before the row. So pick reads the
+		// node without a lock, and grant takes it through the primary
+		// key if no other client has taken it since: a node's token
+		// changes with every grant, and a free node's row with nothing
+		// else.
+		q.pick = `SELECT node, high_water, token FROM ` + t + ` FORCE INDEX (` + free + `)
+WHERE ` + freeRows + ` ORDER BY expires_at, node LIMIT 1`
+		q.grant = `UPDATE ` + byKey + ` SET ` + grantSet + `
+WHERE pool = ? AND node = ? AND token = ? AND expires_at <= ` + c.now
 	case Postgres:
 		// The subquery locks the row it picks and skips rows others hold
 		// locked; a row changed since the statement began is checked
@@ -159,7 +193,8 @@ WHERE pool = ? AND node = (SELECT f.node FROM ` + t + ` f WHERE f.` + freeRows +
 	ORDER BY f.expires_at, f.node LIMIT 1)
 RETURNING node, high_water`
 	}
-	q.probe = `SELECT (` + gap + `), EXISTS (SELECT 1 FROM ` + t + ` WHERE ` + freeRows + `)`
+	q.probe = `SELECT EXISTS (SELECT 1 FROM ` + t + ` WHERE ` + freeRows + `),
+	(SELECT COUNT(*) FROM ` + t + ` WHERE pool = ? AND node < ?)`
 
 	switch d {
 	case MySQL:
@@ -194,15 +229,6 @@ RETURNING high_water`
 	}
 	q.owned = `SELECT token = ? AND expires_at > ` + c.now + `, high_water FROM ` + t + ` WHERE pool = ? AND node = ?`
 
-	// MySQL may scan the index on (pool, expires_at) for a renewal or
-	// release, locking its entries and the gaps between them in index order
-	// before the row's: the opposite order of an acquirer, which locks the
-	// row it picked and then moves its entry within that index. The primary
-	// key reaches the one row and locks nothing else.
-	byKey := t
-	if d == MySQL {
-		byKey += ` FORCE INDEX (PRIMARY)`
-	}
 	q.renew = `UPDATE ` + byKey + ` SET expires_at = ` + c.after + `, high_water = ` + c.greatest + `(high_water, ?)
 WHERE pool = ? AND node = ? AND token = ? AND expires_at > ` + c.now
 	if d != MySQL {
@@ -216,9 +242,9 @@ WHERE pool = ? AND node = ? AND token = ? AND expires_at > ` + c.now
 	q.byToken = `SELECT node, high_water FROM ` + t + ` WHERE pool = ? AND token = ? AND expires_at > ` + c.now
 	q.list = `SELECT node, owner, ` + c.micros("granted_at") + `, ` + c.micros("expires_at") + `, ` +
 		c.micros("freed_at") + `, high_water, ` + c.micros(c.now) + `
-FROM ` + t + ` WHERE pool = ? ORDER BY node`
+FROM ` + t + ` WHERE pool = ? AND token <> '' ORDER BY node`
 
-	for _, s := range []*string{&q.probe, &q.insert, &q.insertGap, &q.take, &q.pick, &q.grant, &q.static, &q.owned, &q.renew, &q.release, &q.byToken, &q.list} {
+	for _, s := range []*string{&q.fill, &q.probe, &q.take, &q.pick, &q.grant, &q.static, &q.owned, &q.renew, &q.release, &q.byToken, &q.list} {
 		*s = rebind(d, *s)
 	}
 	return q

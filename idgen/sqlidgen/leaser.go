@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -22,6 +23,12 @@ const (
 	// DefaultLease is the lease length unless [Config.Lease] sets another.
 	DefaultLease = 10 * time.Second
 )
+
+// MaxSize is the largest [Config.Size] of a leased pool: 65536 node ids,
+// Sonyflake's 16 node bits. A Leaser keeps a row for every node id of its
+// pool, so that it finds the node to grant by one ordered index scan; for a
+// larger id space use [WorkerNodes], which keeps a row per start instead.
+const MaxSize = 1 << 16
 
 // Bounds on what a row holds.
 const (
@@ -39,10 +46,11 @@ type Config struct {
 	// node ids. At most 64 bytes of UTF-8, compared byte for byte.
 	// Required.
 	Pool string
-	// Size is the number of node ids in the pool, 0 to Size-1. It must
-	// not exceed the node ids of the layout of every generator using the
-	// pool (Acquire checks), and must never shrink below a node some
-	// holder still uses. Required: there is no default node range.
+	// Size is the number of node ids in the pool, 0 to Size-1, at most
+	// [MaxSize]. It must not exceed the node ids of the layout of every
+	// generator using the pool (Acquire checks), and must never shrink
+	// below a node some holder still uses. Required: there is no default
+	// node range.
 	Size int64
 	// Lease is how long a lease lasts from the database's now when it is
 	// granted or renewed. A holder that stalls for longer loses its node.
@@ -79,6 +87,8 @@ func (c Config) Validate() error {
 		why = fmt.Sprintf("Pool %q: want at most %d bytes of UTF-8", c.Pool, maxPool)
 	case c.Size <= 0:
 		why = fmt.Sprintf("Size %d: want the number of node ids in the pool, at least 1", c.Size)
+	case c.Size > MaxSize:
+		why = fmt.Sprintf("Size %d: a leased pool holds at most %d node ids, a row each; for a larger id space use WorkerNodes, which keeps a row per start", c.Size, MaxSize)
 	case c.Lease < time.Millisecond:
 		why = fmt.Sprintf("Lease %v: want at least 1ms", c.Lease)
 	case !tableName.MatchString(c.Table):
@@ -90,13 +100,16 @@ func (c Config) Validate() error {
 }
 
 // Leaser is an [idgen.Leaser] over rows of one SQL table, a row per node of
-// the pool that has ever been leased. It is safe for concurrent use by
-// multiple goroutines and processes sharing the table.
+// the pool. It is safe for concurrent use by multiple goroutines and
+// processes sharing the table.
 type Leaser struct {
 	db  *sql.DB
 	d   Dialect
 	cfg Config
 	q   leaseSQL
+	// filled is set once this Leaser has seen a row for every node of
+	// its pool, so that a take finds never-used nodes first.
+	filled atomic.Bool
 }
 
 var _ idgen.Leaser = (*Leaser)(nil)
@@ -201,46 +214,50 @@ func (l *Leaser) acquireStatic(ctx context.Context, node int64, token, owner str
 	return l.lease(node, token, mark), nil
 }
 
-// acquireAny takes a never-used node, else the node free longest. A pass
-// that does not end has seen another client take the node it chose, or hold
-// a free node locked on its way to taking it, so the loop ends: the pool is
-// finite and a node taken stays taken for a lease.
+// acquireAny takes a never-used node, else the node free longest. The
+// first call of a Leaser, and any call whose take finds no free node,
+// probes the pool: when node ids lack a row — a new pool, one grown since,
+// or rows deleted — it fills them in and takes again. A pass that does not
+// end has filled rows in, or seen another client take the node it chose or
+// hold a free node locked on its way to taking it, so the loop ends: the
+// pool is finite and a node taken stays taken for a lease.
 func (l *Leaser) acquireAny(ctx context.Context, token, owner string) (idgen.Lease, error) {
 	pause := time.Millisecond
 	for {
-		var (
-			gap  sql.NullInt64
-			free bool
-		)
-		err := l.db.QueryRowContext(ctx, l.q.probe, l.cfg.Pool, l.cfg.Pool, l.cfg.Size, l.cfg.Pool, l.cfg.Size).Scan(&gap, &free)
-		if err != nil {
-			return idgen.Lease{}, err
-		}
-		if gap.Valid {
-			node, ok, err := l.insert(ctx, gap.Int64, token, owner)
+		tried := l.filled.Load()
+		if tried {
+			node, mark, ok, err := l.take(ctx, token, owner)
 			if err != nil {
 				return idgen.Lease{}, err
 			}
 			if ok {
-				return l.lease(node, token, 0), nil
+				return l.lease(node, token, mark), nil
 			}
-			continue // another client took it first
 		}
-		if !free {
-			return idgen.Lease{}, fmt.Errorf("sqlidgen: all %d node ids of pool %q are held by live leases: %w", l.cfg.Size, l.cfg.Pool, idgen.ErrNoFreeNode)
-		}
-		node, mark, ok, err := l.take(ctx, token, owner)
+		var (
+			free bool
+			rows int64
+		)
+		err := l.db.QueryRowContext(ctx, l.q.probe, l.cfg.Pool, l.cfg.Size, l.cfg.Pool, l.cfg.Size).Scan(&free, &rows)
 		if err != nil {
 			return idgen.Lease{}, err
 		}
-		if ok {
-			return l.lease(node, token, mark), nil
+		if rows < l.cfg.Size {
+			if err := l.fill(ctx); err != nil {
+				return idgen.Lease{}, err
+			}
+			l.filled.Store(true)
+			continue
 		}
-		// Another client took the free node first. On MySQL and
-		// PostgreSQL it may still be taking it, holding the row locked
-		// (FOR UPDATE SKIP LOCKED passed over it): look again once it is
-		// done.
-		if l.d != SQLite {
+		l.filled.Store(true)
+		if !free {
+			return idgen.Lease{}, fmt.Errorf("sqlidgen: all %d node ids of pool %q are held by live leases: %w", l.cfg.Size, l.cfg.Pool, idgen.ErrNoFreeNode)
+		}
+		// A node is free, yet the take found none: on PostgreSQL another
+		// client may still be taking it, holding the row locked (FOR
+		// UPDATE SKIP LOCKED passed over it): look again once it is
+		// done. Elsewhere a node became free since the take.
+		if tried && l.d == Postgres {
 			if err := sleep(ctx, pause); err != nil {
 				return idgen.Lease{}, err
 			}
@@ -249,20 +266,14 @@ func (l *Leaser) acquireAny(ctx context.Context, token, owner string) (idgen.Lea
 	}
 }
 
-// insert takes the never-used node gap, or on SQLite whichever is the
-// smallest never-used node by the time the statement runs, if any.
-func (l *Leaser) insert(ctx context.Context, gap int64, token, owner string) (node int64, ok bool, err error) {
-	if l.d != SQLite {
-		ok, err := affected(l.db.ExecContext(ctx, l.q.insert, l.cfg.Pool, gap, token, owner, micros(l.cfg.Lease)))
-		return gap, ok, err
+// fill inserts a never-used row for every node of the pool that has no row.
+func (l *Leaser) fill(ctx context.Context) error {
+	args := []any{l.cfg.Pool, l.cfg.Size, l.cfg.Pool}
+	if l.d == MySQL {
+		args = []any{l.cfg.Pool, l.cfg.Size, l.cfg.Size, l.cfg.Size, l.cfg.Size}
 	}
-	// Racing acquirers who saw the same gap each take a node with one
-	// write, instead of all but one writing for nothing and looking again.
-	err = l.db.QueryRowContext(ctx, l.q.insertGap, l.cfg.Pool, token, owner, micros(l.cfg.Lease), l.cfg.Pool, l.cfg.Pool, l.cfg.Size).Scan(&node)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil
-	}
-	return node, err == nil, err
+	_, err := l.db.ExecContext(ctx, l.q.fill, args...)
+	return err
 }
 
 // take gives token the free node that has been free longest, if any.
@@ -274,28 +285,22 @@ func (l *Leaser) take(ctx context.Context, token, owner string) (node, mark int6
 		}
 		return node, mark, err == nil, err
 	}
-	// READ COMMITTED: InnoDB then locks only the row picked, and takes no
-	// gap locks that acquirers moving rows within the index could
-	// deadlock on.
-	tx, err := l.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return 0, 0, false, err
+	// A grant that finds its node's token changed lost it to another
+	// client: pick again. Each pass that does not end follows a grant.
+	for {
+		var old string
+		err = l.db.QueryRowContext(ctx, l.q.pick, l.cfg.Pool, l.cfg.Size).Scan(&node, &mark, &old)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, 0, false, nil
+		}
+		if err != nil {
+			return 0, 0, false, err
+		}
+		ok, err := affected(l.db.ExecContext(ctx, l.q.grant, token, owner, micros(l.cfg.Lease), l.cfg.Pool, node, old))
+		if err != nil || ok {
+			return node, mark, ok, err
+		}
 	}
-	defer tx.Rollback()
-	err = tx.QueryRowContext(ctx, l.q.pick, l.cfg.Pool, l.cfg.Size).Scan(&node, &mark)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, 0, false, nil
-	}
-	if err != nil {
-		return 0, 0, false, err
-	}
-	if _, err := tx.ExecContext(ctx, l.q.grant, token, owner, micros(l.cfg.Lease), l.cfg.Pool, node); err != nil {
-		return 0, 0, false, err
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, 0, false, err
-	}
-	return node, mark, true, nil
 }
 
 // settle looks for a live lease granted to token by a call whose answer was
@@ -409,8 +414,8 @@ type NodeLease struct {
 }
 
 // List returns the rows of the pool, in node order, for operators: the
-// nodes that have ever been leased, whether held now or free. Node ids
-// without a row have never been used; rows at or above [Config.Size] are
+// nodes that have ever been leased, whether held now or free. Node ids it
+// does not list have never been used; rows at or above [Config.Size] are
 // left from a larger pool and never granted again.
 func (l *Leaser) List(ctx context.Context) ([]NodeLease, error) {
 	rows, err := l.db.QueryContext(ctx, l.q.list, l.cfg.Pool)

@@ -19,8 +19,6 @@ import (
 
 const ttl = 300 * time.Millisecond
 
-var mysqlDB *sql.DB
-
 // any0 asks for any free node of a pool of size nodes.
 func any0(size int64, owner string) idgen.LeaseRequest {
 	return idgen.LeaseRequest{MaxNode: size - 1, Owner: owner}
@@ -75,6 +73,7 @@ func TestNew(t *testing.T) {
 		{"Pool64", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Pool = strings.Repeat("p", 64) }), true},
 		{"PoolUnicode", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Pool = "订单" }), true},
 		{"Size1", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Size = 1 }), true},
+		{"SizeMax", db, sqlidgen.MySQL, with(func(c *sqlidgen.Config) { c.Size = sqlidgen.MaxSize }), true},
 		{"Lease1ms", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Lease = time.Millisecond }), true},
 		{"NilDB", nil, sqlidgen.SQLite, ok, false},
 		{"NoDialect", db, 0, ok, false},
@@ -84,6 +83,7 @@ func TestNew(t *testing.T) {
 		{"PoolNotUTF8", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Pool = "p\xff" }), false},
 		{"NoSize", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Size = 0 }), false},
 		{"NegativeSize", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Size = -1 }), false},
+		{"SizeAboveMax", db, sqlidgen.Postgres, with(func(c *sqlidgen.Config) { c.Size = sqlidgen.MaxSize + 1 }), false},
 		{"NegativeLease", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Lease = -time.Second }), false},
 		{"LeaseBelow1ms", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Lease = time.Microsecond }), false},
 		{"Table49", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Table = strings.Repeat("t", 49) }), false},
@@ -272,6 +272,106 @@ func TestHighWaterRounding(t *testing.T) {
 	}
 }
 
+// TestMaxSize checks that a pool of MaxSize node ids gets a row for each,
+// and that a larger one is refused with an error that names WorkerNodes.
+// SQLite is left out: its rows come from a recursive CTE with nothing that
+// depends on the size, and 65536 of them take the race-instrumented pure-Go
+// SQLite many seconds.
+func TestMaxSize(t *testing.T) {
+	_, err := sqlidgen.New(&sql.DB{}, sqlidgen.SQLite, sqlidgen.Config{Pool: "p", Size: 1 << 22})
+	if !errors.Is(err, idgen.ErrInvalidConfig) || !strings.Contains(err.Error(), "WorkerNodes") {
+		t.Errorf("New with Size 1<<22 = %v, want ErrInvalidConfig naming WorkerNodes", err)
+	}
+	for _, b := range backends {
+		if b.dialect == sqlidgen.SQLite {
+			continue
+		}
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			db := b.open(t)
+			const size = sqlidgen.MaxSize
+			l := newLeaser(t, db, b.dialect, sqlidgen.Config{Pool: "max", Size: size})
+			if n := acquire(t, l, any0(size, "first")).Node; n != 0 {
+				t.Errorf("first Acquire granted node %d, want 0", n)
+			}
+			top := acquire(t, l, idgen.LeaseRequest{MaxNode: size - 1, Static: true, Node: size - 1, Owner: "top"})
+			if !top.HighWater.IsZero() {
+				t.Errorf("never-used top node has HighWater %v", top.HighWater)
+			}
+			if n := acquire(t, l, any0(size, "second")).Node; n != 1 {
+				t.Errorf("second Acquire granted node %d, want 1", n)
+			}
+			var count, lo, hi int64
+			err := db.QueryRowContext(t.Context(), "SELECT COUNT(*), MIN(node), MAX(node) FROM idemq_worker_lease WHERE pool = 'max'").Scan(&count, &lo, &hi)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if count != size || lo != 0 || hi != size-1 {
+				t.Errorf("pool has %d rows, nodes %d to %d; want %d rows, 0 to %d", count, lo, hi, size, size-1)
+			}
+			if rows := list(t, l); len(rows) != 3 {
+				t.Errorf("List = %d rows, want the 3 nodes leased", len(rows))
+			}
+		})
+	}
+}
+
+// TestStaticAheadOfNeverUsed checks that dynamic acquires pass over static
+// nodes taken above never-used ones, whether the static node's row was
+// there when it was taken or not, and take the never-used ones in order;
+// that the static nodes, released, join the tail of the queue; and that a
+// pool whose rows were deleted is filled again.
+func TestStaticAheadOfNeverUsed(t *testing.T) {
+	const size = 6
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			db := b.open(t)
+			cfg := sqlidgen.Config{Pool: "static", Size: size}
+			a := newLeaser(t, db, b.dialect, cfg)
+			static := func(l *sqlidgen.Leaser, node int64) idgen.Lease {
+				t.Helper()
+				lease := acquire(t, l, idgen.LeaseRequest{MaxNode: size - 1, Static: true, Node: node, Owner: "static"})
+				if lease.Node != node || !lease.HighWater.IsZero() {
+					t.Fatalf("static Acquire of never-used node %d = %+v", node, lease)
+				}
+				return lease
+			}
+			dynamic := func(l *sqlidgen.Leaser, want ...int64) {
+				t.Helper()
+				for _, w := range want {
+					if got := acquire(t, l, any0(size, "dynamic")); got.Node != w {
+						t.Fatalf("dynamic Acquire granted node %d, want %d", got.Node, w)
+					}
+				}
+			}
+			// The pool has no rows yet.
+			three := static(a, 3)
+			one := static(a, 1)
+			dynamic(a, 0)
+			// Now every node has a row; another process takes never-used
+			// node 4.
+			other := newLeaser(t, db, b.dialect, cfg)
+			four := static(other, 4)
+			dynamic(other, 2, 5)
+			if _, err := a.Acquire(t.Context(), any0(size, "dynamic")); !errors.Is(err, idgen.ErrNoFreeNode) {
+				t.Fatalf("Acquire of a full pool = %v, want ErrNoFreeNode", err)
+			}
+			for _, l := range []idgen.Lease{four, one, three} {
+				if err := a.Release(t.Context(), l, time.Time{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dynamic(a, 4, 1, 3)
+
+			if _, err := db.ExecContext(t.Context(), "DELETE FROM idemq_worker_lease WHERE pool = 'static'"); err != nil {
+				t.Fatal(err)
+			}
+			dynamic(a, 0, 1)
+		})
+	}
+}
+
 // TestShrunkPool checks that nodes left above a pool's new size are never
 // granted again, and that a larger pool uses its new ids first.
 func TestShrunkPool(t *testing.T) {
@@ -374,15 +474,15 @@ func TestLostAnswer(t *testing.T) {
 		for _, tc := range []struct {
 			name string
 			// used makes the pool's only node used and free, so that
-			// Acquire takes it over instead of inserting it.
+			// Acquire takes it over instead of its never-used row.
 			used bool
 			// cancel cancels the caller's context with the lost answer.
 			cancel bool
 		}{
-			{"Insert", false, false},
-			{"Take", true, false},
-			{"InsertCallerGone", false, true},
-			{"TakeCallerGone", true, true},
+			{"NeverUsed", false, false},
+			{"Used", true, false},
+			{"NeverUsedCallerGone", false, true},
+			{"UsedCallerGone", true, true},
 		} {
 			t.Run(b.name+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
@@ -390,11 +490,10 @@ func TestLostAnswer(t *testing.T) {
 					armed  atomic.Bool
 					cancel context.CancelFunc
 				)
-				db := b.openFaulty(t, func(op, query string) error {
-					grants := op == "commit" || // MySQL's take
-						strings.HasPrefix(query, "INSERT") ||
-						(strings.HasPrefix(query, "UPDATE") && b.dialect != sqlidgen.MySQL)
-					if grants && armed.CompareAndSwap(true, false) {
+				db := b.openFaulty(t, func(query string) error {
+					// A dynamic Acquire grants a node by an UPDATE,
+					// whether it was used or never used.
+					if strings.HasPrefix(query, "UPDATE") && armed.CompareAndSwap(true, false) {
 						if tc.cancel {
 							cancel()
 						}
@@ -518,6 +617,66 @@ func TestChurn(t *testing.T) {
 	}
 }
 
+// TestMixedChurn has goroutines, each with a Leaser of its own (a process
+// starting, which fills the pool's rows in), take nodes of a small pool by
+// static and dynamic acquires at once, renew and release them: no node is
+// held twice, and no call fails but a refused Acquire. On MySQL an UPDATE
+// that picked its node through the index on (pool, expires_at, node) would
+// deadlock here with renewals, releases and static acquires.
+func TestMixedChurn(t *testing.T) {
+	const (
+		size       = 8
+		goroutines = 16
+		rounds     = 15
+	)
+	for _, b := range append(backends, mysqlOptions) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			db := b.open(t)
+			db.SetMaxOpenConns(goroutines)
+			cfg := sqlidgen.Config{Pool: "mixed", Size: size, Lease: time.Minute}
+			newLeaser(t, db, b.dialect, cfg)
+			h := &holders{by: map[int64]int{}}
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Go(func() {
+					l, err := sqlidgen.New(db, b.dialect, cfg)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					for i := range rounds {
+						req := any0(size, fmt.Sprint(g))
+						if (g+i)%3 == 0 {
+							req.Static, req.Node = true, int64(g*7+i*13)%size
+						}
+						lease, err := l.Acquire(t.Context(), req)
+						if errors.Is(err, idgen.ErrNoFreeNode) {
+							continue
+						}
+						if err != nil {
+							t.Errorf("goroutine %d round %d: Acquire(%+v) = %v", g, i, req, err)
+							return
+						}
+						h.take(t, lease.Node, g)
+						if i%2 == 0 {
+							if lease, err = l.Renew(t.Context(), lease, time.Now()); err != nil {
+								t.Errorf("Renew = %v", err)
+							}
+						}
+						h.give(lease.Node)
+						if err := l.Release(t.Context(), lease, time.Now()); err != nil {
+							t.Errorf("Release = %v", err)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			t.Logf("%d grants", h.count.Load())
+		})
+	}
+}
+
 // TestRaceFewNodes has many more goroutines than nodes take nodes, hold
 // them briefly and give them back, some by release and some by letting the
 // lease run out: no node is ever held twice, and every node serves.
@@ -532,9 +691,6 @@ func TestRaceFewNodes(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			db := b.open(t)
-			if b.dialect == sqlidgen.MySQL {
-				mysqlDB = db
-			}
 			db.SetMaxOpenConns(goroutines)
 			cfg := sqlidgen.Config{Pool: "race", Size: size, Lease: lease}
 			ls := []*sqlidgen.Leaser{newLeaser(t, db, b.dialect, cfg), newLeaser(t, db, b.dialect, cfg), newLeaser(t, db, b.dialect, cfg)}

@@ -67,8 +67,8 @@ func (b backend) open(tb testing.TB) *sql.DB {
 
 // openFaulty is open through a driver that runs every statement and then
 // hands its answer to f, which may replace it by an error: the answer was
-// lost on the way back. op is "exec", "query" or "commit".
-func (b backend) openFaulty(tb testing.TB, f func(op, query string) error) *sql.DB {
+// lost on the way back.
+func (b backend) openFaulty(tb testing.TB, f func(query string) error) *sql.DB {
 	tb.Helper()
 	dsn := b.dsn(tb)
 	plain, err := sql.Open(b.driver, dsn)
@@ -114,7 +114,7 @@ func (c dsnConnector) Driver() driver.Driver                        { return c.d
 // prepares everything it runs.
 type faultyConnector struct {
 	driver.Connector
-	f func(op, query string) error
+	f func(query string) error
 }
 
 func (c faultyConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -127,7 +127,7 @@ func (c faultyConnector) Connect(ctx context.Context) (driver.Conn, error) {
 
 type faultyConn struct {
 	driver.Conn
-	f func(op, query string) error
+	f func(query string) error
 }
 
 func (c faultyConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
@@ -138,32 +138,12 @@ func (c faultyConn) PrepareContext(ctx context.Context, query string) (driver.St
 	return faultyStmt{st, c, query}, nil
 }
 
-func (c faultyConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	tx, err := c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	return faultyTx{tx, c.f}, nil
-}
-
 // CheckNamedValue keeps the driver's own argument types.
 func (c faultyConn) CheckNamedValue(nv *driver.NamedValue) error {
 	if ch, ok := c.Conn.(driver.NamedValueChecker); ok {
 		return ch.CheckNamedValue(nv)
 	}
 	return driver.ErrSkip
-}
-
-type faultyTx struct {
-	driver.Tx
-	f func(op, query string) error
-}
-
-func (t faultyTx) Commit() error {
-	if err := t.Tx.Commit(); err != nil {
-		return err
-	}
-	return t.f("commit", "")
 }
 
 type faultyStmt struct {
@@ -177,7 +157,7 @@ func (s faultyStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (
 	if err != nil {
 		return nil, err
 	}
-	if err := s.conn.f("exec", s.query); err != nil {
+	if err := s.conn.f(s.query); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -188,7 +168,7 @@ func (s faultyStmt) QueryContext(ctx context.Context, args []driver.NamedValue) 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.conn.f("query", s.query); err != nil {
+	if err := s.conn.f(s.query); err != nil {
 		// Reading to the end lets a statement that writes finish, as
 		// it would on the server before the answer was lost.
 		dest := make([]driver.Value, len(rows.Columns()))
