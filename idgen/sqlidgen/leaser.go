@@ -118,11 +118,8 @@ var _ idgen.Leaser = (*Leaser)(nil)
 // does not touch the database: call [Leaser.Migrate] to create the table, or
 // create it from [Leaser.Schema]. It never closes db.
 func New(db *sql.DB, d Dialect, cfg Config) (*Leaser, error) {
-	if db == nil {
-		return nil, fmt.Errorf("sqlidgen: nil *sql.DB: %w", idgen.ErrInvalidConfig)
-	}
-	if !d.valid() {
-		return nil, fmt.Errorf("sqlidgen: unknown dialect %v: %w", d, idgen.ErrInvalidConfig)
+	if err := checkDB(db, d); err != nil {
+		return nil, err
 	}
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -139,10 +136,24 @@ func (l *Leaser) Config() Config { return l.cfg }
 func (l *Leaser) Schema() []string { return slices.Clone(l.q.ddl) }
 
 // Migrate creates the table and its index unless they exist.
-func (l *Leaser) Migrate(ctx context.Context) error {
-	for _, stmt := range l.q.ddl {
-		if _, err := l.db.ExecContext(ctx, stmt); err != nil {
-			return fail(ctx, "migrate "+l.cfg.Table, err)
+func (l *Leaser) Migrate(ctx context.Context) error { return migrate(ctx, l.db, l.cfg.Table, l.q.ddl) }
+
+// checkDB checks the two arguments every constructor takes.
+func checkDB(db *sql.DB, d Dialect) error {
+	if db == nil {
+		return fmt.Errorf("sqlidgen: nil *sql.DB: %w", idgen.ErrInvalidConfig)
+	}
+	if !d.valid() {
+		return fmt.Errorf("sqlidgen: unknown dialect %v: %w", d, idgen.ErrInvalidConfig)
+	}
+	return nil
+}
+
+// migrate runs the DDL of table unless its objects exist.
+func migrate(ctx context.Context, db *sql.DB, table string, ddl []string) error {
+	for _, stmt := range ddl {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fail(ctx, "migrate "+table, err)
 		}
 	}
 	return nil

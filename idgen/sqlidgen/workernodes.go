@@ -102,11 +102,8 @@ var _ idgen.Leaser = (*WorkerNodes)(nil)
 // touch the database: call [WorkerNodes.Migrate] to create the table, or
 // create it from [WorkerNodes.Schema]. It never closes db.
 func NewWorkerNodes(db *sql.DB, d Dialect, cfg WorkerNodesConfig) (*WorkerNodes, error) {
-	if db == nil {
-		return nil, fmt.Errorf("sqlidgen: nil *sql.DB: %w", idgen.ErrInvalidConfig)
-	}
-	if !d.valid() {
-		return nil, fmt.Errorf("sqlidgen: unknown dialect %v: %w", d, idgen.ErrInvalidConfig)
+	if err := checkDB(db, d); err != nil {
+		return nil, err
 	}
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -125,12 +122,7 @@ func (w *WorkerNodes) Schema() []string { return slices.Clone(w.q.ddl) }
 
 // Migrate creates the table unless it exists.
 func (w *WorkerNodes) Migrate(ctx context.Context) error {
-	for _, stmt := range w.q.ddl {
-		if _, err := w.db.ExecContext(ctx, stmt); err != nil {
-			return fail(ctx, "migrate "+w.cfg.Table, err)
-		}
-	}
-	return nil
+	return migrate(ctx, w.db, w.cfg.Table, w.q.ddl)
 }
 
 // Acquire records a start and returns its row's id as the node id, for good:
