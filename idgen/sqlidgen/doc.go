@@ -98,8 +98,10 @@
 //     has ended or it was never used, INSERT ... ON CONFLICT DO UPDATE ...
 //     RETURNING; on MySQL two, INSERT ... ON DUPLICATE KEY UPDATE and a
 //     SELECT of the outcome.
-//   - Renew: one UPDATE ... RETURNING; on MySQL two, an UPDATE and a
-//     SELECT.
+//   - Renew: one UPDATE ... RETURNING; on MySQL one UPDATE that hands the
+//     new mark back through LAST_INSERT_ID(expr), and a SELECT only when
+//     MySQL reports the row unchanged (a renewal within the microsecond of
+//     the last, counted as unchanged without clientFoundRows).
 //   - Release: one UPDATE.
 //
 // On MySQL every statement that writes a row reaches it through the primary

@@ -229,7 +229,13 @@ RETURNING high_water`
 	}
 	q.owned = `SELECT token = ? AND expires_at > ` + c.now + `, high_water FROM ` + t + ` WHERE pool = ? AND node = ?`
 
-	q.renew = `UPDATE ` + byKey + ` SET expires_at = ` + c.after + `, high_water = ` + c.greatest + `(high_water, ?)
+	raised := c.greatest + `(high_water, ?)`
+	if d == MySQL {
+		// MySQL returns no rows from an UPDATE: LAST_INSERT_ID(expr)
+		// hands the new mark back as the statement's insert id.
+		raised = `LAST_INSERT_ID(` + raised + `)`
+	}
+	q.renew = `UPDATE ` + byKey + ` SET expires_at = ` + c.after + `, high_water = ` + raised + `
 WHERE pool = ? AND node = ? AND token = ? AND expires_at > ` + c.now
 	if d != MySQL {
 		q.renew += `

@@ -352,14 +352,25 @@ func (l *Leaser) Renew(ctx context.Context, lease idgen.Lease, highWater time.Ti
 		ok   bool
 	)
 	if l.d == MySQL {
-		// MySQL returns no rows from an UPDATE, and counts a row the
-		// UPDATE left as it was as unchanged: the row tells the outcome.
-		if _, err := l.db.ExecContext(ctx, l.q.renew, args...); err != nil {
+		res, err := l.db.ExecContext(ctx, l.q.renew, args...)
+		if err == nil {
+			var n int64
+			if n, err = res.RowsAffected(); err == nil && n == 1 {
+				mark, err = res.LastInsertId()
+				ok = err == nil
+			}
+		}
+		if err != nil {
 			return idgen.Lease{}, l.failLease(ctx, "renew", lease, err)
 		}
-		err := l.db.QueryRowContext(ctx, l.q.owned, lease.Token, l.cfg.Pool, lease.Node).Scan(&ok, &mark)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return idgen.Lease{}, l.failLease(ctx, "renew", lease, err)
+		if !ok {
+			// MySQL counts a row the UPDATE left as it was (a renewal
+			// within the microsecond of the last) as unchanged: the row
+			// tells the outcome.
+			err := l.db.QueryRowContext(ctx, l.q.owned, lease.Token, l.cfg.Pool, lease.Node).Scan(&ok, &mark)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return idgen.Lease{}, l.failLease(ctx, "renew", lease, err)
+			}
 		}
 	} else {
 		switch err := l.db.QueryRowContext(ctx, l.q.renew, args...).Scan(&mark); {
