@@ -13,9 +13,6 @@ import (
 // The kernel releases a flock(2) lock when its holder dies, so a generator
 // killed with SIGKILL leaves nothing to clean up.
 func TestFileStoreLockFreedByKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
 	path := filepath.Join(t.TempDir(), "node-1.hwm")
 	holder, _ := startHolder(t, path)
 	if _, err := idgen.OpenFileStore(path); !errors.Is(err, idgen.ErrStoreLocked) {

@@ -278,19 +278,21 @@ func checkLockedMessage(t *testing.T, err error, path string) {
 }
 
 // The cross-process tests run this test binary again with helperStoreEnv
-// set: TestHelperStore then opens the store at that path as
-// helperModeEnv says and reports the outcome on a line of its own.
+// set: its init then opens the store at that path as helperModeEnv says,
+// reports the outcome on a line of its own and exits before any test runs.
 const (
 	helperStoreEnv = "IDGEN_TEST_HELPER_STORE"
 	helperModeEnv  = "IDGEN_TEST_HELPER_MODE"
 )
 
-func TestHelperStore(t *testing.T) {
-	path := os.Getenv(helperStoreEnv)
-	if path == "" {
-		t.Skip("helper process of the cross-process store tests")
+func init() {
+	if path := os.Getenv(helperStoreEnv); path != "" {
+		os.Exit(storeHelper(path, os.Getenv(helperModeEnv)))
 	}
-	mode := os.Getenv(helperModeEnv)
+}
+
+// storeHelper is the helper process's work; it returns the exit code.
+func storeHelper(path, mode string) int {
 	var s *idgen.FileStore
 	var err error
 	switch mode {
@@ -300,7 +302,8 @@ func TestHelperStore(t *testing.T) {
 		s = idgen.NewFileStore(path)
 		_, err = s.Load(context.Background())
 	default:
-		t.Fatalf("unknown helper mode %q", mode)
+		fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
+		return 2
 	}
 	switch {
 	case errors.Is(err, idgen.ErrStoreLocked):
@@ -326,16 +329,17 @@ func TestHelperStore(t *testing.T) {
 	if s != nil {
 		s.Close()
 	}
+	return 0
 }
 
-// helper returns the command that runs TestHelperStore on path.
+// helper returns the command that runs the store helper on path.
 func helper(t *testing.T, path, mode string) *exec.Cmd {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
-		t.Skipf("cannot re-run the test binary: %v", err)
+		t.Fatalf("cannot re-run the test binary: %v", err)
 	}
-	cmd := exec.Command(exe, "-test.run=^TestHelperStore$", "-test.count=1")
+	cmd := exec.Command(exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperStoreEnv+"="+path, helperModeEnv+"="+mode)
 	return cmd
 }
@@ -387,9 +391,6 @@ func startHolder(t *testing.T, path string) (cmd *exec.Cmd, stdin io.Closer) {
 // Two processes given the same file: the second fails until the first
 // closes its store, or exits.
 func TestFileStoreLockAcrossProcesses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts processes")
-	}
 	t.Run("this process holds", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "node-1.hwm")
 		s, err := idgen.OpenFileStore(path)

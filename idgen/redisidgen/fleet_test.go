@@ -189,9 +189,6 @@ func TestFleetStoppedHolder(t *testing.T) {
 // exit, are killed and start again, waiting for a free node; no ID is
 // issued twice.
 func TestFleetChurn(t *testing.T) {
-	if testing.Short() {
-		t.Skip("8M IDs")
-	}
 	const (
 		slots   = 8
 		perSlot = 1_000_000
