@@ -75,43 +75,7 @@ func (f *redisFleet) create() {
 func TestFleetRaceForNodes(t *testing.T) {
 	f := newFleet(t, testenv.Redis(t), 3, 2*time.Second)
 	f.create()
-	var kids []*fleettest.Proc
-	for range 7 {
-		kids = append(kids, f.Start(0, false))
-	}
-	held := map[int64]bool{}
-	refused := 0
-	for _, c := range kids {
-		switch l := c.Await(t, 30*time.Second); {
-		case strings.HasPrefix(l, "node "):
-			if held[c.Node] {
-				t.Errorf("node %d held by two processes", c.Node)
-			}
-			held[c.Node] = true
-		case l == "":
-			if code := c.Wait(t); code != fleettest.ExitNoNode {
-				t.Errorf("refused child exited %d, want %d (no free node)", code, fleettest.ExitNoNode)
-			}
-			refused++
-		default:
-			t.Errorf("child said %q", l)
-		}
-	}
-	if len(held) != 3 || refused != 4 {
-		t.Fatalf("%d processes hold nodes %v and %d were refused; want 3 and 4", len(held), held, refused)
-	}
-	var sets [][]uint64
-	for _, c := range kids {
-		if c.Node >= 0 {
-			if code := c.Stop(t); code != fleettest.ExitOK {
-				t.Errorf("holder exited %d", code)
-			}
-			sets = append(sets, c.IDs(t))
-		}
-	}
-	if n, d := fleettest.Duplicates(sets...); d != 0 || n == 0 {
-		t.Fatalf("%d IDs, %d duplicates", n, d)
-	}
+	fleettest.RaceForNodes(t, f.Fleet)
 }
 
 // kill -9 a holder: its node is granted again only after its lease, and
@@ -120,34 +84,7 @@ func TestFleetKilledHolder(t *testing.T) {
 	const lease = 2 * time.Second
 	f := newFleet(t, testenv.Redis(t), 1, lease)
 	f.create()
-	a := f.Start(0, false)
-	if l := a.Await(t, 30*time.Second); l != "node 0" {
-		t.Fatalf("first holder said %q", l)
-	}
-	time.Sleep(lease) // a few renewals
-	a.Signal(t, syscall.SIGKILL)
-	killed := time.Now()
-	a.Wait(t)
-	b := f.Start(0, true)
-	if l := b.Await(t, 30*time.Second); l != "node 0" {
-		t.Fatalf("next holder said %q", l)
-	}
-	// The lease had at least two thirds left at the kill (renewals come
-	// every third of it).
-	if waited := time.Since(killed); waited < lease/2 {
-		t.Fatalf("node granted again %v after its holder was killed, within its %v lease", waited, lease)
-	}
-	time.Sleep(100 * time.Millisecond)
-	b.Stop(t)
-	old, next := a.IDs(t), b.IDs(t)
-	if len(old) == 0 || len(next) == 0 {
-		t.Fatalf("old holder wrote %d IDs, new holder %d", len(old), len(next))
-	}
-	_, oldMax := fleettest.Bounds(old)
-	nextMin, _ := fleettest.Bounds(next)
-	if nextMin <= oldMax {
-		t.Fatalf("new holder's first ID %d is not above the killed holder's last %d", nextMin, oldMax)
-	}
+	fleettest.KilledHolder(t, f.Fleet, lease)
 }
 
 // SIGSTOP a holder past its lease, let another process take the node,

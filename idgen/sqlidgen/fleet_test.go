@@ -11,8 +11,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -80,46 +78,7 @@ func newFleet(t *testing.T, b backend, size int64, lease time.Duration) *fleette
 // at start with ErrNoFreeNode.
 func TestFleetRaceForNodes(t *testing.T) {
 	for _, b := range fleetBackends {
-		t.Run(b.name, func(t *testing.T) {
-			f := newFleet(t, b, 3, 2*time.Second)
-			var kids []*fleettest.Proc
-			for range 7 {
-				kids = append(kids, f.Start(0, false))
-			}
-			held := map[int64]bool{}
-			refused := 0
-			for _, c := range kids {
-				switch l := c.Await(t, 30*time.Second); {
-				case strings.HasPrefix(l, "node "):
-					if held[c.Node] {
-						t.Errorf("node %d held by two processes", c.Node)
-					}
-					held[c.Node] = true
-				case l == "":
-					if code := c.Wait(t); code != fleettest.ExitNoNode {
-						t.Errorf("refused child exited %d, want %d (no free node)", code, fleettest.ExitNoNode)
-					}
-					refused++
-				default:
-					t.Errorf("child said %q", l)
-				}
-			}
-			if len(held) != 3 || refused != 4 {
-				t.Fatalf("%d processes hold nodes %v and %d were refused; want 3 and 4", len(held), held, refused)
-			}
-			var sets [][]uint64
-			for _, c := range kids {
-				if c.Node >= 0 {
-					if code := c.Stop(t); code != fleettest.ExitOK {
-						t.Errorf("holder exited %d", code)
-					}
-					sets = append(sets, c.IDs(t))
-				}
-			}
-			if n, d := fleettest.Duplicates(sets...); d != 0 || n == 0 {
-				t.Fatalf("%d IDs, %d duplicates", n, d)
-			}
-		})
+		t.Run(b.name, func(t *testing.T) { fleettest.RaceForNodes(t, newFleet(t, b, 3, 2*time.Second)) })
 	}
 }
 
@@ -128,36 +87,6 @@ func TestFleetRaceForNodes(t *testing.T) {
 func TestFleetKilledHolder(t *testing.T) {
 	const lease = 2 * time.Second
 	for _, b := range fleetBackends {
-		t.Run(b.name, func(t *testing.T) {
-			f := newFleet(t, b, 1, lease)
-			a := f.Start(0, false)
-			if l := a.Await(t, 30*time.Second); l != "node 0" {
-				t.Fatalf("first holder said %q", l)
-			}
-			time.Sleep(lease) // a few renewals
-			a.Signal(t, syscall.SIGKILL)
-			killed := time.Now()
-			a.Wait(t)
-			next := f.Start(0, true)
-			if l := next.Await(t, 30*time.Second); l != "node 0" {
-				t.Fatalf("next holder said %q", l)
-			}
-			// The lease had at least two thirds left at the kill
-			// (renewals come every third of it).
-			if waited := time.Since(killed); waited < lease/2 {
-				t.Fatalf("node granted again %v after its holder was killed, within its %v lease", waited, lease)
-			}
-			time.Sleep(100 * time.Millisecond)
-			next.Stop(t)
-			oldIDs, nextIDs := a.IDs(t), next.IDs(t)
-			if len(oldIDs) == 0 || len(nextIDs) == 0 {
-				t.Fatalf("old holder wrote %d IDs, new holder %d", len(oldIDs), len(nextIDs))
-			}
-			_, oldMax := fleettest.Bounds(oldIDs)
-			nextMin, _ := fleettest.Bounds(nextIDs)
-			if nextMin <= oldMax {
-				t.Fatalf("new holder's first ID %d is not above the killed holder's last %d", nextMin, oldMax)
-			}
-		})
+		t.Run(b.name, func(t *testing.T) { fleettest.KilledHolder(t, newFleet(t, b, 1, lease), lease) })
 	}
 }

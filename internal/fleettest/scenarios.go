@@ -1,0 +1,89 @@
+package fleettest
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The scenarios every leaser's fleet tests run, on a fleet whose pool is
+// ready to grant.
+
+// RaceForNodes starts 7 processes on f, a pool of 3 node ids: exactly 3
+// hold one, the others fail at start with ErrNoFreeNode, and no ID repeats.
+func RaceForNodes(t *testing.T, f *Fleet) {
+	t.Helper()
+	var kids []*Proc
+	for range 7 {
+		kids = append(kids, f.Start(0, false))
+	}
+	held := map[int64]bool{}
+	refused := 0
+	for _, c := range kids {
+		switch l := c.Await(t, 30*time.Second); {
+		case strings.HasPrefix(l, "node "):
+			if held[c.Node] {
+				t.Errorf("node %d held by two processes", c.Node)
+			}
+			held[c.Node] = true
+		case l == "":
+			if code := c.Wait(t); code != ExitNoNode {
+				t.Errorf("refused child exited %d, want %d (no free node)", code, ExitNoNode)
+			}
+			refused++
+		default:
+			t.Errorf("child said %q", l)
+		}
+	}
+	if len(held) != 3 || refused != 4 {
+		t.Fatalf("%d processes hold nodes %v and %d were refused; want 3 and 4", len(held), held, refused)
+	}
+	var sets [][]uint64
+	for _, c := range kids {
+		if c.Node >= 0 {
+			if code := c.Stop(t); code != ExitOK {
+				t.Errorf("holder exited %d", code)
+			}
+			sets = append(sets, c.IDs(t))
+		}
+	}
+	if n, d := Duplicates(sets...); d != 0 || n == 0 {
+		t.Fatalf("%d IDs, %d duplicates", n, d)
+	}
+}
+
+// KilledHolder kills a holder of f, a pool of one node leased for lease,
+// with SIGKILL: the node is granted again only after its lease, and the new
+// holder's IDs are all greater than every ID the killed one issued.
+func KilledHolder(t *testing.T, f *Fleet, lease time.Duration) {
+	t.Helper()
+	a := f.Start(0, false)
+	if l := a.Await(t, 30*time.Second); l != "node 0" {
+		t.Fatalf("first holder said %q", l)
+	}
+	time.Sleep(lease) // a few renewals
+	a.Signal(t, syscall.SIGKILL)
+	killed := time.Now()
+	a.Wait(t)
+	b := f.Start(0, true)
+	if l := b.Await(t, 30*time.Second); l != "node 0" {
+		t.Fatalf("next holder said %q", l)
+	}
+	// The lease had at least two thirds left at the kill (renewals come
+	// every third of it).
+	if waited := time.Since(killed); waited < lease/2 {
+		t.Fatalf("node granted again %v after its holder was killed, within its %v lease", waited, lease)
+	}
+	time.Sleep(100 * time.Millisecond)
+	b.Stop(t)
+	old, next := a.IDs(t), b.IDs(t)
+	if len(old) == 0 || len(next) == 0 {
+		t.Fatalf("old holder wrote %d IDs, new holder %d", len(old), len(next))
+	}
+	_, oldMax := Bounds(old)
+	nextMin, _ := Bounds(next)
+	if nextMin <= oldMax {
+		t.Fatalf("new holder's first ID %d is not above the killed holder's last %d", nextMin, oldMax)
+	}
+}
