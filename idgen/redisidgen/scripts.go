@@ -82,6 +82,23 @@ local function holds(node, token, now)
 	return ends and tonumber(ends) > now and redis.call('HGET', KEYS[5], node) == token
 end
 
+-- owned returns the server's now, and the answer to give unless token
+-- ARGV[3] holds node ARGV[4]'s live lease in a pool this leaser matches: a
+-- pool without its record has lost every lease.
+local function owned()
+	local now = now_ms()
+	local bad = check_meta()
+	if bad and bad[1] == 'missing' then
+		return now, {'lost'}
+	elseif bad then
+		return now, bad
+	end
+	if not holds(ARGV[4], ARGV[3], now) then
+		return now, {'lost'}
+	end
+	return now, nil
+end
+
 -- raise raises node's high-water mark to mark and returns the mark.
 local function raise(node, mark)
 	local cur = tonumber(redis.call('HGET', KEYS[8], node) or '0')
@@ -159,15 +176,9 @@ return {'ok', node, tonumber(redis.call('HGET', KEYS[8], int(node)) or '0')}
 // renewScript extends the lease of node ARGV[4] held by token ARGV[3] and
 // raises its mark to ARGV[5]. Answers {ok, mark}, lost or config.
 var renewScript = redis.NewScript(prelude + `
-local now = now_ms()
-local bad = check_meta()
-if bad and bad[1] == 'missing' then
-	return {'lost'}
-elseif bad then
+local now, bad = owned()
+if bad then
 	return bad
-end
-if not holds(ARGV[4], ARGV[3], now) then
-	return {'lost'}
 end
 redis.call('ZADD', KEYS[4], int(now + tonumber(ARGV[1])), ARGV[4])
 return {'ok', raise(ARGV[4], tonumber(ARGV[5]))}
@@ -175,18 +186,13 @@ return {'ok', raise(ARGV[4], tonumber(ARGV[5]))}
 
 // releaseScript ends the lease of node ARGV[4] held by token ARGV[3], sets
 // its mark to ARGV[5] unless that is 0 (the holder's exact mark, which may
-// lie below what its renewals reserved) and puts the node at the tail of the free list, behind
-// the leases that ended before. Answers ok, lost or config.
+// lie below what its renewals reserved) and puts the node at the tail of
+// the free list, behind the leases that ended before. Answers ok, lost or
+// config.
 var releaseScript = redis.NewScript(prelude + `
-local now = now_ms()
-local bad = check_meta()
-if bad and bad[1] == 'missing' then
-	return {'lost'}
-elseif bad then
+local now, bad = owned()
+if bad then
 	return bad
-end
-if not holds(ARGV[4], ARGV[3], now) then
-	return {'lost'}
 end
 if tonumber(ARGV[5]) > 0 then
 	redis.call('HSET', KEYS[8], ARGV[4], ARGV[5])
