@@ -30,15 +30,17 @@ import (
 	"hash/crc32"
 	"time"
 	"unicode/utf8"
+
+	"github.com/idemq/idemq/msgkey"
 )
 
-// Errors returned by stores and the guard. Backends wrap them; test with
-// errors.Is.
+// Errors returned by stores. Backends wrap them; test with errors.Is.
 var (
 	// ErrInvalidKey reports a Ref whose namespace, group or key is empty
 	// (group and key only), too long, not valid UTF-8 or holds control
-	// characters. Nothing is stored for it.
-	ErrInvalidKey = errors.New("dedupe: invalid key")
+	// characters. Nothing is stored for it. It is [msgkey.ErrInvalid], the
+	// one error for a key that cannot be carried or stored.
+	ErrInvalidKey = msgkey.ErrInvalid
 	// ErrLeaseLost reports a Complete, Release or Extend whose token no longer
 	// owns a live lease: the lease ended by the store's clock (whether or not
 	// the key was claimed again since), or the record was released, reclaimed
@@ -49,21 +51,14 @@ var (
 	ErrConflict = errors.New("dedupe: key reused with a different payload")
 	// ErrInFlight reports a key held by another owner's live lease.
 	ErrInFlight = errors.New("dedupe: key in flight")
-	// ErrUnrecorded reports a handler that succeeded but whose completion
-	// could not be stored: acknowledge the message (a redelivery would run
-	// the effect again once the lease expires) and report it.
-	ErrUnrecorded = errors.New("dedupe: effect applied but not recorded")
-	// ErrStoreUnavailable is what a [Guard] returns when the store failed and
-	// the message must be retried later (fail-closed).
-	ErrStoreUnavailable = errors.New("dedupe: store unavailable")
 )
 
-// Limits on the parts of a Ref, in bytes. They keep store keys and SQL
-// index entries bounded (255 bytes of utf8mb4 fit a MySQL index).
+// Limits on the parts of a Ref other than the key (whose limit is
+// [msgkey.MaxLen]), in bytes. They keep store keys and SQL index entries
+// bounded (255 bytes of utf8mb4 fit a MySQL index).
 const (
 	MaxNamespaceLen = 64
 	MaxGroupLen     = 255
-	MaxKeyLen       = 255
 	MaxFingerprint  = 128
 )
 
@@ -86,7 +81,7 @@ func (r Ref) Validate() error {
 	if err := checkPart("group", r.Group, MaxGroupLen, false); err != nil {
 		return err
 	}
-	return checkPart("key", r.Key, MaxKeyLen, false)
+	return checkPart("key", r.Key, msgkey.MaxLen, false)
 }
 
 func (r Ref) String() string {

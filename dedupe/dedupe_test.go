@@ -9,6 +9,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/msgkey"
 )
 
 func TestRefValidate(t *testing.T) {
@@ -20,10 +21,10 @@ func TestRefValidate(t *testing.T) {
 		{"Plain", dedupe.Ref{Namespace: "n", Group: "g", Key: "k"}, true},
 		{"NoNamespace", dedupe.Ref{Group: "g", Key: "k"}, true},
 		{"Syntax", dedupe.Ref{Namespace: "{*}", Group: "' OR 1=1 --", Key: `]]..redis.call("FLUSHALL")`}, true},
-		{"LongestKey", dedupe.Ref{Group: "g", Key: strings.Repeat("🙂", dedupe.MaxKeyLen/4)}, true},
+		{"LongestKey", dedupe.Ref{Group: "g", Key: strings.Repeat("🙂", msgkey.MaxLen/4)}, true},
 		{"NoGroup", dedupe.Ref{Key: "k"}, false},
 		{"NoKey", dedupe.Ref{Group: "g"}, false},
-		{"LongKey", dedupe.Ref{Group: "g", Key: strings.Repeat("k", dedupe.MaxKeyLen+1)}, false},
+		{"LongKey", dedupe.Ref{Group: "g", Key: strings.Repeat("k", msgkey.MaxLen+1)}, false},
 		{"LongGroup", dedupe.Ref{Group: strings.Repeat("g", dedupe.MaxGroupLen+1), Key: "k"}, false},
 		{"LongNamespace", dedupe.Ref{Namespace: strings.Repeat("n", dedupe.MaxNamespaceLen+1), Group: "g", Key: "k"}, false},
 		{"InvalidUTF8", dedupe.Ref{Group: "g", Key: "\xc3("}, false},

@@ -16,18 +16,18 @@ func ExampleGuard() {
 		fmt.Println(err)
 		return
 	}
-	ref := dedupe.Ref{Namespace: "shop", Group: "billing", Key: "order-1001"}
-	charge := func(context.Context) error {
+	msg := []dedupe.Item{{Ref: dedupe.Ref{Namespace: "shop", Group: "billing", Key: "order-1001"}}}
+	charge := func(context.Context, int) error {
 		fmt.Println("charging order-1001")
 		return nil
 	}
 	for range 2 {
-		outcome, err := guard.Do(context.Background(), ref, "", charge)
-		fmt.Println(outcome, err)
+		res := guard.Do(context.Background(), msg, charge)
+		fmt.Println(res[0].Outcome, res[0].Err)
 	}
 	// Output:
 	// charging order-1001
-	// ran <nil>
+	// completed <nil>
 	// suppressed <nil>
 }
 
@@ -39,9 +39,12 @@ func ExampleGuard_Do() {
 		fmt.Println(err)
 		return
 	}
-	ref := dedupe.Ref{Group: "billing", Key: "order-1002"}
+	msg := []dedupe.Item{{
+		Ref:         dedupe.Ref{Group: "billing", Key: "order-1002"},
+		Fingerprint: dedupe.Fingerprint([]byte(`{"amount":42}`)),
+	}}
 	attempts := 0
-	charge := func(context.Context) error {
+	charge := func(context.Context, int) error {
 		attempts++
 		if attempts == 1 {
 			return errors.New("payment service unavailable")
@@ -49,13 +52,13 @@ func ExampleGuard_Do() {
 		return nil
 	}
 	for range 3 {
-		outcome, err := guard.Do(context.Background(), ref, dedupe.Fingerprint([]byte(`{"amount":42}`)), charge)
-		fmt.Println(outcome, err)
+		res := guard.Do(context.Background(), msg, charge)
+		fmt.Println(res[0].Outcome, res[0].Err)
 	}
 	fmt.Println("attempts:", attempts)
 	// Output:
-	// ran payment service unavailable
-	// ran <nil>
+	// failed payment service unavailable
+	// completed <nil>
 	// suppressed <nil>
 	// attempts: 2
 }

@@ -59,36 +59,6 @@ func (c GuardConfig) Validate() error {
 	return nil
 }
 
-// Outcome says what a Guard did with one message.
-type Outcome int
-
-// Guard outcomes.
-const (
-	// Ran: the handler ran (its error, if any, is returned beside).
-	Ran Outcome = iota + 1
-	// Suppressed: the key was done; the handler did not run.
-	Suppressed
-	// Deferred: the handler did not run and the message must be retried
-	// later: the key is in flight elsewhere, conflicts, or the store failed.
-	Deferred
-	// Unguarded: the store failed and FailOpen ran the handler without dedupe.
-	Unguarded
-)
-
-func (o Outcome) String() string {
-	switch o {
-	case Ran:
-		return "ran"
-	case Suppressed:
-		return "suppressed"
-	case Deferred:
-		return "deferred"
-	case Unguarded:
-		return "unguarded"
-	}
-	return fmt.Sprintf("Outcome(%d)", int(o))
-}
-
 // Guard runs a handler at most once per key: claim, run, then complete on
 // success or release on failure. It is safe for concurrent use.
 type Guard struct {
@@ -108,254 +78,284 @@ func NewGuard(store Store, cfg GuardConfig) (*Guard, error) {
 	return &Guard{store: store, cfg: cfg}, nil
 }
 
-// Do runs fn unless ref was already processed. The error tells the caller
-// what to do with the message:
+// Config returns the Guard's settings, defaults filled in.
+func (g *Guard) Config() GuardConfig { return g.cfg }
+
+// Item is one message given to [Guard.Do].
+type Item struct {
+	Ref Ref
+	// Fingerprint identifies the payload as in [ClaimRequest]; empty
+	// disables the check.
+	Fingerprint string
+}
+
+// Do runs fn(ctx, i) for each of items whose key it acquires, and returns
+// what it did with each, in items' order. A single message is a batch of
+// one: it costs one Claim and one Complete (or Release). A batch costs one
+// [ClaimBatch], one [CompleteBatch] for the items whose fn succeeded and one
+// [ReleaseBatch] for the others, plus the leases' extensions while fn runs
+// for longer than ExtendEvery.
 //
-//   - nil: acknowledge it (fn succeeded, or the key was done: Suppressed).
-//   - fn's error (Outcome Ran): the claim was released; retry later.
-//   - [ErrInFlight], [ErrConflict] or [ErrStoreUnavailable] (Outcome
-//     Deferred): fn did not run; retry later.
-//   - [ErrLeaseLost] (Outcome Ran): fn succeeded but its lease had ended, so
-//     another consumer may have run it too. Acknowledge it, and report it.
-//   - [ErrUnrecorded] (Outcome Ran): fn succeeded but the store failed to
-//     record it. Acknowledge it, and report it.
-//   - [ErrInvalidKey] (Outcome Deferred): the message cannot be deduplicated.
+// fn runs for every acquired item, in order, in the calling goroutine, even
+// after an earlier item failed, so that a redelivery of the batch retries
+// only what failed. A panic in fn is not recovered (the leases are still
+// released from extension first): recover in fn.
 //
-// ErrLeaseLost and ErrUnrecorded thus mean that fn succeeded. When fn fails
-// with an error that wraps either (as when it returns [context.Cause] of a
-// context cancelled because its lease was lost), Do flattens that error to
-// its text, so that a failed handler is never acknowledged.
+// Besides the cases each [Outcome] documents:
 //
-// While fn runs its lease is extended every ExtendEvery. If the store
-// answers that the lease is lost, or no extension succeeds for a whole
-// lease, fn's context is cancelled with a cause wrapping ErrLeaseLost: fn
-// should stop, for another consumer may take the key over.
+//   - an item whose Ref and Fingerprint repeat an earlier item's is not
+//     claimed: Suppressed when the earlier one's effect was applied, the
+//     earlier one's Result when that did not run, and Busy (Wait 0)
+//     when the earlier one's fn failed, for its key is free again;
+//   - an item whose lease was lost before its turn does not run: Busy,
+//     Wait 0, for another consumer may now hold the key;
+//   - if ctx ends, the items whose turn has not come are Canceled;
+//   - when the claim fails as a whole, every item is StoreDown, or, with
+//     FailOpen, runs without a claim (Unguarded or Failed).
 //
-// fn's context carries the claim: [TicketFromContext] returns its ticket,
-// and fn may record the key done itself, inside its own SQL transaction,
-// with [CompleteTx]; if it did and returns nil, Do does not complete the key
-// again.
-func (g *Guard) Do(ctx context.Context, ref Ref, fingerprint string, fn func(context.Context) error) (Outcome, error) {
-	start := time.Now()
-	res, err := g.store.Claim(ctx, ClaimRequest{Ref: ref, Lease: g.cfg.Lease, Fingerprint: fingerprint})
+// While fn runs, every acquired item's lease is extended every ExtendEvery
+// from the claim until fn has run for the last item. Once an item's lease is
+// lost — the store says so, or no extension has succeeded for a whole
+// lease — the context of its fn is cancelled with a cause wrapping
+// [ErrLeaseLost]: fn should stop, for another consumer may take the key
+// over.
+//
+// fn's context carries its item's claim: [TicketFromContext] returns its
+// ticket, and fn may record the key done itself, inside its own SQL
+// transaction, with [CompleteTx]; an item it recorded and whose fn returned
+// nil is not completed again.
+func (g *Guard) Do(ctx context.Context, items []Item, fn func(ctx context.Context, i int) error) []Result {
+	res := make([]Result, len(items))
+	pending := make([]int, 0, len(items)) // the items to claim
+	var repeats []repeat
+	for i, it := range items {
+		if err := (ClaimRequest{Ref: it.Ref, Lease: g.cfg.Lease, Fingerprint: it.Fingerprint}).Validate(); err != nil {
+			res[i] = Result{Outcome: InvalidKey, Err: fmt.Errorf("dedupe: claim %q: %w", it.Ref, err)}
+			continue
+		}
+		if f := firstOf(items, pending, i); f >= 0 {
+			repeats = append(repeats, repeat{i: i, first: f})
+			continue
+		}
+		pending = append(pending, i)
+	}
+	if len(pending) > 0 {
+		start := time.Now()
+		if held := g.claim(ctx, items, pending, fn, res); len(held) > 0 {
+			g.runHeld(ctx, held, start, fn)
+			g.settle(ctx, held, res)
+		}
+	}
+	for _, r := range repeats {
+		switch first := res[r.first]; first.Outcome {
+		case Completed, Suppressed, LeaseLost, Unrecorded, Unguarded:
+			res[r.i] = Result{Outcome: Suppressed}
+		case Failed:
+			res[r.i] = Result{Outcome: Busy, Err: fmt.Errorf("dedupe: %s repeats item %d of the batch, whose handler failed", items[r.i].Ref, r.first)}
+		default:
+			res[r.i] = first
+		}
+	}
+	return res
+}
+
+// repeat is an item whose Ref and Fingerprint are those of an earlier one.
+type repeat struct{ i, first int }
+
+// firstOf returns the item among pending that items[i] repeats, or -1.
+// Batches are small (the client delivers at most 32 messages at once by
+// default), so a scan costs less than a map.
+func firstOf(items []Item, pending []int, i int) int {
+	for _, p := range pending {
+		if items[p] == items[i] {
+			return p
+		}
+	}
+	return -1
+}
+
+// heldItem is an item whose claim was acquired: its index, its ticket,
+// whether its handler ran, whether the handler recorded the key itself
+// ([CompleteTx]) and the error of its handler, or why it did not run.
+type heldItem struct {
+	i        int
+	t        Ticket
+	ran      bool
+	recorded bool
+	err      error
+	notRun   Outcome // when !ran
+}
+
+// claim claims the pending items and returns those acquired; it sets the
+// result of every other pending item. When the claim fails as a whole with
+// FailOpen, that means running fn for each without a claim.
+func (g *Guard) claim(ctx context.Context, items []Item, pending []int, fn func(context.Context, int) error, res []Result) []heldItem {
+	answers, errs, err := g.claimAll(ctx, items, pending)
 	if err != nil {
-		if errors.Is(err, ErrInvalidKey) {
-			return Deferred, err
+		open := g.cfg.FailOpen && ctx.Err() == nil
+		for _, i := range pending {
+			if !open {
+				res[i] = Result{Outcome: StoreDown, Err: fmt.Errorf("dedupe: claim %s: %w", items[i].Ref, err)}
+				continue
+			}
+			if ferr := fn(withoutClaim(ctx), i); ferr != nil {
+				res[i] = Result{Outcome: Failed, Err: ferr}
+			} else {
+				res[i] = Result{Outcome: Unguarded, Err: fmt.Errorf("dedupe: claim %s: %w", items[i].Ref, err)}
+			}
 		}
-		if g.failOpen(ctx) {
-			return Unguarded, handlerErr(ref, fn(withoutClaim(ctx)))
-		}
-		return Deferred, fmt.Errorf("%w: claim %s: %w", ErrStoreUnavailable, ref, err)
-	}
-	if res.Status != Acquired {
-		return unacquired(ref, res)
-	}
-	t := Ticket{Ref: ref, Token: res.Token}
-	c := &claim{ticket: t, retention: g.cfg.Retention}
-	runErr := g.run(context.WithValue(ctx, claimKey{}, c), t, start, fn)
-
-	cctx, cancel := g.cleanupContext(ctx)
-	defer cancel()
-	if runErr != nil {
-		return Ran, failed(ref, runErr, g.store.Release(cctx, t))
-	}
-	if c.completed.Load() {
-		// Recorded in fn's transaction, which committed: completing again
-		// would cost a round trip, and its failure would report a recorded
-		// effect as unrecorded.
-		return Ran, nil
-	}
-	err = g.store.Complete(cctx, t, g.cfg.Retention)
-	if retryComplete(cctx, err) {
-		err = g.store.Complete(cctx, t, g.cfg.Retention)
-	}
-	return Ran, completed(ref, err)
-}
-
-// failOpen reports whether a handler may run without dedupe because the
-// store failed: FailOpen is set and the caller still waits for an answer.
-func (g *Guard) failOpen(ctx context.Context) bool {
-	return g.cfg.FailOpen && ctx.Err() == nil
-}
-
-// unacquired is Do's answer to a claim the store answered with anything but
-// Acquired.
-func unacquired(ref Ref, res ClaimResult) (Outcome, error) {
-	switch res.Status {
-	case Done:
-		return Suppressed, nil
-	case InFlight:
-		return Deferred, fmt.Errorf("%w: %s held for %v more", ErrInFlight, ref, res.Remaining)
-	case Conflict:
-		return Deferred, fmt.Errorf("%w: %s", ErrConflict, ref)
-	}
-	return Deferred, fmt.Errorf("%w: claim %s answered %v", ErrStoreUnavailable, ref, res.Status)
-}
-
-// cleanupContext bounds Complete and Release by CleanupTimeout, even when
-// ctx was cancelled while the handler ran: the claim must still be settled.
-func (g *Guard) cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), g.cfg.CleanupTimeout)
-}
-
-// handlerErr flattens a handler error that wraps ErrLeaseLost or
-// ErrUnrecorded to its text: those mean that the handler succeeded, and a
-// failed handler must never be acknowledged.
-func handlerErr(ref Ref, err error) error {
-	if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrUnrecorded) {
-		return fmt.Errorf("dedupe: handler for %s failed: %v", ref, err)
-	}
-	return err
-}
-
-// failed is the error for a handler that failed with runErr and whose
-// claim's release answered relErr.
-func failed(ref Ref, runErr, relErr error) error {
-	runErr = handlerErr(ref, runErr)
-	if relErr != nil && !errors.Is(relErr, ErrLeaseLost) {
-		// The lease expires by itself; the redelivery claims it then.
-		return fmt.Errorf("%w (and release failed: %v)", runErr, relErr)
-	}
-	return runErr
-}
-
-// retryComplete reports whether a Complete that answered err is worth one
-// more try: Complete with the same token is idempotent, so one retry turns a
-// dropped connection into a recorded success.
-func retryComplete(cctx context.Context, err error) bool {
-	return err != nil && !errors.Is(err, ErrLeaseLost) && cctx.Err() == nil
-}
-
-// completed is the error for a handler that succeeded and whose claim's
-// completion answered err.
-func completed(ref Ref, err error) error {
-	switch {
-	case err == nil:
 		return nil
-	case errors.Is(err, ErrLeaseLost):
-		return fmt.Errorf("complete %s: %w", ref, err)
 	}
-	return fmt.Errorf("%w: complete %s: %w", ErrUnrecorded, ref, err)
+	held := make([]heldItem, 0, len(pending))
+	for j, i := range pending {
+		a := answers[j]
+		switch {
+		case errs != nil && errs[j] != nil:
+			res[i] = Result{Outcome: InvalidKey, Err: errs[j]}
+		case a.Status == Acquired:
+			held = append(held, heldItem{i: i, t: Ticket{Ref: items[i].Ref, Token: a.Token}})
+		case a.Status == Done:
+			res[i] = Result{Outcome: Suppressed}
+		case a.Status == InFlight:
+			res[i] = Result{Outcome: Busy, Wait: a.Remaining}
+		case a.Status == Conflict:
+			res[i] = Result{Outcome: Reused}
+		default:
+			res[i] = Result{Outcome: StoreDown, Err: fmt.Errorf("dedupe: claim %s answered %v", items[i].Ref, a.Status)}
+		}
+	}
+	return held
 }
 
-// run calls fn while a goroutine keeps the lease alive, and waits for that
-// goroutine before returning. The lease was taken at or after start.
-func (g *Guard) run(ctx context.Context, t Ticket, start time.Time, fn func(context.Context) error) error {
-	hctxs, stop := g.hold(ctx, []Ticket{t}, start)
-	// Deferred so that the goroutine ends even if fn panics.
-	defer stop()
-	return fn(hctxs[0])
+// claimAll asks the store about the pending items: one Claim for one item,
+// one ClaimBatch for more. errs is nil when no item has an error of its own.
+func (g *Guard) claimAll(ctx context.Context, items []Item, pending []int) ([]ClaimResult, []error, error) {
+	req := func(i int) ClaimRequest {
+		return ClaimRequest{Ref: items[i].Ref, Lease: g.cfg.Lease, Fingerprint: items[i].Fingerprint}
+	}
+	if len(pending) == 1 {
+		a, err := g.store.Claim(ctx, req(pending[0]))
+		if errors.Is(err, ErrInvalidKey) {
+			return []ClaimResult{{}}, []error{err}, nil
+		}
+		return []ClaimResult{a}, nil, err
+	}
+	reqs := make([]ClaimRequest, len(pending))
+	for j, i := range pending {
+		reqs[j] = req(i)
+	}
+	return ClaimBatch(ctx, g.store, reqs)
 }
 
-// hold starts a goroutine that keeps the leases of ts, taken at or after
-// start, alive. It returns for each a context derived from ctx that is
-// cancelled once its lease is lost, and stop, which ends the goroutine,
-// waits for it and releases the contexts.
-func (g *Guard) hold(ctx context.Context, ts []Ticket, start time.Time) (hctxs []context.Context, stop func()) {
-	hctxs = make([]context.Context, len(ts))
-	ls := make([]lease, len(ts))
-	for i, t := range ts {
-		var cancel context.CancelCauseFunc
-		hctxs[i], cancel = context.WithCancelCause(ctx)
-		ls[i] = lease{t: t, cancel: cancel, held: start, lastErr: errNoAnswer}
-	}
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	// The leases are kept while fn runs, even after the caller's ctx ended
-	// (fn may not have noticed yet); stop ends an extension under way.
-	kctx, kcancel := context.WithCancel(context.WithoutCancel(ctx))
-	go func() {
-		defer close(stopped)
-		g.keep(kctx, ls, done)
-	}()
-	return hctxs, func() {
-		close(done)
-		kcancel()
-		<-stopped
-		for _, l := range ls {
-			l.cancel(nil)
+// runHeld keeps the leases of held, taken at or after start, alive while it
+// runs fn for each item in order, and stops keeping them before it returns.
+func (g *Guard) runHeld(ctx context.Context, held []heldItem, start time.Time, fn func(context.Context, int) error) {
+	k := g.keep(ctx, held, start)
+	// Deferred so that the extensions end even if fn panics.
+	defer k.stop()
+	for n := range held {
+		h := &held[n]
+		hctx := k.context(n)
+		switch {
+		case ctx.Err() != nil:
+			h.notRun, h.err = Canceled, context.Cause(ctx)
+		case hctx.Err() != nil:
+			h.notRun, h.err = Busy, fmt.Errorf("dedupe: %s not run: %w", h.t.Ref, context.Cause(hctx))
+		default:
+			h.ran, h.err = true, fn(hctx, h.i)
+			h.recorded = k.recorded(n)
 		}
 	}
 }
 
-// lease is a claim that keep keeps alive.
-type lease struct {
-	t Ticket
-	// cancel cancels the handler's context with a cause.
-	cancel context.CancelCauseFunc
-	// held is when the lease held for sure; it holds until held+Lease.
-	held time.Time
-	// lastErr is why the last extension failed.
-	lastErr error
-	lost    bool
-}
-
-// errNoAnswer is a lease's lastErr until an extension fails.
-var errNoAnswer = errors.New("no answer")
-
-// lose marks l lost and cancels its handler's context with cause.
-func (l *lease) lose(cause error) {
-	l.lost = true
-	l.cancel(cause)
-}
-
-// keep extends the leases ls every ExtendEvery until stop is closed or all
-// are lost, and cancels a lease's context once it is lost: when
-// the store says so, or when no extension has succeeded for a whole lease,
-// so the store may have let it go. The store has no batch Extend: one
-// goroutine extends the leases one after another, each call bounded by its
-// lease's end, so that a batch costs no more goroutines than a message.
-func (g *Guard) keep(ctx context.Context, ls []lease, stop <-chan struct{}) {
-	tick := time.NewTicker(g.cfg.ExtendEvery)
-	defer tick.Stop()
-	deadline := time.NewTimer(g.cfg.Lease)
-	defer deadline.Stop()
-	for {
-		// The first of the live leases to end.
-		var first *lease
-		for i := range ls {
-			if l := &ls[i]; !l.lost && (first == nil || l.held.Before(first.held)) {
-				first = l
-			}
+// settle completes the claims of the items of held whose handler succeeded
+// and releases the others, and sets every item's result.
+func (g *Guard) settle(ctx context.Context, held []heldItem, res []Result) {
+	var done, undone []heldItem
+	for _, h := range held {
+		switch {
+		case h.ran && h.err == nil && h.recorded:
+			// Recorded in fn's transaction, which committed: completing
+			// again would cost a round trip, and its failure would report
+			// a recorded effect as unrecorded.
+			res[h.i] = Result{Outcome: Completed}
+		case h.ran && h.err == nil:
+			done = append(done, h)
+		default:
+			undone = append(undone, h)
 		}
-		if first == nil {
-			return
+	}
+	if len(done) == 0 && len(undone) == 0 {
+		return
+	}
+	// Complete and Release run even after ctx was cancelled while the
+	// handlers ran: the claims must still be settled.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.CleanupTimeout)
+	defer cancel()
+	if len(done) > 0 {
+		errs, err := g.settleAll(cctx, done, true)
+		if err != nil && !errors.Is(err, ErrLeaseLost) && cctx.Err() == nil {
+			// Complete with the same token is idempotent: one retry turns a
+			// dropped connection into a recorded success.
+			errs, err = g.settleAll(cctx, done, true)
 		}
-		deadline.Reset(time.Until(first.held.Add(g.cfg.Lease)))
-		select {
-		case <-stop:
-			return
-		case <-deadline.C:
-			now := time.Now()
-			for i := range ls {
-				if l := &ls[i]; !l.lost && !now.Before(l.held.Add(g.cfg.Lease)) {
-					l.lose(fmt.Errorf("%w: %s not extended for %v: %w", ErrLeaseLost, l.t.Ref, g.cfg.Lease, l.lastErr))
-				}
-			}
-		case <-tick.C:
-			for i := range ls {
-				if l := &ls[i]; !l.lost {
-					g.extend(ctx, l)
-				}
+		for n, h := range done {
+			switch err := itemErr(errs, err, n); {
+			case err == nil:
+				res[h.i] = Result{Outcome: Completed}
+			case errors.Is(err, ErrLeaseLost):
+				res[h.i] = Result{Outcome: LeaseLost, Err: fmt.Errorf("dedupe: complete %s: %w", h.t.Ref, err)}
+			default:
+				res[h.i] = Result{Outcome: Unrecorded, Err: fmt.Errorf("dedupe: complete %s: %w", h.t.Ref, err)}
 			}
 		}
 	}
+	if len(undone) > 0 {
+		errs, err := g.settleAll(cctx, undone, false)
+		for n, h := range undone {
+			if !h.ran {
+				// It keeps the reason it did not run; a failed release
+				// changes nothing, for the lease expires by itself.
+				res[h.i] = Result{Outcome: h.notRun, Err: h.err}
+				continue
+			}
+			runErr := h.err
+			if err := itemErr(errs, err, n); err != nil && !errors.Is(err, ErrLeaseLost) {
+				// The lease expires by itself; the redelivery claims it then.
+				runErr = fmt.Errorf("%w (and release failed: %v)", runErr, err)
+			}
+			res[h.i] = Result{Outcome: Failed, Err: runErr}
+		}
+	}
 }
 
-// extend extends l once.
-func (g *Guard) extend(ctx context.Context, l *lease) {
-	sent := time.Now()
-	// An answer after the lease has ended is of no use.
-	ectx, cancel := context.WithDeadline(ctx, l.held.Add(g.cfg.Lease))
-	err := g.store.Extend(ectx, l.t, g.cfg.Lease)
-	cancel()
-	switch {
-	case err == nil:
-		l.held = sent
-	case errors.Is(err, ErrLeaseLost):
-		l.lose(err)
-	default:
-		// Keep trying until the lease may have ended.
-		l.lastErr = err
+// settleAll completes (or releases) the claims of hs: one call for one
+// item, one batch call for more.
+func (g *Guard) settleAll(ctx context.Context, hs []heldItem, complete bool) ([]error, error) {
+	if len(hs) == 1 {
+		var err error
+		if complete {
+			err = g.store.Complete(ctx, hs[0].t, g.cfg.Retention)
+		} else {
+			err = g.store.Release(ctx, hs[0].t)
+		}
+		return nil, err
 	}
+	ts := make([]Ticket, len(hs))
+	for n, h := range hs {
+		ts[n] = h.t
+	}
+	if complete {
+		return CompleteBatch(ctx, g.store, ts, g.cfg.Retention)
+	}
+	return ReleaseBatch(ctx, g.store, ts)
+}
+
+// itemErr is item n's error in a settlement's answer: the whole call's
+// error if it failed or was a single call, else the item's own.
+func itemErr(errs []error, err error, n int) error {
+	if err != nil || errs == nil {
+		return err
+	}
+	return errs[n]
 }

@@ -56,6 +56,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/msgkey"
 )
 
 // Features describes where a store differs from the others.
@@ -1298,9 +1299,9 @@ func testHostileKeys(s *suite) {
 
 	// The longest parts fit, in bytes, however many characters they are.
 	for _, r := range []dedupe.Ref{
-		s.ref(strings.Repeat("k", dedupe.MaxKeyLen)),
-		s.ref(strings.Repeat("🙂", dedupe.MaxKeyLen/4) + strings.Repeat("k", dedupe.MaxKeyLen%4)),
-		s.ref(strings.Repeat("é", dedupe.MaxKeyLen/2) + strings.Repeat("k", dedupe.MaxKeyLen%2)),
+		s.ref(strings.Repeat("k", msgkey.MaxLen)),
+		s.ref(strings.Repeat("🙂", msgkey.MaxLen/4) + strings.Repeat("k", msgkey.MaxLen%4)),
+		s.ref(strings.Repeat("é", msgkey.MaxLen/2) + strings.Repeat("k", msgkey.MaxLen%2)),
 		{Namespace: s.id, Group: strings.Repeat("g", dedupe.MaxGroupLen-len(s.id)) + s.id, Key: "k"},
 		{Namespace: s.id + strings.Repeat("n", dedupe.MaxNamespaceLen-len(s.id)), Group: "g", Key: "k"},
 	} {
@@ -1312,9 +1313,9 @@ func testHostileKeys(s *suite) {
 // invalidRefs fail dedupe.Ref.Validate.
 func (s *suite) invalidRefs() []dedupe.Ref {
 	bad := []string{
-		"", strings.Repeat("k", dedupe.MaxKeyLen+1), strings.Repeat("k", 10<<10),
+		"", strings.Repeat("k", msgkey.MaxLen+1), strings.Repeat("k", 10<<10),
 		"\xff", "a\xc3", "\xed\xa0\x80", "a\x00b", "\x00", "a\nb", "\r", "\t", "\x1b[31m", "\x7f", "\u0085",
-		strings.Repeat("🙂", dedupe.MaxKeyLen/4+1),
+		strings.Repeat("🙂", msgkey.MaxLen/4+1),
 	}
 	var refs []dedupe.Ref
 	for _, k := range bad {
@@ -1367,7 +1368,7 @@ func testInvalidKeys(s *suite) {
 		}
 	}
 	// Nothing was recorded for a truncated or cleaned-up bad key either.
-	for _, k := range []string{"a", "ab", "k", strings.Repeat("k", dedupe.MaxKeyLen)} {
+	for _, k := range []string{"a", "ab", "k", strings.Repeat("k", msgkey.MaxLen)} {
 		s.acquire(s.ref(k), long)
 	}
 }

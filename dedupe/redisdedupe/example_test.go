@@ -25,9 +25,9 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	ref := dedupe.Ref{Group: "billing", Key: "order-1004"}
-	outcome, err := guard.Do(context.Background(), ref, "", func(ctx context.Context) error {
-		return nil // apply the message's effects here
+	msg := []dedupe.Item{{Ref: dedupe.Ref{Group: "billing", Key: "order-1004"}}}
+	res := guard.Do(context.Background(), msg, func(ctx context.Context, i int) error {
+		return nil // apply the effects of message i here
 	})
-	fmt.Println(outcome, err)
+	fmt.Println(res[0].Outcome, res[0].Err)
 }

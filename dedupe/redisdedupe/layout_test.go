@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
+	"github.com/idemq/idemq/msgkey"
 )
 
 func TestNew(t *testing.T) {
@@ -126,7 +127,7 @@ func TestBatchSlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := []string{"k", "{", "}", "{}", "}{", "{x}", "a:b", "*", "%7D", strings.Repeat("}", dedupe.MaxKeyLen)}
+	keys := []string{"k", "{", "}", "{}", "}{", "{x}", "a:b", "*", "%7D", strings.Repeat("}", msgkey.MaxLen)}
 	for _, scope := range []struct{ ns, group, tag string }{
 		{"", "g", ":g"},
 		{"ns", "orders-consumer", "ns:orders-consumer"},

@@ -20,6 +20,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/msgkey"
 )
 
 const long = time.Hour
@@ -420,7 +421,7 @@ func TestProxyWithoutInsertID(t *testing.T) {
 func TestStoredVerbatim(t *testing.T) {
 	keys := []string{
 		`'`, `"`, "`", `\`, `\'`, `''`, `' OR '1'='1`, `'); DROP TABLE idemq_dedupe; --`, `%`, `_`, `\0`, `$1`, `?`,
-		"a", "A", "a ", " a", "ß", "ss", "é", "e\u0301", "🙂", strings.Repeat("é", dedupe.MaxKeyLen/2),
+		"a", "A", "a ", " a", "ß", "ss", "é", "e\u0301", "🙂", strings.Repeat("é", msgkey.MaxLen/2),
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {

@@ -1,0 +1,86 @@
+package dedupe
+
+import (
+	"fmt"
+	"time"
+)
+
+// Outcome is what a [Guard] did with one message: a closed set, so that a
+// caller decides what to do with the message (acknowledge, retry, report)
+// in one table with a row per outcome. The error beside an outcome, in
+// [Result], is detail for logs, never the decision.
+type Outcome uint8
+
+// Guard outcomes. The handler ran for Completed, Failed, LeaseLost,
+// Unrecorded and Unguarded, and for no other.
+const (
+	// Completed: the handler succeeded and the key is recorded done.
+	Completed Outcome = iota + 1
+	// Failed: the handler failed or panicked (Err says how) and its claim
+	// was released, so a redelivery runs at once.
+	Failed
+	// Suppressed: the key was done before (or an earlier item of the same
+	// batch with the same key and payload succeeded); the handler did not
+	// run.
+	Suppressed
+	// Busy: another owner holds the key (the store answered [InFlight]);
+	// the handler did not run. Result.Wait is how long the holder's lease
+	// still runs by the store's clock (zero when unknown: ask again).
+	Busy
+	// Reused: the key is recorded with another payload's fingerprint (the
+	// store answered [Conflict]); the handler did not run.
+	Reused
+	// StoreDown: the store failed (Err says how) and nothing is known; the
+	// handler did not run (fail-closed).
+	StoreDown
+	// InvalidKey: the key cannot be stored (Err wraps [ErrInvalidKey]); the
+	// handler did not run.
+	InvalidKey
+	// LeaseLost: the handler succeeded, but its lease had ended, so another
+	// consumer may have run it too: its effect may have been applied twice.
+	LeaseLost
+	// Unrecorded: the handler succeeded but the store failed to record it
+	// (Err says how); once its lease ends a redelivery would run it again.
+	Unrecorded
+	// Unguarded: the store failed and, with FailOpen, the handler ran
+	// without dedupe and succeeded. (Had it failed: Failed.)
+	Unguarded
+	// Canceled: the caller's context ended (Err is its cause) before the
+	// handler's turn came; the handler did not run.
+	Canceled
+)
+
+var outcomeNames = [...]string{
+	Completed:  "completed",
+	Failed:     "failed",
+	Suppressed: "suppressed",
+	Busy:       "busy",
+	Reused:     "reused",
+	StoreDown:  "store-down",
+	InvalidKey: "invalid-key",
+	LeaseLost:  "lease-lost",
+	Unrecorded: "unrecorded",
+	Unguarded:  "unguarded",
+	Canceled:   "canceled",
+}
+
+// Outcomes lists every Outcome, in order.
+var Outcomes = []Outcome{Completed, Failed, Suppressed, Busy, Reused, StoreDown, InvalidKey, LeaseLost, Unrecorded, Unguarded, Canceled}
+
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) && outcomeNames[o] != "" {
+		return outcomeNames[o]
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// Result is a [Guard]'s answer for one message.
+type Result struct {
+	Outcome Outcome
+	// Err is the detail of Failed (the handler's error), StoreDown and
+	// Unrecorded (the store's), InvalidKey, LeaseLost and Canceled; nil
+	// otherwise.
+	Err error
+	// Wait is, for Busy, how long the holder's lease still runs.
+	Wait time.Duration
+}
