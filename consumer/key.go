@@ -6,7 +6,7 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
-	"github.com/idemq/idemq/producer"
+	"github.com/idemq/idemq/msgkey"
 )
 
 // ErrNoKey reports a message that carries no idempotency key.
@@ -28,10 +28,10 @@ func UniqKey(m *primitive.MessageExt) string {
 // else the offset message id, which differs for every stored copy).
 func MsgID(m *primitive.MessageExt) string { return m.MsgId }
 
-// keyFunc returns the key lookup: the producer's property, then fallbacks.
+// keyFunc returns the key lookup: the [msgkey.Property], then fallbacks.
 func keyFunc(fallbacks []KeyFunc) func(*primitive.MessageExt) (string, error) {
 	return func(m *primitive.MessageExt) (string, error) {
-		if k := m.GetProperty(producer.KeyProperty); k != "" {
+		if k := msgkey.Of(m); k != "" {
 			return k, nil
 		}
 		for _, f := range fallbacks {
@@ -39,6 +39,6 @@ func keyFunc(fallbacks []KeyFunc) func(*primitive.MessageExt) (string, error) {
 				return k, nil
 			}
 		}
-		return "", fmt.Errorf("%w: no %s property (msgId %s)", ErrNoKey, producer.KeyProperty, m.MsgId)
+		return "", fmt.Errorf("%w: no %s property (msgId %s)", ErrNoKey, msgkey.Property, m.MsgId)
 	}
 }

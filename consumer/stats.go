@@ -2,34 +2,43 @@ package consumer
 
 import "sync/atomic"
 
-// Stats counts what [Dedupe], [DedupeBatch] or [DedupeTx] did. Fields are
-// safe to read at any time.
+// Stats counts what a [Consumer] did, message by message: the zero-dependency
+// view of what its OpenTelemetry metrics report. Fields are safe to read at
+// any time. Every delivered message ends in one of Completed, Suppressed,
+// Failed, Busy, Reused, StoreDown, InvalidKey, LeaseLost, Unrecorded,
+// Unguarded and Held, once per delivery.
 type Stats struct {
 	// Delivered counts every message the broker handed over.
 	Delivered atomic.Int64
-	// Completed counts handler runs that succeeded: recorded, or unguarded
-	// (see Unguarded).
+	// Completed counts handler runs that succeeded and were recorded.
 	Completed atomic.Int64
 	// Suppressed counts duplicates acknowledged without running the handler.
 	Suppressed atomic.Int64
 	// Failed counts handler errors and panics; their claims were released
 	// for a retry.
 	Failed atomic.Int64
-	// InFlight counts deliveries deferred because another consumer held the key.
-	InFlight atomic.Int64
-	// Conflicts counts deliveries not run, and deferred, because their key
-	// was recorded with a different payload fingerprint.
-	Conflicts atomic.Int64
-	// StoreErrors counts deliveries deferred because the store failed.
-	StoreErrors atomic.Int64
-	// NoKey counts messages deferred for lack of a usable key: none, or one
-	// that fails validation.
+	// Busy counts deliveries handed back for a redelivery because another
+	// consumer still held the key after the busy wait (see [WithBusyWait]).
+	Busy atomic.Int64
+	// Waited counts in-process waits for a key another consumer held.
+	Waited atomic.Int64
+	// Reused counts deliveries not run, and retried, because their key was
+	// recorded with a different payload fingerprint.
+	Reused atomic.Int64
+	// StoreDown counts deliveries retried because the store failed.
+	StoreDown atomic.Int64
+	// InvalidKey counts messages retried for lack of a usable key: none,
+	// or one that fails validation.
+	InvalidKey atomic.Int64
+	// NoKey counts, among InvalidKey, messages that carried no key at all.
 	NoKey atomic.Int64
 	// LeaseLost counts successes whose lease had been taken over: their
 	// effect may have run twice.
 	LeaseLost atomic.Int64
 	// Unrecorded counts successes the store failed to record.
 	Unrecorded atomic.Int64
-	// Unguarded counts handler runs without dedupe (fail-open).
+	// Unguarded counts successful handler runs without dedupe (fail-open).
 	Unguarded atomic.Int64
+	// Held counts messages left, during a drain, for the queue's next owner.
+	Held atomic.Int64
 }

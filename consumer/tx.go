@@ -12,36 +12,27 @@ import (
 )
 
 // TxHandler processes one message inside tx, a transaction on the database
-// given to [DedupeTx]. A nil error commits its writes together with the
+// given to [Consumer.Tx]. A nil error commits its writes together with the
 // record that the message is done; any error (or panic) rolls both back and
 // asks for a redelivery. It must neither commit nor roll back tx.
 type TxHandler func(ctx context.Context, tx *sql.Tx, msg *primitive.MessageExt) error
 
-// TxStore is a dedupe store that can record a key done inside a caller's
-// transaction, such as *sqldedupe.Store.
-type TxStore interface {
-	dedupe.Store
-	dedupe.TxCompleter
-}
-
-// DedupeTx returns an adapter that deduplicates a [TxHandler] per (group,
-// key) as [Dedupe] does a Handler, and applies its writes exactly once: it
-// begins a transaction on db, runs the handler in it, records the key done in
-// the same transaction and commits. store must keep its records in db. opts
-// are Dedupe's. See "Exactly-once effects with SQL" in the package
-// documentation.
-func DedupeTx(db *sql.DB, store TxStore, group string, opts ...Option) (func(TxHandler) Handler, error) {
-	if db == nil {
-		return nil, errors.New("consumer: nil *sql.DB")
+// Tx returns a [Handler] that applies h's writes exactly once: it begins a
+// transaction on db, runs h in it, records the message's key done in the
+// same transaction and commits. Adapt the result with [Consumer.Concurrently]
+// or [Consumer.Orderly]. The Consumer's store must record keys in db: a
+// [dedupe.TxCompleter] such as *sqldedupe.Store. See "Exactly-once effects
+// with SQL" in the package documentation.
+func (c *Consumer) Tx(db *sql.DB, h TxHandler) (Handler, error) {
+	if db == nil || h == nil {
+		return nil, errors.New("consumer: Tx: nil *sql.DB or handler")
 	}
-	dd, err := Dedupe(store, group, opts...)
-	if err != nil {
-		return nil, err
+	store, ok := c.store.(dedupe.TxCompleter)
+	if !ok {
+		return nil, fmt.Errorf("consumer: Tx: the store (%T) cannot record keys in a transaction; use a SQL store (sqldedupe) on the same database", c.store)
 	}
-	return func(h TxHandler) Handler {
-		return dd(func(ctx context.Context, msg *primitive.MessageExt) error {
-			return inTx(ctx, db, store, h, msg)
-		})
+	return func(ctx context.Context, msg *primitive.MessageExt) error {
+		return inTx(ctx, db, store, h, msg)
 	}, nil
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/producer"
 )
 
@@ -88,7 +89,7 @@ func TestResendKeepsKeyOnTheWire(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	key := producer.Key(m)
+	key := msgkey.Of(m)
 
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -104,7 +105,7 @@ func TestResendKeepsKeyOnTheWire(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	for _, r := range got {
-		if k := r.GetProperty(producer.KeyProperty); k != key {
+		if k := r.GetProperty(msgkey.Property); k != key {
 			t.Errorf("received key %q, want %q", k, key)
 		}
 		if !strings.Contains(" "+r.GetKeys()+" ", " "+key+" ") {
@@ -131,15 +132,15 @@ func TestSendToRefusingBroker(t *testing.T) {
 	if err == nil {
 		t.Fatal("send through a dead name server succeeded")
 	}
-	key := producer.Key(m)
+	key := msgkey.Of(m)
 	if key == "" {
 		t.Fatal("the failed send left the message without a key")
 	}
 	_, err = p.SendSync(ctx, m)
-	if err == nil || errors.Is(err, producer.ErrInvalidKey) {
+	if err == nil || errors.Is(err, msgkey.ErrInvalid) {
 		t.Fatalf("second send: %v", err)
 	}
-	if producer.Key(m) != key {
-		t.Fatalf("the retry changed the key from %s to %s", key, producer.Key(m))
+	if msgkey.Of(m) != key {
+		t.Fatalf("the retry changed the key from %s to %s", key, msgkey.Of(m))
 	}
 }

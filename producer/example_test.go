@@ -9,6 +9,7 @@ import (
 	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/producer"
 )
 
@@ -19,11 +20,11 @@ func ExampleProducer_Stamp() {
 
 	m := primitive.NewMessage("orders", []byte(`{"order":42}`))
 	_ = p.Stamp(context.Background(), m) // SendSync stamps too
-	key := producer.Key(m)
+	key := msgkey.Of(m)
 	_ = p.Stamp(context.Background(), m) // a resend keeps the key
 
 	parts := gen.Decode(mustParse(key))
-	fmt.Println(producer.Key(m) == key, m.GetKeys() == key, parts.Node)
+	fmt.Println(msgkey.Of(m) == key, m.GetKeys() == key, parts.Node)
 	// Output: true true 7
 }
 

@@ -2,7 +2,7 @@
 // before it is first sent.
 //
 // The key is generated once per message where it is sent (a snowflake ID by
-// default), stored in the [KeyProperty] user property and added to the
+// default), stored in the [msgkey.Property] user property and added to the
 // message Keys so that the broker indexes it. The client's internal retries
 // and a caller's resend of the same *primitive.Message keep it, so a
 // consumer using package consumer applies the message's effect once. A key
@@ -16,24 +16,12 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"unicode"
-	"unicode/utf8"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/idemq/idemq/msgkey"
 )
-
-// KeyProperty is the user property that carries the idempotency key.
-const KeyProperty = "IDEMQ_KEY"
-
-// MaxKeyLen bounds a key in bytes; it matches the dedupe stores' limit.
-const MaxKeyLen = 255
-
-// ErrInvalidKey reports a key that cannot travel in a message property and
-// in Keys: empty, too long, not UTF-8, or holding spaces or control
-// characters (RocketMQ separates Keys with spaces and properties with \x01
-// and \x02).
-var ErrInvalidKey = errors.New("producer: invalid idempotency key")
 
 // KeySource issues unique keys, one per call. Implementations are safe for
 // concurrent use.
@@ -56,33 +44,11 @@ func New(p rocketmq.Producer, keys KeySource) (*Producer, error) {
 	return &Producer{p: p, keys: keys}, nil
 }
 
-// Key returns the message's idempotency key, or "" if it has none.
-func Key(m *primitive.Message) string { return m.GetProperty(KeyProperty) }
-
-// ValidateKey reports whether key can be carried; its error wraps
-// [ErrInvalidKey].
-func ValidateKey(key string) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("%w: empty", ErrInvalidKey)
-	case len(key) > MaxKeyLen:
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidKey, len(key), MaxKeyLen)
-	case !utf8.ValidString(key):
-		return fmt.Errorf("%w: not valid UTF-8", ErrInvalidKey)
-	}
-	for _, r := range key {
-		if unicode.IsSpace(r) || unicode.IsControl(r) {
-			return fmt.Errorf("%w: %q holds space or control character %U", ErrInvalidKey, key, r)
-		}
-	}
-	return nil
-}
-
 // Stamp gives every message without a key a fresh one and makes sure each
 // key is also among the message's Keys. It is idempotent: stamping a message
 // again changes nothing. It fails without sending anything if a key is
-// invalid or the key source fails; messages stamped before the failure keep
-// their keys.
+// invalid ([msgkey.ErrInvalid]) or the key source fails; messages stamped
+// before the failure keep their keys.
 func (p *Producer) Stamp(ctx context.Context, msgs ...*primitive.Message) error {
 	if len(msgs) == 0 {
 		return errors.New("producer: no messages")
@@ -91,7 +57,7 @@ func (p *Producer) Stamp(ctx context.Context, msgs ...*primitive.Message) error 
 		if m == nil {
 			return errors.New("producer: nil message")
 		}
-		key := Key(m)
+		key := msgkey.Of(m)
 		if key == "" {
 			k, err := p.keys.NextKey(ctx)
 			if err != nil {
@@ -99,10 +65,10 @@ func (p *Producer) Stamp(ctx context.Context, msgs ...*primitive.Message) error 
 			}
 			key = k
 		}
-		if err := ValidateKey(key); err != nil {
+		if err := msgkey.Validate(key); err != nil {
 			return fmt.Errorf("producer: topic %s: %w", m.Topic, err)
 		}
-		m.WithProperty(KeyProperty, key)
+		m.WithProperty(msgkey.Property, key)
 		addKey(m, key)
 	}
 	return nil

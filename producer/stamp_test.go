@@ -12,6 +12,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 
+	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/producer"
 )
 
@@ -51,7 +52,7 @@ func TestStampOnceAndKeep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := producer.Key(m); got != "k1" {
+	if got := msgkey.Of(m); got != "k1" {
 		t.Fatalf("key %q, want k1", got)
 	}
 	if got := m.GetKeys(); got != "k1" {
@@ -72,15 +73,15 @@ func TestStampKeepsCallerKeys(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newProducer(t, &seqKeys{})
 			m := primitive.NewMessage("orders", []byte("x"))
-			m.WithProperty(producer.KeyProperty, tc.property)
+			m.WithProperty(msgkey.Property, tc.property)
 			if tc.keys != "" {
 				m.WithKeys(strings.Fields(tc.keys))
 			}
 			if err := p.Stamp(context.Background(), m); err != nil {
 				t.Fatal(err)
 			}
-			if producer.Key(m) != tc.wantKey || m.GetKeys() != tc.wantKeys {
-				t.Fatalf("key %q Keys %q, want %q %q", producer.Key(m), m.GetKeys(), tc.wantKey, tc.wantKeys)
+			if msgkey.Of(m) != tc.wantKey || m.GetKeys() != tc.wantKeys {
+				t.Fatalf("key %q Keys %q, want %q %q", msgkey.Of(m), m.GetKeys(), tc.wantKey, tc.wantKeys)
 			}
 		})
 	}
@@ -91,7 +92,7 @@ func TestStampRejects(t *testing.T) {
 		name string
 		key  string
 	}{
-		{"too long", strings.Repeat("k", producer.MaxKeyLen+1)},
+		{"too long", strings.Repeat("k", msgkey.MaxLen+1)},
 		{"space", "order 42"},
 		{"property separator", "a\x01b"},
 		{"value separator", "a\x02b"},
@@ -101,8 +102,8 @@ func TestStampRejects(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newProducer(t, &seqKeys{})
 			m := primitive.NewMessage("orders", []byte("x"))
-			m.WithProperty(producer.KeyProperty, tc.key)
-			if err := p.Stamp(context.Background(), m); !errors.Is(err, producer.ErrInvalidKey) {
+			m.WithProperty(msgkey.Property, tc.key)
+			if err := p.Stamp(context.Background(), m); !errors.Is(err, msgkey.ErrInvalid) {
 				t.Fatalf("got %v, want ErrInvalidKey", err)
 			}
 			if m.GetKeys() != "" {
@@ -119,7 +120,7 @@ func TestStampKeySourceFails(t *testing.T) {
 	if err := p.Stamp(context.Background(), m); !errors.Is(err, boom) {
 		t.Fatalf("got %v, want the key source's error", err)
 	}
-	if producer.Key(m) != "" {
+	if msgkey.Of(m) != "" {
 		t.Fatal("a message was stamped although the key source failed")
 	}
 	if _, err := p.SendSync(context.Background(), m); !errors.Is(err, boom) {

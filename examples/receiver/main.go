@@ -7,6 +7,8 @@
 //
 // With -expect it stops once that many messages were applied and nothing
 // new arrived for -idle, and prints: delivered=D suppressed=S applied=A.
+// On SIGTERM or an interrupt it drains (consumer.Consumer.Drain): running
+// handlers finish and record their keys before the client shuts down.
 package main
 
 import (
@@ -31,7 +33,7 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
-	"github.com/idemq/idemq/producer"
+	"github.com/idemq/idemq/msgkey"
 )
 
 func main() {
@@ -44,6 +46,7 @@ func main() {
 	expect := flag.Int64("expect", 0, "stop after this many messages were applied (0: run until interrupted)")
 	idle := flag.Duration("idle", 3*time.Second, "with -expect, how long to wait for late duplicates before stopping")
 	timeout := flag.Duration("timeout", 3*time.Minute, "give up waiting for the topic, or with -expect for the messages, after this long")
+	drainTimeout := flag.Duration("drain", 30*time.Second, "on SIGTERM or interrupt, how long running handlers may take to finish")
 	flag.Parse()
 	if *namesrv == "" || *redisAddr == "" {
 		log.Fatal("set -namesrv and -redis (or IDEMQ_ROCKETMQ_NAMESRV and IDEMQ_REDIS_ADDR)")
@@ -58,11 +61,11 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	stats := new(consumer.Stats)
-	dedupe, err := consumer.Dedupe(store, *group, consumer.WithStats(stats))
+	dedupe, err := consumer.New(store, *group)
 	if err != nil {
 		log.Fatal(err)
 	}
+	stats := dedupe.Stats()
 
 	var applied, lastSeen, redelivered atomic.Int64
 	ledger, balance := *topic+":ledger", *topic+":balance"
@@ -75,7 +78,7 @@ func main() {
 		// the credit in a ledger. Run twice, an order shows a count of 2.
 		_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.IncrBy(ctx, balance, order.Amount)
-			p.HIncrBy(ctx, ledger, producer.Key(&m.Message), 1)
+			p.HIncrBy(ctx, ledger, msgkey.Of(m), 1)
 			return nil
 		})
 		if err != nil {
@@ -84,13 +87,16 @@ func main() {
 		applied.Add(1)
 		return nil
 	}
-	counted := func(next consumer.Handler) consumer.Handler {
-		return func(ctx context.Context, m *primitive.MessageExt) error {
+	// counted notes every delivery, duplicates included, before dedupe.
+	counted := func(next consumer.Callback) consumer.Callback {
+		return func(ctx context.Context, msgs ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
 			lastSeen.Store(time.Now().UnixNano())
-			if m.ReconsumeTimes > 0 {
-				redelivered.Add(1)
+			for _, m := range msgs {
+				if m.ReconsumeTimes > 0 {
+					redelivered.Add(1)
+				}
 			}
-			return next(ctx, m)
+			return next(ctx, msgs...)
 		}
 	}
 
@@ -109,7 +115,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := c.Subscribe(*topic, rmqconsumer.MessageSelector{}, consumer.Concurrently(counted(dedupe(handle)))); err != nil {
+	if err := c.Subscribe(*topic, rmqconsumer.MessageSelector{}, counted(dedupe.Concurrently(handle))); err != nil {
 		log.Fatal(err)
 	}
 	if err := c.Start(); err != nil {
@@ -122,14 +128,20 @@ func main() {
 	} else {
 		// Every deferred delivery comes back; wait for those too.
 		settled := func() bool {
-			deferred := stats.Failed.Load() + stats.InFlight.Load() + stats.StoreErrors.Load() +
-				stats.NoKey.Load() + stats.Conflicts.Load()
+			deferred := stats.Failed.Load() + stats.Busy.Load() + stats.StoreDown.Load() +
+				stats.InvalidKey.Load() + stats.Reused.Load()
 			quiet := time.Since(time.Unix(0, lastSeen.Load())) > *idle
 			return applied.Load() >= *expect && quiet && redelivered.Load() >= deferred
 		}
 		waitDone(ctx, *timeout, settled)
 	}
-	c.Shutdown()
+	// Drain rather than Shutdown: a handler cut off between its effect and
+	// its record would run again on the queue's next owner.
+	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *drainTimeout)
+	if err := dedupe.Drain(drainCtx, c); err != nil {
+		log.Print(err)
+	}
+	cancel()
 
 	doubled, err := doubledEntries(context.WithoutCancel(ctx), rdb, ledger)
 	if err != nil {

@@ -34,6 +34,7 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
+	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/producer"
 )
 
@@ -143,5 +144,5 @@ func send(ctx context.Context, p *producer.Producer, m *primitive.Message) error
 		}
 		time.Sleep(time.Second)
 	}
-	return fmt.Errorf("send %s: %w", producer.Key(m), err)
+	return fmt.Errorf("send %s: %w", msgkey.Of(m), err)
 }

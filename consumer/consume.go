@@ -1,0 +1,175 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/idemq/idemq/dedupe"
+)
+
+// verdict is what one callback answers: nil err acknowledges the messages;
+// otherwise they are retried, at delayLevel when it is set, or held until
+// the client shuts down.
+type verdict struct {
+	err        error
+	delayLevel int
+	held       bool
+}
+
+// consume runs h for msgs through the guard, waits for keys that other
+// consumers hold, and decides, message by message, in the table of
+// decide.go.
+func (c *Consumer) consume(ctx context.Context, h Handler, msgs []*primitive.MessageExt, orderly bool) verdict {
+	c.stats.Delivered.Add(int64(len(msgs)))
+	res := make([]dedupe.Result, len(msgs))
+	items := make([]dedupe.Item, 0, len(msgs))
+	of := make([]int, 0, len(msgs)) // the message of each item
+	for i, m := range msgs {
+		key, err := c.keyOf(m)
+		if err != nil {
+			c.stats.NoKey.Add(1)
+			res[i] = dedupe.Result{Outcome: dedupe.InvalidKey, Err: err}
+			continue
+		}
+		it := dedupe.Item{Ref: dedupe.Ref{Namespace: c.namespace, Group: c.group, Key: key}}
+		if !c.noFingerprint {
+			it.Fingerprint = dedupe.Fingerprint(m.Body)
+		}
+		items = append(items, it)
+		of = append(of, i)
+	}
+	if len(items) > 0 {
+		run := func(ctx context.Context, j int) error { return safeCall(ctx, h, msgs[of[j]]) }
+		for j, r := range c.guard.Do(ctx, items, run) {
+			res[of[j]] = r
+		}
+		c.awaitBusy(ctx, msgs, items, of, res, run, orderly)
+	}
+
+	var (
+		v       verdict
+		retried []error
+		busy    = false
+		busyFor time.Duration // the longest remaining lease of a busy key
+	)
+	for i, r := range res {
+		switch c.decide(ctx, msgs[i], r) {
+		case retry:
+			retried = append(retried, retryErr(msgs[i], r))
+			if r.Outcome == dedupe.Busy {
+				busy, busyFor = true, max(busyFor, r.Wait)
+			}
+		case hold:
+			v.held = true
+		}
+	}
+	if len(retried) > 0 || v.held {
+		v.err = errors.Join(retried...)
+		if v.err == nil {
+			v.err = errDraining
+		}
+		if busy {
+			// Not before the holder's lease ends: a redelivery sooner would
+			// find the key busy again and spend another reconsume.
+			v.delayLevel = c.levelFor(busyFor)
+		}
+	}
+	return v
+}
+
+// minBusyPoll is the shortest wait before a busy key is claimed again, so
+// that a key reported busy without a remaining lease is not asked about in
+// a tight loop; busyMargin is added to a remaining lease, so that the claim
+// after it lands after the lease's end on the store's clock.
+const (
+	minBusyPoll = 10 * time.Millisecond
+	busyMargin  = 10 * time.Millisecond
+)
+
+// awaitBusy waits in process for the keys that other consumers hold (the
+// results that are Busy) and runs their messages once they are free, until
+// none is busy, or the busy wait is spent and every busy key can be
+// redelivered no sooner than its lease ends without spending a message's
+// last reconsume. A drain or the end of ctx stops the wait: the messages
+// are held, neither acknowledged nor sent back.
+func (c *Consumer) awaitBusy(ctx context.Context, msgs []*primitive.MessageExt, items []dedupe.Item, of []int, res []dedupe.Result, run func(context.Context, int) error, orderly bool) {
+	var waited time.Duration
+	for {
+		var busy []int // items
+		wait, longest := time.Duration(-1), time.Duration(0)
+		mustWait := orderly
+		for j, i := range of {
+			r := res[i]
+			if r.Outcome != dedupe.Busy {
+				continue
+			}
+			busy = append(busy, j)
+			if wait < 0 || r.Wait < wait {
+				wait = r.Wait
+			}
+			longest = max(longest, r.Wait)
+			if msgs[i].ReconsumeTimes >= c.maxReconsume {
+				mustWait = true
+			}
+		}
+		if len(busy) == 0 {
+			return
+		}
+		if !mustWait && waited >= c.busyWait && c.levelFor(longest) > 0 {
+			return // redelivered no sooner than the longest lease ends
+		}
+		if waited > 0 || wait > 0 {
+			wait = max(wait+busyMargin, minBusyPoll)
+		}
+		if !mustWait && waited < c.busyWait {
+			wait = min(wait, c.busyWait-waited)
+		}
+		c.stats.Waited.Add(int64(len(busy)))
+		if !c.sleep(ctx, wait) {
+			for _, j := range busy {
+				res[of[j]] = dedupe.Result{Outcome: dedupe.Canceled, Err: errDraining}
+			}
+			return
+		}
+		waited += wait
+
+		again := make([]dedupe.Item, len(busy))
+		for k, j := range busy {
+			again[k] = items[j]
+		}
+		for k, r := range c.guard.Do(ctx, again, func(ctx context.Context, k int) error { return run(ctx, busy[k]) }) {
+			res[of[busy[k]]] = r
+		}
+	}
+}
+
+// sleep waits for d and reports whether the wait ran out rather than ctx
+// or a drain ending it.
+func (c *Consumer) sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil && !c.draining.Load()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-c.drain:
+	}
+	return false
+}
+
+// levelFor returns the first delay level that lasts at least d, or 0 when
+// none does.
+func (c *Consumer) levelFor(d time.Duration) int {
+	for i, l := range c.delayLevels {
+		if l >= d {
+			return i + 1
+		}
+	}
+	return 0
+}
