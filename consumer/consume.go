@@ -11,12 +11,11 @@ import (
 )
 
 // verdict is what one callback answers: nil err acknowledges the messages;
-// otherwise they are retried, at delayLevel when it is set, or held until
-// the client shuts down.
+// otherwise they are retried, at delayLevel when it is set — or, during a
+// drain, held until the client shuts down.
 type verdict struct {
 	err        error
 	delayLevel int
-	held       bool
 }
 
 // consume runs h for msgs through the guard, waits for keys that other
@@ -51,26 +50,22 @@ func (c *Consumer) consume(ctx context.Context, h Handler, msgs []*primitive.Mes
 
 	var (
 		v       verdict
-		retried []error
-		busy    = false
+		retried []error // of the messages retried or held
+		busy    bool
 		busyFor time.Duration // the longest remaining lease of a busy key
 	)
 	for i, r := range res {
-		switch c.decide(ctx, msgs[i], r) {
-		case retry:
-			retried = append(retried, retryErr(msgs[i], r))
-			if r.Outcome == dedupe.Busy {
-				busy, busyFor = true, max(busyFor, r.Wait)
-			}
-		case hold:
-			v.held = true
+		if c.decide(ctx, msgs[i], r) == ack {
+			continue
+		}
+		// Held messages are retried too unless a drain holds the callback.
+		retried = append(retried, retryErr(msgs[i], r))
+		if r.Outcome == dedupe.Busy {
+			busy, busyFor = true, max(busyFor, r.Wait)
 		}
 	}
-	if len(retried) > 0 || v.held {
+	if len(retried) > 0 {
 		v.err = errors.Join(retried...)
-		if v.err == nil {
-			v.err = errDraining
-		}
 		if busy {
 			// Not before the holder's lease ends: a redelivery sooner would
 			// find the key busy again and spend another reconsume.
@@ -129,8 +124,12 @@ func (c *Consumer) awaitBusy(ctx context.Context, msgs []*primitive.MessageExt, 
 		}
 		c.stats.Waited.Add(int64(len(busy)))
 		if !c.sleep(ctx, wait) {
+			err := errDraining
+			if ctx.Err() != nil {
+				err = context.Cause(ctx)
+			}
 			for _, j := range busy {
-				res[of[j]] = dedupe.Result{Outcome: dedupe.Canceled, Err: errDraining}
+				res[of[j]] = dedupe.Result{Outcome: dedupe.Canceled, Err: err}
 			}
 			return
 		}

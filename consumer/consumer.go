@@ -117,7 +117,7 @@ func (c *Consumer) Concurrently(h Handler) Callback {
 		if verdict.err == nil {
 			return rmq.ConsumeSuccess, nil
 		}
-		if verdict.held || c.draining.Load() {
+		if c.draining.Load() {
 			// Sent back now, a message would spend a reconsume that its
 			// next owner can spare it.
 			return c.hold()
@@ -152,7 +152,7 @@ func (c *Consumer) Orderly(h Handler) Callback {
 		if verdict.err == nil {
 			return rmq.ConsumeSuccess, nil
 		}
-		if verdict.held || c.draining.Load() {
+		if c.draining.Load() {
 			// Sent back now, a message would spend a reconsume that its
 			// next owner can spare it.
 			return c.hold()
