@@ -1,11 +1,9 @@
 package consumer_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -22,20 +20,6 @@ import (
 	"github.com/idemq/idemq/dedupe/memdedupe"
 )
 
-// setupBatch is setup for DedupeBatch.
-func setupBatch(t *testing.T, store dedupe.Store, opts ...consumer.Option) (*counter, consumer.Callback, *consumer.Stats, *bytes.Buffer) {
-	t.Helper()
-	var logs bytes.Buffer
-	stats := new(consumer.Stats)
-	opts = append([]consumer.Option{consumer.WithStats(stats), consumer.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))}, opts...)
-	adapt, err := consumer.DedupeBatch(store, "group-a", opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := newCounter()
-	return c, adapt(c.handle), stats, &logs
-}
-
 // batchOf returns messages with keys k0 … k(n-1).
 func batchOf(n int) []*primitive.MessageExt {
 	msgs := make([]*primitive.MessageExt, n)
@@ -49,7 +33,7 @@ func batchOf(n int) []*primitive.MessageExt {
 // redelivery: one claim and one completion in all, then one claim.
 func TestBatchRoundTrips(t *testing.T) {
 	fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
-	c, cb, stats, _ := setupBatch(t, fs)
+	c, cb, stats, _ := setup(t, fs)
 	msgs := batchOf(32)
 	for _, want := range []struct {
 		claims, completes int
@@ -86,14 +70,11 @@ func TestBatchRoundTrips(t *testing.T) {
 func TestBatchMixed(t *testing.T) {
 	store := memdedupe.New(memdedupe.Config{})
 	fs := dedupetest.NewFaultStore(store)
-	c, cb, stats, logs := setupBatch(t, fs)
+	c, cb, stats, logs := setup(t, fs, noWait)
 	if res, _ := cb(context.Background(), msg("done")); res != rmq.ConsumeSuccess {
 		t.Fatal("could not complete a key")
 	}
-	busy, err := store.Claim(context.Background(), dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "group-a", Key: "busy"}, Lease: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	busy := hold(t, store, "busy", time.Hour)
 	c.applied = map[string]int{}
 	c.fail["fail"] = errors.New("db down")
 	c.panics["panic"] = true
@@ -107,17 +88,22 @@ func TestBatchMixed(t *testing.T) {
 	if res != rmq.ConsumeRetryLater {
 		t.Fatalf("got %v, %v; want retry later", res, err)
 	}
-	var p *consumer.ErrPanic
-	for _, want := range []error{dedupe.ErrInFlight, dedupe.ErrInvalidKey, consumer.ErrNoKey, c.fail["fail"]} {
+	for _, want := range []error{dedupe.ErrInvalidKey, consumer.ErrNoKey, c.fail["fail"]} {
 		if !errors.Is(err, want) {
 			t.Errorf("error %v, want %v", err, want)
 		}
 	}
-	if !errors.As(err, &p) {
-		t.Errorf("error %v holds no ErrPanic", err)
+	if err == nil || !strings.Contains(err.Error(), "held by another consumer") {
+		t.Errorf("error %v does not report the busy key", err)
 	}
-	if cc.DelayLevelWhenNextConsume != 0 {
-		t.Errorf("delay level %d, want the broker's default: not only in-flight keys failed", cc.DelayLevelWhenNextConsume)
+	var p *consumer.PanicError
+	if !errors.As(err, &p) {
+		t.Errorf("error %v holds no PanicError", err)
+	}
+	// A batch with a busy key comes back no sooner than its lease ends
+	// (level 17 is 1h), failed messages with it.
+	if cc.DelayLevelWhenNextConsume != 17 {
+		t.Errorf("delay level %d, want 17", cc.DelayLevelWhenNextConsume)
 	}
 	for k, want := range map[string]int{"fresh": 1, "late": 1, "done": 0, "busy": 0, "fail": 0, "panic": 0} {
 		if c.applied[k] != want {
@@ -126,31 +112,38 @@ func TestBatchMixed(t *testing.T) {
 	}
 	for name, got := range map[string]*atomic.Int64{
 		"Delivered": &stats.Delivered, "Completed": &stats.Completed, "Suppressed": &stats.Suppressed,
-		"Failed": &stats.Failed, "InFlight": &stats.InFlight, "NoKey": &stats.NoKey, "StoreErrors": &stats.StoreErrors,
+		"Failed": &stats.Failed, "Busy": &stats.Busy, "Waited": &stats.Waited, "InvalidKey": &stats.InvalidKey,
+		"NoKey": &stats.NoKey, "StoreDown": &stats.StoreDown,
 	} {
 		want := map[string]int64{
 			"Delivered": 1 + 9, "Completed": 1 + 2, "Suppressed": 2, // done, and fresh repeated
-			"Failed": 2, "InFlight": 1, "NoKey": 2, "StoreErrors": 0, // no key, and an invalid one
+			"Failed": 2, "Busy": 1, "Waited": 1, "StoreDown": 0,
+			"InvalidKey": 2, "NoKey": 1, // no key, and an invalid one
 		}[name]
 		if got.Load() != want {
 			t.Errorf("%s = %d, want %d", name, got.Load(), want)
 		}
 	}
-	if !strings.Contains(logs.String(), "without a usable key") {
+	if !strings.Contains(logs.String(), "message key cannot be deduplicated") {
 		t.Errorf("logs %q do not report the message without a key", logs)
 	}
-	// One round trip per phase on top of the first message's.
-	if n := fs.Calls(dedupetest.OpClaimBatch | dedupetest.OpCompleteBatch | dedupetest.OpReleaseBatch); n != 2+3 {
-		t.Errorf("%d batch calls, want 5", n)
+	// One round trip per phase; the busy key is asked about again, alone,
+	// after its wait.
+	if n := fs.Calls(dedupetest.OpClaimBatch | dedupetest.OpCompleteBatch | dedupetest.OpReleaseBatch); n != 3 {
+		t.Errorf("%d batch calls, want 3", n)
+	}
+	if n := fs.Calls(dedupetest.OpClaim); n != 1+1 {
+		t.Errorf("%d single claims, want 2 (the first message's and the busy key's after its wait)", n)
 	}
 
 	// The broker redelivers the whole batch once the failures are gone.
-	if err := store.Release(context.Background(), dedupe.Ticket{Ref: dedupe.Ref{Group: "group-a", Key: "busy"}, Token: busy.Token}); err != nil {
+	if err := store.Release(context.Background(), busy); err != nil {
 		t.Fatal(err)
 	}
 	c.fail, c.panics = map[string]error{}, map[string]bool{}
 	res, err = cb(context.Background(), batch...)
-	if res != rmq.ConsumeRetryLater || !errors.Is(err, dedupe.ErrInvalidKey) || !errors.Is(err, consumer.ErrNoKey) || errors.Is(err, dedupe.ErrInFlight) {
+	if res != rmq.ConsumeRetryLater || !errors.Is(err, dedupe.ErrInvalidKey) || !errors.Is(err, consumer.ErrNoKey) ||
+		strings.Contains(err.Error(), "held by another consumer") {
 		t.Fatalf("redelivery: %v, %v; want retry later for the keyless messages only", res, err)
 	}
 	for k, want := range map[string]int{"fresh": 1, "late": 1, "done": 0, "busy": 1, "fail": 1, "panic": 1} {
@@ -160,37 +153,35 @@ func TestBatchMixed(t *testing.T) {
 	}
 }
 
-// TestBatchInFlightRetriedSooner checks the delay level a batch asks for.
-func TestBatchInFlightRetriedSooner(t *testing.T) {
+// TestBatchBusyDelayLevel checks the delay level a batch with busy keys
+// asks for: the first level that covers the longest remaining lease among
+// them, failed messages or not.
+func TestBatchBusyDelayLevel(t *testing.T) {
 	tests := []struct {
 		name string
-		// keys of the batch and how often each was reconsumed.
-		keys       []string
-		reconsumed []int32
-		wantRes    rmq.ConsumeResult
-		wantLevel  int
+		// keys of the batch.
+		keys      []string
+		wantRes   rmq.ConsumeResult
+		wantLevel int
 	}{
-		{"Fresh", []string{"a", "b"}, []int32{0, 0}, rmq.ConsumeSuccess, 0},
-		{"InFlight", []string{"a", "busy1"}, []int32{0, 0}, rmq.ConsumeRetryLater, 1},
-		{"MostReconsumedInFlight", []string{"busy1", "a", "busy2"}, []int32{4, 9, 2}, rmq.ConsumeRetryLater, 5},
-		{"Capped", []string{"busy1"}, []int32{30}, rmq.ConsumeRetryLater, 18},
-		// A handler failure keeps the broker's back-off.
-		{"InFlightAndFailed", []string{"busy1", "fail"}, []int32{0, 0}, rmq.ConsumeRetryLater, 0},
+		{"Fresh", []string{"a", "b"}, rmq.ConsumeSuccess, 0},
+		{"Busy", []string{"a", "busy1h"}, rmq.ConsumeRetryLater, 17},      // 1h
+		{"ShortBusy", []string{"busy90s", "a"}, rmq.ConsumeRetryLater, 6}, // 2m
+		{"Longest", []string{"busy90s", "a", "busy1h"}, rmq.ConsumeRetryLater, 17},
+		{"BusyAndFailed", []string{"busy90s", "fail"}, rmq.ConsumeRetryLater, 6},
+		// A handler failure alone keeps the broker's back-off.
+		{"Failed", []string{"a", "fail"}, rmq.ConsumeRetryLater, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := memdedupe.New(memdedupe.Config{})
-			for _, k := range []string{"busy1", "busy2"} {
-				if _, err := store.Claim(context.Background(), dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "group-a", Key: k}, Lease: time.Hour}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			c, cb, _, _ := setupBatch(t, store)
+			hold(t, store, "busy1h", time.Hour)
+			hold(t, store, "busy90s", 90*time.Second)
+			c, cb, _, _ := setup(t, store, noWait)
 			c.fail["fail"] = errors.New("not yet")
 			msgs := make([]*primitive.MessageExt, len(tt.keys))
 			for i, k := range tt.keys {
 				msgs[i] = msg(k)
-				msgs[i].ReconsumeTimes = tt.reconsumed[i]
 			}
 			cc := &primitive.ConsumeConcurrentlyContext{}
 			res, err := cb(primitive.WithConcurrentlyCtx(context.Background(), cc), msgs...)
@@ -222,13 +213,13 @@ func TestBatchStoreDown(t *testing.T) {
 		applied, thenHeal int
 	}{
 		{"ClaimFailsClosed", nil, false, rmq.ConsumeRetryLater,
-			func(s *consumer.Stats) int64 { return s.StoreErrors.Load() }, 0, 1},
+			func(s *consumer.Stats) int64 { return s.StoreDown.Load() }, 0, 1},
 		{"ClaimFailsOpen", []consumer.Option{failOpen}, false, rmq.ConsumeSuccess,
 			func(s *consumer.Stats) int64 { return s.Unguarded.Load() }, 1, 2},
 		// The effects ran but were not recorded: acknowledging is the only
 		// answer that does not run them again at once. A redelivery finds
-		// the keys in flight until their leases end. FailOpen is about
-		// claims, so it changes nothing here.
+		// the keys busy until their leases end. FailOpen is about claims,
+		// so it changes nothing here.
 		{"DownWhileHandlersRunFailsClosed", nil, true, rmq.ConsumeSuccess,
 			func(s *consumer.Stats) int64 { return s.Unrecorded.Load() }, 1, 1},
 		{"DownWhileHandlersRunFailsOpen", []consumer.Option{failOpen}, true, rmq.ConsumeSuccess,
@@ -238,16 +229,10 @@ func TestBatchStoreDown(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
-			stats := new(consumer.Stats)
-			adapt, err := consumer.DedupeBatch(fs, "group-a", append([]consumer.Option{
-				consumer.WithStats(stats), consumer.WithLogger(slog.New(slog.DiscardHandler)),
-			}, tt.opts...)...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cc, _ := newConsumer(t, fs, append(tt.opts, noWait)...)
 			c := newCounter()
 			first := true
-			cb := adapt(func(ctx context.Context, m *primitive.MessageExt) error {
+			cb := cc.Concurrently(func(ctx context.Context, m *primitive.MessageExt) error {
 				if tt.inHandler && first {
 					fs.Inject(dedupetest.Fault{})
 				}
@@ -261,14 +246,14 @@ func TestBatchStoreDown(t *testing.T) {
 			if res, err := cb(context.Background(), msgs...); res != tt.wantRes {
 				t.Fatalf("got %v, %v; want %v", res, err, tt.wantRes)
 			}
-			if got := tt.stat(stats); got != n {
+			if got := tt.stat(cc.Stats()); got != n {
 				t.Errorf("counted %d, want %d", got, n)
 			}
 			fs.Heal()
 			for _, want := range []int{tt.applied, tt.thenHeal} {
 				for i := range n {
-					if k := fmt.Sprint("k", i); c.applied[k] != want {
-						t.Errorf("%s applied %d times, want %d", k, c.applied[k], want)
+					if k := fmt.Sprint("k", i); c.count(k) != want {
+						t.Errorf("%s applied %d times, want %d", k, c.count(k), want)
 					}
 				}
 				cb(context.Background(), msgs...)
@@ -280,11 +265,11 @@ func TestBatchStoreDown(t *testing.T) {
 // TestBatchPanic panics in one message of a batch: it alone fails, and the
 // redelivery applies it while suppressing the others.
 func TestBatchPanic(t *testing.T) {
-	c, cb, stats, _ := setupBatch(t, memdedupe.New(memdedupe.Config{}))
+	c, cb, stats, _ := setup(t, memdedupe.New(memdedupe.Config{}))
 	c.panics["k1"] = true
 	msgs := batchOf(3)
 	res, err := cb(context.Background(), msgs...)
-	var p *consumer.ErrPanic
+	var p *consumer.PanicError
 	if res != rmq.ConsumeRetryLater || !errors.As(err, &p) || p.Value != "boom k1" {
 		t.Fatalf("got %v, %v; want retry later with the panic", res, err)
 	}
@@ -293,18 +278,12 @@ func TestBatchPanic(t *testing.T) {
 		t.Fatalf("redelivery: %v, %v; want success", res, err)
 	}
 	for i := range 3 {
-		if k := fmt.Sprint("k", i); c.applied[k] != 1 {
-			t.Errorf("%s applied %d times, want 1", k, c.applied[k])
+		if k := fmt.Sprint("k", i); c.count(k) != 1 {
+			t.Errorf("%s applied %d times, want 1", k, c.count(k))
 		}
 	}
 	if stats.Failed.Load() != 1 || stats.Suppressed.Load() != 2 {
 		t.Errorf("failed %d, suppressed %d; want 1 and 2", stats.Failed.Load(), stats.Suppressed.Load())
-	}
-}
-
-func TestDedupeBatchRejectsBadGroup(t *testing.T) {
-	if _, err := consumer.DedupeBatch(memdedupe.New(memdedupe.Config{}), ""); !errors.Is(err, dedupe.ErrInvalidKey) {
-		t.Fatalf("empty group: %v, want ErrInvalidKey", err)
 	}
 }
 
@@ -333,7 +312,7 @@ func TestBatchRedisRoundTrips(t *testing.T) {
 	store, rdb := newRedisStore(t, fmt.Sprintf("batch:%d-%d:", os.Getpid(), time.Now().UnixNano()))
 	rt := new(roundTrips)
 	rdb.AddHook(rt)
-	c, cb, _, _ := setupBatch(t, store)
+	c, cb, _, _ := setup(t, store)
 	// Loads the scripts, so that the counts below do not depend on
 	// whether Redis had them cached.
 	c.fail["warm-fail"] = errors.New("no")
@@ -360,8 +339,8 @@ func TestBatchRedisRoundTrips(t *testing.T) {
 		delete(c.fail, "k7")
 	}
 	for i := range 32 {
-		if k := fmt.Sprint("k", i); c.applied[k] != 1 {
-			t.Errorf("%s applied %d times, want 1", k, c.applied[k])
+		if k := fmt.Sprint("k", i); c.count(k) != 1 {
+			t.Errorf("%s applied %d times, want 1", k, c.count(k))
 		}
 	}
 }
@@ -369,9 +348,7 @@ func TestBatchRedisRoundTrips(t *testing.T) {
 // TestEndToEndBatchEachMessageAppliedOnce is TestEndToEndEachMessageAppliedOnce
 // with the consumers handed batches of up to 16 messages.
 func TestEndToEndBatchEachMessageAppliedOnce(t *testing.T) {
-	batched := endToEnd(t, func(store dedupe.Store, group string, stats *consumer.Stats) (func(consumer.Handler) consumer.Callback, error) {
-		return consumer.DedupeBatch(store, group, consumer.WithStats(stats))
-	}, rmq.WithConsumeMessageBatchMaxSize(16))
+	batched := endToEnd(t, concurrently, rmq.WithConsumeMessageBatchMaxSize(16))
 	if batched == 0 {
 		t.Error("no callback was given more than one message: the batch path was not exercised")
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,21 +17,26 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
-	"github.com/idemq/idemq/producer"
+	"github.com/idemq/idemq/msgkey"
 )
+
+// testGroup is the consumer group of the unit tests.
+const testGroup = "group-a"
 
 func msg(key string) *primitive.MessageExt {
 	m := &primitive.MessageExt{MsgId: "M-" + key}
 	m.Topic = "orders"
 	m.Body = []byte("body of " + key)
 	if key != "" {
-		m.WithProperty(producer.KeyProperty, key)
+		m.WithProperty(msgkey.Property, key)
 	}
 	return m
 }
 
-// counter is a handler with a visible side effect per key.
+// counter is a handler with a visible side effect per key. Safe for
+// concurrent use.
 type counter struct {
+	mu      sync.Mutex
 	applied map[string]int
 	fail    map[string]error
 	panics  map[string]bool
@@ -41,7 +47,9 @@ func newCounter() *counter {
 }
 
 func (c *counter) handle(_ context.Context, m *primitive.MessageExt) error {
-	k := producer.Key(&m.Message)
+	k := msgkey.Of(m)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.panics[k] {
 		panic("boom " + k)
 	}
@@ -52,18 +60,68 @@ func (c *counter) handle(_ context.Context, m *primitive.MessageExt) error {
 	return nil
 }
 
-func setup(t *testing.T, store dedupe.Store, opts ...consumer.Option) (*counter, consumer.Callback, *consumer.Stats, *bytes.Buffer) {
+// count returns how often key was applied.
+func (c *counter) count(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.applied[key]
+}
+
+// newConsumer returns a Consumer of testGroup over store that logs into the
+// buffer returned; opts come after those.
+func newConsumer(t testing.TB, store dedupe.Store, opts ...consumer.Option) (*consumer.Consumer, *syncBuffer) {
 	t.Helper()
-	var logs bytes.Buffer
-	stats := new(consumer.Stats)
-	opts = append([]consumer.Option{consumer.WithStats(stats), consumer.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))}, opts...)
-	dd, err := consumer.Dedupe(store, "group-a", opts...)
+	logs := new(syncBuffer)
+	opts = append([]consumer.Option{consumer.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))}, opts...)
+	c, err := consumer.New(store, testGroup, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newCounter()
-	return c, consumer.Concurrently(dd(c.handle)), stats, &logs
+	return c, logs
 }
+
+// setup returns a counter, the Concurrently callback that runs it, the
+// Consumer's stats and its logs.
+func setup(t *testing.T, store dedupe.Store, opts ...consumer.Option) (*counter, consumer.Callback, *consumer.Stats, *syncBuffer) {
+	t.Helper()
+	c, logs := newConsumer(t, store, opts...)
+	cnt := newCounter()
+	return cnt, c.Concurrently(cnt.handle), c.Stats(), logs
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// hold claims key for testGroup in store for lease, as another consumer
+// would, and returns its ticket.
+func hold(t testing.TB, store dedupe.Store, key string, lease time.Duration) dedupe.Ticket {
+	t.Helper()
+	ref := dedupe.Ref{Group: testGroup, Key: key}
+	res, err := store.Claim(context.Background(), dedupe.ClaimRequest{Ref: ref, Lease: lease})
+	if err != nil || res.Status != dedupe.Acquired {
+		t.Fatalf("claim %s = %v, %v; want acquired", key, res.Status, err)
+	}
+	return dedupe.Ticket{Ref: ref, Token: res.Token}
+}
+
+// noWait is a busy wait short enough that a busy key is handed back at
+// once, unless it must be waited for.
+var noWait = consumer.WithBusyWait(time.Millisecond)
 
 func TestDuplicateIsSuppressed(t *testing.T) {
 	c, cb, stats, _ := setup(t, memdedupe.New(memdedupe.Config{}))
@@ -72,11 +130,14 @@ func TestDuplicateIsSuppressed(t *testing.T) {
 			t.Fatalf("got %v, %v; want success", res, err)
 		}
 	}
-	if c.applied["k1"] != 1 {
-		t.Fatalf("applied %d times, want 1", c.applied["k1"])
+	if c.count("k1") != 1 {
+		t.Fatalf("applied %d times, want 1", c.count("k1"))
 	}
 	if got := stats.Suppressed.Load(); got != 2 {
 		t.Fatalf("suppressed %d, want 2", got)
+	}
+	if got := stats.Delivered.Load(); got != 3 {
+		t.Fatalf("delivered %d, want 3", got)
 	}
 }
 
@@ -84,16 +145,33 @@ func TestGroupsAreSeparate(t *testing.T) {
 	store := memdedupe.New(memdedupe.Config{})
 	c := newCounter()
 	for _, g := range []string{"group-a", "group-b"} {
-		dd, err := consumer.Dedupe(store, g)
+		cc, err := consumer.New(store, g)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res, _ := consumer.Concurrently(dd(c.handle))(context.Background(), msg("k")); res != rmq.ConsumeSuccess {
+		if res, _ := cc.Concurrently(c.handle)(context.Background(), msg("k")); res != rmq.ConsumeSuccess {
 			t.Fatalf("group %s: %v", g, res)
 		}
 	}
-	if c.applied["k"] != 2 {
-		t.Fatalf("applied %d times across two groups, want 2", c.applied["k"])
+	if c.count("k") != 2 {
+		t.Fatalf("applied %d times across two groups, want 2", c.count("k"))
+	}
+}
+
+func TestNamespacesAreSeparate(t *testing.T) {
+	store := memdedupe.New(memdedupe.Config{})
+	c := newCounter()
+	for _, ns := range []string{"app-1", "app-2", "app-1"} {
+		cc, err := consumer.New(store, testGroup, consumer.WithNamespace(ns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, _ := cc.Concurrently(c.handle)(context.Background(), msg("k")); res != rmq.ConsumeSuccess {
+			t.Fatalf("namespace %s: %v", ns, res)
+		}
+	}
+	if c.count("k") != 2 {
+		t.Fatalf("applied %d times across two namespaces, want 2", c.count("k"))
 	}
 }
 
@@ -112,17 +190,17 @@ func TestFailureIsRetriedNotLost(t *testing.T) {
 			if res != rmq.ConsumeRetryLater || err == nil {
 				t.Fatalf("got %v, %v; want retry later with the error", res, err)
 			}
-			var p *consumer.ErrPanic
-			if tc.name == "panic" && !errors.As(err, &p) {
-				t.Fatalf("error %v is not an ErrPanic", err)
+			var p *consumer.PanicError
+			if tc.name == "panic" && (!errors.As(err, &p) || p.Value != "boom k" || len(p.Stack) == 0) {
+				t.Fatalf("error %v is not a PanicError with the value and a stack", err)
 			}
 			// The claim was released, so the redelivery runs at once.
 			c.fail, c.panics = map[string]error{}, map[string]bool{}
 			if res, err := cb(context.Background(), msg("k")); res != rmq.ConsumeSuccess || err != nil {
 				t.Fatalf("redelivery: %v, %v", res, err)
 			}
-			if c.applied["k"] != 1 || stats.Failed.Load() != 1 {
-				t.Fatalf("applied %d failed %d, want 1 and 1", c.applied["k"], stats.Failed.Load())
+			if c.count("k") != 1 || stats.Failed.Load() != 1 {
+				t.Fatalf("applied %d failed %d, want 1 and 1", c.count("k"), stats.Failed.Load())
 			}
 		})
 	}
@@ -137,6 +215,7 @@ func TestMessageWithoutKey(t *testing.T) {
 	}{
 		{"strict", nil, rmq.ConsumeRetryLater, 0},
 		{"uniq key fallback", []consumer.Option{consumer.WithKeyFallback(consumer.UniqKey, consumer.MsgID)}, rmq.ConsumeSuccess, 1},
+		{"msg id fallback", []consumer.Option{consumer.WithKeyFallback(consumer.MsgID)}, rmq.ConsumeSuccess, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, cb, stats, logs := setup(t, memdedupe.New(memdedupe.Config{}), tc.opts...)
@@ -147,16 +226,13 @@ func TestMessageWithoutKey(t *testing.T) {
 				t.Fatalf("got %v (%v), want %v", res, err, tc.wantRes)
 			}
 			if tc.wantRes == rmq.ConsumeRetryLater {
-				if !errors.Is(err, consumer.ErrNoKey) || stats.NoKey.Load() != 1 || !strings.Contains(logs.String(), "without a usable key") {
-					t.Fatalf("err %v, NoKey %d, logs %q", err, stats.NoKey.Load(), logs)
+				if !errors.Is(err, consumer.ErrNoKey) || stats.NoKey.Load() != 1 || stats.InvalidKey.Load() != 1 ||
+					!strings.Contains(logs.String(), "message key cannot be deduplicated") {
+					t.Fatalf("err %v, NoKey %d, InvalidKey %d, logs %q", err, stats.NoKey.Load(), stats.InvalidKey.Load(), logs)
 				}
 			}
-			total := 0
-			for _, n := range c.applied {
-				total += n
-			}
-			if total != tc.applied {
-				t.Fatalf("applied %d, want %d", total, tc.applied)
+			if got := c.count(""); got != tc.applied {
+				t.Fatalf("applied %d, want %d", got, tc.applied)
 			}
 		})
 	}
@@ -164,12 +240,13 @@ func TestMessageWithoutKey(t *testing.T) {
 
 func TestInvalidKeyIsRetried(t *testing.T) {
 	c, cb, stats, _ := setup(t, memdedupe.New(memdedupe.Config{}))
-	res, err := cb(context.Background(), msg(strings.Repeat("x", 300)))
-	if res != rmq.ConsumeRetryLater || !errors.Is(err, dedupe.ErrInvalidKey) {
+	res, err := cb(context.Background(), msg(strings.Repeat("x", msgkey.MaxLen+1)))
+	if res != rmq.ConsumeRetryLater || !errors.Is(err, dedupe.ErrInvalidKey) || !errors.Is(err, msgkey.ErrInvalid) {
 		t.Fatalf("got %v, %v; want retry later with ErrInvalidKey", res, err)
 	}
-	if stats.NoKey.Load() != 1 || stats.StoreErrors.Load() != 0 {
-		t.Fatalf("NoKey %d StoreErrors %d, want 1 and 0", stats.NoKey.Load(), stats.StoreErrors.Load())
+	// It has a key, one that cannot be stored.
+	if stats.InvalidKey.Load() != 1 || stats.NoKey.Load() != 0 || stats.StoreDown.Load() != 0 {
+		t.Fatalf("InvalidKey %d NoKey %d StoreDown %d, want 1, 0 and 0", stats.InvalidKey.Load(), stats.NoKey.Load(), stats.StoreDown.Load())
 	}
 	if len(c.applied) != 0 {
 		t.Fatal("handler ran for a key that cannot be deduplicated")
@@ -189,53 +266,53 @@ func TestStoreDown(t *testing.T) {
 		{"claim fails open", dedupetest.Fault{Ops: dedupetest.OpClaim},
 			[]consumer.Option{consumer.WithGuard(dedupe.GuardConfig{FailOpen: true})}, rmq.ConsumeSuccess, 1, 2},
 		// The effect ran but was not recorded: acknowledging is the only
-		// answer that does not run it again at once.
+		// answer that does not run it again at once. The redelivery finds
+		// the key busy until its lease ends, and is handed back.
 		{"complete fails", dedupetest.Fault{Ops: dedupetest.OpComplete}, nil, rmq.ConsumeSuccess, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
-			c, cb, _, _ := setup(t, fs, tc.opts...)
+			c, cb, _, _ := setup(t, fs, append(tc.opts, noWait)...)
 			fs.Inject(tc.fault)
 			if res, err := cb(context.Background(), msg("k")); res != tc.wantRes {
 				t.Fatalf("got %v (%v), want %v", res, err, tc.wantRes)
 			}
-			if c.applied["k"] != tc.applied {
-				t.Fatalf("applied %d, want %d", c.applied["k"], tc.applied)
+			if c.count("k") != tc.applied {
+				t.Fatalf("applied %d, want %d", c.count("k"), tc.applied)
 			}
 			fs.Heal()
 			cb(context.Background(), msg("k"))
-			if c.applied["k"] != tc.thenHeal {
-				t.Fatalf("after healing: applied %d, want %d", c.applied["k"], tc.thenHeal)
+			if c.count("k") != tc.thenHeal {
+				t.Fatalf("after healing: applied %d, want %d", c.count("k"), tc.thenHeal)
 			}
 		})
 	}
 }
 
-func TestInFlightIsRetriedLater(t *testing.T) {
+// TestBusyIsRetriedAfterTheLease hands a key that another consumer holds
+// back, once the busy wait is spent, at the first delay level that covers
+// the holder's remaining lease, however often it was reconsumed before its
+// last reconsume.
+func TestBusyIsRetriedAfterTheLease(t *testing.T) {
 	store := memdedupe.New(memdedupe.Config{})
-	if _, err := store.Claim(context.Background(), dedupe.ClaimRequest{
-		Ref: dedupe.Ref{Group: "group-a", Key: "k"}, Lease: 1 << 40}); err != nil {
-		t.Fatal(err)
-	}
-	c, cb, stats, _ := setup(t, store)
-	for _, tc := range []struct {
-		reconsumed int32
-		wantLevel  int
-	}{{0, 1}, {2, 3}, {30, 18}} {
+	hold(t, store, "k", 90*time.Second)
+	c, cb, stats, _ := setup(t, store, noWait)
+	for _, reconsumed := range []int32{0, 2, 15} {
 		cc := &primitive.ConsumeConcurrentlyContext{}
 		ctx := primitive.WithConcurrentlyCtx(context.Background(), cc)
 		m := msg("k")
-		m.ReconsumeTimes = tc.reconsumed
+		m.ReconsumeTimes = reconsumed
 		res, err := cb(ctx, m)
-		if res != rmq.ConsumeRetryLater || !errors.Is(err, dedupe.ErrInFlight) || c.applied["k"] != 0 {
-			t.Fatalf("got %v, %v, applied %d", res, err, c.applied["k"])
+		if res != rmq.ConsumeRetryLater || err == nil || !strings.Contains(err.Error(), "held by another consumer") || c.count("k") != 0 {
+			t.Fatalf("got %v, %v, applied %d", res, err, c.count("k"))
 		}
-		if cc.DelayLevelWhenNextConsume != tc.wantLevel {
-			t.Errorf("reconsumed %d times: delay level %d, want %d", tc.reconsumed, cc.DelayLevelWhenNextConsume, tc.wantLevel)
+		// Level 6 is 2m, the first default level no shorter than 90s.
+		if cc.DelayLevelWhenNextConsume != 6 {
+			t.Errorf("reconsumed %d times: delay level %d, want 6", reconsumed, cc.DelayLevelWhenNextConsume)
 		}
 	}
-	if stats.InFlight.Load() != 3 {
-		t.Fatalf("in flight %d, want 3", stats.InFlight.Load())
+	if stats.Busy.Load() != 3 {
+		t.Fatalf("busy %d, want 3", stats.Busy.Load())
 	}
 }
 
@@ -250,37 +327,125 @@ func TestBatchRetriesOnlyWhatFailed(t *testing.T) {
 		t.Fatalf("redelivery: %v %v", res, err)
 	}
 	for _, k := range []string{"a", "b", "c"} {
-		if c.applied[k] != 1 {
-			t.Fatalf("%s applied %d times, want 1", k, c.applied[k])
+		if c.count(k) != 1 {
+			t.Fatalf("%s applied %d times, want 1", k, c.count(k))
 		}
 	}
 }
 
 func TestOrderlySuspendsInsteadOfSkipping(t *testing.T) {
-	dd, err := consumer.Dedupe(memdedupe.New(memdedupe.Config{}), "group-a", consumer.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct {
-		suspend time.Duration
-		wantMS  int
+		name   string
+		opts   []consumer.Option
+		wantMS int
 	}{
-		{1500 * time.Millisecond, 1500},
-		{0, int(consumer.MinOrderlySuspend.Milliseconds())}, // never a tight loop
+		{"Default", nil, 1000},
+		{"Set", []consumer.Option{consumer.WithSuspend(1500 * time.Millisecond)}, 1500},
+		{"Zero", []consumer.Option{consumer.WithSuspend(0)}, int(consumer.MinSuspend.Milliseconds())}, // never a tight loop
 	} {
-		c := newCounter()
-		c.fail["k"] = errors.New("not yet")
-		oc := primitive.NewConsumeOrderlyContext()
-		ctx := primitive.WithOrderlyCtx(context.Background(), oc)
-		res, _ := consumer.Orderly(dd(c.handle), tc.suspend)(ctx, msg("k"))
-		if res != rmq.SuspendCurrentQueueAMoment || oc.SuspendCurrentQueueTimeMillis != tc.wantMS {
-			t.Fatalf("suspend %v: got %v for %d ms, want SuspendCurrentQueueAMoment for %d ms", tc.suspend, res, oc.SuspendCurrentQueueTimeMillis, tc.wantMS)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			cc, _ := newConsumer(t, memdedupe.New(memdedupe.Config{}), tc.opts...)
+			c := newCounter()
+			c.fail["k"] = errors.New("not yet")
+			oc := primitive.NewConsumeOrderlyContext()
+			ctx := primitive.WithOrderlyCtx(context.Background(), oc)
+			cb := cc.Orderly(c.handle)
+			res, err := cb(ctx, msg("k"))
+			if res != rmq.SuspendCurrentQueueAMoment || err == nil || oc.SuspendCurrentQueueTimeMillis != tc.wantMS {
+				t.Fatalf("got %v, %v for %d ms, want SuspendCurrentQueueAMoment for %d ms", res, err, oc.SuspendCurrentQueueTimeMillis, tc.wantMS)
+			}
+			// The same message comes back and runs once.
+			delete(c.fail, "k")
+			for range 2 {
+				if res, err := cb(ctx, msg("k")); res != rmq.ConsumeSuccess {
+					t.Fatalf("redelivery: %v, %v", res, err)
+				}
+			}
+			if c.count("k") != 1 {
+				t.Fatalf("applied %d times, want 1", c.count("k"))
+			}
+		})
 	}
 }
 
-func TestDedupeRejectsBadGroup(t *testing.T) {
-	if _, err := consumer.Dedupe(memdedupe.New(memdedupe.Config{}), ""); !errors.Is(err, dedupe.ErrInvalidKey) {
-		t.Fatalf("empty group: %v, want ErrInvalidKey", err)
+func TestOrderlyRecoversPanics(t *testing.T) {
+	cc, _ := newConsumer(t, memdedupe.New(memdedupe.Config{}))
+	c := newCounter()
+	c.panics["k"] = true
+	res, err := cc.Orderly(c.handle)(context.Background(), msg("k"))
+	var p *consumer.PanicError
+	if res != rmq.SuspendCurrentQueueAMoment || !errors.As(err, &p) {
+		t.Fatalf("got %v, %v; want a suspension with a PanicError", res, err)
+	}
+}
+
+// TestNewRejects checks that New refuses settings that cannot work.
+func TestNewRejects(t *testing.T) {
+	store := memdedupe.New(memdedupe.Config{})
+	tests := []struct {
+		name  string
+		store dedupe.Store
+		group string
+		opts  []consumer.Option
+		// want is part of the error.
+		want string
+		is   error
+	}{
+		{name: "NilStore", group: testGroup, want: "nil store"},
+		{name: "EmptyGroup", store: store, group: "", is: dedupe.ErrInvalidKey},
+		{name: "LongGroup", store: store, group: strings.Repeat("g", dedupe.MaxGroupLen+1), is: dedupe.ErrInvalidKey},
+		{name: "ControlInGroup", store: store, group: "g\x01", is: dedupe.ErrInvalidKey},
+		{name: "LongNamespace", store: store, group: testGroup,
+			opts: []consumer.Option{consumer.WithNamespace(strings.Repeat("n", dedupe.MaxNamespaceLen+1))}, is: dedupe.ErrInvalidKey},
+		{name: "MaxReconsumeZero", store: store, group: testGroup,
+			opts: []consumer.Option{consumer.WithMaxReconsumeTimes(0)}, want: "max reconsume times 0"},
+		{name: "MaxReconsumeUnlimited", store: store, group: testGroup,
+			opts: []consumer.Option{consumer.WithMaxReconsumeTimes(-1)}, want: "max reconsume times -1"},
+		{name: "NoDelayLevels", store: store, group: testGroup,
+			opts: []consumer.Option{consumer.WithDelayLevels()}, want: "no delay levels"},
+		{name: "UnsortedDelayLevels", store: store, group: testGroup,
+			opts: []consumer.Option{consumer.WithDelayLevels(time.Second, 10*time.Second, 5*time.Second)}, want: "delay level 3"},
+		{name: "ZeroDelayLevel", store: store, group: testGroup,
+			opts: []consumer.Option{consumer.WithDelayLevels(0, time.Second)}, want: "delay level 1"},
+		{name: "NegativeBusyWait", store: store, group: testGroup,
+			opts: []consumer.Option{consumer.WithBusyWait(-time.Second)}, want: "busy wait"},
+		{name: "BadGuard", store: store, group: testGroup,
+			opts: []consumer.Option{consumer.WithGuard(dedupe.GuardConfig{Lease: time.Second, ExtendEvery: 2 * time.Second})}, want: "extends every"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := consumer.New(tt.store, tt.group, tt.opts...)
+			if err == nil {
+				t.Fatalf("New = %v, nil; want an error", c)
+			}
+			if c != nil {
+				t.Errorf("New returned a Consumer with the error %v", err)
+			}
+			if tt.want != "" && !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q does not say %q", err, tt.want)
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("error %v is not %v", err, tt.is)
+			}
+			if !strings.HasPrefix(err.Error(), "consumer: ") {
+				t.Errorf("error %q lacks the package prefix", err)
+			}
+		})
+	}
+	// Equal delay levels are ascending, as the broker allows them.
+	if _, err := consumer.New(store, testGroup, consumer.WithDelayLevels(time.Second, time.Second, 2*time.Second)); err != nil {
+		t.Errorf("New with equal delay levels: %v", err)
+	}
+}
+
+func TestStatsAreTheGivenOnes(t *testing.T) {
+	stats := new(consumer.Stats)
+	c, _ := newConsumer(t, memdedupe.New(memdedupe.Config{}), consumer.WithStats(stats))
+	if c.Stats() != stats {
+		t.Fatal("Stats() is not the Stats given with WithStats")
+	}
+	c.Concurrently(newCounter().handle)(context.Background(), msg("k"))
+	if stats.Completed.Load() != 1 {
+		t.Fatalf("completed %d, want 1", stats.Completed.Load())
 	}
 }

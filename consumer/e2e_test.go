@@ -21,6 +21,7 @@ import (
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/producer"
 )
 
@@ -32,7 +33,7 @@ type ledger struct {
 }
 
 func (l *ledger) handle(ctx context.Context, m *primitive.MessageExt) error {
-	key := producer.Key(&m.Message)
+	key := msgkey.Of(m)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.failOnce[key] {
@@ -57,22 +58,26 @@ func (l *ledger) snapshot() map[string]int {
 	return out
 }
 
-// adapter turns a handler into the callback consumers in group subscribe
-// with, counting into stats.
-type adapter func(store dedupe.Store, group string, stats *consumer.Stats) (func(consumer.Handler) consumer.Callback, error)
+// adapter returns the Consumer of one push consumer in group, counting
+// into stats, and the function that turns a handler into the callback the
+// push consumer subscribes with.
+type adapter func(store dedupe.Store, group string, stats *consumer.Stats) (*consumer.Consumer, func(consumer.Handler) consumer.Callback, error)
+
+// concurrently is the adapter of a plain handler: Consumer.Concurrently.
+func concurrently(store dedupe.Store, group string, stats *consumer.Stats) (*consumer.Consumer, func(consumer.Handler) consumer.Callback, error) {
+	c, err := consumer.New(store, group, consumer.WithStats(stats))
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, c.Concurrently, nil
+}
 
 // TestEndToEndEachMessageAppliedOnce sends N distinct messages and re-sends
 // M of them to a real broker; two consumers in one group with a real Redis
 // store apply every message exactly once, including messages whose first
 // attempt failed.
 func TestEndToEndEachMessageAppliedOnce(t *testing.T) {
-	endToEnd(t, func(store dedupe.Store, group string, stats *consumer.Stats) (func(consumer.Handler) consumer.Callback, error) {
-		dd, err := consumer.Dedupe(store, group, consumer.WithStats(stats))
-		if err != nil {
-			return nil, err
-		}
-		return func(h consumer.Handler) consumer.Callback { return consumer.Concurrently(dd(h)) }, nil
-	})
+	endToEnd(t, concurrently)
 }
 
 // newRedisStore returns a store on the test Redis whose keys start with
@@ -138,7 +143,7 @@ func endToEnd(t *testing.T, adapt adapter, opts ...rmq.Option) (batched int64) {
 		}
 		if i%(n/failing) == 1 {
 			l.mu.Lock()
-			l.failOnce[producer.Key(msgs[i])] = true
+			l.failOnce[msgkey.Of(msgs[i])] = true
 			l.mu.Unlock()
 		}
 	}
@@ -146,7 +151,7 @@ func endToEnd(t *testing.T, adapt adapter, opts ...rmq.Option) (batched int64) {
 	// whole batches.
 	for _, m := range append(msgs, msgs[:resent]...) {
 		if _, err := p.SendSync(ctx, m); err != nil {
-			t.Fatalf("send %s: %v", producer.Key(m), err)
+			t.Fatalf("send %s: %v", msgkey.Of(m), err)
 		}
 	}
 
@@ -157,7 +162,7 @@ func endToEnd(t *testing.T, adapt adapter, opts ...rmq.Option) (batched int64) {
 	stats := make([]*consumer.Stats, 2)
 	for i := range stats {
 		stats[i] = new(consumer.Stats)
-		wrap, err := adapt(store, group, stats[i])
+		_, wrap, err := adapt(store, group, stats[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,17 +221,18 @@ func endToEnd(t *testing.T, adapt adapter, opts ...rmq.Option) (batched int64) {
 
 	got := l.snapshot()
 	for _, m := range msgs {
-		if k := producer.Key(m); got[k] != 1 {
+		if k := msgkey.Of(m); got[k] != 1 {
 			t.Errorf("key %s applied %d times, want 1", k, got[k])
 		}
 	}
 	if len(got) != n {
 		t.Errorf("applied %d distinct keys, want %d", len(got), n)
 	}
-	t.Logf("delivered=%d suppressed=%d failed=%d in-flight=%d in batches=%d per consumer: %d/%d",
+	t.Logf("delivered=%d suppressed=%d failed=%d busy=%d waited=%d in batches=%d per consumer: %d/%d",
 		total(func(s *consumer.Stats) int64 { return s.Delivered.Load() }), total(suppressed),
 		total(func(s *consumer.Stats) int64 { return s.Failed.Load() }),
-		total(func(s *consumer.Stats) int64 { return s.InFlight.Load() }), inBatches.Load(),
+		total(func(s *consumer.Stats) int64 { return s.Busy.Load() }),
+		total(func(s *consumer.Stats) int64 { return s.Waited.Load() }), inBatches.Load(),
 		stats[0].Completed.Load(), stats[1].Completed.Load())
 	if f := total(func(s *consumer.Stats) int64 { return s.Failed.Load() }); f != failing {
 		t.Errorf("failed %d times, want %d (one per failing key)", f, failing)

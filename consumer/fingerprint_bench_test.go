@@ -16,11 +16,11 @@ import (
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
-	"github.com/idemq/idemq/producer"
+	"github.com/idemq/idemq/msgkey"
 )
 
 // BenchmarkFingerprint measures what the default payload check costs on
-// the per-message path, Concurrently(Dedupe(h)) with a fresh message per
+// the per-message path, Consumer.Concurrently with a fresh message per
 // callback and a handler that does nothing: ns/op is that path's cost per
 // message, no-fingerprint-ns/op the same path's with WithoutFingerprint,
 // which the bench table shows as a peer row and a ratio. The two take turns
@@ -45,18 +45,18 @@ func BenchmarkFingerprint(b *testing.B) {
 				for i, opts := range [][]consumer.Option{nil, {consumer.WithoutFingerprint()}} {
 					opts = append(opts, consumer.WithGuard(benchGuard), consumer.WithLogger(slog.New(slog.DiscardHandler)))
 					// A group of their own makes every key fresh for both.
-					dd, err := consumer.Dedupe(st.new(), "bench-"+rand.Text(), opts...)
+					c, err := consumer.New(st.new(), "bench-"+rand.Text(), opts...)
 					if err != nil {
 						b.Fatal(err)
 					}
-					cbs[i] = consumer.Concurrently(dd(handle))
+					cbs[i] = c.Concurrently(handle)
 				}
 				m := &primitive.MessageExt{}
 				m.Topic, m.Body = "orders", make([]byte, size)
 				var spent [2]time.Duration
 				n := 0
 				for b.Loop() {
-					m.WithProperty(producer.KeyProperty, strconv.Itoa(n))
+					m.WithProperty(msgkey.Property, strconv.Itoa(n))
 					for k := range cbs {
 						i := (n + k) % len(cbs) // each goes first every other time
 						start := time.Now()

@@ -1,11 +1,9 @@
 package consumer_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -31,7 +29,7 @@ func withBody(key, body string) *primitive.MessageExt {
 // the hex SHA-256 of body as its fingerprint.
 func recordEarlier(t *testing.T, store dedupe.Store, key, body string) {
 	t.Helper()
-	ref := dedupe.Ref{Group: "group-a", Key: key}
+	ref := dedupe.Ref{Group: testGroup, Key: key}
 	sum := sha256.Sum256([]byte(body))
 	res, err := store.Claim(t.Context(), dedupe.ClaimRequest{Ref: ref, Lease: time.Hour, Fingerprint: hex.EncodeToString(sum[:])})
 	if err != nil || res.Status != dedupe.Acquired {
@@ -43,8 +41,8 @@ func recordEarlier(t *testing.T, store dedupe.Store, key, body string) {
 }
 
 // TestReusedKey delivers a key again with the same body or another one,
-// through every consumer path on memdedupe and on a real Redis: a reused
-// key is a conflict unless the check is turned off, a redelivery is
+// through both callbacks on memdedupe and on a real Redis: a reused key is
+// retried and reported unless the check is turned off, a redelivery is
 // suppressed, and so is a delivery of a key that an earlier version
 // recorded with its SHA-256 fingerprint, which the store does not compare
 // with the shorter one of today.
@@ -60,9 +58,13 @@ func TestReusedKey(t *testing.T) {
 		}},
 	}
 	paths := []struct {
-		name  string
-		setup func(*testing.T, dedupe.Store, ...consumer.Option) (*counter, consumer.Callback, *consumer.Stats, *bytes.Buffer)
-	}{{"Dedupe", setup}, {"DedupeBatch", setupBatch}}
+		name     string
+		callback func(*consumer.Consumer, consumer.Handler) consumer.Callback
+		retry    rmq.ConsumeResult // the answer for a reused key
+	}{
+		{"Concurrently", (*consumer.Consumer).Concurrently, rmq.ConsumeRetryLater},
+		{"Orderly", (*consumer.Consumer).Orderly, rmq.SuspendCurrentQueueAMoment},
+	}
 	tests := []struct {
 		name string
 		opts []consumer.Option
@@ -71,8 +73,8 @@ func TestReusedKey(t *testing.T) {
 		earlier string
 		// deliveries are delivered in turn, each as one batch.
 		deliveries [][]*primitive.MessageExt
-		// wantConflict: the last delivery is retried with ErrConflict;
-		// else it is acknowledged.
+		// wantConflict: the last delivery is retried as reused; else it is
+		// acknowledged.
 		wantConflict bool
 		wantApplied  int
 		wantSuppr    int64
@@ -101,7 +103,9 @@ func TestReusedKey(t *testing.T) {
 					if tt.earlier != "" {
 						recordEarlier(t, store, "k", tt.earlier)
 					}
-					c, cb, stats, logs := p.setup(t, store, tt.opts...)
+					cc, logs := newConsumer(t, store, tt.opts...)
+					c, stats := newCounter(), cc.Stats()
+					cb := p.callback(cc, c.handle)
 					var (
 						res rmq.ConsumeResult
 						err error
@@ -110,10 +114,10 @@ func TestReusedKey(t *testing.T) {
 						res, err = cb(context.Background(), d...)
 					}
 					if tt.wantConflict {
-						if res != rmq.ConsumeRetryLater || !errors.Is(err, dedupe.ErrConflict) {
-							t.Errorf("got %v, %v; want retry later with ErrConflict", res, err)
+						if res != p.retry || err == nil || !strings.Contains(err.Error(), "reused") {
+							t.Errorf("got %v, %v; want %v, reused", res, err, p.retry)
 						}
-						for _, want := range []string{"key reused", "group=group-a", "key=k", "WithoutFingerprint"} {
+						for _, want := range []string{"level=ERROR", "key reused", "group=group-a", "key=k", "WithoutFingerprint"} {
 							if !strings.Contains(logs.String(), want) {
 								t.Errorf("log %q does not say %q", logs, want)
 							}
@@ -125,14 +129,14 @@ func TestReusedKey(t *testing.T) {
 					if tt.wantConflict {
 						wantConflicts = 1
 					}
-					if got := stats.Conflicts.Load(); got != wantConflicts {
-						t.Errorf("Conflicts = %d, want %d", got, wantConflicts)
+					if got := stats.Reused.Load(); got != wantConflicts {
+						t.Errorf("Reused = %d, want %d", got, wantConflicts)
 					}
 					if got := stats.Suppressed.Load(); got != tt.wantSuppr {
 						t.Errorf("Suppressed = %d, want %d", got, tt.wantSuppr)
 					}
-					if c.applied["k"] != tt.wantApplied {
-						t.Errorf("applied %d times, want %d", c.applied["k"], tt.wantApplied)
+					if c.count("k") != tt.wantApplied {
+						t.Errorf("applied %d times, want %d", c.count("k"), tt.wantApplied)
 					}
 				})
 			}
@@ -140,9 +144,9 @@ func TestReusedKey(t *testing.T) {
 	}
 }
 
-// TestDedupeTxReusedKey checks that DedupeTx neither runs nor commits a
-// reused key's other body, unless the check is turned off.
-func TestDedupeTxReusedKey(t *testing.T) {
+// TestTxReusedKey checks that Consumer.Tx neither runs nor commits a reused
+// key's other body, unless the check is turned off.
+func TestTxReusedKey(t *testing.T) {
 	for _, d := range dialects {
 		for _, tt := range []struct {
 			name         string
@@ -159,14 +163,14 @@ func TestDedupeTxReusedKey(t *testing.T) {
 					t.Fatalf("first delivery: %v, %v", res, err)
 				}
 				res, err := cb(context.Background(), withBody("k", "B"))
-				if tt.wantConflict != errors.Is(err, dedupe.ErrConflict) || tt.wantConflict != (res == rmq.ConsumeRetryLater) {
-					t.Errorf("other body: %v, %v; want a conflict: %v", res, err, tt.wantConflict)
+				if tt.wantConflict != (stats.Reused.Load() == 1) || tt.wantConflict != (res == rmq.ConsumeRetryLater) {
+					t.Errorf("other body: %v, %v, reused %d; want reused: %v", res, err, stats.Reused.Load(), tt.wantConflict)
 				}
 				if got := e.applied("k"); len(got) != 1 {
 					t.Errorf("applied by %v, want once", got)
 				}
-				if n := stats.Conflicts.Load() + stats.Suppressed.Load(); n != 1 {
-					t.Errorf("Conflicts %d + Suppressed %d, want 1 in all", stats.Conflicts.Load(), stats.Suppressed.Load())
+				if n := stats.Reused.Load() + stats.Suppressed.Load(); n != 1 {
+					t.Errorf("Reused %d + Suppressed %d, want 1 in all", stats.Reused.Load(), stats.Suppressed.Load())
 				}
 				e.idle()
 			})

@@ -12,11 +12,11 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/internal/testenv"
-	"github.com/idemq/idemq/producer"
+	"github.com/idemq/idemq/msgkey"
 )
 
 // TestEndToEndTxEachRowCommittedOnce is TestEndToEndEachMessageAppliedOnce
-// with DedupeTx over MariaDB: the effect is a row written in the transaction
+// with Consumer.Tx over MariaDB: the effect is a row written in the transaction
 // that records the key, after which the ledger's handler fails some keys
 // once, rolling their row back. Each consumer opens its own pool and store,
 // as a process of its own would. The table must end with one row per
@@ -40,20 +40,20 @@ func TestEndToEndTxEachRowCommittedOnce(t *testing.T) {
 		mu   sync.Mutex
 		keys = map[string]bool{} // every key a handler saw
 	)
-	endToEnd(t, func(_ dedupe.Store, group string, stats *consumer.Stats) (func(consumer.Handler) consumer.Callback, error) {
+	endToEnd(t, func(_ dedupe.Store, group string, stats *consumer.Stats) (*consumer.Consumer, func(consumer.Handler) consumer.Callback, error) {
 		db := openMySQL(t, dsn)
 		store, err := sqldedupe.New(db, sqldedupe.MySQL, sqldedupe.Config{})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		t.Cleanup(func() { store.Close() })
-		ddtx, err := consumer.DedupeTx(db, store, group, consumer.WithStats(stats))
+		c, err := consumer.New(store, group, consumer.WithStats(stats))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return func(h consumer.Handler) consumer.Callback {
-			return consumer.Concurrently(ddtx(func(ctx context.Context, tx *sql.Tx, m *primitive.MessageExt) error {
-				k := producer.Key(&m.Message)
+		return c, func(h consumer.Handler) consumer.Callback {
+			pay, err := c.Tx(db, func(ctx context.Context, tx *sql.Tx, m *primitive.MessageExt) error {
+				k := msgkey.Of(m)
 				mu.Lock()
 				keys[k] = true
 				mu.Unlock()
@@ -61,7 +61,11 @@ func TestEndToEndTxEachRowCommittedOnce(t *testing.T) {
 					return err
 				}
 				return h(ctx, m)
-			}))
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c.Concurrently(pay)
 		}, nil
 	})
 

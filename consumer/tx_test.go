@@ -25,9 +25,10 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dedupe/memdedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/internal/testenv"
-	"github.com/idemq/idemq/producer"
+	"github.com/idemq/idemq/msgkey"
 )
 
 // dialect is a real database of one SQL dialect.
@@ -109,7 +110,7 @@ func (e *txEnv) q(query string) string {
 
 // apply is the business effect: a row naming the consumer that applied msg.
 func (e *txEnv) apply(ctx context.Context, tx *sql.Tx, msg *primitive.MessageExt, by string) error {
-	_, err := tx.ExecContext(ctx, e.q("INSERT INTO applied (k, by_consumer) VALUES (?, ?)"), producer.Key(&msg.Message), by)
+	_, err := tx.ExecContext(ctx, e.q("INSERT INTO applied (k, by_consumer) VALUES (?, ?)"), msgkey.Of(msg), by)
 	return err
 }
 
@@ -166,16 +167,25 @@ func (e *txEnv) status(key string) dedupe.Status {
 	return res.Status
 }
 
-// consumer returns a callback that runs h through DedupeTx over store.
-func (e *txEnv) consumer(store consumer.TxStore, h consumer.TxHandler, opts ...consumer.Option) (consumer.Callback, *consumer.Stats) {
+// txStore is a store that records keys in a transaction.
+type txStore interface {
+	dedupe.Store
+	dedupe.TxCompleter
+}
+
+// consumer returns a callback that runs h through Consumer.Tx over store.
+func (e *txEnv) consumer(store txStore, h consumer.TxHandler, opts ...consumer.Option) (consumer.Callback, *consumer.Stats) {
 	e.t.Helper()
-	stats := new(consumer.Stats)
-	opts = append([]consumer.Option{consumer.WithStats(stats), consumer.WithLogger(slog.New(slog.DiscardHandler))}, opts...)
-	ddtx, err := consumer.DedupeTx(e.db, store, txGroup, opts...)
+	opts = append([]consumer.Option{consumer.WithLogger(slog.New(slog.DiscardHandler))}, opts...)
+	c, err := consumer.New(store, txGroup, opts...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return consumer.Concurrently(ddtx(h)), stats
+	th, err := c.Tx(e.db, h)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c.Concurrently(th), c.Stats()
 }
 
 // applier is a TxHandler that applies every message as by.
@@ -188,21 +198,21 @@ func (e *txEnv) applier(by string) consumer.TxHandler {
 // spyStore counts the Guard's own Complete calls and can answer Extend in
 // its stead.
 type spyStore struct {
-	consumer.TxStore
+	txStore
 	extend    func(context.Context, dedupe.Ticket, time.Duration) error
 	completes atomic.Int32
 }
 
 func (s *spyStore) Complete(ctx context.Context, t dedupe.Ticket, retention time.Duration) error {
 	s.completes.Add(1)
-	return s.TxStore.Complete(ctx, t, retention)
+	return s.txStore.Complete(ctx, t, retention)
 }
 
 func (s *spyStore) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
 	if s.extend != nil {
 		return s.extend(ctx, t, lease)
 	}
-	return s.TxStore.Extend(ctx, t, lease)
+	return s.txStore.Extend(ctx, t, lease)
 }
 
 // extendNever answers success without extending, as if this consumer had
@@ -215,11 +225,11 @@ func extendLost(context.Context, dedupe.Ticket, time.Duration) error { return de
 
 var errDeclined = errors.New("card declined")
 
-// TestDedupeTx delivers a message whose first run goes wrong in one way or
+// TestTx delivers a message whose first run goes wrong in one way or
 // another, then delivers it twice more. The business row and the done
 // record must commit together or not at all, and the row must end up
 // committed exactly once.
-func TestDedupeTx(t *testing.T) {
+func TestTx(t *testing.T) {
 	short := dedupe.GuardConfig{Lease: 500 * time.Millisecond, ExtendEvery: 50 * time.Millisecond}
 	tests := []struct {
 		name   string
@@ -278,24 +288,20 @@ func TestDedupeTx(t *testing.T) {
 		wantErr:   errCommitAnswerLost.Error(),
 		wantFirst: []string{"A"}, wantFinal: []string{"A"},
 	}, {
-		// A's lease runs out while it still runs; B takes the key over and
-		// applies it; A's record then fails and its write rolls back.
+		// A's lease runs out while it still runs; B, which waits in
+		// process for the key, takes it over and applies it; A's record
+		// then fails and its write rolls back.
 		name:   "LeaseLostBeforeRecord",
 		guard:  short,
 		extend: extendNever,
 		first: func(e *txEnv, ctx context.Context, tx *sql.Tx, m *primitive.MessageExt) error {
-			b, _ := e.consumer(e.store, e.applier("B"))
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				// B's context is its own, not A's, which holds A's claim.
-				res, err := b(e.t.Context(), m)
-				if res == rmq.ConsumeSuccess {
-					break
-				}
-				if !errors.Is(err, dedupe.ErrInFlight) || time.Now().After(deadline) {
-					return fmt.Errorf("consumer B: %w", err)
-				}
-				time.Sleep(50 * time.Millisecond)
+			b, bstats := e.consumer(e.store, e.applier("B"))
+			// B's context is its own, not A's, which holds A's claim.
+			if res, err := b(e.t.Context(), m); res != rmq.ConsumeSuccess {
+				return fmt.Errorf("consumer B: %v, %w", res, err)
+			}
+			if bstats.Waited.Load() == 0 || bstats.Completed.Load() != 1 {
+				return fmt.Errorf("consumer B waited %d times, completed %d; want a wait and a completion", bstats.Waited.Load(), bstats.Completed.Load())
 			}
 			return e.apply(ctx, tx, m, "A")
 		},
@@ -322,7 +328,7 @@ func TestDedupeTx(t *testing.T) {
 			t.Run(d.name+"/"+tt.name, func(t *testing.T) {
 				t.Parallel()
 				e := newTxEnv(t, d)
-				spy := &spyStore{TxStore: e.store, extend: tt.extend}
+				spy := &spyStore{txStore: e.store, extend: tt.extend}
 				calls := 0
 				a, stats := e.consumer(spy, func(ctx context.Context, tx *sql.Tx, m *primitive.MessageExt) error {
 					calls++
@@ -382,9 +388,9 @@ func TestDedupeTx(t *testing.T) {
 	}
 }
 
-// TestDedupeTxStoreDown checks that a failed claim runs nothing by default,
+// TestTxStoreDown checks that a failed claim runs nothing by default,
 // and with FailOpen commits the handler's writes without a record.
-func TestDedupeTxStoreDown(t *testing.T) {
+func TestTxStoreDown(t *testing.T) {
 	tests := []struct {
 		name     string
 		failOpen bool
@@ -403,7 +409,7 @@ func TestDedupeTxStoreDown(t *testing.T) {
 			t.Run(d.name+"/"+tt.name, func(t *testing.T) {
 				t.Parallel()
 				e := newTxEnv(t, d)
-				down := &downStore{TxStore: e.store}
+				down := &downStore{txStore: e.store}
 				a, stats := e.consumer(down, tt.h(e), consumer.WithGuard(dedupe.GuardConfig{FailOpen: tt.failOpen}))
 				res, err := a(t.Context(), msg("order-1"))
 				if res != tt.wantRes {
@@ -436,14 +442,14 @@ func declined(e *txEnv) consumer.TxHandler {
 	}
 }
 
-// downStore is a TxStore whose claims fail as if it were unreachable.
-type downStore struct{ consumer.TxStore }
+// downStore is a txStore whose claims fail as if it were unreachable.
+type downStore struct{ txStore }
 
 func (downStore) Claim(context.Context, dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
 	return dedupe.ClaimResult{}, errors.New("store unreachable")
 }
 
-func TestDedupeTxRejects(t *testing.T) {
+func TestTxRejects(t *testing.T) {
 	db, err := sql.Open("sqlite", ":memory:")
 	if err != nil {
 		t.Fatal(err)
@@ -454,19 +460,37 @@ func TestDedupeTxRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	if _, err := consumer.DedupeTx(nil, store, txGroup); err == nil {
-		t.Error("DedupeTx with a nil *sql.DB succeeded")
+	noop := func(context.Context, *sql.Tx, *primitive.MessageExt) error { return nil }
+	c, err := consumer.New(store, txGroup)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := consumer.DedupeTx(db, store, ""); !errors.Is(err, dedupe.ErrInvalidKey) {
-		t.Errorf("DedupeTx with an empty group = %v, want ErrInvalidKey", err)
+	if h, err := c.Tx(nil, noop); err == nil || h != nil {
+		t.Errorf("Tx with a nil *sql.DB = %v; want an error", err)
+	}
+	if h, err := c.Tx(db, nil); err == nil || h != nil {
+		t.Errorf("Tx with a nil handler = %v; want an error", err)
+	}
+	if _, err := consumer.New(store, ""); !errors.Is(err, dedupe.ErrInvalidKey) {
+		t.Errorf("New with an empty group = %v, want ErrInvalidKey", err)
+	}
+	// A store that cannot record keys in a transaction fails at
+	// construction, not at the first message.
+	mem, err := consumer.New(memdedupe.New(memdedupe.Config{}), txGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := mem.Tx(db, noop)
+	if err == nil || h != nil || !strings.Contains(err.Error(), "*memdedupe.Store") || !strings.Contains(err.Error(), "cannot record keys in a transaction") {
+		t.Errorf("Tx over memdedupe = %v; want an error naming the store and why", err)
 	}
 }
 
-// A payment is written in the transaction DedupeTx hands the handler, with
-// the record that its message is done. The first attempt fails after its
-// write, which rolls back; the retry pays; the duplicate is acknowledged
-// without paying again.
-func ExampleDedupeTx() {
+// A payment is written in the transaction Tx hands the handler, with the
+// record that its message is done. The first attempt fails after its write,
+// which rolls back; the retry pays; the duplicate is acknowledged without
+// paying again.
+func ExampleConsumer_Tx() {
 	ctx := context.Background()
 	// A real program opens a file; see package sqldedupe. One connection
 	// keeps ":memory:" one database.
@@ -488,14 +512,14 @@ func ExampleDedupeTx() {
 		log.Fatal(err)
 	}
 
-	ddtx, err := consumer.DedupeTx(db, store, "billing")
+	c, err := consumer.New(store, "billing")
 	if err != nil {
 		log.Fatal(err)
 	}
 	attempts := 0
 	pay := func(ctx context.Context, tx *sql.Tx, msg *primitive.MessageExt) error {
 		attempts++
-		order := producer.Key(&msg.Message)
+		order := msgkey.Of(msg)
 		fmt.Printf("paying %s, attempt %d\n", order, attempts)
 		if _, err := tx.ExecContext(ctx, "INSERT INTO payments VALUES (?, ?)", order, 1999); err != nil {
 			return err
@@ -505,10 +529,14 @@ func ExampleDedupeTx() {
 		}
 		return nil
 	}
-	handle := consumer.Concurrently(ddtx(pay))
+	h, err := c.Tx(db, pay)
+	if err != nil {
+		log.Fatal(err)
+	}
+	handle := c.Concurrently(h)
 
-	delivery := &primitive.MessageExt{}
-	delivery.WithProperty(producer.KeyProperty, "order-42")
+	delivery := &primitive.MessageExt{MsgId: "7F0000010001"}
+	delivery.WithProperty(msgkey.Property, "order-42")
 	for range 3 {
 		if res, err := handle(ctx, delivery); res == rmq.ConsumeSuccess {
 			fmt.Println("acknowledged")
@@ -523,7 +551,7 @@ func ExampleDedupeTx() {
 	fmt.Println("payments:", n)
 	// Output:
 	// paying order-42, attempt 1
-	// retry later: fraud check timed out
+	// retry later: message 7F0000010001: failed: fraud check timed out
 	// paying order-42, attempt 2
 	// acknowledged
 	// acknowledged
