@@ -1,0 +1,1494 @@
+package dedupe_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dedupe/dedupetest"
+	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/msgkey"
+)
+
+// Store calls by phase, single and batch alike, and by kind.
+const (
+	opsClaim    = dedupetest.OpClaim | dedupetest.OpClaimBatch
+	opsComplete = dedupetest.OpComplete | dedupetest.OpCompleteBatch
+	opsRelease  = dedupetest.OpRelease | dedupetest.OpReleaseBatch
+	opsSingle   = dedupetest.OpClaim | dedupetest.OpComplete | dedupetest.OpRelease
+	opsBatch    = dedupetest.OpClaimBatch | dedupetest.OpCompleteBatch | dedupetest.OpReleaseBatch
+)
+
+// sizes are the batch sizes that the tests of behaviour shared by single
+// messages and batches run: one message, which costs single store calls, and
+// a batch, which costs batch calls.
+var sizes = []int{1, 3}
+
+func refOf(key string) dedupe.Ref { return dedupe.Ref{Namespace: "test", Group: "g", Key: key} }
+
+// keysOf returns n keys: k0, k1, ...
+func keysOf(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprint("k", i)
+	}
+	return keys
+}
+
+// itemsOf returns an item per key, each with fingerprint fp.
+func itemsOf(fp string, keys ...string) []dedupe.Item {
+	items := make([]dedupe.Item, len(keys))
+	for i, k := range keys {
+		items[i] = dedupe.Item{Ref: refOf(k), Fingerprint: fp}
+	}
+	return items
+}
+
+// statusOf claims r in s for a moment and returns the answer, releasing what
+// it acquired.
+func statusOf(t *testing.T, s dedupe.Store, r dedupe.Ref) dedupe.Status {
+	t.Helper()
+	res, err := s.Claim(context.Background(), dedupe.ClaimRequest{Ref: r, Lease: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status == dedupe.Acquired {
+		if err := s.Release(context.Background(), dedupe.Ticket{Ref: r, Token: res.Token}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return res.Status
+}
+
+// holdKey claims r in s for lease as another consumer would.
+func holdKey(t *testing.T, s dedupe.Store, r dedupe.Ref, fp string, lease time.Duration) dedupe.Ticket {
+	t.Helper()
+	res, err := s.Claim(context.Background(), dedupe.ClaimRequest{Ref: r, Lease: lease, Fingerprint: fp})
+	if err != nil || res.Status != dedupe.Acquired {
+		t.Fatalf("Claim(%s) = %v, %v; want acquired", r, res.Status, err)
+	}
+	return dedupe.Ticket{Ref: r, Token: res.Token}
+}
+
+// stepClock is a store's clock that moves only when told to, so that a
+// lease or a retention ends exactly when a test says.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newStepClock() *stepClock {
+	return &stepClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *stepClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// guardEnv is a memory store on a step clock, which a Guard sees through a
+// fault store.
+type guardEnv struct {
+	clock *stepClock
+	mem   *memdedupe.Store
+	fs    *dedupetest.FaultStore
+}
+
+func newGuardEnv() *guardEnv {
+	clock := newStepClock()
+	mem := memdedupe.New(memdedupe.Config{Now: clock.Now})
+	return &guardEnv{clock: clock, mem: mem, fs: dedupetest.NewFaultStore(mem)}
+}
+
+// checkResult reports got unless it has outcome want and an Err matching
+// every one of wantErr (none: a nil Err).
+func checkResult(t *testing.T, what string, got dedupe.Result, want dedupe.Outcome, wantErr ...error) {
+	t.Helper()
+	if got.Outcome != want || (len(wantErr) == 0) != (got.Err == nil) {
+		t.Errorf("%s: %v, %v; want %v, %v", what, got.Outcome, got.Err, want, wantErr)
+		return
+	}
+	for _, w := range wantErr {
+		if !errors.Is(got.Err, w) {
+			t.Errorf("%s: %v, %v; want an error matching %v", what, got.Outcome, got.Err, w)
+		}
+	}
+}
+
+// errSentinels is a handler's error that wraps every sentinel of the store
+// contract: the handler failed, whatever its error wraps.
+var errSentinels = fmt.Errorf("handler: %w", errors.Join(errHandler,
+	dedupe.ErrLeaseLost, dedupe.ErrInFlight, dedupe.ErrConflict, dedupe.ErrInvalidKey))
+
+// TestGuardDo runs n messages in one situation, alone and as a batch: each
+// gets the situation's outcome, the handler runs or not, the key is left as
+// it should be, and the store sees one round trip per phase: single calls
+// for one message, batch calls for more.
+func TestGuardDo(t *testing.T) {
+	// held is how long another consumer holds a key, or how long a done key
+	// is kept, in setups.
+	const held = time.Hour
+	type env = guardEnv
+	hold := func(fp string) func(*testing.T, *env, dedupe.Ref, int) {
+		return func(t *testing.T, e *env, r dedupe.Ref, i int) {
+			// Each key for another time, so that each Wait is told apart.
+			holdKey(t, e.mem, r, fp, time.Duration(i+1)*held)
+		}
+	}
+	done := func(fp string) func(*testing.T, *env, dedupe.Ref, int) {
+		return func(t *testing.T, e *env, r dedupe.Ref, _ int) { completeVia(t, e.mem, r, fp, held) }
+	}
+	// endLease runs the store's clock past the guard's lease (30s by
+	// default) without the keeper noticing: its ticks are 10s apart.
+	endLease := func(t *testing.T, e *env, r dedupe.Ref) { e.clock.Advance(time.Minute) }
+	takeOver := func(t *testing.T, e *env, r dedupe.Ref) {
+		endLease(t, e, r)
+		holdKey(t, e.mem, r, "", held)
+	}
+	storeDown := func(t *testing.T, e *env, _ dedupe.Ref) { e.fs.Inject(dedupetest.Fault{}) }
+	tests := []struct {
+		name string
+		cfg  dedupe.GuardConfig
+		// key names item i; nil: k0, k1, ...
+		key func(i int) string
+		fp  string
+		// setup prepares the record of item i before Do; fault is
+		// injected after it.
+		setup func(t *testing.T, e *env, r dedupe.Ref, i int)
+		fault *dedupetest.Fault
+		// during runs in each handler before it returns handler.
+		during  func(t *testing.T, e *env, r dedupe.Ref)
+		handler error
+
+		want    dedupe.Outcome
+		wantErr []error // each matches Result.Err; none: Err is nil
+		notErr  []error // none matches Result.Err
+		// wantWait is the Wait of item i; nil: zero.
+		wantWait func(i int) time.Duration
+		wantRan  bool
+		// wantAfter is the key's state after Do; zero skips the check.
+		wantAfter dedupe.Status
+		// trips counts claim, complete and release round trips.
+		trips [3]int
+	}{{
+		name: "Success",
+		want: dedupe.Completed, wantRan: true, wantAfter: dedupe.Done, trips: [3]int{1, 1, 0},
+	}, {
+		name:    "HandlerError",
+		handler: errHandler,
+		want:    dedupe.Failed, wantErr: []error{errHandler}, wantRan: true,
+		wantAfter: dedupe.Acquired, // released: the redelivery runs at once
+		trips:     [3]int{1, 0, 1},
+	}, {
+		// Whatever sentinel a handler's error wraps, it failed.
+		name:    "HandlerErrorWrapsSentinels",
+		handler: errSentinels,
+		want:    dedupe.Failed, wantErr: []error{errSentinels}, wantRan: true,
+		wantAfter: dedupe.Acquired, trips: [3]int{1, 0, 1},
+	}, {
+		name:  "Done",
+		setup: done(""),
+		want:  dedupe.Suppressed, wantAfter: dedupe.Done, trips: [3]int{1, 0, 0},
+	}, {
+		name:  "DoneSameFingerprint",
+		setup: done("ffff"), fp: "ffff",
+		want: dedupe.Suppressed, wantAfter: dedupe.Done, trips: [3]int{1, 0, 0},
+	}, {
+		// Fingerprints of different kinds (lengths) are not compared.
+		name:  "DoneOtherFingerprintKind",
+		setup: done("ffff"), fp: "gg",
+		want: dedupe.Suppressed, wantAfter: dedupe.Done, trips: [3]int{1, 0, 0},
+	}, {
+		name:     "InFlight",
+		setup:    hold(""),
+		want:     dedupe.Busy,
+		wantWait: func(i int) time.Duration { return time.Duration(i+1) * held },
+		// The holder's claim is untouched.
+		wantAfter: dedupe.InFlight, trips: [3]int{1, 0, 0},
+	}, {
+		name:  "ReusedInFlight",
+		setup: hold("aaaa"), fp: "bbbb",
+		want: dedupe.Reused, wantAfter: dedupe.InFlight, trips: [3]int{1, 0, 0},
+	}, {
+		name:  "ReusedDone",
+		setup: done("aaaa"), fp: "bbbb",
+		want: dedupe.Reused, wantAfter: dedupe.Done, trips: [3]int{1, 0, 0},
+	}, {
+		// Invalid keys never run, and never reach the store, even when the
+		// store is down and the guard fails open.
+		name:  "InvalidKey",
+		key:   func(i int) string { return fmt.Sprint("bad\n", i) },
+		cfg:   dedupe.GuardConfig{FailOpen: true},
+		fault: &dedupetest.Fault{},
+		want:  dedupe.InvalidKey, wantErr: []error{dedupe.ErrInvalidKey},
+	}, {
+		name: "EmptyKey",
+		key:  func(int) string { return "" },
+		want: dedupe.InvalidKey, wantErr: []error{dedupe.ErrInvalidKey},
+	}, {
+		name: "KeyTooLong",
+		key:  func(i int) string { return fmt.Sprint(i, strings.Repeat("k", msgkey.MaxLen)) },
+		want: dedupe.InvalidKey, wantErr: []error{dedupe.ErrInvalidKey},
+	}, {
+		name: "BadFingerprint",
+		fp:   "ff\x00ff",
+		want: dedupe.InvalidKey, wantErr: []error{dedupe.ErrInvalidKey},
+	}, {
+		name:  "StoreDownFailClosed",
+		fault: &dedupetest.Fault{},
+		want:  dedupe.StoreDown, wantErr: []error{dedupetest.ErrInjected},
+		wantAfter: dedupe.Acquired, trips: [3]int{1, 0, 0},
+	}, {
+		name:  "StoreDownFailOpen",
+		cfg:   dedupe.GuardConfig{FailOpen: true},
+		fault: &dedupetest.Fault{},
+		want:  dedupe.Unguarded, wantErr: []error{dedupetest.ErrInjected}, wantRan: true,
+		wantAfter: dedupe.Acquired, trips: [3]int{1, 0, 0},
+	}, {
+		name:    "StoreDownFailOpenHandlerError",
+		cfg:     dedupe.GuardConfig{FailOpen: true},
+		fault:   &dedupetest.Fault{},
+		handler: errHandler,
+		want:    dedupe.Failed, wantErr: []error{errHandler}, notErr: []error{dedupetest.ErrInjected}, wantRan: true,
+		wantAfter: dedupe.Acquired, trips: [3]int{1, 0, 0},
+	}, {
+		// Fail-open runs the handler unguarded: its error, whatever it
+		// wraps, is a failure too.
+		name:    "StoreDownFailOpenHandlerErrorWrapsSentinels",
+		cfg:     dedupe.GuardConfig{FailOpen: true},
+		fault:   &dedupetest.Fault{},
+		handler: errSentinels,
+		want:    dedupe.Failed, wantErr: []error{errSentinels}, wantRan: true,
+		wantAfter: dedupe.Acquired, trips: [3]int{1, 0, 0},
+	}, {
+		// The claim reached the store, but its answer was lost: the key is
+		// held until its lease ends.
+		name:  "ClaimAnswerLostFailClosed",
+		fault: &dedupetest.Fault{Ops: opsClaim, After: true},
+		want:  dedupe.StoreDown, wantErr: []error{dedupetest.ErrInjected},
+		wantAfter: dedupe.InFlight, trips: [3]int{1, 0, 0},
+	}, {
+		name:  "ClaimAnswerLostFailOpen",
+		cfg:   dedupe.GuardConfig{FailOpen: true},
+		fault: &dedupetest.Fault{Ops: opsClaim, After: true},
+		want:  dedupe.Unguarded, wantErr: []error{dedupetest.ErrInjected}, wantRan: true,
+		wantAfter: dedupe.InFlight, trips: [3]int{1, 0, 0},
+	}, {
+		// Complete fails twice (the call and its one retry).
+		name:  "CompleteFails",
+		fault: &dedupetest.Fault{Ops: opsComplete},
+		want:  dedupe.Unrecorded, wantErr: []error{dedupetest.ErrInjected}, wantRan: true,
+		wantAfter: dedupe.InFlight, // until the lease ends
+		trips:     [3]int{1, 2, 0},
+	}, {
+		name:  "CompleteFailsOnceThenRetried",
+		fault: &dedupetest.Fault{Ops: opsComplete, Nth: 1},
+		want:  dedupe.Completed, wantRan: true, wantAfter: dedupe.Done, trips: [3]int{1, 2, 0},
+	}, {
+		// Complete is applied but its answer lost; the retry, with the
+		// same token, succeeds.
+		name:  "CompleteAnswerLostOnceThenRetried",
+		fault: &dedupetest.Fault{Ops: opsComplete, Nth: 1, After: true},
+		want:  dedupe.Completed, wantRan: true, wantAfter: dedupe.Done, trips: [3]int{1, 2, 0},
+	}, {
+		// Every answer is lost: the guard cannot know what the store
+		// knows.
+		name:  "CompleteAnswerLost",
+		fault: &dedupetest.Fault{Ops: opsComplete, After: true},
+		want:  dedupe.Unrecorded, wantErr: []error{dedupetest.ErrInjected}, wantRan: true,
+		wantAfter: dedupe.Done, trips: [3]int{1, 2, 0},
+	}, {
+		// FailOpen is about claims: a store lost after the claim does the
+		// same either way.
+		name:   "StoreDownWhileRunning",
+		during: storeDown,
+		want:   dedupe.Unrecorded, wantErr: []error{dedupetest.ErrInjected}, wantRan: true,
+		wantAfter: dedupe.InFlight, trips: [3]int{1, 2, 0},
+	}, {
+		name:   "StoreDownWhileRunningFailOpen",
+		cfg:    dedupe.GuardConfig{FailOpen: true},
+		during: storeDown,
+		want:   dedupe.Unrecorded, wantErr: []error{dedupetest.ErrInjected}, wantRan: true,
+		wantAfter: dedupe.InFlight, trips: [3]int{1, 2, 0},
+	}, {
+		// A failed release is not retried: the lease ends by itself.
+		name:    "StoreDownWhileRunningHandlerError",
+		during:  storeDown,
+		handler: errHandler,
+		want:    dedupe.Failed, wantErr: []error{errHandler}, notErr: []error{dedupetest.ErrInjected}, wantRan: true,
+		wantAfter: dedupe.InFlight, trips: [3]int{1, 0, 1},
+	}, {
+		name:    "ReleaseFails",
+		fault:   &dedupetest.Fault{Ops: opsRelease},
+		handler: errHandler,
+		want:    dedupe.Failed, wantErr: []error{errHandler}, notErr: []error{dedupetest.ErrInjected}, wantRan: true,
+		wantAfter: dedupe.InFlight, trips: [3]int{1, 0, 1},
+	}, {
+		// The lease ended by the store's clock while the handler ran, and
+		// nobody took the key: the effect may still have doubled. Complete
+		// is not retried.
+		name:   "LeaseEnded",
+		during: endLease,
+		want:   dedupe.LeaseLost, wantErr: []error{dedupe.ErrLeaseLost}, wantRan: true,
+		wantAfter: dedupe.Acquired, trips: [3]int{1, 1, 0},
+	}, {
+		name:   "TakenOver",
+		during: takeOver,
+		want:   dedupe.LeaseLost, wantErr: []error{dedupe.ErrLeaseLost}, wantRan: true,
+		// The new owner's claim is untouched.
+		wantAfter: dedupe.InFlight, trips: [3]int{1, 1, 0},
+	}, {
+		name:    "TakenOverHandlerError",
+		during:  takeOver,
+		handler: errHandler,
+		want:    dedupe.Failed, wantErr: []error{errHandler}, wantRan: true,
+		wantAfter: dedupe.InFlight, trips: [3]int{1, 0, 1},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, n := range sizes {
+				t.Run(fmt.Sprint("Size", n), func(t *testing.T) {
+					e := newGuardEnv()
+					items := make([]dedupe.Item, n)
+					for i := range items {
+						key := fmt.Sprint("k", i)
+						if tt.key != nil {
+							key = tt.key(i)
+						}
+						items[i] = dedupe.Item{Ref: refOf(key), Fingerprint: tt.fp}
+						if tt.setup != nil {
+							tt.setup(t, e, items[i].Ref, i)
+						}
+					}
+					if tt.fault != nil {
+						e.fs.Inject(*tt.fault)
+					}
+					ran := make([]int, n)
+					res := newGuard(t, e.fs, tt.cfg).Do(t.Context(), items, func(_ context.Context, i int) error {
+						ran[i]++
+						if tt.during != nil {
+							tt.during(t, e, items[i].Ref)
+						}
+						return tt.handler
+					})
+					if len(res) != n {
+						t.Fatalf("Do answered %d results for %d items", len(res), n)
+					}
+					for i, r := range res {
+						what := fmt.Sprint("item ", i)
+						checkResult(t, what, r, tt.want, tt.wantErr...)
+						for _, ne := range tt.notErr {
+							if errors.Is(r.Err, ne) {
+								t.Errorf("%s: error %v matches %v", what, r.Err, ne)
+							}
+						}
+						var wantWait time.Duration
+						if tt.wantWait != nil {
+							wantWait = tt.wantWait(i)
+						}
+						if r.Wait != wantWait {
+							t.Errorf("%s: Wait %v, want %v", what, r.Wait, wantWait)
+						}
+						if (ran[i] == 1) != tt.wantRan || ran[i] > 1 {
+							t.Errorf("%s: handler ran %d times, want ran %v", what, ran[i], tt.wantRan)
+						}
+					}
+					trips := [3]int{e.fs.Calls(opsClaim), e.fs.Calls(opsComplete), e.fs.Calls(opsRelease)}
+					if trips != tt.trips {
+						t.Errorf("claim, complete, release round trips: %v, want %v", trips, tt.trips)
+					}
+					other := opsBatch
+					if n > 1 {
+						other = opsSingle
+					}
+					if c := e.fs.Calls(other | dedupetest.OpExtend); c != 0 {
+						t.Errorf("%d calls of %v, want none", c, other|dedupetest.OpExtend)
+					}
+					if tt.wantAfter != 0 {
+						for i, it := range items {
+							if got := statusOf(t, e.mem, it.Ref); got != tt.wantAfter {
+								t.Errorf("item %d: after Do, Claim = %v, want %v", i, got, tt.wantAfter)
+							}
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestGuardMixedBatch runs one batch that holds every kind of item: each
+// gets its own answer, the handler runs for the acquired ones in order, and
+// the store sees one round trip per phase.
+func TestGuardMixedBatch(t *testing.T) {
+	const held = time.Hour
+	hold := func(fp string) func(*testing.T, dedupe.Store, dedupe.Ref) {
+		return func(t *testing.T, s dedupe.Store, r dedupe.Ref) { holdKey(t, s, r, fp, held) }
+	}
+	done := func(t *testing.T, s dedupe.Store, r dedupe.Ref) { completeVia(t, s, r, "", held) }
+	type item struct {
+		key, fp string
+		// setup prepares the key's record before the batch.
+		setup    func(t *testing.T, s dedupe.Store, r dedupe.Ref)
+		handler  error
+		want     dedupe.Outcome
+		wantErr  error // nil: whatever Err (checked by the other fields)
+		wantWait time.Duration
+		// wantAfter is the key's state after the batch; zero skips the
+		// check.
+		wantAfter dedupe.Status
+	}
+	items := []item{
+		0: {key: "fresh", fp: "ffff", want: dedupe.Completed, wantAfter: dedupe.Done},
+		1: {key: "done", setup: done, want: dedupe.Suppressed, wantAfter: dedupe.Done},
+		2: {key: "busy", setup: hold(""), want: dedupe.Busy, wantWait: held, wantAfter: dedupe.InFlight},
+		3: {key: "fail", handler: errHandler, want: dedupe.Failed, wantErr: errHandler, wantAfter: dedupe.Acquired},
+		4: {key: "bad\n", want: dedupe.InvalidKey, wantErr: dedupe.ErrInvalidKey},
+		5: {key: "reused", fp: "bbbb", setup: hold("aaaa"), want: dedupe.Reused, wantAfter: dedupe.InFlight},
+		// Repeats (same key, same fingerprint) are not claimed: once the
+		// first succeeded they are duplicates; when it failed its key is
+		// free again, but for a redelivery: busy, with no time to wait;
+		// otherwise they answer as the first.
+		6: {key: "fresh", fp: "ffff", want: dedupe.Suppressed},
+		7: {key: "fail", want: dedupe.Busy},
+		8: {key: "busy", want: dedupe.Busy, wantWait: held},
+		9: {key: "reused", fp: "bbbb", want: dedupe.Reused},
+		// A repeat with another fingerprint of the same kind is claimed as
+		// a message of its own: the store answers that it conflicts with
+		// the first's claim.
+		10: {key: "fresh", fp: "gggg", want: dedupe.Reused},
+		// One with no fingerprint is not compared: it finds the first's
+		// claim in flight, for the guard's lease (30s by default; the
+		// store's clock stands still).
+		11: {key: "fresh", want: dedupe.Busy, wantWait: 30 * time.Second},
+		12: {key: "late", want: dedupe.Completed, wantAfter: dedupe.Done},
+		13: {key: "bad\n", want: dedupe.InvalidKey, wantErr: dedupe.ErrInvalidKey},
+	}
+	e := newGuardEnv()
+	batch := make([]dedupe.Item, len(items))
+	for i, it := range items {
+		batch[i] = dedupe.Item{Ref: refOf(it.key), Fingerprint: it.fp}
+		if it.setup != nil {
+			it.setup(t, e.mem, batch[i].Ref)
+		}
+	}
+	var ran []int
+	res := newGuard(t, e.fs, dedupe.GuardConfig{}).Do(t.Context(), batch, func(ctx context.Context, i int) error {
+		ran = append(ran, i)
+		if tk, ok := dedupe.TicketFromContext(ctx); !ok || tk.Ref != batch[i].Ref {
+			t.Errorf("item %d: TicketFromContext = %v, %v; want its own", i, tk, ok)
+		}
+		return items[i].handler
+	})
+	for i, it := range items {
+		r := res[i]
+		if r.Outcome != it.want || r.Wait != it.wantWait || it.wantErr != nil && !errors.Is(r.Err, it.wantErr) {
+			t.Errorf("item %d (%q %q): %v, %v, wait %v; want %v, %v, wait %v", i, it.key, it.fp, r.Outcome, r.Err, r.Wait, it.want, it.wantErr, it.wantWait)
+		}
+		if it.wantAfter != 0 {
+			if got := statusOf(t, e.mem, batch[i].Ref); got != it.wantAfter {
+				t.Errorf("item %d (%q): after the batch, Claim = %v, want %v", i, it.key, got, it.wantAfter)
+			}
+		}
+	}
+	if want := []int{0, 3, 12}; !slices.Equal(ran, want) {
+		t.Errorf("handler ran for items %v, want %v", ran, want)
+	}
+	for _, p := range []struct {
+		ops  dedupetest.Op
+		want int
+	}{{opsClaim, 1}, {opsComplete, 1}, {opsRelease, 1}, {dedupetest.OpExtend, 0}} {
+		if got := e.fs.Calls(p.ops); got != p.want {
+			t.Errorf("%v called %d times, want %d", p.ops, got, p.want)
+		}
+	}
+}
+
+// TestGuardRepeats runs a batch in which a message comes twice (the same key
+// and fingerprint) after another one: whatever happens to the first, the
+// handler runs at most once, and the repeat answers from the first.
+func TestGuardRepeats(t *testing.T) {
+	errCause := errors.New("test: shutting down")
+	tests := []struct {
+		name  string
+		cfg   dedupe.GuardConfig
+		setup func(t *testing.T, e *guardEnv, r dedupe.Ref)
+		fault *dedupetest.Fault
+		// cancel: the other message's handler cancels Do's context.
+		cancel bool
+		// during runs in the first's handler before it returns handler.
+		during  func(t *testing.T, e *guardEnv, r dedupe.Ref)
+		handler error
+
+		wantFirst   dedupe.Outcome
+		wantFirstIs error
+		wantRan     bool
+		wantRepeat  dedupe.Outcome
+		wantWait    time.Duration // of both
+	}{
+		{name: "Completed", wantFirst: dedupe.Completed, wantRan: true, wantRepeat: dedupe.Suppressed},
+		{name: "Failed", handler: errHandler, wantFirst: dedupe.Failed, wantFirstIs: errHandler, wantRan: true, wantRepeat: dedupe.Busy},
+		{name: "Unrecorded", fault: &dedupetest.Fault{Ops: opsComplete}, wantFirst: dedupe.Unrecorded, wantFirstIs: dedupetest.ErrInjected, wantRan: true, wantRepeat: dedupe.Suppressed},
+		{name: "LeaseLost", during: func(t *testing.T, e *guardEnv, r dedupe.Ref) { e.clock.Advance(time.Hour) },
+			wantFirst: dedupe.LeaseLost, wantFirstIs: dedupe.ErrLeaseLost, wantRan: true, wantRepeat: dedupe.Suppressed},
+		{name: "Unguarded", cfg: dedupe.GuardConfig{FailOpen: true}, fault: &dedupetest.Fault{Ops: opsClaim},
+			wantFirst: dedupe.Unguarded, wantFirstIs: dedupetest.ErrInjected, wantRan: true, wantRepeat: dedupe.Suppressed},
+		{name: "FailedUnguarded", cfg: dedupe.GuardConfig{FailOpen: true}, fault: &dedupetest.Fault{Ops: opsClaim}, handler: errHandler,
+			wantFirst: dedupe.Failed, wantFirstIs: errHandler, wantRan: true, wantRepeat: dedupe.Busy},
+		{name: "Suppressed", setup: func(t *testing.T, e *guardEnv, r dedupe.Ref) { completeVia(t, e.mem, r, "", time.Hour) },
+			wantFirst: dedupe.Suppressed, wantRepeat: dedupe.Suppressed},
+		{name: "Busy", setup: func(t *testing.T, e *guardEnv, r dedupe.Ref) { holdKey(t, e.mem, r, "", time.Hour) },
+			wantFirst: dedupe.Busy, wantRepeat: dedupe.Busy, wantWait: time.Hour},
+		{name: "Reused", setup: func(t *testing.T, e *guardEnv, r dedupe.Ref) { holdKey(t, e.mem, r, "aaaa", time.Hour) },
+			wantFirst: dedupe.Reused, wantRepeat: dedupe.Reused},
+		{name: "StoreDown", fault: &dedupetest.Fault{Ops: opsClaim},
+			wantFirst: dedupe.StoreDown, wantFirstIs: dedupetest.ErrInjected, wantRepeat: dedupe.StoreDown},
+		{name: "Canceled", cancel: true, wantFirst: dedupe.Canceled, wantFirstIs: errCause, wantRepeat: dedupe.Canceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newGuardEnv()
+			items := itemsOf("ffff", "other", "k", "k")
+			if tt.setup != nil {
+				tt.setup(t, e, items[1].Ref)
+			}
+			if tt.fault != nil {
+				e.fs.Inject(*tt.fault)
+			}
+			ctx, cancel := context.WithCancelCause(t.Context())
+			defer cancel(nil)
+			ran := 0
+			res := newGuard(t, e.fs, tt.cfg).Do(ctx, items, func(_ context.Context, i int) error {
+				if i == 0 {
+					if tt.cancel {
+						cancel(errCause)
+					}
+					return nil
+				}
+				ran++
+				if tt.during != nil {
+					tt.during(t, e, items[i].Ref)
+				}
+				return tt.handler
+			})
+			first, repeat := res[1], res[2]
+			if first.Outcome != tt.wantFirst || (tt.wantFirstIs == nil) != (first.Err == nil) ||
+				tt.wantFirstIs != nil && !errors.Is(first.Err, tt.wantFirstIs) || first.Wait != tt.wantWait {
+				t.Errorf("first: %v, %v, wait %v; want %v, %v, wait %v", first.Outcome, first.Err, first.Wait, tt.wantFirst, tt.wantFirstIs, tt.wantWait)
+			}
+			if repeat.Outcome != tt.wantRepeat || repeat.Wait != tt.wantWait {
+				t.Errorf("repeat: %v, %v, wait %v; want %v, wait %v", repeat.Outcome, repeat.Err, repeat.Wait, tt.wantRepeat, tt.wantWait)
+			}
+			// A repeat that answers as the first says why alike.
+			if repeat.Outcome == first.Outcome && repeat.Outcome != dedupe.Suppressed && !errors.Is(repeat.Err, first.Err) {
+				t.Errorf("repeat: error %v, want the first's %v", repeat.Err, first.Err)
+			}
+			if (ran == 1) != tt.wantRan || ran > 1 {
+				t.Errorf("handler of the repeated message ran %d times, want ran %v", ran, tt.wantRan)
+			}
+		})
+	}
+}
+
+// TestGuardRoundTrips counts the store calls of single messages and of
+// batches whose messages all succeed, all fail, or all are duplicates: one
+// round trip per phase, single calls for one message, batch calls for more
+// (and one call per message for a store without batches).
+func TestGuardRoundTrips(t *testing.T) {
+	const (
+		claim         = dedupetest.OpClaim
+		complete      = dedupetest.OpComplete
+		release       = dedupetest.OpRelease
+		claimBatch    = dedupetest.OpClaimBatch
+		completeBatch = dedupetest.OpCompleteBatch
+		releaseBatch  = dedupetest.OpReleaseBatch
+	)
+	tests := []struct {
+		name string
+		n    int
+		// fails says whether item i's handler fails.
+		fails func(i int) bool
+		// again runs the batch a second time, when its keys are done.
+		again bool
+		// plain hides the fault store's batch methods.
+		plain    bool
+		want     func(i int) dedupe.Outcome
+		wantRuns int
+		calls    map[dedupetest.Op]int
+	}{{
+		name: "Single", n: 1, wantRuns: 1,
+		calls: map[dedupetest.Op]int{claim: 1, complete: 1},
+	}, {
+		name: "SingleFails", n: 1, fails: func(int) bool { return true }, wantRuns: 1,
+		calls: map[dedupetest.Op]int{claim: 1, release: 1},
+	}, {
+		name: "SingleDuplicate", n: 1, again: true, wantRuns: 1,
+		calls: map[dedupetest.Op]int{claim: 2, complete: 1},
+	}, {
+		name: "Batch", n: 32, wantRuns: 32,
+		calls: map[dedupetest.Op]int{claimBatch: 1, completeBatch: 1},
+	}, {
+		name: "BatchFails", n: 32, fails: func(int) bool { return true }, wantRuns: 32,
+		calls: map[dedupetest.Op]int{claimBatch: 1, releaseBatch: 1},
+	}, {
+		name: "BatchHalfFails", n: 32, fails: func(i int) bool { return i%2 == 1 }, wantRuns: 32,
+		calls: map[dedupetest.Op]int{claimBatch: 1, completeBatch: 1, releaseBatch: 1},
+	}, {
+		// One of each: one call each.
+		name: "BatchOfTwoOneFails", n: 2, fails: func(i int) bool { return i == 1 }, wantRuns: 2,
+		calls: map[dedupetest.Op]int{claimBatch: 1, complete: 1, release: 1},
+	}, {
+		name: "BatchDuplicates", n: 32, again: true, wantRuns: 32,
+		calls: map[dedupetest.Op]int{claimBatch: 2, completeBatch: 1},
+	}, {
+		name: "BatchWithoutBatcher", n: 4, plain: true, wantRuns: 4,
+		calls: map[dedupetest.Op]int{claim: 4, complete: 4},
+	}, {
+		name: "Empty", n: 0,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
+			var s dedupe.Store = fs
+			if tt.plain {
+				s = plainStore{fs}
+			}
+			g := newGuard(t, s, dedupe.GuardConfig{})
+			items := itemsOf("", keysOf(tt.n)...)
+			runs := 0
+			fn := func(_ context.Context, i int) error {
+				runs++
+				if tt.fails != nil && tt.fails(i) {
+					return errHandler
+				}
+				return nil
+			}
+			res := g.Do(t.Context(), items, fn)
+			if tt.again {
+				res = g.Do(t.Context(), items, fn)
+			}
+			if len(res) != tt.n {
+				t.Fatalf("Do answered %d results for %d items", len(res), tt.n)
+			}
+			for i, r := range res {
+				want := dedupe.Completed
+				switch {
+				case tt.again:
+					want = dedupe.Suppressed
+				case tt.fails != nil && tt.fails(i):
+					want = dedupe.Failed
+				}
+				if r.Outcome != want {
+					t.Errorf("item %d: %v, %v; want %v", i, r.Outcome, r.Err, want)
+				}
+			}
+			if runs != tt.wantRuns {
+				t.Errorf("handler ran %d times, want %d", runs, tt.wantRuns)
+			}
+			for op := dedupetest.Op(1); op&dedupetest.OpAll != 0; op <<= 1 {
+				if got := fs.Calls(op); got != tt.calls[op] {
+					t.Errorf("%v called %d times, want %d", op, got, tt.calls[op])
+				}
+			}
+		})
+	}
+}
+
+// TestGuardStoreFails fails the store at each phase of a batch of two
+// succeeding items, a failing one and an invalid one, fail-closed and
+// fail-open.
+func TestGuardStoreFails(t *testing.T) {
+	type want struct {
+		out dedupe.Outcome
+		err []error
+	}
+	var (
+		completed  = want{dedupe.Completed, nil}
+		failed     = want{dedupe.Failed, []error{errHandler}}
+		invalid    = want{dedupe.InvalidKey, []error{dedupe.ErrInvalidKey}}
+		storeDown  = want{dedupe.StoreDown, []error{dedupetest.ErrInjected}}
+		unguarded  = want{dedupe.Unguarded, []error{dedupetest.ErrInjected}}
+		unrecorded = want{dedupe.Unrecorded, []error{dedupetest.ErrInjected}}
+	)
+	tests := []struct {
+		name     string
+		failOpen bool
+		fault    dedupetest.Fault
+		// inHandler injects the fault while the first handler runs rather
+		// than before the batch.
+		inHandler bool
+		want      [4]want
+		wantRan   []int
+		// wantAfter is the state of the keys of items 0, 1 and 3.
+		wantAfter [3]dedupe.Status
+	}{{
+		name:      "ClaimFailsClosed",
+		fault:     dedupetest.Fault{Ops: opsClaim},
+		want:      [4]want{storeDown, storeDown, invalid, storeDown},
+		wantAfter: [3]dedupe.Status{dedupe.Acquired, dedupe.Acquired, dedupe.Acquired},
+	}, {
+		name:     "ClaimFailsOpen",
+		failOpen: true,
+		fault:    dedupetest.Fault{Ops: opsClaim},
+		// Invalid keys never run, the store up or down.
+		want:      [4]want{unguarded, failed, invalid, unguarded},
+		wantRan:   []int{0, 1, 3},
+		wantAfter: [3]dedupe.Status{dedupe.Acquired, dedupe.Acquired, dedupe.Acquired},
+	}, {
+		name:      "ClaimAnswerLostFailsClosed",
+		fault:     dedupetest.Fault{Ops: opsClaim, After: true},
+		want:      [4]want{storeDown, storeDown, invalid, storeDown},
+		wantAfter: [3]dedupe.Status{dedupe.InFlight, dedupe.InFlight, dedupe.InFlight}, // until the leases end
+	}, {
+		name:      "ClaimAnswerLostFailsOpen",
+		failOpen:  true,
+		fault:     dedupetest.Fault{Ops: opsClaim, After: true},
+		want:      [4]want{unguarded, failed, invalid, unguarded},
+		wantRan:   []int{0, 1, 3},
+		wantAfter: [3]dedupe.Status{dedupe.InFlight, dedupe.InFlight, dedupe.InFlight},
+	}, {
+		name:      "DownWhileHandlersRunFailsClosed",
+		fault:     dedupetest.Fault{},
+		inHandler: true,
+		want:      [4]want{unrecorded, failed, invalid, unrecorded},
+		wantRan:   []int{0, 1, 3},
+		wantAfter: [3]dedupe.Status{dedupe.InFlight, dedupe.InFlight, dedupe.InFlight},
+	}, {
+		// FailOpen is about claims: a store lost after the claim does the
+		// same as fail-closed.
+		name:      "DownWhileHandlersRunFailsOpen",
+		failOpen:  true,
+		fault:     dedupetest.Fault{},
+		inHandler: true,
+		want:      [4]want{unrecorded, failed, invalid, unrecorded},
+		wantRan:   []int{0, 1, 3},
+		wantAfter: [3]dedupe.Status{dedupe.InFlight, dedupe.InFlight, dedupe.InFlight},
+	}, {
+		name:      "CompleteFailsOnceThenRetried",
+		fault:     dedupetest.Fault{Ops: opsComplete, Nth: 1},
+		want:      [4]want{completed, failed, invalid, completed},
+		wantRan:   []int{0, 1, 3},
+		wantAfter: [3]dedupe.Status{dedupe.Done, dedupe.Acquired, dedupe.Done},
+	}, {
+		name:      "CompleteFails",
+		fault:     dedupetest.Fault{Ops: opsComplete},
+		want:      [4]want{unrecorded, failed, invalid, unrecorded},
+		wantRan:   []int{0, 1, 3},
+		wantAfter: [3]dedupe.Status{dedupe.InFlight, dedupe.Acquired, dedupe.InFlight},
+	}, {
+		name:      "ReleaseFails",
+		fault:     dedupetest.Fault{Ops: opsRelease},
+		want:      [4]want{completed, failed, invalid, completed},
+		wantRan:   []int{0, 1, 3},
+		wantAfter: [3]dedupe.Status{dedupe.Done, dedupe.InFlight, dedupe.Done},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newGuardEnv()
+			if !tt.inHandler {
+				e.fs.Inject(tt.fault)
+			}
+			items := itemsOf("", "ok", "fail", "", "ok2")
+			var ran []int
+			res := newGuard(t, e.fs, dedupe.GuardConfig{FailOpen: tt.failOpen}).Do(t.Context(), items, func(_ context.Context, i int) error {
+				ran = append(ran, i)
+				if tt.inHandler && i == 0 {
+					e.fs.Inject(tt.fault)
+				}
+				if i == 1 {
+					return errHandler
+				}
+				return nil
+			})
+			for i, w := range tt.want {
+				checkResult(t, fmt.Sprint("item ", i), res[i], w.out, w.err...)
+			}
+			// A failed release is detail: the handler's error is the one
+			// that counts.
+			if tt.want[1].out == dedupe.Failed && errors.Is(res[1].Err, dedupetest.ErrInjected) {
+				t.Errorf("item 1: error %v, want the handler's alone", res[1].Err)
+			}
+			if !slices.Equal(ran, tt.wantRan) {
+				t.Errorf("handler ran for items %v, want %v", ran, tt.wantRan)
+			}
+			for n, i := range []int{0, 1, 3} {
+				if got := statusOf(t, e.mem, items[i].Ref); got != tt.wantAfter[n] {
+					t.Errorf("item %d: after the batch, Claim = %v, want %v", i, got, tt.wantAfter[n])
+				}
+			}
+		})
+	}
+}
+
+// TestGuardRedelivery runs the same messages through Do until they stick: a
+// failure is retried at once, a success is never repeated.
+func TestGuardRedelivery(t *testing.T) {
+	for _, n := range sizes {
+		t.Run(fmt.Sprint("Size", n), func(t *testing.T) {
+			g := newGuard(t, memdedupe.New(memdedupe.Config{}), dedupe.GuardConfig{})
+			items := itemsOf(dedupe.Fingerprint([]byte("payload")), keysOf(n)...)
+			runs := make([]int, n)
+			fn := func(_ context.Context, i int) error {
+				runs[i]++
+				if runs[i] == 1 {
+					return errHandler
+				}
+				return nil
+			}
+			for d, want := range []dedupe.Outcome{dedupe.Failed, dedupe.Completed, dedupe.Suppressed, dedupe.Suppressed} {
+				for i, r := range g.Do(t.Context(), items, fn) {
+					if r.Outcome != want {
+						t.Errorf("delivery %d, item %d: %v, %v; want %v", d, i, r.Outcome, r.Err, want)
+					}
+				}
+			}
+			for i, r := range runs {
+				if r != 2 {
+					t.Errorf("item %d: handler ran %d times, want 2", i, r)
+				}
+			}
+		})
+	}
+}
+
+// TestGuardConcurrent delivers the same messages to many consumers at once,
+// in different orders: each handler runs once; the other consumers find the
+// key busy, with a lease left to wait, or, once it is done, suppress it.
+func TestGuardConcurrent(t *testing.T) {
+	for _, n := range []int{1, 4} {
+		t.Run(fmt.Sprint("Size", n), func(t *testing.T) {
+			const lease = 30 * time.Second
+			g := newGuard(t, memdedupe.New(memdedupe.Config{}), dedupe.GuardConfig{Lease: lease})
+			items := itemsOf("", keysOf(n)...)
+			runs := make([]atomic.Int32, n)
+			var wg sync.WaitGroup
+			for c := range 32 {
+				wg.Go(func() {
+					// Consumer c sees the batch rotated by c.
+					order := append(slices.Clone(items[c%n:]), items[:c%n]...)
+					key := func(i int) int { return (i + c) % n }
+					res := g.Do(t.Context(), order, func(context.Context, int) error {
+						return nil
+					})
+					for i, r := range res {
+						switch {
+						case r.Outcome == dedupe.Completed && r.Err == nil:
+							runs[key(i)].Add(1)
+						case r.Outcome == dedupe.Suppressed && r.Err == nil:
+						case r.Outcome == dedupe.Busy && r.Wait > 0 && r.Wait <= lease:
+						default:
+							t.Errorf("consumer %d, item %d: %v, %v, wait %v", c, i, r.Outcome, r.Err, r.Wait)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			for i := range runs {
+				if r := runs[i].Load(); r != 1 {
+					t.Errorf("key %d: handler ran %d times, want 1", i, r)
+				}
+			}
+		})
+	}
+}
+
+// TestGuardExtends runs handlers for several leases in all while another
+// consumer keeps trying to take their keys: the keys whose handlers ran,
+// those whose handlers wait for their turn and the running one keep their
+// leases.
+func TestGuardExtends(t *testing.T) {
+	// Six extensions per lease leave room for a slow, loaded machine.
+	const lease = 300 * time.Millisecond
+	for _, n := range sizes {
+		for _, cancel := range []bool{false, true} {
+			name := fmt.Sprint("Size", n)
+			if cancel {
+				// The caller's context ends as the last handler starts;
+				// that handler carries on regardless, and its lease must
+				// still hold.
+				name += "CallerCanceled"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				mem := memdedupe.New(memdedupe.Config{})
+				fs := dedupetest.NewFaultStore(mem)
+				g := newGuard(t, fs, dedupe.GuardConfig{Lease: lease, ExtendEvery: lease / 6})
+				ctx, stop := context.WithCancel(t.Context())
+				defer stop()
+				items := itemsOf("", keysOf(n)...)
+				res := g.Do(ctx, items, func(_ context.Context, i int) error {
+					if cancel && i == n-1 {
+						stop()
+					}
+					// Three leases in all.
+					for end := time.Now().Add(3 * lease / time.Duration(n)); time.Now().Before(end); time.Sleep(lease / 4) {
+						for j, it := range items {
+							if got := statusOf(t, mem, it.Ref); got != dedupe.InFlight {
+								t.Errorf("while item %d runs, Claim(item %d) = %v, want in flight", i, j, got)
+							}
+						}
+					}
+					return nil
+				})
+				for i, r := range res {
+					checkResult(t, fmt.Sprint("item ", i), r, dedupe.Completed)
+					if got := statusOf(t, mem, items[i].Ref); got != dedupe.Done {
+						t.Errorf("item %d: after Do, Claim = %v, want done", i, got)
+					}
+				}
+				// Three leases long: at least once a lease for each key,
+				// though six were due.
+				if got := fs.Calls(dedupetest.OpExtend); got < 3*n {
+					t.Errorf("Extend called %d times, want at least %d", got, 3*n)
+				}
+			})
+		}
+	}
+}
+
+// TestGuardLeaseLost takes the key of the last item over while its handler
+// runs: the store then refuses the keeper's next extension, and the
+// handler's context is cancelled with a cause wrapping ErrLeaseLost. The
+// leases of the items that ran before it ended too, so their completion
+// fails: their effects may have doubled.
+func TestGuardLeaseLost(t *testing.T) {
+	for _, n := range sizes {
+		for _, tt := range []struct {
+			name string
+			// stops: the handler stops when cancelled, failing with the
+			// cause.
+			stops bool
+			want  dedupe.Outcome
+		}{
+			{"HandlerStops", true, dedupe.Failed},
+			{"HandlerFinishes", false, dedupe.LeaseLost},
+		} {
+			t.Run(fmt.Sprint(tt.name, "/Size", n), func(t *testing.T) {
+				e := newGuardEnv()
+				// A lease of a minute: only the store's clock ends it.
+				g := newGuard(t, e.fs, dedupe.GuardConfig{Lease: time.Minute, ExtendEvery: 5 * time.Millisecond})
+				items := itemsOf("", keysOf(n)...)
+				last := n - 1
+				var ran []int
+				res := g.Do(t.Context(), items, func(ctx context.Context, i int) error {
+					ran = append(ran, i)
+					if i != last {
+						return nil
+					}
+					e.clock.Advance(2 * time.Minute) // the store's clock runs past the leases
+					holdKey(t, e.mem, items[i].Ref, "", time.Hour)
+					select {
+					case <-ctx.Done():
+					case <-time.After(5 * time.Second):
+						t.Error("handler context not cancelled after the lease was lost")
+					}
+					cause := context.Cause(ctx)
+					if !errors.Is(cause, dedupe.ErrLeaseLost) {
+						t.Errorf("handler context cause = %v, want ErrLeaseLost", cause)
+					}
+					if tt.stops {
+						return errors.Join(errHandler, cause)
+					}
+					return nil
+				})
+				if !slices.Equal(ran, keysIndex(n)) {
+					t.Errorf("handler ran for items %v, want all", ran)
+				}
+				for i := range last {
+					checkResult(t, fmt.Sprint("item ", i), res[i], dedupe.LeaseLost, dedupe.ErrLeaseLost)
+				}
+				wantErr := dedupe.ErrLeaseLost
+				if tt.stops {
+					wantErr = errHandler
+				}
+				checkResult(t, "last item", res[last], tt.want, wantErr)
+				// The new owner's claim is untouched; the others ended.
+				for i, it := range items {
+					want := dedupe.Acquired
+					if i == last {
+						want = dedupe.InFlight
+					}
+					if got := statusOf(t, e.mem, it.Ref); got != want {
+						t.Errorf("item %d: after Do, Claim = %v, want %v", i, got, want)
+					}
+				}
+			})
+		}
+	}
+}
+
+// keysIndex returns 0, 1, ..., n-1.
+func keysIndex(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// TestGuardCannotExtend fails every extension: once a whole lease has passed
+// without one, the handler's context is cancelled, for the store may have
+// handed the key to someone else.
+func TestGuardCannotExtend(t *testing.T) {
+	const lease = 100 * time.Millisecond
+	for _, n := range sizes {
+		for _, tt := range []struct {
+			name  string
+			stops bool
+			want  dedupe.Outcome
+		}{
+			{"HandlerStops", true, dedupe.Failed},
+			{"HandlerFinishes", false, dedupe.LeaseLost},
+		} {
+			t.Run(fmt.Sprint(tt.name, "/Size", n), func(t *testing.T) {
+				mem := memdedupe.New(memdedupe.Config{})
+				fs := dedupetest.NewFaultStore(mem)
+				fs.Inject(dedupetest.Fault{Ops: dedupetest.OpExtend})
+				g := newGuard(t, fs, dedupe.GuardConfig{Lease: lease, ExtendEvery: lease / 4})
+				items := itemsOf("", keysOf(n)...)
+				last := n - 1
+				start := time.Now()
+				var stopped time.Duration
+				res := g.Do(t.Context(), items, func(ctx context.Context, i int) error {
+					if i != last {
+						return nil
+					}
+					select {
+					case <-ctx.Done():
+						stopped = time.Since(start)
+					case <-time.After(5 * time.Second):
+						t.Error("handler context not cancelled")
+					}
+					cause := context.Cause(ctx)
+					if !errors.Is(cause, dedupe.ErrLeaseLost) || !errors.Is(cause, dedupetest.ErrInjected) {
+						t.Errorf("handler context cause = %v, want ErrLeaseLost and the store's error", cause)
+					}
+					// Past the end of the store's leases too.
+					time.Sleep(lease / 2)
+					if tt.stops {
+						return cause
+					}
+					return nil
+				})
+				for i := range last {
+					checkResult(t, fmt.Sprint("item ", i), res[i], dedupe.LeaseLost, dedupe.ErrLeaseLost)
+				}
+				checkResult(t, "last item", res[last], tt.want, dedupe.ErrLeaseLost)
+				if stopped < lease {
+					t.Errorf("handler cancelled after %v, before the lease of %v could have ended", stopped, lease)
+				}
+				if got := fs.Calls(dedupetest.OpExtend); got < 2*n {
+					t.Errorf("Extend tried %d times, want several for each key", got)
+				}
+				for i, it := range items {
+					if got := statusOf(t, mem, it.Ref); got != dedupe.Acquired {
+						t.Errorf("item %d: after Do, Claim = %v, want acquired", i, got)
+					}
+				}
+			})
+		}
+	}
+}
+
+// shards keeps the records of one key in a store of its own and those of
+// every other key in another, as a store sharded by key would: a test can
+// then fail or take over that key alone in a batch.
+type shards struct {
+	key       string
+	own, rest dedupe.Store
+}
+
+func (s shards) of(r dedupe.Ref) dedupe.Store {
+	if r.Key == s.key {
+		return s.own
+	}
+	return s.rest
+}
+
+func (s shards) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
+	return s.of(req.Ref).Claim(ctx, req)
+}
+
+func (s shards) Complete(ctx context.Context, t dedupe.Ticket, retention time.Duration) error {
+	return s.of(t.Ref).Complete(ctx, t, retention)
+}
+
+func (s shards) Release(ctx context.Context, t dedupe.Ticket) error {
+	return s.of(t.Ref).Release(ctx, t)
+}
+
+func (s shards) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
+	return s.of(t.Ref).Extend(ctx, t, lease)
+}
+
+// waitLost waits until the keeper has given up the lease of the key kept in
+// lost while it goes on extending the keptKeys leases kept in kept: two
+// rounds of extensions of those without one of that. Every round extends
+// every live lease, and gives one up before it extends the next, so the
+// lease was given up, and its context cancelled, by then.
+func waitLost(t *testing.T, lost, kept *dedupetest.FaultStore, keptKeys int) {
+	t.Helper()
+	nl, nk := lost.Calls(dedupetest.OpExtend), kept.Calls(dedupetest.OpExtend)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		l, k := lost.Calls(dedupetest.OpExtend), kept.Calls(dedupetest.OpExtend)
+		if l != nl {
+			nl, nk = l, k
+			continue
+		}
+		if k >= nk+2*keptKeys {
+			return
+		}
+	}
+	t.Error("the lease was never given up")
+}
+
+// TestGuardLeaseLostOneItem loses the lease of the middle item of a batch,
+// the store refusing to extend it (another consumer took it over) or
+// failing to answer for a whole lease, while the others' leases hold. Lost
+// while an earlier item runs, it does not run, and is busy rather than a
+// success; lost while it runs, its context is cancelled, and the store
+// decides whether its effect was recorded.
+func TestGuardLeaseLostOneItem(t *testing.T) {
+	const lease = 200 * time.Millisecond
+	tests := []struct {
+		name string
+		// refuse: the store refuses to extend the lease (another consumer
+		// took the key over); otherwise every extension fails.
+		refuse bool
+		// running: the lease is lost while the item's handler runs rather
+		// than while the earlier item's does.
+		running bool
+		want    dedupe.Outcome
+		wantErr []error
+		// wantAfter is the key's state after Do.
+		wantAfter dedupe.Status
+	}{{
+		name:   "RefusedBeforeTurn",
+		refuse: true,
+		want:   dedupe.Busy, wantErr: []error{dedupe.ErrLeaseLost},
+		wantAfter: dedupe.InFlight, // the new owner's
+	}, {
+		name: "NoAnswerBeforeTurn",
+		want: dedupe.Busy, wantErr: []error{dedupe.ErrLeaseLost, dedupetest.ErrInjected},
+		// Released: the store's lease had not ended by its clock.
+		wantAfter: dedupe.Acquired,
+	}, {
+		name:   "RefusedWhileRunning",
+		refuse: true, running: true,
+		want: dedupe.LeaseLost, wantErr: []error{dedupe.ErrLeaseLost},
+		wantAfter: dedupe.InFlight,
+	}, {
+		// The keeper gave the lease up, but the store's had not ended by
+		// its clock: the effect is recorded, and could not have doubled.
+		name:    "NoAnswerWhileRunning",
+		running: true,
+		want:    dedupe.Completed, wantAfter: dedupe.Done,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rest := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
+			clock := newStepClock()
+			memB := memdedupe.New(memdedupe.Config{Now: clock.Now})
+			own := dedupetest.NewFaultStore(memB)
+			if !tt.refuse {
+				own.Inject(dedupetest.Fault{Ops: dedupetest.OpExtend})
+			}
+			g := newGuard(t, shards{key: "b", own: own, rest: rest}, dedupe.GuardConfig{Lease: lease, ExtendEvery: lease / 10})
+			items := itemsOf("", "a", "b", "c")
+			lose := func(t *testing.T) {
+				if tt.refuse {
+					clock.Advance(time.Hour)
+					holdKey(t, memB, items[1].Ref, "", time.Hour)
+				}
+			}
+			var ran []int
+			res := g.Do(t.Context(), items, func(ctx context.Context, i int) error {
+				ran = append(ran, i)
+				switch {
+				case i == 0 && !tt.running:
+					lose(t)
+					waitLost(t, own, rest, 2)
+				case i == 1:
+					lose(t)
+					select {
+					case <-ctx.Done():
+					case <-time.After(5 * time.Second):
+						t.Error("handler context not cancelled after the lease was lost")
+					}
+					if cause := context.Cause(ctx); !errors.Is(cause, dedupe.ErrLeaseLost) {
+						t.Errorf("handler context cause = %v, want ErrLeaseLost", cause)
+					}
+				}
+				if err := ctx.Err(); i != 1 && err != nil {
+					t.Errorf("item %d: handler context ended: %v", i, context.Cause(ctx))
+				}
+				return nil
+			})
+			wantRan := []int{0, 2}
+			if tt.running {
+				wantRan = []int{0, 1, 2}
+			}
+			if !slices.Equal(ran, wantRan) {
+				t.Errorf("handler ran for items %v, want %v", ran, wantRan)
+			}
+			// The others' leases held, for their extensions succeeded.
+			for _, i := range []int{0, 2} {
+				checkResult(t, fmt.Sprint("item ", i), res[i], dedupe.Completed)
+				if got := statusOf(t, rest, items[i].Ref); got != dedupe.Done {
+					t.Errorf("item %d: after Do, Claim = %v, want done", i, got)
+				}
+			}
+			if res[1].Outcome != tt.want || res[1].Wait != 0 {
+				t.Errorf("item 1: %v, %v, wait %v; want %v, wait 0", res[1].Outcome, res[1].Err, res[1].Wait, tt.want)
+			}
+			for _, w := range tt.wantErr {
+				if !errors.Is(res[1].Err, w) {
+					t.Errorf("item 1: error %v, want %v", res[1].Err, w)
+				}
+			}
+			if got := statusOf(t, memB, items[1].Ref); got != tt.wantAfter {
+				t.Errorf("item 1: after Do, Claim = %v, want %v", got, tt.wantAfter)
+			}
+		})
+	}
+}
+
+// TestGuardCallerCanceled cancels the caller's context while the first
+// item's handler runs: the later items do not run, and every claim is
+// settled (the first completed or released as its handler says, the others
+// released).
+func TestGuardCallerCanceled(t *testing.T) {
+	errCause := errors.New("test: shutting down")
+	for _, n := range sizes {
+		for _, tt := range []struct {
+			name string
+			// handler is what the first handler returns once its context
+			// ended.
+			handler   func(ctx context.Context) error
+			want      dedupe.Outcome
+			wantErr   []error
+			wantAfter dedupe.Status
+		}{
+			{"Completes", func(context.Context) error { return nil }, dedupe.Completed, nil, dedupe.Done},
+			{"Releases", func(ctx context.Context) error { return ctx.Err() }, dedupe.Failed, []error{context.Canceled}, dedupe.Acquired},
+		} {
+			t.Run(fmt.Sprint(tt.name, "/Size", n), func(t *testing.T) {
+				mem := memdedupe.New(memdedupe.Config{})
+				ctx, cancel := context.WithCancelCause(t.Context())
+				defer cancel(nil)
+				items := itemsOf("", keysOf(n)...)
+				var ran []int
+				res := newGuard(t, mem, dedupe.GuardConfig{}).Do(ctx, items, func(hctx context.Context, i int) error {
+					ran = append(ran, i)
+					cancel(errCause)
+					<-hctx.Done()
+					if cause := context.Cause(hctx); !errors.Is(cause, errCause) {
+						t.Errorf("handler context cause = %v, want the caller's", cause)
+					}
+					return tt.handler(hctx)
+				})
+				if !slices.Equal(ran, []int{0}) {
+					t.Errorf("handler ran for items %v, want [0]", ran)
+				}
+				checkResult(t, "item 0", res[0], tt.want, tt.wantErr...)
+				if got := statusOf(t, mem, items[0].Ref); got != tt.wantAfter {
+					t.Errorf("item 0: after Do, Claim = %v, want %v", got, tt.wantAfter)
+				}
+				for i := 1; i < n; i++ {
+					checkResult(t, fmt.Sprint("item ", i), res[i], dedupe.Canceled, errCause)
+					if got := statusOf(t, mem, items[i].Ref); got != dedupe.Acquired {
+						t.Errorf("item %d: after Do, Claim = %v, want acquired", i, got)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestGuardPanic lets a handler panic after the keeper extended its lease:
+// the panic reaches the caller, the keeper stops extending, and neither a
+// goroutine nor a timer outlives Do.
+func TestGuardPanic(t *testing.T) {
+	const every = 10 * time.Millisecond
+	errPanic := errors.New("test: boom")
+	for _, tt := range []struct {
+		name string
+		n    int
+		// unguarded: the store is down and the guard fails open.
+		unguarded bool
+	}{
+		{"Size1", 1, false},
+		{"Size3", 3, false},
+		{"Unguarded", 3, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
+			if tt.unguarded {
+				fs.Inject(dedupetest.Fault{Ops: opsClaim})
+			}
+			g := newGuard(t, fs, dedupe.GuardConfig{Lease: 10 * every, ExtendEvery: every, FailOpen: tt.unguarded})
+			items := itemsOf("", keysOf(tt.n)...)
+			last := tt.n - 1
+			var ran []int
+			func() {
+				defer func() {
+					if v := recover(); v != errPanic {
+						t.Errorf("recovered %v, want the handler's panic", v)
+					}
+				}()
+				g.Do(t.Context(), items, func(_ context.Context, i int) error {
+					ran = append(ran, i)
+					if i < last {
+						return nil
+					}
+					if !tt.unguarded {
+						// Until the keeper has extended the leases twice.
+						for n0 := fs.Calls(dedupetest.OpExtend); fs.Calls(dedupetest.OpExtend) < n0+2*tt.n; {
+							time.Sleep(every / 4)
+						}
+					}
+					panic(errPanic)
+				})
+				t.Error("Do returned after its handler panicked")
+			}()
+			if !slices.Equal(ran, keysIndex(tt.n)) {
+				t.Errorf("handler ran for items %v, want all", ran)
+			}
+			n := fs.Calls(dedupetest.OpExtend)
+			time.Sleep(5 * every)
+			if got := fs.Calls(dedupetest.OpExtend); got != n {
+				t.Errorf("Extend called %d times after Do, want none", got-n)
+			}
+			goleak.VerifyNone(t)
+		})
+	}
+}
+
+// stallExtend stalls the first Extend until its context ends, and for delay
+// more, as a store that is slow to answer would.
+type stallExtend struct {
+	dedupe.Store
+	delay    time.Duration
+	once     sync.Once
+	entered  chan struct{} // closed as the stalled Extend starts
+	returned atomic.Bool   // set as it returns
+}
+
+func (s *stallExtend) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
+	stall := false
+	s.once.Do(func() { stall = true })
+	if !stall {
+		return s.Store.Extend(ctx, t, lease)
+	}
+	close(s.entered)
+	<-ctx.Done()
+	time.Sleep(s.delay)
+	s.returned.Store(true)
+	return fmt.Errorf("test: extend %q: %w", t.Ref, ctx.Err())
+}
+
+// TestGuardStopWaitsForTick returns from the handlers while the keeper's
+// extension hangs: Do cuts the extension short rather than waiting for the
+// lease's end, waits for it to return, and no extension follows.
+func TestGuardStopWaitsForTick(t *testing.T) {
+	const (
+		lease = time.Minute
+		every = 10 * time.Millisecond
+	)
+	for _, n := range sizes {
+		t.Run(fmt.Sprint("Size", n), func(t *testing.T) {
+			fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
+			s := &stallExtend{Store: fs, delay: 5 * every, entered: make(chan struct{})}
+			g := newGuard(t, s, dedupe.GuardConfig{Lease: lease, ExtendEvery: every})
+			var returned time.Time
+			res := g.Do(t.Context(), itemsOf("", keysOf(n)...), func(_ context.Context, i int) error {
+				if i == n-1 {
+					select {
+					case <-s.entered:
+					case <-time.After(5 * time.Second):
+						t.Error("the keeper never extended the lease")
+					}
+					returned = time.Now()
+				}
+				return nil
+			})
+			if took := time.Since(returned); took > lease/4 {
+				t.Errorf("Do took %v after the handlers returned: the extension was not cut short", took)
+			}
+			if !s.returned.Load() {
+				t.Error("Do returned before the extension under way")
+			}
+			for i, r := range res {
+				checkResult(t, fmt.Sprint("item ", i), r, dedupe.Completed)
+			}
+			c := fs.Calls(dedupetest.OpExtend)
+			time.Sleep(5 * every)
+			if got := fs.Calls(dedupetest.OpExtend); got != c {
+				t.Errorf("Extend called %d times after Do, want none", got-c)
+			}
+		})
+	}
+}
+
+func TestNewGuard(t *testing.T) {
+	mem := memdedupe.New(memdedupe.Config{})
+	tests := []struct {
+		name  string
+		store dedupe.Store
+		cfg   dedupe.GuardConfig
+		ok    bool
+	}{
+		{"Defaults", mem, dedupe.GuardConfig{}, true},
+		{"NilStore", nil, dedupe.GuardConfig{}, false},
+		{"NegativeLease", mem, dedupe.GuardConfig{Lease: -time.Second}, false},
+		{"NegativeRetention", mem, dedupe.GuardConfig{Retention: -time.Second}, false},
+		{"NegativeExtendEvery", mem, dedupe.GuardConfig{ExtendEvery: -time.Second}, false},
+		{"ExtendEveryLease", mem, dedupe.GuardConfig{Lease: time.Second, ExtendEvery: time.Second}, false},
+		{"ExtendEveryBeyondLease", mem, dedupe.GuardConfig{Lease: time.Second, ExtendEvery: 2 * time.Second}, false},
+		{"NegativeCleanup", mem, dedupe.GuardConfig{CleanupTimeout: -time.Second}, false},
+		{"Short", mem, dedupe.GuardConfig{Lease: time.Millisecond}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := dedupe.NewGuard(tt.store, tt.cfg)
+			if (err == nil) != tt.ok {
+				t.Errorf("NewGuard(%+v) = %v, want ok %v", tt.cfg, err, tt.ok)
+			}
+		})
+	}
+}
+
+func TestGuardConfigDefaults(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		cfg  dedupe.GuardConfig
+		want dedupe.GuardConfig
+	}{
+		{"Zero", dedupe.GuardConfig{}, dedupe.GuardConfig{
+			Lease: 30 * time.Second, Retention: 72 * time.Hour, ExtendEvery: 10 * time.Second, CleanupTimeout: 5 * time.Second}},
+		{"ExtendEveryFromLease", dedupe.GuardConfig{Lease: 3 * time.Minute, FailOpen: true}, dedupe.GuardConfig{
+			Lease: 3 * time.Minute, Retention: 72 * time.Hour, ExtendEvery: time.Minute, CleanupTimeout: 5 * time.Second, FailOpen: true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := newGuard(t, memdedupe.New(memdedupe.Config{}), tt.cfg).Config(); got != tt.want {
+				t.Errorf("Config() = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
