@@ -23,6 +23,7 @@ type verdict struct {
 // decide.go.
 func (c *Consumer) consume(ctx context.Context, h Handler, msgs []*primitive.MessageExt, orderly bool) verdict {
 	c.stats.Delivered.Add(int64(len(msgs)))
+	d := c.observe(ctx, msgs)
 	res := make([]dedupe.Result, len(msgs))
 	items := make([]dedupe.Item, 0, len(msgs))
 	of := make([]int, 0, len(msgs)) // the message of each item
@@ -41,11 +42,11 @@ func (c *Consumer) consume(ctx context.Context, h Handler, msgs []*primitive.Mes
 		of = append(of, i)
 	}
 	if len(items) > 0 {
-		run := func(ctx context.Context, j int) error { return safeCall(ctx, h, msgs[of[j]]) }
-		for j, r := range c.guard.Do(ctx, items, run) {
+		run := func(ctx context.Context, j int) error { return d.run(ctx, of[j], h, msgs[of[j]]) }
+		for j, r := range d.do(ctx, c.guard, items, run) {
 			res[of[j]] = r
 		}
-		c.awaitBusy(ctx, msgs, items, of, res, run, orderly)
+		c.awaitBusy(ctx, d, msgs, items, of, res, run, orderly)
 	}
 
 	var (
@@ -64,6 +65,7 @@ func (c *Consumer) consume(ctx context.Context, h Handler, msgs []*primitive.Mes
 			busy, busyFor = true, max(busyFor, r.Wait)
 		}
 	}
+	d.finish(res)
 	if len(retried) > 0 {
 		v.err = errors.Join(retried...)
 		if busy {
@@ -90,7 +92,7 @@ const (
 // redelivered no sooner than its lease ends without spending a message's
 // last reconsume. A drain or the end of ctx stops the wait: the messages
 // are held, neither acknowledged nor sent back.
-func (c *Consumer) awaitBusy(ctx context.Context, msgs []*primitive.MessageExt, items []dedupe.Item, of []int, res []dedupe.Result, run func(context.Context, int) error, orderly bool) {
+func (c *Consumer) awaitBusy(ctx context.Context, d *delivery, msgs []*primitive.MessageExt, items []dedupe.Item, of []int, res []dedupe.Result, run func(context.Context, int) error, orderly bool) {
 	var waited time.Duration
 	for {
 		var busy []int // items
@@ -139,7 +141,7 @@ func (c *Consumer) awaitBusy(ctx context.Context, msgs []*primitive.MessageExt, 
 		for k, j := range busy {
 			again[k] = items[j]
 		}
-		for k, r := range c.guard.Do(ctx, again, func(ctx context.Context, k int) error { return run(ctx, busy[k]) }) {
+		for k, r := range d.do(ctx, c.guard, again, func(ctx context.Context, k int) error { return run(ctx, busy[k]) }) {
 			res[of[busy[k]]] = r
 		}
 	}

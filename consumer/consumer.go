@@ -35,6 +35,7 @@ type Consumer struct {
 	store dedupe.Store // as given, for Tx
 	guard *dedupe.Guard
 	keyOf func(*primitive.MessageExt) (string, error)
+	obs   *observer
 
 	// Draining: running counts callbacks under way; once draining is set
 	// none starts a handler, and held callbacks wait for shut.
@@ -81,9 +82,13 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
+	obs, err := newObserver(o.telemetry, group)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
 	stop, cancel := context.WithCancel(context.Background())
 	return &Consumer{
-		options: o, group: group, store: store, guard: guard, keyOf: keyFunc(o.fallbacks),
+		options: o, group: group, store: store, guard: guard, keyOf: keyFunc(o.fallbacks), obs: obs,
 		idle: make(chan struct{}, 1), drain: make(chan struct{}), shut: make(chan struct{}),
 		stop: stop, cancelStop: cancel,
 	}, nil

@@ -83,6 +83,7 @@ func (c *Consumer) decide(ctx context.Context, msg *primitive.MessageExt, r dedu
 	}
 	d := &decisions[r.Outcome]
 	d.count(c.stats).Add(1)
+	c.obs.count(ctx, r.Outcome)
 	if d.msg != "" && c.logger.Enabled(ctx, d.level) {
 		c.logger.Log(ctx, d.level, d.msg, "group", c.group, "key", c.keyForLog(msg), "msgId", msg.MsgId, "topic", msg.Topic, "err", r.Err, "fix", d.fix)
 	}

@@ -26,6 +26,7 @@ type options struct {
 	maxReconsume  int32
 	delayLevels   []time.Duration
 	suspend       time.Duration
+	telemetry     telemetryOptions
 }
 
 // defaultMaxReconsume is rocketmq-client-go's default MaxReconsumeTimes for

@@ -47,6 +47,7 @@ func main() {
 	idle := flag.Duration("idle", 3*time.Second, "with -expect, how long to wait for late duplicates before stopping")
 	timeout := flag.Duration("timeout", 3*time.Minute, "give up waiting for the topic, or with -expect for the messages, after this long")
 	drainTimeout := flag.Duration("drain", 30*time.Second, "on SIGTERM or interrupt, how long running handlers may take to finish")
+	metrics := flag.Bool("metrics", false, "install the OpenTelemetry metrics SDK and print what the consumer reported at the end")
 	flag.Parse()
 	if *namesrv == "" || *redisAddr == "" {
 		log.Fatal("set -namesrv and -redis (or IDEMQ_ROCKETMQ_NAMESRV and IDEMQ_REDIS_ADDR)")
@@ -60,6 +61,10 @@ func main() {
 	store, err := redisdedupe.New(rdb, redisdedupe.Config{})
 	if err != nil {
 		log.Fatal(err)
+	}
+	report := func(context.Context) error { return nil }
+	if *metrics {
+		report = installMetrics()
 	}
 	dedupe, err := consumer.New(store, *group)
 	if err != nil {
@@ -151,6 +156,9 @@ func main() {
 		log.Printf("%d orders were credited more than once", doubled)
 	}
 	fmt.Printf("delivered=%d suppressed=%d applied=%d\n", stats.Delivered.Load(), stats.Suppressed.Load(), applied.Load())
+	if err := report(context.WithoutCancel(ctx)); err != nil {
+		log.Print(err)
+	}
 	if *expect > 0 && (applied.Load() != *expect || doubled > 0) {
 		os.Exit(1)
 	}

@@ -1,0 +1,351 @@
+package consumer
+
+import (
+	"context"
+	"reflect"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/idemq/idemq/dedupe"
+)
+
+// The Consumer reports through the OpenTelemetry API only, which records
+// nothing until the application installs an SDK: the library never links
+// one, and meanwhile its instruments cost a few atomic loads per message
+// and no allocation.
+//
+// Metrics, under the meter github.com/idemq/idemq/consumer:
+//
+//   - idemq.consumer.messages (counter): messages by outcome, counted where
+//     the decision table decides (attributes outcome, the
+//     [dedupe.Outcome]'s name, and group); the same counts as [Stats];
+//   - idemq.consumer.claim.duration (histogram, seconds): one sample per
+//     claim round trip, which a delivered batch's messages share;
+//   - idemq.consumer.handler.duration (histogram, seconds): one sample per
+//     handler run (attribute group).
+//
+// Spans, under the tracer of the same name: one span per message, as the
+// OpenTelemetry messaging conventions have a consumer do and as a user of
+// Jaeger or Tempo looks for — "process <topic>", of kind Consumer, from
+// delivery to decision, with the message's attributes and its outcome,
+// and an error status when the message was not processed or its effect
+// may have been doubled. A span per message rather than one per callback,
+// so that a batch's messages can be found by id and key, each with its own
+// outcome; events would hide the phases' latencies in a log panel, so the
+// message span has child spans instead, where its handler ran:
+// idemq.claim (the claim round trip), idemq.handler (the handler's
+// context carries it, so the spans the handler starts nest under it) and
+// idemq.complete or idemq.release (the settling round trip). A message
+// whose handler did not run (suppressed, busy, ...) has no children: its
+// span is the claim.
+const instrumentationName = "github.com/idemq/idemq/consumer"
+
+// Span attribute keys: the OpenTelemetry messaging conventions', and
+// idemq's own.
+const (
+	attrSystem     = attribute.Key("messaging.system")
+	attrOpType     = attribute.Key("messaging.operation.type")
+	attrOpName     = attribute.Key("messaging.operation.name")
+	attrTopic      = attribute.Key("messaging.destination.name")
+	attrGroup      = attribute.Key("messaging.consumer.group.name")
+	attrMsgID      = attribute.Key("messaging.message.id")
+	attrBodySize   = attribute.Key("messaging.message.body.size")
+	attrBatchCount = attribute.Key("messaging.batch.message_count")
+	attrErrorType  = attribute.Key("error.type")
+	attrKey        = attribute.Key("idemq.key")
+	attrOutcome    = attribute.Key("idemq.outcome")
+)
+
+// durationBuckets are the histograms' bucket boundaries in seconds, from a
+// claim on a local Redis to a slow handler; the SDK's default ones are
+// meant for milliseconds. A view overrides them.
+var durationBuckets = []float64{
+	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+	0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+}
+
+type telemetryOptions struct {
+	meters  metric.MeterProvider
+	tracers trace.TracerProvider
+}
+
+// WithMeterProvider reports the Consumer's metrics to mp. Default
+// otel.GetMeterProvider(): the global provider, which records nothing
+// until the application installs an SDK with otel.SetMeterProvider,
+// before or after [New].
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(o *options) { o.telemetry.meters = mp })
+}
+
+// WithTracerProvider reports the Consumer's spans to tp. Default
+// otel.GetTracerProvider(): the global provider, which records nothing
+// until the application installs an SDK with otel.SetTracerProvider,
+// before or after [New].
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(o *options) { o.telemetry.tracers = tp })
+}
+
+// observer holds a Consumer's instruments, created once in [New], and the
+// attribute sets they record with, one per outcome, so that recording
+// builds nothing per message.
+type observer struct {
+	group     string
+	messages  metric.Int64Counter
+	claimed   metric.Float64Histogram
+	handled   metric.Float64Histogram
+	byOutcome [len(decisions)][]metric.AddOption
+	inGroup   []metric.RecordOption
+
+	tracer trace.Tracer // nil: spans are never recorded
+	// unset is otel's global provider while no SDK is installed, when the
+	// tracer comes from it, else nil.
+	unset trace.TracerProvider
+}
+
+func newObserver(t telemetryOptions, group string) (*observer, error) {
+	if t.meters == nil {
+		t.meters = otel.GetMeterProvider()
+	}
+	if t.tracers == nil {
+		t.tracers = otel.GetTracerProvider()
+	}
+	ob := &observer{group: group}
+	m := t.meters.Meter(instrumentationName)
+	var err error
+	if ob.messages, err = m.Int64Counter("idemq.consumer.messages", metric.WithUnit("{message}"),
+		metric.WithDescription("Messages delivered to the consumer, by the outcome that decided what became of them.")); err != nil {
+		return nil, err
+	}
+	if ob.claimed, err = m.Float64Histogram("idemq.consumer.claim.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of a claim round trip to the dedupe store, shared by the messages of a delivered batch."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
+		return nil, err
+	}
+	if ob.handled, err = m.Float64Histogram("idemq.consumer.handler.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of a handler run."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
+		return nil, err
+	}
+	for _, out := range dedupe.Outcomes {
+		set := attribute.NewSet(attribute.String("outcome", out.String()), attribute.String("group", group))
+		ob.byOutcome[out] = []metric.AddOption{metric.WithAttributeSet(set)}
+	}
+	ob.inGroup = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("group", group)))}
+
+	if _, off := t.tracers.(noop.TracerProvider); !off {
+		ob.tracer = t.tracers.Tracer(instrumentationName)
+		if isUnsetGlobal(t.tracers) {
+			ob.unset = t.tracers
+		}
+	}
+	return ob, nil
+}
+
+// isUnsetGlobal reports whether tp is otel's global provider before an
+// SDK is installed: its tracers make spans that record nothing, yet cost
+// allocations, until otel.SetTracerProvider gives them a delegate.
+func isUnsetGlobal(tp trace.TracerProvider) bool {
+	t := reflect.TypeOf(tp)
+	return t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global"
+}
+
+// tracing reports whether spans may be recorded now. While the global
+// provider has no SDK behind it, it makes no span at all rather than
+// non-recording ones, so that the path without an SDK allocates nothing.
+// (The price: otel's eBPF auto-instrumentation, which records through the
+// unset global, sees no idemq spans.)
+func (ob *observer) tracing() bool {
+	return ob.tracer != nil && (ob.unset == nil || otel.GetTracerProvider() != ob.unset)
+}
+
+// count adds a message decided as out to the messages counter.
+func (ob *observer) count(ctx context.Context, out dedupe.Outcome) {
+	ob.messages.Add(ctx, 1, ob.byOutcome[out]...)
+}
+
+// delivery observes one callback's messages: their spans and the timing of
+// the guard's rounds. A nil *delivery observes nothing: that is the path
+// when neither spans nor latencies are recorded (the messages are still
+// counted, in decide). Its methods run in the callback's goroutine only:
+// [dedupe.Guard.Do] runs fn there, one item after the other.
+type delivery struct {
+	ob    *observer
+	timed bool         // latencies are recorded
+	spans []trace.Span // per message; nil when not tracing
+	// settles are, per message whose handler ran under a claim, the span
+	// of the round trip that settled it.
+	settles []settle
+	round   round // the guard's current round
+}
+
+// round is one call of [dedupe.Guard.Do]: a claim round trip, the handlers
+// of the messages acquired and a settling round trip.
+type round struct {
+	start    time.Time
+	claimEnd time.Time // the first handler's start; zero until then
+	last     time.Time // the last handler's end
+	ran      []int     // the messages whose handler ran under a claim
+}
+
+type settle struct {
+	ran        bool
+	failed     bool // the handler failed: release, else complete
+	start, end time.Time
+}
+
+// observe starts observing the delivery of msgs, or returns nil when
+// nothing would be recorded.
+func (c *Consumer) observe(ctx context.Context, msgs []*primitive.MessageExt) *delivery {
+	ob := c.obs
+	tracing := ob.tracing()
+	timed := ob.claimed.Enabled(ctx) || ob.handled.Enabled(ctx)
+	if !tracing && !timed {
+		return nil
+	}
+	d := &delivery{ob: ob, timed: timed}
+	if !tracing {
+		return d
+	}
+	d.spans = make([]trace.Span, len(msgs))
+	d.settles = make([]settle, len(msgs))
+	for i, m := range msgs {
+		attrs := []attribute.KeyValue{
+			attrSystem.String("rocketmq"),
+			attrOpType.String("process"),
+			attrOpName.String("process"),
+			attrTopic.String(m.Topic),
+			attrGroup.String(ob.group),
+			attrMsgID.String(m.MsgId),
+			attrBodySize.Int(len(m.Body)),
+			attrKey.String(c.keyForLog(m)),
+		}
+		if len(msgs) > 1 {
+			attrs = append(attrs, attrBatchCount.Int(len(msgs)))
+		}
+		_, d.spans[i] = ob.tracer.Start(ctx, "process "+m.Topic,
+			trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+	}
+	return d
+}
+
+// do is g.Do(ctx, items, fn), timed as one round; fn must call d.run.
+func (d *delivery) do(ctx context.Context, g *dedupe.Guard, items []dedupe.Item, fn func(context.Context, int) error) []dedupe.Result {
+	if d == nil {
+		return g.Do(ctx, items, fn)
+	}
+	if len(d.spans) == 1 {
+		// The store's spans, if its client makes any, nest under the
+		// message's.
+		ctx = trace.ContextWithSpan(ctx, d.spans[0])
+	}
+	d.round = round{start: time.Now(), ran: d.round.ran[:0]}
+	res := g.Do(ctx, items, fn)
+	end := time.Now()
+	if d.round.claimEnd.IsZero() && d.timed {
+		// No handler ran: the round was the claim.
+		d.ob.claimed.Record(ctx, end.Sub(d.round.start).Seconds(), d.ob.inGroup...)
+	}
+	for _, i := range d.round.ran {
+		d.settles[i].start, d.settles[i].end = d.round.last, end
+	}
+	return res
+}
+
+// run runs h for msgs[i] as the guard's fn: it ends the round's claim and
+// times the handler, under a span of its own.
+func (d *delivery) run(ctx context.Context, i int, h Handler, m *primitive.MessageExt) error {
+	if d == nil {
+		return safeCall(ctx, h, m)
+	}
+	start := time.Now()
+	if d.round.claimEnd.IsZero() {
+		d.round.claimEnd = start
+		if d.timed {
+			d.ob.claimed.Record(ctx, start.Sub(d.round.start).Seconds(), d.ob.inGroup...)
+		}
+	}
+	var span trace.Span
+	if d.spans != nil {
+		ctx = trace.ContextWithSpan(ctx, d.spans[i])
+		_, claimed := dedupe.TicketFromContext(ctx)
+		if claimed {
+			_, cs := d.ob.tracer.Start(ctx, "idemq.claim", trace.WithTimestamp(d.round.start))
+			cs.End(trace.WithTimestamp(d.round.claimEnd))
+		}
+		ctx, span = d.ob.tracer.Start(ctx, "idemq.handler", trace.WithTimestamp(start))
+		d.settles[i] = settle{ran: claimed}
+		if claimed {
+			d.round.ran = append(d.round.ran, i)
+		}
+	}
+	err := safeCall(ctx, h, m)
+	end := time.Now()
+	d.round.last = end
+	if d.timed {
+		d.ob.handled.Record(ctx, end.Sub(start).Seconds(), d.ob.inGroup...)
+	}
+	if span != nil {
+		if err != nil {
+			d.settles[i].failed = true
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End(trace.WithTimestamp(end))
+	}
+	return err
+}
+
+// finish ends the messages' spans with the outcomes decided, res.
+func (d *delivery) finish(res []dedupe.Result) {
+	if d == nil || d.spans == nil {
+		return
+	}
+	for i, span := range d.spans {
+		r := res[i]
+		if s := d.settles[i]; s.ran {
+			name := "idemq.complete"
+			if s.failed {
+				name = "idemq.release"
+			}
+			ctx := trace.ContextWithSpan(context.Background(), span)
+			_, ss := d.ob.tracer.Start(ctx, name, trace.WithTimestamp(s.start))
+			if r.Outcome == dedupe.LeaseLost || r.Outcome == dedupe.Unrecorded {
+				ss.SetStatus(codes.Error, describe(r))
+			}
+			ss.End(trace.WithTimestamp(s.end))
+		}
+		span.SetAttributes(attrOutcome.String(r.Outcome.String()))
+		if spanFailed(r.Outcome) {
+			span.SetAttributes(attrErrorType.String(r.Outcome.String()))
+			span.SetStatus(codes.Error, describe(r))
+		}
+		span.End()
+	}
+}
+
+// describe is r's error for a span's status, or its outcome without one.
+func describe(r dedupe.Result) string {
+	if r.Err != nil {
+		return r.Err.Error()
+	}
+	return r.Outcome.String()
+}
+
+// spanFailed reports whether a message's span has an error status: the
+// message was not processed and is retried for a reason other than a key
+// busy elsewhere, or its effect may have been applied twice or not been
+// recorded.
+func spanFailed(out dedupe.Outcome) bool {
+	switch out {
+	case dedupe.Failed, dedupe.Reused, dedupe.StoreDown, dedupe.InvalidKey, dedupe.LeaseLost, dedupe.Unrecorded:
+		return true
+	}
+	return false
+}
