@@ -1321,6 +1321,58 @@ func TestGuardCallerCanceled(t *testing.T) {
 	}
 }
 
+// TestGuardCanceledBeforeClaim calls Do with a context that has ended: no
+// handler runs, fail-open or not, and every item is Canceled with the
+// context's cause, not StoreDown, for the store did not fail.
+func TestGuardCanceledBeforeClaim(t *testing.T) {
+	errCause := errors.New("test: shutting down")
+	for _, n := range sizes {
+		for _, failOpen := range []bool{false, true} {
+			t.Run(fmt.Sprintf("Size%d/FailOpen=%v", n, failOpen), func(t *testing.T) {
+				mem := memdedupe.New(memdedupe.Config{})
+				ctx, cancel := context.WithCancelCause(t.Context())
+				cancel(errCause)
+				items := itemsOf("", keysOf(n)...)
+				res := newGuard(t, mem, dedupe.GuardConfig{FailOpen: failOpen}).Do(ctx, items, func(_ context.Context, i int) error {
+					t.Errorf("handler ran for item %d", i)
+					return nil
+				})
+				for i, r := range res {
+					checkResult(t, fmt.Sprint("item ", i), r, dedupe.Canceled, errCause)
+					if got := statusOf(t, mem, items[i].Ref); got != dedupe.Acquired {
+						t.Errorf("item %d: after Do, Claim = %v, want acquired", i, got)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestGuardFailOpenCallerCanceled cancels the caller's context while the
+// first of a batch runs unguarded, the store being down: the later items do
+// not run, as they would not with a claim.
+func TestGuardFailOpenCallerCanceled(t *testing.T) {
+	errCause := errors.New("test: shutting down")
+	fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
+	fs.Inject(dedupetest.Fault{Ops: opsClaim})
+	ctx, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	items := itemsOf("", keysOf(3)...)
+	var ran []int
+	res := newGuard(t, fs, dedupe.GuardConfig{FailOpen: true}).Do(ctx, items, func(_ context.Context, i int) error {
+		ran = append(ran, i)
+		cancel(errCause)
+		return nil
+	})
+	if !slices.Equal(ran, []int{0}) {
+		t.Errorf("handler ran for items %v, want [0]", ran)
+	}
+	checkResult(t, "item 0", res[0], dedupe.Unguarded, dedupetest.ErrInjected)
+	for i := 1; i < len(items); i++ {
+		checkResult(t, fmt.Sprint("item ", i), res[i], dedupe.Canceled, errCause)
+	}
+}
+
 // TestGuardPanic lets a handler panic after the keeper extended its lease:
 // the panic reaches the caller, the keeper stops extending, and neither a
 // goroutine nor a timer outlives Do.
