@@ -192,9 +192,13 @@ type heldItem struct {
 func (g *Guard) claim(ctx context.Context, items []Item, pending []int, fn func(context.Context, int) error, res []Result) []heldItem {
 	answers, errs, err := g.claimAll(ctx, items, pending)
 	if err != nil {
-		open := g.cfg.FailOpen && ctx.Err() == nil
 		for _, i := range pending {
-			if !open {
+			switch {
+			case ctx.Err() != nil:
+				// Not the store's fault: the caller stopped waiting.
+				res[i] = Result{Outcome: Canceled, Err: context.Cause(ctx)}
+				continue
+			case !g.cfg.FailOpen:
 				res[i] = Result{Outcome: StoreDown, Err: fmt.Errorf("dedupe: claim %s: %w", items[i].Ref, err)}
 				continue
 			}

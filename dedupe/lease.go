@@ -114,6 +114,11 @@ func (k *keeper) tick() {
 			l.lose(fmt.Errorf("%w: %s not extended for %v: %w", ErrLeaseLost, l.hctx.c.ticket.Ref, lease, l.lastErr))
 			continue
 		}
+		if ectx.Err() != nil {
+			// stop aborted this tick: the handlers are done.
+			live = true
+			continue
+		}
 		k.extend(ectx, l)
 		if !l.lost {
 			live = true

@@ -77,9 +77,12 @@ func (o Outcome) String() string {
 // Result is a [Guard]'s answer for one message.
 type Result struct {
 	Outcome Outcome
-	// Err is the detail of Failed (the handler's error), StoreDown and
-	// Unrecorded (the store's), InvalidKey, LeaseLost and Canceled; nil
-	// otherwise.
+	// Err is the detail: the handler's error for Failed, the store's for
+	// StoreDown, Unrecorded and Unguarded, why for InvalidKey, LeaseLost
+	// and Canceled, and for a Busy item why it did not run when it was not
+	// the store's answer (a lease lost before its turn, a repeat of a
+	// failed item). It is nil for Completed, Suppressed and Reused, and for
+	// Busy when the store answered InFlight.
 	Err error
 	// Wait is, for Busy, how long the holder's lease still runs.
 	Wait time.Duration

@@ -81,7 +81,7 @@ var errNoClaim = errors.New("dedupe: complete in transaction: no claim in contex
 // ctx holds as done inside tx, for the Guard's retention, through s (which
 // must be the Guard's store). fn's writes in tx and the record then commit
 // together or not at all. Its errors are those of [TxCompleter]; outside
-// [Guard.Do] and [Guard.DoBatch] it fails without writing.
+// [Guard.Do] it fails without writing.
 //
 // Once CompleteTx succeeded, a nil return from fn tells the Guard that tx
 // committed: it acknowledges without completing the key again. So fn must
