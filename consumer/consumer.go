@@ -112,17 +112,11 @@ func (c *Consumer) Stats() *Stats { return c.stats }
 // [WithBusyWait]); it never spends the message's last reconsume.
 func (c *Consumer) Concurrently(h Handler) Callback {
 	return func(ctx context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
-		if !c.enter() {
-			return c.hold()
-		}
-		defer c.leave()
-		hctx, done := c.callContext(ctx)
-		verdict := c.consume(hctx, h, msgs, false)
-		done()
-		if verdict.err == nil {
+		verdict, ran := c.call(ctx, h, msgs, false)
+		if ran && verdict.err == nil {
 			return rmq.ConsumeSuccess, nil
 		}
-		if c.draining.Load() {
+		if !ran || c.draining.Load() {
 			// Sent back now, a message would spend a reconsume that its
 			// next owner can spare it.
 			return c.hold()
@@ -147,17 +141,11 @@ func (c *Consumer) Concurrently(h Handler) Callback {
 // rmq.WithMaxReconsumeTimes so that it reaches the dead-letter queue.
 func (c *Consumer) Orderly(h Handler) Callback {
 	return func(ctx context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
-		if !c.enter() {
-			return c.hold()
-		}
-		defer c.leave()
-		hctx, done := c.callContext(ctx)
-		verdict := c.consume(hctx, h, msgs, true)
-		done()
-		if verdict.err == nil {
+		verdict, ran := c.call(ctx, h, msgs, true)
+		if ran && verdict.err == nil {
 			return rmq.ConsumeSuccess, nil
 		}
-		if c.draining.Load() {
+		if !ran || c.draining.Load() {
 			// Sent back now, a message would spend a reconsume that its
 			// next owner can spare it.
 			return c.hold()
@@ -167,6 +155,19 @@ func (c *Consumer) Orderly(h Handler) Callback {
 		}
 		return rmq.SuspendCurrentQueueAMoment, verdict.err
 	}
+}
+
+// call runs one callback's messages unless a drain has started (ran is
+// false then), counted in running until it has decided, so that a drain
+// waits for it but not for its hold.
+func (c *Consumer) call(ctx context.Context, h Handler, msgs []*primitive.MessageExt, orderly bool) (v verdict, ran bool) {
+	if !c.enter() {
+		return verdict{}, false
+	}
+	defer c.leave()
+	hctx, done := c.callContext(ctx)
+	defer done()
+	return c.consume(hctx, h, msgs, orderly), true
 }
 
 // PanicError is a recovered handler panic.

@@ -12,8 +12,6 @@ import (
 // Client is the push consumer that [Consumer.Drain] stops; a
 // rocketmq.PushConsumer is one.
 type Client interface {
-	// Suspend stops pulling messages.
-	Suspend()
 	// Shutdown persists the consumed offsets and stops the client.
 	Shutdown() error
 }
@@ -22,9 +20,10 @@ type Client interface {
 // and the record of it — the gap through which a plain Shutdown, which
 // does not wait for handlers, doubles effects on every rolling deploy:
 //
-//  1. pc stops pulling, and no callback of this Consumer starts a handler
-//     from now on; messages delivered meanwhile are held, as are messages
-//     waiting for a busy key;
+//  1. no callback of this Consumer starts a handler from now on: messages
+//     delivered meanwhile are held, as are messages waiting for a busy key
+//     (pc keeps pulling until step 3: its Suspend races with its own
+//     rebalancing in rocketmq-client-go v2.1.2, and what it pulls is held);
 //  2. the handlers under way finish, and their keys are recorded, as long
 //     as ctx allows; when ctx ends first, their contexts are cancelled;
 //  3. pc shuts down, which persists the offsets of what was acknowledged;
@@ -39,7 +38,6 @@ func (c *Consumer) Drain(ctx context.Context, pc Client) error {
 		return errors.New("consumer: drain: already drained")
 	}
 	close(c.drain)
-	pc.Suspend()
 	err := c.awaitIdle(ctx)
 	if err != nil {
 		c.cancelStop()
