@@ -1,0 +1,225 @@
+package consumerfault
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/msgkey"
+)
+
+// oldPathEnv, set to 1, adds the subtest NotToldMaxReconsume, which is
+// expected to fail: see TestBusyKeyNeverSpendsLastRetry.
+const oldPathEnv = "IDEMQ_CONSUMERFAULT_OLD_PATH"
+
+// TestBusyKeyNeverSpendsLastRetry kills (SIGKILL) a consumer process that
+// holds keys — claimed, leases renewed, effects not applied — and has a
+// consumer of the same group in this process take the messages over while
+// the dead holder's leases still run. The push consumers allow one
+// reconsume (rmq.WithMaxReconsumeTimes(1)), and a third of the messages
+// were held on their redelivery, that is on their last reconsume: a busy
+// key answered with ConsumeRetryLater there sends its message to
+// %DLQ%<group>, never to be applied. The taker is told the limit
+// (consumer.WithMaxReconsumeTimes(1)) and prefers handing a busy key back
+// (consumer.WithBusyWait(1ms)).
+//
+//   - Told: the taker knows the broker's delay levels (1 s each): a key whose
+//     lease outlasts every level is waited for in process anyway.
+//   - DelayLevelsNotTold: the taker believes the broker's default levels
+//     (1 s, 5 s, …) while the broker waits 1 s: it hands busy keys back,
+//     and they come back still busy. Only the last-reconsume rule keeps
+//     them out of the dead-letter queue.
+//
+// Each counts exactly: keys lost (never applied), dead-lettered, applied
+// twice. All must be 0; and the taker must have waited for a busy key on
+// its message's last reconsume, or the test proved nothing.
+//
+// How it fails: the consumer before the redesign (5ce4402) answered a busy
+// key with ConsumeRetryLater at once, whatever the reconsume count, so
+// every message held on its last reconsume was dead-lettered. No option of
+// the new consumer brings that back while it is told the client's limit;
+// a consumer not told it (its default, 16, against the client's 1) does it
+// again. IDEMQ_CONSUMERFAULT_OLD_PATH=1 adds that case, NotToldMaxReconsume
+// (busy wait 1 ms, default delay levels and limit), which fails: the
+// messages held on their last reconsume, and those handed back that come
+// back still busy, are dead-lettered and never applied.
+func TestBusyKeyNeverSpendsLastRetry(t *testing.T) {
+	type taker struct {
+		name string
+		opts []consumer.Option
+	}
+	tests := []taker{
+		{"Told", []consumer.Option{consumer.WithMaxReconsumeTimes(1), consumer.WithBusyWait(time.Millisecond),
+			consumer.WithDelayLevels(brokerLevels...)}},
+		{"DelayLevelsNotTold", []consumer.Option{consumer.WithMaxReconsumeTimes(1), consumer.WithBusyWait(time.Millisecond)}},
+	}
+	if os.Getenv(oldPathEnv) == "1" {
+		tests = append(tests, taker{"NotToldMaxReconsume", []consumer.Option{consumer.WithBusyWait(time.Millisecond)}})
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { busyKeys(t, tt.opts) })
+	}
+}
+
+// busyKeys runs TestBusyKeyNeverSpendsLastRetry's scenario with a taker
+// configured by opts.
+func busyKeys(t *testing.T, opts []consumer.Option) {
+	const (
+		n = 12
+		// lastRetry of the n messages fail their first attempt: the holder
+		// holds them on their redelivery, their last reconsume.
+		lastRetry = 4
+		lease     = 3 * time.Second
+	)
+	begin := time.Now()
+	f := newFixture(t, "busy")
+	topic, group := f.topic(2), f.group()
+	dlq := f.watchDLQ(group)
+	p := f.producer()
+	var sent []string
+	for i := range n {
+		body := fmt.Appendf(nil, "order %d", i)
+		if i < lastRetry {
+			body = slices.Concat(failFirst, body)
+		}
+		key, err := send(t.Context(), p, topic, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, key)
+	}
+
+	holder := startProc(t, roleHolder, "holder", settings{
+		Namesrv: f.ns, Redis: f.redisAddr, Topic: topic, Group: group, Instance: "cf-holder-" + f.run,
+		Prefix: f.storePrefix(), Ledger: f.ledger(), Lease: lease,
+	})
+	held := map[string]int{} // key: reconsume count it is held on
+	for len(held) < n {
+		l, ok := holder.next(t, 30*time.Second)
+		if !ok {
+			t.Fatalf("holder exited holding %d of %d keys", len(held), n)
+		}
+		var key string
+		var reconsumed int
+		switch {
+		case strings.HasPrefix(l, "lost "):
+			t.Fatalf("holder %s", l)
+		case strings.HasPrefix(l, "hold "):
+			if _, err := fmt.Sscanf(l, "hold %s %d", &key, &reconsumed); err != nil {
+				t.Fatalf("holder said %q: %v", l, err)
+			}
+			held[key] = reconsumed
+		}
+	}
+	onLast := 0
+	for _, r := range held {
+		if r == 1 {
+			onLast++
+		}
+	}
+	if onLast != lastRetry {
+		t.Fatalf("holder holds %d keys on their last reconsume, want %d", onLast, lastRetry)
+	}
+	holder.signal(t, syscall.SIGKILL)
+	killed := time.Now()
+	holder.wait(t, 10*time.Second)
+
+	// The taker: the same group, in this process.
+	store, err := newStore(f.rdb, f.storePrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := consumer.New(store, group, append([]consumer.Option{
+		consumer.WithGuard(guardConfig(lease)),
+		consumer.WithLogger(slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))),
+	}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := c.Concurrently(func(ctx context.Context, m *primitive.MessageExt) error {
+		return apply(ctx, f.rdb, f.ledger(), msgkey.Of(m))
+	})
+	var (
+		mu sync.Mutex
+		// deliveries on their last reconsume whose callback waited for a
+		// busy key (the effect itself takes a millisecond).
+		lastWaited int
+		first      time.Duration // from the kill to the first delivery
+	)
+	pc, err := newPushConsumer(f.ns, group, "cf-taker-"+f.run, rmq.WithMaxReconsumeTimes(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = pc.Subscribe(topic, rmq.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
+		called := time.Now()
+		mu.Lock()
+		if first == 0 {
+			first = called.Sub(killed)
+		}
+		mu.Unlock()
+		res, err := cb(ctx, msgs...)
+		if time.Since(called) > 200*time.Millisecond {
+			mu.Lock()
+			for _, m := range msgs {
+				if m.ReconsumeTimes >= 1 {
+					lastWaited++
+				}
+			}
+			mu.Unlock()
+		}
+		return res, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	drained := false
+	t.Cleanup(func() {
+		if !drained {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			c.Drain(ctx, pc)
+		}
+	})
+
+	// Every key applied (or dead-lettered), and the taker idle. Both copies
+	// of a message that failed once come back (the original, whose offset
+	// the holder never committed, and its retry): the one that finds the key
+	// held by the other waits out that lease before it finds the key done.
+	st := c.Stats()
+	tl := f.settle(sent, dlq, func() bool { return decided(st) }, 30*time.Second, time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	drained = true
+	if err := c.Drain(ctx, pc); err != nil {
+		t.Errorf("drain of an idle consumer: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("%v; taker: first delivery %v after the kill, delivered=%d completed=%d suppressed=%d waited=%d handed-back=%d, %d deliveries on their last reconsume waited; %v in all",
+		tl, first.Round(time.Millisecond), st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.Waited.Load(), st.Busy.Load(),
+		lastWaited, time.Since(begin).Round(100*time.Millisecond))
+	check(t, tl)
+	// The holder renewed its leases every lease/3: each had at least
+	// two thirds left at the kill.
+	switch {
+	case first == 0 || first > lease*2/3:
+		t.Errorf("the taker's first delivery came %v after the kill, when the dead holder's leases may have run out: this run proved nothing", first)
+	case t.Failed():
+	case lastWaited == 0:
+		t.Errorf("no message on its last reconsume waited for its busy key: this run proved nothing")
+	}
+}

@@ -1,0 +1,216 @@
+package consumerfault
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/msgkey"
+)
+
+// Roles of a child.
+const (
+	// roleHolder says "ready" once it consumes, then claims every message
+	// and blocks in its handler until killed, saying "hold KEY RECONSUMED"
+	// for each (and "lost KEY CAUSE" should a lease be lost). A message
+	// whose body starts with failFirst fails its first attempt ("failed
+	// KEY"), so that it is held on its redelivery, its last reconsume.
+	roleHolder = "holder"
+	// roleWorker applies messages (see [settings.Work]), saying "ready"
+	// once it consumes, until SIGTERM; then it says "term running=N
+	// past-effect=M" and drains, saying "stats …" (and "drain-error …"
+	// if the drain ran out of its bound), or with [settings.Shutdown]
+	// shuts the push consumer down and exits at once.
+	roleWorker = "worker"
+)
+
+// failFirst starts the body of a message whose first attempt the holder
+// fails.
+var failFirst = []byte("fail-first ")
+
+// drainBound bounds a worker's drain.
+const drainBound = 10 * time.Second
+
+// Exit codes of a child.
+const (
+	exitOK     = 0
+	exitFailed = 1
+)
+
+// runChild runs role and returns the exit code.
+func runChild(role string) int {
+	var s settings
+	if err := json.Unmarshal([]byte(os.Getenv(settingsEnv)), &s); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return exitFailed
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	rdb := redis.NewClient(&redis.Options{Addr: s.Redis})
+	defer rdb.Close()
+	var err error
+	switch role {
+	case roleHolder:
+		err = hold(s, rdb, log)
+	case roleWorker:
+		err = work(s, rdb, log)
+	default:
+		err = fmt.Errorf("unknown role %q", role)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+// say tells the parent one line.
+func say(format string, args ...any) {
+	sayMu.Lock()
+	defer sayMu.Unlock()
+	fmt.Printf(format+"\n", args...)
+}
+
+var sayMu sync.Mutex
+
+// stdinClosed is closed once standard input ends: the parent is gone, or
+// is done with the child.
+func stdinClosed() <-chan struct{} {
+	c := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		close(c)
+	}()
+	return c
+}
+
+// start subscribes a push consumer to s.Topic with cb and starts it.
+func start(s settings, cb consumer.Callback, opts ...rmq.Option) (rocketmq.PushConsumer, error) {
+	pc, err := newPushConsumer(s.Namesrv, s.Group, s.Instance, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := pc.Subscribe(s.Topic, rmq.MessageSelector{}, cb); err != nil {
+		return nil, err
+	}
+	if err := pc.Start(); err != nil {
+		return nil, err
+	}
+	return pc, nil
+}
+
+// hold is the holder's life; it ends when it is killed (or standard input
+// closes).
+func hold(s settings, rdb *redis.Client, log *slog.Logger) error {
+	store, err := newStore(rdb, s.Prefix)
+	if err != nil {
+		return err
+	}
+	c, err := consumer.New(store, s.Group, consumer.WithGuard(guardConfig(s.Lease)), consumer.WithLogger(log),
+		consumer.WithMaxReconsumeTimes(1), consumer.WithDelayLevels(brokerLevels...))
+	if err != nil {
+		return err
+	}
+	handle := func(ctx context.Context, m *primitive.MessageExt) error {
+		key := msgkey.Of(m)
+		if m.ReconsumeTimes == 0 && bytes.HasPrefix(m.Body, failFirst) {
+			say("failed %s", key)
+			return errors.New("the first attempt fails")
+		}
+		// Claimed, its lease renewed in the background: block, the effect
+		// not applied, until killed.
+		say("hold %s %d", key, m.ReconsumeTimes)
+		<-ctx.Done()
+		say("lost %s %v", key, context.Cause(ctx))
+		return context.Cause(ctx)
+	}
+	// Room for every held handler: the client runs at most
+	// ConsumeGoroutineNums callbacks per topic and queues the rest.
+	if _, err := start(s, c.Concurrently(handle), rmq.WithMaxReconsumeTimes(1), rmq.WithConsumeGoroutineNums(64)); err != nil {
+		return err
+	}
+	say("ready")
+	<-stdinClosed()
+	return nil
+}
+
+// work is a worker's life.
+func work(s settings, rdb *redis.Client, log *slog.Logger) error {
+	store, err := newStore(rdb, s.Prefix)
+	if err != nil {
+		return err
+	}
+	c, err := consumer.New(store, s.Group, consumer.WithGuard(guardConfig(s.Lease)), consumer.WithLogger(log),
+		consumer.WithDelayLevels(brokerLevels...))
+	if err != nil {
+		return err
+	}
+	// running counts the handlers under way, and unrecorded those of
+	// them past their effect, which is not yet recorded done.
+	var running, unrecorded, applied atomic.Int64
+	handle := func(ctx context.Context, m *primitive.MessageExt) error {
+		running.Add(1)
+		defer running.Add(-1)
+		time.Sleep(s.Work / 5)
+		if err := apply(ctx, rdb, s.Ledger, msgkey.Of(m)); err != nil {
+			return err
+		}
+		applied.Add(1)
+		unrecorded.Add(1)
+		defer unrecorded.Add(-1)
+		time.Sleep(s.Work * 4 / 5)
+		return nil
+	}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	pc, err := start(s, c.Concurrently(handle))
+	if err != nil {
+		return err
+	}
+	say("ready")
+	select {
+	case <-term:
+	case <-stdinClosed():
+		return pc.Shutdown()
+	}
+	// The signal of a deploy lands while handlers run, under load nearly
+	// always; make sure that one has applied its effect and not returned.
+	for end := time.Now().Add(time.Second); unrecorded.Load() == 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+	say("term running=%d past-effect=%d", running.Load(), unrecorded.Load())
+	if s.Shutdown {
+		// What a plain client does: Shutdown does not wait for handlers,
+		// and those still running when the process exits are cut off
+		// where they stand.
+		return pc.Shutdown()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), drainBound)
+	defer cancel()
+	begin := time.Now()
+	err = c.Drain(ctx, pc)
+	st := c.Stats()
+	say("stats drain=%v delivered=%d completed=%d suppressed=%d failed=%d busy=%d waited=%d held=%d leaselost=%d unrecorded=%d storedown=%d applied=%d",
+		time.Since(begin).Round(time.Millisecond), st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.Failed.Load(), st.Busy.Load(),
+		st.Waited.Load(), st.Held.Load(), st.LeaseLost.Load(), st.Unrecorded.Load(), st.StoreDown.Load(), applied.Load())
+	if err != nil {
+		// The drain ran out of its bound: the parent reports it.
+		say("drain-error %v", err)
+	}
+	return nil
+}

@@ -1,0 +1,313 @@
+package consumerfault
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dedupe/redisdedupe"
+	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/producer"
+)
+
+// brokerLevels are the test broker's delay levels (internal/testenv): 18
+// levels of 1s each.
+var brokerLevels = slices.Repeat([]time.Duration{time.Second}, 18)
+
+// retention keeps the dedupe records of a run long enough for the test and
+// no longer: the Redis may be shared.
+const retention = 10 * time.Minute
+
+// fixture is what one scenario shares: the servers, a run name that keeps
+// its topics, groups, client instances and Redis keys apart from every
+// other run's, and a Redis client.
+type fixture struct {
+	t         *testing.T
+	ns        string
+	redisAddr string
+	run       string
+	rdb       *redis.Client
+}
+
+func newFixture(t *testing.T, name string) *fixture {
+	t.Helper()
+	f := &fixture{
+		t:         t,
+		ns:        testenv.RocketMQ(t),
+		redisAddr: testenv.Redis(t),
+		run:       fmt.Sprintf("%s-%d-%d", name, os.Getpid(), time.Now().UnixNano()),
+	}
+	f.rdb = redis.NewClient(&redis.Options{Addr: f.redisAddr})
+	t.Cleanup(func() {
+		// The dedupe records expire after retention; the ledger would not.
+		f.rdb.Del(context.Background(), f.ledger())
+		f.rdb.Close()
+	})
+	return f
+}
+
+// topic creates the run's topic with queues queues.
+func (f *fixture) topic(queues int) string {
+	f.t.Helper()
+	topic := "cf-" + f.run
+	testenv.RocketMQTopic(f.t, topic, queues)
+	return topic
+}
+
+// group names the run's consumer group and creates its retry topic, which
+// a consumer otherwise learns of only at its 30 s route refresh, and its
+// dead-letter topic, readable (the broker would create it write-only), so
+// that [fixture.watchDLQ] can consume it.
+func (f *fixture) group() string {
+	f.t.Helper()
+	group := "cf-group-" + f.run
+	testenv.RocketMQTopic(f.t, "%RETRY%"+group, 1)
+	testenv.RocketMQTopic(f.t, "%DLQ%"+group, 1)
+	return group
+}
+
+// ledger is the Redis hash the run's handlers count each applied key in.
+func (f *fixture) ledger() string { return "cf:" + f.run + ":ledger" }
+
+// storePrefix starts the run's dedupe records.
+func (f *fixture) storePrefix() string { return "cf:" + f.run + ":dedupe:" }
+
+// producer returns a started producer that stamps keys; it is shut down
+// when the test ends.
+func (f *fixture) producer() *producer.Producer {
+	f.t.Helper()
+	rp, err := rocketmq.NewProducer(
+		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{f.ns})),
+		rmqproducer.WithGroupName("cf-producer-"+f.run),
+		rmqproducer.WithInstanceName("cf-producer-"+f.run),
+	)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := rp.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { rp.Shutdown() })
+	gen, err := idgen.New(1, idgen.Config{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	p, err := producer.New(rp, producer.IDKeys(gen))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return p
+}
+
+// send sends body to topic and returns the message's key.
+func send(ctx context.Context, p *producer.Producer, topic string, body []byte) (string, error) {
+	m := primitive.NewMessage(topic, body)
+	if _, err := p.SendSync(ctx, m); err != nil {
+		return "", err
+	}
+	return msgkey.Of(m), nil
+}
+
+// applied reads the ledger: how often each key was applied.
+func (f *fixture) applied() map[string]int {
+	f.t.Helper()
+	m, err := f.rdb.HGetAll(context.Background(), f.ledger()).Result()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		var n int
+		fmt.Sscan(v, &n)
+		out[k] = n
+	}
+	return out
+}
+
+// apply is the effect every handler of these tests applies: it counts key
+// in the ledger.
+func apply(ctx context.Context, rdb *redis.Client, ledger, key string) error {
+	return rdb.HIncrBy(ctx, ledger, key, 1).Err()
+}
+
+// newStore is the Redis dedupe store of a run.
+func newStore(rdb *redis.Client, prefix string) (*redisdedupe.Store, error) {
+	return redisdedupe.New(rdb, redisdedupe.Config{Prefix: prefix})
+}
+
+// guardConfig is the guard of every consumer of these tests: a lease of
+// lease, renewed every third of it.
+func guardConfig(lease time.Duration) dedupe.GuardConfig {
+	return dedupe.GuardConfig{Lease: lease, Retention: retention}
+}
+
+// newPushConsumer returns a push consumer of group, named instance (client
+// ids are shared per process), that reads new groups' queues from the
+// start.
+func newPushConsumer(ns, group, instance string, opts ...rmq.Option) (rocketmq.PushConsumer, error) {
+	return rocketmq.NewPushConsumer(append([]rmq.Option{
+		rmq.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		rmq.WithGroupName(group),
+		rmq.WithInstance(instance),
+		rmq.WithConsumeFromWhere(rmq.ConsumeFromFirstOffset),
+	}, opts...)...)
+}
+
+// deadLetters collects the keys of the messages a group dead-lettered.
+type deadLetters struct {
+	mu   sync.Mutex
+	keys map[string]int
+}
+
+func (d *deadLetters) snapshot() map[string]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.keys)
+}
+
+// watchDLQ consumes group's dead-letter topic, from its start, in a group
+// of its own for the rest of the test.
+func (f *fixture) watchDLQ(group string) *deadLetters {
+	f.t.Helper()
+	watcher := "cf-dlq-" + f.run
+	testenv.RocketMQTopic(f.t, "%RETRY%"+watcher, 1)
+	d := &deadLetters{keys: map[string]int{}}
+	pc, err := newPushConsumer(f.ns, watcher, watcher)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	err = pc.Subscribe("%DLQ%"+group, rmq.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for _, m := range msgs {
+			d.keys[msgkey.Of(m)]++
+		}
+		return rmq.ConsumeSuccess, nil
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := pc.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { pc.Shutdown() })
+	return d
+}
+
+// tally is the exact outcome of a run for the keys sent.
+type tally struct {
+	sent, applied int
+	// lost are keys sent and never applied; dead are keys found in the
+	// dead-letter queue (applied or not); doubled are keys applied more
+	// than once.
+	lost, dead, doubled []string
+	// extra are keys applied that were never sent.
+	extra []string
+}
+
+func (t tally) String() string {
+	return fmt.Sprintf("sent=%d applied=%d lost=%d dead-lettered=%d doubled=%d unknown=%d",
+		t.sent, t.applied, len(t.lost), len(t.dead), len(t.doubled), len(t.extra))
+}
+
+func count(sent []string, applied, dead map[string]int) tally {
+	t := tally{sent: len(sent)}
+	want := make(map[string]bool, len(sent))
+	for _, k := range sent {
+		want[k] = true
+		n := applied[k]
+		switch {
+		case n == 0:
+			t.lost = append(t.lost, k)
+		case n > 1:
+			t.doubled = append(t.doubled, fmt.Sprintf("%s×%d", k, n))
+		}
+		if n > 0 {
+			t.applied++
+		}
+	}
+	for k := range dead {
+		t.dead = append(t.dead, k)
+	}
+	for k := range applied {
+		if !want[k] {
+			t.extra = append(t.extra, k)
+		}
+	}
+	slices.Sort(t.dead)
+	slices.Sort(t.extra)
+	return t
+}
+
+// settle waits until every key of sent is applied or dead-lettered and
+// idle (if not nil) says so, or timeout passes; then for quiet more, so
+// that a late duplicate shows; and returns the tally.
+func (f *fixture) settle(sent []string, dlq *deadLetters, idle func() bool, timeout, quiet time.Duration) tally {
+	f.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		applied, dead := f.applied(), dlq.snapshot()
+		done := 0
+		for _, k := range sent {
+			if applied[k] > 0 || dead[k] > 0 {
+				done++
+			}
+		}
+		if done == len(sent) && (idle == nil || idle()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			f.t.Errorf("after %v, %d of %d keys neither applied nor dead-lettered", timeout, len(sent)-done, len(sent))
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(quiet)
+	return count(sent, f.applied(), dlq.snapshot())
+}
+
+// check fails t unless tl counts nothing lost, dead-lettered, doubled or
+// unknown.
+func check(t *testing.T, tl tally) {
+	t.Helper()
+	if len(tl.lost)+len(tl.dead)+len(tl.doubled)+len(tl.extra) == 0 {
+		return
+	}
+	t.Errorf("%v; want every key applied exactly once and none dead-lettered", tl)
+	for _, l := range []struct {
+		what string
+		keys []string
+	}{{"lost", tl.lost}, {"dead-lettered", tl.dead}, {"doubled", tl.doubled}, {"unknown", tl.extra}} {
+		if len(l.keys) > 0 {
+			t.Errorf("%s: %s", l.what, strings.Join(l.keys[:min(len(l.keys), 20)], " "))
+		}
+	}
+}
+
+// decided reports whether every message st counted as delivered reached
+// an outcome: no callback is under way.
+func decided(st *consumer.Stats) bool {
+	n := int64(0)
+	for _, c := range []*atomic.Int64{&st.Completed, &st.Suppressed, &st.Failed, &st.Busy, &st.Reused, &st.StoreDown,
+		&st.InvalidKey, &st.LeaseLost, &st.Unrecorded, &st.Unguarded, &st.Held} {
+		n += c.Load()
+	}
+	return n == st.Delivered.Load()
+}
