@@ -77,12 +77,14 @@ func (c *Consumer) consume(ctx context.Context, h Handler, msgs []*primitive.Mes
 	return v
 }
 
-// minBusyPoll is the shortest wait before a busy key is claimed again, so
-// that a key reported busy without a remaining lease is not asked about in
-// a tight loop; busyMargin is added to a remaining lease, so that the claim
-// after it lands after the lease's end on the store's clock.
+// A busy key is asked about again after minBusyPoll, then after twice as
+// long each time up to maxBusyPoll, and just after the holder's lease ends
+// (plus busyMargin, so that the claim lands after the end on the store's
+// clock), whichever comes first: a holder that finishes frees the key early,
+// and one that died frees it at its lease's end.
 const (
 	minBusyPoll = 10 * time.Millisecond
+	maxBusyPoll = time.Second
 	busyMargin  = 10 * time.Millisecond
 )
 
@@ -94,6 +96,7 @@ const (
 // are held, neither acknowledged nor sent back.
 func (c *Consumer) awaitBusy(ctx context.Context, d *delivery, msgs []*primitive.MessageExt, items []dedupe.Item, of []int, res []dedupe.Result, run func(context.Context, int) error, orderly bool) {
 	var waited time.Duration
+	poll := minBusyPoll
 	for {
 		var busy []int // items
 		wait, longest := time.Duration(-1), time.Duration(0)
@@ -119,12 +122,18 @@ func (c *Consumer) awaitBusy(ctx context.Context, d *delivery, msgs []*primitive
 			return // redelivered no sooner than the longest lease ends
 		}
 		if waited > 0 || wait > 0 {
-			wait = max(wait+busyMargin, minBusyPoll)
+			// A holder in this process, or one that finishes early, frees
+			// the key long before its lease ends: ask again soon at first,
+			// then less often, and once more just after the lease's end.
+			wait = min(max(wait+busyMargin, minBusyPoll), poll)
+			poll = min(2*poll, maxBusyPoll)
 		}
 		if !mustWait && waited < c.busyWait {
 			wait = min(wait, c.busyWait-waited)
 		}
-		c.stats.Waited.Add(int64(len(busy)))
+		if waited == 0 {
+			c.stats.Waited.Add(int64(len(busy)))
+		}
 		if !c.sleep(ctx, wait) {
 			err := errDraining
 			if ctx.Err() != nil {

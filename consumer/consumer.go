@@ -162,6 +162,10 @@ func (c *Consumer) Orderly(h Handler) Callback {
 // waits for it but not for its hold.
 func (c *Consumer) call(ctx context.Context, h Handler, msgs []*primitive.MessageExt, orderly bool) (v verdict, ran bool) {
 	if !c.enter() {
+		c.stats.Delivered.Add(int64(len(msgs)))
+		for _, m := range msgs {
+			c.decide(ctx, m, dedupe.Result{Outcome: dedupe.Canceled, Err: errDraining})
+		}
 		return verdict{}, false
 	}
 	defer c.leave()

@@ -20,7 +20,8 @@ type Stats struct {
 	// Busy counts deliveries handed back for a redelivery because another
 	// consumer still held the key after the busy wait (see [WithBusyWait]).
 	Busy atomic.Int64
-	// Waited counts in-process waits for a key another consumer held.
+	// Waited counts messages that waited in process for a key another
+	// consumer held (once per delivery).
 	Waited atomic.Int64
 	// Reused counts deliveries not run, and retried, because their key was
 	// recorded with a different payload fingerprint.
