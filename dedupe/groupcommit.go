@@ -1,0 +1,518 @@
+package dedupe
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// maxGroupCommit caps the items of one coalesced round trip; calls queued
+// beyond it go in the next. It matches the rows sqldedupe writes in one
+// statement (more take several statements in a transaction), and it bounds
+// how long a round trip takes, so that a backlog is answered in steps rather
+// than all at the end of one huge script or statement. A call with more
+// items than this is a batch already and goes straight to the store.
+const maxGroupCommit = 256
+
+// WithGroupCommit returns a Store whose Claim, Complete and Release calls
+// (single and batch) from concurrent goroutines are coalesced into one store
+// round trip per kind: a ClaimBatch, a CompleteBatch or a ReleaseBatch. A
+// push consumer runs its handlers on many goroutines, each delivering one
+// message; coalescing their claims and completions is what makes the
+// per-message path cheaper than a naive claim and mark per message. If store
+// is not a [Batcher] it is returned unchanged; the Store returned is a
+// Batcher.
+//
+// # Coalescing
+//
+// There is no timer and no goroutine while the store is idle. A call made
+// while no round trip of its kind is in flight is sent at once, on the
+// caller's goroutine and with its context, so an idle consumer waits for
+// nothing. Calls made while one is in flight queue up; when it returns,
+// everything queued (up to 256 items, the rest in the next round trip) is
+// sent as one batch call, so round trips never queue behind each other:
+// at most one claim, one complete and one release round trip are in flight
+// at a time. Queued calls are sent not by one of their callers but by a
+// goroutine that the round trip before them starts and that ends as soon as
+// nothing is queued: a caller that sent a shared round trip itself could not
+// return before its answer, and every caller must be able to return as soon
+// as its context ends. Completions are coalesced only with others of equal
+// retention. Extend, calls the store would refuse as a whole (a non-positive
+// lease or retention) and batch calls of more than 256 items go straight to
+// the store. Calls are coalesced among the callers of one returned Store:
+// wrap a store once and share the result.
+//
+// # Semantics
+//
+// Answers are those of the [Store] and [Batcher] contracts, as if the calls
+// were made one after another in the order they queued: within one round
+// trip a key claimed twice is Acquired for the first call and InFlight for
+// the second. Per-item errors ([ErrInvalidKey], [ErrLeaseLost]) go to their
+// own caller only. An error of the whole round trip goes to every caller in
+// it, wrapped with what failed; as for any store error, the outcome of the
+// writes is unknown.
+//
+// A call whose context is done before its request is sent changes nothing
+// and returns an error wrapping ctx.Err(). A call whose context ends once
+// its request is sent returns at once with an error wrapping ctx.Err(), its
+// outcome unknown. One caller's context never cancels a round trip that
+// other callers still wait for: the round trip runs with the values of its
+// first caller's context, the latest of its callers' deadlines (none if one
+// of them has none), and is cancelled once every caller in it has gone.
+func WithGroupCommit(store Store) Store {
+	b, ok := store.(Batcher)
+	if !ok {
+		return store
+	}
+	if g, ok := store.(*groupCommit); ok {
+		return g
+	}
+	g := &groupCommit{store: store}
+	g.claims = lane[ClaimRequest, ClaimResult]{
+		kind:    "claim",
+		results: true,
+		one: func(ctx context.Context, req ClaimRequest, _ time.Duration) (ClaimResult, error) {
+			return store.Claim(ctx, req)
+		},
+		batch: func(ctx context.Context, reqs []ClaimRequest, _ time.Duration) ([]ClaimResult, []error, error) {
+			return b.ClaimBatch(ctx, reqs)
+		},
+	}
+	g.completes = lane[Ticket, struct{}]{
+		kind: "completion",
+		one: func(ctx context.Context, t Ticket, retention time.Duration) (struct{}, error) {
+			return struct{}{}, store.Complete(ctx, t, retention)
+		},
+		batch: func(ctx context.Context, ts []Ticket, retention time.Duration) ([]struct{}, []error, error) {
+			errs, err := b.CompleteBatch(ctx, ts, retention)
+			return nil, errs, err
+		},
+	}
+	g.releases = lane[Ticket, struct{}]{
+		kind: "release",
+		one: func(ctx context.Context, t Ticket, _ time.Duration) (struct{}, error) {
+			return struct{}{}, store.Release(ctx, t)
+		},
+		batch: func(ctx context.Context, ts []Ticket, _ time.Duration) ([]struct{}, []error, error) {
+			errs, err := b.ReleaseBatch(ctx, ts)
+			return nil, errs, err
+		},
+	}
+	return g
+}
+
+// groupCommit is the Store WithGroupCommit returns: a lane per kind of
+// coalesced call.
+type groupCommit struct {
+	store     Store
+	claims    lane[ClaimRequest, ClaimResult]
+	completes lane[Ticket, struct{}]
+	releases  lane[Ticket, struct{}]
+}
+
+var (
+	_ Store   = (*groupCommit)(nil)
+	_ Batcher = (*groupCommit)(nil)
+)
+
+// Claim implements [Store].
+func (g *groupCommit) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error) {
+	if req.Lease <= 0 {
+		return g.store.Claim(ctx, req)
+	}
+	return g.claims.single(ctx, req, 0)
+}
+
+// Complete implements [Store].
+func (g *groupCommit) Complete(ctx context.Context, t Ticket, retention time.Duration) error {
+	if retention <= 0 {
+		return g.store.Complete(ctx, t, retention)
+	}
+	_, err := g.completes.single(ctx, t, retention)
+	return err
+}
+
+// Release implements [Store].
+func (g *groupCommit) Release(ctx context.Context, t Ticket) error {
+	_, err := g.releases.single(ctx, t, 0)
+	return err
+}
+
+// Extend implements [Store]; it is never coalesced.
+func (g *groupCommit) Extend(ctx context.Context, t Ticket, lease time.Duration) error {
+	return g.store.Extend(ctx, t, lease)
+}
+
+// ClaimBatch implements [Batcher].
+func (g *groupCommit) ClaimBatch(ctx context.Context, reqs []ClaimRequest) ([]ClaimResult, []error, error) {
+	for _, r := range reqs {
+		if r.Lease <= 0 {
+			return g.claims.batch(ctx, reqs, 0)
+		}
+	}
+	return g.claims.many(ctx, reqs, 0)
+}
+
+// CompleteBatch implements [Batcher].
+func (g *groupCommit) CompleteBatch(ctx context.Context, ts []Ticket, retention time.Duration) ([]error, error) {
+	if retention <= 0 {
+		_, errs, err := g.completes.batch(ctx, ts, retention)
+		return errs, err
+	}
+	_, errs, err := g.completes.many(ctx, ts, retention)
+	return errs, err
+}
+
+// ReleaseBatch implements [Batcher].
+func (g *groupCommit) ReleaseBatch(ctx context.Context, ts []Ticket) ([]error, error) {
+	_, errs, err := g.releases.many(ctx, ts, 0)
+	return errs, err
+}
+
+// lane coalesces the calls of one kind: requests Q answered by results R,
+// with an argument (the retention of completions) that calls must share to
+// share a round trip.
+type lane[Q, R any] struct {
+	kind    string // what a call does, for errors
+	results bool   // batch answers a result per item
+	one     func(ctx context.Context, q Q, arg time.Duration) (R, error)
+	batch   func(ctx context.Context, qs []Q, arg time.Duration) ([]R, []error, error)
+
+	mu    sync.Mutex
+	busy  bool          // a round trip is in flight
+	queue []*call[Q, R] // calls waiting for the next round trip, in order
+	spare []*call[Q, R] // queue's previous backing array
+	free  []*call[Q, R] // answered calls, for reuse
+
+	// The round trip's calls and items, the sender's alone while l.busy.
+	sent  []*call[Q, R]
+	items []Q
+}
+
+// call is one caller's request waiting in a lane.
+type call[Q, R any] struct {
+	ctx    context.Context
+	items  []Q
+	arg    time.Duration
+	one    [1]Q // items of a single call
+	single bool // a call of one request, not a batch
+	done   chan struct{}
+
+	// Guarded by the lane's mu.
+	state callState
+	trip  *trip
+
+	// Set by the sender before it signals done.
+	res  []R
+	errs []error
+	err  error
+}
+
+type callState uint8
+
+const (
+	queued callState = iota // waiting; not sent
+	sent                    // in the round trip in flight
+	gone                    // its caller returned early
+)
+
+// trip is a round trip of several calls: it is cancelled when the last of
+// them has gone.
+type trip struct {
+	waiting int // guarded by the lane's mu
+	cancel  context.CancelFunc
+}
+
+// single runs one request: at once when no round trip of the lane is in
+// flight, else in the next one.
+func (l *lane[Q, R]) single(ctx context.Context, q Q, arg time.Duration) (R, error) {
+	l.mu.Lock()
+	if !l.busy {
+		l.busy = true
+		l.mu.Unlock()
+		defer l.handOff()
+		return l.one(ctx, q, arg)
+	}
+	var r R
+	c, err := l.enqueue(ctx, arg, q, nil)
+	if err != nil {
+		return r, err
+	}
+	if !l.wait(c) {
+		return r, l.leave(c)
+	}
+	if err = c.err; err == nil {
+		if c.res != nil {
+			r = c.res[0]
+		}
+		err = c.errs[0]
+	}
+	l.recycle(c)
+	return r, err
+}
+
+// many runs a batch of requests as one call: at once when no round trip of
+// the lane is in flight, else in the next one.
+func (l *lane[Q, R]) many(ctx context.Context, qs []Q, arg time.Duration) ([]R, []error, error) {
+	if len(qs) == 0 || len(qs) > maxGroupCommit {
+		return l.batch(ctx, qs, arg)
+	}
+	l.mu.Lock()
+	if !l.busy {
+		l.busy = true
+		l.mu.Unlock()
+		defer l.handOff()
+		return l.batch(ctx, qs, arg)
+	}
+	var zero Q
+	c, err := l.enqueue(ctx, arg, zero, qs)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !l.wait(c) {
+		return nil, nil, l.leave(c)
+	}
+	res, errs, err := c.res, c.errs, c.err
+	l.recycle(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return res, errs, nil
+}
+
+// enqueue queues a call of q (qs nil) or of qs. It is called with l.mu
+// held and releases it.
+func (l *lane[Q, R]) enqueue(ctx context.Context, arg time.Duration, q Q, qs []Q) (*call[Q, R], error) {
+	if err := ctx.Err(); err != nil {
+		l.mu.Unlock()
+		return nil, l.callErr("not sent", q, qs, err)
+	}
+	var c *call[Q, R]
+	if n := len(l.free); n > 0 {
+		c, l.free[n-1] = l.free[n-1], nil
+		l.free = l.free[:n-1]
+	} else {
+		c = &call[Q, R]{done: make(chan struct{}, 1)}
+	}
+	c.ctx, c.arg, c.state, c.single = ctx, arg, queued, qs == nil
+	if c.single {
+		c.one[0] = q
+		c.items = c.one[:]
+	} else {
+		c.items = qs
+	}
+	l.queue = append(l.queue, c)
+	l.mu.Unlock()
+	return c, nil
+}
+
+// maxFree bounds the answered calls a lane keeps for reuse.
+const maxFree = 64
+
+// recycle keeps c, whose caller has read its answer, for another call.
+func (l *lane[Q, R]) recycle(c *call[Q, R]) {
+	var zero Q
+	c.ctx, c.items, c.one[0], c.res, c.errs, c.err, c.trip = nil, nil, zero, nil, nil, nil, nil
+	l.mu.Lock()
+	if len(l.free) < maxFree {
+		l.free = append(l.free, c)
+	}
+	l.mu.Unlock()
+}
+
+// wait waits for c's answer or for the end of its context, whichever comes
+// first, and reports whether c was answered: then c.err, or c.res and
+// c.errs, hold the answer.
+func (l *lane[Q, R]) wait(c *call[Q, R]) bool {
+	select {
+	case <-c.done:
+		return true
+	case <-c.ctx.Done():
+	}
+	select {
+	case <-c.done: // answered meanwhile
+		return true
+	default:
+		return false
+	}
+}
+
+// leave takes c, whose context has ended, out of its lane and returns its
+// error. Once sent, its answer is no longer awaited; the round trip is
+// cancelled if nobody else awaits it.
+func (l *lane[Q, R]) leave(c *call[Q, R]) error {
+	l.mu.Lock()
+	state := c.state
+	c.state = gone
+	switch {
+	case state == queued:
+		if i := slices.Index(l.queue, c); i >= 0 {
+			l.queue = slices.Delete(l.queue, i, i+1)
+		}
+	case c.trip != nil:
+		if c.trip.waiting--; c.trip.waiting == 0 {
+			c.trip.cancel()
+		}
+	}
+	l.mu.Unlock()
+	what := "not sent"
+	if state == sent {
+		what = "sent, outcome unknown"
+	}
+	if c.single {
+		return l.callErr(what, c.items[0], nil, c.ctx.Err())
+	}
+	var zero Q
+	return l.callErr(what, zero, c.items, c.ctx.Err())
+}
+
+// callErr is the error of a call of q (qs nil) or qs that ended with err.
+func (l *lane[Q, R]) callErr(what string, q Q, qs []Q, err error) error {
+	if qs == nil {
+		return fmt.Errorf("dedupe: group commit: %s %s: %s: %w", l.kind, describe(q), what, err)
+	}
+	return fmt.Errorf("dedupe: group commit: %s batch of %d: %s: %w", l.kind, len(qs), what, err)
+}
+
+// describe names the key of a request.
+func describe(q any) string {
+	switch q := q.(type) {
+	case ClaimRequest:
+		return fmt.Sprintf("%q", q.Ref)
+	case Ticket:
+		return fmt.Sprintf("%q", q.Ref)
+	}
+	return fmt.Sprint(q)
+}
+
+// handOff ends a round trip sent on its caller's goroutine: calls queued
+// meanwhile go to a sender goroutine.
+func (l *lane[Q, R]) handOff() {
+	l.mu.Lock()
+	if len(l.queue) == 0 {
+		l.busy = false
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	go l.send()
+}
+
+// send sends what is queued, one round trip after another, until nothing
+// is. It runs while l.busy is set, so nothing else sends.
+func (l *lane[Q, R]) send() {
+	for {
+		ctx, t, arg := l.next()
+		if ctx == nil {
+			return
+		}
+		l.roundTrip(ctx, arg)
+		if t != nil {
+			t.cancel()
+		}
+		clear(l.sent)
+		l.sent = l.sent[:0]
+		var zero Q
+		for i := range l.items {
+			l.items[i] = zero
+		}
+		l.items = l.items[:0]
+	}
+}
+
+// next takes the calls of the next round trip off the queue into l.sent and
+// their items into l.items, and returns the context to send them with and
+// the trip that context belongs to (nil for a round trip of one call, sent
+// with its caller's context). It returns a nil context, and clears l.busy,
+// when nothing is queued.
+func (l *lane[Q, R]) next() (context.Context, *trip, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var arg time.Duration
+	rest, full := l.spare[:0], false
+	for _, c := range l.queue {
+		switch {
+		case c.state == gone:
+			continue
+		case c.ctx.Err() != nil:
+			// Its caller has not noticed yet; it will, and return an
+			// error: nothing was sent.
+			continue
+		case len(l.sent) == 0:
+			arg = c.arg
+		case full || c.arg != arg || len(l.items)+len(c.items) > maxGroupCommit:
+			// Calls of another retention keep their place; once one call
+			// does not fit, neither do the ones after it.
+			full = full || c.arg == arg
+			rest = append(rest, c)
+			continue
+		}
+		c.state = sent
+		l.sent = append(l.sent, c)
+		l.items = append(l.items, c.items...)
+	}
+	clear(l.queue)
+	l.spare, l.queue = l.queue[:0], rest
+	if len(l.sent) == 0 {
+		l.busy = false
+		return nil, nil, 0
+	}
+	if len(l.sent) == 1 {
+		return l.sent[0].ctx, nil, arg
+	}
+	// Values of the first caller's context; the latest deadline, if all
+	// have one; cancelled when the last caller has gone.
+	var (
+		latest time.Time
+		all    = true
+	)
+	for _, c := range l.sent {
+		d, ok := c.ctx.Deadline()
+		all = all && ok
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	base := context.WithoutCancel(l.sent[0].ctx)
+	var (
+		ctx    context.Context
+		cancel context.CancelFunc
+	)
+	if all {
+		ctx, cancel = context.WithDeadline(base, latest)
+	} else {
+		ctx, cancel = context.WithCancel(base)
+	}
+	t := &trip{waiting: len(l.sent), cancel: cancel}
+	for _, c := range l.sent {
+		c.trip = t
+	}
+	return ctx, t, arg
+}
+
+// roundTrip sends l.items in one batch call with ctx and answers l.sent.
+func (l *lane[Q, R]) roundTrip(ctx context.Context, arg time.Duration) {
+	res, errs, err := l.batch(ctx, l.items, arg)
+	if err == nil && ((l.results && len(res) != len(l.items)) || len(errs) != len(l.items)) {
+		err = fmt.Errorf("store answered %d results and %d errors for %d items", len(res), len(errs), len(l.items))
+	}
+	if err != nil {
+		err = fmt.Errorf("dedupe: group commit: %s batch of %d from %d calls: %w", l.kind, len(l.items), len(l.sent), err)
+	}
+	o := 0
+	for _, c := range l.sent {
+		k := len(c.items)
+		if err != nil {
+			c.err = err
+		} else {
+			if l.results {
+				c.res = res[o : o+k : o+k]
+			}
+			c.errs = errs[o : o+k : o+k]
+		}
+		o += k
+		c.done <- struct{}{}
+	}
+}

@@ -1,0 +1,24 @@
+package sqldedupe_test
+
+import (
+	"testing"
+
+	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dedupe/dedupetest"
+	"github.com/idemq/idemq/dedupe/sqldedupe"
+)
+
+// TestGroupCommitConformance runs the conformance suite on the Store of
+// each dialect through dedupe.WithGroupCommit, whose coalesced round trips
+// must answer as the Store's own calls do.
+func TestGroupCommitConformance(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			db := b.open(t)
+			dedupetest.Run(t, func(t *testing.T) dedupe.Store {
+				return dedupe.WithGroupCommit(newStore(t, db, b.dialect, sqldedupe.Config{}))
+			}, dedupetest.Features{Batcher: true})
+		})
+	}
+}
