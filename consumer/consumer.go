@@ -72,7 +72,7 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	if err := probe.Validate(); err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	guard, err := dedupe.NewGuard(store, o.guard)
+	guard, err := dedupe.NewGuard(dedupe.WithGroupCommit(store), o.guard)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
