@@ -355,3 +355,27 @@ func TestOutcomes(t *testing.T) {
 
 // longKey is one byte over the limit.
 var longKey = strings.Repeat("x", msgkey.MaxLen+1)
+
+// TestEndedContextIsNotStoreDown delivers with a context that has already
+// ended, as a drain out of time leaves the callbacks still claiming: the
+// store did not fail, so the message must not be reported as if it had.
+func TestEndedContextIsNotStoreDown(t *testing.T) {
+	rec := new(recorder)
+	c, err := consumer.New(memdedupe.New(memdedupe.Config{}), testGroup, consumer.WithLogger(slog.New(rec)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := c.Concurrently(newCounter().handle)(ctx, msg("k"))
+	if res != rmq.ConsumeRetryLater || !errors.Is(err, context.Canceled) {
+		t.Errorf("callback = %v, %v; want retry later with context.Canceled", res, err)
+	}
+	s := c.Stats()
+	if s.StoreDown.Load() != 0 || s.Held.Load() != 1 {
+		t.Errorf("store down %d, held %d; want 0 and 1 (canceled)", s.StoreDown.Load(), s.Held.Load())
+	}
+	if recs := rec.records(); len(recs) != 0 {
+		t.Errorf("logged %+v, want nothing: the store is fine", recs)
+	}
+}

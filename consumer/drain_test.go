@@ -57,8 +57,6 @@ type fakeClient struct {
 	shutdowns atomic.Int32
 }
 
-func (f *fakeClient) Suspend() { f.ev.add("suspend") }
-
 func (f *fakeClient) Shutdown() error {
 	f.shutdowns.Add(1)
 	f.ev.add("shutdown")
@@ -141,11 +139,24 @@ func (e *drainEnv) deliver(ctx context.Context, cb consumer.Callback, name strin
 	return done
 }
 
-// drain runs Drain with ctx in a goroutine.
+// drain runs Drain with ctx in a goroutine. Once Drain waits on ctx, which
+// it does only after it has stopped callbacks from starting handlers and
+// while a handler runs, "drain waits" is noted.
 func (e *drainEnv) drain(ctx context.Context) <-chan error {
 	done := make(chan error, 1)
-	go func() { done <- e.c.Drain(ctx, e.pc) }()
+	go func() { done <- e.c.Drain(notingContext{ctx, e.ev}, e.pc) }()
 	return done
+}
+
+// notingContext notes "drain waits" whenever its Done is asked for.
+type notingContext struct {
+	context.Context
+	ev *events
+}
+
+func (c notingContext) Done() <-chan struct{} {
+	c.ev.add("drain waits")
+	return c.Context.Done()
 }
 
 // free reports whether key is unclaimed in the store.
@@ -174,9 +185,9 @@ var callbacks = []struct {
 }
 
 // TestDrainWaitsForRunningHandler drains while a handler runs: the push
-// consumer stops pulling at once, and shuts down only once the handler has
-// finished and its key is recorded. A callback delivered meanwhile does not
-// run its handler, and returns, unacknowledged, only after the shutdown.
+// consumer shuts down only once the handler has finished and its key is
+// recorded. A callback delivered meanwhile does not run its handler, and
+// returns, unacknowledged, only after the shutdown.
 func TestDrainWaitsForRunningHandler(t *testing.T) {
 	for _, cbk := range callbacks {
 		t.Run(cbk.name, func(t *testing.T) {
@@ -187,7 +198,7 @@ func TestDrainWaitsForRunningHandler(t *testing.T) {
 			waitFor(t, "the handler to run", func() bool { return e.ev.has("run slow") })
 
 			drained := e.drain(context.Background())
-			waitFor(t, "the push consumer to be suspended", func() bool { return e.ev.has("suspend") })
+			waitFor(t, "Drain to wait for the handler", func() bool { return e.ev.has("drain waits") })
 			late := e.deliver(context.Background(), cb, "late", msg("late"))
 			// Time for a late callback that would not wait to return, and
 			// for a Drain that would not wait to shut the client down.
@@ -204,7 +215,7 @@ func TestDrainWaitsForRunningHandler(t *testing.T) {
 			if a.res != rmq.ConsumeRetryLater || a.err == nil || !strings.Contains(a.err.Error(), "draining") {
 				t.Errorf("late callback = %v, %v; want retry later, draining", a.res, a.err)
 			}
-			e.ev.before(t, "suspend", "released slow")
+			e.ev.before(t, "drain waits", "released slow")
 			e.ev.before(t, "released slow", "complete slow")
 			e.ev.before(t, "complete slow", "shutdown")
 			e.ev.before(t, "shutdown", "returned late")
@@ -215,6 +226,75 @@ func TestDrainWaitsForRunningHandler(t *testing.T) {
 				t.Errorf("shut down %d times, want 1", n)
 			}
 		})
+	}
+}
+
+// TestDrainHoldsInsteadOfRetrying drains while callbacks are under way that
+// would retry their messages: a busy key's wait, and a handler that fails
+// once the drain has begun. Their messages are held — neither acknowledged
+// nor sent back before the client shuts down, so that they spend no
+// reconsume — and Drain does not wait for them.
+func TestDrainHoldsInsteadOfRetrying(t *testing.T) {
+	tests := []struct {
+		name string
+		// start delivers the callback and returns once it is under way.
+		start func(e *drainEnv, cb consumer.Callback) <-chan answer
+		// returned is the callback's name in the events; free, if set,
+		// a key that must end up unclaimed.
+		returned, free string
+		// running: the callback runs a handler, which Drain waits for.
+		running bool
+	}{{
+		name: "BusyWait",
+		start: func(e *drainEnv, cb consumer.Callback) <-chan answer {
+			hold(e.t, e.mem, "busy", time.Minute)
+			done := e.deliver(context.Background(), cb, "busy", msg("busy"))
+			waitFor(e.t, "the callback to wait", func() bool { return e.c.Stats().Waited.Load() > 0 })
+			return done
+		},
+		returned: "busy",
+	}, {
+		name: "FailsDuringDrain",
+		start: func(e *drainEnv, cb consumer.Callback) <-chan answer {
+			e.slowErr = errors.New("declined")
+			done := e.deliver(context.Background(), cb, "slow", msg("slow"))
+			waitFor(e.t, "the handler to run", func() bool { return e.ev.has("run slow") })
+			return done
+		},
+		returned: "slow", free: "slow", running: true,
+	}}
+	for _, cbk := range callbacks {
+		for _, tt := range tests {
+			t.Run(cbk.name+"/"+tt.name, func(t *testing.T) {
+				defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+				e := newDrainEnv(t)
+				under := tt.start(e, cbk.cb(e.c, e.handle))
+				// Generous: Drain should not wait for held callbacks at all.
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				drained := e.drain(ctx)
+				if tt.running {
+					waitFor(t, "Drain to wait for the handler", func() bool { return e.ev.has("drain waits") })
+				}
+				close(e.release)
+
+				if err := <-drained; err != nil {
+					t.Errorf("Drain = %v, want nil: a held callback runs no handler", err)
+				}
+				a := <-under
+				if a.res != rmq.ConsumeRetryLater || a.err == nil {
+					t.Errorf("callback = %v, %v; want retry later", a.res, a.err)
+				}
+				e.ev.before(t, "shutdown", "returned "+tt.returned)
+				if e.ev.has("run busy") {
+					t.Error("the busy message ran during the drain")
+				}
+				if tt.free != "" && !e.free(tt.free) {
+					t.Errorf("%s is still claimed", tt.free)
+				}
+				checkTotals(t, e.c.Stats())
+			})
+		}
 	}
 }
 

@@ -75,7 +75,7 @@ func concurrently(store dedupe.Store, group string, stats *consumer.Stats) (*con
 // TestEndToEndEachMessageAppliedOnce sends N distinct messages and re-sends
 // M of them to a real broker; two consumers in one group with a real Redis
 // store apply every message exactly once, including messages whose first
-// attempt failed.
+// attempt failed. The consumers stop with Drain.
 func TestEndToEndEachMessageAppliedOnce(t *testing.T) {
 	endToEnd(t, concurrently)
 }
@@ -162,7 +162,7 @@ func endToEnd(t *testing.T, adapt adapter, opts ...rmq.Option) (batched int64) {
 	stats := make([]*consumer.Stats, 2)
 	for i := range stats {
 		stats[i] = new(consumer.Stats)
-		_, wrap, err := adapt(store, group, stats[i])
+		cc, wrap, err := adapt(store, group, stats[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +197,15 @@ func endToEnd(t *testing.T, adapt adapter, opts ...rmq.Option) (batched int64) {
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { c.Shutdown() })
+		// Drain rather than Shutdown, as a deployment would; LIFO, so
+		// before the store closes.
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := cc.Drain(ctx, c); err != nil {
+				t.Errorf("drain consumer %d: %v", i, err)
+			}
+		})
 	}
 
 	total := func(f func(*consumer.Stats) int64) (sum int64) {
