@@ -74,8 +74,8 @@ func TestBusyWaitsInProcess(t *testing.T) {
 				t.Errorf("ran %v after the claim, before its lease of %v ended", waited, lease)
 			}
 			s := cc.Stats()
-			if c.count("k") != 1 || s.Completed.Load() != 1 || s.Busy.Load() != 0 || s.Waited.Load() < 1 {
-				t.Errorf("applied %d, completed %d, busy %d, waited %d; want 1, 1, 0 and at least 1",
+			if c.count("k") != 1 || s.Completed.Load() != 1 || s.Busy.Load() != 0 || s.Waited.Load() != 1 {
+				t.Errorf("applied %d, completed %d, busy %d, waited %d; want 1, 1, 0 and 1",
 					c.count("k"), s.Completed.Load(), s.Busy.Load(), s.Waited.Load())
 			}
 			checkTotals(t, s)
@@ -128,8 +128,8 @@ func TestBusyHandedBack(t *testing.T) {
 			if cc.DelayLevelWhenNextConsume != tt.wantLevel {
 				t.Errorf("delay level %d, want %d", cc.DelayLevelWhenNextConsume, tt.wantLevel)
 			}
-			if c.count("k") != 0 || s.Busy.Load() != 1 || s.Waited.Load() < 1 {
-				t.Errorf("applied %d, busy %d, waited %d; want 0, 1 and at least 1", c.count("k"), s.Busy.Load(), s.Waited.Load())
+			if c.count("k") != 0 || s.Busy.Load() != 1 || s.Waited.Load() != 1 {
+				t.Errorf("applied %d, busy %d, waited %d; want 0, 1 and 1", c.count("k"), s.Busy.Load(), s.Waited.Load())
 			}
 			checkTotals(t, s)
 		})
@@ -181,6 +181,33 @@ func TestBusyHolderEnds(t *testing.T) {
 	}
 }
 
+// TestBusyHolderEndsEarly ends the holder's claim soon after the callback
+// starts waiting for a key held for a minute: the callback notices long
+// before the lease (and the default busy wait, as long) would have ended.
+func TestBusyHolderEndsEarly(t *testing.T) {
+	const lease = time.Minute
+	store := memdedupe.New(memdedupe.Config{})
+	tk := hold(t, store, "k", lease)
+	c, cb, s, _ := setup(t, store)
+	done := make(chan rmq.ConsumeResult, 1)
+	go func() {
+		res, _ := cb(context.Background(), msg("k"))
+		done <- res
+	}()
+	waitFor(t, "the callback to wait", func() bool { return s.Waited.Load() > 0 })
+	if err := store.Complete(context.Background(), tk, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		if res != rmq.ConsumeSuccess || c.count("k") != 0 || s.Suppressed.Load() != 1 {
+			t.Errorf("callback = %v, applied %d, suppressed %d; want success, 0 and 1", res, c.count("k"), s.Suppressed.Load())
+		}
+	case <-time.After(lease / 2):
+		t.Fatalf("still waiting %v after the holder completed the key", lease/2)
+	}
+}
+
 // TestBusyBatchWithFailure delivers a batch of a busy key and a message
 // whose handler fails.
 func TestBusyBatchWithFailure(t *testing.T) {
@@ -219,8 +246,8 @@ func TestBusyBatchWithFailure(t *testing.T) {
 			if tt.wantBusy {
 				wantApplied, wantBusy = 0, 1
 			}
-			if c.count("busy") != wantApplied || s.Busy.Load() != wantBusy || s.Failed.Load() != 1 || s.Waited.Load() < 1 {
-				t.Errorf("busy key applied %d, busy %d, failed %d, waited %d; want %d, %d, 1 and at least 1",
+			if c.count("busy") != wantApplied || s.Busy.Load() != wantBusy || s.Failed.Load() != 1 || s.Waited.Load() != 1 {
+				t.Errorf("busy key applied %d, busy %d, failed %d, waited %d; want %d, %d, 1 and 1",
 					c.count("busy"), s.Busy.Load(), s.Failed.Load(), s.Waited.Load(), wantApplied, wantBusy)
 			}
 			checkTotals(t, s)

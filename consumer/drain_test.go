@@ -225,6 +225,11 @@ func TestDrainWaitsForRunningHandler(t *testing.T) {
 			if n := e.pc.shutdowns.Load(); n != 1 {
 				t.Errorf("shut down %d times, want 1", n)
 			}
+			s := e.c.Stats()
+			if s.Completed.Load() != 1 || s.Held.Load() != 1 {
+				t.Errorf("completed %d, held %d; want 1 and 1", s.Completed.Load(), s.Held.Load())
+			}
+			checkTotals(t, s)
 		})
 	}
 }
@@ -296,6 +301,24 @@ func TestDrainHoldsInsteadOfRetrying(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestDrainCountsHeld checks that a message a drain holds is counted, as
+// Stats documents: delivered, and held.
+func TestDrainCountsHeld(t *testing.T) {
+	e := newDrainEnv(t)
+	cb := e.c.Concurrently(e.handle)
+	if err := <-e.drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := cb(context.Background(), msg("late")); res != rmq.ConsumeRetryLater || err == nil {
+		t.Fatalf("callback after Drain = %v, %v; want retry later", res, err)
+	}
+	s := e.c.Stats()
+	if s.Delivered.Load() != 1 || s.Held.Load() != 1 {
+		t.Errorf("delivered %d, held %d; want 1 and 1", s.Delivered.Load(), s.Held.Load())
+	}
+	checkTotals(t, s)
 }
 
 // TestDrainTimeout drains with a context that ends while a handler still
