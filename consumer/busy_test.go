@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -282,4 +283,41 @@ func TestBusyWaitEndsWithContext(t *testing.T) {
 		t.Errorf("applied %d times, want 0", c.count("k"))
 	}
 	checkTotals(t, s)
+}
+
+// zeroRemaining answers every claim InFlight without a remaining lease,
+// which dedupe.Busy allows ("zero when unknown: ask again").
+type zeroRemaining struct {
+	dedupe.Store
+	claims atomic.Int64
+}
+
+func (z *zeroRemaining) Claim(context.Context, dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
+	z.claims.Add(1)
+	return dedupe.ClaimResult{Status: dedupe.InFlight}, nil
+}
+
+// TestBusyWithoutRemainingLease delivers a key whose store reports it busy
+// but not for how long: the callback asks again at a bounded rate, not in a
+// tight loop, and hands the message back once the busy wait is spent.
+func TestBusyWithoutRemainingLease(t *testing.T) {
+	z := &zeroRemaining{Store: memdedupe.New(memdedupe.Config{})}
+	_, cb, s, _ := setup(t, z, consumer.WithBusyWait(50*time.Millisecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan rmq.ConsumeResult, 1)
+	go func() {
+		res, _ := cb(ctx, msg("k"))
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		if res != rmq.ConsumeRetryLater || s.Busy.Load() != 1 || s.Waited.Load() != 1 {
+			t.Errorf("callback = %v, busy %d, waited %d; want retry later, 1 and 1", res, s.Busy.Load(), s.Waited.Load())
+		}
+	case <-time.After(10 * time.Second):
+		cancel() // ends the loop
+		<-done
+		t.Errorf("still asking after 10s of a 50ms busy wait: %d claims, waited %d", z.claims.Load(), s.Waited.Load())
+	}
 }

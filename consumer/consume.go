@@ -97,7 +97,7 @@ const (
 func (c *Consumer) awaitBusy(ctx context.Context, d *delivery, msgs []*primitive.MessageExt, items []dedupe.Item, of []int, res []dedupe.Result, run func(context.Context, int) error, orderly bool) {
 	var waited time.Duration
 	poll := minBusyPoll
-	for {
+	for round := 0; ; round++ {
 		var busy []int // items
 		wait, longest := time.Duration(-1), time.Duration(0)
 		mustWait := orderly
@@ -121,7 +121,7 @@ func (c *Consumer) awaitBusy(ctx context.Context, d *delivery, msgs []*primitive
 		if !mustWait && waited >= c.busyWait && c.levelFor(longest) > 0 {
 			return // redelivered no sooner than the longest lease ends
 		}
-		if waited > 0 || wait > 0 {
+		if round > 0 || wait > 0 {
 			// A holder in this process, or one that finishes early, frees
 			// the key long before its lease ends: ask again soon at first,
 			// then less often, and once more just after the lease's end.
@@ -131,7 +131,7 @@ func (c *Consumer) awaitBusy(ctx context.Context, d *delivery, msgs []*primitive
 		if !mustWait && waited < c.busyWait {
 			wait = min(wait, c.busyWait-waited)
 		}
-		if waited == 0 {
+		if round == 0 {
 			c.stats.Waited.Add(int64(len(busy)))
 		}
 		if !c.sleep(ctx, wait) {

@@ -69,7 +69,7 @@ var decisions = [...]decision{
 	dedupe.Unguarded: {act: ack, count: func(s *Stats) *atomic.Int64 { return &s.Unguarded },
 		level: slog.LevelWarn, msg: "idemq: dedupe store failed; ran the handler without dedupe (fail-open)",
 		fix: "check that the store is reachable"},
-	dedupe.Canceled: {act: hold, count: func(s *Stats) *atomic.Int64 { return &s.Held }},
+	dedupe.Canceled: {act: hold, count: func(s *Stats) *atomic.Int64 { return &s.Canceled }},
 }
 
 // decide counts, logs and returns the action for msg, whose guard answered

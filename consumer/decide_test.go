@@ -96,7 +96,7 @@ func terminal(s *consumer.Stats) map[string]*atomic.Int64 {
 	return map[string]*atomic.Int64{
 		"Completed": &s.Completed, "Suppressed": &s.Suppressed, "Failed": &s.Failed, "Busy": &s.Busy,
 		"Reused": &s.Reused, "StoreDown": &s.StoreDown, "InvalidKey": &s.InvalidKey, "LeaseLost": &s.LeaseLost,
-		"Unrecorded": &s.Unrecorded, "Unguarded": &s.Unguarded, "Held": &s.Held,
+		"Unrecorded": &s.Unrecorded, "Unguarded": &s.Unguarded, "Held": &s.Canceled,
 	}
 }
 
@@ -253,7 +253,7 @@ func TestOutcomes(t *testing.T) {
 				return nil
 			}
 		},
-		counter: func(s *consumer.Stats) *atomic.Int64 { return &s.Held },
+		counter: func(s *consumer.Stats) *atomic.Int64 { return &s.Canceled },
 	}}
 
 	covered := map[dedupe.Outcome]bool{}
@@ -372,8 +372,8 @@ func TestEndedContextIsNotStoreDown(t *testing.T) {
 		t.Errorf("callback = %v, %v; want retry later with context.Canceled", res, err)
 	}
 	s := c.Stats()
-	if s.StoreDown.Load() != 0 || s.Held.Load() != 1 {
-		t.Errorf("store down %d, held %d; want 0 and 1 (canceled)", s.StoreDown.Load(), s.Held.Load())
+	if s.StoreDown.Load() != 0 || s.Canceled.Load() != 1 {
+		t.Errorf("store down %d, held %d; want 0 and 1 (canceled)", s.StoreDown.Load(), s.Canceled.Load())
 	}
 	if recs := rec.records(); len(recs) != 0 {
 		t.Errorf("logged %+v, want nothing: the store is fine", recs)

@@ -226,8 +226,8 @@ func TestDrainWaitsForRunningHandler(t *testing.T) {
 				t.Errorf("shut down %d times, want 1", n)
 			}
 			s := e.c.Stats()
-			if s.Completed.Load() != 1 || s.Held.Load() != 1 {
-				t.Errorf("completed %d, held %d; want 1 and 1", s.Completed.Load(), s.Held.Load())
+			if s.Completed.Load() != 1 || s.Canceled.Load() != 1 {
+				t.Errorf("completed %d, held %d; want 1 and 1", s.Completed.Load(), s.Canceled.Load())
 			}
 			checkTotals(t, s)
 		})
@@ -315,8 +315,8 @@ func TestDrainCountsHeld(t *testing.T) {
 		t.Fatalf("callback after Drain = %v, %v; want retry later", res, err)
 	}
 	s := e.c.Stats()
-	if s.Delivered.Load() != 1 || s.Held.Load() != 1 {
-		t.Errorf("delivered %d, held %d; want 1 and 1", s.Delivered.Load(), s.Held.Load())
+	if s.Delivered.Load() != 1 || s.Canceled.Load() != 1 {
+		t.Errorf("delivered %d, held %d; want 1 and 1", s.Delivered.Load(), s.Canceled.Load())
 	}
 	checkTotals(t, s)
 }

@@ -6,7 +6,7 @@ import "sync/atomic"
 // view of what its OpenTelemetry metrics report. Fields are safe to read at
 // any time. Every delivered message ends in one of Completed, Suppressed,
 // Failed, Busy, Reused, StoreDown, InvalidKey, LeaseLost, Unrecorded,
-// Unguarded and Held, once per delivery.
+// Unguarded and Canceled, once per delivery.
 type Stats struct {
 	// Delivered counts every message the broker handed over.
 	Delivered atomic.Int64
@@ -40,6 +40,8 @@ type Stats struct {
 	Unrecorded atomic.Int64
 	// Unguarded counts successful handler runs without dedupe (fail-open).
 	Unguarded atomic.Int64
-	// Held counts messages left, during a drain, for the queue's next owner.
-	Held atomic.Int64
+	// Canceled counts messages not run because a drain held them for the
+	// queue's next owner, or because their callback's context ended (then
+	// they are retried).
+	Canceled atomic.Int64
 }

@@ -207,7 +207,7 @@ func work(s settings, rdb *redis.Client, log *slog.Logger) error {
 	st := c.Stats()
 	say("stats drain=%v delivered=%d completed=%d suppressed=%d failed=%d busy=%d waited=%d held=%d leaselost=%d unrecorded=%d storedown=%d applied=%d",
 		time.Since(begin).Round(time.Millisecond), st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.Failed.Load(), st.Busy.Load(),
-		st.Waited.Load(), st.Held.Load(), st.LeaseLost.Load(), st.Unrecorded.Load(), st.StoreDown.Load(), applied.Load())
+		st.Waited.Load(), st.Canceled.Load(), st.LeaseLost.Load(), st.Unrecorded.Load(), st.StoreDown.Load(), applied.Load())
 	if err != nil {
 		// The drain ran out of its bound: the parent reports it.
 		say("drain-error %v", err)

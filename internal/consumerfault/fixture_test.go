@@ -306,7 +306,7 @@ func check(t *testing.T, tl tally) {
 func decided(st *consumer.Stats) bool {
 	n := int64(0)
 	for _, c := range []*atomic.Int64{&st.Completed, &st.Suppressed, &st.Failed, &st.Busy, &st.Reused, &st.StoreDown,
-		&st.InvalidKey, &st.LeaseLost, &st.Unrecorded, &st.Unguarded, &st.Held} {
+		&st.InvalidKey, &st.LeaseLost, &st.Unrecorded, &st.Unguarded, &st.Canceled} {
 		n += c.Load()
 	}
 	return n == st.Delivered.Load()
