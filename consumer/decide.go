@@ -38,6 +38,10 @@ type decision struct {
 	level slog.Level
 	msg   string // empty: not logged
 	fix   string
+	// failed gives the message's span an error status: it was not
+	// processed and is retried for a reason other than a busy key, or its
+	// effect may have been applied twice or not recorded.
+	failed bool
 }
 
 // decisions is the consumer's one decision table, indexed by outcome.
@@ -45,25 +49,25 @@ var decisions = [...]decision{
 	dedupe.Completed:  {act: ack, count: func(s *Stats) *atomic.Int64 { return &s.Completed }},
 	dedupe.Suppressed: {act: ack, count: func(s *Stats) *atomic.Int64 { return &s.Suppressed }},
 	// The handler's own error: the caller logs it if it wants.
-	dedupe.Failed: {act: retry, count: func(s *Stats) *atomic.Int64 { return &s.Failed }},
+	dedupe.Failed: {act: retry, failed: true, count: func(s *Stats) *atomic.Int64 { return &s.Failed }},
 	// Reached only once waiting in process stopped (see awaitBusy).
 	dedupe.Busy: {act: retry, count: func(s *Stats) *atomic.Int64 { return &s.Busy }},
-	dedupe.Reused: {act: retry, count: func(s *Stats) *atomic.Int64 { return &s.Reused },
+	dedupe.Reused: {act: retry, failed: true, count: func(s *Stats) *atomic.Int64 { return &s.Reused },
 		level: slog.LevelError, msg: "idemq: key reused for a different payload; not running the message, retrying it until the broker dead-letters it",
 		fix: "give each payload its own key, or consumer.WithoutFingerprint() if one message's body changes between sends"},
-	dedupe.StoreDown: {act: retry, count: func(s *Stats) *atomic.Int64 { return &s.StoreDown },
+	dedupe.StoreDown: {act: retry, failed: true, count: func(s *Stats) *atomic.Int64 { return &s.StoreDown },
 		level: slog.LevelWarn, msg: "idemq: dedupe store failed; retrying the message",
 		fix: "check that the store is reachable; nothing was run or lost"},
-	dedupe.InvalidKey: {act: retry, count: func(s *Stats) *atomic.Int64 { return &s.InvalidKey },
+	dedupe.InvalidKey: {act: retry, failed: true, count: func(s *Stats) *atomic.Int64 { return &s.InvalidKey },
 		level: slog.LevelError, msg: "idemq: message key cannot be deduplicated; retrying it until the broker dead-letters it",
 		fix: "stamp messages with package producer, or configure consumer.WithKeyFallback"},
 	// The effect ran and a retry cannot undo it: acknowledge, and make it
 	// loud.
-	dedupe.LeaseLost: {act: ack, count: func(s *Stats) *atomic.Int64 { return &s.LeaseLost },
+	dedupe.LeaseLost: {act: ack, failed: true, count: func(s *Stats) *atomic.Int64 { return &s.LeaseLost },
 		level: slog.LevelError, msg: "idemq: lease lost while the handler ran; its effect may have been applied twice",
 		fix: "lengthen dedupe.GuardConfig.Lease or make the handler faster; check the store's latency"},
 	// A retry would run the effect again once the lease expires.
-	dedupe.Unrecorded: {act: ack, count: func(s *Stats) *atomic.Int64 { return &s.Unrecorded },
+	dedupe.Unrecorded: {act: ack, failed: true, count: func(s *Stats) *atomic.Int64 { return &s.Unrecorded },
 		level: slog.LevelError, msg: "idemq: handler succeeded but the store did not record it; a redelivery after the lease may run it again",
 		fix: "check that the store is reachable"},
 	dedupe.Unguarded: {act: ack, count: func(s *Stats) *atomic.Int64 { return &s.Unguarded },

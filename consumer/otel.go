@@ -322,7 +322,7 @@ func (d *delivery) finish(res []dedupe.Result) {
 			ss.End(trace.WithTimestamp(s.end))
 		}
 		span.SetAttributes(attrOutcome.String(r.Outcome.String()))
-		if spanFailed(r.Outcome) {
+		if decisions[r.Outcome].failed {
 			span.SetAttributes(attrErrorType.String(r.Outcome.String()))
 			span.SetStatus(codes.Error, describe(r))
 		}
@@ -336,16 +336,4 @@ func describe(r dedupe.Result) string {
 		return r.Err.Error()
 	}
 	return r.Outcome.String()
-}
-
-// spanFailed reports whether a message's span has an error status: the
-// message was not processed and is retried for a reason other than a key
-// busy elsewhere, or its effect may have been applied twice or not been
-// recorded.
-func spanFailed(out dedupe.Outcome) bool {
-	switch out {
-	case dedupe.Failed, dedupe.Reused, dedupe.StoreDown, dedupe.InvalidKey, dedupe.LeaseLost, dedupe.Unrecorded:
-		return true
-	}
-	return false
 }
