@@ -10,34 +10,53 @@ import (
 )
 
 // TestSweep checks that expired records are dropped as the store grows, so
-// that memory follows the live records, not every key ever seen.
+// that memory follows the live records, not every key ever seen, and that
+// the memory a burst took is given back once its records have expired.
 func TestSweep(t *testing.T) {
 	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	s := New(Config{Now: func() time.Time { return now }})
 	ctx := context.Background()
-	claim := func(key string, lease time.Duration) {
+	n := 0
+	claim := func(lease time.Duration) {
 		t.Helper()
+		n++
+		key := fmt.Sprint("k", n)
 		res, err := s.Claim(ctx, dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "g", Key: key}, Lease: lease})
 		if err != nil || res.Status != dedupe.Acquired {
 			t.Fatalf("Claim(%q) = %v, %v", key, res.Status, err)
 		}
 	}
+	// rounds claims a round of short-lived keys, then lets them expire, n
+	// times, and checks what the store keeps.
 	const live = 100
-	for i := range live {
-		claim(fmt.Sprint("live", i), time.Hour)
-	}
-	for round := range 20 {
-		for i := range minSweep {
-			claim(fmt.Sprint("short", round, "-", i), time.Second)
+	rounds := func(n int) {
+		t.Helper()
+		for range n {
+			for range minSweep {
+				claim(time.Second)
+			}
+			now = now.Add(time.Minute)
 		}
-		now = now.Add(time.Minute)
+		checkTable(t, s)
+		if max := 2*minSweep + live; len(s.recs) > max || s.used > max {
+			t.Errorf("%d slots and %d records kept for %d live ones", len(s.recs), s.used, live)
+		}
+		if max := 4 * (2*minSweep + live); cap(s.recs) > max || len(s.cells) > max {
+			t.Errorf("room for %d slots and %d cells kept for %d live records", cap(s.recs), len(s.cells), live)
+		}
 	}
-	if n := len(s.recs); n > 2*minSweep+live {
-		t.Errorf("%d records kept for %d live ones", n, live)
+	for range live {
+		claim(24 * time.Hour)
 	}
+	rounds(20)
+	for range 16 * minSweep {
+		claim(time.Second)
+	}
+	rounds(60)
 	for i := range live {
-		if r, ok := s.recs[dedupe.Ref{Group: "g", Key: fmt.Sprint("live", i)}]; !ok || r.done {
-			t.Fatalf("live record %d swept", i)
+		ref := dedupe.Ref{Group: "g", Key: fmt.Sprint("k", i+1)}
+		if _, j, ok := s.lookup(uint32(s.hash(ref)), ref); !ok || s.recs[j].done {
+			t.Fatalf("live record %v swept", ref)
 		}
 	}
 }
