@@ -33,7 +33,7 @@ demo: deps
 
 ## bench: benchmarks with peers in the same run; writes bench/RESULTS.md
 bench: deps
-	$(WITH_SERVERS) -only redis,mysql,postgres -- ./bench/run.sh
+	$(WITH_SERVERS) -only redis,mysql,postgres,rocketmq -- ./bench/run.sh
 
 vet:
 	$(GO) vet ./...

@@ -6,7 +6,11 @@
 #     against one round trip (the root module);
 #   - the dedupe stores against a naive two-round-trips-per-message
 #     baseline on the same real servers (the root module; servers from the
-#     IDEMQ_* variables, which make bench sets, or started by the tests).
+#     IDEMQ_* variables, which make bench sets, or started by the tests);
+#   - the consumer's per-message path against a hand-written naive consumer
+#     on Redis, MariaDB, PostgreSQL and SQLite, and end to end through the
+#     real broker against no dedupe (consumer's BenchmarkPath and
+#     BenchmarkEndToEnd).
 # Extra arguments go to `go test`, e.g. -benchtime 200ms or -count 3.
 set -euo pipefail
 cd "$(dirname "$0")"

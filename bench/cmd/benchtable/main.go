@@ -207,7 +207,8 @@ func render(res *results, ours string) string {
 	b.WriteString("# Benchmark results\n\n")
 	fmt.Fprintf(&b, "%s, %s.\n", strings.Join(res.env, ", "), runtime.Version())
 	b.WriteString("One op is one ID for the ID generators and one message for the dedupe stores (from their msgs/s; their B/op and allocs/op are per batch). ")
-	b.WriteString("A ratio is our cost per op divided by the peer's in the same run: below 1 is faster.\n")
+	b.WriteString("A ratio is our cost per op divided by the peer's in the same run: below 1 is faster; ")
+	b.WriteString("where the peer is the same work without dedupe (dedupe-off, plain-insert), the dedupe tax on throughput is 1 − 1/ratio.\n")
 	pkg := ""
 	for _, g := range res.groups {
 		if g.pkg != pkg {
