@@ -42,7 +42,11 @@ func (c *Consumer) consume(ctx context.Context, h Handler, msgs []*primitive.Mes
 		of = append(of, i)
 	}
 	if len(items) > 0 {
-		run := func(ctx context.Context, j int) error { return d.run(ctx, of[j], h, msgs[of[j]]) }
+		run := func(ctx context.Context, j int) error {
+			ctx, done := c.stoppable(ctx)
+			defer done()
+			return d.run(ctx, of[j], h, msgs[of[j]])
+		}
 		for j, r := range d.do(ctx, c.guard, items, run) {
 			res[of[j]] = r
 		}

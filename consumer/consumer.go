@@ -169,9 +169,7 @@ func (c *Consumer) call(ctx context.Context, h Handler, msgs []*primitive.Messag
 		return verdict{}, false
 	}
 	defer c.leave()
-	hctx, done := c.callContext(ctx)
-	defer done()
-	return c.consume(hctx, h, msgs, orderly), true
+	return c.consume(ctx, h, msgs, orderly), true
 }
 
 // PanicError is a recovered handler panic.

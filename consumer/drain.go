@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
 )
@@ -89,35 +88,21 @@ func (c *Consumer) hold() (rmq.ConsumeResult, error) {
 	return rmq.ConsumeRetryLater, errDraining
 }
 
-// stopContext is the context a callback's handlers run with: the values of
-// the client's context, which rocketmq-client-go never cancels, and the
-// cancellation of the Consumer's stop, which a drain out of time cancels.
-// It costs no goroutine: a context derived from it registers with stop.
-type stopContext struct {
-	context.Context
-	stop context.Context
-}
-
-func (s stopContext) Deadline() (deadline time.Time, ok bool) { return s.stop.Deadline() }
-func (s stopContext) Done() <-chan struct{}                   { return s.stop.Done() }
-func (s stopContext) Err() error                              { return s.stop.Err() }
-
-func (s stopContext) Value(key any) any {
-	if v := s.Context.Value(key); v != nil {
-		return v
+// stoppable returns the context a handler runs with: ctx, also cancelled
+// when a drain runs out of time, and a function to call once the handler
+// has returned. Only the handler's context is: the store's calls keep the
+// client's, which rocketmq-client-go never cancels, for a database driver
+// watches a cancellable context with a goroutine of its own per statement
+// (go-sql-driver/mysql: some 40 µs a statement here).
+func (c *Consumer) stoppable(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	unhook := context.AfterFunc(c.stop, func() { cancel(errDrainTimedOut) })
+	return ctx, func() {
+		unhook()
+		cancel(nil)
 	}
-	// How context.WithCancel finds stop's cancellation to register with.
-	return s.stop.Value(key)
 }
 
-// callContext returns the context for the handlers of a callback given
-// ctx, and a function to call once they are done.
-func (c *Consumer) callContext(ctx context.Context) (context.Context, func()) {
-	if ctx.Done() == nil {
-		return stopContext{Context: ctx, stop: c.stop}, func() {}
-	}
-	// A cancellable context (not the client's): end it with stop too.
-	ctx, cancel := context.WithCancel(ctx)
-	unhook := context.AfterFunc(c.stop, cancel)
-	return ctx, func() { unhook(); cancel() }
-}
+// errDrainTimedOut is why a handler's context ends when a drain runs out of
+// time.
+var errDrainTimedOut = errors.New("consumer: drain ran out of time while the handler ran")

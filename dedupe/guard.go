@@ -21,7 +21,10 @@ type GuardConfig struct {
 	// Default Lease/3.
 	ExtendEvery time.Duration
 	// CleanupTimeout bounds Complete and Release, which run even after the
-	// handler's context was cancelled. Default 5s.
+	// handler's context was cancelled. Default 5s. With a context that can
+	// never be cancelled (its Done is nil, as rocketmq-client-go's callback
+	// context), they run with it, bounded as the claim is by the store
+	// client's own timeouts.
 	CleanupTimeout time.Duration
 	// FailOpen runs the handler without dedupe when the store cannot be
 	// reached. Default false: the message is retried later (fail-closed),
@@ -292,10 +295,17 @@ func (g *Guard) settle(ctx context.Context, held []heldItem, res []Result) {
 	if len(done) == 0 && len(undone) == 0 {
 		return
 	}
-	// Complete and Release run even after ctx was cancelled while the
-	// handlers ran: the claims must still be settled.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.CleanupTimeout)
-	defer cancel()
+	cctx := ctx
+	if ctx.Done() != nil {
+		// Complete and Release run even after ctx was cancelled while the
+		// handlers ran: the claims must still be settled. (A context that
+		// can never be cancelled, such as rocketmq-client-go's, is used as
+		// it is: no timer per message, and no watcher goroutine per
+		// statement in SQL drivers.)
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), g.cfg.CleanupTimeout)
+		defer cancel()
+	}
 	if len(done) > 0 {
 		errs, err := g.settleAll(cctx, done, true)
 		if err != nil && !errors.Is(err, ErrLeaseLost) && cctx.Err() == nil {
