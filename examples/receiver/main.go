@@ -66,11 +66,11 @@ func main() {
 	if *metrics {
 		report = installMetrics()
 	}
-	dedupe, err := consumer.New(store, *group)
+	idem, err := consumer.New(store, *group)
 	if err != nil {
 		log.Fatal(err)
 	}
-	stats := dedupe.Stats()
+	stats := idem.Stats()
 
 	var applied, lastSeen, redelivered atomic.Int64
 	ledger, balance := *topic+":ledger", *topic+":balance"
@@ -120,7 +120,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := c.Subscribe(*topic, rmqconsumer.MessageSelector{}, counted(dedupe.Concurrently(handle))); err != nil {
+	if err := c.Subscribe(*topic, rmqconsumer.MessageSelector{}, counted(idem.Concurrently(handle))); err != nil {
 		log.Fatal(err)
 	}
 	if err := c.Start(); err != nil {
@@ -143,7 +143,7 @@ func main() {
 	// Drain rather than Shutdown: a handler cut off between its effect and
 	// its record would run again on the queue's next owner.
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *drainTimeout)
-	if err := dedupe.Drain(drainCtx, c); err != nil {
+	if err := idem.Drain(drainCtx, c); err != nil {
 		log.Print(err)
 	}
 	cancel()
