@@ -1,5 +1,9 @@
 package dedupe
 
+// GroupCommitMaxInFlight is how many round trips of one kind a Store that
+// WithGroupCommit returned has in flight at most.
+const GroupCommitMaxInFlight = maxInFlight
+
 // GroupCommitQueued reports how many calls wait, not yet sent, in the
 // claim, completion and release queues of s, a Store that WithGroupCommit
 // returned, so that tests can tell when calls have queued.
