@@ -210,9 +210,18 @@ func (c *Consumer) observe(ctx context.Context, msgs []*primitive.MessageExt) *d
 		return nil
 	}
 	d := &delivery{ob: ob, timed: timed}
-	if !tracing {
-		return d
+	if tracing {
+		c.startSpans(ctx, d, msgs)
 	}
+	return d
+}
+
+// startSpans starts the spans of msgs. Apart from observe, whose frame
+// would otherwise hold its attributes on every callback's stack, traced or
+// not: rocketmq-client-go runs each callback on a fresh goroutine, whose
+// stack grows, at a copy, when frames are large.
+func (c *Consumer) startSpans(ctx context.Context, d *delivery, msgs []*primitive.MessageExt) {
+	ob := d.ob
 	d.spans = make([]trace.Span, len(msgs))
 	d.settles = make([]settle, len(msgs))
 	for i, m := range msgs {
@@ -232,7 +241,6 @@ func (c *Consumer) observe(ctx context.Context, msgs []*primitive.MessageExt) *d
 		_, d.spans[i] = ob.tracer.Start(ctx, "process "+m.Topic,
 			trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
 	}
-	return d
 }
 
 // do is g.Do(ctx, items, fn), timed as one round; fn must call d.run.
