@@ -130,13 +130,19 @@ type Item struct {
 func (g *Guard) Do(ctx context.Context, items []Item, fn func(ctx context.Context, i int) error) []Result {
 	res := make([]Result, len(items))
 	pending := make([]int, 0, len(items)) // the items to claim
-	var repeats []repeat
+	var (
+		repeats []repeat
+		seen    map[Item]int // for large batches: each item's first
+	)
+	if len(items) > scanLimit {
+		seen = make(map[Item]int, len(items))
+	}
 	for i, it := range items {
 		if err := (ClaimRequest{Ref: it.Ref, Lease: g.cfg.Lease, Fingerprint: it.Fingerprint}).Validate(); err != nil {
 			res[i] = Result{Outcome: InvalidKey, Err: fmt.Errorf("dedupe: claim %q: %w", it.Ref, err)}
 			continue
 		}
-		if f := firstOf(items, pending, i); f >= 0 {
+		if f := firstOf(items, pending, seen, i); f >= 0 {
 			repeats = append(repeats, repeat{i: i, first: f})
 			continue
 		}
@@ -165,10 +171,21 @@ func (g *Guard) Do(ctx context.Context, items []Item, fn func(ctx context.Contex
 // repeat is an item whose Ref and Fingerprint are those of an earlier one.
 type repeat struct{ i, first int }
 
-// firstOf returns the item among pending that items[i] repeats, or -1.
-// Batches are small (the client delivers at most 32 messages at once by
-// default), so a scan costs less than a map.
-func firstOf(items []Item, pending []int, i int) int {
+// scanLimit is the largest batch whose repeats are found by a scan: most
+// are small (a push consumer delivers one message at a time by default,
+// and pulls 32), and then a scan costs less than a map.
+const scanLimit = 32
+
+// firstOf returns the item among pending that items[i] repeats, or -1,
+// and notes items[i] in seen when it is not nil.
+func firstOf(items []Item, pending []int, seen map[Item]int, i int) int {
+	if seen != nil {
+		if f, ok := seen[items[i]]; ok {
+			return f
+		}
+		seen[items[i]] = i
+		return -1
+	}
 	for _, p := range pending {
 		if items[p] == items[i] {
 			return p

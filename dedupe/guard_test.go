@@ -1544,3 +1544,41 @@ func TestGuardConfigDefaults(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardRepeatsInLargeBatch finds repeats in a batch too large to scan
+// (a map then): each distinct key runs once, each repeat is suppressed.
+func TestGuardRepeatsInLargeBatch(t *testing.T) {
+	for _, size := range []int{32, 33, 100} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			g := newGuard(t, memdedupe.New(memdedupe.Config{}), dedupe.GuardConfig{})
+			items := make([]dedupe.Item, size)
+			for i := range items {
+				// Every third item repeats the one before it.
+				k := i - i/3
+				if i%3 == 2 {
+					k--
+				}
+				items[i] = dedupe.Item{Ref: dedupe.Ref{Group: "g", Key: fmt.Sprint("k", k)}}
+			}
+			ran := map[string]int{}
+			res := g.Do(t.Context(), items, func(_ context.Context, i int) error {
+				ran[items[i].Ref.Key]++
+				return nil
+			})
+			for i, r := range res {
+				want := dedupe.Completed
+				if i%3 == 2 {
+					want = dedupe.Suppressed
+				}
+				if r.Outcome != want {
+					t.Fatalf("item %d (%s): %v, want %v", i, items[i].Ref.Key, r.Outcome, want)
+				}
+			}
+			for k, n := range ran {
+				if n != 1 {
+					t.Fatalf("%s ran %d times", k, n)
+				}
+			}
+		})
+	}
+}
