@@ -52,7 +52,8 @@ func TestOf(t *testing.T) {
 		t.Fatalf("Of(unstamped) = %q", k)
 	}
 	m.WithProperty(msgkey.Property, "k1")
-	ext := &primitive.MessageExt{Message: *m}
+	ext := &primitive.MessageExt{}
+	ext.WithProperty(msgkey.Property, "k1")
 	if msgkey.Of(m) != "k1" || msgkey.Of(ext) != "k1" {
 		t.Fatalf("Of = %q, %q; want k1 for the message and the delivered copy", msgkey.Of(m), msgkey.Of(ext))
 	}
