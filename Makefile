@@ -6,15 +6,10 @@ WITH_SERVERS = $(GO) run ./internal/testenv/withservers
 DEMO_N ?= 200
 DEMO_RESEND ?= 50
 
-# rocketmq-client-go v2.1.2 races on its own subscription data when a
-# rebalance meets its route refresh (apache/rocketmq-client-go#961, fixed
-# after v2.1.2), which fails a -race run now and then; the same data reaches
-# json-iterator when the client encodes its heartbeat. Our code runs under
-# the race detector; those two libraries are compiled without it. (Channel
-# operations are checked in the runtime whatever the flags: the client's
-# Shutdown closing a queue's channel while its pull loop sends on it can
-# still be reported.)
-RACE = -race -gcflags='github.com/apache/rocketmq-client-go/v2/...=-race=false' -gcflags='github.com/json-iterator/go=-race=false'
+# Everything, rocketmq-client-go included, runs under the race detector:
+# the client is pinned to its master (v2.1.3-0.20251226070945-2173d070fd1b),
+# which fixed the races of v2.1.2 (apache/rocketmq-client-go#961 and others).
+RACE = -race
 
 .PHONY: deps test demo bench vet fmt
 

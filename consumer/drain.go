@@ -21,8 +21,8 @@ type Client interface {
 //
 //  1. no callback of this Consumer starts a handler from now on: messages
 //     delivered meanwhile are held, as are messages waiting for a busy key
-//     (pc keeps pulling until step 3: its Suspend races with its own
-//     rebalancing in rocketmq-client-go v2.1.2, and what it pulls is held);
+//     (pc keeps pulling until step 3, and what it pulls is held, so a
+//     Client needs nothing but Shutdown);
 //  2. the handlers under way finish, and their keys are recorded, as long
 //     as ctx allows; when ctx ends first, their contexts are cancelled;
 //  3. pc shuts down, which persists the offsets of what was acknowledged;

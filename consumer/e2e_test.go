@@ -190,10 +190,6 @@ func endToEnd(t *testing.T, adapt adapter, opts ...rmq.Option) (batched int64) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// rocketmq-client-go v2.1.2 races between a rebalance and a route
-		// lookup here (SubscriptionData.SubVersion;
-		// apache/rocketmq-client-go#961, fixed by #1088 after the release):
-		// make test compiles that library without the race detector.
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}

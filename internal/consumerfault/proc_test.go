@@ -185,55 +185,11 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// raceExit is the exit code of a process the race detector found a data
-// race in (GORACE exitcode, default 66).
-const raceExit = 66
-
-// checkExit fails t unless the child exited with code 0, or with raceExit
-// for data races that all lie inside rocketmq-client-go (v2.1.2 races in
-// its own Shutdown, closing a process queue's channel that a pull goroutine
-// sends on), which it logs.
+// checkExit fails t unless the child exited with code 0: a data race
+// anywhere, rocketmq-client-go included, fails the test.
 func (p *proc) checkExit(t *testing.T, code int) {
 	t.Helper()
-	switch {
-	case code == exitOK:
-	case code == raceExit && libraryRacesOnly(p.errs.String()):
-		t.Logf("%s: data races inside rocketmq-client-go, not ours:\n%s", p.name, lastLines(p.errs.String(), 30))
-	default:
+	if code != exitOK {
 		t.Errorf("%s exited %d:\n%s", p.name, code, lastLines(p.errs.String(), 60))
 	}
-}
-
-// rocketmqPkg starts the functions of rocketmq-client-go.
-const rocketmqPkg = "github.com/apache/rocketmq-client-go/"
-
-// libraryRacesOnly reports whether log holds data race reports and each of
-// them is rocketmq-client-go's: every access was made in its code, that is
-// the first function of the access's stack that is not the runtime's is
-// rocketmq-client-go's, or there is none and the report names the library.
-func libraryRacesOnly(log string) bool {
-	reports := strings.Split(log, "WARNING: DATA RACE")[1:]
-	for _, r := range reports {
-		r, _, _ = strings.Cut(r, "==================")
-		if !strings.Contains(r, rocketmqPkg) {
-			return false
-		}
-		inAccess, decided := false, false
-		for _, l := range strings.Split(r, "\n") {
-			l = strings.TrimSpace(l)
-			switch {
-			case strings.Contains(l, " at 0x"): // "Write at 0x… by goroutine 7:"
-				inAccess, decided = true, false
-			case l == "" || strings.HasPrefix(l, "Goroutine "):
-				inAccess = false
-			case !inAccess || decided || strings.HasPrefix(l, "/"): // a file:line
-			case strings.HasPrefix(l, "runtime.") || strings.HasPrefix(l, "sync."):
-			case strings.HasPrefix(l, rocketmqPkg):
-				decided = true
-			default:
-				return false
-			}
-		}
-	}
-	return len(reports) > 0
 }
