@@ -18,6 +18,8 @@ deps:
 
 ## test: every test with -race against real Redis, MariaDB, PostgreSQL and RocketMQ
 test: deps
+	$(GO) mod tidy -diff
+	cd bench && $(GO) mod tidy -diff
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
 	$(WITH_SERVERS) -- $(GO) test $(RACE) -count=1 -timeout 15m ./...
