@@ -144,3 +144,89 @@ func TestSendToRefusingBroker(t *testing.T) {
 		t.Fatalf("the retry changed the key from %s to %s", key, msgkey.Of(m))
 	}
 }
+
+// TestAsyncAndOneWayStampTheKey sends one message twice with SendAsync and
+// another twice with SendOneWay through a real broker: every copy a
+// consumer receives carries its message's key, in the property and in Keys.
+func TestAsyncAndOneWayStampTheKey(t *testing.T) {
+	ns := testenv.RocketMQ(t)
+	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
+	topic := "producer-ways-" + run
+	testenv.RocketMQTopic(t, topic, 1)
+
+	var mu sync.Mutex
+	got := map[string][]*primitive.MessageExt{} // by body
+	c, err := rocketmq.NewPushConsumer(
+		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		rmqconsumer.WithGroupName("producer-ways-"+run),
+		rmqconsumer.WithInstance("producer-ways-"+run),
+		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Subscribe(topic, rmqconsumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range msgs {
+			got[string(m.Body)] = append(got[string(m.Body)], m)
+		}
+		return rmqconsumer.ConsumeSuccess, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Shutdown() })
+
+	p := startProducer(t, ns, "producer-ways-"+run)
+	ctx := context.Background()
+	async := primitive.NewMessage(topic, []byte("async"))
+	for range 2 {
+		done := make(chan error, 1)
+		if err := p.SendAsync(ctx, func(_ context.Context, _ *primitive.SendResult, err error) { done <- err }, async); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	oneWay := primitive.NewMessage(topic, []byte("one-way"))
+	for range 2 {
+		if err := p.SendOneWay(ctx, oneWay); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	want := map[string]string{"async": msgkey.Of(async), "one-way": msgkey.Of(oneWay)}
+	if want["async"] == "" || want["one-way"] == "" || want["async"] == want["one-way"] {
+		t.Fatalf("keys %v: want two distinct stamped keys", want)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got["async"]) + len(got["one-way"])
+		mu.Unlock()
+		if n >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("received %d of 4 copies", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for body, key := range want {
+		for _, r := range got[body] {
+			if k := msgkey.Of(r); k != key {
+				t.Errorf("%s copy carries key %q, want %q", body, k, key)
+			}
+			if !strings.Contains(" "+r.GetKeys()+" ", " "+key+" ") {
+				t.Errorf("%s copy's Keys %q lack %q", body, r.GetKeys(), key)
+			}
+		}
+	}
+}
