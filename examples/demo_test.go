@@ -61,3 +61,18 @@ func TestSenderNeedsANodeID(t *testing.T) {
 		t.Fatalf("sender's error does not say what to set:\n%s", out)
 	}
 }
+
+// The example commands refuse stray arguments rather than ignore them.
+func TestCommandsRejectStrayArguments(t *testing.T) {
+	for _, cmd := range []string{"./sender", "./receiver"} {
+		t.Run(strings.TrimPrefix(cmd, "./"), func(t *testing.T) {
+			out, err := exec.CommandContext(t.Context(), "go", "run", cmd, "-namesrv", "127.0.0.1:1", "orders").CombinedOutput()
+			if err == nil {
+				t.Fatalf("%s accepted a stray argument:\n%s", cmd, out)
+			}
+			if !strings.Contains(string(out), `unexpected arguments ["orders"]`) {
+				t.Fatalf("%s's error does not name the stray argument:\n%s", cmd, out)
+			}
+		})
+	}
+}

@@ -49,6 +49,11 @@ func main() {
 	drainTimeout := flag.Duration("drain", 30*time.Second, "on SIGTERM or interrupt, how long running handlers may take to finish")
 	metrics := flag.Bool("metrics", false, "install the OpenTelemetry metrics SDK and print what the consumer reported at the end")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		// A stray word (a flag's value after a space, a mistyped flag
+		// without its dash) would otherwise be ignored silently.
+		log.Fatalf("unexpected arguments %q: this command takes flags only (see -h)", flag.Args())
+	}
 	if *namesrv == "" || *redisAddr == "" {
 		log.Fatal("set -namesrv and -redis (or IDEMQ_ROCKETMQ_NAMESRV and IDEMQ_REDIS_ADDR)")
 	}

@@ -51,6 +51,11 @@ func main() {
 	lease := flag.Duration("lease", 10*time.Second, "node id lease; every sender of one pool must use the same")
 	nodeFlag := flag.String("node", os.Getenv("IDEMQ_NODE"), "a static node id 0-1023 instead of a leased one (default $IDEMQ_NODE)")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		// A stray word (a flag's value after a space, a mistyped flag
+		// without its dash) would otherwise be ignored silently.
+		log.Fatalf("unexpected arguments %q: this command takes flags only (see -h)", flag.Args())
+	}
 	if *namesrv == "" {
 		log.Fatal("no name server: set -namesrv or IDEMQ_ROCKETMQ_NAMESRV")
 	}
