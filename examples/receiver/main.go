@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -28,12 +29,12 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/admin"
 	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-	"github.com/apache/rocketmq-client-go/v2/rlog"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/rmqlog"
 )
 
 func main() {
@@ -57,7 +58,9 @@ func main() {
 	if *namesrv == "" || *redisAddr == "" {
 		log.Fatal("set -namesrv and -redis (or IDEMQ_ROCKETMQ_NAMESRV and IDEMQ_REDIS_ADDR)")
 	}
-	rlog.SetLogLevel("error")
+	// The client's records go to slog, warnings and errors only
+	// (rlog.SetLogLevel("info") shows more).
+	rmqlog.Route(slog.Default(), slog.LevelWarn)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -22,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"strconv"
 	"time"
@@ -29,13 +30,13 @@ import (
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
-	"github.com/apache/rocketmq-client-go/v2/rlog"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/producer"
+	"github.com/idemq/idemq/rmqlog"
 )
 
 func main() {
@@ -62,7 +63,9 @@ func main() {
 	if *resend > *n {
 		log.Fatalf("cannot resend %d of %d messages", *resend, *n)
 	}
-	rlog.SetLogLevel("error")
+	// The client's records go to slog, warnings and errors only
+	// (rlog.SetLogLevel("info") shows more).
+	rmqlog.Route(slog.Default(), slog.LevelWarn)
 
 	ctx := context.Background()
 	gen, err := newGenerator(ctx, *redisAddr, *pool, *lease, *nodeFlag)
