@@ -3,6 +3,7 @@
 package examples_test
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"regexp"
@@ -49,7 +50,7 @@ func TestDemoAppliesEachMessageOnce(t *testing.T) {
 // refuses to start: two senders on the same default node would stamp
 // different messages with the same key.
 func TestSenderNeedsANodeID(t *testing.T) {
-	cmd := exec.CommandContext(t.Context(), "go", "run", "./sender", "-namesrv", "127.0.0.1:1", "-n", "1", "-resend", "0")
+	cmd := exec.CommandContext(t.Context(), "go", "run", "./sender", "-namesrv", listening(t), "-n", "1", "-resend", "0")
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
 		return strings.HasPrefix(kv, "IDEMQ_REDIS_ADDR=") || strings.HasPrefix(kv, "IDEMQ_NODE=")
 	})
@@ -75,4 +76,38 @@ func TestCommandsRejectStrayArguments(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Unreachable servers are reported at start, named with the flag to fix.
+func TestCommandsNameUnreachableServers(t *testing.T) {
+	up := listening(t)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"SenderNameServer", []string{"./sender", "-namesrv", "127.0.0.1:1", "-node", "1"}, "name server 127.0.0.1:1 (-namesrv)"},
+		{"ReceiverNameServer", []string{"./receiver", "-namesrv", "127.0.0.1:1", "-redis", up}, "name server 127.0.0.1:1 (-namesrv)"},
+		{"ReceiverRedis", []string{"./receiver", "-namesrv", up, "-redis", "127.0.0.1:1"}, "redis at 127.0.0.1:1 (-redis)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := exec.CommandContext(t.Context(), "go", append([]string{"run"}, tt.args...)...).CombinedOutput()
+			if err == nil || !strings.Contains(string(out), tt.want) {
+				t.Fatalf("%v: err %v, output lacks %q:\n%s", tt.args, err, tt.want, out)
+			}
+		})
+	}
+}
+
+// listening returns the address of a port that accepts connections (and
+// answers nothing) until t ends.
+func listening(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l.Addr().String()
 }

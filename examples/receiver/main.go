@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -64,8 +65,14 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if err := reachable(*namesrv); err != nil {
+		log.Fatalf("name server %s (-namesrv): %v", *namesrv, err)
+	}
 	rdb := redis.NewClient(&redis.Options{Addr: *redisAddr})
 	defer rdb.Close()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		log.Fatalf("redis at %s (-redis): %v", *redisAddr, err)
+	}
 	store, err := redisdedupe.New(rdb, redisdedupe.Config{})
 	if err != nil {
 		log.Fatal(err)
@@ -225,4 +232,15 @@ func doubledEntries(ctx context.Context, rdb *redis.Client, ledger string) (int,
 		}
 	}
 	return doubled, nil
+}
+
+// reachable reports whether something accepts connections at addr: a
+// refused name server is reported as such at start, not as a missing
+// route later.
+func reachable(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	if err != nil {
+		return err
+	}
+	return c.Close()
 }

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"time"
@@ -66,6 +67,13 @@ func main() {
 	// The client's records go to slog, warnings and errors only
 	// (rlog.SetLogLevel("info") shows more).
 	rmqlog.Route(slog.Default(), slog.LevelWarn)
+
+	if c, err := net.DialTimeout("tcp", *namesrv, 3*time.Second); err != nil {
+		// Reported as such, not as the client's later "route info not found".
+		log.Fatalf("name server %s (-namesrv): %v", *namesrv, err)
+	} else {
+		c.Close()
+	}
 
 	ctx := context.Background()
 	gen, err := newGenerator(ctx, *redisAddr, *pool, *lease, *nodeFlag)
