@@ -50,6 +50,11 @@ func New(p rocketmq.Producer, keys KeySource) (*Producer, error) {
 // invalid ([msgkey.ErrInvalid]) or the key source fails; messages stamped
 // before the failure keep their keys.
 func (p *Producer) Stamp(ctx context.Context, msgs ...*primitive.Message) error {
+	return stamp(ctx, p.keys, msgs)
+}
+
+// stamp is Stamp with keys from keys, for every kind of producer.
+func stamp(ctx context.Context, keys KeySource, msgs []*primitive.Message) error {
 	if len(msgs) == 0 {
 		return errors.New("producer: no messages")
 	}
@@ -59,7 +64,7 @@ func (p *Producer) Stamp(ctx context.Context, msgs ...*primitive.Message) error 
 		}
 		key := msgkey.Of(m)
 		if key == "" {
-			k, err := p.keys.NextKey(ctx)
+			k, err := keys.NextKey(ctx)
 			if err != nil {
 				return fmt.Errorf("producer: new key for topic %s: %w", m.Topic, err)
 			}
