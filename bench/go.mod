@@ -1,6 +1,6 @@
 module github.com/idemq/idemq/bench
 
-go 1.26.0
+go 1.25.0
 
 replace github.com/idemq/idemq => ../
 
