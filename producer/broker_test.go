@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -55,32 +56,7 @@ func TestResendKeepsKeyOnTheWire(t *testing.T) {
 	ns := testenv.RocketMQ(t)
 	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 	topic := "producer-" + run
-	testenv.RocketMQTopic(t, topic, 1)
-
-	var mu sync.Mutex
-	var got []*primitive.MessageExt
-	c, err := rocketmq.NewPushConsumer(
-		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		rmqconsumer.WithGroupName("producer-test-"+run),
-		rmqconsumer.WithInstance("producer-test-"+run),
-		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = c.Subscribe(topic, rmqconsumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		got = append(got, msgs...)
-		return rmqconsumer.ConsumeSuccess, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Shutdown() })
+	got := consumeTopic(t, ns, topic)
 
 	p := startProducer(t, ns, "producer-"+run)
 	m := primitive.NewMessage(topic, []byte("pay order 42"))
@@ -89,29 +65,8 @@ func TestResendKeepsKeyOnTheWire(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	key := msgkey.Of(m)
-
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		mu.Lock()
-		n := len(got)
-		mu.Unlock()
-		if n >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("received %d of 2 copies", n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	for _, r := range got {
-		if k := r.GetProperty(msgkey.Property); k != key {
-			t.Errorf("received key %q, want %q", k, key)
-		}
-		if !strings.Contains(" "+r.GetKeys()+" ", " "+key+" ") {
-			t.Errorf("Keys %q lack %q", r.GetKeys(), key)
-		}
-	}
+	msgs := got.await(t, "two copies", func(ms []*primitive.MessageExt) bool { return len(ms) >= 2 })
+	checkKey(t, msgs, "pay order 42", msgkey.Of(m))
 }
 
 // TestSendToRefusingBroker sends through a name server nobody listens on:
@@ -152,34 +107,7 @@ func TestAsyncAndOneWayStampTheKey(t *testing.T) {
 	ns := testenv.RocketMQ(t)
 	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 	topic := "producer-ways-" + run
-	testenv.RocketMQTopic(t, topic, 1)
-
-	var mu sync.Mutex
-	got := map[string][]*primitive.MessageExt{} // by body
-	c, err := rocketmq.NewPushConsumer(
-		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		rmqconsumer.WithGroupName("producer-ways-"+run),
-		rmqconsumer.WithInstance("producer-ways-"+run),
-		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = c.Subscribe(topic, rmqconsumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, m := range msgs {
-			got[string(m.Body)] = append(got[string(m.Body)], m)
-		}
-		return rmqconsumer.ConsumeSuccess, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Shutdown() })
+	got := consumeTopic(t, ns, topic)
 
 	p := startProducer(t, ns, "producer-ways-"+run)
 	ctx := context.Background()
@@ -199,34 +127,95 @@ func TestAsyncAndOneWayStampTheKey(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-
-	want := map[string]string{"async": msgkey.Of(async), "one-way": msgkey.Of(oneWay)}
-	if want["async"] == "" || want["one-way"] == "" || want["async"] == want["one-way"] {
-		t.Fatalf("keys %v: want two distinct stamped keys", want)
+	if msgkey.Of(async) == "" || msgkey.Of(oneWay) == "" || msgkey.Of(async) == msgkey.Of(oneWay) {
+		t.Fatalf("keys %q and %q: want two distinct stamped keys", msgkey.Of(async), msgkey.Of(oneWay))
 	}
+	msgs := got.await(t, "two copies of each", func(ms []*primitive.MessageExt) bool {
+		n := bodies(ms)
+		return n["async"] >= 2 && n["one-way"] >= 2
+	})
+	checkKey(t, msgs, "async", msgkey.Of(async))
+	checkKey(t, msgs, "one-way", msgkey.Of(oneWay))
+}
+
+// received holds what a push consumer of a test topic was given.
+type received struct {
+	mu   sync.Mutex
+	msgs []*primitive.MessageExt
+}
+
+// consumeTopic creates topic, with one queue, on the test broker at ns and
+// consumes it from its first offset until t ends.
+func consumeTopic(t *testing.T, ns, topic string) *received {
+	t.Helper()
+	testenv.RocketMQTopic(t, topic, 1)
+	r := new(received)
+	c, err := rocketmq.NewPushConsumer(
+		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		rmqconsumer.WithGroupName(topic+"-reader"),
+		rmqconsumer.WithInstance(topic+"-reader"),
+		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Subscribe(topic, rmqconsumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.msgs = append(r.msgs, msgs...)
+		return rmqconsumer.ConsumeSuccess, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Shutdown() })
+	return r
+}
+
+// await returns what was received once done says it is all, failing t
+// with what if that takes over 30s.
+func (r *received) await(t *testing.T, what string, done func([]*primitive.MessageExt) bool) []*primitive.MessageExt {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		mu.Lock()
-		n := len(got["async"]) + len(got["one-way"])
-		mu.Unlock()
-		if n >= 4 {
-			break
+		r.mu.Lock()
+		msgs := slices.Clone(r.msgs)
+		r.mu.Unlock()
+		if done(msgs) {
+			return msgs
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("received %d of 4 copies", n)
+			t.Fatalf("%s: received %d messages", what, len(msgs))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for body, key := range want {
-		for _, r := range got[body] {
-			if k := msgkey.Of(r); k != key {
-				t.Errorf("%s copy carries key %q, want %q", body, k, key)
-			}
-			if !strings.Contains(" "+r.GetKeys()+" ", " "+key+" ") {
-				t.Errorf("%s copy's Keys %q lack %q", body, r.GetKeys(), key)
-			}
+}
+
+// bodies counts msgs by body.
+func bodies(msgs []*primitive.MessageExt) map[string]int {
+	n := map[string]int{}
+	for _, m := range msgs {
+		n[string(m.Body)]++
+	}
+	return n
+}
+
+// checkKey fails t unless every copy of body in msgs carries key, in the
+// property and among its Keys.
+func checkKey(t *testing.T, msgs []*primitive.MessageExt, body, key string) {
+	t.Helper()
+	for _, r := range msgs {
+		if string(r.Body) != body {
+			continue
+		}
+		if k := msgkey.Of(r); k != key {
+			t.Errorf("%s: received key %q, want %q", body, k, key)
+		}
+		if !strings.Contains(" "+r.GetKeys()+" ", " "+key+" ") {
+			t.Errorf("%s: Keys %q lack %q", body, r.GetKeys(), key)
 		}
 	}
 }

@@ -1,7 +1,7 @@
 package producer_test
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -9,7 +9,6 @@ import (
 	"time"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
-	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 
@@ -48,34 +47,7 @@ func TestTransactionStampsBeforeTheHalfMessage(t *testing.T) {
 	ns := testenv.RocketMQ(t)
 	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 	topic := "producer-tx-" + run
-	testenv.RocketMQTopic(t, topic, 1)
-
-	var mu sync.Mutex
-	got := map[string]string{} // body → key
-	c, err := rocketmq.NewPushConsumer(
-		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		rmqconsumer.WithGroupName("producer-tx-"+run),
-		rmqconsumer.WithInstance("producer-tx-"+run),
-		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = c.Subscribe(topic, rmqconsumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, m := range msgs {
-			got[string(m.Body)] = msgkey.Of(m)
-		}
-		return rmqconsumer.ConsumeSuccess, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Shutdown() })
+	got := consumeTopic(t, ns, topic)
 
 	l := &localTx{seen: map[string]string{}}
 	tp, err := rocketmq.NewTransactionProducer(l,
@@ -99,7 +71,7 @@ func TestTransactionStampsBeforeTheHalfMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	msgs := map[string]*primitive.Message{}
+	sent := map[string]*primitive.Message{}
 	// "after" is committed after the rollback: once it has arrived, the
 	// queue (one only) was read past where a delivered rollback would be.
 	for _, body := range []string{"commit", "rollback", "after"} {
@@ -112,37 +84,50 @@ func TestTransactionStampsBeforeTheHalfMessage(t *testing.T) {
 			t.Fatalf("%s: no key stamped", body)
 		}
 		t.Logf("%s: key %s, local transaction %v", body, msgkey.Of(m), res.State)
-		msgs[body] = m
+		sent[body] = m
 	}
 	l.mu.Lock()
-	for body, m := range msgs {
+	for body, m := range sent {
 		if l.seen[body] != msgkey.Of(m) {
 			t.Errorf("%s: the local transaction saw key %q, want %q", body, l.seen[body], msgkey.Of(m))
 		}
 	}
 	l.mu.Unlock()
 
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		mu.Lock()
-		_, after := got["after"]
-		mu.Unlock()
-		if after {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the committed messages never arrived")
-		}
-		time.Sleep(50 * time.Millisecond)
+	msgs := got.await(t, "the committed messages", func(ms []*primitive.MessageExt) bool { return bodies(ms)["after"] > 0 })
+	checkKey(t, msgs, "commit", msgkey.Of(sent["commit"]))
+	checkKey(t, msgs, "after", msgkey.Of(sent["after"]))
+	if n := bodies(msgs); n["commit"] == 0 || n["rollback"] > 0 {
+		t.Errorf("received %v: want the committed messages and not the rolled back one", n)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, body := range []string{"commit", "after"} {
-		if got[body] != msgkey.Of(msgs[body]) {
-			t.Errorf("%s arrived with key %q, want %q", body, got[body], msgkey.Of(msgs[body]))
-		}
+}
+
+// TestTransactionRefusesBadInput sends nothing for a message whose preset
+// key cannot travel, and refuses a nil producer or key source.
+func TestTransactionRefusesBadInput(t *testing.T) {
+	// Never started: a send that reached it would fail another way.
+	tp, err := rocketmq.NewTransactionProducer(&localTx{seen: map[string]string{}},
+		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{"127.0.0.1:1"})))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, ok := got["rollback"]; ok {
-		t.Error("the rolled back message was delivered")
+	gen, err := idgen.New(6, idgen.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := producer.NewTransactional(nil, producer.IDKeys(gen)); err == nil {
+		t.Error("NewTransactional accepted a nil producer")
+	}
+	if _, err := producer.NewTransactional(tp, nil); err == nil {
+		t.Error("NewTransactional accepted a nil key source")
+	}
+	p, err := producer.NewTransactional(tp, producer.IDKeys(gen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := primitive.NewMessage("orders", []byte("x"))
+	m.WithProperty(msgkey.Property, "order 42") // a space: Keys are space-separated
+	if _, err := p.SendMessageInTransaction(t.Context(), m); !errors.Is(err, msgkey.ErrInvalid) {
+		t.Fatalf("SendMessageInTransaction = %v, want an error wrapping msgkey.ErrInvalid", err)
 	}
 }
