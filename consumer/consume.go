@@ -64,6 +64,7 @@ func (c *Consumer) consume(ctx context.Context, h Handler, msgs []*primitive.Mes
 			continue
 		}
 		// Held messages are retried too unless a drain holds the callback.
+		c.stats.Retried.Add(1)
 		retried = append(retried, retryErr(msgs[i], r))
 		if r.Outcome == dedupe.Busy {
 			busy, busyFor = true, max(busyFor, r.Wait)

@@ -320,6 +320,9 @@ func TestOutcomes(t *testing.T) {
 					t.Errorf("counter = %d, want 1", got)
 				}
 				checkTotals(t, stats)
+				if retried := stats.Retried.Load(); (retried == 0) != tt.ack {
+					t.Errorf("retried %d messages of an answer %v", retried, res)
+				}
 
 				recs := rec.records()
 				if !tt.logged {

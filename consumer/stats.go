@@ -40,6 +40,11 @@ type Stats struct {
 	Unrecorded atomic.Int64
 	// Unguarded counts successful handler runs without dedupe (fail-open).
 	Unguarded atomic.Int64
+	// Retried counts messages handed back for a redelivery, for any of the
+	// outcomes the decision table retries (during a drain: left to the
+	// queue's next owner). Each comes back, unless it reached the
+	// dead-letter queue.
+	Retried atomic.Int64
 	// Canceled counts messages not run because a drain held them for the
 	// queue's next owner, or because their callback's context ended (then
 	// they are retried).

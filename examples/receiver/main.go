@@ -148,10 +148,8 @@ func main() {
 	} else {
 		// Every deferred delivery comes back; wait for those too.
 		settled := func() bool {
-			deferred := stats.Failed.Load() + stats.Busy.Load() + stats.StoreDown.Load() +
-				stats.InvalidKey.Load() + stats.Reused.Load()
 			quiet := time.Since(time.Unix(0, lastSeen.Load())) > *idle
-			return applied.Load() >= *expect && quiet && redelivered.Load() >= deferred
+			return applied.Load() >= *expect && quiet && redelivered.Load() >= stats.Retried.Load()
 		}
 		waitDone(ctx, *timeout, settled)
 	}
