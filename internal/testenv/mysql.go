@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	register(service{name: "mysql", env: "IDEMQ_MYSQL_DSN", local: startMariaDB, container: mariadbContainer})
+	register(service{name: "mysql", env: "IDEMQ_MYSQL_DSN", local: startMariaDB})
 }
 
 // MySQL returns a go-sql-driver/mysql DSN for a real MariaDB or MySQL server.

@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	register(service{name: "postgres", env: "IDEMQ_POSTGRES_DSN", local: startPostgres, container: postgresContainer})
+	register(service{name: "postgres", env: "IDEMQ_POSTGRES_DSN", local: startPostgres})
 }
 
 // Postgres returns a DSN (URL form, for pgx) for a real PostgreSQL server.

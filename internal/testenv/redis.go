@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	register(service{name: "redis", env: "IDEMQ_REDIS_ADDR", local: startRedis, container: redisContainer})
+	register(service{name: "redis", env: "IDEMQ_REDIS_ADDR", local: startRedis})
 }
 
 // Redis returns the host:port of a real Redis server.

@@ -7,10 +7,7 @@
 //     IDEMQ_MYSQL_DSN, IDEMQ_POSTGRES_DSN, IDEMQ_ROCKETMQ_NAMESRV);
 //  2. a server it starts from the local installation (Debian's packages, the
 //     RocketMQ jars from Maven Central) on a free loopback port with its data
-//     in a temporary directory;
-//  3. a container started through testcontainers-go where a Docker engine
-//     answers (Redis, MariaDB and PostgreSQL);
-//
+//     in a temporary directory,
 // and otherwise skips the test naming what is missing. With CI=true that
 // skip is a failure: CI must never pass by testing nothing.
 //
@@ -64,9 +61,6 @@ type service struct {
 	name  string
 	env   string
 	local func(ctx context.Context, dir string, log io.Writer) (*Server, error)
-	// container starts the service under Docker; nil when there is no
-	// container recipe.
-	container func(ctx context.Context) (*Server, error)
 }
 
 type instance struct {
@@ -151,8 +145,10 @@ func Services() map[string]string {
 	return out
 }
 
-// Start starts a server of the named kind: locally when it is installed,
-// else in a container when a Docker engine answers. Its log goes to log.
+// Start starts a server of the named kind from the local installation. Its
+// log goes to log. (Docker users run docker/compose.yaml and set the IDEMQ_*
+// variables: a container fallback here would put testcontainers and the
+// Docker SDK into the go.sum of every module that imports idemq.)
 func Start(ctx context.Context, name string, log io.Writer) (*Server, error) {
 	svc, ok := services[name]
 	if !ok {
@@ -165,22 +161,14 @@ func Start(ctx context.Context, name string, log io.Writer) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("testenv: %s: %w", name, err)
 	}
-	srv, localErr := svc.local(ctx, dir, log)
-	if localErr == nil {
-		srv.Started = time.Since(begin)
-		stop := srv.stop
-		srv.stop = func() error { return errors.Join(stop(), os.RemoveAll(dir)) }
-		return srv, nil
-	}
-	os.RemoveAll(dir)
-	if svc.container == nil {
-		return nil, localErr
-	}
-	srv, err = svc.container(ctx)
+	srv, err := svc.local(ctx, dir, log)
 	if err != nil {
-		return nil, fmt.Errorf("%w; no container either: %w", localErr, err)
+		os.RemoveAll(dir)
+		return nil, err
 	}
 	srv.Started = time.Since(begin)
+	stop := srv.stop
+	srv.stop = func() error { return errors.Join(stop(), os.RemoveAll(dir)) }
 	return srv, nil
 }
 
