@@ -8,6 +8,7 @@
 //  2. a server it starts from the local installation (Debian's packages, the
 //     RocketMQ jars from Maven Central) on a free loopback port with its data
 //     in a temporary directory,
+//
 // and otherwise skips the test naming what is missing. With CI=true that
 // skip is a failure: CI must never pass by testing nothing.
 //
