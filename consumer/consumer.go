@@ -13,6 +13,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/idemq/idemq/dedupe"
+	// Routes the client's logs to slog at warn (see its doc).
+	_ "github.com/idemq/idemq/rmqlog"
 )
 
 // Handler processes one message. A nil error acknowledges it; any error

@@ -21,6 +21,8 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/idemq/idemq/msgkey"
+	// Routes the client's logs to slog at warn (see its doc).
+	_ "github.com/idemq/idemq/rmqlog"
 )
 
 // KeySource issues unique keys, one per call. Implementations are safe for

@@ -3,14 +3,18 @@
 //
 // The client logs to standard output through logrus at info by default:
 // dozens of lines for a few messages, and about ten a second while a name
-// server is unreachable. idemq's own packages log through slog; Route sends
-// the client's records there too, with the client's fields as attributes,
-// and drops those below a level:
+// server is unreachable. idemq's own packages log through slog, and so does
+// the client once this package is linked, which packages producer and
+// consumer do: its records at warn and above go to [slog.Default] (as it is
+// when each record is logged), with the client's fields as attributes.
 //
-//	rmqlog.Route(slog.Default(), slog.LevelWarn) // before starting any client
+// To see more, lower the level with rlog.SetLogLevel ("debug", "info",
+// "warn", "error"); to send the records to another logger, call Route
+// before starting any client:
 //
-// Raise or lower the level later with the returned [*slog.LevelVar], or with
-// rlog.SetLogLevel ("debug", "info", "warn", "error").
+//	rmqlog.Route(logger, slog.LevelInfo)
+//
+// Raise or lower its level later with the returned [*slog.LevelVar].
 package rmqlog
 
 import (
@@ -24,11 +28,18 @@ import (
 // Logger is an rlog.Logger that writes to an slog.Logger the records at
 // or above its level.
 type Logger struct {
-	l     *slog.Logger
+	l     *slog.Logger // nil: slog.Default() when the record is logged
 	level *slog.LevelVar
 }
 
 var _ rlog.Logger = (*Logger)(nil)
+
+// The client's default logger prints everything at info to standard output.
+func init() {
+	lv := new(slog.LevelVar)
+	lv.Set(slog.LevelWarn)
+	rlog.SetLogger(&Logger{level: lv})
+}
 
 // New returns a Logger writing to l the records at or above min.
 func New(l *slog.Logger, min slog.Level) *Logger {
@@ -79,7 +90,11 @@ func (g *Logger) OutputPath(string) error { return nil }
 
 func (g *Logger) log(level slog.Level, msg string, fields map[string]any) {
 	ctx := context.Background()
-	if level < g.level.Level() || !g.l.Enabled(ctx, level) {
+	l := g.l
+	if l == nil {
+		l = slog.Default()
+	}
+	if level < g.level.Level() || !l.Enabled(ctx, level) {
 		return
 	}
 	keys := make([]string, 0, len(fields))
@@ -92,5 +107,5 @@ func (g *Logger) log(level slog.Level, msg string, fields map[string]any) {
 	for _, k := range keys {
 		attrs = append(attrs, slog.Any(k, fields[k]))
 	}
-	g.l.LogAttrs(ctx, level, msg, attrs...)
+	l.LogAttrs(ctx, level, msg, attrs...)
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/rocketmq-client-go/v2/rlog"
+
 	"github.com/idemq/idemq/rmqlog"
 )
 
@@ -47,5 +49,27 @@ func TestLogger(t *testing.T) {
 				t.Fatalf("logged %q, want %q in it", out, tt.want)
 			}
 		})
+	}
+}
+
+// TestDefaultRoute checks what a program gets by linking the package: the
+// client's warnings in slog.Default, its info records dropped, and
+// rlog.SetLogLevel lowering the level.
+func TestDefaultRoute(t *testing.T) {
+	var buf bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	t.Cleanup(func() { slog.SetDefault(old); rlog.SetLogLevel("warn") })
+
+	rlog.Info("rebalance", map[string]any{"topic": "orders"})
+	rlog.Warning("pull failed", map[string]any{"broker": "b1"})
+	if got := buf.String(); strings.Contains(got, "rebalance") || !strings.Contains(got, `level=WARN msg="pull failed" source=rocketmq-client-go broker=b1`) {
+		t.Fatalf("default route logged %q, want the warning only", got)
+	}
+	buf.Reset()
+	rlog.SetLogLevel("info")
+	rlog.Info("rebalance", nil)
+	if got := buf.String(); !strings.Contains(got, "msg=rebalance") {
+		t.Fatalf("after SetLogLevel(info) logged %q, want the info record", got)
 	}
 }
