@@ -17,7 +17,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"log/slog"
 	"net"
 	"os"
 	"os/signal"
@@ -35,7 +34,6 @@ import (
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/msgkey"
-	"github.com/idemq/idemq/rmqlog"
 )
 
 func main() {
@@ -59,10 +57,6 @@ func main() {
 	if *namesrv == "" || *redisAddr == "" {
 		log.Fatal("set -namesrv and -redis (or IDEMQ_ROCKETMQ_NAMESRV and IDEMQ_REDIS_ADDR)")
 	}
-	// The client's records go to slog, warnings and errors only
-	// (rlog.SetLogLevel("info") shows more).
-	rmqlog.Route(slog.Default(), slog.LevelWarn)
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := reachable(*namesrv); err != nil {

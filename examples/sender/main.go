@@ -22,7 +22,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -37,7 +36,6 @@ import (
 	"github.com/idemq/idemq/idgen/redisidgen"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/producer"
-	"github.com/idemq/idemq/rmqlog"
 )
 
 func main() {
@@ -64,10 +62,6 @@ func main() {
 	if *resend > *n {
 		log.Fatalf("cannot resend %d of %d messages", *resend, *n)
 	}
-	// The client's records go to slog, warnings and errors only
-	// (rlog.SetLogLevel("info") shows more).
-	rmqlog.Route(slog.Default(), slog.LevelWarn)
-
 	if c, err := net.DialTimeout("tcp", *namesrv, 3*time.Second); err != nil {
 		// Reported as such, not as the client's later "route info not found".
 		log.Fatalf("name server %s (-namesrv): %v", *namesrv, err)
