@@ -1,6 +1,7 @@
 // Package msgkey owns idemq's message key: the user property that carries
-// it, how to read it, the rules it must follow and its length limit. The
-// sending side (package producer) stamps it and the receiving side (package
+// it, how to read it, the rules it must follow, its length limit and how a
+// producer stamps it ([Stamp]). The sending side (packages producer and
+// producer/grpcproducer) stamps it and the receiving side (package
 // consumer, and the dedupe stores' limit) reads and checks it by these rules
 // alone, so the two cannot drift apart.
 package msgkey

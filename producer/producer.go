@@ -64,36 +64,19 @@ func stamp(ctx context.Context, keys KeySource, msgs []*primitive.Message) error
 		if m == nil {
 			return errors.New("producer: nil message")
 		}
-		key := msgkey.Of(m)
-		if key == "" {
-			k, err := keys.NextKey(ctx)
-			if err != nil {
-				return fmt.Errorf("producer: new key for topic %s: %w", m.Topic, err)
-			}
-			key = k
-		}
-		if err := msgkey.Validate(key); err != nil {
+		if _, err := msgkey.Stamp(ctx, message{m}, keys.NextKey); err != nil {
 			return fmt.Errorf("producer: topic %s: %w", m.Topic, err)
 		}
-		m.WithProperty(msgkey.Property, key)
-		addKey(m, key)
 	}
 	return nil
 }
 
-func addKey(m *primitive.Message, key string) {
-	keys := m.GetKeys()
-	for _, k := range strings.Fields(keys) {
-		if k == key {
-			return
-		}
-	}
-	if keys == "" {
-		m.WithKeys([]string{key})
-		return
-	}
-	m.WithKeys([]string{keys, key})
-}
+// message fits a *primitive.Message to msgkey.Stamp.
+type message struct{ *primitive.Message }
+
+func (m message) SetProperty(name, value string) { m.WithProperty(name, value) }
+func (m message) Keys() []string                 { return strings.Fields(m.GetKeys()) }
+func (m message) SetKeys(keys []string)          { m.WithKeys(keys) }
 
 // SendSync stamps msgs and sends them. The client retries a failed attempt
 // internally with the same key; a caller that sends the same messages again
