@@ -39,17 +39,26 @@ func TestStartRocketMQ(t *testing.T) {
 	t.Logf("RocketMQ %s started in %v: name server %s, broker %s",
 		srv.Version(), time.Since(begin).Round(time.Millisecond), srv.NameServer(), srv.BrokerAddr())
 
+	rocketmqRoundTrip(t, srv.NameServer(), srv.CreateTopic)
+}
+
+// rocketmqRoundTrip creates a topic with createTopic, sends one message
+// through the name server at nameServer with rocketmq-client-go and waits
+// for a push consumer to receive it.
+func rocketmqRoundTrip(t *testing.T, nameServer string, createTopic func(context.Context, string, int) error) {
+	t.Helper()
+	ctx := t.Context()
 	// Names unique per run: clients are shared per process by instance name,
 	// and a consumer group's offsets outlive its consumers.
 	id := fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())
 	topic := "topic-" + id
-	begin = time.Now()
-	if err := srv.CreateTopic(ctx, topic, 2); err != nil {
+	begin := time.Now()
+	if err := createTopic(ctx, topic, 2); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("topic created and routed in %v", time.Since(begin).Round(time.Millisecond))
 
-	ns := primitive.NewPassthroughResolver([]string{srv.NameServer()})
+	ns := primitive.NewPassthroughResolver([]string{nameServer})
 	p, err := rocketmq.NewProducer(
 		producer.WithNsResolver(ns),
 		producer.WithGroupName("producer-"+id),

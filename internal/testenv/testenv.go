@@ -1,10 +1,11 @@
 // Package testenv hands tests the address of a real Redis, MariaDB/MySQL,
-// PostgreSQL or Apache RocketMQ server.
+// PostgreSQL or Apache RocketMQ (4.9.7, and 5.x with its gRPC proxy) server.
 //
 // Each accessor looks, in order, for
 //
 //  1. an environment variable naming a running server (IDEMQ_REDIS_ADDR,
-//     IDEMQ_MYSQL_DSN, IDEMQ_POSTGRES_DSN, IDEMQ_ROCKETMQ_NAMESRV);
+//     IDEMQ_MYSQL_DSN, IDEMQ_POSTGRES_DSN, IDEMQ_ROCKETMQ_NAMESRV,
+//     IDEMQ_ROCKETMQ5_NAMESRV with IDEMQ_ROCKETMQ5_PROXY);
 //  2. a server it starts from the local installation (Debian's packages, the
 //     RocketMQ jars from Maven Central) on a free loopback port with its data
 //     in a temporary directory,
@@ -45,6 +46,10 @@ type Server struct {
 	Version string
 	// Started is how long the start took, install steps included.
 	Started time.Duration
+	// Env names the server to another process: the IDEMQ_* variables and
+	// their values, which withservers exports. Most servers have one, its
+	// value Addr; rocketmq5 has two (name server and proxy).
+	Env map[string]string
 
 	stop func() error
 }
@@ -59,8 +64,11 @@ func (s *Server) Stop() error {
 
 // service is one kind of backend a test can ask for.
 type service struct {
-	name  string
+	name string
+	// env names a running server; also lists more variables that must be
+	// set with it (their values are in Server.Env when testenv starts it).
 	env   string
+	also  []string
 	local func(ctx context.Context, dir string, log io.Writer) (*Server, error)
 }
 
@@ -80,8 +88,22 @@ const StartTimeout = 3 * time.Minute
 // lookup returns the address of svc for tb, starting it on first use.
 func lookup(tb testing.TB, svc service) string {
 	tb.Helper()
+	return lookupEnv(tb, svc)[svc.env]
+}
+
+// lookupEnv returns the variables naming svc's server for tb (svc.env and
+// svc.also), from the environment or from the server it starts on first
+// use.
+func lookupEnv(tb testing.TB, svc service) map[string]string {
+	tb.Helper()
 	if v := os.Getenv(svc.env); v != "" {
-		return v
+		env := map[string]string{svc.env: v}
+		for _, name := range svc.also {
+			if env[name] = os.Getenv(name); env[name] == "" {
+				tb.Fatalf("testenv: %s: %s is set but %s is not", svc.name, svc.env, name)
+			}
+		}
+		return env
 	}
 	mu.Lock()
 	inst, ok := running[svc.name]
@@ -95,9 +117,9 @@ func lookup(tb testing.TB, svc service) string {
 	}
 	mu.Unlock()
 	if inst.err != nil {
-		Missing(tb, fmt.Sprintf("%s: set %s or install it: %v", svc.name, svc.env, inst.err))
+		Missing(tb, fmt.Sprintf("%s: set %s or install it: %v", svc.name, strings.Join(append([]string{svc.env}, svc.also...), " and "), inst.err))
 	}
-	return inst.srv.Addr
+	return inst.srv.Env
 }
 
 // Missing skips tb because a backend is missing, or fails it under CI=true.
@@ -168,6 +190,9 @@ func Start(ctx context.Context, name string, log io.Writer) (*Server, error) {
 		return nil, err
 	}
 	srv.Started = time.Since(begin)
+	if srv.Env == nil {
+		srv.Env = map[string]string{svc.env: srv.Addr}
+	}
 	stop := srv.stop
 	srv.stop = func() error { return errors.Join(stop(), os.RemoveAll(dir)) }
 	return srv, nil

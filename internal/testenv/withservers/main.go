@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -35,7 +36,7 @@ func main() {
 	verbose := flag.Bool("v", false, "copy the servers' logs to stderr")
 	flag.Parse()
 	if flag.NArg() == 0 {
-		log.Fatal("usage: withservers [-only redis,mysql,postgres,rocketmq] [-v] -- command [args...]")
+		log.Fatal("usage: withservers [-only redis,mysql,postgres,rocketmq,rocketmq5] [-v] -- command [args...]")
 	}
 	known := testenv.Services()
 	names := slices.Sorted(func(yield func(string) bool) {
@@ -124,8 +125,12 @@ func startAll(ctx context.Context, names []string, known map[string]string, verb
 				return
 			}
 			servers = append(servers, s)
-			os.Setenv(env, s.Addr)
-			log.Printf("%s %s at %s, started in %v", name, s.Version, s.Addr, s.Started.Round(time.Millisecond))
+			var set []string
+			for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+				os.Setenv(k, s.Env[k])
+				set = append(set, k+"="+s.Env[k])
+			}
+			log.Printf("%s %s started in %v: %s", name, s.Version, s.Started.Round(time.Millisecond), strings.Join(set, " "))
 		}()
 	}
 	wg.Wait()
