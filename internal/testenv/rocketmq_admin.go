@@ -167,6 +167,16 @@ func RocketMQBrokerVersion(ctx context.Context, nameServer string) (string, erro
 	return v, nil
 }
 
+// RocketMQMasters returns the addresses of the master brokers registered
+// with the name server at nameServer, as it lists them now.
+func RocketMQMasters(ctx context.Context, nameServer string) ([]string, error) {
+	masters, err := rocketmqMasters(ctx, nameServer)
+	if err != nil {
+		return nil, fmt.Errorf("testenv: rocketmq: %w", err)
+	}
+	return masters, nil
+}
+
 // rocketmqMasterAddrsRE finds the master (broker id 0) in each brokerAddrs
 // map of a cluster info body. The name server writes integer map keys
 // unquoted ({0:"host:port"}), which encoding/json rejects.
