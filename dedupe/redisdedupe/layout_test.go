@@ -311,7 +311,7 @@ func TestRoundTrips(t *testing.T) {
 }
 
 // TestUnreachable checks that a store whose Redis cannot be reached answers
-// with a plain error naming the call, never a sentinel.
+// with a plain error naming the call and the address, never a sentinel.
 func TestUnreachable(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	defer client.Close()
@@ -332,8 +332,8 @@ func TestUnreachable(t *testing.T) {
 		"extend":           s.Extend(ctx, tk, time.Second),
 	} {
 		if err == nil || errors.Is(err, dedupe.ErrLeaseLost) || errors.Is(err, dedupe.ErrInvalidKey) ||
-			!strings.HasPrefix(err.Error(), "redisdedupe: "+what) {
-			t.Errorf("%s = %v, want a plain error starting %q", what, err, "redisdedupe: "+what)
+			!strings.HasPrefix(err.Error(), "redisdedupe: "+what) || !strings.Contains(err.Error(), "127.0.0.1:1") {
+			t.Errorf("%s = %v, want a plain error starting %q and naming 127.0.0.1:1", what, err, "redisdedupe: "+what)
 		}
 	}
 }
