@@ -1,0 +1,263 @@
+package brokerfault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dedupe/redisdedupe"
+	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/producer"
+)
+
+// brokerLevels are the test broker's delay levels (internal/testenv): 18
+// levels of 1s each.
+var brokerLevels = slices.Repeat([]time.Duration{time.Second}, 18)
+
+// retention keeps the dedupe records of a run long enough for the test and
+// no longer: the Redis may be shared.
+const retention = 10 * time.Minute
+
+// fixture is what one scenario shares: a private RocketMQ cluster, the
+// shared Redis, and a run name that keeps the run's groups, client
+// instances and Redis keys apart from every other run's.
+type fixture struct {
+	t   *testing.T
+	mq  *testenv.RocketMQServer
+	rdb *redis.Client
+	run string
+}
+
+// newFixture starts a private cluster of brokers master brokers.
+func newFixture(t *testing.T, name string, brokers int) *fixture {
+	t.Helper()
+	f := &fixture{t: t, run: fmt.Sprintf("%s-%d-%d", name, os.Getpid(), time.Now().UnixNano())}
+	f.rdb = redis.NewClient(&redis.Options{Addr: testenv.Redis(t)})
+	t.Cleanup(func() {
+		// The dedupe records expire after retention; the ledger would not.
+		f.rdb.Del(context.Background(), f.ledger())
+		f.rdb.Close()
+	})
+	begin := time.Now()
+	mq, err := testenv.StartRocketMQCluster(t.Context(), t.TempDir(), nil, testenv.RocketMQConfig{Brokers: brokers})
+	if errors.Is(err, exec.ErrNotFound) {
+		testenv.Missing(t, err.Error()) // a failure under CI=true
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := mq.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Logf("RocketMQ %s, %d brokers %q, started in %v", mq.Version(), brokers, mq.BrokerNames(), time.Since(begin).Round(time.Millisecond))
+	f.mq = mq
+	return f
+}
+
+// topic creates the run's topic with queues queues on every broker.
+func (f *fixture) topic(queues int) string {
+	f.t.Helper()
+	topic := "bf-" + f.run
+	if err := f.mq.CreateTopic(f.t.Context(), topic, queues); err != nil {
+		f.t.Fatal(err)
+	}
+	return topic
+}
+
+// group names the run's consumer group and creates its retry topic, which
+// a consumer otherwise learns of only at its 30 s route refresh.
+func (f *fixture) group() string {
+	f.t.Helper()
+	group := "bf-group-" + f.run
+	if err := f.mq.CreateTopic(f.t.Context(), "%RETRY%"+group, 1); err != nil {
+		f.t.Fatal(err)
+	}
+	return group
+}
+
+// ledger is the Redis hash the run's handler counts each applied key in.
+func (f *fixture) ledger() string { return "bf:" + f.run + ":ledger" }
+
+// store is the run's Redis dedupe store.
+func (f *fixture) store() *redisdedupe.Store {
+	f.t.Helper()
+	s, err := redisdedupe.New(f.rdb, redisdedupe.Config{Prefix: "bf:" + f.run + ":dedupe:"})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return s
+}
+
+// guard is the consumer's guard: a 10 s lease, renewed every third of it.
+// Handlers take milliseconds; the lease only needs to outlast a starved
+// renewal on two cores busy with three JVMs and the race detector.
+func guard() dedupe.GuardConfig {
+	return dedupe.GuardConfig{Lease: 10 * time.Second, Retention: retention}
+}
+
+// producer returns a started producer that stamps keys; it is shut down
+// when the test ends. rocketmq-client-go retries a failed attempt on
+// another broker (1 + 2 attempts by default).
+func (f *fixture) producer() *producer.Producer {
+	f.t.Helper()
+	rp, err := rocketmq.NewProducer(
+		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{f.mq.NameServer()})),
+		rmqproducer.WithGroupName("bf-producer-"+f.run),
+		rmqproducer.WithInstanceName("bf-producer-"+f.run),
+	)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := rp.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { rp.Shutdown() })
+	gen, err := idgen.New(1, idgen.Config{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	p, err := producer.New(rp, producer.IDKeys(gen))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return p
+}
+
+// pushConsumer returns a push consumer of group that reads new groups'
+// queues from the start.
+func (f *fixture) pushConsumer(group string, opts ...rmq.Option) rocketmq.PushConsumer {
+	f.t.Helper()
+	pc, err := rocketmq.NewPushConsumer(append([]rmq.Option{
+		rmq.WithNsResolver(primitive.NewPassthroughResolver([]string{f.mq.NameServer()})),
+		rmq.WithGroupName(group),
+		rmq.WithInstance("bf-consumer-" + f.run),
+		rmq.WithConsumeFromWhere(rmq.ConsumeFromFirstOffset),
+	}, opts...)...)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return pc
+}
+
+// applied reads the ledger: how often each key was applied.
+func (f *fixture) applied() map[string]int {
+	f.t.Helper()
+	m, err := f.rdb.HGetAll(context.Background(), f.ledger()).Result()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		var n int
+		fmt.Sscan(v, &n)
+		out[k] = n
+	}
+	return out
+}
+
+// tally is the exact outcome of a run for the keys the producer was asked
+// to send.
+type tally struct {
+	sent, applied int
+	// lost are keys never applied; doubled, keys applied more than once;
+	// extra, keys applied that were never sent.
+	lost, doubled, extra []string
+}
+
+func (t tally) String() string {
+	return fmt.Sprintf("sent=%d applied=%d lost=%d doubled=%d unknown=%d",
+		t.sent, t.applied, len(t.lost), len(t.doubled), len(t.extra))
+}
+
+func count(sent []string, applied map[string]int) tally {
+	t := tally{sent: len(sent)}
+	want := make(map[string]bool, len(sent))
+	for _, k := range sent {
+		want[k] = true
+		switch n := applied[k]; {
+		case n == 0:
+			t.lost = append(t.lost, k)
+		case n > 1:
+			t.doubled = append(t.doubled, fmt.Sprintf("%s×%d", k, n))
+		}
+		if applied[k] > 0 {
+			t.applied++
+		}
+	}
+	for k := range applied {
+		if !want[k] {
+			t.extra = append(t.extra, k)
+		}
+	}
+	slices.Sort(t.extra)
+	return t
+}
+
+// settle waits until every key of sent is applied and idle says so, or
+// timeout passes; then for quiet more, so that a late duplicate shows; and
+// returns the tally and how long the wait took.
+func (f *fixture) settle(sent []string, idle func() bool, timeout, quiet time.Duration) (tally, time.Duration) {
+	f.t.Helper()
+	begin := time.Now()
+	for {
+		applied := f.applied()
+		done := 0
+		for _, k := range sent {
+			if applied[k] > 0 {
+				done++
+			}
+		}
+		if done == len(sent) && idle() {
+			break
+		}
+		if time.Since(begin) > timeout {
+			f.t.Errorf("after %v, %d of %d keys not applied", timeout, len(sent)-done, len(sent))
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	waited := time.Since(begin)
+	time.Sleep(quiet)
+	return count(sent, f.applied()), waited
+}
+
+// check fails t unless tl counts nothing lost, doubled or unknown.
+func check(t *testing.T, tl tally) {
+	t.Helper()
+	if len(tl.lost)+len(tl.doubled)+len(tl.extra) == 0 {
+		return
+	}
+	t.Errorf("%v; want every key applied exactly once", tl)
+	for _, l := range []struct {
+		what string
+		keys []string
+	}{{"lost", tl.lost}, {"doubled", tl.doubled}, {"unknown", tl.extra}} {
+		if len(l.keys) > 0 {
+			t.Errorf("%s: %s", l.what, joinMax(l.keys, 20))
+		}
+	}
+}
+
+// joinMax joins the first n of s.
+func joinMax(s []string, n int) string {
+	if len(s) > n {
+		return strings.Join(s[:n], " ") + fmt.Sprintf(" … (%d more)", len(s)-n)
+	}
+	return strings.Join(s, " ")
+}

@@ -1,0 +1,180 @@
+package brokerfault
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/msgkey"
+)
+
+// TestKillBroker sends 2,000 messages over 15 s to a topic with 4 queues on
+// each of two brokers, kills one broker with SIGKILL 3 s in, and starts it
+// again on its store 5 s later, while one consumer applies every message
+// through a Redis dedupe store.
+//
+// The consumer pulls each queue once a second, 32 messages at most: when
+// the broker dies it still holds what was sent to it since the last pull
+// of each queue, stored and not yet delivered, which is unreachable until
+// it is back. (Smaller client caches would need the client's flow control,
+// whose warning reads the queue's cached count without synchronisation: a
+// data race the race detector reports.)
+func TestKillBroker(t *testing.T) {
+	const (
+		total    = 2000
+		sendFor  = 15 * time.Second
+		senders  = 4
+		queues   = 4 // per broker
+		killAt   = 3 * time.Second
+		downFor  = 5 * time.Second
+		handling = 10 * time.Millisecond
+		giveUp   = 30 * time.Second // a key not sent by then fails the test
+		settleIn = 90 * time.Second
+	)
+	testBegin := time.Now()
+	f := newFixture(t, "kill", 2)
+	topic, group := f.topic(queues), f.group()
+	p := f.producer()
+	const victim = 0
+	victimName, victimAddr := f.mq.BrokerNames()[victim], f.mq.Brokers()[victim]
+
+	// The consumer: its handler counts the key in the ledger and notes
+	// when it applied a message from which broker.
+	c, err := consumer.New(f.store(), group, consumer.WithGuard(guard()), consumer.WithDelayLevels(brokerLevels...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var applies applyLog
+	handle := func(ctx context.Context, m *primitive.MessageExt) error {
+		key := msgkey.Of(m)
+		time.Sleep(handling)
+		if err := f.rdb.HIncrBy(ctx, f.ledger(), key, 1).Err(); err != nil {
+			return err
+		}
+		broker := ""
+		if m.Queue != nil {
+			broker = m.Queue.BrokerName
+		}
+		applies.add(key, broker, time.Now())
+		return nil
+	}
+	pc := f.pushConsumer(group, rmq.WithPullInterval(time.Second))
+	if err := pc.Subscribe(topic, rmq.MessageSelector{}, c.Concurrently(handle)); err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Shutdown() })
+
+	// The senders: message i is due sendFor/total*i after the start.
+	var (
+		sends    sendLog
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		sendBase = time.Now()
+	)
+	retriesBefore, _ := clientLog.snapshot()
+	for range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= total {
+					return
+				}
+				time.Sleep(time.Until(sendBase.Add(time.Duration(i) * sendFor / total)))
+				m := primitive.NewMessage(topic, fmt.Appendf(nil, "order %d", i))
+				for {
+					res, err := p.SendSync(t.Context(), m)
+					key, now := msgkey.Of(m), time.Now()
+					if err == nil {
+						sends.ok(key, res.MessageQueue.BrokerName, now)
+						break
+					}
+					// The key was stamped before the first attempt; the
+					// same message goes again with it.
+					sends.failed(key, err, now)
+					if now.Sub(sendBase) > giveUp || t.Context().Err() != nil {
+						sends.gaveUp(key)
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+		}()
+	}
+
+	// The fault: kill, watch the name server drop the broker, restart.
+	time.Sleep(time.Until(sendBase.Add(killAt)))
+	killed := time.Now()
+	if err := f.mq.KillBroker(victim); err != nil {
+		t.Fatal(err)
+	}
+	var dropped time.Duration
+	for dropped == 0 && time.Since(killed) < downFor {
+		addrs, err := testenvMasters(f)
+		if err == nil && !slices.Contains(addrs, victimAddr) {
+			dropped = time.Since(killed)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(time.Until(killed.Add(downFor)))
+	restartBegin := time.Now()
+	if err := f.mq.RestartBroker(t.Context(), victim); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	wg.Wait()
+	sendEnd := time.Now()
+
+	st := c.Stats()
+	tl, waited := f.settle(sends.keys(), func() bool { return decided(st) }, settleIn, 2*time.Second)
+	check(t, tl)
+
+	// What happened, for the log and the notes.
+	retriesAfter, first := clientLog.snapshot()
+	ss := sends.summary(victimName, killed, restarted)
+	as := applies.summary(victimName, killed, restartBegin, sends.sentTo())
+	t.Logf("%v; %v in all (cluster start included), sending %v, settling %v after the last send",
+		tl, time.Since(testBegin).Round(100*time.Millisecond), sendEnd.Sub(sendBase).Round(100*time.Millisecond), waited.Round(100*time.Millisecond))
+	t.Logf("kill -9 %s (%s) at %v; the name server dropped it %v later; restart took %v (registered %v after the kill)",
+		victimName, victimAddr, killed.Sub(sendBase).Round(time.Millisecond), dropped.Round(time.Millisecond),
+		restarted.Sub(restartBegin).Round(time.Millisecond), restarted.Sub(killed).Round(time.Millisecond))
+	t.Logf("producer: %s; client-internal retries on another broker: %d",
+		ss, retriesAfter["start retrying to send, "]-retriesBefore["start retrying to send, "])
+	t.Logf("consumer: %s", as)
+	t.Logf("consumer stats: delivered=%d completed=%d suppressed=%d failed=%d busy=%d waited=%d storedown=%d leaselost=%d unrecorded=%d retried=%d canceled=%d",
+		st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.Failed.Load(), st.Busy.Load(), st.Waited.Load(),
+		st.StoreDown.Load(), st.LeaseLost.Load(), st.Unrecorded.Load(), st.Retried.Load(), st.Canceled.Load())
+	var warns []string
+	for msg, n := range retriesAfter {
+		warns = append(warns, fmt.Sprintf("%d× %s", n-retriesBefore[msg], first[msg]))
+	}
+	slices.Sort(warns)
+	t.Logf("rocketmq-client-go warnings and errors:\n%s", strings.Join(warns, "\n"))
+	if n := sends.gaveUpCount(); n > 0 {
+		t.Errorf("%d keys were never sent within %v", n, giveUp)
+	}
+}
+
+// decided reports whether every message st counted as delivered reached
+// an outcome: no callback is under way.
+func decided(st *consumer.Stats) bool {
+	n := int64(0)
+	for _, c := range []*atomic.Int64{&st.Completed, &st.Suppressed, &st.Failed, &st.Busy, &st.Reused, &st.StoreDown,
+		&st.InvalidKey, &st.LeaseLost, &st.Unrecorded, &st.Unguarded, &st.Canceled} {
+		n += c.Load()
+	}
+	return n == st.Delivered.Load()
+}
