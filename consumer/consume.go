@@ -2,84 +2,75 @@ package consumer
 
 import (
 	"context"
-	"errors"
 	"time"
-
-	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/idemq/idemq/dedupe"
 )
 
-// verdict is what one callback answers: nil err acknowledges the messages;
-// otherwise they are retried, at delayLevel when it is set — or, during a
-// drain, held until the client shuts down.
-type verdict struct {
-	err        error
-	delayLevel int
-}
-
-// consume runs h for msgs through the guard, waits for keys that other
-// consumers hold, and decides, message by message, in the table of
-// decide.go.
-func (c *Consumer) consume(ctx context.Context, h Handler, msgs []*primitive.MessageExt, orderly bool) verdict {
+// process runs run for msgs through the guard, waits for keys that other
+// consumers hold as w says, and decides, message by message, in the table
+// of decide.go: the path of every message, whichever client delivered it
+// (see [Consumer.Process]).
+func (c *Consumer) process(ctx context.Context, msgs []Message, run func(context.Context, int) error, w Waiting) []Verdict {
 	c.stats.Delivered.Add(int64(len(msgs)))
-	d := c.observe(ctx, msgs)
+	keys := make([]string, len(msgs))
 	res := make([]dedupe.Result, len(msgs))
 	items := make([]dedupe.Item, 0, len(msgs))
 	of := make([]int, 0, len(msgs)) // the message of each item
-	for i, m := range msgs {
-		key, err := c.keyOf(m)
+	for i := range msgs {
+		key, err := msgs[i].key(c.fallbacks)
 		if err != nil {
 			c.stats.NoKey.Add(1)
 			res[i] = dedupe.Result{Outcome: dedupe.InvalidKey, Err: err}
 			continue
 		}
+		keys[i] = key
 		it := dedupe.Item{Ref: dedupe.Ref{Namespace: c.namespace, Group: c.group, Key: key}}
 		if !c.noFingerprint {
-			it.Fingerprint = dedupe.Fingerprint(m.Body)
+			it.Fingerprint = dedupe.Fingerprint(msgs[i].Body)
 		}
 		items = append(items, it)
 		of = append(of, i)
 	}
+	d := c.observe(ctx, msgs, keys)
 	if len(items) > 0 {
-		run := func(ctx context.Context, j int) error {
-			ctx, done := c.stoppable(ctx)
-			defer done()
-			return d.run(ctx, of[j], h, msgs[of[j]])
-		}
-		for j, r := range d.do(ctx, c.guard, items, run) {
+		fn := func(ctx context.Context, j int) error { return d.run(ctx, of[j], run) }
+		for j, r := range d.do(ctx, c.guard, items, fn) {
 			res[of[j]] = r
 		}
-		c.awaitBusy(ctx, d, msgs, items, of, res, run, orderly)
+		c.awaitBusy(ctx, d, msgs, items, of, res, fn, w)
 	}
 
-	var (
-		v       verdict
-		retried []error // of the messages retried or held
-		busy    bool
-		busyFor time.Duration // the longest remaining lease of a busy key
-	)
+	vs := make([]Verdict, len(msgs))
 	for i, r := range res {
-		if c.decide(ctx, msgs[i], r) == ack {
+		act := c.decide(ctx, &msgs[i], keys[i], r)
+		vs[i] = Verdict{Action: act, Outcome: r.Outcome, wait: r.Wait}
+		if act == Ack {
 			continue
 		}
 		// Held messages are retried too unless a drain holds the callback.
 		c.stats.Retried.Add(1)
-		retried = append(retried, retryErr(msgs[i], r))
-		if r.Outcome == dedupe.Busy {
-			busy, busyFor = true, max(busyFor, r.Wait)
+		vs[i].Err = retryErr(&msgs[i], r)
+		if act == Retry {
+			vs[i].Delay = c.delayFor(&msgs[i], r)
 		}
 	}
 	d.finish(res)
-	if len(retried) > 0 {
-		v.err = errors.Join(retried...)
-		if busy {
-			// Not before the holder's lease ends: a redelivery sooner would
-			// find the key busy again and spend another reconsume.
-			v.delayLevel = c.levelFor(busyFor)
+	return vs
+}
+
+// delayFor is how long msg, retried after r, should stay away (see
+// [Verdict.Delay]).
+func (c *Consumer) delayFor(msg *Message, r dedupe.Result) time.Duration {
+	if r.Outcome == dedupe.Busy {
+		// Not before the holder's lease ends: a redelivery sooner would
+		// find the key busy again and spend another attempt.
+		if l := c.levelFor(r.Wait); l > 0 {
+			return c.delayLevels[l-1]
 		}
+		return 0
 	}
-	return v
+	return c.delayLevels[min(int(max(msg.Reconsumed, 0)), len(c.delayLevels)-1)]
 }
 
 // A busy key is asked about again after minBusyPoll, then after twice as
@@ -99,13 +90,13 @@ const (
 // redelivered no sooner than its lease ends without spending a message's
 // last reconsume. A drain or the end of ctx stops the wait: the messages
 // are held, neither acknowledged nor sent back.
-func (c *Consumer) awaitBusy(ctx context.Context, d *delivery, msgs []*primitive.MessageExt, items []dedupe.Item, of []int, res []dedupe.Result, run func(context.Context, int) error, orderly bool) {
+func (c *Consumer) awaitBusy(ctx context.Context, d *delivery, msgs []Message, items []dedupe.Item, of []int, res []dedupe.Result, run func(context.Context, int) error, w Waiting) {
 	var waited time.Duration
 	poll := minBusyPoll
 	for round := 0; ; round++ {
 		var busy []int // items
 		wait, longest := time.Duration(-1), time.Duration(0)
-		mustWait := orderly
+		mustWait := w.Always
 		for j, i := range of {
 			r := res[i]
 			if r.Outcome != dedupe.Busy {
@@ -116,7 +107,7 @@ func (c *Consumer) awaitBusy(ctx context.Context, d *delivery, msgs []*primitive
 				wait = r.Wait
 			}
 			longest = max(longest, r.Wait)
-			if msgs[i].ReconsumeTimes >= c.maxReconsume {
+			if msgs[i].Reconsumed >= c.maxReconsume {
 				mustWait = true
 			}
 		}
@@ -138,6 +129,11 @@ func (c *Consumer) awaitBusy(ctx context.Context, d *delivery, msgs []*primitive
 		}
 		if round == 0 {
 			c.stats.Waited.Add(int64(len(busy)))
+		}
+		if w.Extend != nil {
+			for _, j := range busy {
+				w.Extend(of[j], res[of[j]].Wait)
+			}
 		}
 		if !c.sleep(ctx, wait) {
 			err := errDraining

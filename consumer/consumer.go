@@ -36,7 +36,6 @@ type Consumer struct {
 	group string
 	store dedupe.Store // as given, for Tx
 	guard *dedupe.Guard
-	keyOf func(*primitive.MessageExt) (string, error)
 	obs   *observer
 
 	// Draining: running counts callbacks under way; once draining is set
@@ -90,7 +89,7 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	}
 	stop, cancel := context.WithCancel(context.Background())
 	return &Consumer{
-		options: o, group: group, store: store, guard: guard, keyOf: keyFunc(o.fallbacks), obs: obs,
+		options: o, group: group, store: store, guard: guard, obs: obs,
 		idle: make(chan struct{}, 1), drain: make(chan struct{}), shut: make(chan struct{}),
 		stop: stop, cancelStop: cancel,
 	}, nil
@@ -99,6 +98,11 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 // Stats returns the counters the Consumer updates (those given with
 // [WithStats], or its own).
 func (c *Consumer) Stats() *Stats { return c.stats }
+
+// Logger returns the logger given with [WithLogger], or slog.Default():
+// an adapter of another client reports through it what it does besides
+// [Consumer.Process], such as a failed receive or acknowledgement.
+func (c *Consumer) Logger() *slog.Logger { return c.logger }
 
 // Concurrently adapts h for a concurrently consuming push consumer. The
 // messages the client delivers together (one by default;
@@ -114,8 +118,8 @@ func (c *Consumer) Stats() *Stats { return c.stats }
 // [WithBusyWait]); it never spends the message's last reconsume.
 func (c *Consumer) Concurrently(h Handler) Callback {
 	return func(ctx context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
-		verdict, ran := c.call(ctx, h, msgs, false)
-		if ran && verdict.err == nil {
+		a, ran := c.call(ctx, h, msgs, false)
+		if ran && a.err == nil {
 			return rmq.ConsumeSuccess, nil
 		}
 		if !ran || c.draining.Load() {
@@ -123,10 +127,10 @@ func (c *Consumer) Concurrently(h Handler) Callback {
 			// next owner can spare it.
 			return c.hold()
 		}
-		if cc, ok := primitive.GetConcurrentlyCtx(ctx); ok && verdict.delayLevel > 0 {
-			cc.DelayLevelWhenNextConsume = verdict.delayLevel
+		if cc, ok := primitive.GetConcurrentlyCtx(ctx); ok && a.delayLevel > 0 {
+			cc.DelayLevelWhenNextConsume = a.delayLevel
 		}
-		return rmq.ConsumeRetryLater, verdict.err
+		return rmq.ConsumeRetryLater, a.err
 	}
 }
 
@@ -143,8 +147,8 @@ func (c *Consumer) Concurrently(h Handler) Callback {
 // rmq.WithMaxReconsumeTimes so that it reaches the dead-letter queue.
 func (c *Consumer) Orderly(h Handler) Callback {
 	return func(ctx context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
-		verdict, ran := c.call(ctx, h, msgs, true)
-		if ran && verdict.err == nil {
+		a, ran := c.call(ctx, h, msgs, true)
+		if ran && a.err == nil {
 			return rmq.ConsumeSuccess, nil
 		}
 		if !ran || c.draining.Load() {
@@ -155,23 +159,71 @@ func (c *Consumer) Orderly(h Handler) Callback {
 		if oc, ok := primitive.GetOrderlyCtx(ctx); ok {
 			oc.SuspendCurrentQueueTimeMillis = int(c.suspend.Milliseconds())
 		}
-		return rmq.SuspendCurrentQueueAMoment, verdict.err
+		return rmq.SuspendCurrentQueueAMoment, a.err
 	}
 }
 
 // call runs one callback's messages unless a drain has started (ran is
 // false then), counted in running until it has decided, so that a drain
 // waits for it but not for its hold.
-func (c *Consumer) call(ctx context.Context, h Handler, msgs []*primitive.MessageExt, orderly bool) (v verdict, ran bool) {
+func (c *Consumer) call(ctx context.Context, h Handler, exts []*primitive.MessageExt, orderly bool) (a answer, ran bool) {
 	if !c.enter() {
-		c.stats.Delivered.Add(int64(len(msgs)))
-		for _, m := range msgs {
-			c.decide(ctx, m, dedupe.Result{Outcome: dedupe.Canceled, Err: errDraining})
+		c.stats.Delivered.Add(int64(len(exts)))
+		for _, m := range exts {
+			msg := fromExt(m)
+			c.decide(ctx, &msg, "", dedupe.Result{Outcome: dedupe.Canceled, Err: errDraining})
 		}
-		return verdict{}, false
+		return answer{}, false
 	}
 	defer c.leave()
-	return c.consume(ctx, h, msgs, orderly), true
+	return c.consume(ctx, h, exts, orderly), true
+}
+
+// answer is what one callback answers: nil err acknowledges the messages;
+// otherwise they are retried, at delayLevel when it is set — or, during a
+// drain, held until the client shuts down.
+type answer struct {
+	err        error
+	delayLevel int
+}
+
+// consume processes one callback's messages and sums their verdicts up in
+// the callback's answer.
+func (c *Consumer) consume(ctx context.Context, h Handler, exts []*primitive.MessageExt, orderly bool) answer {
+	msgs := make([]Message, len(exts))
+	for i, m := range exts {
+		msgs[i] = fromExt(m)
+	}
+	run := func(ctx context.Context, i int) error {
+		ctx, done := c.stoppable(ctx)
+		defer done()
+		return h(ctx, exts[i])
+	}
+	var (
+		a       answer
+		retried []error // of the messages retried or held
+		busy    bool
+		busyFor time.Duration // the longest remaining lease of a busy key
+	)
+	// A suspension spends a reconsume too: orderly consumers always wait.
+	for _, v := range c.process(ctx, msgs, run, Waiting{Always: orderly}) {
+		if v.Action == Ack {
+			continue
+		}
+		retried = append(retried, v.Err)
+		if v.Outcome == dedupe.Busy {
+			busy, busyFor = true, max(busyFor, v.wait)
+		}
+	}
+	if len(retried) > 0 {
+		a.err = errors.Join(retried...)
+		if busy {
+			// Not before the holder's lease ends: a redelivery sooner would
+			// find the key busy again and spend another reconsume.
+			a.delayLevel = c.levelFor(busyFor)
+		}
+	}
+	return a
 }
 
 // PanicError is a recovered handler panic.
@@ -182,11 +234,12 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("consumer: handler panicked: %v", e.Value) }
 
-func safeCall(ctx context.Context, h Handler, m *primitive.MessageExt) (err error) {
+// safeRun runs run(ctx, i), a panic recovered as a [PanicError].
+func safeRun(ctx context.Context, run func(context.Context, int) error, i int) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = &PanicError{Value: v, Stack: debug.Stack()}
 		}
 	}()
-	return h(ctx, m)
+	return run(ctx, i)
 }

@@ -23,7 +23,7 @@ func TestDecisionTableCoversEveryOutcome(t *testing.T) {
 		}
 		d := decisions[o]
 		switch d.act {
-		case ack, retry, hold:
+		case Ack, Retry, Hold:
 		default:
 			t.Errorf("%v: action %d", o, d.act)
 		}

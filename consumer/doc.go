@@ -90,6 +90,14 @@
 // held messages go, unacknowledged and without spending a reconsume, to
 // the queue's next owner.
 //
+// # Other clients
+//
+// [Consumer.Process] is the same path for the messages of another client,
+// described as a [Message]: the client's adapter runs it and does with each
+// message what its [Verdict] says. Package consumer/grpcconsumer adapts the
+// 5.x gRPC client's SimpleConsumer and PushConsumer so; this package does
+// not link it, nor gRPC.
+//
 // # Keys and groups
 //
 // A message without a key is never passed through silently: it is retried

@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -202,7 +201,7 @@ type settle struct {
 
 // observe starts observing the delivery of msgs, or returns nil when
 // nothing would be recorded.
-func (c *Consumer) observe(ctx context.Context, msgs []*primitive.MessageExt) *delivery {
+func (c *Consumer) observe(ctx context.Context, msgs []Message, keys []string) *delivery {
 	ob := c.obs
 	tracing := ob.tracing()
 	timed := ob.claimed.Enabled(ctx) || ob.handled.Enabled(ctx)
@@ -211,7 +210,7 @@ func (c *Consumer) observe(ctx context.Context, msgs []*primitive.MessageExt) *d
 	}
 	d := &delivery{ob: ob, timed: timed}
 	if tracing {
-		c.startSpans(ctx, d, msgs)
+		c.startSpans(ctx, d, msgs, keys)
 	}
 	return d
 }
@@ -220,20 +219,21 @@ func (c *Consumer) observe(ctx context.Context, msgs []*primitive.MessageExt) *d
 // would otherwise hold its attributes on every callback's stack, traced or
 // not: rocketmq-client-go runs each callback on a fresh goroutine, whose
 // stack grows, at a copy, when frames are large.
-func (c *Consumer) startSpans(ctx context.Context, d *delivery, msgs []*primitive.MessageExt) {
+func (c *Consumer) startSpans(ctx context.Context, d *delivery, msgs []Message, keys []string) {
 	ob := d.ob
 	d.spans = make([]trace.Span, len(msgs))
 	d.settles = make([]settle, len(msgs))
-	for i, m := range msgs {
+	for i := range msgs {
+		m := &msgs[i]
 		attrs := []attribute.KeyValue{
 			attrSystem.String("rocketmq"),
 			attrOpType.String("process"),
 			attrOpName.String("process"),
 			attrTopic.String(m.Topic),
 			attrGroup.String(ob.group),
-			attrMsgID.String(m.MsgId),
+			attrMsgID.String(m.ID),
 			attrBodySize.Int(len(m.Body)),
-			attrKey.String(c.keyForLog(m)),
+			attrKey.String(keys[i]),
 		}
 		if len(msgs) > 1 {
 			attrs = append(attrs, attrBatchCount.Int(len(msgs)))
@@ -266,11 +266,11 @@ func (d *delivery) do(ctx context.Context, g *dedupe.Guard, items []dedupe.Item,
 	return res
 }
 
-// run runs h for msgs[i] as the guard's fn: it ends the round's claim and
-// times the handler, under a span of its own.
-func (d *delivery) run(ctx context.Context, i int, h Handler, m *primitive.MessageExt) error {
+// run runs run(ctx, i), message i's handler, as the guard's fn: it ends
+// the round's claim and times the handler, under a span of its own.
+func (d *delivery) run(ctx context.Context, i int, run func(context.Context, int) error) error {
 	if d == nil {
-		return safeCall(ctx, h, m)
+		return safeRun(ctx, run, i)
 	}
 	start := time.Now()
 	if d.round.claimEnd.IsZero() {
@@ -293,7 +293,7 @@ func (d *delivery) run(ctx context.Context, i int, h Handler, m *primitive.Messa
 			d.round.ran = append(d.round.ran, i)
 		}
 	}
-	err := safeCall(ctx, h, m)
+	err := safeRun(ctx, run, i)
 	end := time.Now()
 	d.round.last = end
 	if d.timed {
