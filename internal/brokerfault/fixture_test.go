@@ -40,6 +40,8 @@ type fixture struct {
 	mq  *testenv.RocketMQServer
 	rdb *redis.Client
 	run string
+	// producers counts the producers made, to name them apart.
+	producers int
 }
 
 // newFixture starts a private cluster of brokers master brokers.
@@ -113,14 +115,16 @@ func guard() dedupe.GuardConfig {
 
 // producer returns a started producer that stamps keys; it is shut down
 // when the test ends. rocketmq-client-go retries a failed attempt on
-// another broker (1 + 2 attempts by default).
-func (f *fixture) producer() *producer.Producer {
+// another broker (1 + 2 attempts by default; rmqproducer.WithRetry).
+func (f *fixture) producer(opts ...rmqproducer.Option) *producer.Producer {
 	f.t.Helper()
-	rp, err := rocketmq.NewProducer(
+	f.producers++
+	name := fmt.Sprintf("bf-producer-%s-%d", f.run, f.producers)
+	rp, err := rocketmq.NewProducer(append([]rmqproducer.Option{
 		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{f.mq.NameServer()})),
-		rmqproducer.WithGroupName("bf-producer-"+f.run),
-		rmqproducer.WithInstanceName("bf-producer-"+f.run),
-	)
+		rmqproducer.WithGroupName(name),
+		rmqproducer.WithInstanceName(name),
+	}, opts...)...)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -128,7 +132,8 @@ func (f *fixture) producer() *producer.Producer {
 		f.t.Fatal(err)
 	}
 	f.t.Cleanup(func() { rp.Shutdown() })
-	gen, err := idgen.New(1, idgen.Config{})
+	// Generators of one node issue the same keys: one node per producer.
+	gen, err := idgen.New(int64(f.producers), idgen.Config{})
 	if err != nil {
 		f.t.Fatal(err)
 	}

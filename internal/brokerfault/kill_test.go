@@ -3,6 +3,7 @@ package brokerfault
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -12,9 +13,11 @@ import (
 
 	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/producer"
 )
 
 // TestKillBroker sends 2,000 messages over 15 s to a topic with 4 queues on
@@ -32,7 +35,7 @@ func TestKillBroker(t *testing.T) {
 	const (
 		total    = 2000
 		sendFor  = 15 * time.Second
-		senders  = 4
+		senders  = 8
 		queues   = 4 // per broker
 		killAt   = 3 * time.Second
 		downFor  = 5 * time.Second
@@ -43,7 +46,14 @@ func TestKillBroker(t *testing.T) {
 	testBegin := time.Now()
 	f := newFixture(t, "kill", 2)
 	topic, group := f.topic(queues), f.group()
-	p := f.producer()
+	// Two producers share the sending: one as rocketmq-client-go comes
+	// (an attempt that fails is retried at once on another broker, twice
+	// at most), one that makes a single attempt per call, so that the
+	// test's own resend of the same message does the failing over.
+	producers := []*sender{
+		{name: "retrying producer (2 retries, the client's default)", p: f.producer()},
+		{name: "single-attempt producer (WithRetry(0))", p: f.producer(rmqproducer.WithRetry(0))},
+	}
 	const victim = 0
 	victimName, victimAddr := f.mq.BrokerNames()[victim], f.mq.Brokers()[victim]
 
@@ -76,9 +86,9 @@ func TestKillBroker(t *testing.T) {
 	}
 	t.Cleanup(func() { pc.Shutdown() })
 
-	// The senders: message i is due sendFor/total*i after the start.
+	// The senders: message i is due sendFor/total*i after the start, and
+	// goes through producer i%2.
 	var (
-		sends    sendLog
 		next     atomic.Int64
 		wg       sync.WaitGroup
 		sendBase = time.Now()
@@ -95,8 +105,10 @@ func TestKillBroker(t *testing.T) {
 				}
 				time.Sleep(time.Until(sendBase.Add(time.Duration(i) * sendFor / total)))
 				m := primitive.NewMessage(topic, fmt.Appendf(nil, "order %d", i))
+				pr := producers[i%2]
+				sends := &pr.log
 				for {
-					res, err := p.SendSync(t.Context(), m)
+					res, err := pr.p.SendSync(t.Context(), m)
 					key, now := msgkey.Of(m), time.Now()
 					if err == nil {
 						sends.ok(key, res.MessageQueue.BrokerName, now)
@@ -139,20 +151,28 @@ func TestKillBroker(t *testing.T) {
 	sendEnd := time.Now()
 
 	st := c.Stats()
-	tl, waited := f.settle(sends.keys(), func() bool { return decided(st) }, settleIn, 2*time.Second)
+	var keys []string
+	sent := map[string]sendState{}
+	for _, pr := range producers {
+		keys = append(keys, pr.log.keys()...)
+		maps.Copy(sent, pr.log.sentTo())
+	}
+	tl, waited := f.settle(keys, func() bool { return decided(st) }, settleIn, 2*time.Second)
 	check(t, tl)
 
 	// What happened, for the log and the notes.
 	retriesAfter, first := clientLog.snapshot()
-	ss := sends.summary(victimName, killed, restarted)
-	as := applies.summary(victimName, killed, restartBegin, sends.sentTo())
+	as := applies.summary(victimName, killed, restartBegin, sent)
 	t.Logf("%v; %v in all (cluster start included), sending %v, settling %v after the last send",
 		tl, time.Since(testBegin).Round(100*time.Millisecond), sendEnd.Sub(sendBase).Round(100*time.Millisecond), waited.Round(100*time.Millisecond))
 	t.Logf("kill -9 %s (%s) at %v; the name server dropped it %v later; restart took %v (registered %v after the kill)",
 		victimName, victimAddr, killed.Sub(sendBase).Round(time.Millisecond), dropped.Round(time.Millisecond),
 		restarted.Sub(restartBegin).Round(time.Millisecond), restarted.Sub(killed).Round(time.Millisecond))
-	t.Logf("producer: %s; client-internal retries on another broker: %d",
-		ss, retriesAfter["start retrying to send, "]-retriesBefore["start retrying to send, "])
+	for _, pr := range producers {
+		t.Logf("%s: %s", pr.name, pr.log.summary(victimName, killed, restarted))
+	}
+	t.Logf("the retrying producer's attempts retried on another broker: %d",
+		retriesAfter["start retrying to send, "]-retriesBefore["start retrying to send, "])
 	t.Logf("consumer: %s", as)
 	t.Logf("consumer stats: delivered=%d completed=%d suppressed=%d failed=%d busy=%d waited=%d storedown=%d leaselost=%d unrecorded=%d retried=%d canceled=%d",
 		st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.Failed.Load(), st.Busy.Load(), st.Waited.Load(),
@@ -163,9 +183,18 @@ func TestKillBroker(t *testing.T) {
 	}
 	slices.Sort(warns)
 	t.Logf("rocketmq-client-go warnings and errors:\n%s", strings.Join(warns, "\n"))
-	if n := sends.gaveUpCount(); n > 0 {
-		t.Errorf("%d keys were never sent within %v", n, giveUp)
+	for _, pr := range producers {
+		if n := pr.log.gaveUpCount(); n > 0 {
+			t.Errorf("%s: %d keys were never sent within %v", pr.name, n, giveUp)
+		}
 	}
+}
+
+// sender is a producer and what it saw.
+type sender struct {
+	name string
+	p    *producer.Producer
+	log  sendLog
 }
 
 // decided reports whether every message st counted as delivered reached

@@ -101,7 +101,7 @@ func (l *sendLog) sentTo() map[string]sendState {
 func (l *sendLog) summary(victim string, killed, restarted time.Time) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var firstCall, afterErrors, victimBefore, victimAfter, others int
+	var firstCall, afterErrors, victimBefore, victimDown, victimAfter, others int
 	var firstOKAfterKill, firstVictimOKAfterRestart time.Time
 	for _, s := range l.byKey {
 		if s.okAt.IsZero() {
@@ -117,6 +117,9 @@ func (l *sendLog) summary(victim string, killed, restarted time.Time) string {
 			others++
 		case s.okAt.Before(killed):
 			victimBefore++
+		case s.okAt.Before(restarted):
+			// Acknowledged as the kill landed.
+			victimDown++
 		default:
 			victimAfter++
 			if firstVictimOKAfterRestart.IsZero() || s.okAt.Before(firstVictimOKAfterRestart) {
@@ -144,12 +147,13 @@ func (l *sendLog) summary(victim string, killed, restarted time.Time) string {
 	if !lastFail.IsZero() {
 		fmt.Fprintf(b, " (the last %v after the kill)", lastFail.Sub(killed).Round(time.Millisecond))
 	}
-	fmt.Fprintf(b, "; stored on %s before the kill %d, after it %d; on the other broker %d", victim, victimBefore, victimAfter, others)
+	fmt.Fprintf(b, "; stored on %s before the kill %d, acknowledged while it was down %d, after its restart %d; on the other broker %d",
+		victim, victimBefore, victimDown, victimAfter, others)
 	if !firstOKAfterKill.IsZero() {
 		fmt.Fprintf(b, "; first successful send after the kill %v after it", firstOKAfterKill.Sub(killed).Round(time.Millisecond))
 	}
 	if !firstVictimOKAfterRestart.IsZero() {
-		fmt.Fprintf(b, "; first send stored on %s again %v after the kill (%v after its restart registered)", victim,
+		fmt.Fprintf(b, "; first send stored on %s after its restart %v after the kill (%v after it registered)", victim,
 			firstVictimOKAfterRestart.Sub(killed).Round(time.Millisecond), firstVictimOKAfterRestart.Sub(restarted).Round(time.Millisecond))
 	}
 	if len(errs) > 0 {

@@ -132,6 +132,19 @@ type RocketMQ5Server struct {
 // enableMixedMessageType=true, so a test may still create a topic with
 // "+message.type=MIXED".
 //
+// What start-up looks like (5.5.0, JDK 17, two cores): the name server
+// accepts connections after about 2.5 s; the proxy JVM starts the broker
+// (which registers with the name server) and then its gRPC server, ready
+// about 9 s after the proxy JVM's start on an idle machine, 13-30 s when
+// other JVMs start beside it. The proxy's JVM listens on the broker's
+// port, its port-2 and port+1 (as a 4.x broker does) and on the proxy's
+// gRPC and remoting ports; the broker keeps part of its store in RocksDB
+// (dir/store/rocksdbstore). Resident memory: name server about 170 MB,
+// proxy with broker about 350 MB after start and near 700 MB after minutes
+// of gRPC tests (heap capped at 512 MB). The first start on a machine also
+// resolves the jars (150 files, 102 MB): 14 s from Maven Central into an
+// empty local repository.
+//
 // The caller must call Stop.
 func StartRocketMQ5(ctx context.Context, dir string, log io.Writer) (*RocketMQ5Server, error) {
 	if log == nil {
