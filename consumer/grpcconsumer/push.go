@@ -48,9 +48,10 @@ type Stopper interface {
 var ErrDrained = errors.New("grpcconsumer: drain: already drained")
 
 // Drain stops pc with its GracefulStop, which stops receiving, waits for
-// the receives under way, runs the listener for every message received
-// already and shuts the client down: those messages are handled and
-// acknowledged, spending nothing. When ctx ends first, the handlers still
+// the receives under way (long polls: some 24 s against a 5.5.0 proxy's
+// defaults), runs the listener for every message received already and
+// shuts the client down: those messages are handled and acknowledged,
+// spending nothing. When ctx ends first, the handlers still
 // running see their context cancelled, and the messages not yet handled
 // are answered FAILURE without running (each spends a delivery attempt);
 // Drain still waits for GracefulStop to return. Its error says whether ctx

@@ -1,0 +1,158 @@
+package grpcconsumer_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/idemq/idemq/internal/testenv"
+)
+
+// This file is producer/grpcproducer's racechild_test.go, with Redis's
+// address passed on too: the test packages of the two adapters cannot
+// share test files.
+//
+// The gRPC client (rocketmq-clients/golang/v5 v5.1.4) races with itself:
+// its telemetry goroutine applies the settings the proxy pushes (retry
+// policy, metrics switch) while its settings sync marshals the same
+// structures, from a second after a client starts. The race detector then
+// fails whatever test is running, and no compiler flag helps: many of the
+// racing accesses are in protobuf's code, which the client feeds shared
+// messages to, and compiling protobuf without the detector loses its own
+// synchronization and reports races that are not there.
+//
+// So the tests that run real clients run in a child process of the test
+// binary, with the race detector's reports written to files. The parent
+// passes if the child did, or if the child failed only for data races
+// each made by the client, protobuf or gRPC code (not ours) on both
+// sides; it logs them. An assertion that fails, or a race with our code on
+// either side, fails it.
+
+// childEnv makes a test run its scenario instead of a child.
+const childEnv = "GRPCCONSUMER_TEST_CHILD"
+
+// figure marks a child's log line that the parent repeats: a measurement,
+// not a failure.
+const figure = "figure: "
+
+// inChild runs test in a child process against the test proxy and Redis,
+// unless this is that child, and reports whether it is. It fails t unless
+// the child passed or failed for library races alone.
+func inChild(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(childEnv) != "" {
+		return true
+	}
+	ep := testenv.RocketMQ5(t)
+	races := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), childEnv+"=1",
+		"IDEMQ_ROCKETMQ5_NAMESRV="+ep.NameServer, "IDEMQ_ROCKETMQ5_PROXY="+ep.Proxy, "IDEMQ_REDIS_ADDR="+testenv.Redis(t),
+		"GORACE=log_path="+filepath.Join(races, "race"))
+	out, err := cmd.CombinedOutput()
+	for line := range strings.Lines(string(out)) {
+		if _, f, ok := strings.Cut(line, figure); ok {
+			t.Log(strings.TrimSpace(f))
+		}
+	}
+	reports := raceReports(t, races)
+	if err == nil && len(reports) == 0 {
+		return false
+	}
+	if failed := assertionFailures(string(out)); err != nil && (len(failed) > 0 || len(reports) == 0) {
+		t.Fatalf("child: %v\n%s%s", err, out, strings.Join(reports, "\n"))
+	}
+	for _, r := range reports {
+		if !libraryRace(r) {
+			t.Fatalf("a data race not inside the gRPC client:\n%s", r)
+		}
+	}
+	t.Logf("%d data races inside the gRPC client tolerated (see racechild_test.go); the first:\n%s", len(reports), reports[0])
+	return false
+}
+
+// raceReports returns the race detector's reports written under dir.
+func raceReports(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "race*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reports []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range strings.Split(string(b), "WARNING: DATA RACE")[1:] {
+			r, _, _ = strings.Cut(r, "==================")
+			reports = append(reports, strings.TrimSpace(r))
+		}
+	}
+	return reports
+}
+
+// logLine is a t.Log or t.Error line in go test -v output.
+var logLine = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: (.*)`)
+
+// assertionFailures returns the child's log lines that are neither figures
+// nor the testing package's note of a race, and its panics.
+func assertionFailures(out string) []string {
+	var failed []string
+	for line := range strings.Lines(out) {
+		m := logLine.FindStringSubmatch(line)
+		switch {
+		case strings.HasPrefix(line, "panic:"):
+			failed = append(failed, line)
+		case m == nil, strings.HasPrefix(m[1], figure), m[1] == "race detected during execution of test":
+		default:
+			failed = append(failed, line)
+		}
+	}
+	return failed
+}
+
+// libraries are where a tolerated race's accesses are made.
+var libraries = []string{
+	"github.com/apache/rocketmq-clients/golang/v5",
+	"google.golang.org/protobuf/",
+	"google.golang.org/grpc",
+}
+
+// libraryRace reports whether both accesses of a race report were made in
+// library code: the first function of each access's stack that is not the
+// runtime's or package sync's is a library's.
+func libraryRace(report string) bool {
+	accesses, inLibrary, inAccess, decided := 0, 0, false, false
+	for _, l := range strings.Split(report, "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case strings.Contains(l, " at 0x"): // "Write at 0x… by goroutine 7:"
+			accesses++
+			inAccess, decided = true, false
+		case l == "" || strings.HasPrefix(l, "Goroutine "):
+			inAccess = false
+		case !inAccess || decided || strings.HasPrefix(l, "/") || strings.HasPrefix(l, "<autogenerated>"): // a file:line
+		case strings.HasPrefix(l, "runtime.") || strings.HasPrefix(l, "sync.") || strings.HasPrefix(l, "sync/atomic."):
+		case hasAnyPrefix(l, libraries):
+			inLibrary++
+			decided = true
+		default:
+			return false
+		}
+	}
+	return accesses == 2 && inLibrary == 2
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
