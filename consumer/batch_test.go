@@ -348,7 +348,7 @@ func TestBatchRedisRoundTrips(t *testing.T) {
 // TestEndToEndBatchEachMessageAppliedOnce is TestEndToEndEachMessageAppliedOnce
 // with the consumers handed batches of up to 16 messages.
 func TestEndToEndBatchEachMessageAppliedOnce(t *testing.T) {
-	batched := endToEnd(t, concurrently, rmq.WithConsumeMessageBatchMaxSize(16))
+	batched := endToEnd(t, broker4, concurrently, rmq.WithConsumeMessageBatchMaxSize(16))
 	if batched == 0 {
 		t.Error("no callback was given more than one message: the batch path was not exercised")
 	}

@@ -76,9 +76,26 @@ func concurrently(store dedupe.Store, group string, stats *consumer.Stats) (*con
 // M of them to a real broker; two consumers in one group with a real Redis
 // store apply every message exactly once, including messages whose first
 // attempt failed. The consumers stop with Drain.
+// It runs against a 4.x broker and, through the same remoting client, a
+// 5.x one.
 func TestEndToEndEachMessageAppliedOnce(t *testing.T) {
-	endToEnd(t, concurrently)
+	for _, b := range []broker{broker4, broker5} {
+		t.Run(b.name, func(t *testing.T) { endToEnd(t, b, concurrently) })
+	}
 }
+
+// broker is a RocketMQ server as the remoting client sees it: a name
+// server, and how to create a topic on it.
+type broker struct {
+	name       string
+	nameServer func(testing.TB) string
+	topic      func(tb testing.TB, topic string, queues int)
+}
+
+var (
+	broker4 = broker{"4.x", testenv.RocketMQ, testenv.RocketMQTopic}
+	broker5 = broker{"5.x", func(tb testing.TB) string { return testenv.RocketMQ5(tb).NameServer }, testenv.RocketMQ5Topic}
+)
 
 // newRedisStore returns a store on the test Redis whose keys start with
 // prefix, and its client, closed when tb ends.
@@ -93,12 +110,12 @@ func newRedisStore(tb testing.TB, prefix string) (*redisdedupe.Store, *redis.Cli
 	return store, rdb
 }
 
-// endToEnd runs the test of TestEndToEndEachMessageAppliedOnce with the
-// callbacks that adapt returns and opts for the consumers, and returns how
-// many messages the callbacks were given in batches of more than one.
-func endToEnd(t *testing.T, adapt adapter, opts ...rmq.Option) (batched int64) {
+// endToEnd runs the test of TestEndToEndEachMessageAppliedOnce on b with
+// the callbacks that adapt returns and opts for the consumers, and returns
+// how many messages the callbacks were given in batches of more than one.
+func endToEnd(t *testing.T, b broker, adapt adapter, opts ...rmq.Option) (batched int64) {
 	const n, resent, failing = 60, 20, 5
-	ns := testenv.RocketMQ(t)
+	ns := b.nameServer(t)
 	version, err := testenv.RocketMQBrokerVersion(t.Context(), ns)
 	if err != nil {
 		t.Fatal(err)
@@ -106,10 +123,10 @@ func endToEnd(t *testing.T, adapt adapter, opts ...rmq.Option) (batched int64) {
 	t.Logf("Apache RocketMQ broker %s at name server %s", version, ns)
 	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 	topic, group := "e2e-"+run, "e2e-group-"+run
-	testenv.RocketMQTopic(t, topic, 4)
+	b.topic(t, topic, 4)
 	// The client looks up the retry topic's route at start and then only
 	// every 30s; creating it now lets failed messages come back in ~1s.
-	testenv.RocketMQTopic(t, "%RETRY%"+group, 1)
+	b.topic(t, "%RETRY%"+group, 1)
 	store, _ := newRedisStore(t, "e2e:"+run+":")
 
 	l := &ledger{applied: map[string]int{}, failOnce: map[string]bool{}}

@@ -40,7 +40,7 @@ func TestEndToEndTxEachRowCommittedOnce(t *testing.T) {
 		mu   sync.Mutex
 		keys = map[string]bool{} // every key a handler saw
 	)
-	endToEnd(t, func(_ dedupe.Store, group string, stats *consumer.Stats) (*consumer.Consumer, func(consumer.Handler) consumer.Callback, error) {
+	endToEnd(t, broker4, func(_ dedupe.Store, group string, stats *consumer.Stats) (*consumer.Consumer, func(consumer.Handler) consumer.Callback, error) {
 		db := openMySQL(t, dsn)
 		store, err := sqldedupe.New(db, sqldedupe.MySQL, sqldedupe.Config{})
 		if err != nil {

@@ -155,4 +155,3 @@ func hasAnyPrefix(s string, prefixes []string) bool {
 	}
 	return false
 }
-
