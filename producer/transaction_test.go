@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,47 +14,64 @@ import (
 	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/producer"
 )
 
 // localTx commits or rolls back by body, and records the key each local
-// transaction saw.
+// transaction and each check-back saw. The local transaction of "unknown"
+// commits in its own store (commit) but answers unknown, as if its answer
+// were lost; the check-back then commits the keys found there.
 type localTx struct {
-	mu   sync.Mutex
-	seen map[string]string // body → key
+	mu     sync.Mutex
+	seen   map[string]string // body → key
+	asked  []string          // keys of check-backs
+	commit map[string]bool   // key → committed locally
+}
+
+func newLocalTx() *localTx {
+	return &localTx{seen: map[string]string{}, commit: map[string]bool{}}
 }
 
 func (l *localTx) ExecuteLocalTransaction(m *primitive.Message) primitive.LocalTransactionState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seen[string(m.Body)] = msgkey.Of(m)
-	if string(m.Body) == "rollback" {
+	switch string(m.Body) {
+	case "rollback":
 		return primitive.RollbackMessageState
+	case "unknown":
+		l.commit[msgkey.Of(m)] = true
+		return primitive.UnkonwnState
 	}
 	return primitive.CommitMessageState
 }
 
-func (l *localTx) CheckLocalTransaction(*primitive.MessageExt) primitive.LocalTransactionState {
-	return primitive.CommitMessageState
+func (l *localTx) CheckLocalTransaction(m *primitive.MessageExt) primitive.LocalTransactionState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := msgkey.Of(m)
+	l.asked = append(l.asked, k)
+	if l.commit[k] {
+		return primitive.CommitMessageState
+	}
+	return primitive.RollbackMessageState
 }
 
-// TestTransactionStampsBeforeTheHalfMessage sends committed and rolled back
-// messages in transactions through the real broker: each local transaction
-// sees its message's key, the committed ones reach a consumer with their
-// keys, the rolled back one never does.
-func TestTransactionStampsBeforeTheHalfMessage(t *testing.T) {
-	ns := testenv.RocketMQ(t)
-	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
-	topic := "producer-tx-" + run
-	got := consumeTopic(t, ns, topic)
+func (l *localTx) askedAbout() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.asked)
+}
 
-	l := &localTx{seen: map[string]string{}}
+// startTransactional starts a transaction producer on the name server at ns
+// with l as its listener, and wraps it.
+func startTransactional(t *testing.T, ns, name string, l *localTx) *producer.TransactionProducer {
+	t.Helper()
 	tp, err := rocketmq.NewTransactionProducer(l,
 		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		rmqproducer.WithGroupName("producer-tx-"+run),
-		rmqproducer.WithInstanceName("producer-tx-"+run),
+		rmqproducer.WithGroupName(name),
+		rmqproducer.WithInstanceName(name),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +88,23 @@ func TestTransactionStampsBeforeTheHalfMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// TestTransactionStampsBeforeTheHalfMessage sends committed and rolled back
+// messages in transactions through the real broker: each local transaction
+// sees its message's key, the committed ones reach a consumer with their
+// keys, the rolled back one never does.
+func TestTransactionStampsBeforeTheHalfMessage(t *testing.T) {
+	forEachBroker(t, testTransactionStampsBeforeTheHalfMessage)
+}
+
+func testTransactionStampsBeforeTheHalfMessage(t *testing.T, _ broker, ns string) {
+	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
+	topic := "producer-tx-" + run
+	got := consumeTopic(t, ns, topic)
+	l := newLocalTx()
+	p := startTransactional(t, ns, "producer-tx-"+run, l)
 
 	sent := map[string]*primitive.Message{}
 	// "after" is committed after the rollback: once it has arrived, the
@@ -102,11 +137,59 @@ func TestTransactionStampsBeforeTheHalfMessage(t *testing.T) {
 	}
 }
 
+// TestTransactionCheckBack leaves a local transaction unknown: the broker
+// checks it back (within about 2 s on the test brokers), the check sees the
+// key stamped before the half message and commits, and the message arrives
+// with that key: once, where the broker allows (see broker.checkBackOnce).
+func TestTransactionCheckBack(t *testing.T) { forEachBroker(t, testTransactionCheckBack) }
+
+func testTransactionCheckBack(t *testing.T, b broker, ns string) {
+	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
+	topic := "producer-check-" + run
+	got := consumeTopic(t, ns, topic)
+	l := newLocalTx()
+	p := startTransactional(t, ns, "producer-check-"+run, l)
+
+	m := primitive.NewMessage(topic, []byte("unknown"))
+	begin := time.Now()
+	res, err := p.SendMessageInTransaction(t.Context(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := msgkey.Of(m)
+	l.mu.Lock()
+	seen := l.seen["unknown"]
+	l.mu.Unlock()
+	if res.State != primitive.UnkonwnState || key == "" || seen != key {
+		t.Fatalf("local transaction %v saw key %q, message key %q: want unknown and the same key", res.State, seen, key)
+	}
+	got.await(t, "the checked-back message", func(ms []*primitive.MessageExt) bool { return bodies(ms)["unknown"] > 0 })
+	t.Logf("the check-back's commit arrived %v after the half message", time.Since(begin).Round(time.Millisecond))
+	// A second delivery would show within a few check intervals (1 s).
+	time.Sleep(4 * time.Second)
+	msgs := got.await(t, "", func([]*primitive.MessageExt) bool { return true })
+	checkKey(t, msgs, "unknown", key)
+	asked := l.askedAbout()
+	for _, k := range asked {
+		if k != key {
+			t.Errorf("a check-back saw key %q, want %q", k, key)
+		}
+	}
+	n := bodies(msgs)["unknown"]
+	t.Logf("%d check-backs, %d deliveries", len(asked), n)
+	if len(asked) == 0 {
+		t.Error("the message arrived without a check-back")
+	}
+	if b.checkBackOnce && n != 1 {
+		t.Errorf("the checked-back message arrived %d times, want once", n)
+	}
+}
+
 // TestTransactionRefusesBadInput sends nothing for a message whose preset
 // key cannot travel, and refuses a nil producer or key source.
 func TestTransactionRefusesBadInput(t *testing.T) {
 	// Never started: a send that reached it would fail another way.
-	tp, err := rocketmq.NewTransactionProducer(&localTx{seen: map[string]string{}},
+	tp, err := rocketmq.NewTransactionProducer(newLocalTx(),
 		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{"127.0.0.1:1"})))
 	if err != nil {
 		t.Fatal(err)
