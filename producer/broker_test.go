@@ -55,12 +55,11 @@ type broker struct {
 	name       string
 	nameServer func(testing.TB) string
 	// checkBackOnce says a transaction the check-back commits arrives
-	// once. Not asserted on 5.x: through its proxy a half message was
-	// checked back and committed twice, a second apart (see
-	// producer/grpcproducer); through this client it was once in every
-	// run, but a 5.x broker records resolutions in batches
-	// (transactionOpBatchInterval, 3 s by default) and the test brokers
-	// check back every second.
+	// once. Not asserted on 5.x: its broker records resolutions in batches
+	// (transactionOpBatchInterval, 3 s by default) while the test brokers
+	// check back every second, so a second check-back and commit can come
+	// before the record (every run through the 5.x proxy, see
+	// producer/grpcproducer; none so far through this client).
 	checkBackOnce bool
 }
 
