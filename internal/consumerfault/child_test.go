@@ -69,6 +69,10 @@ func runChild(role string) int {
 		err = hold(s, rdb, log)
 	case roleWorker:
 		err = work(s, rdb, log)
+	case roleGRPCHolder:
+		err = grpcHold(s, rdb, log)
+	case roleGRPCTaker:
+		err = grpcTake(s, rdb, log)
 	default:
 		err = fmt.Errorf("unknown role %q", role)
 	}

@@ -44,15 +44,25 @@ type fixture struct {
 	redisAddr string
 	run       string
 	rdb       *redis.Client
+	// createTopic creates a topic on the broker of ns.
+	createTopic func(tb testing.TB, topic string, queues int)
 }
 
 func newFixture(t *testing.T, name string) *fixture {
 	t.Helper()
+	return fixtureOn(t, name, testenv.RocketMQ(t), testenv.RocketMQTopic)
+}
+
+// fixtureOn is a fixture on the name server ns, whose topics createTopic
+// creates.
+func fixtureOn(t *testing.T, name, ns string, createTopic func(testing.TB, string, int)) *fixture {
+	t.Helper()
 	f := &fixture{
-		t:         t,
-		ns:        testenv.RocketMQ(t),
-		redisAddr: testenv.Redis(t),
-		run:       fmt.Sprintf("%s-%d-%d", name, os.Getpid(), time.Now().UnixNano()),
+		t:           t,
+		ns:          ns,
+		redisAddr:   testenv.Redis(t),
+		run:         fmt.Sprintf("%s-%d-%d", name, os.Getpid(), time.Now().UnixNano()),
+		createTopic: createTopic,
 	}
 	f.rdb = redis.NewClient(&redis.Options{Addr: f.redisAddr})
 	t.Cleanup(func() {
@@ -67,7 +77,7 @@ func newFixture(t *testing.T, name string) *fixture {
 func (f *fixture) topic(queues int) string {
 	f.t.Helper()
 	topic := "cf-" + f.run
-	testenv.RocketMQTopic(f.t, topic, queues)
+	f.createTopic(f.t, topic, queues)
 	return topic
 }
 
@@ -78,8 +88,8 @@ func (f *fixture) topic(queues int) string {
 func (f *fixture) group() string {
 	f.t.Helper()
 	group := "cf-group-" + f.run
-	testenv.RocketMQTopic(f.t, "%RETRY%"+group, 1)
-	testenv.RocketMQTopic(f.t, "%DLQ%"+group, 1)
+	f.createTopic(f.t, "%RETRY%"+group, 1)
+	f.createTopic(f.t, "%DLQ%"+group, 1)
 	return group
 }
 
@@ -187,7 +197,7 @@ func (d *deadLetters) snapshot() map[string]int {
 func (f *fixture) watchDLQ(group string) *deadLetters {
 	f.t.Helper()
 	watcher := "cf-dlq-" + f.run
-	testenv.RocketMQTopic(f.t, "%RETRY%"+watcher, 1)
+	f.createTopic(f.t, "%RETRY%"+watcher, 1)
 	d := &deadLetters{keys: map[string]int{}}
 	pc, err := newPushConsumer(f.ns, watcher, watcher)
 	if err != nil {

@@ -24,6 +24,7 @@ const settingsEnv = "IDEMQ_CONSUMERFAULT_SETTINGS"
 // settings is what a child needs to know.
 type settings struct {
 	Namesrv  string
+	Proxy    string // the 5.x proxy's gRPC endpoint, for the gRPC roles
 	Redis    string
 	Topic    string
 	Group    string

@@ -1,0 +1,117 @@
+package consumerfault
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/apache/rocketmq-clients/golang/v5"
+	"github.com/apache/rocketmq-clients/golang/v5/credentials"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/consumer/grpcconsumer"
+	"github.com/idemq/idemq/msgkey"
+)
+
+// Roles of a child that consumes through the 5.x gRPC client, a
+// SimpleConsumer of settings.Proxy run by grpcconsumer.Simple.
+const (
+	// roleGRPCHolder says "ready" once it receives, then claims every
+	// message and blocks in its handler until killed, saying "hold KEY
+	// ATTEMPT" for each (and "lost KEY CAUSE" should a lease be lost).
+	roleGRPCHolder = "grpc-holder"
+	// roleGRPCTaker applies messages, saying "ready" once it receives and
+	// "recv KEY ATTEMPT UNIXMILLI" for each message received, until its standard
+	// input closes; then it drains and says "stats …".
+	roleGRPCTaker = "grpc-taker"
+)
+
+// grpcInvisible is the gRPC roles' invisible duration: the proxy's
+// minimum for a receive.
+const grpcInvisible = 10 * time.Second
+
+// grpcConsumer is the Consumer and the started SimpleConsumer of a gRPC
+// role.
+func grpcConsumer(s settings, rdb *redis.Client, log *slog.Logger) (*consumer.Consumer, golang.SimpleConsumer, error) {
+	store, err := newStore(rdb, s.Prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := consumer.New(store, s.Group, consumer.WithGuard(guardConfig(s.Lease)), consumer.WithLogger(log),
+		consumer.WithDelayLevels(brokerLevels...))
+	if err != nil {
+		return nil, nil, err
+	}
+	sc, err := golang.NewSimpleConsumer(&golang.Config{Endpoint: s.Proxy, ConsumerGroup: s.Group, Credentials: &credentials.SessionCredentials{}},
+		golang.WithSimpleAwaitDuration(5*time.Second),
+		golang.WithSimpleSubscriptionExpressions(map[string]*golang.FilterExpression{s.Topic: golang.SUB_ALL}))
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, sc, sc.Start()
+}
+
+func viewKey(m *golang.MessageView) string { return msgkey.Of(msgkey.Properties(m.GetProperties())) }
+
+// grpcHold is the gRPC holder's life; it ends when it is killed (or
+// standard input closes).
+func grpcHold(s settings, rdb *redis.Client, log *slog.Logger) error {
+	c, sc, err := grpcConsumer(s, rdb, log)
+	if err != nil {
+		return err
+	}
+	handle := func(ctx context.Context, m *golang.MessageView) error {
+		// Claimed, its lease renewed and the message kept invisible in
+		// the background: block, the effect not applied, until killed.
+		say("hold %s %d", viewKey(m), m.GetDeliveryAttempt())
+		<-ctx.Done()
+		say("lost %s %v", viewKey(m), context.Cause(ctx))
+		return context.Cause(ctx)
+	}
+	r, err := grpcconsumer.Simple(c, sc, handle, grpcconsumer.SimpleConfig{Workers: 64, InvisibleDuration: grpcInvisible})
+	if err != nil {
+		return err
+	}
+	go r.Run(context.Background())
+	say("ready")
+	<-stdinClosed()
+	return nil
+}
+
+// recvSaid is a SimpleConsumer that says "recv KEY ATTEMPT UNIXMILLI" for
+// each message it receives.
+type recvSaid struct{ golang.SimpleConsumer }
+
+func (r recvSaid) Receive(ctx context.Context, n int32, d time.Duration) ([]*golang.MessageView, error) {
+	vs, err := r.SimpleConsumer.Receive(ctx, n, d)
+	for _, v := range vs {
+		say("recv %s %d %d", viewKey(v), v.GetDeliveryAttempt(), time.Now().UnixMilli())
+	}
+	return vs, err
+}
+
+// grpcTake is the gRPC taker's life.
+func grpcTake(s settings, rdb *redis.Client, log *slog.Logger) error {
+	c, sc, err := grpcConsumer(s, rdb, log)
+	if err != nil {
+		return err
+	}
+	defer sc.GracefulStop()
+	handle := func(ctx context.Context, m *golang.MessageView) error { return apply(ctx, rdb, s.Ledger, viewKey(m)) }
+	r, err := grpcconsumer.Simple(c, recvSaid{sc}, handle, grpcconsumer.SimpleConfig{InvisibleDuration: grpcInvisible})
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(context.Background()) }()
+	say("ready")
+	<-stdinClosed()
+	r.Close()
+	err = <-done
+	st := c.Stats()
+	say("stats delivered=%d completed=%d suppressed=%d failed=%d waited=%d busy=%d retried=%d held=%d",
+		st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.Failed.Load(), st.Waited.Load(), st.Busy.Load(),
+		st.Retried.Load(), st.Canceled.Load())
+	return err
+}
