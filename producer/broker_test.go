@@ -54,24 +54,17 @@ func startProducer(t *testing.T, ns, name string) *producer.Producer {
 type broker struct {
 	name       string
 	nameServer func(testing.TB) string
-	// checkBackOnce says a transaction the check-back commits arrives
-	// once. Not asserted on 5.x: its broker records resolutions in batches
-	// (transactionOpBatchInterval, 3 s by default) while the test brokers
-	// check back every second, so a second check-back and commit can come
-	// before the record (every run through the 5.x proxy, see
-	// producer/grpcproducer; none so far through this client).
-	checkBackOnce bool
 }
 
 var brokers = []broker{
-	{name: "4.x", nameServer: testenv.RocketMQ, checkBackOnce: true},
+	{name: "4.x", nameServer: testenv.RocketMQ},
 	{name: "5.x", nameServer: func(tb testing.TB) string { return testenv.RocketMQ5(tb).NameServer }},
 }
 
 // forEachBroker runs test as a subtest per broker.
-func forEachBroker(t *testing.T, test func(t *testing.T, b broker, ns string)) {
+func forEachBroker(t *testing.T, test func(t *testing.T, ns string)) {
 	for _, b := range brokers {
-		t.Run(b.name, func(t *testing.T) { test(t, b, b.nameServer(t)) })
+		t.Run(b.name, func(t *testing.T) { test(t, b.nameServer(t)) })
 	}
 }
 
@@ -80,7 +73,7 @@ func forEachBroker(t *testing.T, test func(t *testing.T, b broker, ns string)) {
 // property and in Keys.
 func TestResendKeepsKeyOnTheWire(t *testing.T) { forEachBroker(t, testResendKeepsKeyOnTheWire) }
 
-func testResendKeepsKeyOnTheWire(t *testing.T, _ broker, ns string) {
+func testResendKeepsKeyOnTheWire(t *testing.T, ns string) {
 	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 	topic := "producer-" + run
 	got := consumeTopic(t, ns, topic)
@@ -132,7 +125,7 @@ func TestSendToRefusingBroker(t *testing.T) {
 // consumer receives carries its message's key, in the property and in Keys.
 func TestAsyncAndOneWayStampTheKey(t *testing.T) { forEachBroker(t, testAsyncAndOneWayStampTheKey) }
 
-func testAsyncAndOneWayStampTheKey(t *testing.T, _ broker, ns string) {
+func testAsyncAndOneWayStampTheKey(t *testing.T, ns string) {
 	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 	topic := "producer-ways-" + run
 	got := consumeTopic(t, ns, topic)

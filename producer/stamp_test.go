@@ -33,7 +33,8 @@ func newProducer(t *testing.T, keys producer.KeySource) *producer.Producer {
 	t.Helper()
 	// A real client that is never started: Stamp does not touch it, and a
 	// send fails before reaching it when stamping fails.
-	rp, err := rocketmq.NewProducer(rmqproducer.WithNameServer([]string{"127.0.0.1:1"}))
+	rp, err := rocketmq.NewProducer(rmqproducer.WithNameServer([]string{"127.0.0.1:1"}),
+		rmqproducer.WithInstanceName(t.Name())) // the example's client has the default one
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ func TestTransactionStampsBeforeTheHalfMessage(t *testing.T) {
 	forEachBroker(t, testTransactionStampsBeforeTheHalfMessage)
 }
 
-func testTransactionStampsBeforeTheHalfMessage(t *testing.T, _ broker, ns string) {
+func testTransactionStampsBeforeTheHalfMessage(t *testing.T, ns string) {
 	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 	topic := "producer-tx-" + run
 	got := consumeTopic(t, ns, topic)
@@ -140,10 +140,19 @@ func testTransactionStampsBeforeTheHalfMessage(t *testing.T, _ broker, ns string
 // TestTransactionCheckBack leaves a local transaction unknown: the broker
 // checks it back (within about 2 s on the test brokers), the check sees the
 // key stamped before the half message and commits, and the message arrives
-// with that key: once, where the broker allows (see broker.checkBackOnce).
+// with that key.
+//
+// Not necessarily once: the broker checks a half message back at every
+// check interval (1 s on the test brokers) until it has recorded an answer,
+// and each commit is delivered. A check-back answered or recorded after the
+// next check is committed twice: seen once on 4.9.7 while servers were
+// starting beside it (2 check-backs, 2 deliveries), and 5.x brokers batch
+// the records (transactionOpBatchInterval, 3 s by default). Every copy has
+// the key, which is what the consumer's dedupe needs. Each delivery needs a commit, so there are no
+// more deliveries than check-backs.
 func TestTransactionCheckBack(t *testing.T) { forEachBroker(t, testTransactionCheckBack) }
 
-func testTransactionCheckBack(t *testing.T, b broker, ns string) {
+func testTransactionCheckBack(t *testing.T, ns string) {
 	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 	topic := "producer-check-" + run
 	got := consumeTopic(t, ns, topic)
@@ -177,11 +186,8 @@ func testTransactionCheckBack(t *testing.T, b broker, ns string) {
 	}
 	n := bodies(msgs)["unknown"]
 	t.Logf("%d check-backs, %d deliveries", len(asked), n)
-	if len(asked) == 0 {
-		t.Error("the message arrived without a check-back")
-	}
-	if b.checkBackOnce && n != 1 {
-		t.Errorf("the checked-back message arrived %d times, want once", n)
+	if n > len(asked) {
+		t.Errorf("%d deliveries after %d check-backs: want no more than one per check-back's commit", n, len(asked))
 	}
 }
 
