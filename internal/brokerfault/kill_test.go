@@ -133,6 +133,9 @@ func TestKillBroker(t *testing.T) {
 	if err := f.mq.KillBroker(victim); err != nil {
 		t.Fatal(err)
 	}
+	if err := f.mq.KillBroker(victim); err == nil {
+		t.Error("KillBroker of a killed broker succeeded")
+	}
 	var dropped time.Duration
 	for dropped == 0 && time.Since(killed) < downFor {
 		addrs, err := testenvMasters(f)
@@ -147,6 +150,9 @@ func TestKillBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	restarted := time.Now()
+	if err := f.mq.RestartBroker(t.Context(), victim); err == nil {
+		t.Error("RestartBroker of a running broker succeeded")
+	}
 	wg.Wait()
 	sendEnd := time.Now()
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -132,72 +131,4 @@ func TestRocketMQBrokerVersion(t *testing.T) {
 		t.Fatalf("broker version %q", v)
 	}
 	t.Logf("broker version %s", v)
-}
-
-// TestRocketMQClusterKillBroker starts two brokers, kills one with SIGKILL
-// and restarts it on its store.
-func TestRocketMQClusterKillBroker(t *testing.T) {
-	rlog.SetLogLevel("error")
-	ctx := t.Context()
-	begin := time.Now()
-	srv, err := testenv.StartRocketMQCluster(ctx, t.TempDir(), t.Output(), testenv.RocketMQConfig{Brokers: 2})
-	if errors.Is(err, exec.ErrNotFound) {
-		testenv.Missing(t, err.Error()) // a failure under CI=true
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	t.Logf("RocketMQ %s with brokers %q (%q) started in %v", srv.Version(), srv.Brokers(), srv.BrokerNames(), time.Since(begin).Round(time.Millisecond))
-	if n := len(srv.Brokers()); n != 2 {
-		t.Fatalf("%d brokers, want 2", n)
-	}
-	if err := srv.CreateTopic(ctx, "kill-"+fmt.Sprint(time.Now().UnixNano()), 2); err != nil {
-		t.Fatal(err)
-	}
-
-	killed := srv.Brokers()[1]
-	begin = time.Now()
-	if err := srv.KillBroker(1); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.KillBroker(1); err == nil {
-		t.Error("a second KillBroker(1) succeeded")
-	}
-	// The name server drops the broker when its connection closes.
-	for {
-		if !slices.Contains(masters(t, srv.NameServer()), killed) {
-			break
-		}
-		if time.Since(begin) > 30*time.Second {
-			t.Fatalf("the name server still lists %s 30s after the kill", killed)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Logf("the name server dropped the killed broker %v after the kill", time.Since(begin).Round(time.Millisecond))
-
-	begin = time.Now()
-	if err := srv.RestartBroker(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("broker restarted and registered in %v", time.Since(begin).Round(time.Millisecond))
-	if err := srv.RestartBroker(ctx, 1); err == nil {
-		t.Error("RestartBroker of a running broker succeeded")
-	}
-	if !slices.Contains(masters(t, srv.NameServer()), killed) {
-		t.Fatalf("restarted broker %s not listed", killed)
-	}
-}
-
-func masters(t *testing.T, nameServer string) []string {
-	t.Helper()
-	addrs, err := testenv.RocketMQMasters(t.Context(), nameServer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return addrs
 }
