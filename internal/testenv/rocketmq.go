@@ -2,7 +2,7 @@ package testenv
 
 import (
 	"context"
-	_ "embed" // the pom and logback config below
+	_ "embed" // the logback config below
 	"fmt"
 	"io"
 	"net"
@@ -22,8 +22,9 @@ import (
 const rocketmqVersion = "4.9.7"
 
 const (
-	// rocketmqBrokerName names the one broker; it is also a topic the broker
-	// registers, so tests must not use it as a topic name.
+	// rocketmqBrokerName names the first broker (the others add "-1",
+	// "-2", ...); a broker name is also a topic the broker registers, so
+	// tests must not use it as a topic name.
 	rocketmqBrokerName = "idemq-testenv-broker"
 	// rocketmqClusterName names the cluster of every broker testenv starts.
 	rocketmqClusterName = "idemq-testenv"
