@@ -101,10 +101,12 @@ type Waiting struct {
 //
 // The contract:
 //
-//   - run is called at most once per message, in msgs' order, in the
-//     calling goroutine, with a context that carries the message's claim
-//     (a lease lost cancels it) and ends with ctx; a panic in run is
-//     recovered as a [PanicError] and fails that message only;
+//   - run is called at most once per message, in the calling goroutine:
+//     for the messages whose keys are acquired at once in msgs' order, then
+//     for each that waited for a busy key once it is free; its context
+//     carries the message's claim (a lease lost cancels it) and ends with
+//     ctx; a panic in run is recovered as a [PanicError] and fails that
+//     message only;
 //   - when ctx ends, waiting stops and the messages not run yet are Held;
 //     ctx is the adapter's to end when it drains its client: a call of
 //     Process is not waited for by [Consumer.Drain], which drains a

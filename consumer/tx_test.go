@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,6 +62,9 @@ type txEnv struct {
 	db      *sql.DB
 	commits *faultyCommits
 	store   *sqldedupe.Store
+	// wrote, if set, is closed once apply has written a row.
+	wrote chan struct{}
+	once  sync.Once
 }
 
 const txGroup = "billing"
@@ -111,6 +115,9 @@ func (e *txEnv) q(query string) string {
 // apply is the business effect: a row naming the consumer that applied msg.
 func (e *txEnv) apply(ctx context.Context, tx *sql.Tx, msg *primitive.MessageExt, by string) error {
 	_, err := tx.ExecContext(ctx, e.q("INSERT INTO applied (k, by_consumer) VALUES (?, ?)"), msgkey.Of(msg), by)
+	if err == nil && e.wrote != nil {
+		e.once.Do(func() { close(e.wrote) })
+	}
 	return err
 }
 
@@ -199,7 +206,10 @@ func (e *txEnv) applier(by string) consumer.TxHandler {
 // its stead.
 type spyStore struct {
 	txStore
-	extend    func(context.Context, dedupe.Ticket, time.Duration) error
+	extend func(context.Context, dedupe.Ticket, time.Duration) error
+	// after, if set, holds extend back until it is closed: the store
+	// answers truly until then.
+	after     <-chan struct{}
 	completes atomic.Int32
 }
 
@@ -209,6 +219,13 @@ func (s *spyStore) Complete(ctx context.Context, t dedupe.Ticket, retention time
 }
 
 func (s *spyStore) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
+	if s.after != nil {
+		select {
+		case <-s.after:
+		default:
+			return s.txStore.Extend(ctx, t, lease)
+		}
+	}
 	if s.extend != nil {
 		return s.extend(ctx, t, lease)
 	}
@@ -235,6 +252,9 @@ func TestTx(t *testing.T) {
 		name   string
 		guard  dedupe.GuardConfig
 		extend func(context.Context, dedupe.Ticket, time.Duration) error
+		// afterWrite holds extend back until the handler has written its
+		// row, so that a slow database does not lose the lease before.
+		afterWrite bool
 		// first is the first delivery's handler.
 		first func(e *txEnv, ctx context.Context, tx *sql.Tx, msg *primitive.MessageExt) error
 		// wantErr is part of the first delivery's error; "" when it is
@@ -310,9 +330,10 @@ func TestTx(t *testing.T) {
 	}, {
 		// The Guard learns that the lease is lost while the handler runs;
 		// the cancelled context rolls back a handler that goes on anyway.
-		name:   "LeaseLostWhileRunning",
-		guard:  short,
-		extend: extendLost,
+		name:       "LeaseLostWhileRunning",
+		guard:      short,
+		extend:     extendLost,
+		afterWrite: true,
 		first: func(e *txEnv, ctx context.Context, tx *sql.Tx, m *primitive.MessageExt) error {
 			if err := e.apply(ctx, tx, m, "A"); err != nil {
 				return err
@@ -329,6 +350,10 @@ func TestTx(t *testing.T) {
 				t.Parallel()
 				e := newTxEnv(t, d)
 				spy := &spyStore{txStore: e.store, extend: tt.extend}
+				if tt.afterWrite {
+					e.wrote = make(chan struct{})
+					spy.after = e.wrote
+				}
 				calls := 0
 				a, stats := e.consumer(spy, func(ctx context.Context, tx *sql.Tx, m *primitive.MessageExt) error {
 					calls++

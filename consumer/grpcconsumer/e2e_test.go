@@ -61,6 +61,13 @@ func newFixture(t *testing.T, name string, retryMaxTimes int) *fixture {
 	return f
 }
 
+// patient builds the clients with 10 s request timeouts instead of 3 s:
+// under a whole test suite's load a just started proxy may take longer to
+// answer a route query.
+func patient(c *golang.Config, opts ...golang.ClientOption) (golang.Client, error) {
+	return golang.NewClient(c, append(opts, golang.WithQueryRouteTimeout(10*time.Second))...)
+}
+
 func (f *fixture) config(group string) *golang.Config {
 	return &golang.Config{Endpoint: f.ep.Proxy, ConsumerGroup: group, Credentials: &credentials.SessionCredentials{}}
 }
@@ -85,6 +92,7 @@ func (f *fixture) consumer(opts ...consumer.Option) *consumer.Consumer {
 func (f *fixture) simpleConsumer() golang.SimpleConsumer {
 	f.t.Helper()
 	sc, err := golang.NewSimpleConsumer(f.config(f.group),
+		golang.WithClientFuncForSimpleConsumer(patient),
 		golang.WithSimpleAwaitDuration(5*time.Second),
 		golang.WithSimpleSubscriptionExpressions(map[string]*golang.FilterExpression{f.topic: golang.SUB_ALL}))
 	if err != nil {
@@ -119,7 +127,7 @@ func (f *fixture) receive(c *consumer.Consumer, sc grpcconsumer.SimpleConsumer, 
 // producer is a started 5.x producer of the run's topic.
 func (f *fixture) producer() golang.Producer {
 	f.t.Helper()
-	p, err := golang.NewProducer(f.config(""), golang.WithTopics(f.topic))
+	p, err := golang.NewProducer(f.config(""), golang.WithClientFunc(patient), golang.WithTopics(f.topic))
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -127,15 +127,16 @@ type client[V view] interface {
 }
 
 // handleFixer is a SimpleConsumer whose ChangeInvisibleDuration keeps the
-// message's receipt handle when it fails: rocketmq-clients v5.1.4 replaces
-// it with the failed answer's, which is empty, so that every later call
-// for the message fails.
+// message's receipt handle when the proxy refuses the change:
+// rocketmq-clients v5.1.4 replaces it with the refusal's, which is empty,
+// so that every later call for the message would fail. (A change that
+// succeeds returns a new handle, which replaces the old one.)
 type handleFixer struct{ SimpleConsumer }
 
 func (f handleFixer) ChangeInvisibleDuration(mv *golang.MessageView, d time.Duration) error {
 	old := mv.ReceiptHandle
 	err := f.SimpleConsumer.ChangeInvisibleDuration(mv, d)
-	if err != nil {
+	if err != nil && mv.ReceiptHandle == "" {
 		mv.ReceiptHandle = old
 	}
 	return err

@@ -44,6 +44,11 @@ func grpcConsumer(s settings, rdb *redis.Client, log *slog.Logger) (*consumer.Co
 		return nil, nil, err
 	}
 	sc, err := golang.NewSimpleConsumer(&golang.Config{Endpoint: s.Proxy, ConsumerGroup: s.Group, Credentials: &credentials.SessionCredentials{}},
+		// 10 s request timeouts instead of 3 s: under a whole test suite's
+		// load the proxy may take longer to answer a route query.
+		golang.WithClientFuncForSimpleConsumer(func(c *golang.Config, opts ...golang.ClientOption) (golang.Client, error) {
+			return golang.NewClient(c, append(opts, golang.WithQueryRouteTimeout(10*time.Second))...)
+		}),
 		golang.WithSimpleAwaitDuration(5*time.Second),
 		golang.WithSimpleSubscriptionExpressions(map[string]*golang.FilterExpression{s.Topic: golang.SUB_ALL}))
 	if err != nil {
