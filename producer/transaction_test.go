@@ -147,9 +147,10 @@ func testTransactionStampsBeforeTheHalfMessage(t *testing.T, ns string) {
 // and each commit is delivered. A check-back answered or recorded after the
 // next check is committed twice: seen once on 4.9.7 while servers were
 // starting beside it (2 check-backs, 2 deliveries), and 5.x brokers batch
-// the records (transactionOpBatchInterval, 3 s by default). Every copy has
-// the key, which is what the consumer's dedupe needs. Each delivery needs a commit, so there are no
-// more deliveries than check-backs.
+// the records (transactionOpBatchInterval: 3 s by default, 100 ms on the
+// test broker). Every copy has the key, which is what the consumer's dedupe
+// needs. Each delivery needs a commit, so there are no more deliveries than
+// check-backs.
 func TestTransactionCheckBack(t *testing.T) { forEachBroker(t, testTransactionCheckBack) }
 
 func testTransactionCheckBack(t *testing.T, ns string) {

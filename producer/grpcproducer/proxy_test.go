@@ -268,15 +268,16 @@ func (c *checker) askedAbout() []string {
 // before the half message and commits: it arrives with that key.
 //
 // Not necessarily once: a 5.x broker records resolutions in batches
-// (transactionOpBatchInterval, 3 s by default) and checks back a half
-// message older than transactionTimeOut at every transactionCheckInterval
-// (1 s each on the test broker) until the record is written. Through the
-// 5.5.0 proxy it checked the unresolved and the rolled back half message
-// twice, a second apart, in every run, and the checker's two commits were
-// delivered twice, each copy with the key: a duplicate for the consumer's
-// dedupe. With transactionOpBatchInterval=100 set on the running broker,
-// it checked once and delivered once (three runs). Each delivery needs a
-// commit, so there are no more deliveries than check-backs.
+// (transactionOpBatchInterval) and checks back a half message older than
+// transactionTimeOut at every transactionCheckInterval (1 s each on the
+// test broker) until the record is written. With the batches at their
+// default 3 s, the 5.5.0 broker checked the unresolved and the rolled back
+// half message twice, a second apart, in every run, and the checker's two
+// commits were delivered twice, each copy with the key: a duplicate for the
+// consumer's dedupe. The test broker batches every 100 ms, which checked
+// once and delivered once in three runs, but a slow record can still be
+// checked again. Each delivery needs a commit, so there are no more
+// deliveries than check-backs.
 func testTransactions(t *testing.T) {
 	topic := runName(t, "tx")
 	got := receiveTopic(t, topic)
