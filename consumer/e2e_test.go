@@ -146,7 +146,7 @@ func endToEnd(t *testing.T, b broker, adapt adapter, opts ...rmq.Option) (batche
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := producer.New(rp, producer.IDKeys(gen))
+	p, err := producer.New(rp, msgkey.FromIDs(gen))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func startProducer(t *testing.T, ns, name string) *producer.Producer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := producer.New(rp, producer.IDKeys(gen))
+	p, err := producer.New(rp, msgkey.FromIDs(gen))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 func ExampleProducer_Stamp() {
 	rp, _ := rocketmq.NewProducer(rmqproducer.WithNameServer([]string{"127.0.0.1:9876"}))
 	gen, _ := idgen.New(7, idgen.Config{})
-	p, _ := producer.New(rp, producer.IDKeys(gen))
+	p, _ := producer.New(rp, msgkey.FromIDs(gen))
 
 	m := primitive.NewMessage("orders", []byte(`{"order":42}`))
 	_ = p.Stamp(context.Background(), m) // SendSync stamps too
@@ -63,7 +63,7 @@ func ExampleProducer() {
 		log.Fatal(err)
 	}
 	defer rp.Shutdown()
-	sender, err := producer.New(rp, producer.IDKeys(gen))
+	sender, err := producer.New(rp, msgkey.FromIDs(gen))
 	if err != nil {
 		log.Fatal(err)
 	}

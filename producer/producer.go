@@ -25,21 +25,15 @@ import (
 	_ "github.com/idemq/idemq/rmqlog"
 )
 
-// KeySource issues unique keys, one per call. Implementations are safe for
-// concurrent use.
-type KeySource interface {
-	NextKey(ctx context.Context) (string, error)
-}
-
 // Producer wraps a rocketmq.Producer; it stamps keys and then sends. It does
 // not start or shut down the wrapped producer.
 type Producer struct {
 	p    rocketmq.Producer
-	keys KeySource
+	keys msgkey.Source
 }
 
 // New returns a Producer sending through p with keys from keys.
-func New(p rocketmq.Producer, keys KeySource) (*Producer, error) {
+func New(p rocketmq.Producer, keys msgkey.Source) (*Producer, error) {
 	if p == nil || keys == nil {
 		return nil, errors.New("producer: nil producer or key source")
 	}
@@ -56,7 +50,7 @@ func (p *Producer) Stamp(ctx context.Context, msgs ...*primitive.Message) error 
 }
 
 // stamp is Stamp with keys from keys, for every kind of producer.
-func stamp(ctx context.Context, keys KeySource, msgs []*primitive.Message) error {
+func stamp(ctx context.Context, keys msgkey.Source, msgs []*primitive.Message) error {
 	if len(msgs) == 0 {
 		return errors.New("producer: no messages")
 	}

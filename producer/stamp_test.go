@@ -29,7 +29,7 @@ func (s *seqKeys) NextKey(context.Context) (string, error) {
 	return fmt.Sprintf("k%d", s.n.Add(1)), nil
 }
 
-func newProducer(t *testing.T, keys producer.KeySource) *producer.Producer {
+func newProducer(t *testing.T, keys msgkey.Source) *producer.Producer {
 	t.Helper()
 	// A real client that is never started: Stamp does not touch it, and a
 	// send fails before reaching it when stamping fails.

@@ -7,6 +7,7 @@ import (
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/idemq/idemq/msgkey"
 )
 
 // TransactionProducer wraps a rocketmq.TransactionProducer: it stamps a
@@ -17,12 +18,12 @@ import (
 // start or shut down the wrapped producer.
 type TransactionProducer struct {
 	p    rocketmq.TransactionProducer
-	keys KeySource
+	keys msgkey.Source
 }
 
 // NewTransactional returns a TransactionProducer sending through p with
 // keys from keys.
-func NewTransactional(p rocketmq.TransactionProducer, keys KeySource) (*TransactionProducer, error) {
+func NewTransactional(p rocketmq.TransactionProducer, keys msgkey.Source) (*TransactionProducer, error) {
 	if p == nil || keys == nil {
 		return nil, errors.New("producer: nil transaction producer or key source")
 	}

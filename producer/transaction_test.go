@@ -84,7 +84,7 @@ func startTransactional(t *testing.T, ns, name string, l *localTx) *producer.Tra
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := producer.NewTransactional(tp, producer.IDKeys(gen))
+	p, err := producer.NewTransactional(tp, msgkey.FromIDs(gen))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,13 +205,13 @@ func TestTransactionRefusesBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := producer.NewTransactional(nil, producer.IDKeys(gen)); err == nil {
+	if _, err := producer.NewTransactional(nil, msgkey.FromIDs(gen)); err == nil {
 		t.Error("NewTransactional accepted a nil producer")
 	}
 	if _, err := producer.NewTransactional(tp, nil); err == nil {
 		t.Error("NewTransactional accepted a nil key source")
 	}
-	p, err := producer.NewTransactional(tp, producer.IDKeys(gen))
+	p, err := producer.NewTransactional(tp, msgkey.FromIDs(gen))
 	if err != nil {
 		t.Fatal(err)
 	}

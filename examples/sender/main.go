@@ -88,7 +88,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer rp.Shutdown()
-	p, err := producer.New(rp, producer.IDKeys(gen))
+	p, err := producer.New(rp, msgkey.FromIDs(gen))
 	if err != nil {
 		log.Fatal(err)
 	}

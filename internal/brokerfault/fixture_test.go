@@ -21,6 +21,7 @@ import (
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/producer"
 )
 
@@ -137,7 +138,7 @@ func (f *fixture) producer(opts ...rmqproducer.Option) *producer.Producer {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	p, err := producer.New(rp, producer.IDKeys(gen))
+	p, err := producer.New(rp, msgkey.FromIDs(gen))
 	if err != nil {
 		f.t.Fatal(err)
 	}

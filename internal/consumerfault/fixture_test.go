@@ -119,7 +119,7 @@ func (f *fixture) producer() *producer.Producer {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	p, err := producer.New(rp, producer.IDKeys(gen))
+	p, err := producer.New(rp, msgkey.FromIDs(gen))
 	if err != nil {
 		f.t.Fatal(err)
 	}

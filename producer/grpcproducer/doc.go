@@ -3,8 +3,8 @@
 // 5.x proxy) with an idempotency key before it is first sent, as package
 // producer does for the remoting client.
 //
-// The key comes from a [producer.KeySource] (a snowflake ID with
-// [producer.IDKeys]), is stored in the [msgkey.Property] user property and
+// The key comes from a [msgkey.Source] (a snowflake ID with
+// [msgkey.FromIDs]), is stored in the [msgkey.Property] user property and
 // added to the message's Keys, by the rule [msgkey.Stamp] owns: a valid key
 // the caller set is kept, an invalid one is refused with [msgkey.ErrInvalid]
 // and nothing is sent. The client's internal retries and a caller's resend

@@ -10,14 +10,13 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/msgkey"
-	"github.com/idemq/idemq/producer"
 	"github.com/idemq/idemq/producer/grpcproducer"
 )
 
 func ExampleProducer_Stamp() {
 	rp, _ := golang.NewProducer(&golang.Config{Endpoint: "127.0.0.1:8081", Credentials: &credentials.SessionCredentials{}})
 	gen, _ := idgen.New(7, idgen.Config{})
-	p, _ := grpcproducer.New(rp, producer.IDKeys(gen))
+	p, _ := grpcproducer.New(rp, msgkey.FromIDs(gen))
 
 	m := &golang.Message{Topic: "orders", Body: []byte(`{"order":42}`)}
 	_ = p.Stamp(context.Background(), m) // Send stamps too
@@ -58,7 +57,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer rp.GracefulStop()
-	sender, err := grpcproducer.New(rp, producer.IDKeys(gen))
+	sender, err := grpcproducer.New(rp, msgkey.FromIDs(gen))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	golang "github.com/apache/rocketmq-clients/golang/v5"
 
 	"github.com/idemq/idemq/msgkey"
-	"github.com/idemq/idemq/producer"
 	// Routes the client's logs to slog at warn (see its doc).
 	_ "github.com/idemq/idemq/rmqlog/grpcrmqlog"
 )
@@ -19,11 +18,11 @@ import (
 // once (stamping writes to the message).
 type Producer struct {
 	p    golang.Producer
-	keys producer.KeySource
+	keys msgkey.Source
 }
 
 // New returns a Producer sending through p with keys from keys.
-func New(p golang.Producer, keys producer.KeySource) (*Producer, error) {
+func New(p golang.Producer, keys msgkey.Source) (*Producer, error) {
 	if p == nil || keys == nil {
 		return nil, errors.New("grpcproducer: nil producer or key source")
 	}

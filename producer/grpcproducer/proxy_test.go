@@ -16,7 +16,6 @@ import (
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/msgkey"
-	"github.com/idemq/idemq/producer"
 	"github.com/idemq/idemq/producer/grpcproducer"
 )
 
@@ -48,7 +47,7 @@ func startProducer(t *testing.T, topic string, checker *golang.TransactionChecke
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := grpcproducer.New(rp, producer.IDKeys(gen))
+	p, err := grpcproducer.New(rp, msgkey.FromIDs(gen))
 	if err != nil {
 		t.Fatal(err)
 	}

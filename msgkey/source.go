@@ -1,4 +1,4 @@
-package producer
+package msgkey
 
 import (
 	"context"
@@ -6,14 +6,20 @@ import (
 	"github.com/idemq/idemq/idgen"
 )
 
+// Source issues unique keys, one per call: the producer adapters take a
+// new message's key from one. Implementations are safe for concurrent use.
+type Source interface {
+	NextKey(ctx context.Context) (string, error)
+}
+
 // IDGenerator issues unique IDs; *idgen.Generator is one.
 type IDGenerator interface {
 	Next(ctx context.Context) (idgen.ID, error)
 }
 
-// IDKeys returns a KeySource whose keys are gen's IDs in decimal: unique per
+// FromIDs returns a Source whose keys are gen's IDs in decimal: unique per
 // generator node, time-ordered, and safe to hand to JavaScript as strings.
-func IDKeys(gen IDGenerator) KeySource { return idKeys{gen} }
+func FromIDs(gen IDGenerator) Source { return idKeys{gen} }
 
 type idKeys struct{ gen IDGenerator }
 
