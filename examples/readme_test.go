@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -14,7 +15,8 @@ var snippetRE = regexp.MustCompile("(?s)from\\s+`([^`]+)`'s `(Example[^`]*)`[^`]
 
 // TestREADMESnippetsAreExamples keeps the README's snippets in step with
 // the compiled, tested Example functions they are cut from: each must be a
-// run of whole lines of its Example's body.
+// run of whole lines of its Example's body, after an optional import block
+// whose every line is an import of the Example's file.
 func TestREADMESnippetsAreExamples(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
@@ -26,16 +28,24 @@ func TestREADMESnippetsAreExamples(t *testing.T) {
 	}
 	for _, m := range found {
 		dir, name, snippet := m[1], m[2], m[3]
-		body := exampleBody(t, filepath.Join("..", dir), name)
+		imports, body := example(t, filepath.Join("..", dir), name)
+		if block, rest, ok := strings.Cut(snippet, ")\n\n"); ok && strings.HasPrefix(block, "import (\n") {
+			for _, l := range strings.Split(strings.TrimPrefix(block, "import (\n"), "\n") {
+				if l = strings.TrimSpace(l); l != "" && !slices.Contains(imports, l) {
+					t.Errorf("README snippet from %s's %s imports %s, which its file does not", dir, name, l)
+				}
+			}
+			snippet = rest
+		}
 		if !strings.Contains("\n"+body, "\n"+snippet) {
 			t.Errorf("README snippet from %s's %s is not a part of it; copy it again:\n%s", dir, name, snippet)
 		}
 	}
 }
 
-// exampleBody returns the body of func name in dir's test files, one tab
-// of indentation removed.
-func exampleBody(t *testing.T, dir, name string) string {
+// example returns the import lines of the test file in dir that holds func
+// name, trimmed, and the function's body, one tab of indentation removed.
+func example(t *testing.T, dir, name string) (imports []string, body string) {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
 	if err != nil {
@@ -50,13 +60,19 @@ func exampleBody(t *testing.T, dir, name string) string {
 		if !ok {
 			continue
 		}
-		body, _, _ := strings.Cut(rest, "\n}\n")
+		if _, block, ok := strings.Cut(string(src), "\nimport (\n"); ok {
+			block, _, _ = strings.Cut(block, "\n)\n")
+			for _, l := range strings.Split(block, "\n") {
+				imports = append(imports, strings.TrimSpace(l))
+			}
+		}
+		body, _, _ = strings.Cut(rest, "\n}\n")
 		lines := strings.Split(body, "\n")
 		for i, l := range lines {
 			lines[i] = strings.TrimPrefix(l, "\t")
 		}
-		return strings.Join(lines, "\n") + "\n"
+		return imports, strings.Join(lines, "\n") + "\n"
 	}
 	t.Fatalf("no func %s in %s", name, dir)
-	return ""
+	return nil, ""
 }

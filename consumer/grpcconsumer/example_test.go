@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/apache/rocketmq-clients/golang/v5"
+	golang "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	"github.com/redis/go-redis/v9"
 
