@@ -24,11 +24,22 @@ import (
 	"github.com/idemq/idemq/consumer/grpcconsumer"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
+	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/msgkey"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
+
+// inChild runs t in a child process, against the test proxy and Redis,
+// unless this is that child, and reports whether it is: the child
+// tolerates the gRPC client's own data races (internal/racechild).
+func inChild(t *testing.T) bool {
+	t.Helper()
+	ep := testenv.RocketMQ5(t)
+	return racechild.Test(t, "IDEMQ_ROCKETMQ5_NAMESRV="+ep.NameServer, "IDEMQ_ROCKETMQ5_PROXY="+ep.Proxy,
+		"IDEMQ_REDIS_ADDR="+testenv.Redis(t))
+}
 
 // oneSecond are the test group's retry delays: testenv creates groups with
 // a customized retry policy of 1s per attempt.
@@ -293,7 +304,7 @@ func total(stats []*consumer.Stats, f func(*consumer.Stats) *atomic.Int64) (sum 
 // two Receivers of one group, on a real Redis store, apply every key
 // exactly once, including the 5 whose first attempt fails, which come back
 // on their second and last attempt (the group allows one retry). Nothing
-// is dead-lettered. (In a child process: see racechild_test.go.)
+// is dead-lettered. (In a child process: see inChild.)
 func TestSimpleEndToEnd(t *testing.T) {
 	if !inChild(t) {
 		return
@@ -311,7 +322,7 @@ func TestSimpleEndToEnd(t *testing.T) {
 	}
 	keys := f.workload(f.producer(), l, n, resent, failing)
 	f.settle(l, keys, dlq, 60*time.Second)
-	t.Logf(figure+"simple: delivered=%d completed=%d suppressed=%d failed=%d waited=%d busy=%d; %v in all",
+	t.Logf(racechild.Figure+"simple: delivered=%d completed=%d suppressed=%d failed=%d waited=%d busy=%d; %v in all",
 		total(stats, func(s *consumer.Stats) *atomic.Int64 { return &s.Delivered }),
 		total(stats, func(s *consumer.Stats) *atomic.Int64 { return &s.Completed }),
 		total(stats, func(s *consumer.Stats) *atomic.Int64 { return &s.Suppressed }),
@@ -358,7 +369,7 @@ func (a *attempts) list() []int32 {
 // completes the key it suppresses the copy. The group allows no retry
 // (retryMaxTimes 0), so a delivery attempt spent on either copy would
 // dead-letter it: none is, every delivery is a first attempt, and the key
-// is applied once. (In a child process: see racechild_test.go.)
+// is applied once. (In a child process: see inChild.)
 func TestSimpleBusyKeyEndToEnd(t *testing.T) {
 	if !inChild(t) {
 		return
@@ -404,7 +415,7 @@ func TestSimpleBusyKeyEndToEnd(t *testing.T) {
 	}
 	suppressedAfter := time.Since(heldAt)
 	f.settle(l, []string{key}, dlq, time.Second)
-	t.Logf(figure+"busy: B waited %v for A's key (A's handler %v, invisible duration %v); attempts seen by A %v, by B %v; B waited=%d busy=%d retried=%d; %v in all",
+	t.Logf(racechild.Figure+"busy: B waited %v for A's key (A's handler %v, invisible duration %v); attempts seen by A %v, by B %v; B waited=%d busy=%d retried=%d; %v in all",
 		suppressedAfter.Round(100*time.Millisecond), work, cfg.InvisibleDuration, recA.list(), recB.list(),
 		b.Stats().Waited.Load(), b.Stats().Busy.Load(), b.Stats().Retried.Load(), time.Since(begin).Round(100*time.Millisecond))
 	for _, at := range slices.Concat(recA.list(), recB.list()) {
@@ -419,7 +430,7 @@ func TestSimpleBusyKeyEndToEnd(t *testing.T) {
 
 // TestPushEndToEnd is TestSimpleEndToEnd's run through two PushConsumers
 // with the Listener, drained at the end. (In a child process: see
-// racechild_test.go.)
+// inChild.)
 func TestPushEndToEnd(t *testing.T) {
 	if !inChild(t) {
 		return
@@ -469,7 +480,7 @@ func TestPushEndToEnd(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	t.Logf(figure+"push: delivered=%d completed=%d suppressed=%d failed=%d waited=%d busy=%d; drains took %v; %v in all",
+	t.Logf(racechild.Figure+"push: delivered=%d completed=%d suppressed=%d failed=%d waited=%d busy=%d; drains took %v; %v in all",
 		total(stats, func(s *consumer.Stats) *atomic.Int64 { return &s.Delivered }),
 		total(stats, func(s *consumer.Stats) *atomic.Int64 { return &s.Completed }),
 		total(stats, func(s *consumer.Stats) *atomic.Int64 { return &s.Suppressed }),

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
 )
 
@@ -84,7 +85,7 @@ func TestGRPCKilledHolder(t *testing.T) {
 	tl := f.settle(sent, dlq, nil, 60*time.Second, 2*time.Second)
 	taker.stdin.Close()
 	code, said := taker.wait(t, 60*time.Second)
-	taker.grpcCheckExit(t, code)
+	racechild.CheckExit(t, taker.name, code, taker.errs.String())
 
 	var (
 		stats    string

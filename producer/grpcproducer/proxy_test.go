@@ -14,6 +14,7 @@ import (
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/producer/grpcproducer"
@@ -176,10 +177,10 @@ func checkKey(t *testing.T, views []*golang.MessageView, body, key string) {
 }
 
 // TestThroughTheProxy sends through a real 5.x proxy, in a child process
-// (see racechild_test.go).
+// that tolerates the gRPC client's own data races (internal/racechild).
 func TestThroughTheProxy(t *testing.T) {
-	if os.Getenv(childEnv) == "" {
-		runChild(t, t.Name(), testenv.RocketMQ5(t))
+	ep := testenv.RocketMQ5(t)
+	if !racechild.Test(t, "IDEMQ_ROCKETMQ5_NAMESRV="+ep.NameServer, "IDEMQ_ROCKETMQ5_PROXY="+ep.Proxy) {
 		return
 	}
 	t.Run("sends", testSends)
@@ -325,7 +326,7 @@ func testTransactions(t *testing.T) {
 		n := bodies(vs)
 		return n["commit"] > 0 && n["unknown"] > 0
 	})
-	t.Logf(figure+"the check-back's commit arrived %v after the half message", time.Since(begin).Round(time.Millisecond))
+	t.Logf(racechild.Figure+"the check-back's commit arrived %v after the half message", time.Since(begin).Round(time.Millisecond))
 	// A delivered rollback or a repeated check-back shows within a few
 	// check intervals (1 s on the test broker).
 	time.Sleep(4 * time.Second)
@@ -336,7 +337,7 @@ func testTransactions(t *testing.T) {
 	if n["commit"] != 1 || n["rollback"] > 0 {
 		t.Errorf("received %v: want commit once, rollback never", n)
 	}
-	t.Logf(figure+"the checked-back message arrived %d times", n["unknown"])
+	t.Logf(racechild.Figure+"the checked-back message arrived %d times", n["unknown"])
 	asked := c.askedAbout()
 	if checks := countOf(asked, key(sent["unknown"])); checks == 0 || n["unknown"] > checks {
 		t.Errorf("%d deliveries after %d check-backs about the unresolved message's key %q (all: %q): want at least one, and a commit per delivery",
@@ -347,5 +348,5 @@ func testTransactions(t *testing.T) {
 			t.Errorf("the checker was asked about key %q, which was never sent", k)
 		}
 	}
-	t.Logf(figure+"%d check-backs for 3 half messages", len(asked))
+	t.Logf(racechild.Figure+"%d check-backs for 3 half messages", len(asked))
 }

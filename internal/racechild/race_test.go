@@ -1,0 +1,5 @@
+//go:build race
+
+package racechild
+
+func init() { raceEnabled = true }
