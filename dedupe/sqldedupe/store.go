@@ -382,11 +382,17 @@ func answer(row upsertRow, rec record) dedupe.ClaimResult {
 // that a batch failing part-way (its deadline, a lost connection) takes no
 // key: its caller never learns the tokens, and the keys an earlier statement
 // took would stay held for a whole lease.
+//
+// A call that ends with its context may still have been committed: the
+// context can end while the database commits. Outside a caller's
+// transaction the rows' tokens are then given back (released; a record
+// that does not hold the token is left alone), so that the keys are free
+// again at once rather than after a lease, as redisdedupe does.
 func (s *Store) upsert(ctx context.Context, r runner, state string, rows []upsertRow) ([]dedupe.ClaimResult, error) {
 	for i := range rows {
 		rows[i].token = rand.Text()
 	}
-	return retry(ctx, r, func() ([]dedupe.ClaimResult, error) {
+	res, err := retry(ctx, r, func() ([]dedupe.ClaimResult, error) {
 		if r.tx != nil || oneStatement(rows) {
 			return s.upsertRounds(ctx, r, state, rows)
 		}
@@ -397,7 +403,22 @@ func (s *Store) upsert(ctx context.Context, r runner, state string, rows []upser
 		})
 		return res, err
 	})
+	if err != nil && r.tx == nil && ctx.Err() != nil {
+		ts := make([]dedupe.Ticket, len(rows))
+		for i, row := range rows {
+			ts[i] = dedupe.Ticket{Ref: row.ref, Token: row.token}
+		}
+		giveBack, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+		defer cancel()
+		if _, uerr := s.release(giveBack, fmt.Sprintf("give back a claim of %d that ended with its context", len(ts)), ts); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+	}
+	return res, err
 }
+
+// giveBackTimeout bounds the release after a claim whose context ended.
+const giveBackTimeout = 5 * time.Second
 
 // retry runs do again while the database rolls it back to break a deadlock
 // (see [rolledBack]), so that no call fails because other clients make
