@@ -73,6 +73,8 @@ func runChild(role string) int {
 		err = grpcHold(s, rdb, log)
 	case roleGRPCTaker:
 		err = grpcTake(s, rdb, log)
+	case roleGRPCWorker:
+		err = grpcWork(s, rdb, log)
 	default:
 		err = fmt.Errorf("unknown role %q", role)
 	}

@@ -3,6 +3,11 @@ package consumerfault
 import (
 	"context"
 	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/apache/rocketmq-clients/golang/v5"
@@ -25,6 +30,14 @@ const (
 	// "recv KEY ATTEMPT UNIXMILLI" for each message received, until its standard
 	// input closes; then it drains and says "stats …".
 	roleGRPCTaker = "grpc-taker"
+	// roleGRPCWorker is [roleWorker] on grpcconsumer.Simple: it applies
+	// messages (see [settings.Work]), saying "ready" once it receives, until
+	// SIGTERM; then it says "term running=N past-effect=M", closes its
+	// Receiver, which drains, stops its SimpleConsumer and says "stats
+	// drain=… attempts=map[…] …" (and "drain-error …" if the drain ran
+	// out of its bound); or, with [settings.Shutdown], stops its
+	// SimpleConsumer and exits at once.
+	roleGRPCWorker = "grpc-worker"
 )
 
 // grpcInvisible is the gRPC roles' invisible duration: the proxy's
@@ -119,4 +132,76 @@ func grpcTake(s settings, rdb *redis.Client, log *slog.Logger) error {
 		st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.Failed.Load(), st.Waited.Load(), st.Busy.Load(),
 		st.Retried.Load(), st.Canceled.Load())
 	return err
+}
+
+// grpcWork is a gRPC worker's life.
+func grpcWork(s settings, rdb *redis.Client, log *slog.Logger) error {
+	c, sc, err := grpcConsumer(s, rdb, log)
+	if err != nil {
+		return err
+	}
+	// running counts the handlers under way, and unrecorded those of them
+	// past their effect, which is not yet recorded done.
+	var running, unrecorded, applied atomic.Int64
+	var (
+		mu       sync.Mutex
+		attempts = map[int32]int{} // deliveries handled per attempt
+	)
+	handle := func(ctx context.Context, m *golang.MessageView) error {
+		running.Add(1)
+		defer running.Add(-1)
+		mu.Lock()
+		attempts[m.GetDeliveryAttempt()]++
+		mu.Unlock()
+		time.Sleep(s.Work / 5)
+		if err := apply(ctx, rdb, s.Ledger, viewKey(m)); err != nil {
+			return err
+		}
+		applied.Add(1)
+		unrecorded.Add(1)
+		defer unrecorded.Add(-1)
+		time.Sleep(s.Work * 4 / 5)
+		return nil
+	}
+	r, err := grpcconsumer.Simple(c, sc, handle, grpcconsumer.SimpleConfig{InvisibleDuration: grpcInvisible, DrainTimeout: drainBound})
+	if err != nil {
+		sc.GracefulStop()
+		return err
+	}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	go r.Run(context.Background())
+	say("ready")
+	select {
+	case <-term:
+	case <-stdinClosed():
+		r.Close()
+		return sc.GracefulStop()
+	}
+	// As the 4.x worker: let the signal land while a handler is past its
+	// effect.
+	for end := time.Now().Add(time.Second); unrecorded.Load() == 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+	say("term running=%d past-effect=%d", running.Load(), unrecorded.Load())
+	if s.Shutdown {
+		// No drain: the handlers under way are cut off where they stand
+		// when the process exits, their messages left in hand.
+		return sc.GracefulStop()
+	}
+	begin := time.Now()
+	err = r.Close()
+	drain := time.Since(begin)
+	stopErr := sc.GracefulStop()
+	st := c.Stats()
+	mu.Lock()
+	say("stats drain=%v attempts=%v delivered=%d completed=%d suppressed=%d failed=%d busy=%d waited=%d held=%d leaselost=%d unrecorded=%d storedown=%d applied=%d",
+		drain.Round(time.Millisecond), attempts, st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.Failed.Load(), st.Busy.Load(),
+		st.Waited.Load(), st.Canceled.Load(), st.LeaseLost.Load(), st.Unrecorded.Load(), st.StoreDown.Load(), applied.Load())
+	mu.Unlock()
+	if err != nil {
+		// The drain ran out of its bound: the parent reports it.
+		say("drain-error %v", err)
+	}
+	return stopErr
 }

@@ -36,8 +36,8 @@ type settings struct {
 	// after a fifth of it.
 	Work time.Duration
 	// Shutdown has a worker, on SIGTERM, call the push consumer's Shutdown
-	// and exit at once, instead of draining: the control of the rolling
-	// restart.
+	// (a gRPC worker: its SimpleConsumer's GracefulStop) and exit at once,
+	// instead of draining: the control of the rolling restart.
 	Shutdown bool
 }
 
