@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -160,23 +159,7 @@ func StartRocketMQCluster(ctx context.Context, dir string, log io.Writer, cfg Ro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = io.Discard
-	}
-	log = &rocketmqLockedWriter{w: log}
-	java, err := exec.LookPath("java")
-	if err != nil {
-		return nil, fmt.Errorf("testenv: rocketmq: %w", err)
-	}
-	dir, err = filepath.Abs(dir)
-	if err != nil {
-		return nil, fmt.Errorf("testenv: rocketmq: %w", err)
-	}
-	lib, err := rocketmqInstall(ctx, rocketmqVersion, false)
-	if err != nil {
-		return nil, err
-	}
-	version, err := rocketmqJarVersion(lib)
+	java, dir, lib, version, log, err := rocketmqPrepare(ctx, "rocketmq", rocketmqVersion, false, dir, log)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -147,23 +146,7 @@ type RocketMQ5Server struct {
 //
 // The caller must call Stop.
 func StartRocketMQ5(ctx context.Context, dir string, log io.Writer) (*RocketMQ5Server, error) {
-	if log == nil {
-		log = io.Discard
-	}
-	log = &rocketmqLockedWriter{w: log}
-	java, err := exec.LookPath("java")
-	if err != nil {
-		return nil, fmt.Errorf("testenv: rocketmq5: %w", err)
-	}
-	dir, err = filepath.Abs(dir)
-	if err != nil {
-		return nil, fmt.Errorf("testenv: rocketmq5: %w", err)
-	}
-	lib, err := rocketmqInstall(ctx, rocketmq5Version, true)
-	if err != nil {
-		return nil, err
-	}
-	version, err := rocketmqJarVersion(lib)
+	java, dir, lib, version, log, err := rocketmqPrepare(ctx, "rocketmq5", rocketmq5Version, true, dir, log)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -242,4 +243,27 @@ func rocketmqStopAll(procs ...*process) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// rocketmqPrepare does what every start needs first: it finds java, makes
+// dir absolute, resolves the jars of release (with the proxy's if proxy) and
+// reads their version, and wraps log, nil for none, so that the JVMs' output
+// copiers can share it. Errors are prefixed with name.
+func rocketmqPrepare(ctx context.Context, name, release string, proxy bool, dir string, log io.Writer) (java, absDir, lib, version string, w io.Writer, err error) {
+	if log == nil {
+		log = io.Discard
+	}
+	if java, err = exec.LookPath("java"); err != nil {
+		return "", "", "", "", nil, fmt.Errorf("testenv: %s: %w", name, err)
+	}
+	if absDir, err = filepath.Abs(dir); err != nil {
+		return "", "", "", "", nil, fmt.Errorf("testenv: %s: %w", name, err)
+	}
+	if lib, err = rocketmqInstall(ctx, release, proxy); err != nil {
+		return "", "", "", "", nil, err
+	}
+	if version, err = rocketmqJarVersion(lib); err != nil {
+		return "", "", "", "", nil, err
+	}
+	return java, absDir, lib, version, &rocketmqLockedWriter{w: log}, nil
 }
