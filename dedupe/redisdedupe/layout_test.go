@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
+	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -239,7 +240,10 @@ func (h *countHook) take() (cmds []string, pipelines [][]string) {
 // EVALSHA per group when it spans groups, also after Redis lost its scripts.
 func TestRoundTrips(t *testing.T) {
 	ctx := t.Context()
-	client := newClient(t)
+	// A Redis of its own: SCRIPT FLUSH below is server-wide, and the other
+	// packages' tests on the shared Redis load the same scripts again.
+	client := redis.NewClient(&redis.Options{Addr: testenv.StartPrivateRedis(t).Addr()})
+	t.Cleanup(func() { client.Close() })
 	hook := &countHook{}
 	client.AddHook(hook)
 	s, err := redisdedupe.New(client, redisdedupe.Config{})
