@@ -66,7 +66,10 @@
 // Run drains when its context ends or [Receiver.Close] is called: it
 // stops receiving, lets the messages in hand finish — handlers and busy
 // waits alike — up to [SimpleConfig.DrainTimeout], then cancels what still
-// runs and leaves it unacknowledged. A message left so spends an attempt
+// runs and leaves it unacknowledged. The same bound cuts short a Receive
+// under way (a proxy holds an idle long poll open for about the request
+// timeout plus the await duration, which would otherwise outlast a
+// typical 30 s termination grace period). A message left so spends an attempt
 // when it becomes visible again, as does every message in hand when the
 // process dies: unlike the remoting client's offsets, a 5.x receipt
 // cannot be handed back unspent.

@@ -56,6 +56,9 @@ type fakeSimple struct {
 	changes []change
 	asked   []int32 // the batch size of each Receive
 	failAck bool
+	// longPoll makes a Receive with nothing to hand out wait until its
+	// context ends, as a proxy holds an idle long poll open.
+	longPoll bool
 }
 
 func (f *fakeSimple) put(vs ...*fakeView) {
@@ -71,6 +74,10 @@ func (f *fakeSimple) Receive(ctx context.Context, n int32, _ time.Duration) ([]*
 	vs := slices.Clone(f.queue[:k])
 	f.queue = f.queue[k:]
 	f.mu.Unlock()
+	if k == 0 && f.longPoll {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	if k == 0 {
 		// A short long poll.
 		time.Sleep(5 * time.Millisecond)

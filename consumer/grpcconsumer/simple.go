@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/rocketmq-clients/golang/v5"
@@ -109,8 +110,10 @@ func Simple(c *consumer.Consumer, sc SimpleConsumer, h Handler, cfg SimpleConfig
 
 // Run receives and handles messages until ctx ends or Close is called,
 // then drains: it stops receiving (a Receive under way finishes, and its
-// messages are handled), lets the messages in hand finish, up to
-// [SimpleConfig.DrainTimeout], and returns. Messages still in hand then
+// messages are handled), lets the messages in hand finish, and returns,
+// all within [SimpleConfig.DrainTimeout]. A Receive still under way then is
+// cancelled: messages the proxy had already taken for it come back when
+// their invisible duration ends, on their next attempt. Messages still in hand then
 // are left unacknowledged. Its error wraps [ErrDrainTimeout] when the
 // drain ran out of time, and is [ErrClosed] when Run ran before.
 func (r *Receiver) Run(ctx context.Context) error { return r.r.run(ctx) }
@@ -225,6 +228,24 @@ func (r *receiver[V]) loop(ctx context.Context) error {
 		<-renewed
 	}()
 
+	// The drain's one bound starts when ctx ends. A Receive under way then
+	// may finish within it (its messages are handled, costing no attempt);
+	// a proxy holds an idle long poll open for about the request's
+	// deadline, so the bound cuts it short.
+	recv, stopRecv := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRecv()
+	drainBy := make(chan time.Time, 1)
+	var cutRecv atomic.Pointer[time.Timer]
+	defer context.AfterFunc(ctx, func() {
+		cutRecv.Store(time.AfterFunc(r.cfg.DrainTimeout, stopRecv))
+		drainBy <- time.Now().Add(r.cfg.DrainTimeout)
+	})()
+	defer func() {
+		if t := cutRecv.Load(); t != nil {
+			t.Stop()
+		}
+	}()
+
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, r.cfg.Workers)
 	for ctx.Err() == nil {
@@ -242,7 +263,7 @@ func (r *receiver[V]) loop(ctx context.Context) error {
 		// to others until its invisible duration ends, and handled here
 		// costs no delivery attempt.
 		received := time.Now()
-		vs, err := r.sc.Receive(context.WithoutCancel(ctx), n, r.cfg.InvisibleDuration)
+		vs, err := r.sc.Receive(recv, n, r.cfg.InvisibleDuration)
 		for range max(int(n)-len(vs), 0) {
 			<-slots
 		}
@@ -258,7 +279,7 @@ func (r *receiver[V]) loop(ctx context.Context) error {
 				r.handle(work, h)
 			}()
 		}
-		if err != nil && !noMessage(err) {
+		if err != nil && !noMessage(err) && recv.Err() == nil {
 			r.log.WarnContext(ctx, "idemq: receive failed; trying again", "err", err, "after", receiveBackoff)
 			sleep(ctx, receiveBackoff)
 		}
@@ -269,7 +290,7 @@ func (r *receiver[V]) loop(ctx context.Context) error {
 		wg.Wait()
 		close(idle)
 	}()
-	t := time.NewTimer(r.cfg.DrainTimeout)
+	t := time.NewTimer(time.Until(<-drainBy))
 	defer t.Stop()
 	select {
 	case <-idle:
@@ -277,6 +298,10 @@ func (r *receiver[V]) loop(ctx context.Context) error {
 	case <-t.C:
 	}
 	n := r.inHand()
+	if n == 0 { // the last handlers are returning (or a cut Receive took all the time)
+		<-idle
+		return nil
+	}
 	stopWork(ErrDrainTimeout)
 	<-idle
 	return fmt.Errorf("%w after %v: %d messages were in hand, left unacknowledged", ErrDrainTimeout, r.cfg.DrainTimeout, n)

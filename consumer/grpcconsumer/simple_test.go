@@ -260,6 +260,28 @@ func TestSimpleDrain(t *testing.T) {
 			t.Errorf("acknowledged %v, want m1 m2", got)
 		}
 	})
+	// An idle long poll under way when the drain starts is cut short at
+	// the drain's bound: without that, Close waits for the proxy to end it.
+	t.Run("CutsLongPoll", func(t *testing.T) {
+		c := newConsumer(t, newStore())
+		f := &fakeSimple{longPoll: true}
+		_, stop := startReceiver(t, c, f, newLedger().handle, SimpleConfig{DrainTimeout: 50 * time.Millisecond})
+		waitFor(t, "a receive", func() bool {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return len(f.asked) == 1
+		})
+		stopped := make(chan error, 1)
+		go func() { stopped <- stop() }()
+		select {
+		case err := <-stopped:
+			if err != nil {
+				t.Errorf("drain: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Close still waits for the long poll 10s after a 50ms drain bound")
+		}
+	})
 	t.Run("TimesOut", func(t *testing.T) {
 		store := newStore()
 		hold(t, store, "busy", time.Minute)
