@@ -85,7 +85,7 @@ func TestGRPCKilledHolder(t *testing.T) {
 	tl := f.settle(sent, dlq, nil, 60*time.Second, 2*time.Second)
 	taker.stdin.Close()
 	code, said := taker.wait(t, 60*time.Second)
-	racechild.CheckExit(t, taker.name, code, taker.errs.String())
+	racechild.CheckExit(t, taker.name, code, taker.errs.String(), racechild.Libraries)
 
 	var (
 		stats    string

@@ -133,7 +133,7 @@ func grpcRollingRestart(t *testing.T, exit bool) tally {
 			landed++
 		}
 		code, rest := w.wait(t, drainBound+20*time.Second)
-		racechild.CheckExit(t, w.name, code, w.errs.String())
+		racechild.CheckExit(t, w.name, code, w.errs.String(), racechild.Libraries)
 		var said []string
 		for _, l := range rest {
 			if e, ok := strings.CutPrefix(l, "drain-error "); ok {

@@ -16,8 +16,8 @@
 // # The rule
 //
 // A child passes when nothing but data races failed it, and each of its
-// races is [Race.Tolerated]: both accesses made by [Libraries] code. "Nothing
-// but data races" is, for a child that runs a test ([Test]), an exit code of
+// races is within [Libraries] ([Race.Within]): both accesses made by their
+// code. "Nothing but data races" is, for a child that runs a test ([Test]), an exit code of
 // 0, or 1 with no failure in its output but the testing package's "race
 // detected during execution of test"; for a child that runs a role of its own
 // ([CheckExit]), an exit code of 0, or [ExitRace], which the race runtime
@@ -78,16 +78,17 @@ type Race struct {
 	Accessors []string
 }
 
-// Tolerated reports whether both of r's accesses were made by [Libraries]
-// code. That code may have been called by ours; what it races on is then
-// its own. (A library that races on a value because our code shared it
-// wrongly would pass too: the rule trusts the accessors.)
-func (r Race) Tolerated() bool {
+// Within reports whether both of r's accesses were made by the code of
+// libraries, import path prefixes such as [Libraries]. That code may have
+// been called by ours; what it races on is then its own. (A library that
+// races on a value because our code shared it wrongly would pass too: the
+// rule trusts the accessors.)
+func (r Race) Within(libraries []string) bool {
 	if len(r.Accessors) != 2 {
 		return false
 	}
 	for _, f := range r.Accessors {
-		if !hasAnyPrefix(f, Libraries) {
+		if !hasAnyPrefix(f, libraries) {
 			return false
 		}
 	}
@@ -206,7 +207,7 @@ func Test(t *testing.T, env ...string) bool {
 			t.Fatalf("child %s: %v, failures %q\n%s%s", t.Name(), err, failed, out, log)
 		}
 	}
-	judge(t, "child "+t.Name(), found)
+	judge(t, "child "+t.Name(), found, Libraries)
 	return false
 }
 
@@ -266,7 +267,7 @@ func failures(out string) []string {
 // role of its own (not a test), passed by the package's rule: it exited 0,
 // or [ExitRace] for races found in stderr, its standard error, that are
 // all tolerated.
-func CheckExit(tb testing.TB, name string, code int, stderr string) {
+func CheckExit(tb testing.TB, name string, code int, stderr string, libraries []string) {
 	tb.Helper()
 	found := Parse(stderr)
 	switch {
@@ -275,27 +276,27 @@ func CheckExit(tb testing.TB, name string, code int, stderr string) {
 	case code != 0 && code != ExitRace:
 		tb.Errorf("%s exited %d:\n%s", name, code, lastLines(stderr, 60))
 	default:
-		judge(tb, name, found)
+		judge(tb, name, found, libraries)
 	}
 }
 
 // judge fails tb for the first race of races not tolerated, or logs how
 // many were and where.
-func judge(tb testing.TB, name string, races []Race) {
+func judge(tb testing.TB, name string, races []Race, libraries []string) {
 	tb.Helper()
 	if len(races) == 0 {
 		return
 	}
 	pairs := map[string]int{}
 	for _, r := range races {
-		if !r.Tolerated() {
-			tb.Errorf("%s: a data race not inside %s:\n%s", name, strings.Join(Libraries, ", "), r.Report)
+		if !r.Within(libraries) {
+			tb.Errorf("%s: a data race not inside %s:\n%s", name, strings.Join(libraries, ", "), r.Report)
 			return
 		}
 		pairs[strings.Join(r.Accessors, " / ")]++
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %d data races inside the gRPC client tolerated (internal/racechild):", name, len(races))
+	fmt.Fprintf(&b, "%s: %d data races inside %s tolerated (internal/racechild):", name, len(races), strings.Join(libraries, ", "))
 	for _, where := range slices.Sorted(maps.Keys(pairs)) {
 		fmt.Fprintf(&b, "\n  %d× %s", pairs[where], where)
 	}

@@ -146,8 +146,8 @@ func TestRaceTolerance(t *testing.T) {
 			if tc.want != nil && strings.Join(r.Accessors, "\n") != strings.Join(tc.want, "\n") {
 				t.Errorf("Accessors = %q, want %q", r.Accessors, tc.want)
 			}
-			if r.Tolerated() != tc.ok {
-				t.Errorf("Tolerated() = %v, want %v (accessors %q)", r.Tolerated(), tc.ok, r.Accessors)
+			if r.Within(Libraries) != tc.ok {
+				t.Errorf("Within(Libraries) = %v, want %v (accessors %q)", r.Within(Libraries), tc.ok, r.Accessors)
 			}
 		})
 	}
@@ -226,7 +226,7 @@ func TestCheckExit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &recorder{TB: t}
-			CheckExit(r, "child", tc.code, tc.stderr)
+			CheckExit(r, "child", tc.code, tc.stderr, Libraries)
 			if fails := len(r.errors) > 0; fails != tc.fails {
 				t.Errorf("CheckExit failed: %v, want %v; said %q %q", fails, tc.fails, r.errors, r.logs)
 			}
@@ -259,7 +259,7 @@ func TestRealRace(t *testing.T) {
 		}
 	}
 	r := &recorder{TB: t}
-	CheckExit(r, "child", ExitRace, stderr.String())
+	CheckExit(r, "child", ExitRace, stderr.String(), Libraries)
 	if len(r.errors) == 0 {
 		t.Errorf("CheckExit passed a race of ours")
 	}
