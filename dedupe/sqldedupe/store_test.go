@@ -728,3 +728,36 @@ func TestClose(t *testing.T) {
 		t.Errorf("Claim after Close = %v, want in flight", res.Status)
 	}
 }
+
+// TestUnreachable checks that a store whose database cannot be reached
+// answers its first call with an error naming the call and the address,
+// never a sentinel: New does not connect, so this is where a wrong address
+// is noticed.
+func TestUnreachable(t *testing.T) {
+	tests := []struct {
+		name, driver, dsn string
+		dialect           sqldedupe.Dialect
+	}{
+		{"MySQL", "mysql", "root@tcp(127.0.0.1:1)/idemq?timeout=1s", sqldedupe.MySQL},
+		{"Postgres", "pgx", "postgres://postgres@127.0.0.1:1/idemq?connect_timeout=1", sqldedupe.Postgres},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db, err := sql.Open(tt.driver, tt.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			s, err := sqldedupe.New(db, tt.dialect, sqldedupe.Config{CleanupInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			_, err = s.Claim(t.Context(), dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "g", Key: "k"}, Lease: time.Second})
+			if err == nil || errors.Is(err, dedupe.ErrLeaseLost) || errors.Is(err, dedupe.ErrInvalidKey) ||
+				!strings.HasPrefix(err.Error(), "sqldedupe: claim") || !strings.Contains(err.Error(), "127.0.0.1:1") {
+				t.Errorf("Claim = %v, want a plain error starting %q and naming 127.0.0.1:1", err, "sqldedupe: claim")
+			}
+		})
+	}
+}
