@@ -185,12 +185,3 @@ func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
-
-// checkExit fails t unless the child exited with code 0: a data race
-// anywhere, rocketmq-client-go included, fails the test.
-func (p *proc) checkExit(t *testing.T, code int) {
-	t.Helper()
-	if code != exitOK {
-		t.Errorf("%s exited %d:\n%s", p.name, code, lastLines(p.errs.String(), 60))
-	}
-}

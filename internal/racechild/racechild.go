@@ -13,6 +13,10 @@
 // detector loses its own synchronization and reports races that are not
 // there.
 //
+// [CheckExit] takes the libraries whose own races it tolerates, so child
+// processes of the remoting client use it too: rocketmq-client-go's
+// Shutdown sets its closed flag unsynchronised while a rebalance reads it.
+//
 // # The rule
 //
 // A child passes when nothing but data races failed it, and each of its
