@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -192,4 +193,29 @@ func ExampleNewCoarseClock() {
 	n, err := gen.Fill(context.Background(), ids)
 	fmt.Println(n, err, ids[0] < ids[999])
 	// Output: 1000 <nil> true
+}
+
+// An order number shown to customers reveals neither when the order was
+// placed nor how many came before it; the key turns it back into the ID.
+func ExampleScrambler() {
+	// 16, 24 or 32 secret bytes; a real program reads them from its
+	// secret store, and never changes them.
+	s, err := idgen.NewScrambler([]byte("0123456789abcdef"), idgen.Twitter.TotalBits())
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, id := range []idgen.ID{1855236318275813376, 1855236318275813377} {
+		public, err := s.Scramble(id)
+		if err != nil {
+			log.Fatal(err)
+		}
+		back, err := s.Unscramble(public)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(public, back == id)
+	}
+	// Output:
+	// 4635746293066167406 true
+	// 312776317699648878 true
 }
