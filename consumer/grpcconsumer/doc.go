@@ -13,7 +13,7 @@
 //	err = r.Run(ctx) // until ctx ends, then drains
 //
 //	// A PushConsumer: its listener.
-//	l := grpcconsumer.Push(c, handle)
+//	l, err := grpcconsumer.Push(c, handle)
 //	pc, err := golang.NewPushConsumer(cfg, golang.WithPushMessageListener(l), ...)
 //	...
 //	l.Drain(ctx, pc) // instead of pc.GracefulStop()

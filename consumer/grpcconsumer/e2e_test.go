@@ -451,7 +451,10 @@ func TestPushEndToEnd(t *testing.T) {
 	for range 2 {
 		c := f.consumer(consumer.WithMaxReconsumeTimes(1))
 		stats = append(stats, c.Stats())
-		listener := grpcconsumer.Push(c, l.handle)
+		listener, err := grpcconsumer.Push(c, l.handle)
+		if err != nil {
+			t.Fatal(err)
+		}
 		pc, err := golang.NewPushConsumer(f.config(f.group),
 			golang.WithPushMessageListener(listener),
 			golang.WithPushSubscriptionExpressions(map[string]*golang.FilterExpression{f.topic: golang.SUB_ALL}))

@@ -77,9 +77,12 @@ func ExamplePush() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	l := grpcconsumer.Push(c, func(ctx context.Context, m *golang.MessageView) error {
+	l, err := grpcconsumer.Push(c, func(ctx context.Context, m *golang.MessageView) error {
 		return nil // apply the order; an error has the message delivered again
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
 	pc, err := golang.NewPushConsumer(&golang.Config{
 		Endpoint:      "127.0.0.1:8081",
 		ConsumerGroup: "order-service",

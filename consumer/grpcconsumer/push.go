@@ -23,7 +23,10 @@ type Listener struct {
 }
 
 // Push returns the Listener that runs h through c.
-func Push(c *consumer.Consumer, h Handler) *Listener {
+func Push(c *consumer.Consumer, h Handler) (*Listener, error) {
+	if c == nil || h == nil {
+		return nil, errors.New("grpcconsumer: Push: nil Consumer or Handler")
+	}
 	l := newListener(c, h)
 	return &Listener{
 		FuncMessageListener: golang.FuncMessageListener{Consume: func(mv *golang.MessageView) golang.ConsumerResult {
@@ -33,7 +36,7 @@ func Push(c *consumer.Consumer, h Handler) *Listener {
 			return golang.FAILURE
 		}},
 		l: l,
-	}
+	}, nil
 }
 
 // Stopper is the push consumer [Listener.Drain] stops; a

@@ -67,7 +67,13 @@ func TestPushAnswers(t *testing.T) {
 // MessageListener, and a message without a key is answered FAILURE.
 func TestPushListener(t *testing.T) {
 	c := newConsumer(t, newStore())
-	l := Push(c, func(context.Context, *golang.MessageView) error { return nil })
+	if _, err := Push(nil, nil); err == nil {
+		t.Error("Push(nil, nil) succeeded")
+	}
+	l, err := Push(c, func(context.Context, *golang.MessageView) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got := l.Consume(&golang.MessageView{}); got != golang.FAILURE {
 		t.Errorf("a message without a key: %v, want FAILURE", got)
 	}

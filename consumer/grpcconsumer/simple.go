@@ -42,8 +42,8 @@ type SimpleConfig struct {
 	// 10s by default.
 	InvisibleDuration time.Duration
 	// DrainTimeout bounds how long [Receiver.Run], once stopped, waits for
-	// the messages in hand before it cancels their handlers' contexts.
-	// Default 30s.
+	// a Receive under way and the messages in hand before it cancels the
+	// Receive and the handlers' contexts. Default 30s.
 	DrainTimeout time.Duration
 }
 
