@@ -2,6 +2,7 @@ package grpcconsumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -59,6 +60,9 @@ type fakeSimple struct {
 	// longPoll makes a Receive with nothing to hand out wait until its
 	// context ends, as a proxy holds an idle long poll open.
 	longPoll bool
+	// failReceives fails that many Receives first, as an unreachable
+	// proxy does.
+	failReceives int
 }
 
 func (f *fakeSimple) put(vs ...*fakeView) {
@@ -70,6 +74,11 @@ func (f *fakeSimple) put(vs ...*fakeView) {
 func (f *fakeSimple) Receive(ctx context.Context, n int32, _ time.Duration) ([]*fakeView, error) {
 	f.mu.Lock()
 	f.asked = append(f.asked, n)
+	if f.failReceives > 0 {
+		f.failReceives--
+		f.mu.Unlock()
+		return nil, errors.New("proxy unreachable")
+	}
 	k := min(int(n), len(f.queue))
 	vs := slices.Clone(f.queue[:k])
 	f.queue = f.queue[k:]

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/dedupe/dedupetest"
 )
 
 // TestSimpleAppliesEachKeyOnce receives distinct keys and copies of them:
@@ -96,6 +97,43 @@ func TestSimpleRetries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSimpleFaults: a Receive that fails is tried again after a pause and
+// loses nothing; a store that is down runs nothing and retries the message,
+// which its redelivery then completes.
+func TestSimpleFaults(t *testing.T) {
+	t.Run("ReceiveFails", func(t *testing.T) {
+		c := newConsumer(t, newStore())
+		f := &fakeSimple{failReceives: 2}
+		f.put(newView("m1", "k"))
+		l := newLedger()
+		startReceiver(t, c, f, l.handle, SimpleConfig{})
+		waitFor(t, "the message acknowledged", func() bool { return len(f.ackedIDs()) == 1 })
+		if l.count("k") != 1 {
+			t.Errorf("applied %d times, want 1", l.count("k"))
+		}
+	})
+	t.Run("StoreDown", func(t *testing.T) {
+		fs := dedupetest.NewFaultStore(newStore())
+		fs.Inject(dedupetest.Fault{Ops: dedupetest.OpClaim | dedupetest.OpClaimBatch, Nth: 1})
+		c := newConsumer(t, fs)
+		f := &fakeSimple{}
+		f.put(newView("m1", "k"))
+		l := newLedger()
+		startReceiver(t, c, f, l.handle, SimpleConfig{})
+		waitFor(t, "the retry", func() bool { return len(f.changesOf("m1")) == 1 })
+		if len(f.ackedIDs()) != 0 || l.count("k") != 0 || c.Stats().StoreDown.Load() != 1 {
+			t.Errorf("acknowledged %v, applied %d, store down %d; want none, 0, 1", f.ackedIDs(), l.count("k"), c.Stats().StoreDown.Load())
+		}
+		v := newView("m1", "k")
+		v.attempt = 2
+		f.put(v)
+		waitFor(t, "the redelivery acknowledged", func() bool { return len(f.ackedIDs()) == 1 })
+		if l.count("k") != 1 {
+			t.Errorf("applied %d times, want 1", l.count("k"))
+		}
+	})
 }
 
 // TestSimpleNoKey: a message without a key is retried, never run, unless a
