@@ -1,0 +1,71 @@
+package idgen
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors of segment mode. They are wrapped with details; test with
+// errors.Is.
+var (
+	// ErrUnknownTag reports a segment tag its source does not hold:
+	// create it first (the sources' CreateTag, or `idemq segment create`).
+	ErrUnknownTag = errors.New("idgen: unknown segment tag")
+	// ErrMaxReached reports a segment tag whose counter has reached its
+	// maximum: no ID above it is ever issued, and none below it twice.
+	// Raise the maximum (`idemq segment set-max`) or move to a new tag.
+	ErrMaxReached = errors.New("idgen: segment tag reached its maximum")
+)
+
+// A Segment is a range of a tag's counter reserved for one allocator: the
+// IDs Start to End-1. Nobody else is ever given any of them.
+type Segment struct {
+	Start, End int64
+	// Step is the tag's stored step when the segment was reserved: the
+	// floor of an allocator's adaptive step (Leaf's step column).
+	Step int64
+	// Max is the tag's maximum: no segment reaches past it. Zero means
+	// none.
+	Max int64
+}
+
+// Len is the number of IDs in s.
+func (s Segment) Len() int64 { return s.End - s.Start }
+
+// A SegmentTag is a tag's record in its source: Leaf's row
+// (biz_tag, max_id, step, description, update_time) plus its maximum.
+type SegmentTag struct {
+	Tag string
+	// MaxID is the end of the last segment reserved: the next segment
+	// starts at it.
+	MaxID int64
+	// Step is the length of a segment reserved without a step of its own,
+	// and the least an adaptive allocator asks for.
+	Step int64
+	// Max is the highest value MaxID may reach; zero means no maximum.
+	Max         int64
+	Description string
+	// Updated is when the row last changed, by the source's clock.
+	Updated time.Time
+}
+
+// A SegmentSource reserves segments of named counters (tags) for
+// allocators on many hosts: the sqlidgen and redisidgen sources implement
+// it, and a SegmentAllocator takes IDs from one.
+//
+// NextSegment raises tag's MaxID by step — the tag's stored Step when step
+// is 0 — atomically, and returns the segment between the old and the new
+// MaxID: one store round trip when step is given. When fewer than step IDs
+// remain below the tag's maximum, the segment holds what remains; when none
+// remain it fails with ErrMaxReached and changes nothing. It fails with
+// ErrUnknownTag for a tag the source does not hold, and with
+// ErrInvalidConfig for a negative step. Any other error means the source
+// could not be reached and the outcome is unknown: a segment may have been
+// reserved and lost, which costs IDs, never uniqueness.
+//
+// Implementations are safe for concurrent use by many goroutines and
+// processes: two calls never return overlapping segments.
+type SegmentSource interface {
+	NextSegment(ctx context.Context, tag string, step int64) (Segment, error)
+}
