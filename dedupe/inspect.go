@@ -32,7 +32,8 @@ type ListRequest struct {
 	// Cursor continues a listing: pass the next cursor of the previous
 	// page, or "" to start.
 	Cursor string
-	// Limit caps the records of a page; 0 means 100.
+	// Limit caps the records of a page; 0 means 100. On Redis it is a
+	// hint, as SCAN's COUNT is: a page may hold a few more.
 	Limit int
 }
 
@@ -47,17 +48,21 @@ type Stats struct {
 // Get returns the live record of ref, or ok false if there is none (never
 // claimed, released, or expired by the store's clock). List returns a page
 // of the live records of req's group, at most req.Limit, and the cursor of
-// the next page, "" after the last. Pages of SQL stores are in byte order of
-// the key; those of Redis in the order a SCAN finds the keys, so a Redis page
-// may hold fewer than Limit records, even none, with more to come, and a key
-// written during a listing may be listed twice or not at all. Stats counts the group's live records. Forget deletes the record of ref
-// whatever its state, so that the next delivery of the key runs its handler
-// again — the tool for reprocessing after a bad deploy — and reports whether
-// there was one. A holder of a forgotten lease then fails its Complete
-// with ErrLeaseLost. Refs are validated as for Store (ErrInvalidKey).
+// the next page, "" after the last. Pages of SQL and memory stores are in
+// byte order of the key. Those of Redis are in the order a SCAN finds the
+// keys: a Redis page may hold fewer than Limit records, even none, with
+// more to come, or a few more; a key written during a listing may be
+// listed or not, and one that is there throughout is listed at least once,
+// twice if Redis resizes its table meanwhile (Stats may count it twice
+// then). Stats counts the group's live records. Forget deletes the record
+// of ref whatever its state, so that the next delivery of the key runs its
+// handler again — the tool for reprocessing after a bad deploy — and
+// reports whether there was one. A holder of a forgotten lease then fails
+// its Complete with ErrLeaseLost. Refs, and the namespace, group and
+// prefix of a listing, are validated as for Store (ErrInvalidKey).
 //
-// Stats and List over Redis scan the group's keys: O(records) work on the
-// server, in steps, without blocking it.
+// Stats and List over Redis scan every key of the Redis node that holds
+// the group: O(keys) work on the server, in steps, without blocking it.
 type Inspector interface {
 	Get(ctx context.Context, ref Ref) (rec Record, ok bool, err error)
 	List(ctx context.Context, req ListRequest) (page []Record, next string, err error)
