@@ -2,7 +2,10 @@ package dedupe
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/idemq/idemq/msgkey"
 )
 
 // A Record is what a store holds for one Ref, as an operator sees it.
@@ -32,9 +35,31 @@ type ListRequest struct {
 	// Cursor continues a listing: pass the next cursor of the previous
 	// page, or "" to start.
 	Cursor string
-	// Limit caps the records of a page; 0 means 100. On Redis it is a
-	// hint, as SCAN's COUNT is: a page may hold a few more.
+	// Limit caps the records of a page; 0 means [DefaultListLimit]. On
+	// Redis it is a hint, as SCAN's COUNT is: a page may hold a few more.
 	Limit int
+}
+
+// DefaultListLimit is the page size of a ListRequest whose Limit is 0.
+const DefaultListLimit = 100
+
+// Validate reports whether r can be listed: its namespace and group as for
+// [Ref.Validate], its prefix as a key that may be empty (its error wraps
+// [ErrInvalidKey]), and a Limit that is not negative.
+func (r ListRequest) Validate() error {
+	if err := checkPart("namespace", r.Namespace, MaxNamespaceLen, true); err != nil {
+		return err
+	}
+	if err := checkPart("group", r.Group, MaxGroupLen, false); err != nil {
+		return err
+	}
+	if err := checkPart("prefix", r.Prefix, msgkey.MaxLen, true); err != nil {
+		return err
+	}
+	if r.Limit < 0 {
+		return fmt.Errorf("dedupe: list limit %d must not be negative", r.Limit)
+	}
+	return nil
 }
 
 // Stats counts the live records of one consumer group.
