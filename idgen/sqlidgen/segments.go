@@ -1,0 +1,417 @@
+package sqlidgen
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/idemq/idemq/idgen"
+)
+
+// DefaultSegmentTable is the table [Segments] uses unless
+// [SegmentsConfig.Table] names another.
+const DefaultSegmentTable = "idemq_segment"
+
+// ErrTagExists reports a [Segments.CreateTag] of a tag the table holds.
+var ErrTagExists = errors.New("sqlidgen: segment tag exists")
+
+// Bounds on what a segment row holds: Leaf's column sizes.
+const (
+	maxTag         = 128 // bytes of a tag name
+	maxDescription = 256 // bytes of a description, longer ones are cut
+	maxStep        = math.MaxInt32
+)
+
+// SegmentsConfig holds the optional settings of [Segments]. The zero value
+// works.
+type SegmentsConfig struct {
+	// Table is the name of the table of tags, under the rules of
+	// [Config.Table]. Name Leaf's table ("leaf_alloc") to share its tags
+	// with Leaf's servers; see the package documentation. Default
+	// [DefaultSegmentTable].
+	Table string
+}
+
+func (c *SegmentsConfig) setDefaults() {
+	if c.Table == "" {
+		c.Table = DefaultSegmentTable
+	}
+}
+
+// Validate reports settings that cannot work, wrapping
+// [idgen.ErrInvalidConfig].
+func (c SegmentsConfig) Validate() error {
+	if !tableName.MatchString(c.Table) {
+		return fmt.Errorf("sqlidgen: segments config: Table %q: want a letter or underscore, then letters, digits or underscores, at most 48 bytes: %w", c.Table, idgen.ErrInvalidConfig)
+	}
+	return nil
+}
+
+// Segments is an [idgen.SegmentSource] over Leaf's table of tags: a row per
+// tag holding the end of the last segment reserved (max_id), the step, and
+// a maximum. It is safe for concurrent use by multiple goroutines and
+// processes sharing the table.
+type Segments struct {
+	db  *sql.DB
+	d   Dialect
+	cfg SegmentsConfig
+	q   segmentSQL
+
+	mu sync.Mutex
+	// next is q.next prepared, so that a segment costs one round trip
+	// with every driver; nil until the first segment.
+	next *sql.Stmt
+	// known holds the step and maximum each tag had when this Segments
+	// last read its row: on MySQL, whose UPDATE returns only the new
+	// max_id, they fill in a segment's Step and Max.
+	known map[string]tagLimits
+}
+
+// tagLimits are a tag's stored step and maximum.
+type tagLimits struct{ step, max int64 }
+
+var _ idgen.SegmentSource = (*Segments)(nil)
+
+// NewSegments returns the segment source of the table cfg names over db,
+// which speaks d. It does not touch the database: call [Segments.Migrate]
+// to create the table, or create it from [Segments.Schema]. It never closes
+// db; [Segments.Close] releases its prepared statement.
+func NewSegments(db *sql.DB, d Dialect, cfg SegmentsConfig) (*Segments, error) {
+	if err := checkDB(db, d); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Segments{db: db, d: d, cfg: cfg, q: newSegmentSQL(d, cfg.Table), known: map[string]tagLimits{}}, nil
+}
+
+// Config returns the settings, defaults filled in.
+func (s *Segments) Config() SegmentsConfig { return s.cfg }
+
+// Schema returns the statements [Segments.Migrate] runs, for migration
+// tools that manage the schema themselves.
+func (s *Segments) Schema() []string { return slices.Clone(s.q.ddl) }
+
+// Migrate creates the table unless it exists.
+func (s *Segments) Migrate(ctx context.Context) error {
+	return migrate(ctx, s.db, s.cfg.Table, s.q.ddl)
+}
+
+// Close releases the statement the Segments prepared. A later NextSegment
+// prepares it again.
+func (s *Segments) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.next == nil {
+		return nil
+	}
+	err := s.next.Close()
+	s.next = nil
+	return err
+}
+
+// NextSegment reserves the next segment of tag, as [idgen.SegmentSource]
+// says: one UPDATE, one round trip, when the step fits below the tag's
+// maximum. Step 0 takes the stored step (on MySQL it is read once per tag
+// and Segments). When the UPDATE matches no row, a read tells an unknown
+// tag, a tag at its maximum, or one with fewer IDs left than the step,
+// which gets them all by the same conditional UPDATE, tried again while
+// other clients take IDs in between.
+func (s *Segments) NextSegment(ctx context.Context, tag string, step int64) (idgen.Segment, error) {
+	what := fmt.Sprintf("next segment of tag %q", tag)
+	if step < 0 {
+		return idgen.Segment{}, fmt.Errorf("sqlidgen: %s: step %d: want a positive step, or 0 for the tag's own: %w", what, step, idgen.ErrInvalidConfig)
+	}
+	if err := ctx.Err(); err != nil {
+		return idgen.Segment{}, fmt.Errorf("sqlidgen: %s: %w", what, err)
+	}
+	if !validName(tag) {
+		return idgen.Segment{}, s.unknown(what)
+	}
+	lim, known := s.limits(tag)
+	if s.d != MySQL || known || step > 0 {
+		n := step
+		if s.d == MySQL && step == 0 {
+			n = lim.step
+		}
+		seg, ok, err := s.reserve(ctx, tag, n, lim, known)
+		if err != nil {
+			return idgen.Segment{}, fail(ctx, what, err)
+		}
+		if ok {
+			return seg, nil
+		}
+	}
+	for {
+		var maxID int64
+		err := s.db.QueryRowContext(ctx, s.q.read, tag).Scan(&maxID, &lim.step, &lim.max)
+		if errors.Is(err, sql.ErrNoRows) {
+			return idgen.Segment{}, s.unknown(what)
+		}
+		if err != nil {
+			return idgen.Segment{}, fail(ctx, what, err)
+		}
+		s.learn(tag, lim)
+		n := cmp.Or(step, lim.step)
+		if n <= 0 {
+			return idgen.Segment{}, fmt.Errorf("sqlidgen: %s: the tag's stored step is %d: give it a positive step in table %q: %w", what, lim.step, s.cfg.Table, idgen.ErrInvalidConfig)
+		}
+		top := cmp.Or(lim.max, math.MaxInt64)
+		if maxID >= top {
+			return idgen.Segment{}, fmt.Errorf("sqlidgen: %s: every ID below its maximum %d is taken: %w", what, top, idgen.ErrMaxReached)
+		}
+		n = min(n, top-maxID)
+		seg, ok, err := s.reserve(ctx, tag, n, lim, true)
+		if err != nil {
+			return idgen.Segment{}, fail(ctx, what, err)
+		}
+		if ok {
+			return seg, nil
+		}
+		// Another client took IDs, or lowered the maximum, between the
+		// read and the UPDATE: read again.
+	}
+}
+
+// reserve runs the conditional UPDATE, raising tag's max_id by n (the
+// stored step when n is 0, except on MySQL). ok is false when it matched no
+// row. lim is what the caller knows of the tag's step and maximum: on MySQL
+// they fill in the segment, known or not.
+func (s *Segments) reserve(ctx context.Context, tag string, n int64, lim tagLimits, known bool) (seg idgen.Segment, ok bool, err error) {
+	stmt, err := s.stmt(ctx)
+	if err != nil {
+		return idgen.Segment{}, false, err
+	}
+	if s.d == MySQL {
+		res, err := stmt.ExecContext(ctx, n, tag, n)
+		if err != nil {
+			return idgen.Segment{}, false, err
+		}
+		// One row: its max_id went up by n > 0, so it changed even
+		// without clientFoundRows.
+		if rows, err := res.RowsAffected(); err != nil || rows != 1 {
+			return idgen.Segment{}, false, err
+		}
+		end, err := res.LastInsertId()
+		if err != nil {
+			return idgen.Segment{}, false, err
+		}
+		if !known {
+			// Step was given, but this Segments has not read the
+			// tag's step and maximum yet: the only extra round trip
+			// on MySQL, once per tag.
+			if err := s.db.QueryRowContext(ctx, s.q.read, tag).Scan(new(int64), &lim.step, &lim.max); err != nil {
+				return idgen.Segment{}, false, err
+			}
+			s.learn(tag, lim)
+		}
+		return idgen.Segment{Start: end - n, End: end, Step: lim.step, Max: lim.max}, true, nil
+	}
+	var end int64
+	err = stmt.QueryRowContext(ctx, n, tag, n).Scan(&end, &lim.step, &lim.max)
+	if errors.Is(err, sql.ErrNoRows) {
+		return idgen.Segment{}, false, nil
+	}
+	if err != nil {
+		return idgen.Segment{}, false, err
+	}
+	n = cmp.Or(n, lim.step)
+	if n <= 0 {
+		return idgen.Segment{}, false, fmt.Errorf("the tag's stored step is %d: give it a positive step in table %q: %w", lim.step, s.cfg.Table, idgen.ErrInvalidConfig)
+	}
+	return idgen.Segment{Start: end - n, End: end, Step: lim.step, Max: lim.max}, true, nil
+}
+
+// stmt returns the prepared UPDATE, preparing it first if need be.
+func (s *Segments) stmt(ctx context.Context) (*sql.Stmt, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.next == nil {
+		st, err := s.db.PrepareContext(ctx, s.q.next)
+		if err != nil {
+			return nil, err
+		}
+		s.next = st
+	}
+	return s.next, nil
+}
+
+// limits returns what this Segments last read of tag's step and maximum.
+func (s *Segments) limits(tag string) (tagLimits, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lim, ok := s.known[tag]
+	return lim, ok
+}
+
+func (s *Segments) learn(tag string, lim tagLimits) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.known[tag] = lim
+}
+
+// CreateTag records a new tag whose first segment starts at tag.MaxID, with
+// tag.Step (1 to 2^31-1, Leaf's INT column) and tag.Max (0 for none, else at
+// least MaxID). The name is 1 to 128 bytes of UTF-8, compared byte for
+// byte; a Description longer than 256 bytes is cut; Updated is ignored. A
+// tag that exists fails with [ErrTagExists], unchanged.
+func (s *Segments) CreateTag(ctx context.Context, tag idgen.SegmentTag) error {
+	what := fmt.Sprintf("create tag %q", tag.Tag)
+	if err := checkTag(tag, math.MaxInt64); err != nil {
+		return fmt.Errorf("sqlidgen: %s: %w", what, err)
+	}
+	_, err := s.db.ExecContext(ctx, s.q.create, tag.Tag, tag.MaxID, tag.Step, tag.Max, clip(tag.Description, maxDescription))
+	if err == nil {
+		return nil
+	}
+	// Whatever the driver calls a duplicate key, the row tells.
+	if _, rerr := s.Tag(ctx, tag.Tag); rerr == nil {
+		return fmt.Errorf("sqlidgen: %s in table %q: %w", what, s.cfg.Table, ErrTagExists)
+	}
+	return fail(ctx, what, err)
+}
+
+// checkTag checks a tag to create, whose values a store holds up to top.
+func checkTag(t idgen.SegmentTag, top int64) error {
+	var why string
+	switch {
+	case !validName(t.Tag):
+		why = fmt.Sprintf("want a name of 1 to %d bytes of UTF-8", maxTag)
+	case t.Step <= 0 || t.Step > maxStep:
+		why = fmt.Sprintf("Step %d: want 1 to %d IDs a segment", t.Step, maxStep)
+	case t.MaxID < 0 || t.MaxID > top:
+		why = fmt.Sprintf("MaxID %d: want the first ID to issue, 0 to %d", t.MaxID, top)
+	case t.Max < 0 || t.Max > top:
+		why = fmt.Sprintf("Max %d: want 0 for no maximum, or at most %d", t.Max, top)
+	case t.Max > 0 && t.Max < t.MaxID:
+		why = fmt.Sprintf("Max %d is below MaxID %d: want a maximum the counter has not passed", t.Max, t.MaxID)
+	default:
+		return nil
+	}
+	return fmt.Errorf("%s: %w", why, idgen.ErrInvalidConfig)
+}
+
+// validName reports whether a tag name is one CreateTag accepts: a table
+// cannot hold any other, and PostgreSQL refuses invalid UTF-8 even in a
+// query.
+func validName(tag string) bool {
+	return tag != "" && len(tag) <= maxTag && utf8.ValidString(tag)
+}
+
+// unknown reports a tag the table does not hold.
+func (s *Segments) unknown(what string) error {
+	return fmt.Errorf("sqlidgen: %s: no such tag in table %q: %w", what, s.cfg.Table, idgen.ErrUnknownTag)
+}
+
+// Tag returns tag's record, or fails with [idgen.ErrUnknownTag].
+func (s *Segments) Tag(ctx context.Context, tag string) (idgen.SegmentTag, error) {
+	what := fmt.Sprintf("read tag %q", tag)
+	if err := ctx.Err(); err != nil {
+		return idgen.SegmentTag{}, fmt.Errorf("sqlidgen: %s: %w", what, err)
+	}
+	if !validName(tag) {
+		return idgen.SegmentTag{}, s.unknown(what)
+	}
+	t, err := scanTag(s.db.QueryRowContext(ctx, s.q.tag, tag))
+	if errors.Is(err, sql.ErrNoRows) {
+		return idgen.SegmentTag{}, s.unknown(what)
+	}
+	if err != nil {
+		return idgen.SegmentTag{}, fail(ctx, what, err)
+	}
+	return t, nil
+}
+
+// Tags returns every tag's record, sorted by name, byte for byte.
+func (s *Segments) Tags(ctx context.Context) ([]idgen.SegmentTag, error) {
+	rows, err := s.db.QueryContext(ctx, s.q.tags)
+	if err != nil {
+		return nil, fail(ctx, "list tags", err)
+	}
+	defer rows.Close()
+	var out []idgen.SegmentTag
+	for rows.Next() {
+		t, err := scanTag(rows)
+		if err != nil {
+			return nil, fail(ctx, "list tags", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail(ctx, "list tags", err)
+	}
+	slices.SortFunc(out, func(a, b idgen.SegmentTag) int { return cmp.Compare(a.Tag, b.Tag) })
+	return out, nil
+}
+
+func scanTag(row interface{ Scan(...any) error }) (idgen.SegmentTag, error) {
+	var (
+		t       idgen.SegmentTag
+		updated int64
+	)
+	if err := row.Scan(&t.Tag, &t.MaxID, &t.Step, &t.Max, &t.Description, &updated); err != nil {
+		return idgen.SegmentTag{}, err
+	}
+	t.Updated = time.UnixMicro(updated).UTC()
+	return t, nil
+}
+
+// SetMax sets tag's maximum to max; 0 removes it. A max below the tag's
+// MaxID fails with [idgen.ErrInvalidConfig] and changes nothing: the IDs up
+// to MaxID-1 were handed out already. An unknown tag fails with
+// [idgen.ErrUnknownTag].
+func (s *Segments) SetMax(ctx context.Context, tag string, max int64) error {
+	what := fmt.Sprintf("set the maximum of tag %q to %d", tag, max)
+	if max < 0 {
+		return fmt.Errorf("sqlidgen: %s: want 0 for no maximum, or a positive one: %w", what, idgen.ErrInvalidConfig)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlidgen: %s: %w", what, err)
+	}
+	if !validName(tag) {
+		return s.unknown(what)
+	}
+	changed, err := affected(s.db.ExecContext(ctx, s.q.setMax, max, tag, max, max))
+	if err != nil {
+		return fail(ctx, what, err)
+	}
+	if changed {
+		s.forget(tag)
+		return nil
+	}
+	// No row changed: the tag is unknown, its MaxID is above max, or
+	// (MySQL without clientFoundRows) its maximum was max already.
+	var maxID, limit int64
+	err = s.db.QueryRowContext(ctx, s.q.read, tag).Scan(&maxID, new(int64), &limit)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return s.unknown(what)
+	case err != nil:
+		return fail(ctx, what, err)
+	case max > 0 && maxID > max:
+		return fmt.Errorf("sqlidgen: %s: its MaxID is %d, and IDs up to %d were handed out already; want 0 or at least %d: %w",
+			what, maxID, maxID-1, maxID, idgen.ErrInvalidConfig)
+	case limit != max:
+		// The row changed between the UPDATE and the read.
+		return s.SetMax(ctx, tag, max)
+	}
+	s.forget(tag)
+	return nil
+}
+
+// forget drops what this Segments knows of tag's limits, so that its next
+// segment reads them.
+func (s *Segments) forget(tag string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.known, tag)
+}

@@ -1,0 +1,142 @@
+package sqlidgen_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/segmenttest"
+	"github.com/idemq/idemq/idgen/sqlidgen"
+)
+
+// newSegments returns Segments over db, with its table migrated, closed
+// when tb ends.
+func newSegments(tb testing.TB, db *sql.DB, d sqlidgen.Dialect, cfg sqlidgen.SegmentsConfig) *sqlidgen.Segments {
+	tb.Helper()
+	s, err := sqlidgen.NewSegments(db, d, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestSegmentConformance(t *testing.T) {
+	for _, b := range append(backends, mysqlOptions) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			// One database per dialect, as for the leasers; every source
+			// of a test has connections of its own, as another host
+			// would.
+			dsn := b.dsn(t)
+			open := func(t *testing.T) *sql.DB {
+				db, err := sql.Open(b.driver, dsn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { db.Close() })
+				return db
+			}
+			newSegments(t, open(t), b.dialect, sqlidgen.SegmentsConfig{})
+			segmenttest.Run(t, func(t *testing.T) segmenttest.Source {
+				s, err := sqlidgen.NewSegments(open(t), b.dialect, sqlidgen.SegmentsConfig{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close() })
+				return s
+			}, segmenttest.Features{ErrTagExists: sqlidgen.ErrTagExists})
+		})
+	}
+}
+
+func TestSegmentsConfig(t *testing.T) {
+	db := backends[0].open(t)
+	for _, tc := range []struct {
+		name string
+		db   *sql.DB
+		d    sqlidgen.Dialect
+		cfg  sqlidgen.SegmentsConfig
+	}{
+		{"nil db", nil, sqlidgen.SQLite, sqlidgen.SegmentsConfig{}},
+		{"unknown dialect", db, sqlidgen.Dialect(9), sqlidgen.SegmentsConfig{}},
+		{"table with a quote", db, sqlidgen.SQLite, sqlidgen.SegmentsConfig{Table: `a"b`}},
+		{"table too long", db, sqlidgen.SQLite, sqlidgen.SegmentsConfig{Table: strings.Repeat("t", 49)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := sqlidgen.NewSegments(tc.db, tc.d, tc.cfg); !errors.Is(err, idgen.ErrInvalidConfig) {
+				t.Fatalf("NewSegments = %v, want ErrInvalidConfig", err)
+			}
+		})
+	}
+	s, err := sqlidgen.NewSegments(db, sqlidgen.SQLite, sqlidgen.SegmentsConfig{})
+	if err != nil || s.Config().Table != sqlidgen.DefaultSegmentTable {
+		t.Fatalf("NewSegments = %v, table %q; want the default table", err, s.Config().Table)
+	}
+}
+
+// A database that does not answer: every call fails with an error that
+// names the call and the address, and no sentinel of a known outcome.
+func TestSegmentsUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	for _, c := range []struct {
+		name, driver, dsn string
+		d                 sqlidgen.Dialect
+	}{
+		{"MySQL", "mysql", "u:p@tcp(" + addr + ")/db?timeout=2s", sqlidgen.MySQL},
+		{"Postgres", "pgx", "postgres://u:p@" + addr + "/db?connect_timeout=2", sqlidgen.Postgres},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db, err := sql.Open(c.driver, c.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			s, err := sqlidgen.NewSegments(db, c.d, sqlidgen.SegmentsConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			ctx := t.Context()
+			for _, step := range []int64{0, 100} {
+				_, err := s.NextSegment(ctx, "orders", step)
+				checkDown(t, fmt.Sprintf("NextSegment(step %d)", step), err, addr, `next segment of tag "orders"`)
+			}
+			_, err = s.Tag(ctx, "orders")
+			checkDown(t, "Tag", err, addr, `read tag "orders"`)
+			err = s.CreateTag(ctx, idgen.SegmentTag{Tag: "orders", Step: 10})
+			checkDown(t, "CreateTag", err, addr, `create tag "orders"`)
+			err = s.SetMax(ctx, "orders", 10)
+			checkDown(t, "SetMax", err, addr, `set the maximum of tag "orders"`)
+		})
+	}
+}
+
+func checkDown(t *testing.T, call string, err error, addr, what string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s with the database down succeeded", call)
+	}
+	for _, known := range []error{idgen.ErrUnknownTag, idgen.ErrMaxReached, idgen.ErrInvalidConfig, sqlidgen.ErrTagExists} {
+		if errors.Is(err, known) {
+			t.Fatalf("%s = %v: a known outcome, though the database is down", call, err)
+		}
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	if msg := err.Error(); !strings.Contains(msg, port) || !strings.Contains(msg, what) {
+		t.Fatalf("%s = %q: want the call (%s) and the address (%s) named", call, msg, what, addr)
+	}
+}
