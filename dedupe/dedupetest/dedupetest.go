@@ -35,7 +35,12 @@
 //   - keys as data: quotes, SQL, Lua, glob and LIKE patterns, Redis hash
 //     tags, the longest valid parts in multi-byte UTF-8, and no case
 //     folding, padding or Unicode normalisation; bad keys (too long, invalid
-//     UTF-8, control characters) refused with [dedupe.ErrInvalidKey].
+//     UTF-8, control characters) refused with [dedupe.ErrInvalidKey];
+//   - a [dedupe.Inspector], if the store has one: records as claimed,
+//     completed, released and expired; listings paged to the end, by
+//     prefixes that are LIKE and glob patterns, in scopes that hold them
+//     too; stats; Forget of a held key, whose holder then loses its lease,
+//     and of a done one, which runs again; bad refs and cancelled contexts.
 //
 // The suite takes a few seconds: a dozen waits of one and a half leases,
 // and ten leases of churn.
@@ -69,6 +74,15 @@ type Features struct {
 	// fails if it does not. Either way the batch tests run, through
 	// [dedupe.ClaimBatch] and its siblings.
 	Batcher bool
+	// Inspector says the store implements [dedupe.Inspector]; the suite
+	// then fails if it does not. Either way the Inspector tests run when
+	// the store implements it.
+	Inspector bool
+	// UnorderedList says List pages come in the order a SCAN finds the
+	// keys, as [dedupe.Inspector] allows Redis: the suite then accepts
+	// pages in any order, with a few more records than the limit, and a
+	// key listed twice.
+	UnorderedList bool
 }
 
 // long is a lease or retention that no test outlives.
@@ -105,6 +119,7 @@ func Run(t *testing.T, newStore func(t *testing.T) dedupe.Store, f Features) {
 		{"HostileKeys", testHostileKeys},
 		{"InvalidKeys", testInvalidKeys},
 		{"Verbatim", testVerbatim},
+		{"Inspector", testInspector},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,14 @@
 // more than one process or must survive a restart. Expired records are swept
 // as the store grows and the memory they took is given back, so memory
 // follows the live records.
+//
+// # Inspecting
+//
+// Store is a [dedupe.Inspector] too. Get costs what a claim does; List and
+// Stats read every record under the store's lock, O(records) per call,
+// which is small in a test or a single process. Forget deletes a record
+// whatever its state, for reprocessing after a bad deploy: the key's next
+// delivery runs its handler, and the handler's side effects, again.
 package memdedupe
 
 import (
