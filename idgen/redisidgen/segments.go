@@ -1,0 +1,314 @@
+package redisidgen
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemq/idemq/idgen"
+)
+
+// ErrTagExists reports a [Segments.CreateTag] of a tag Redis holds.
+var ErrTagExists = errors.New("redisidgen: segment tag exists")
+
+// MaxSegmentValue is the largest MaxID and Max a tag holds in Redis: the
+// scripts count in Lua numbers, exact up to 2^53. A tag without a maximum
+// ends there.
+const MaxSegmentValue = 1 << 53
+
+// Bounds on a tag: those of sqlidgen's table, so that a tag moves between
+// the stores as it is.
+const (
+	maxTag         = 128 // bytes of a tag name
+	maxDescription = 256 // bytes of a description, longer ones are cut
+	maxStep        = math.MaxInt32
+)
+
+// SegmentsConfig holds the optional settings of [Segments]. The zero value
+// works.
+type SegmentsConfig struct {
+	// Namespace opens every key's hash tag, so that the tags of several
+	// applications stand apart in a shared Redis. Default "idemq".
+	Namespace string
+}
+
+func (c *SegmentsConfig) setDefaults() {
+	if c.Namespace == "" {
+		c.Namespace = "idemq"
+	}
+}
+
+// Segments is an [idgen.SegmentSource] over Redis: a hash per tag holding
+// Leaf's columns, raised by one script per segment. It is safe for
+// concurrent use by multiple goroutines and processes.
+type Segments struct {
+	client    redis.UniversalClient
+	namespace string
+	// index is the set of the namespace's tag names, for Tags.
+	index  string
+	topArg string
+}
+
+var _ idgen.SegmentSource = (*Segments)(nil)
+
+// NewSegments returns the segment source of cfg's namespace through client,
+// which the caller owns: Segments never closes it. It does no I/O.
+func NewSegments(client redis.UniversalClient, cfg SegmentsConfig) (*Segments, error) {
+	if client == nil {
+		return nil, errors.New("redisidgen: nil client")
+	}
+	cfg.setDefaults()
+	var b strings.Builder
+	b.WriteByte('{')
+	escape(&b, cfg.Namespace)
+	b.WriteString("}:segment-tags")
+	return &Segments{client: client, namespace: cfg.Namespace, index: b.String(), topArg: strconv.FormatInt(MaxSegmentValue, 10)}, nil
+}
+
+// Key returns the Redis key of tag's hash, for operators:
+// {<namespace>:<tag>}:segment, with '%', '{', '}' and ':' percent-encoded
+// in both parts.
+func (s *Segments) Key(tag string) string { return hashTag(s.namespace, tag) + ":segment" }
+
+// IndexKey returns the key of the set of the namespace's tag names, which
+// [Segments.Tags] reads: {<namespace>}:segment-tags.
+func (s *Segments) IndexKey() string { return s.index }
+
+// NextSegment reserves the next segment of tag, as [idgen.SegmentSource]
+// says, in one script run (EVALSHA): HINCRBY of the tag's max_id, after
+// checking the tag exists and its maximum. A tag without a maximum ends at
+// [MaxSegmentValue].
+func (s *Segments) NextSegment(ctx context.Context, tag string, step int64) (idgen.Segment, error) {
+	fail := func(err error) (idgen.Segment, error) {
+		return idgen.Segment{}, fmt.Errorf("redisidgen: next segment of tag %q: %w", tag, err)
+	}
+	if step < 0 {
+		return fail(fmt.Errorf("step %d: want a positive step, or 0 for the tag's own: %w", step, idgen.ErrInvalidConfig))
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	vals, err := s.run(ctx, nextSegmentScript, tag, strconv.FormatInt(step, 10), s.topArg)
+	if err != nil {
+		return fail(err)
+	}
+	switch code(vals) {
+	case codeOK:
+		return idgen.Segment{Start: num(vals, 1), End: num(vals, 2), Step: num(vals, 3), Max: num(vals, 4)}, nil
+	case codeUnknown:
+		return fail(s.unknown())
+	case codeMax:
+		return fail(fmt.Errorf("every ID below its maximum %d is taken: %w", num(vals, 2), idgen.ErrMaxReached))
+	case codeBadStep:
+		return fail(fmt.Errorf("the tag's stored step is %d: give it a positive step in %s: %w", num(vals, 1), s.Key(tag), idgen.ErrInvalidConfig))
+	}
+	return fail(fmt.Errorf("unexpected script answer %v", vals))
+}
+
+func (s *Segments) unknown() error {
+	return fmt.Errorf("no such tag in namespace %q: %w", s.namespace, idgen.ErrUnknownTag)
+}
+
+// run runs script over tag's hash.
+func (s *Segments) run(ctx context.Context, script *redis.Script, tag string, args ...any) ([]any, error) {
+	vals, err := script.Run(ctx, s.client, []string{s.Key(tag)}, args...).Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(vals) == 0 {
+		return nil, errors.New("empty script answer")
+	}
+	return vals, nil
+}
+
+func code(vals []any) string {
+	c, _ := vals[0].(string)
+	return c
+}
+
+func num(vals []any, i int) int64 {
+	if i < len(vals) {
+		n, _ := vals[i].(int64)
+		return n
+	}
+	return 0
+}
+
+// CreateTag records a new tag whose first segment starts at tag.MaxID, with
+// tag.Step (1 to 2^31-1, as sqlidgen's INT column) and tag.Max (0 for none,
+// else at least MaxID); MaxID and Max at most [MaxSegmentValue]. The name is
+// 1 to 128 bytes of UTF-8; a Description longer than 256 bytes is cut;
+// Updated is ignored. A tag that exists fails with [ErrTagExists],
+// unchanged. It adds the name to the namespace's index first, in a command
+// of its own (the index lives in another cluster slot), so a tag is never
+// missing from Tags.
+func (s *Segments) CreateTag(ctx context.Context, tag idgen.SegmentTag) error {
+	fail := func(err error) error { return fmt.Errorf("redisidgen: create tag %q: %w", tag.Tag, err) }
+	if err := checkTag(tag); err != nil {
+		return fail(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	if err := s.client.SAdd(ctx, s.index, tag.Tag).Err(); err != nil {
+		return fail(err)
+	}
+	vals, err := s.run(ctx, createTagScript, tag.Tag, tag.MaxID, tag.Step, tag.Max, clip(tag.Description, maxDescription))
+	switch {
+	case err != nil:
+		return fail(err)
+	case code(vals) == codeExists:
+		return fail(fmt.Errorf("in namespace %q: %w", s.namespace, ErrTagExists))
+	case code(vals) != codeOK:
+		return fail(fmt.Errorf("unexpected script answer %v", vals))
+	}
+	return nil
+}
+
+// checkTag checks a tag to create.
+func checkTag(t idgen.SegmentTag) error {
+	var why string
+	switch {
+	case !validName(t.Tag):
+		why = fmt.Sprintf("want a name of 1 to %d bytes of UTF-8", maxTag)
+	case t.Step <= 0 || t.Step > maxStep:
+		why = fmt.Sprintf("Step %d: want 1 to %d IDs a segment", t.Step, maxStep)
+	case t.MaxID < 0 || t.MaxID > MaxSegmentValue:
+		why = fmt.Sprintf("MaxID %d: want the first ID to issue, 0 to 2^53", t.MaxID)
+	case t.Max < 0 || t.Max > MaxSegmentValue:
+		why = fmt.Sprintf("Max %d: want 0 for no maximum, or at most 2^53", t.Max)
+	case t.Max > 0 && t.Max < t.MaxID:
+		why = fmt.Sprintf("Max %d is below MaxID %d: want a maximum the counter has not passed", t.Max, t.MaxID)
+	default:
+		return nil
+	}
+	return fmt.Errorf("%s: %w", why, idgen.ErrInvalidConfig)
+}
+
+func validName(tag string) bool { return tag != "" && len(tag) <= maxTag && utf8.ValidString(tag) }
+
+// clip returns s as valid UTF-8 of at most n bytes, cut at a character
+// boundary.
+func clip(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// tagFields are the hash fields Tag reads, in scanTag's order.
+var tagFields = []string{fieldMaxID, fieldStep, fieldMaxLimit, fieldDescription, fieldUpdateTime}
+
+// Tag returns tag's record, or fails with [idgen.ErrUnknownTag].
+func (s *Segments) Tag(ctx context.Context, tag string) (idgen.SegmentTag, error) {
+	fail := func(err error) (idgen.SegmentTag, error) {
+		return idgen.SegmentTag{}, fmt.Errorf("redisidgen: read tag %q: %w", tag, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	vals, err := s.client.HMGet(ctx, s.Key(tag), tagFields...).Result()
+	if err != nil {
+		return fail(err)
+	}
+	t, ok := scanTag(tag, vals)
+	if !ok {
+		return fail(s.unknown())
+	}
+	return t, nil
+}
+
+// scanTag reads a tag's record from HMGET's answer; ok is false when the
+// hash is missing.
+func scanTag(tag string, vals []any) (t idgen.SegmentTag, ok bool) {
+	if len(vals) != len(tagFields) || vals[0] == nil {
+		return idgen.SegmentTag{}, false
+	}
+	field := func(i int) string { v, _ := vals[i].(string); return v }
+	n := func(i int) int64 { v, _ := strconv.ParseInt(field(i), 10, 64); return v }
+	t = idgen.SegmentTag{Tag: tag, MaxID: n(0), Step: n(1), Max: n(2), Description: field(3)}
+	if ms := n(4); ms != 0 {
+		t.Updated = time.UnixMilli(ms).UTC()
+	}
+	return t, true
+}
+
+// Tags returns every tag's record in the namespace, sorted by name, byte for
+// byte: the members of [Segments.IndexKey] whose hash exists.
+func (s *Segments) Tags(ctx context.Context) ([]idgen.SegmentTag, error) {
+	fail := func(err error) ([]idgen.SegmentTag, error) {
+		return nil, fmt.Errorf("redisidgen: list tags of namespace %q: %w", s.namespace, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	names, err := s.client.SMembers(ctx, s.index).Result()
+	if err != nil {
+		return fail(err)
+	}
+	slices.Sort(names)
+	pipe := s.client.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(names))
+	for i, name := range names {
+		cmds[i] = pipe.HMGet(ctx, s.Key(name), tagFields...)
+	}
+	if len(names) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	var out []idgen.SegmentTag
+	for i, name := range names {
+		// A name without a hash is left from a CreateTag that failed.
+		if t, ok := scanTag(name, cmds[i].Val()); ok {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b idgen.SegmentTag) int { return cmp.Compare(a.Tag, b.Tag) })
+	return out, nil
+}
+
+// SetMax sets tag's maximum to max, at most [MaxSegmentValue]; 0 removes
+// it. A max below the tag's MaxID fails with [idgen.ErrInvalidConfig] and
+// changes nothing: the IDs up to MaxID-1 were handed out already. An
+// unknown tag fails with [idgen.ErrUnknownTag].
+func (s *Segments) SetMax(ctx context.Context, tag string, max int64) error {
+	fail := func(err error) error {
+		return fmt.Errorf("redisidgen: set the maximum of tag %q to %d: %w", tag, max, err)
+	}
+	if max < 0 || max > MaxSegmentValue {
+		return fail(fmt.Errorf("want 0 for no maximum, or 1 to 2^53: %w", idgen.ErrInvalidConfig))
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	vals, err := s.run(ctx, setMaxScript, tag, max)
+	if err != nil {
+		return fail(err)
+	}
+	switch code(vals) {
+	case codeOK:
+		return nil
+	case codeUnknown:
+		return fail(s.unknown())
+	case codeBelow:
+		maxID := num(vals, 1)
+		return fail(fmt.Errorf("its MaxID is %d, and IDs up to %d were handed out already; want 0 or at least %d: %w",
+			maxID, maxID-1, maxID, idgen.ErrInvalidConfig))
+	}
+	return fail(fmt.Errorf("unexpected script answer %v", vals))
+}

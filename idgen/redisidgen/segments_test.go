@@ -1,0 +1,110 @@
+package redisidgen_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/redisidgen"
+	"github.com/idemq/idemq/idgen/segmenttest"
+	"github.com/idemq/idemq/internal/testenv"
+)
+
+func newSegments(t testing.TB, c redis.UniversalClient, cfg redisidgen.SegmentsConfig) *redisidgen.Segments {
+	t.Helper()
+	s, err := redisidgen.NewSegments(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestSegmentConformance(t *testing.T) {
+	addr := testenv.Redis(t)
+	segmenttest.Run(t, func(t *testing.T) segmenttest.Source {
+		// A client each, as another host would have.
+		return newSegments(t, newClient(t, addr), redisidgen.SegmentsConfig{Namespace: "segmenttest"})
+	}, segmenttest.Features{ErrTagExists: redisidgen.ErrTagExists, MaxValue: redisidgen.MaxSegmentValue})
+}
+
+// The tag's hash holds Leaf's columns, readable with redis-cli, under the
+// key the package documents.
+func TestSegmentKeys(t *testing.T) {
+	c := newClient(t, testenv.Redis(t))
+	ctx := t.Context()
+	s := newSegments(t, c, redisidgen.SegmentsConfig{Namespace: "a:b{c}"})
+	tag := fmt.Sprintf("orders:%s{x}", strings.ToLower(t.Name()))
+	if got, want := s.Key(tag), "{a%3Ab%7Bc%7D:orders%3A"+strings.ToLower(t.Name())+"%7Bx%7D}:segment"; got != want {
+		t.Fatalf("Key = %q, want %q", got, want)
+	}
+	if got, want := s.IndexKey(), "{a%3Ab%7Bc%7D}:segment-tags"; got != want {
+		t.Fatalf("IndexKey = %q, want %q", got, want)
+	}
+	c.Del(ctx, s.Key(tag))
+	if err := s.CreateTag(ctx, idgen.SegmentTag{Tag: tag, MaxID: 100, Step: 10, Max: 1000, Description: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.NextSegment(ctx, tag, 0); err != nil {
+		t.Fatal(err)
+	}
+	h, err := c.HGetAll(ctx, s.Key(tag)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"max_id": "110", "step": "10", "max_limit": "1000", "description": "orders"} {
+		if h[k] != v {
+			t.Fatalf("hash %v: field %s = %q, want %q", h, k, h[k], v)
+		}
+	}
+	if h["update_time"] == "" {
+		t.Fatalf("hash %v has no update_time", h)
+	}
+	if ok, err := c.SIsMember(ctx, s.IndexKey(), tag).Result(); err != nil || !ok {
+		t.Fatalf("tag in the index: %v, %v", ok, err)
+	}
+}
+
+// A Redis that is down: every call fails with an error that names the call
+// and the address, and no sentinel of a known outcome.
+func TestSegmentsUnreachable(t *testing.T) {
+	r := testenv.StartPrivateRedis(t)
+	c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	s := newSegments(t, c, redisidgen.SegmentsConfig{})
+	ctx := t.Context()
+	if err := s.CreateTag(ctx, idgen.SegmentTag{Tag: "orders", Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		call string
+		run  func() error
+		what string
+	}{
+		{"NextSegment", func() error { _, err := s.NextSegment(ctx, "orders", 0); return err }, `next segment of tag "orders"`},
+		{"NextSegment(step 100)", func() error { _, err := s.NextSegment(ctx, "orders", 100); return err }, `next segment of tag "orders"`},
+		{"Tag", func() error { _, err := s.Tag(ctx, "orders"); return err }, `read tag "orders"`},
+		{"Tags", func() error { _, err := s.Tags(ctx); return err }, `list tags`},
+		{"CreateTag", func() error { return s.CreateTag(ctx, idgen.SegmentTag{Tag: "o2", Step: 1}) }, `create tag "o2"`},
+		{"SetMax", func() error { return s.SetMax(ctx, "orders", 10) }, `set the maximum of tag "orders"`},
+	} {
+		err := c.run()
+		if err == nil {
+			t.Fatalf("%s with Redis down succeeded", c.call)
+		}
+		for _, known := range []error{idgen.ErrUnknownTag, idgen.ErrMaxReached, idgen.ErrInvalidConfig, redisidgen.ErrTagExists} {
+			if errors.Is(err, known) {
+				t.Fatalf("%s = %v: a known outcome, though Redis is down", c.call, err)
+			}
+		}
+		if msg := err.Error(); !strings.Contains(msg, r.Addr()) || !strings.Contains(msg, c.what) {
+			t.Fatalf("%s = %q: want the call (%s) and the address (%s) named", c.call, msg, c.what, r.Addr())
+		}
+	}
+}
