@@ -36,7 +36,7 @@ func TestCluster(t *testing.T) {
 	}
 
 	t.Run("Conformance", func(t *testing.T) {
-		dedupetest.Run(t, func(*testing.T) dedupe.Store { return s }, dedupetest.Features{Batcher: true})
+		dedupetest.Run(t, func(*testing.T) dedupe.Store { return s }, dedupetest.Features{Batcher: true, Inspector: true, UnorderedList: true})
 	})
 	t.Run("BatchAcrossGroups", func(t *testing.T) {
 		var reqs []dedupe.ClaimRequest

@@ -47,5 +47,22 @@
 // sit on one node; spread load across nodes with more groups or namespaces,
 // not more keys.
 //
+// # Inspecting
+//
+// Store is a [dedupe.Inspector] too. Get is one script and Forget one DEL.
+// List and Stats SCAN the node that holds the group (on a cluster, the
+// master of its hash slot) with MATCH on the group's keys, so they cost
+// O(keys on that node), every group's included, not O(the group's
+// records): Stats walks them all, in steps of 1000 keys; a page of List
+// takes at most 64 such steps, and one script per step reads the records
+// found. SCAN does not block Redis, but on a node of millions of keys, run
+// them off-peak. A page comes in SCAN order and its cursor is SCAN's; see
+// [dedupe.Inspector] for what that allows.
+//
+// Forget deletes a record whatever its state. It is for reprocessing after
+// a bad deploy: the key's next delivery runs its handler again, side
+// effects included, and a consumer still holding the key loses its lease
+// (its Complete fails with [dedupe.ErrLeaseLost]).
+//
 // The store never closes the client it was given.
 package redisdedupe

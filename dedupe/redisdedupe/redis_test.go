@@ -43,5 +43,5 @@ func newStore(t testing.TB, cfg redisdedupe.Config) *redisdedupe.Store {
 func TestConformance(t *testing.T) {
 	dedupetest.Run(t, func(t *testing.T) dedupe.Store {
 		return newStore(t, redisdedupe.Config{})
-	}, dedupetest.Features{Batcher: true})
+	}, dedupetest.Features{Batcher: true, Inspector: true, UnorderedList: true})
 }

@@ -1,0 +1,300 @@
+package redisdedupe
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemq/idemq/dedupe"
+)
+
+var _ dedupe.Inspector = (*Store)(nil)
+
+// inspectScript reads the records KEYS name: it returns the server's TIME
+// (seconds, microseconds), then per key its value (nil if there is none)
+// and its PTTL in milliseconds. One script reads a page in one round trip,
+// and time stands still inside it, so a value and its TTL agree.
+var inspectScript = redis.NewScript(`
+local t = redis.call('TIME')
+local out = {tonumber(t[1]), tonumber(t[2])}
+for i, key in ipairs(KEYS) do
+	out[2*i+1] = redis.call('GET', key)
+	out[2*i+2] = redis.call('PTTL', key)
+end
+return out
+`)
+
+// statsScript counts the records KEYS name by state: it returns the
+// processing ones, then the done ones. It reads only the state byte.
+var statsScript = redis.NewScript(`
+local p, d = 0, 0
+for _, key in ipairs(KEYS) do
+	local state = redis.call('GETRANGE', key, 0, 0)
+	if state == 'p' then
+		p = p + 1
+	elseif state == 'd' then
+		d = d + 1
+	end
+end
+return {p, d}
+`)
+
+// A listing takes SCAN steps of scanCount keys, fewer when the page is
+// nearly full, and at most maxScanSteps of them per page: a page costs the
+// server a bounded amount of work, and a sparse group's listing few round
+// trips.
+const (
+	scanCount    = 1000
+	maxScanSteps = 64
+)
+
+// Get implements [dedupe.Inspector] with one script.
+func (s *Store) Get(ctx context.Context, ref dedupe.Ref) (dedupe.Record, bool, error) {
+	err := ref.Validate()
+	if err == nil {
+		err = ctx.Err()
+	}
+	var recs []dedupe.Record
+	if err == nil {
+		recs, err = s.read(ctx, ref.Namespace, ref.Group, []string{s.Key(ref)})
+	}
+	if err != nil {
+		return dedupe.Record{}, false, fmt.Errorf("redisdedupe: get %q: %w", ref, err)
+	}
+	if len(recs) == 0 {
+		return dedupe.Record{}, false, nil
+	}
+	return recs[0], true, nil
+}
+
+// List implements [dedupe.Inspector] with SCAN on the node that holds the
+// group, MATCH its keys' prefix, and one script per step that reads the
+// records found. The cursor is SCAN's.
+//
+// A step that finds more keys than the page has room for is taken again
+// from the same cursor with a COUNT of the room left, so that a page holds
+// Limit records or a few more (the rest of SCAN's last bucket): a step
+// taken again is a plain SCAN from a cursor the server gave, and keeps
+// SCAN's guarantees, where cutting a step's keys short would lose the rest.
+func (s *Store) List(ctx context.Context, req dedupe.ListRequest) ([]dedupe.Record, string, error) {
+	page, next, err := s.list(ctx, req)
+	if err != nil {
+		return nil, "", fmt.Errorf("redisdedupe: list %q: %w", req.Namespace+"/"+req.Group+"/"+req.Prefix+"*", err)
+	}
+	return page, next, nil
+}
+
+func (s *Store) list(ctx context.Context, req dedupe.ListRequest) ([]dedupe.Record, string, error) {
+	if err := req.Validate(); err != nil {
+		return nil, "", err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	var cur uint64
+	if req.Cursor != "" {
+		var err error
+		if cur, err = strconv.ParseUint(req.Cursor, 10, 64); err != nil || cur == 0 {
+			return nil, "", fmt.Errorf("cursor %q is not one List returned", req.Cursor)
+		}
+	}
+	limit := req.Limit
+	if limit == 0 {
+		limit = dedupe.DefaultListLimit
+	}
+	base := s.groupKey(req.Namespace, req.Group)
+	node, err := s.node(ctx, base)
+	if err != nil {
+		return nil, "", err
+	}
+	pattern := glob(base+req.Prefix) + "*"
+	var (
+		page  []dedupe.Record
+		seen  = map[string]bool{} // SCAN may find a key twice
+		again bool                // the step overflowed and is taken again
+	)
+	for range maxScanSteps {
+		room := limit - len(page)
+		count := max(room, scanCount)
+		if again {
+			count = room
+		}
+		keys, next, err := node.Scan(ctx, cur, pattern, int64(count)).Result()
+		if err != nil {
+			return nil, "", err
+		}
+		keys = fresh(keys, seen)
+		if len(keys) > room && !again {
+			again = true
+			continue
+		}
+		again = false
+		for _, k := range keys {
+			seen[k] = true
+		}
+		if len(keys) > 0 {
+			recs, err := s.read(ctx, req.Namespace, req.Group, keys)
+			if err != nil {
+				return nil, "", err
+			}
+			page = append(page, recs...)
+		}
+		cur = next
+		if cur == 0 || len(page) >= limit {
+			break
+		}
+	}
+	if cur == 0 {
+		return page, "", nil
+	}
+	return page, strconv.FormatUint(cur, 10), nil
+}
+
+// fresh returns the keys not in seen, in keys' array.
+func fresh(keys []string, seen map[string]bool) []string {
+	n := 0
+	for _, k := range keys {
+		if !seen[k] {
+			keys[n] = k
+			n++
+		}
+	}
+	return keys[:n]
+}
+
+// Stats implements [dedupe.Inspector]: a whole SCAN of the group's keys,
+// as List takes, with a script per step that counts their states.
+func (s *Store) Stats(ctx context.Context, namespace, group string) (dedupe.Stats, error) {
+	st, err := s.stats(ctx, namespace, group)
+	if err != nil {
+		return dedupe.Stats{}, fmt.Errorf("redisdedupe: stats %q: %w", namespace+"/"+group, err)
+	}
+	return st, nil
+}
+
+func (s *Store) stats(ctx context.Context, namespace, group string) (dedupe.Stats, error) {
+	if err := (dedupe.ListRequest{Namespace: namespace, Group: group}).Validate(); err != nil {
+		return dedupe.Stats{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return dedupe.Stats{}, err
+	}
+	base := s.groupKey(namespace, group)
+	node, err := s.node(ctx, base)
+	if err != nil {
+		return dedupe.Stats{}, err
+	}
+	var (
+		st  dedupe.Stats
+		cur uint64
+	)
+	pattern := glob(base) + "*"
+	for {
+		keys, next, err := node.Scan(ctx, cur, pattern, scanCount).Result()
+		if err != nil {
+			return dedupe.Stats{}, err
+		}
+		if len(keys) > 0 {
+			n, err := statsScript.Run(ctx, s.client, keys).Int64Slice()
+			if err != nil {
+				return dedupe.Stats{}, err
+			}
+			if len(n) != 2 {
+				return dedupe.Stats{}, fmt.Errorf("script answered %d values, want 2", len(n))
+			}
+			st.Processing += n[0]
+			st.Done += n[1]
+		}
+		if cur = next; cur == 0 {
+			return st, nil
+		}
+	}
+}
+
+// Forget implements [dedupe.Inspector] with one DEL.
+func (s *Store) Forget(ctx context.Context, ref dedupe.Ref) (bool, error) {
+	err := ref.Validate()
+	if err == nil {
+		err = ctx.Err()
+	}
+	var n int64
+	if err == nil {
+		n, err = s.client.Del(ctx, s.Key(ref)).Result()
+	}
+	if err != nil {
+		return false, fmt.Errorf("redisdedupe: forget %q: %w", ref, err)
+	}
+	return n == 1, nil
+}
+
+// read returns the records that keys, of one group, hold, leaving out
+// those that are gone. Tokens stay on the server's side of the record.
+func (s *Store) read(ctx context.Context, namespace, group string, keys []string) ([]dedupe.Record, error) {
+	vals, err := inspectScript.Run(ctx, s.client, keys).Slice()
+	if err != nil {
+		return nil, err
+	}
+	if len(vals) != 2+2*len(keys) {
+		return nil, fmt.Errorf("script answered %d values for %d keys", len(vals), len(keys))
+	}
+	sec, _ := vals[0].(int64)
+	usec, _ := vals[1].(int64)
+	now := time.UnixMicro(sec*1e6 + usec)
+	base := len(s.groupKey(namespace, group))
+	var recs []dedupe.Record
+	for i, key := range keys {
+		v, _ := vals[2+2*i].(string)
+		ttl, _ := vals[3+2*i].(int64)
+		if v == "" || ttl == -2 {
+			continue // gone since the SCAN
+		}
+		if len(v) < 1+tokenLen || v[0] != 'p' && v[0] != 'd' {
+			return nil, fmt.Errorf("key %q holds no record of this store", key)
+		}
+		rec := dedupe.Record{
+			Ref:         dedupe.Ref{Namespace: namespace, Group: group, Key: key[base:]},
+			Done:        v[0] == 'd',
+			Fingerprint: v[1+tokenLen:],
+		}
+		if ttl >= 0 {
+			rec.Expires = now.Add(time.Duration(ttl) * time.Millisecond)
+		}
+		recs = append(recs, rec)
+	}
+	return recs, nil
+}
+
+// groupKey returns the start of every key of the group's records.
+func (s *Store) groupKey(namespace, group string) string {
+	return s.Key(dedupe.Ref{Namespace: namespace, Group: group})
+}
+
+// node returns the client that a SCAN of key's hash slot goes to: on a
+// cluster the master that owns the slot, on a ring the shard of key, and
+// the client itself otherwise.
+func (s *Store) node(ctx context.Context, key string) (redis.Cmdable, error) {
+	switch c := s.client.(type) {
+	case *redis.ClusterClient:
+		return c.MasterForKey(ctx, key)
+	case *redis.Ring:
+		return c.GetShardClientForKey(key)
+	}
+	return s.client, nil
+}
+
+// glob escapes the bytes that are syntax in a SCAN MATCH pattern, so that
+// the pattern matches s byte for byte.
+func glob(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(`*?[]\`, s[i]) >= 0 {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
