@@ -140,3 +140,55 @@ func checkDown(t *testing.T, call string, err error, addr, what string) {
 		t.Fatalf("%s = %q: want the call (%s) and the address (%s) named", call, msg, what, addr)
 	}
 }
+
+// Leaf's own table, created by Leaf's DDL and filled by Leaf's sample
+// insert, serves as it is once it has the max_limit column, as the package
+// documentation tells a Leaf user.
+func TestSegmentsLeafTable(t *testing.T) {
+	b := backendNamed("MySQL")
+	db := b.open(t)
+	ctx := t.Context()
+	for _, stmt := range []string{
+		"CREATE TABLE `leaf_alloc` (\n" +
+			"  `biz_tag` varchar(128) NOT NULL DEFAULT '',\n" +
+			"  `max_id` bigint(20) NOT NULL DEFAULT '1',\n" +
+			"  `step` int(11) NOT NULL,\n" +
+			"  `description` varchar(256) DEFAULT NULL,\n" +
+			"  `update_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,\n" +
+			"  PRIMARY KEY (`biz_tag`)\n" +
+			") ENGINE=InnoDB",
+		"insert into leaf_alloc(biz_tag, max_id, step, description) values('leaf-segment-test', 1, 2000, 'Test leaf Segment Mode Get Id')",
+		"insert into leaf_alloc(biz_tag, max_id, step) values('no-description', 1, 10)",
+		"ALTER TABLE leaf_alloc ADD COLUMN max_limit BIGINT NOT NULL DEFAULT 0",
+	} {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	s, err := sqlidgen.NewSegments(db, b.dialect, sqlidgen.SegmentsConfig{Table: "leaf_alloc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Leaf's first segment of a new tag is [1, 2001): its max_id starts
+	// at 1 and its first UPDATE raises it by the step.
+	seg, err := s.NextSegment(ctx, "leaf-segment-test", 0)
+	if err != nil || seg.Start != 1 || seg.End != 2001 || seg.Step != 2000 {
+		t.Fatalf("NextSegment = %+v, %v; want [1, 2001) of step 2000", seg, err)
+	}
+	tags, err := s.Tags(ctx)
+	if err != nil || len(tags) != 2 {
+		t.Fatalf("Tags = %+v, %v; want Leaf's two rows", tags, err)
+	}
+	if tags[0].Tag != "leaf-segment-test" || tags[0].MaxID != 2001 || tags[0].Description != "Test leaf Segment Mode Get Id" ||
+		tags[1].Tag != "no-description" || tags[1].Description != "" || tags[1].Updated.IsZero() {
+		t.Fatalf("Tags = %+v", tags)
+	}
+	if err := s.SetMax(ctx, "leaf-segment-test", 3000); err != nil {
+		t.Fatal(err)
+	}
+	seg, err = s.NextSegment(ctx, "leaf-segment-test", 0)
+	if err != nil || seg.Start != 2001 || seg.End != 3000 || seg.Max != 3000 {
+		t.Fatalf("NextSegment = %+v, %v; want the short [2001, 3000) below the maximum", seg, err)
+	}
+}
