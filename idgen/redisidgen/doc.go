@@ -1,6 +1,7 @@
 // Package redisidgen leases worker (node) ids from a pool kept in Redis: an
 // [idgen.Leaser], for generators on many hosts that must never use the same
-// node id at once (see [idgen.NewLeased]). Every Acquire, Renew and Release
+// node id at once (see [idgen.NewLeased]); and it keeps Leaf's segment
+// counters ([Segments], see the section below). Every Acquire, Renew and Release
 // is one round trip that runs a Lua script, so a grant and its checks are
 // atomic on the server.
 //
@@ -92,4 +93,39 @@
 //     fences the pool for one lease, keeping the marks that survived.
 //
 // The Leaser never closes the client it was given.
+//
+// # Segments
+//
+// [Segments] is an [idgen.SegmentSource] for [idgen.NewSegmentAllocator]:
+// Leaf's segment table kept in Redis, a hash per tag with Leaf's columns as
+// fields, which HGETALL shows as they are:
+//
+//	{idemq:orders}:segment   hash  max_id       end of the last segment reserved
+//	                               step         the stored step
+//	                               max_limit    the highest max_id may reach; 0 for none
+//	                               description  for operators
+//	                               update_time  ms since the Unix epoch, by the server's TIME
+//	{idemq}:segment-tags     set   every tag name of the namespace, for Tags
+//
+// The hash tag is {<namespace>:<tag>}, escaped as a pool's, so each tag's
+// hash has a cluster slot of its own. [Segments.NextSegment] runs one
+// script (EVALSHA, one round trip), which checks the tag exists and its
+// maximum and raises max_id with HINCRBY: the same atomic step Leaf's
+// UPDATE ... SET max_id = max_id + step takes in MySQL, with no
+// transaction. A tag at its maximum fails with [idgen.ErrMaxReached] and
+// changes nothing; fewer IDs left than the step make a short last segment.
+// Values count in Lua numbers, so MaxID and Max are at most
+// [MaxSegmentValue] (2^53), where a tag without a maximum ends.
+//
+// [Segments.CreateTag] adds the name to the index set before it creates the
+// hash, in a command of its own (the set lives in another slot); a name
+// whose hash is missing, left by a CreateTag that failed in between, is
+// skipped by [Segments.Tags].
+//
+// Durability is Redis's: a counter is only as safe as the last write Redis
+// kept. Redis without persistence, or a failover to a replica that missed
+// the last HINCRBY, moves max_id back and hands out segments again, which
+// duplicates IDs. Use AOF with appendfsync always and no automatic
+// failover, or an SQL table ([github.com/idemq/idemq/idgen/sqlidgen]), for
+// IDs that must never repeat.
 package redisidgen

@@ -2,9 +2,11 @@
 // and MariaDB, PostgreSQL and SQLite: [Leaser] keeps a pool of node ids with
 // leases that expire, and [WorkerNodes] hands out a new id at every start
 // from an auto-increment column, as Baidu's uid-generator does with its
-// WORKER_NODE table. Both are [idgen.Leaser]s for [idgen.NewLeased]. The
-// package imports only database/sql: a program links the one driver it
-// opens its *sql.DB with.
+// WORKER_NODE table. Both are [idgen.Leaser]s for [idgen.NewLeased].
+// [Segments] is an [idgen.SegmentSource] over Leaf's table of tags, for
+// [idgen.NewSegmentAllocator] (see Segments below). The package imports
+// only database/sql: a program links the one driver it opens its *sql.DB
+// with.
 //
 //	db, err := sql.Open("pgx", dsn)
 //	...
@@ -172,6 +174,63 @@
 // sqlite_sequence row as well on SQLite) after every process using its ids
 // has stopped.
 //
+// # Segments
+//
+// [Segments] keeps Leaf's (Meituan) segment table: a row per tag (biz_tag)
+// holding max_id, the end of the last segment reserved; step, the length
+// of a segment asked for without one; description; update_time, the
+// database's time of the last change; and one column Leaf lacks, max_limit,
+// the highest value max_id may reach (0 for none; seed 004's
+// max_limit_id). The default table is idemq_segment ([SegmentsConfig]).
+//
+// Leaf reserves a segment in a transaction of two statements, UPDATE
+// leaf_alloc SET max_id = max_id + step WHERE biz_tag = ? and a SELECT of
+// the row, and the segment is [max_id - step, max_id). [Segments.NextSegment]
+// reserves the same segment in one statement, one round trip, which
+// commits on its own:
+//
+//	UPDATE t SET max_id = max_id + step, update_time = now
+//	WHERE biz_tag = ? AND max_id <= (max_limit, or the largest BIGINT if 0) - step
+//	RETURNING max_id, step, max_limit          -- PostgreSQL and SQLite
+//
+// MySQL and MariaDB return no rows from an UPDATE, so there the new value
+// comes back in the OK packet, as the statement's insert id: SET max_id =
+// LAST_INSERT_ID(max_id + ?). The statement is prepared once per
+// connection, so that github.com/go-sql-driver/mysql sends it in one round
+// trip whether or not the DSN sets interpolateParams. Since MySQL hands back
+// that one value only, a Segments there reads a tag's stored step and
+// maximum once, at its first segment of the tag, to fill in
+// [idgen.Segment].Step and Max and to size a segment asked for with step 0;
+// a step changed in the table later still sizes that Segments' step-0
+// segments until a segment comes short or fails, and a maximum another
+// process sets shows in Segment.Max from then too (the UPDATE checks the
+// row's own, always).
+//
+// When the UPDATE matches nothing, NextSegment reads the row (one more
+// statement; two on MySQL without interpolateParams): no row is
+// [idgen.ErrUnknownTag]; a max_id at the maximum is [idgen.ErrMaxReached],
+// and nothing changed; fewer IDs left than the step are reserved, all of
+// them, by the same conditional UPDATE, tried again if another client took
+// some in between.
+//
+// Against Leaf's table: Leaf runs on MySQL only; its rows need max_limit
+// added, after which Leaf's servers and this package can share the table
+// and the tags (Leaf ignores the maximum, so a tag with one should be
+// served by this package only):
+//
+//	ALTER TABLE leaf_alloc ADD COLUMN max_limit BIGINT NOT NULL DEFAULT 0;
+//
+// and pass SegmentsConfig{Table: "leaf_alloc"}. Leaf's update_time is a
+// TIMESTAMP in the session's time zone; Segments writes UTC_TIMESTAMP(6)
+// into its own DATETIME(6) column, and reads either back through
+// TIMESTAMPDIFF. A Leaf tag whose max_id is still 1 gives its first segment
+// from 1, as Leaf does.
+//
+// [Segments.CreateTag], [Segments.Tag], [Segments.Tags] and
+// [Segments.SetMax] are the operator's calls. Tag names are 1 to 128 bytes
+// of UTF-8, compared byte for byte (utf8mb4_bin on MySQL); the stored step
+// is 1 to 2^31-1 (Leaf's INT column).
+//
 // # Schema
 //
 // [Leaser.Migrate] runs, for the default table:
@@ -265,6 +324,42 @@
 //		created     TEXT    NOT NULL
 //	);
 //
-// [Leaser.Schema] and [WorkerNodes.Schema] return the statements for a
-// configured table name.
+// [Segments.Migrate] runs, for the default table:
+//
+// MySQL and MariaDB (times in UTC):
+//
+//	CREATE TABLE IF NOT EXISTS `idemq_segment` (
+//		biz_tag     VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+//		max_id      BIGINT       NOT NULL DEFAULT 1,
+//		step        INT          NOT NULL,
+//		max_limit   BIGINT       NOT NULL DEFAULT 0,
+//		description VARCHAR(256) CHARACTER SET utf8mb4 DEFAULT NULL,
+//		update_time DATETIME(6)  NOT NULL,
+//		PRIMARY KEY (biz_tag)
+//	) ENGINE = InnoDB;
+//
+// PostgreSQL:
+//
+//	CREATE TABLE IF NOT EXISTS "idemq_segment" (
+//		biz_tag     varchar(128) NOT NULL PRIMARY KEY,
+//		max_id      bigint       NOT NULL DEFAULT 1,
+//		step        integer      NOT NULL,
+//		max_limit   bigint       NOT NULL DEFAULT 0,
+//		description varchar(256),
+//		update_time timestamptz  NOT NULL
+//	);
+//
+// SQLite (update_time in microseconds since the Unix epoch):
+//
+//	CREATE TABLE IF NOT EXISTS "idemq_segment" (
+//		biz_tag     TEXT    NOT NULL PRIMARY KEY,
+//		max_id      INTEGER NOT NULL DEFAULT 1,
+//		step        INTEGER NOT NULL,
+//		max_limit   INTEGER NOT NULL DEFAULT 0,
+//		description TEXT,
+//		update_time INTEGER NOT NULL
+//	) WITHOUT ROWID;
+//
+// [Leaser.Schema], [WorkerNodes.Schema] and [Segments.Schema] return the
+// statements for a configured table name.
 package sqlidgen
