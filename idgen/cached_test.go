@@ -1,0 +1,463 @@
+package idgen_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/idemq/idemq/idgen"
+)
+
+// cachedLayout has 16 IDs per tick, so that a test exhausts what a clock
+// standing still allows in a few dozen takes.
+var cachedLayout = idgen.Layout{
+	Name: "cached-test", TimeBits: 41, WorkerBits: 4, SequenceBits: 4,
+	Unit: time.Millisecond, Epoch: idgen.Twitter.Epoch,
+}
+
+// newCached returns a Cached generator on a new static generator with cfg,
+// closed at the end of the test.
+func newCached(t *testing.T, cfg idgen.Config, ccfg idgen.CachedConfig) *idgen.Cached {
+	t.Helper()
+	g, err := idgen.New(1, cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	c, err := idgen.NewCached(context.Background(), g, ccfg)
+	if err != nil {
+		g.Close()
+		t.Fatalf("NewCached: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// eventually fails the test unless cond holds within a generous bound: the
+// bound catches a padder that never acts, it does not time one.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never happened: %s", what)
+		}
+	}
+}
+
+func TestCachedInvalidConfig(t *testing.T) {
+	borrow := idgen.Config{Layout: cachedLayout, Rollback: idgen.Borrow{MaxAhead: 4 * time.Millisecond}}
+	short := borrow
+	short.Rollback = idgen.Borrow{MaxAhead: 3 * time.Millisecond} // 64 slots span 4 ticks
+	refuse := idgen.Config{Layout: cachedLayout}
+	for _, tc := range []struct {
+		name string
+		gen  idgen.Config
+		cfg  idgen.CachedConfig
+	}{
+		{"size not a power of two", borrow, idgen.CachedConfig{Size: 48}},
+		{"size one", borrow, idgen.CachedConfig{Size: 1}},
+		{"negative size", borrow, idgen.CachedConfig{Size: -64}},
+		{"size past 2^30", borrow, idgen.CachedConfig{Size: 1 << 31}},
+		{"percent above 100", borrow, idgen.CachedConfig{Size: 64, PaddingPercent: 101}},
+		{"negative percent", borrow, idgen.CachedConfig{Size: 64, PaddingPercent: -1}},
+		{"negative interval", borrow, idgen.CachedConfig{Size: 64, PaddingInterval: -time.Second}},
+		{"unknown empty policy", borrow, idgen.CachedConfig{Size: 64, WhenEmpty: 7}},
+		{"no Borrow", refuse, idgen.CachedConfig{Size: 64}},
+		{"MaxAhead shorter than a buffer", short, idgen.CachedConfig{Size: 64}},
+		{"MaxAhead shorter than the default buffer", borrow, idgen.CachedConfig{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGen(t, 1, tc.gen)
+			if _, err := idgen.NewCached(context.Background(), g, tc.cfg); !errors.Is(err, idgen.ErrInvalidConfig) {
+				t.Fatalf("NewCached: %v, want ErrInvalidConfig", err)
+			}
+			// A refused generator is still the caller's, and open.
+			next(t, g)
+		})
+	}
+	t.Run("nil generator", func(t *testing.T) {
+		if _, err := idgen.NewCached(context.Background(), nil, idgen.CachedConfig{}); !errors.Is(err, idgen.ErrInvalidConfig) {
+			t.Fatalf("NewCached: %v, want ErrInvalidConfig", err)
+		}
+	})
+	t.Run("lease window shorter than MaxAhead", func(t *testing.T) {
+		pool := newFaultLeaser(t, 1, time.Second) // a window of 800ms
+		g := newLeasedGen(t, pool, idgen.Config{Layout: cachedLayout, Rollback: idgen.Borrow{MaxAhead: 799 * time.Millisecond}})
+		if _, err := idgen.NewCached(context.Background(), g, idgen.CachedConfig{Size: 64}); !errors.Is(err, idgen.ErrInvalidConfig) {
+			t.Fatalf("NewCached: %v, want ErrInvalidConfig", err)
+		}
+	})
+}
+
+// newLeasedGen returns a leased generator, closed at the end of the test.
+func newLeasedGen(t *testing.T, l idgen.Leaser, cfg idgen.Config) *idgen.Generator {
+	t.Helper()
+	cfg.Lease.Logger = quiet
+	g, err := idgen.NewLeased(context.Background(), l, cfg)
+	if err != nil {
+		t.Fatalf("NewLeased: %v", err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+func TestCachedDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		layout   idgen.Layout
+		maxAhead time.Duration
+		size     int
+	}{
+		{"twitter", idgen.Twitter, 8 * time.Millisecond, 4096 << 3},
+		{"test layout", cachedLayout, 8 * time.Millisecond, 16 << 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCached(t, idgen.Config{Layout: tc.layout, Rollback: idgen.Borrow{MaxAhead: tc.maxAhead}}, idgen.CachedConfig{})
+			if s := c.Stats(); s.Size != tc.size || s.Buffered != tc.size {
+				t.Fatalf("Stats %+v: want size %d, full", s, tc.size)
+			}
+			if c.Layout() != tc.layout {
+				t.Fatalf("Layout %v, want %v", c.Layout(), tc.layout)
+			}
+			id, err := c.NextID()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := c.Decode(id); p.Node != 1 {
+				t.Fatalf("Decode(%d) = %v, want node 1", id, p)
+			}
+		})
+	}
+}
+
+func TestCachedConcurrent(t *testing.T) {
+	layout := cachedLayout
+	layout.SequenceBits = 10 // a million IDs a second on the real clock
+	for _, tc := range []struct {
+		name       string
+		size       int
+		goroutines int
+		each       int
+		policy     idgen.EmptyPolicy
+	}{
+		{"tiny ring wraps", 16, 8, 4000, idgen.WaitWhenEmpty},
+		{"small ring", 1024, 4, 10000, idgen.WaitWhenEmpty},
+		{"default ring", 0, 8, 10000, idgen.WaitWhenEmpty},
+		{"fail when empty", 256, 8, 4000, idgen.FailWhenEmpty},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCached(t, idgen.Config{Layout: layout, Rollback: idgen.Borrow{MaxAhead: 10 * time.Millisecond}},
+				idgen.CachedConfig{Size: tc.size, WhenEmpty: tc.policy})
+			got := make([][]idgen.ID, tc.goroutines)
+			var wg sync.WaitGroup
+			for i := range got {
+				wg.Go(func() {
+					ids := make([]idgen.ID, 0, tc.each)
+					for len(ids) < tc.each {
+						id, err := c.NextID()
+						if errors.Is(err, idgen.ErrBufferEmpty) && tc.policy == idgen.FailWhenEmpty {
+							continue
+						}
+						if err != nil {
+							t.Errorf("Next: %v", err)
+							return
+						}
+						ids = append(ids, id)
+					}
+					got[i] = ids
+				})
+			}
+			wg.Wait()
+			var all []idgen.ID
+			for _, ids := range got {
+				checkIncreasing(t, ids)
+				all = append(all, ids...)
+			}
+			checkUnique(t, all)
+			if s := c.Stats(); s.Taken != int64(tc.goroutines*tc.each) {
+				t.Fatalf("Stats().Taken %d, want %d", s.Taken, tc.goroutines*tc.each)
+			}
+		})
+	}
+}
+
+// frozenCached returns a Cached generator of 64 slots over cachedLayout on a
+// clock that stands still at t0, borrowing at most 4 ticks: it can hand out
+// 5 ticks' worth of IDs, 80, before the clock must move.
+func frozenCached(t *testing.T, policy idgen.EmptyPolicy) (*idgen.Cached, *fakeClock) {
+	t.Helper()
+	clock := newFakeClock(t0, 0)
+	c := newCached(t, idgen.Config{Layout: cachedLayout, Clock: clock, Rollback: idgen.Borrow{MaxAhead: 4 * time.Millisecond}},
+		idgen.CachedConfig{Size: 64, WhenEmpty: policy})
+	return c, clock
+}
+
+const frozenCapacity = 5 * 16
+
+func TestCachedWaitWhenEmpty(t *testing.T) {
+	c, clock := frozenCached(t, idgen.WaitWhenEmpty)
+	var ids []idgen.ID
+	for range frozenCapacity {
+		ids = append(ids, take(t, c))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if id, err := c.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Next on an empty buffer, clock still: %d, %v; want the context's deadline", id, err)
+	}
+	if s := c.Stats(); s.Empty == 0 || s.Buffered != 0 || s.Ahead != 4*time.Millisecond {
+		t.Fatalf("Stats %+v: want an empty take counted, nothing buffered, 4ms ahead", s)
+	}
+	// A caller waiting when the clock moves gets an ID once padded.
+	res := make(chan error, 1)
+	go func() {
+		id, err := c.Next(context.Background())
+		ids = append(ids, id)
+		res <- err
+	}()
+	clock.Add(cachedLayout.Unit)
+	if err := <-res; err != nil {
+		t.Fatalf("Next after the clock moved: %v", err)
+	}
+	checkIncreasing(t, ids)
+	if got := cachedLayout.Decode(ids[len(ids)-1]).Time; !got.Equal(t0.Add(5 * time.Millisecond)) {
+		t.Fatalf("ID after the wait has time %v, want the clock plus MaxAhead %v", got, t0.Add(5*time.Millisecond))
+	}
+}
+
+func TestCachedFailWhenEmpty(t *testing.T) {
+	c, clock := frozenCached(t, idgen.FailWhenEmpty)
+	var ids []idgen.ID
+	for {
+		id, err := c.NextID()
+		if errors.Is(err, idgen.ErrBufferEmpty) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		if len(ids) > frozenCapacity {
+			t.Fatalf("%d IDs taken on a clock standing still, at most %d possible", len(ids), frozenCapacity)
+		}
+	}
+	clock.Add(cachedLayout.Unit)
+	var id idgen.ID
+	eventually(t, "an ID once the clock moved", func() bool {
+		var err error
+		id, err = c.NextID()
+		if err != nil && !errors.Is(err, idgen.ErrBufferEmpty) {
+			t.Fatal(err)
+		}
+		return err == nil
+	})
+	checkIncreasing(t, append(ids, id))
+}
+
+// TestCachedPadderError: a generator that cannot issue IDs fails Next with
+// its error instead of leaving it waiting.
+func TestCachedPadderError(t *testing.T) {
+	t.Run("wait", func(t *testing.T) {
+		c, clock := frozenCached(t, idgen.WaitWhenEmpty)
+		clock.Add(-time.Hour) // past Borrow's MaxAhead, to its Else: Refuse
+		var err error
+		for range frozenCapacity + 1 {
+			if _, err = c.NextID(); err != nil {
+				break
+			}
+		}
+		if !errors.Is(err, idgen.ErrClockBackwards) {
+			t.Fatalf("Next with the clock an hour back: %v, want ErrClockBackwards", err)
+		}
+	})
+	t.Run("fail", func(t *testing.T) {
+		c, clock := frozenCached(t, idgen.FailWhenEmpty)
+		clock.Add(-time.Hour)
+		eventually(t, "the padding's error", func() bool {
+			_, err := c.NextID()
+			if err != nil && !errors.Is(err, idgen.ErrBufferEmpty) {
+				t.Fatalf("Next: %v, want ErrBufferEmpty", err)
+			}
+			return errors.Is(err, idgen.ErrClockBackwards)
+		})
+	})
+}
+
+func TestCachedPadding(t *testing.T) {
+	cfg := idgen.Config{Layout: cachedLayout, Rollback: idgen.Borrow{MaxAhead: 10 * time.Millisecond}}
+	for _, tc := range []struct {
+		name string
+		cfg  idgen.CachedConfig
+		take int
+	}{
+		// 40 takes leave 24 of 64, under half.
+		{"threshold", idgen.CachedConfig{Size: 64}, 40},
+		// 10 takes leave 54, over the 1% threshold: only the schedule
+		// refills.
+		{"scheduled", idgen.CachedConfig{Size: 64, PaddingPercent: 1, PaddingInterval: time.Millisecond}, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCached(t, cfg, tc.cfg)
+			before := c.Stats()
+			for range tc.take {
+				take(t, c)
+			}
+			eventually(t, "the buffer full again", func() bool {
+				s := c.Stats()
+				return s.Buffered == s.Size && s.Padded == before.Padded+int64(tc.take) && s.Pads > before.Pads
+			})
+		})
+	}
+}
+
+func TestCachedClose(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	clock := newFakeClock(t0, 0)
+	g, err := idgen.New(1, idgen.Config{Layout: cachedLayout, Clock: clock, Rollback: idgen.Borrow{MaxAhead: 4 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := idgen.NewCached(context.Background(), g, idgen.CachedConfig{Size: 64, PaddingInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range frozenCapacity {
+		if _, err := c.NextID(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One caller waits on the empty buffer, the padder on the clock.
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.NextID()
+		res <- err
+	}()
+	eventually(t, "a caller waiting", func() bool { return c.Stats().Empty > 0 })
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := <-res; !errors.Is(err, idgen.ErrClosed) {
+		t.Fatalf("waiting Next at Close: %v, want ErrClosed", err)
+	}
+	if _, err := c.NextID(); !errors.Is(err, idgen.ErrClosed) {
+		t.Fatalf("Next after Close: %v, want ErrClosed", err)
+	}
+	if _, err := g.NextID(); !errors.Is(err, idgen.ErrClosed) {
+		t.Fatalf("the generator's Next after Close: %v, want ErrClosed", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// TestCachedRestart: IDs padded and never taken are lost at Close, but a
+// restart on the same high-water store or lease pool starts after all of
+// them, borrowed time included; and the mark stored before Close already
+// covers them, for a process killed instead of closed.
+func TestCachedRestart(t *testing.T) {
+	const (
+		maxAhead = 700 * time.Millisecond // inside a 1s lease's 800ms window
+		takes    = 16 * 500               // 500 ticks' worth: the padding runs about 500ms ahead
+	)
+	type run struct {
+		gen   *idgen.Generator
+		mark  func() time.Time // the mark stored now
+		close func()           // after the generator's Close
+	}
+	dir := t.TempDir()
+	pool := newFaultLeaser(t, 1, time.Second)
+	for _, tc := range []struct {
+		name  string
+		start func(t *testing.T, cfg idgen.Config) run
+	}{
+		{"file store", func(t *testing.T, cfg idgen.Config) run {
+			store, err := idgen.OpenFileStore(filepath.Join(dir, "node1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Store, cfg.Reserve = store, cfg.Layout.Unit // a mark one tick ahead at most
+			g, err := idgen.New(1, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mark := func() time.Time {
+				m, err := store.Load(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+			return run{g, mark, func() { store.Close() }}
+		}},
+		{"lease", func(t *testing.T, cfg idgen.Config) run {
+			cfg.Lease.Logger = quiet
+			g, err := idgen.NewLeased(context.Background(), pool, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return run{g, func() time.Time { return pool.mark(0) }, func() {}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock(t0, 0)
+			cfg := idgen.Config{Layout: cachedLayout, Clock: clock, Rollback: idgen.Borrow{MaxAhead: maxAhead}}
+			first := tc.start(t, cfg)
+			c, err := idgen.NewCached(context.Background(), first.gen, idgen.CachedConfig{Size: 64})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var taken []idgen.ID
+			for range takes {
+				taken = append(taken, take(t, c))
+			}
+			eventually(t, "IDs buffered", func() bool { return c.Stats().Buffered > 0 })
+			s := c.Stats()
+			if s.Ahead < takes/16*cachedLayout.Unit {
+				t.Fatalf("Stats %+v: the padding did not run ahead of the clock", s)
+			}
+			last := slices.Max(taken)
+			if s.Newest <= last {
+				t.Fatalf("Stats().Newest %d is not above the last ID taken %d: nothing left buffered", s.Newest, last)
+			}
+			end := cachedLayout.Decode(s.Newest).Time.Add(cachedLayout.Unit)
+			if m := first.mark(); m.Before(end) {
+				t.Fatalf("stored mark %v before the end %v of the newest ID padded, %v ahead of the clock", m, end, s.Ahead)
+			}
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			first.close()
+
+			// The restart's clock has moved on, but stands behind the IDs
+			// the first run padded.
+			clock.Add(s.Ahead / 2)
+			second := tc.start(t, cfg)
+			c2, err := idgen.NewCached(context.Background(), second.gen, idgen.CachedConfig{Size: 64})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer second.close()
+			defer c2.Close()
+			for range 200 {
+				if id := take(t, c2); id <= s.Newest {
+					t.Fatalf("after the restart ID %d, not above %d, the newest the first run padded", id, s.Newest)
+				}
+			}
+		})
+	}
+}
+
+// take takes an ID from c or fails the test.
+func take(t *testing.T, c *idgen.Cached) idgen.ID {
+	t.Helper()
+	id, err := c.Next(context.Background())
+	if err != nil {
+		t.Fatalf("Next: %v", err)
+	}
+	return id
+}
