@@ -128,25 +128,25 @@ func (s *suite) listAll(in dedupe.Inspector, req dedupe.ListRequest) []dedupe.Re
 	var all []dedupe.Record
 	for pages := 0; ; pages++ {
 		if pages > 10000 {
-			s.Fatalf("List(%+v) has not ended after %d pages", req, pages)
+			s.Fatalf("List(%s) has not ended after %d pages", describe(req), pages)
 		}
 		page, next, err := in.List(s.Context(), req)
 		if err != nil {
-			s.Fatalf("List(%+v): %v", req, err)
+			s.Fatalf("List(%s): %v", describe(req), err)
 		}
 		max := limit
 		if s.f.UnorderedList {
 			max += 10 // a few more: the keys of SCAN's last bucket
 		}
 		if len(page) > max {
-			s.Errorf("List(%+v) = %d records, more than the limit", req, len(page))
+			s.Errorf("List(%s) = %d records, more than the limit", describe(req), len(page))
 		}
 		for _, rec := range page {
 			if rec.Ref.Namespace != req.Namespace || rec.Ref.Group != req.Group || !strings.HasPrefix(rec.Ref.Key, req.Prefix) {
-				s.Errorf("List(%+v) returned %q", req, rec.Ref)
+				s.Errorf("List(%s) returned %q", describe(req), rec.Ref)
 			}
 			if !s.f.UnorderedList && len(all) > 0 && all[len(all)-1].Ref.Key >= rec.Ref.Key {
-				s.Errorf("List(%+v) returned %q after %q, want byte order", req, rec.Ref.Key, all[len(all)-1].Ref.Key)
+				s.Errorf("List(%s) returned %q after %q, want byte order", describe(req), rec.Ref.Key, all[len(all)-1].Ref.Key)
 			}
 			all = append(all, rec)
 		}
@@ -154,7 +154,7 @@ func (s *suite) listAll(in dedupe.Inspector, req dedupe.ListRequest) []dedupe.Re
 			return all
 		}
 		if !s.f.UnorderedList && len(page) < limit {
-			s.Errorf("List(%+v) = %d records and a next page, want a full page", req, len(page))
+			s.Errorf("List(%s) = %d records and a next page, want a full page", describe(req), len(page))
 		}
 		req.Cursor = next
 	}
@@ -176,9 +176,14 @@ func (s *suite) listKeys(in dedupe.Inspector, req dedupe.ListRequest, want []str
 	}
 	want = slices.Sorted(slices.Values(want))
 	if !slices.Equal(got, want) {
-		s.Errorf("List(%+v) = keys %q, want %q", req, got, want)
+		s.Errorf("List(%s) = keys %q, want %q", describe(req), got, want)
 	}
 	return recs
+}
+
+// describe prints a ListRequest for an error message.
+func describe(req dedupe.ListRequest) string {
+	return fmt.Sprintf("%q, %q, prefix %q, cursor %q, limit %d", req.Namespace, req.Group, req.Prefix, req.Cursor, req.Limit)
 }
 
 func testInspectList(s *suite, in dedupe.Inspector) {
@@ -234,6 +239,7 @@ func testInspectListPrefix(s *suite, in dedupe.Inspector) {
 	keys := []string{
 		"a*", "ab", "abc", "a", "a?", "a[b]", "ac", `a\`, `a\b`, "a%", "a%b", "a_", "aX", "a b", "a*b", "b", "*", "?x",
 		"é", "éa", "e", "🙂", "🙂x", "\U0010FFFF", "\U0010FFFFx", "\uffff", "a\u007e", "a\u00a0",
+		"a\U0010FFFF", "a\U0010FFFFb", "\ud7ff", "\ud7ffx", "\ue000",
 	}
 	for i := range 12 {
 		keys = append(keys, fmt.Sprintf("p[%%_*?]-%02d", i), fmt.Sprintf("p[%%_*?]x%02d", i))
@@ -242,7 +248,7 @@ func testInspectListPrefix(s *suite, in dedupe.Inspector) {
 		s.acquire(s.ref(k), long)
 	}
 	for _, prefix := range []string{
-		"", "a", "a*", "a?", "a[", "a[b]", `a\`, "a%", "a_", "ab", "a ", "*", "?", "[", "é", "e", "🙂", "\U0010FFFF", "\uffff", "a~",
+		"", "a", "a*", "a?", "a[", "a[b]", `a\`, "a%", "a_", "ab", "a ", "*", "?", "[", "é", "e", "🙂", "\U0010FFFF", "\uffff", "a~", "a\U0010FFFF", "\ud7ff",
 		"p[", "p[%_*?]", "p[%_*?]-", "p[%_*?]-1", "p[%_*?]x0", "none", "abcd",
 	} {
 		var want []string

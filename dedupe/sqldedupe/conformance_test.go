@@ -32,7 +32,7 @@ func TestConformance(t *testing.T) {
 			db := b.open(t)
 			dedupetest.Run(t, func(t *testing.T) dedupe.Store {
 				return newStore(t, db, b.dialect, sqldedupe.Config{})
-			}, dedupetest.Features{Batcher: true})
+			}, dedupetest.Features{Batcher: true, Inspector: true})
 		})
 	}
 }

@@ -102,6 +102,20 @@
 // skips locked rows on PostgreSQL), until [Store.Close]. Retention must
 // exceed the broker's redelivery horizon, or a late redelivery runs again.
 //
+// # Inspecting
+//
+// Store is a [dedupe.Inspector] too, each call one statement through the
+// primary key, showing only records live by the database's clock. List
+// pages by key from the last one listed (keyset pagination, a range scan of
+// the index however deep the listing goes), a prefix being a range of keys
+// rather than a LIKE, whose '%' and '_' keys may hold; Stats is one COUNT
+// grouped by state over the group's index range, O(the group's records).
+//
+// Forget deletes a record whatever its state. It is for reprocessing after
+// a bad deploy: the key's next delivery runs its handler again, side
+// effects included, and a consumer still holding the key loses its lease
+// (its Complete fails with [dedupe.ErrLeaseLost]).
+//
 // # Schema
 //
 // One table holds every record, keyed by namespace, consumer group and key;
