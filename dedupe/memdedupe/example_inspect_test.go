@@ -1,0 +1,50 @@
+package memdedupe_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dedupe/memdedupe"
+)
+
+// An operator lists a group's records page by page, then forgets one that a
+// bad deploy completed wrongly, so that its next delivery runs again.
+func ExampleStore_List() {
+	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	store := memdedupe.New(memdedupe.Config{Now: func() time.Time { return now }})
+	ctx := context.Background()
+	for _, key := range []string{"order-1001", "order-1002", "order-1003", "refund-7"} {
+		req := dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "billing", Key: key}, Lease: time.Minute}
+		res, _ := store.Claim(ctx, req)
+		if key != "order-1003" {
+			_ = store.Complete(ctx, dedupe.Ticket{Ref: req.Ref, Token: res.Token}, time.Hour)
+		}
+	}
+
+	req := dedupe.ListRequest{Group: "billing", Prefix: "order-", Limit: 2}
+	for {
+		page, next, err := store.List(ctx, req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		for _, rec := range page {
+			fmt.Println(rec.Ref.Key, rec.Done, rec.Expires.Format(time.TimeOnly))
+		}
+		if next == "" {
+			break
+		}
+		req.Cursor = next
+	}
+
+	forgotten, _ := store.Forget(ctx, dedupe.Ref{Group: "billing", Key: "order-1002"})
+	st, _ := store.Stats(ctx, "", "billing")
+	fmt.Println(forgotten, st.Processing, st.Done)
+	// Output:
+	// order-1001 true 13:00:00
+	// order-1002 true 13:00:00
+	// order-1003 false 12:01:00
+	// true 1 2
+}
