@@ -1,9 +1,13 @@
 package redisidgen_test
 
 import (
+	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -105,6 +109,66 @@ func TestSegmentsUnreachable(t *testing.T) {
 		}
 		if msg := err.Error(); !strings.Contains(msg, r.Addr()) || !strings.Contains(msg, c.what) {
 			t.Fatalf("%s = %q: want the call (%s) and the address (%s) named", c.call, msg, c.what, r.Addr())
+		}
+	}
+}
+
+// countHook counts the commands a client sends, by name.
+type countHook struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.mu.Lock()
+		h.names = append(h.names, cmd.Name())
+		h.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+
+func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// take returns the commands sent since the last take.
+func (h *countHook) take() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	names := h.names
+	h.names = nil
+	return names
+}
+
+// A segment is one EVALSHA, once Redis has the script; so is a segment that
+// fails.
+func TestSegmentRoundTrips(t *testing.T) {
+	c := newClient(t, testenv.Redis(t))
+	hook := &countHook{}
+	c.AddHook(hook)
+	ctx := t.Context()
+	s := newSegments(t, c, redisidgen.SegmentsConfig{Namespace: "roundtrips"})
+	tag := strings.ToLower(t.Name()) + "-" + strings.ToLower(rand.Text()[:8])
+	if err := s.CreateTag(ctx, idgen.SegmentTag{Tag: tag, Step: 10, Max: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.NextSegment(ctx, tag, 0); err != nil { // loads the script if need be
+		t.Fatal(err)
+	}
+	hook.take()
+	for _, c := range []struct {
+		step, start, end int64
+		err              error
+	}{{0, 10, 20, nil}, {7, 20, 27, nil}, {500, 27, 100, nil}, {0, 0, 0, idgen.ErrMaxReached}} {
+		seg, err := s.NextSegment(ctx, tag, c.step)
+		if !errors.Is(err, c.err) || seg.Start != c.start || seg.End != c.end {
+			t.Fatalf("NextSegment(%d) = %+v, %v; want [%d, %d), %v", c.step, seg, err, c.start, c.end, c.err)
+		}
+		if got := hook.take(); !slices.Equal(got, []string{"evalsha"}) {
+			t.Fatalf("NextSegment(%d) sent %v, want one evalsha", c.step, got)
 		}
 	}
 }
