@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib" // "pgx"
+	"github.com/redis/go-redis/v9"
+	_ "modernc.org/sqlite" // "sqlite"
+)
+
+// storeEnv names the environment variable that gives the store when --store
+// is not set.
+const storeEnv = "IDEMQ_STORE"
+
+// Kinds of store a URL names.
+const (
+	kindRedis    = "redis"
+	kindMySQL    = "mysql"
+	kindPostgres = "postgres"
+	kindSQLite   = "sqlite"
+)
+
+// storeUsage is the --store flag's help, shared by every command that takes
+// one.
+const storeUsage = "store `URL`: redis://[user:pass@]host:port[/db], rediss://..., " +
+	"mysql://user:pass@host:port/db[?params], postgres://user:pass@host:port/db[?params], " +
+	"sqlite:///abs/path.db or sqlite:relative.db (default $" + storeEnv + ")"
+
+// A storeAddr is a parsed store URL: which kind of server, and how to reach it.
+type storeAddr struct {
+	// Kind is kindRedis, kindMySQL, kindPostgres or kindSQLite.
+	Kind string
+	// Redacted is the URL with its password replaced by "xxxxx", for
+	// messages.
+	Redacted string
+	// Redis holds the client options of a redis:// or rediss:// URL.
+	Redis *redis.Options
+	// Driver and DSN open an SQL store with sql.Open.
+	Driver, DSN string
+}
+
+// String returns the redacted URL.
+func (a *storeAddr) String() string { return a.Redacted }
+
+// IsSQL reports whether the store is an SQL database.
+func (a *storeAddr) IsSQL() bool { return a.Kind != kindRedis }
+
+// storeFlag registers --store on fs. Pass its value to resolveStore once fs
+// is parsed.
+func storeFlag(fs *flag.FlagSet) *string {
+	return fs.String("store", "", storeUsage)
+}
+
+// resolveStore parses raw, or $IDEMQ_STORE when raw is empty. There is no
+// default address: a store nobody named is a usage error, since guessing a
+// local server could read or change the wrong data.
+func resolveStore(raw, flagName string) (*storeAddr, error) {
+	if raw == "" {
+		raw = os.Getenv(storeEnv)
+		if raw == "" {
+			return nil, usagef("no store: set --%s URL or the environment variable %s (e.g. redis://127.0.0.1:6379/0)", flagName, storeEnv)
+		}
+	}
+	a, err := parseStore(raw)
+	if err != nil {
+		return nil, usageError{err: err}
+	}
+	return a, nil
+}
+
+// parseStore parses a store URL:
+//
+//	redis://[user:pass@]host:port[/db][?options]  go-redis's URL options
+//	rediss://...                                  the same over TLS
+//	mysql://user:pass@host[:port]/db[?params]     go-sql-driver/mysql params
+//	postgres://... or postgresql://...            pgx's URL form
+//	sqlite:///abs/path.db or sqlite:relative.db   modernc.org/sqlite
+//
+// A SQLite URL without query parameters gets WAL mode, a busy timeout and
+// immediate transactions, as sqldedupe and sqlidgen advise.
+func parseStore(raw string) (*storeAddr, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Error repeats the URL, password included.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("store URL: %v: want redis://, rediss://, mysql://, postgres:// or sqlite:", err)
+	}
+	a := &storeAddr{Redacted: u.Redacted()}
+	bad := func(why string) (*storeAddr, error) {
+		return nil, fmt.Errorf("store URL %s: %s", a.Redacted, why)
+	}
+	switch u.Scheme {
+	case "redis", "rediss":
+		opt, err := redis.ParseURL(raw)
+		if err != nil {
+			return bad(strings.TrimPrefix(err.Error(), "redis: "))
+		}
+		a.Kind, a.Redis = kindRedis, opt
+	case "mysql":
+		if u.Host == "" {
+			return bad("want mysql://user:pass@host:port/db")
+		}
+		db := strings.TrimPrefix(u.Path, "/")
+		if db == "" || strings.Contains(db, "/") {
+			return bad("name one database as the path, e.g. mysql://user:pass@host:3306/app")
+		}
+		cfg := mysql.NewConfig()
+		cfg.Net, cfg.Addr, cfg.DBName = "tcp", u.Host, db
+		if u.Port() == "" {
+			cfg.Addr = u.Host + ":3306"
+		}
+		if u.User != nil {
+			cfg.User = u.User.Username()
+			cfg.Passwd, _ = u.User.Password()
+		}
+		dsn := cfg.FormatDSN()
+		if u.RawQuery != "" {
+			sep := "?"
+			if strings.Contains(dsn, "?") {
+				sep = "&"
+			}
+			dsn += sep + u.RawQuery
+		}
+		// ParseDSN checks the parameters, so a typo fails here rather
+		// than at the first query.
+		if _, err := mysql.ParseDSN(dsn); err != nil {
+			return bad(err.Error())
+		}
+		a.Kind, a.Driver, a.DSN = kindMySQL, "mysql", dsn
+	case "postgres", "postgresql":
+		if u.Host == "" {
+			return bad("want postgres://user:pass@host:port/db")
+		}
+		a.Kind, a.Driver, a.DSN = kindPostgres, "pgx", raw
+	case "sqlite":
+		path := u.Opaque // sqlite:relative.db
+		if path == "" {
+			if u.Host != "" {
+				return bad("want sqlite:///absolute/path.db (three slashes) or sqlite:relative.db")
+			}
+			path = u.Path // sqlite:///abs/path.db
+		}
+		if path == "" {
+			return bad("name the database file: sqlite:///absolute/path.db or sqlite:relative.db")
+		}
+		if p, err := url.PathUnescape(path); err == nil {
+			path = p
+		}
+		q := u.RawQuery
+		if q == "" {
+			q = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate"
+		}
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return bad(err.Error())
+		}
+		a.Kind, a.Driver, a.DSN = kindSQLite, "sqlite", "file:"+abs+"?"+q
+	case "":
+		return bad("no scheme: want redis://, rediss://, mysql://, postgres:// or sqlite:")
+	default:
+		return bad(fmt.Sprintf("unknown scheme %q: want redis://, rediss://, mysql://, postgres:// or sqlite:", u.Scheme))
+	}
+	return a, nil
+}
+
+// pingTimeout bounds the first contact with a store, so that an unreachable
+// one fails in seconds rather than after the command's whole timeout.
+const pingTimeout = 5 * time.Second
+
+// unreachable wraps the error of a store that did not answer with what to do.
+func (a *storeAddr) unreachable(err error) error {
+	return fmt.Errorf("%s store at %s: %w; check that the server runs and that --store (or %s) names it", a.Kind, a.Redacted, err, storeEnv)
+}
+
+// openRedis returns a client of the Redis store, which has answered a PING.
+// The caller closes it.
+func (a *storeAddr) openRedis(ctx context.Context) (*redis.Client, error) {
+	if a.Kind != kindRedis {
+		return nil, fmt.Errorf("store %s is %s, not Redis", a.Redacted, a.Kind)
+	}
+	c := redis.NewClient(a.Redis)
+	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		c.Close()
+		return nil, a.unreachable(err)
+	}
+	return c, nil
+}
+
+// openSQL returns the SQL store's database, which has answered a ping. The
+// caller closes it. A SQLite file must exist unless create is set, so that a
+// mistyped path is not taken for an empty store.
+func (a *storeAddr) openSQL(ctx context.Context, create bool) (*sql.DB, error) {
+	if a.Kind == kindRedis {
+		return nil, fmt.Errorf("store %s is Redis, not SQL", a.Redacted)
+	}
+	if a.Kind == kindSQLite && !create {
+		path := strings.TrimPrefix(a.DSN, "file:")
+		path, _, _ = strings.Cut(path, "?")
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("sqlite store at %s: %w; name an existing database file", a.Redacted, err)
+		}
+	}
+	db, err := sql.Open(a.Driver, a.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("%s store at %s: %w", a.Kind, a.Redacted, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, a.unreachable(err)
+	}
+	return db, nil
+}

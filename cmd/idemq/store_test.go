@@ -1,0 +1,84 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseStore(t *testing.T) {
+	tests := []struct {
+		name, url string
+		kind      string
+		// dsn or redis address wanted; for errors, text the error holds.
+		want string
+	}{
+		{"redis", "redis://127.0.0.1:6379/2", kindRedis, "127.0.0.1:6379"},
+		{"redis with password", "redis://u:secret@127.0.0.1:6379", kindRedis, "127.0.0.1:6379"},
+		{"rediss", "rediss://cache.example:6380/0", kindRedis, "cache.example:6380"},
+		{"mysql", "mysql://app:pw@db.example:3307/orders?parseTime=true", kindMySQL, "app:pw@tcp(db.example:3307)/orders?parseTime=true"},
+		{"mysql default port", "mysql://app:pw@db.example/orders", kindMySQL, "app:pw@tcp(db.example:3306)/orders"},
+		{"postgres", "postgres://u:p@127.0.0.1:5432/app?sslmode=disable", kindPostgres, "postgres://u:p@127.0.0.1:5432/app?sslmode=disable"},
+		{"postgresql", "postgresql://u@h/app", kindPostgres, "postgresql://u@h/app"},
+		{"sqlite absolute", "sqlite:///var/lib/idemq/s.db", kindSQLite, "file:/var/lib/idemq/s.db?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate"},
+		{"sqlite own params", "sqlite:///s.db?_pragma=busy_timeout(1)", kindSQLite, "file:/s.db?_pragma=busy_timeout(1)"},
+		{"sqlite relative", "sqlite:s.db", kindSQLite, "/s.db?"},
+
+		{"no scheme", "127.0.0.1:6379", "", "want redis://"},
+		{"unknown scheme", "mongodb://h/db", "", `unknown scheme "mongodb"`},
+		{"bad redis db", "redis://h:6379/x", "", "invalid database number"},
+		{"mysql without db", "mysql://u:p@h:3306", "", "name one database"},
+		{"mysql bad param", "mysql://u:p@h:3306/db?parseTime=maybe", "", "invalid bool value"},
+		{"sqlite with host", "sqlite://host/s.db", "", "three slashes"},
+		{"sqlite without file", "sqlite:", "", "name the database file"},
+		{"password redacted", "mysql://u:hunter2@h:3306", "", "u:xxxxx@h:3306"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := parseStore(tt.url)
+			if tt.kind == "" {
+				if err == nil {
+					t.Fatalf("parseStore(%q) = %+v, want an error", tt.url, a)
+				}
+				if !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("error %q lacks %q", err, tt.want)
+				}
+				if strings.Contains(err.Error(), "hunter2") {
+					t.Errorf("error %q shows the password", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parseStore(%q): %v", tt.url, err)
+			}
+			if a.Kind != tt.kind {
+				t.Errorf("kind %q, want %q", a.Kind, tt.kind)
+			}
+			got := a.DSN
+			if a.Kind == kindRedis {
+				got = a.Redis.Addr
+			}
+			if !strings.Contains(got, tt.want) {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+			if strings.Contains(a.Redacted, "secret") || strings.Contains(a.String(), ":pw@") {
+				t.Errorf("Redacted %q shows the password", a.Redacted)
+			}
+		})
+	}
+}
+
+func TestResolveStoreFromEnv(t *testing.T) {
+	t.Setenv(storeEnv, "")
+	if _, err := resolveStore("", "store"); err == nil || !strings.Contains(err.Error(), "--store") || !strings.Contains(err.Error(), storeEnv) {
+		t.Fatalf("no store: got %v, want an error naming --store and %s", err, storeEnv)
+	}
+	t.Setenv(storeEnv, "redis://127.0.0.1:1/0")
+	a, err := resolveStore("", "store")
+	if err != nil || a.Redis.Addr != "127.0.0.1:1" {
+		t.Fatalf("store from %s: got %+v, %v", storeEnv, a, err)
+	}
+	a, err = resolveStore("sqlite:///x.db", "store")
+	if err != nil || a.Kind != kindSQLite {
+		t.Fatalf("--store wins over %s: got %+v, %v", storeEnv, a, err)
+	}
+}
