@@ -93,8 +93,7 @@ func (f *dedupeFlags) open(ctx context.Context) (dedupe.Inspector, *storeAddr, f
 		db.Close()
 		return nil, nil, nil, f.usageErr("%v", err)
 	}
-	insp, _ := any(s).(dedupe.Inspector) // TODO(e1): static once sqldedupe lands
-	return insp, addr, func() { s.Close(); db.Close() }, nil
+	return s, addr, func() { s.Close(); db.Close() }, nil
 }
 
 // dedupeDialect is the sqldedupe dialect of an SQL store.

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/redisidgen"
+)
+
+// TestLeasedIDsAndWorkers issues IDs from a leased node through the built
+// binary, then lists the pool while a test holds another node, on each
+// store.
+func TestLeasedIDsAndWorkers(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			testLeasedIDsAndWorkers(t, b)
+		})
+	}
+}
+
+func testLeasedIDsAndWorkers(t *testing.T, b backend) {
+	ctx := context.Background()
+	storeURL, pool := b.url(t), unique("pool")
+	addr, err := parseStore(storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := poolConfig{pool: pool, namespace: "idemq", table: "idemq_worker_lease", size: 64, lease: 5 * time.Second}
+	if addr.Kind == kindRedis {
+		// A pool made by a deployment step: its first lease need not wait
+		// out the fence of a pool that lost its records.
+		rdb := redis.NewClient(addr.Redis)
+		defer rdb.Close()
+		l, err := redisidgen.New(rdb, redisidgen.Config{Pool: pool, Size: pc.size, Lease: pc.lease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Create(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The pool's size and lease come from flags; Redis's from the pool.
+	args := []string{"id", "new", "--lease-store", storeURL, "--pool", pool, "--layout", "js-safe", "--count", "100", "--json"}
+	if addr.IsSQL() {
+		args = append(args, "--pool-size", "64", "--lease", "5s")
+	}
+	var first newOutput
+	mustJSON(t, idemq(t, nil, args...), &first)
+	if len(first.IDs) != 100 || first.Node < 0 || first.Node > 63 {
+		t.Fatalf("leased IDs: %+v", first)
+	}
+	last, err := idgen.Parse(first.IDs[99])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second run leases a node again and starts after the first.
+	var second newOutput
+	mustJSON(t, idemq(t, nil, args...), &second)
+	if id, _ := idgen.Parse(second.IDs[0]); id <= last && second.Node == first.Node {
+		t.Errorf("second run on node %d starts at %d, not after %d", second.Node, id, last)
+	}
+
+	// A holder of node 7, listed with its owner.
+	leaser, closeLeaser, err := openLeaser(ctx, addr, pc, idgen.JSSafe, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeLeaser()
+	lease, err := leaser.Acquire(ctx, idgen.LeaseRequest{MaxNode: 63, Static: true, Node: 7, Owner: "test-holder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leaser.Release(ctx, lease, time.Time{})
+
+	var leases []workerLease
+	mustJSON(t, idemq(t, nil, "workers", "list", "--store", storeURL, "--pool", pool, "--json"), &leases)
+	var held *workerLease
+	for i, l := range leases {
+		if l.Node == 7 {
+			held = &leases[i]
+		} else if l.Held {
+			t.Errorf("node %d held: %+v", l.Node, l)
+		}
+	}
+	if held == nil || !held.Held || held.Owner != "test-holder" {
+		t.Fatalf("node 7 not listed as held by test-holder: %+v", leases)
+	}
+	if end, err := time.Parse(timeFormat, held.LeaseEnd); err != nil || !end.After(time.Now()) {
+		t.Errorf("lease end %q (%v), want in the future", held.LeaseEnd, err)
+	}
+	if addr.IsSQL() {
+		// SQL lists released nodes too, with the mark of their last ID.
+		var used *workerLease
+		for i, l := range leases {
+			if l.Node == first.Node {
+				used = &leases[i]
+			}
+		}
+		mark, err := time.Parse(timeFormat, used.HighWater)
+		if used == nil || err != nil || mark.Before(idgen.JSSafe.Decode(last).Time) {
+			t.Errorf("released node %d: %+v, want its high-water mark at or after %v", first.Node, used, idgen.JSSafe.Decode(last).Time)
+		}
+	}
+	r := idemq(t, nil, "workers", "list", "--store", storeURL, "--pool", pool)
+	if r.code != 0 || !strings.Contains(r.stdout, "test-holder") || !strings.HasPrefix(r.stdout, "NODE") {
+		t.Errorf("table:\n%v", r)
+	}
+
+	// Node 7 is taken: registering it fails once --timeout has passed.
+	r = idemq(t, nil, "id", "new", "--lease-store", storeURL, "--pool", pool, "--layout", "js-safe", "--node", "7", "--timeout", "1s")
+	wantFail(t, r, exitFailure, "lease a node of pool", pool)
+}
+
+// TestWorkersNoPool lists a Redis pool that does not exist.
+func TestWorkersNoPool(t *testing.T) {
+	r := idemq(t, nil, "workers", "list", "--store", redisBackend.url(t), "--pool", unique("nopool"))
+	wantFail(t, r, exitFailure, "no such pool")
+}
