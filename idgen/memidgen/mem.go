@@ -2,7 +2,9 @@
 // generators of one process, for tests and for programs that run several
 // generators side by side. It passes the same conformance suite as the Redis
 // and SQL leasers ([github.com/idemq/idemq/idgen/leasetest]); its clock is
-// the process's. Generators in different processes need a shared store:
+// the process's. [Segments] is, in the same way, an in-memory
+// [idgen.SegmentSource] for segment allocators. Generators and allocators in
+// different processes need a shared store:
 // [github.com/idemq/idemq/idgen/redisidgen] or
 // [github.com/idemq/idemq/idgen/sqlidgen].
 package memidgen

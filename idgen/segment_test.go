@@ -1,0 +1,612 @@
+package idgen_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/memidgen"
+	"go.uber.org/goleak"
+)
+
+var errDown = errors.New("source down")
+
+// faultySource wraps a real source, records the steps asked for and the
+// segments returned, and injects faults: while down is set its calls fail,
+// before reaching the source or, with after, once the source has reserved
+// the segment (a lost reply); while block is set they wait for their
+// context to end.
+type faultySource struct {
+	idgen.SegmentSource
+	after       bool
+	down, block atomic.Bool
+
+	mu    sync.Mutex
+	steps []int64
+	segs  []idgen.Segment
+}
+
+func (f *faultySource) NextSegment(ctx context.Context, tag string, step int64) (idgen.Segment, error) {
+	if f.block.Load() {
+		<-ctx.Done()
+		return idgen.Segment{}, ctx.Err()
+	}
+	if f.down.Load() && !f.after {
+		return idgen.Segment{}, errDown
+	}
+	seg, err := f.SegmentSource.NextSegment(ctx, tag, step)
+	if err == nil && f.down.Load() {
+		err = errDown
+	}
+	if err == nil {
+		f.mu.Lock()
+		f.steps = append(f.steps, step)
+		f.segs = append(f.segs, seg)
+		f.mu.Unlock()
+	}
+	return seg, err
+}
+
+// loads returns the steps of the successful calls and their segments.
+func (f *faultySource) loads() ([]int64, []idgen.Segment) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.steps), slices.Clone(f.segs)
+}
+
+func (f *faultySource) calls() int {
+	steps, _ := f.loads()
+	return len(steps)
+}
+
+// newSegSource returns a memidgen source holding tag t, wrapped.
+func newSegSource(t *testing.T, tag idgen.SegmentTag) *faultySource {
+	t.Helper()
+	src := memidgen.NewSegments()
+	if err := src.CreateTag(context.Background(), tag); err != nil {
+		t.Fatal(err)
+	}
+	return &faultySource{SegmentSource: src}
+}
+
+func newAlloc(t *testing.T, src idgen.SegmentSource, tag string, cfg idgen.SegmentConfig) *idgen.SegmentAllocator {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
+	a, err := idgen.NewSegmentAllocator(context.Background(), src, tag, cfg)
+	if err != nil {
+		t.Fatalf("NewSegmentAllocator: %v", err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+func nextSeg(t *testing.T, a *idgen.SegmentAllocator) idgen.ID {
+	t.Helper()
+	id, err := a.Next(context.Background())
+	if err != nil {
+		t.Fatalf("Next: %v", err)
+	}
+	return id
+}
+
+// waitFor polls cond until it holds; the deadline only keeps a broken
+// allocator from hanging the test.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting for %s after 10s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// logBuffer collects an allocator's log records.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestSegmentAllocatorUnique(t *testing.T) {
+	for _, tt := range []struct {
+		name                   string
+		allocators, goroutines int
+		perGoroutine           int
+		step, maxStep          int64
+		fill                   int // batch size; 0 uses Next
+	}{
+		{name: "next", allocators: 1, goroutines: 8, perGoroutine: 3000, step: 7, maxStep: 7},
+		{name: "fill", allocators: 1, goroutines: 8, perGoroutine: 3000, step: 7, maxStep: 7, fill: 13},
+		{name: "fill larger than a segment", allocators: 1, goroutines: 4, perGoroutine: 3000, step: 5, maxStep: 5, fill: 100},
+		{name: "adaptive step", allocators: 1, goroutines: 8, perGoroutine: 5000, step: 3, fill: 10},
+		{name: "many allocators", allocators: 4, goroutines: 8, perGoroutine: 3000, step: 5, maxStep: 5},
+		{name: "many allocators fill", allocators: 3, goroutines: 6, perGoroutine: 3000, step: 11, maxStep: 11, fill: 7},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			src := newSegSource(t, idgen.SegmentTag{Tag: "orders", Step: tt.step})
+			allocs := make([]*idgen.SegmentAllocator, tt.allocators)
+			for i := range allocs {
+				allocs[i] = newAlloc(t, src, "orders", idgen.SegmentConfig{MaxStep: tt.maxStep})
+			}
+			got := make([][]idgen.ID, tt.goroutines)
+			var wg sync.WaitGroup
+			for g := range tt.goroutines {
+				wg.Go(func() {
+					a, ids := allocs[g%len(allocs)], make([]idgen.ID, tt.perGoroutine)
+					for i := 0; i < len(ids); {
+						if tt.fill == 0 {
+							id, err := a.Next(context.Background())
+							if err != nil {
+								t.Errorf("Next: %v", err)
+								return
+							}
+							ids[i] = id
+							i++
+							continue
+						}
+						n, err := a.Fill(context.Background(), ids[i:min(i+tt.fill, len(ids))])
+						if err != nil {
+							t.Errorf("Fill: %v", err)
+							return
+						}
+						i += n
+					}
+					got[g] = ids
+				})
+			}
+			wg.Wait()
+			var all []idgen.ID
+			for _, ids := range got {
+				checkIncreasing(t, ids)
+				all = append(all, ids...)
+			}
+			checkUnique(t, all)
+			if tt.allocators == 1 {
+				// Nothing is skipped: the IDs are 0 to n-1.
+				slices.Sort(all)
+				if all[0] != 0 || all[len(all)-1] != idgen.ID(len(all)-1) {
+					t.Fatalf("%d IDs from %d to %d", len(all), all[0], all[len(all)-1])
+				}
+			}
+			if tt.maxStep > 0 {
+				var segs int64
+				for _, a := range allocs {
+					segs += a.Stats().Segments
+				}
+				if want := int64(len(all)) / tt.maxStep; segs < want {
+					t.Fatalf("%d segments for %d IDs of at most %d", segs, len(all), tt.maxStep)
+				}
+			}
+		})
+	}
+}
+
+func TestSegmentAllocatorPreload(t *testing.T) {
+	const step = 100
+	for _, tt := range []struct {
+		name      string
+		preloadAt float64
+		mark      int64 // the ID whose taker starts the load, counted from 1
+		fill      bool  // take IDs with Fill, up to the mark and from it
+	}{
+		{name: "default: 90% left", mark: 11},
+		{name: "half", preloadAt: 0.5, mark: 51},
+		{name: "a quarter", preloadAt: 0.25, mark: 26},
+		{name: "at the end", preloadAt: 1, mark: 100},
+		{name: "fill", mark: 11, fill: true},
+		{name: "fill at the end", preloadAt: 1, mark: 100, fill: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			src := newSegSource(t, idgen.SegmentTag{Tag: "t", Step: step})
+			a := newAlloc(t, src, "t", idgen.SegmentConfig{PreloadAt: tt.preloadAt})
+			next := idgen.ID(0)
+			take := func(n int64) {
+				t.Helper()
+				ids := make([]idgen.ID, n)
+				if tt.fill {
+					if k, err := a.Fill(context.Background(), ids); k != len(ids) || err != nil {
+						t.Fatalf("Fill = %d, %v", k, err)
+					}
+				} else {
+					for i := range ids {
+						ids[i] = nextSeg(t, a)
+					}
+				}
+				for _, id := range ids {
+					if id != next {
+						t.Fatalf("ID %d, want %d", id, next)
+					}
+					next++
+				}
+			}
+			take(tt.mark - 1)
+			if n := src.calls(); n != 1 {
+				t.Fatalf("%d source calls before %d IDs of %d were used, want 1", n, tt.mark, step)
+			}
+			take(1)
+			waitFor(t, "the second segment", func() bool { return a.Stats().Next.Len() > 0 })
+			if st := a.Stats(); st.Next != (idgen.Segment{Start: step, End: 2 * step, Step: step}) || st.Segments != 2 || st.Left != 2*step-tt.mark {
+				t.Fatalf("after the load: %+v", st)
+			}
+			take(step - tt.mark)
+			// The switch to the loaded segment calls no source.
+			take(1)
+			if n := src.calls(); n != 2 {
+				t.Fatalf("%d source calls after the switch, want 2", n)
+			}
+		})
+	}
+}
+
+func TestSegmentAllocatorSourceFails(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		after bool // the failing calls reserve their segment
+	}{
+		{name: "unreachable"},
+		{name: "reply lost", after: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			src := newSegSource(t, idgen.SegmentTag{Tag: "t", Step: 100})
+			src.after = tt.after
+			clock := newFakeClock(t0, 0)
+			var logs logBuffer
+			a := newAlloc(t, src, "t", idgen.SegmentConfig{Clock: clock, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			ctx := context.Background()
+			src.down.Store(true)
+			for range 11 { // the 11th starts the load
+				nextSeg(t, a)
+			}
+			waitFor(t, "a failed load", func() bool { return a.Stats().LoadFailures > 0 })
+			st := a.Stats()
+			if !st.Failing || !errors.Is(st.LastError, errDown) || !st.LastErrorAt.Equal(t0) || st.Left != 89 {
+				t.Fatalf("stats after a failed load: %+v", st)
+			}
+			if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, errDown.Error()) {
+				t.Fatalf("log after a failed load:\n%s", l)
+			}
+			// The current segment still has room.
+			for i := 11; i < 100; i++ {
+				if id := nextSeg(t, a); id != idgen.ID(i) {
+					t.Fatalf("ID %d, want %d", id, i)
+				}
+			}
+			// Both buffers are empty.
+			_, err := a.Next(ctx)
+			if !errors.Is(err, errDown) || errors.Is(err, idgen.ErrMaxReached) {
+				t.Fatalf("Next with no IDs left = %v, want the source's error", err)
+			}
+			if n, err := a.Fill(ctx, make([]idgen.ID, 5)); n != 0 || !errors.Is(err, errDown) {
+				t.Fatalf("Fill with no IDs left = %d, %v", n, err)
+			}
+			src.down.Store(false)
+			var id idgen.ID
+			waitFor(t, "a retry to succeed", func() bool {
+				id, err = a.Next(ctx)
+				if err != nil && !errors.Is(err, errDown) {
+					t.Fatalf("Next while recovering: %v", err)
+				}
+				return err == nil
+			})
+			// A failed call that reserved its segment costs IDs, never
+			// uniqueness.
+			if id < 100 || (tt.after && id < 200) || (!tt.after && id != 100) {
+				t.Fatalf("first ID after recovery %d", id)
+			}
+			if st := a.Stats(); st.Failing || !errors.Is(st.LastError, errDown) {
+				t.Fatalf("stats after recovery: %+v", st)
+			}
+			if l := logs.String(); !strings.Contains(l, "segment loaded again") {
+				t.Fatalf("log after recovery:\n%s", l)
+			}
+		})
+	}
+}
+
+func TestSegmentAllocatorMaxReached(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		step, max int64
+		fill      bool
+	}{
+		{name: "short last segment", step: 10, max: 25},
+		{name: "aligned", step: 10, max: 30},
+		{name: "short first segment", step: 10, max: 5},
+		{name: "fill", step: 10, max: 25, fill: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			src := newSegSource(t, idgen.SegmentTag{Tag: "t", Step: tt.step, Max: tt.max})
+			a := newAlloc(t, src, "t", idgen.SegmentConfig{MaxStep: tt.step})
+			ctx := context.Background()
+			var ids []idgen.ID
+			var err error
+			for err == nil && len(ids) <= int(tt.max) {
+				if tt.fill {
+					buf := make([]idgen.ID, 7)
+					var n int
+					n, err = a.Fill(ctx, buf)
+					ids = append(ids, buf[:n]...)
+				} else {
+					var id idgen.ID
+					if id, err = a.Next(ctx); err == nil {
+						ids = append(ids, id)
+					}
+				}
+			}
+			if !errors.Is(err, idgen.ErrMaxReached) {
+				t.Fatalf("after %d IDs: %v, want ErrMaxReached", len(ids), err)
+			}
+			// Every reserved ID issued, none repeated, none past the
+			// maximum.
+			for i, id := range ids {
+				if id != idgen.ID(i) {
+					t.Fatalf("ID %d of %d: %d", i, len(ids), id)
+				}
+			}
+			if len(ids) != int(tt.max) {
+				t.Fatalf("%d IDs issued below a maximum of %d", len(ids), tt.max)
+			}
+			if _, err := a.Next(ctx); !errors.Is(err, idgen.ErrMaxReached) {
+				t.Fatalf("Next again = %v, want ErrMaxReached", err)
+			}
+			// Raising the maximum resumes the allocator.
+			if err := src.SegmentSource.(*memidgen.Segments).SetMax(ctx, "t", tt.max+10); err != nil {
+				t.Fatal(err)
+			}
+			var id idgen.ID
+			waitFor(t, "IDs under the raised maximum", func() bool {
+				id, err = a.Next(ctx)
+				return err == nil
+			})
+			if id != idgen.ID(tt.max) {
+				t.Fatalf("first ID under the raised maximum %d, want %d", id, tt.max)
+			}
+		})
+	}
+}
+
+func TestSegmentAllocatorStep(t *testing.T) {
+	const m = time.Minute
+	for _, tt := range []struct {
+		name       string
+		stored     int64
+		cfg        idgen.SegmentConfig
+		lasted     []time.Duration // how long each segment from the second on lasts
+		wantSteps  []int64         // asked of the source, the first load's included
+		wantLoaded []int64         // lengths of the segments loaded, if not wantSteps
+	}{
+		{name: "doubles up to MaxStep", stored: 10, cfg: idgen.SegmentConfig{MaxStep: 80},
+			lasted: []time.Duration{m, m, m, m, m}, wantSteps: []int64{0, 10, 20, 40, 80, 80, 80}},
+		{name: "halves down to the stored step", stored: 10, cfg: idgen.SegmentConfig{MaxStep: 80},
+			lasted: []time.Duration{m, m, 40 * m, 40 * m, 40 * m}, wantSteps: []int64{0, 10, 20, 40, 20, 10, 10}},
+		{name: "stays between the bounds", stored: 10,
+			lasted: []time.Duration{m, 15 * m, 20 * m, 29 * m}, wantSteps: []int64{0, 10, 20, 20, 20, 20}},
+		{name: "halves at SlowSegment", stored: 10,
+			lasted: []time.Duration{m, m, 30 * m}, wantSteps: []int64{0, 10, 20, 40, 20}},
+		{name: "stored step above MaxStep", stored: 50, cfg: idgen.SegmentConfig{MaxStep: 20},
+			lasted: []time.Duration{m, m, 40 * m}, wantSteps: []int64{0, 50, 50, 50, 50}},
+		{name: "configured durations", stored: 10, cfg: idgen.SegmentConfig{FastSegment: time.Second, SlowSegment: 2 * time.Second},
+			lasted: []time.Duration{time.Second / 2, 3 * time.Second / 2, 2 * time.Second}, wantSteps: []int64{0, 10, 20, 20, 10}},
+		{name: "default MaxStep", stored: 300_000,
+			lasted: []time.Duration{m, m}, wantSteps: []int64{0, 300_000, 600_000, 1_000_000}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			src := newSegSource(t, idgen.SegmentTag{Tag: "t", Step: tt.stored})
+			clock := newFakeClock(t0, 0)
+			tt.cfg.Clock = clock
+			a := newAlloc(t, src, "t", tt.cfg)
+			buf := make([]idgen.ID, 1_000_000)
+			next := idgen.ID(0)
+			// Each round uses up segment k, whose use started the load
+			// of segment k+1, waits for that load, and lets the clock run
+			// for as long as segment k+1 lasts before it is used.
+			for k := 1; k <= len(tt.lasted)+1; k++ {
+				_, segs := src.loads()
+				end := idgen.ID(segs[k-1].End)
+				n, err := a.Fill(context.Background(), buf[:end-next])
+				if err != nil || buf[0] != next || buf[n-1] != end-1 {
+					t.Fatalf("segment %d: Fill = %d IDs from %d, %v; want %d to %d", k, n, buf[0], err, next, end-1)
+				}
+				next = end
+				waitFor(t, "the next segment", func() bool { return src.calls() == k+1 })
+				if k <= len(tt.lasted) {
+					clock.Add(tt.lasted[k-1])
+				}
+			}
+			steps, _ := src.loads()
+			if !slices.Equal(steps, tt.wantSteps) {
+				t.Fatalf("steps asked for %v, want %v", steps, tt.wantSteps)
+			}
+			if st := a.Stats().Step; st != steps[len(steps)-1] {
+				t.Fatalf("Stats().Step = %d, want %d", st, steps[len(steps)-1])
+			}
+		})
+	}
+}
+
+func TestSegmentAllocatorClose(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		run  func(t *testing.T, src *faultySource, a *idgen.SegmentAllocator)
+	}{
+		{name: "then Next and Fill fail", run: func(t *testing.T, _ *faultySource, a *idgen.SegmentAllocator) {
+			nextSeg(t, a)
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Next(context.Background()); !errors.Is(err, idgen.ErrClosed) {
+				t.Fatalf("Next after Close = %v, want ErrClosed", err)
+			}
+			if n, err := a.Fill(context.Background(), make([]idgen.ID, 3)); n != 0 || !errors.Is(err, idgen.ErrClosed) {
+				t.Fatalf("Fill after Close = %d, %v, want ErrClosed", n, err)
+			}
+			if st := a.Stats(); st.Current != (idgen.Segment{}) || st.Left != 0 {
+				t.Fatalf("stats after Close: %+v", st)
+			}
+		}},
+		{name: "while Next waits for a load", run: func(t *testing.T, src *faultySource, a *idgen.SegmentAllocator) {
+			src.block.Store(true)
+			for range 10 {
+				nextSeg(t, a)
+			}
+			errc := make(chan error)
+			go func() {
+				_, err := a.Next(context.Background())
+				errc <- err
+			}()
+			waitFor(t, "the load", func() bool { return a.Stats().Loading })
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-errc; !errors.Is(err, idgen.ErrClosed) {
+				t.Fatalf("Next waiting at Close = %v, want ErrClosed", err)
+			}
+		}},
+		{name: "after Next gave up waiting", run: func(t *testing.T, src *faultySource, a *idgen.SegmentAllocator) {
+			src.block.Store(true)
+			for range 10 {
+				nextSeg(t, a)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+			defer cancel()
+			if _, err := a.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Next waiting for a hung load = %v, want its context's error", err)
+			}
+			if err := a.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			src := newSegSource(t, idgen.SegmentTag{Tag: "t", Step: 10})
+			a, err := idgen.NewSegmentAllocator(context.Background(), src, "t", idgen.SegmentConfig{Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.run(t, src, a)
+			if err := a.Close(); err != nil {
+				t.Fatalf("second Close: %v", err)
+			}
+		})
+	}
+}
+
+// scriptedSource returns its segments in turn, whatever is asked.
+type scriptedSource struct {
+	mu   sync.Mutex
+	segs []idgen.Segment
+}
+
+func (s *scriptedSource) NextSegment(ctx context.Context, tag string, step int64) (idgen.Segment, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.segs) == 0 {
+		return idgen.Segment{}, errDown
+	}
+	seg := s.segs[0]
+	s.segs = s.segs[1:]
+	return seg, nil
+}
+
+func TestSegmentAllocatorBadSegment(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		next idgen.Segment // after [0, 10) of step 10
+	}{
+		{name: "counter went back", next: idgen.Segment{Start: 5, End: 15, Step: 10}},
+		{name: "longer than asked", next: idgen.Segment{Start: 10, End: 30, Step: 10}},
+		{name: "empty", next: idgen.Segment{Start: 10, End: 10, Step: 10}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			src := &scriptedSource{segs: []idgen.Segment{{Start: 0, End: 10, Step: 10}, tt.next}}
+			a := newAlloc(t, src, "t", idgen.SegmentConfig{})
+			for i := range 10 {
+				if id := nextSeg(t, a); id != idgen.ID(i) {
+					t.Fatalf("ID %d, want %d", id, i)
+				}
+			}
+			if id, err := a.Next(context.Background()); !errors.Is(err, idgen.ErrBadSegment) {
+				t.Fatalf("Next after a bad segment = %d, %v, want ErrBadSegment", id, err)
+			}
+		})
+	}
+}
+
+func TestNewSegmentAllocatorErrors(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		src  func(t *testing.T) idgen.SegmentSource
+		tag  string
+		cfg  idgen.SegmentConfig
+		want error
+	}{
+		{name: "no source", tag: "t", want: idgen.ErrInvalidConfig},
+		{name: "no tag", want: idgen.ErrInvalidConfig},
+		{name: "negative PreloadAt", tag: "t", cfg: idgen.SegmentConfig{PreloadAt: -0.1}, want: idgen.ErrInvalidConfig},
+		{name: "PreloadAt over 1", tag: "t", cfg: idgen.SegmentConfig{PreloadAt: 1.5}, want: idgen.ErrInvalidConfig},
+		{name: "PreloadAt NaN", tag: "t", cfg: idgen.SegmentConfig{PreloadAt: math.NaN()}, want: idgen.ErrInvalidConfig},
+		{name: "negative MaxStep", tag: "t", cfg: idgen.SegmentConfig{MaxStep: -1}, want: idgen.ErrInvalidConfig},
+		{name: "negative FastSegment", tag: "t", cfg: idgen.SegmentConfig{FastSegment: -time.Second}, want: idgen.ErrInvalidConfig},
+		{name: "SlowSegment below FastSegment", tag: "t", cfg: idgen.SegmentConfig{FastSegment: time.Hour, SlowSegment: time.Minute}, want: idgen.ErrInvalidConfig},
+		{name: "negative LoadTimeout", tag: "t", cfg: idgen.SegmentConfig{LoadTimeout: -1}, want: idgen.ErrInvalidConfig},
+		{name: "unknown tag", tag: "nope", want: idgen.ErrUnknownTag},
+		{name: "tag at its maximum", tag: "full", want: idgen.ErrMaxReached},
+		{name: "source down", tag: "t", src: func(t *testing.T) idgen.SegmentSource {
+			src := newSegSource(t, idgen.SegmentTag{Tag: "t", Step: 10})
+			src.down.Store(true)
+			return src
+		}, want: errDown},
+		{name: "bad first segment", tag: "t", src: func(*testing.T) idgen.SegmentSource {
+			return &scriptedSource{segs: []idgen.Segment{{Start: -5, End: 5, Step: 10}}}
+		}, want: idgen.ErrBadSegment},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var src idgen.SegmentSource
+			switch {
+			case tt.src != nil:
+				src = tt.src(t)
+			case tt.name != "no source":
+				mem := memidgen.NewSegments()
+				for _, tag := range []idgen.SegmentTag{{Tag: "t", Step: 10}, {Tag: "full", MaxID: 50, Step: 10, Max: 50}} {
+					if err := mem.CreateTag(context.Background(), tag); err != nil {
+						t.Fatal(err)
+					}
+				}
+				src = mem
+			}
+			tt.cfg.Logger = quiet
+			a, err := idgen.NewSegmentAllocator(context.Background(), src, tt.tag, tt.cfg)
+			if !errors.Is(err, tt.want) {
+				if a != nil {
+					a.Close()
+				}
+				t.Fatalf("NewSegmentAllocator = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
