@@ -1,11 +1,14 @@
 package memidgen
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemq/idemq/idgen"
 )
@@ -37,8 +40,10 @@ func (s *Segments) CreateTag(ctx context.Context, t idgen.SegmentTag) error {
 		return err
 	}
 	switch {
-	case t.Tag == "":
-		return fmt.Errorf("memidgen: create a tag without a name: %w", idgen.ErrInvalidConfig)
+	case t.Tag == "" || len(t.Tag) > 128 || !utf8.ValidString(t.Tag):
+		// The SQL and Redis sources' bound (Leaf's varchar(128)), so
+		// that a tag moves between sources as it is.
+		return fmt.Errorf("memidgen: create tag %q: want a name of 1 to 128 bytes of UTF-8: %w", t.Tag, idgen.ErrInvalidConfig)
 	case t.Step <= 0 || t.MaxID < 0 || t.Max < 0 || (t.Max > 0 && t.MaxID > t.Max):
 		return fmt.Errorf("memidgen: create tag %q: Step %d must be positive, MaxID %d at least 0 and at most Max %d (0 for none): %w", t.Tag, t.Step, t.MaxID, t.Max, idgen.ErrInvalidConfig)
 	}
@@ -93,6 +98,21 @@ func (s *Segments) Tag(ctx context.Context, tag string) (idgen.SegmentTag, error
 		return idgen.SegmentTag{}, fmt.Errorf("memidgen: tag %q: %w", tag, idgen.ErrUnknownTag)
 	}
 	return *t, nil
+}
+
+// Tags returns every tag's record, sorted by name.
+func (s *Segments) Tags(ctx context.Context) ([]idgen.SegmentTag, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]idgen.SegmentTag, 0, len(s.tags))
+	for _, t := range s.tags {
+		out = append(out, *t)
+	}
+	slices.SortFunc(out, func(a, b idgen.SegmentTag) int { return cmp.Compare(a.Tag, b.Tag) })
+	return out, nil
 }
 
 // SetMax sets tag's maximum: 0 for none, or at least its MaxID, since IDs
