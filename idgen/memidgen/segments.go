@@ -3,6 +3,7 @@ package memidgen
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -12,6 +13,9 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 )
+
+// ErrTagExists reports a [Segments.CreateTag] of a tag the source holds.
+var ErrTagExists = errors.New("memidgen: segment tag exists")
 
 // Segments is an in-memory [idgen.SegmentSource]: Leaf's table of tags as a
 // map, for tests and for the allocators of one process. Its counters live
@@ -33,8 +37,9 @@ func NewSegments() *Segments {
 // CreateTag adds t: its Tag names it, MaxID is where its first segment
 // starts (0 or more), Step is the length of a segment reserved without a
 // step of its own (required), Max the highest value MaxID may reach (0 for
-// none). Updated is set to now. Errors wrap [idgen.ErrInvalidConfig],
-// also for a tag that exists.
+// none). Updated is set to now. A tag that exists fails with
+// [ErrTagExists], unchanged; a tag the SQL and Redis sources could not hold
+// either (a name over 128 bytes or not UTF-8), with [idgen.ErrInvalidConfig].
 func (s *Segments) CreateTag(ctx context.Context, t idgen.SegmentTag) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -50,7 +55,7 @@ func (s *Segments) CreateTag(ctx context.Context, t idgen.SegmentTag) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.tags[t.Tag]; ok {
-		return fmt.Errorf("memidgen: create tag %q: it exists: %w", t.Tag, idgen.ErrInvalidConfig)
+		return fmt.Errorf("memidgen: create tag %q: %w", t.Tag, ErrTagExists)
 	}
 	t.Updated = time.Now()
 	s.tags[t.Tag] = &t

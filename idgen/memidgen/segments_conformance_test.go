@@ -3,15 +3,14 @@ package memidgen_test
 import (
 	"testing"
 
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/memidgen"
 	"github.com/idemq/idemq/idgen/segmenttest"
 )
 
 // memidgen.Segments passes the suite the SQL and Redis sources pass: every
 // source of a test is the one map, as the allocators of one process share
-// it. A tag that exists is refused with ErrInvalidConfig.
+// it.
 func TestSegmentConformance(t *testing.T) {
 	s := memidgen.NewSegments()
-	segmenttest.Run(t, func(*testing.T) segmenttest.Source { return s }, segmenttest.Features{ErrTagExists: idgen.ErrInvalidConfig})
+	segmenttest.Run(t, func(*testing.T) segmenttest.Source { return s }, segmenttest.Features{ErrTagExists: memidgen.ErrTagExists})
 }
