@@ -31,6 +31,11 @@
 //     the maximum;
 //   - cancelled contexts: every call fails and changes nothing;
 //   - Tag and Tags: the records, sorted by name.
+//
+// [RunProcesses] is the multi-process check: separate OS processes (the
+// test binary run again, see [IsChild] and [Child]) take IDs of one tag
+// through [idgen.NewSegmentAllocator] over sources of their own, and the
+// parent reads back every ID they wrote.
 package segmenttest
 
 import (
