@@ -96,6 +96,14 @@ func (f *dedupeFlags) open(ctx context.Context) (dedupe.Inspector, *storeAddr, f
 	return s, addr, func() { s.Close(); db.Close() }, nil
 }
 
+// failure describes err of an operation on the store at addr.
+func (f *dedupeFlags) failure(addr *storeAddr, err error) error {
+	if addr.IsSQL() {
+		return missingTable(err, *f.table)
+	}
+	return err
+}
+
 // dedupeDialect is the sqldedupe dialect of an SQL store.
 func dedupeDialect(addr *storeAddr) sqldedupe.Dialect {
 	switch addr.Kind {
@@ -199,7 +207,7 @@ func dedupeGet(ctx context.Context, e *env, args []string) error {
 	for i, ref := range refs {
 		r, ok, err := insp.Get(ctx, ref)
 		if err != nil {
-			return fmt.Errorf("get %s at %s: %w", ref, addr, err)
+			return f.failure(addr, fmt.Errorf("get %s at %s: %w", ref, addr, err))
 		}
 		if !ok {
 			missing++
@@ -257,7 +265,7 @@ func dedupeList(ctx context.Context, e *env, args []string) error {
 	for {
 		page, next, err := insp.List(ctx, req)
 		if err != nil {
-			return fmt.Errorf("list group %q at %s: %w", *f.group, addr, err)
+			return f.failure(addr, fmt.Errorf("list group %q at %s: %w", *f.group, addr, err))
 		}
 		for _, r := range page {
 			if !seen[r.Ref.Key] {
@@ -303,7 +311,7 @@ func dedupeStats(ctx context.Context, e *env, args []string) error {
 	defer closeFn()
 	st, err := insp.Stats(ctx, *f.namespace, *f.group)
 	if err != nil {
-		return fmt.Errorf("stats of group %q at %s: %w", *f.group, addr, err)
+		return f.failure(addr, fmt.Errorf("stats of group %q at %s: %w", *f.group, addr, err))
 	}
 	out := struct {
 		Namespace  string `json:"namespace"`
@@ -356,13 +364,13 @@ func dedupeForget(ctx context.Context, e *env, args []string) error {
 	for _, ref := range refs {
 		r, ok, err := insp.Get(ctx, ref)
 		if err != nil {
-			return fmt.Errorf("get %s at %s: %w", ref, addr, err)
+			return f.failure(addr, fmt.Errorf("get %s at %s: %w", ref, addr, err))
 		}
 		rec := toRecord(ref.Key, r, ok)
 		if *confirm {
 			forgot, err := insp.Forget(ctx, ref)
 			if err != nil {
-				return fmt.Errorf("forget %s at %s: %w", ref, addr, err)
+				return f.failure(addr, fmt.Errorf("forget %s at %s: %w", ref, addr, err))
 			}
 			rec.Forgotten = &forgot
 			if forgot {

@@ -484,13 +484,3 @@ func sqlDialect(addr *storeAddr) sqlidgen.Dialect {
 	}
 	return sqlidgen.SQLite
 }
-
-// resolveStoreFlag is resolveStore for a flag other than --store, which
-// $IDEMQ_STORE does not stand in for.
-func resolveStoreFlag(raw, flagName string) (*storeAddr, error) {
-	a, err := parseStore(raw)
-	if err != nil {
-		return nil, usageError{err: fmt.Errorf("--%s: %w", flagName, err)}
-	}
-	return a, nil
-}

@@ -86,6 +86,9 @@ func (f *segmentFlags) open(ctx context.Context, create bool) (segmentAdmin, *st
 // error when the input was at fault.
 func (f *segmentFlags) failure(op string, addr *storeAddr, err error) error {
 	err = fmt.Errorf("%s at %s: %w", op, addr, err)
+	if addr.IsSQL() {
+		err = missingTable(err, *f.table)
+	}
 	switch {
 	case errors.Is(err, idgen.ErrInvalidConfig):
 		return f.usageErr("%v", err)

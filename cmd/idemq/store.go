@@ -47,6 +47,8 @@ type storeAddr struct {
 	Redis *redis.Options
 	// Driver and DSN open an SQL store with sql.Open.
 	Driver, DSN string
+	// Flag is the flag that named the store, for messages; "" for --store.
+	Flag string
 }
 
 // String returns the redacted URL.
@@ -75,6 +77,17 @@ func resolveStore(raw, flagName string) (*storeAddr, error) {
 	if err != nil {
 		return nil, usageError{err: err}
 	}
+	return a, nil
+}
+
+// resolveStoreFlag parses the store URL raw given by --flagName, a flag
+// other than --store, which $IDEMQ_STORE does not stand in for.
+func resolveStoreFlag(raw, flagName string) (*storeAddr, error) {
+	a, err := parseStore(raw)
+	if err != nil {
+		return nil, usageError{err: fmt.Errorf("--%s: %w", flagName, err)}
+	}
+	a.Flag = flagName
 	return a, nil
 }
 
@@ -182,7 +195,24 @@ const pingTimeout = 5 * time.Second
 
 // unreachable wraps the error of a store that did not answer with what to do.
 func (a *storeAddr) unreachable(err error) error {
-	return fmt.Errorf("%s store at %s: %w; check that the server runs and that --store (or %s) names it", a.Kind, a.Redacted, err, storeEnv)
+	named := "--store (or " + storeEnv + ")"
+	if a.Flag != "" {
+		named = "--" + a.Flag
+	}
+	return fmt.Errorf("%s store at %s: %w; check that the server runs and that %s names it", a.Kind, a.Redacted, err, named)
+}
+
+// missingTable adds advice to err when it says that an SQL table does not
+// exist: the tables are made by the programs that write them (or by the
+// commands that create), so a missing one is a wrong --table or database.
+func missingTable(err error, table string) error {
+	msg := err.Error()
+	// SQLite, MySQL (error 1146) and PostgreSQL (42P01).
+	if strings.Contains(msg, "no such table") || strings.Contains(msg, "doesn't exist") ||
+		(strings.Contains(msg, "relation") && strings.Contains(msg, "does not exist")) {
+		return fmt.Errorf("%w; table %q is not in this database: check --table and the store URL's database", err, table)
+	}
+	return err
 }
 
 // openRedis returns a client of the Redis store, which has answered a PING.

@@ -66,7 +66,7 @@ func workersList(ctx context.Context, e *env, args []string) error {
 	case *redisidgen.Leaser:
 		infos, err := l.List(ctx)
 		if err != nil {
-			return fmt.Errorf("%w (store %s)", err, addr)
+			return fmt.Errorf("workers list at %s: %w", addr, err)
 		}
 		for _, in := range infos {
 			out = append(out, workerLease{in.Node, in.Owner, true, fmtTime(in.Expires), fmtTime(in.HighWater)})
@@ -74,7 +74,7 @@ func workersList(ctx context.Context, e *env, args []string) error {
 	case *sqlidgen.Leaser:
 		rows, err := l.List(ctx)
 		if err != nil {
-			return fmt.Errorf("%w (store %s)", err, addr)
+			return missingTable(fmt.Errorf("workers list at %s: %w", addr, err), *table)
 		}
 		for _, r := range rows {
 			out = append(out, workerLease{r.Node, r.Owner, r.Held, fmtTime(r.Expires), fmtTime(r.HighWater)})
