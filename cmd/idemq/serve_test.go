@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/redisidgen"
+	"github.com/idemq/idemq/internal/testenv"
+)
+
+// server is a running `idemq serve` of the built binary.
+type server struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	base   string
+	stderr *bytes.Buffer
+	out    chan string // stdout after the first line
+}
+
+// startServe starts the binary's serve with args and waits until it
+// listens.
+func startServe(t *testing.T, args ...string) *server {
+	t.Helper()
+	cmd := exec.Command(binary(t), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	s := &server{t: t, cmd: cmd, stderr: &bytes.Buffer{}, out: make(chan string, 1)}
+	cmd.Stderr = s.stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	first := make(chan string, 1)
+	go func() {
+		r := bufio.NewReader(stdout)
+		line, _ := r.ReadString('\n')
+		first <- line
+		rest, _ := io.ReadAll(r)
+		s.out <- string(rest)
+	}()
+	select {
+	case line := <-first:
+		addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
+		if !ok {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("serve printed %q, want listening on ADDR; stderr:\n%s", line, s.stderr)
+		}
+		s.base = "http://" + addr
+	case <-time.After(time.Minute): // a hang, not a timing check
+		t.Fatalf("serve did not listen within a minute; stderr:\n%s", s.stderr)
+	}
+	return s
+}
+
+// get returns path's status and body.
+func (s *server) get(path string) (int, string) {
+	s.t.Helper()
+	resp, err := http.Get(s.base + path)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+// stop sends SIGTERM and returns the exit status.
+func (s *server) stop() int {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		s.t.Fatal(err)
+	}
+	err := s.cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	} else if err != nil {
+		s.t.Fatal(err)
+	}
+	if rest := <-s.out; rest != "" {
+		s.t.Errorf("serve printed more than its address on stdout: %q", rest)
+	}
+	return 0
+}
+
+// TestServe runs the binary on every store: segment IDs of a tag made with
+// `idemq segment create`, snowflake IDs of the node given, health, then a
+// SIGTERM ends it with status 0.
+func TestServe(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			store := b.url(t)
+			tag := unique("serve")
+			if r := inProcess(t, "", "segment", "create", tag, "--step", "100", "--start", "5000", "--store", store); r.code != 0 {
+				t.Fatalf("segment create: %v", r)
+			}
+			s := startServe(t, "--store", store, "--node", "7", "--log-level", "info", "--json")
+			for i := range int64(3) {
+				if status, body := s.get("/api/segment/get/" + tag); status != 200 || body != idgen.ID(5000+i).String() {
+					t.Errorf("segment ID %d = %d %q, want %d", i, status, body, 5000+i)
+				}
+			}
+			status, body := s.get("/api/snowflake/get/x")
+			if status != 200 {
+				t.Fatalf("snowflake = %d %s", status, body)
+			}
+			_, body = s.get("/api/snowflake/decode/" + body)
+			var d struct{ Node int64 }
+			if err := json.Unmarshal([]byte(body), &d); err != nil || d.Node != 7 {
+				t.Errorf("decode = %s (%v), want node 7", body, err)
+			}
+			if status, body := s.get("/healthz"); status != 200 {
+				t.Errorf("healthz = %d %s", status, body)
+			}
+			if code := s.stop(); code != 0 {
+				t.Errorf("exit %d after SIGTERM, want 0; stderr:\n%s", code, s.stderr)
+			}
+			// JSON logs at info: the start and the clean stop.
+			for _, msg := range []string{`"msg":"listening"`, `"msg":"stopped"`, `"tag":"` + tag + `"`} {
+				if !strings.Contains(s.stderr.String(), msg) {
+					t.Errorf("stderr lacks %s:\n%s", msg, s.stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestServeLeased leases the snowflake node from a Redis pool and releases
+// it on SIGTERM.
+func TestServeLeased(t *testing.T) {
+	addr := testenv.Redis(t)
+	pool := unique("serve-pool")
+	s := startServe(t, "--lease-store", "redis://"+addr+"/0", "--pool", pool, "--pool-size", "4", "--lease", "1s")
+	status, body := s.get("/api/snowflake/batch/k?count=3")
+	if status != 200 || !strings.HasPrefix(body, `{"ids":["`) {
+		t.Fatalf("batch = %d %s", status, body)
+	}
+	if status, body := s.get("/api/segment/get/x"); status != 404 || !strings.Contains(body, `"code":"not_served"`) {
+		t.Errorf("segment without --store = %d %s, want 404 not_served", status, body)
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	l, err := redisidgen.New(c, redisidgen.Config{Pool: pool, Size: 4, Lease: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := func() int {
+		leases, err := l.List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(leases)
+	}
+	if n := live(); n != 1 {
+		t.Errorf("%d live leases while serving, want 1", n)
+	}
+	if code := s.stop(); code != 0 {
+		t.Fatalf("exit %d after SIGTERM, want 0; stderr:\n%s", code, s.stderr)
+	}
+	if n := live(); n != 0 {
+		t.Errorf("%d live leases after the stop, want 0: the node was not released", n)
+	}
+	if s.stderr.Len() > 0 {
+		t.Errorf("serve logged at its default level, which should be quiet:\n%s", s.stderr)
+	}
+}
+
+func TestServeUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"--node", "1"}, 2, "--listen is required"},
+		{[]string{"--listen", ":0"}, 2, "nothing to serve: give --node N"},
+		{[]string{"--listen", ":0", "--node", "1", "--lease-store", "redis://127.0.0.1:1", "--pool", "p"}, 2, "not both"},
+		{[]string{"--listen", ":0", "--lease-store", "redis://127.0.0.1:1"}, 2, "--lease-store needs --pool"},
+		{[]string{"--listen", ":0", "--node", "1", "--pool", "p"}, 2, "--pool needs --lease-store"},
+		{[]string{"--listen", ":0", "--node", "1", "--layout", "nope"}, 2, `unknown layout "nope"`},
+		{[]string{"--listen", ":0", "--node", "99999"}, 2, "node"},
+		{[]string{"--listen", ":0", "--node", "1", "--log-level", "loud"}, 2, "--log-level"},
+		{[]string{"--listen", ":0", "--node", "1", "--drain-timeout", "0s"}, 2, "--drain-timeout"},
+		{[]string{"--listen", ":0", "--node", "1", "extra"}, 2, "unexpected arguments"},
+		{[]string{"--listen", ":0", "--store", "ftp://x"}, 2, "unknown scheme"},
+		{[]string{"--listen", ":0", "--store", "sqlite:///nonexistent/dir/ids.db"}, 1, "name an existing database file"},
+		{[]string{"--listen", ":0", "--store", "redis://127.0.0.1:1/0"}, 1, "127.0.0.1:1"},
+		{[]string{"--listen", "256.0.0.1:0", "--node", "1"}, 1, "listen on 256.0.0.1:0"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			wantFail(t, inProcess(t, "", append([]string{"serve"}, tc.args...)...), tc.code, tc.msg)
+		})
+	}
+	if r := inProcess(t, "", "serve", "--help"); r.code != 0 || !strings.Contains(r.stdout, "--drain-timeout") {
+		t.Errorf("serve --help: %v", r)
+	}
+}

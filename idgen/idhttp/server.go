@@ -1,0 +1,348 @@
+package idhttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemq/idemq/idgen"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBatch    = 1000
+	DefaultLoadTimeout = 10 * time.Second
+	DefaultNegativeTTL = time.Second
+	// MaxTagLen is the longest tag served: Leaf's biz_tag is 128
+	// characters. A longer one is refused with bad_tag.
+	MaxTagLen = 128
+	// maxMaxBatch bounds Config.MaxBatch: a batch is one response body
+	// of up to 22 bytes per ID, built in memory.
+	maxMaxBatch = 1 << 20
+)
+
+// Config configures a Server. At least one of Snowflake and Segments is
+// required; the zero value of every other field works.
+type Config struct {
+	// Snowflake issues the IDs of /api/snowflake/… and its layout decodes
+	// them. The Server never closes it. Nil: those endpoints answer
+	// not_served.
+	Snowflake *idgen.Generator
+	// Segments is the source of the tags of /api/segment/…. Nil: those
+	// endpoints answer not_served.
+	Segments idgen.SegmentSource
+	// Segment configures every tag's allocator (its Logger defaults to
+	// Logger here).
+	Segment idgen.SegmentConfig
+	// MaxBatch is the largest count a batch request may ask for. Default
+	// DefaultMaxBatch (1000); at most 1,048,576.
+	MaxBatch int
+	// LoadTimeout bounds the load of a tag's first segment, which the
+	// tag's first request waits for. Default DefaultLoadTimeout (10s).
+	LoadTimeout time.Duration
+	// NegativeTTL is how long a tag the source does not hold, or holds at
+	// its maximum, is answered without asking the source again. Default
+	// DefaultNegativeTTL (1s).
+	NegativeTTL time.Duration
+	// Logger reports tags served and loads that fail; requests are not
+	// logged. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// ErrInvalidConfig reports a Config that New refuses.
+var ErrInvalidConfig = errors.New("idhttp: invalid config")
+
+func (c *Config) setDefaults() {
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.LoadTimeout == 0 {
+		c.LoadTimeout = DefaultLoadTimeout
+	}
+	if c.NegativeTTL == 0 {
+		c.NegativeTTL = DefaultNegativeTTL
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Segment.Logger == nil {
+		c.Segment.Logger = c.Logger
+	}
+}
+
+// Validate reports whether c can make a Server, after defaults.
+func (c Config) Validate() error {
+	switch {
+	case c.Snowflake == nil && c.Segments == nil:
+		return fmt.Errorf("%w: nothing to serve: set Snowflake, Segments or both", ErrInvalidConfig)
+	case c.MaxBatch < 1 || c.MaxBatch > maxMaxBatch:
+		return fmt.Errorf("%w: MaxBatch %d is outside 1..%d", ErrInvalidConfig, c.MaxBatch, maxMaxBatch)
+	case c.LoadTimeout < 0 || c.NegativeTTL < 0:
+		return fmt.Errorf("%w: LoadTimeout %v and NegativeTTL %v must not be negative", ErrInvalidConfig, c.LoadTimeout, c.NegativeTTL)
+	}
+	return nil
+}
+
+// A Server answers the endpoints of the package documentation. It is an
+// http.Handler, safe for concurrent use; Close closes the tags' allocators.
+type Server struct {
+	gen      *idgen.Generator
+	tags     *tags // nil without a source
+	maxBatch int
+	mux      *http.ServeMux
+	stats    stats
+	closing  atomic.Bool
+	idsPool  sync.Pool // *[]idgen.ID of MaxBatch
+	closeErr error
+	once     sync.Once
+}
+
+// New returns a Server. It loads nothing: a tag's allocator is made on the
+// tag's first request. Errors wrap ErrInvalidConfig.
+func New(cfg Config) (*Server, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{gen: cfg.Snowflake, maxBatch: cfg.MaxBatch, mux: http.NewServeMux()}
+	if cfg.Segments != nil {
+		s.tags = newTags(cfg.Segments, cfg)
+	}
+	s.idsPool.New = func() any { ids := make([]idgen.ID, s.maxBatch); return &ids }
+	s.handle("GET /api/snowflake/get/{key}", epSnowflakeGet, s.snowflakeGet)
+	s.handle("GET /api/snowflake/batch/{key}", epSnowflakeBatch, s.snowflakeBatch)
+	s.handle("GET /api/snowflake/decode/{id}", epSnowflakeDecode, s.snowflakeDecode)
+	s.handle("GET /api/segment/get/{tag}", epSegmentGet, s.segmentGet)
+	s.handle("GET /api/segment/batch/{tag}", epSegmentBatch, s.segmentBatch)
+	s.handle("GET /healthz", epHealth, s.health)
+	s.handle("GET /metrics", epMetrics, s.metrics)
+	return s, nil
+}
+
+// handle routes pattern to h, counting its requests as ep's.
+func (s *Server) handle(pattern string, ep endpoint, h http.HandlerFunc) {
+	issues := ep == epSnowflakeGet || ep == epSnowflakeBatch || ep == epSegmentGet || ep == epSegmentBatch
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		s.stats.requests[ep].Add(1)
+		if issues && r.Method == http.MethodHead {
+			// A GET pattern matches HEAD too, whose answer has no
+			// body: the IDs would be issued and lost.
+			w.Header()["Allow"] = allowGet
+			s.fail(w, codeBadMethod, errHead)
+			return
+		}
+		h(w, r)
+	})
+}
+
+var (
+	allowGet = []string{"GET"}
+	errHead  = errors.New("idhttp: HEAD would issue IDs and drop them: use GET")
+)
+
+// ServeHTTP answers r.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Every answer, the mux's 404 and 405 included, is for this request
+	// only: an ID served from a cache would be served twice.
+	w.Header()["Cache-Control"] = noStore
+	s.mux.ServeHTTP(w, r)
+}
+
+// Close makes every request answer closing and closes the tags'
+// allocators, waiting for their loads to stop. It does not close the
+// Snowflake generator. Stop the http.Server first (Shutdown), so that no
+// request is cut short. Close is safe to call more than once.
+func (s *Server) Close() error {
+	s.once.Do(func() {
+		s.closing.Store(true)
+		if s.tags != nil {
+			s.closeErr = s.tags.close()
+		}
+	})
+	return s.closeErr
+}
+
+// fail answers an error and counts it.
+func (s *Server) fail(w http.ResponseWriter, c code, err error) {
+	s.stats.errors[c].Add(1)
+	writeError(w, c, err)
+}
+
+var (
+	errNoSnowflake = errors.New("idhttp: snowflake IDs are not served here")
+	errNoSegments  = errors.New("idhttp: segment IDs are not served here")
+)
+
+func (s *Server) snowflake(w http.ResponseWriter) bool {
+	switch {
+	case s.closing.Load():
+		s.fail(w, codeClosing, errClosing)
+	case s.gen == nil:
+		s.fail(w, codeNotServed, errNoSnowflake)
+	default:
+		return true
+	}
+	return false
+}
+
+func (s *Server) snowflakeGet(w http.ResponseWriter, r *http.Request) {
+	if !s.snowflake(w) {
+		return
+	}
+	id, err := s.gen.Next(r.Context())
+	if err != nil {
+		s.fail(w, snowflakeCode(err), err)
+		return
+	}
+	s.stats.issued[epSnowflakeGet].Add(1)
+	writeID(w, id)
+}
+
+func (s *Server) snowflakeBatch(w http.ResponseWriter, r *http.Request) {
+	if !s.snowflake(w) {
+		return
+	}
+	n, ok := s.count(w, r)
+	if !ok {
+		return
+	}
+	s.batch(w, r, epSnowflakeBatch, n, s.gen.Fill, snowflakeCode, nil)
+}
+
+// batch fills n IDs with fill and answers them.
+func (s *Server) batch(w http.ResponseWriter, r *http.Request, ep endpoint, n int,
+	fill func(context.Context, []idgen.ID) (int, error), sort func(error) code, tg *tag) {
+	p := s.idsPool.Get().(*[]idgen.ID)
+	defer s.idsPool.Put(p)
+	got, err := fill(r.Context(), (*p)[:n])
+	s.stats.issued[ep].Add(int64(got))
+	if tg != nil {
+		tg.issued.Add(int64(got))
+	}
+	if err != nil && got == 0 {
+		s.fail(w, sort(err), err)
+		return
+	}
+	c := code(0)
+	if err != nil {
+		c = sort(err)
+		s.stats.errors[c].Add(1)
+	}
+	writeIDs(w, (*p)[:got], c, err)
+}
+
+// count reads the query's count, 1 to MaxBatch.
+func (s *Server) count(w http.ResponseWriter, r *http.Request) (int, bool) {
+	v, ok := queryValue(r.URL.RawQuery, "count")
+	n, err := strconv.Atoi(v)
+	switch {
+	case !ok:
+		s.fail(w, codeBadCount, fmt.Errorf("idhttp: count is missing: add ?count=N, N from 1 to %d", s.maxBatch))
+	case err != nil || n < 1 || n > s.maxBatch:
+		s.fail(w, codeBadCount, fmt.Errorf("idhttp: count %q is not a number from 1 to %d", v, s.maxBatch))
+	default:
+		return n, true
+	}
+	return 0, false
+}
+
+// queryValue finds key's first value in a raw query without building the
+// map url.Query would; count is a number, so it needs no unescaping.
+func queryValue(q, key string) (string, bool) {
+	for q != "" {
+		var kv string
+		kv, q, _ = strings.Cut(q, "&")
+		if k, v, _ := strings.Cut(kv, "="); k == key {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func (s *Server) snowflakeDecode(w http.ResponseWriter, r *http.Request) {
+	if !s.snowflake(w) {
+		return
+	}
+	id, err := idgen.Parse(r.PathValue("id"))
+	if err != nil {
+		s.fail(w, codeBadID, err)
+		return
+	}
+	l := s.gen.Layout()
+	p := l.Decode(id)
+	buf := buffers.Get().(*buffer)
+	b := append(buf.b[:0], `{"id":"`...)
+	b = id.AppendDecimal(b)
+	b = append(b, `","layout":`...)
+	b = appendString(b, l.Name)
+	b = append(b, `,"time":"`...)
+	b = p.Time.UTC().AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	b = append(b, `","tick":`...)
+	b = strconv.AppendInt(b, p.Tick, 10)
+	for _, f := range [...]struct {
+		name string
+		v    int64
+	}{{"node", p.Node}, {"datacenter", p.Datacenter}, {"worker", p.Worker}, {"generation", p.Generation}, {"sequence", p.Sequence}} {
+		b = append(b, `,"`...)
+		b = append(b, f.name...)
+		b = append(b, `":`...)
+		b = strconv.AppendInt(b, f.v, 10)
+	}
+	buf.b = append(b, '}')
+	writeBody(w, http.StatusOK, appJSON, buf)
+}
+
+// segmentTag finds the request's tag, or answers why not.
+func (s *Server) segmentTag(w http.ResponseWriter, r *http.Request) (*tag, bool) {
+	name := r.PathValue("tag")
+	switch {
+	case s.closing.Load():
+		s.fail(w, codeClosing, errClosing)
+	case s.tags == nil:
+		s.fail(w, codeNotServed, errNoSegments)
+	case len(name) > MaxTagLen:
+		s.fail(w, codeBadTag, fmt.Errorf("idhttp: tag of %d bytes is longer than %d", len(name), MaxTagLen))
+	default:
+		tg, err := s.tags.get(r.Context(), name)
+		if err != nil {
+			s.fail(w, segmentCode(err), err)
+			return nil, false
+		}
+		return tg, true
+	}
+	return nil, false
+}
+
+func (s *Server) segmentGet(w http.ResponseWriter, r *http.Request) {
+	tg, ok := s.segmentTag(w, r)
+	if !ok {
+		return
+	}
+	id, err := tg.alloc.Next(r.Context())
+	if err != nil {
+		s.fail(w, segmentCode(err), err)
+		return
+	}
+	s.stats.issued[epSegmentGet].Add(1)
+	tg.issued.Add(1)
+	writeID(w, id)
+}
+
+func (s *Server) segmentBatch(w http.ResponseWriter, r *http.Request) {
+	n, ok := s.count(w, r)
+	if !ok {
+		return
+	}
+	tg, ok := s.segmentTag(w, r)
+	if !ok {
+		return
+	}
+	s.batch(w, r, epSegmentBatch, n, tg.alloc.Fill, segmentCode, tg)
+}
