@@ -49,3 +49,38 @@ func ExampleSegments() {
 	// orders reached its maximum
 	// true
 }
+
+// A SegmentAllocator hands out a tag's IDs from segments of the table, one
+// UPDATE per segment, loading the next one in the background.
+func ExampleSegments_allocator() {
+	ctx := context.Background()
+	db, remove := openExample()
+	defer remove()
+	src, err := sqlidgen.NewSegments(db, sqlidgen.SQLite, sqlidgen.SegmentsConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer src.Close()
+	if err := src.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if err := src.CreateTag(ctx, idgen.SegmentTag{Tag: "orders", MaxID: 1000, Step: 100}); err != nil {
+		log.Fatal(err)
+	}
+	alloc, err := idgen.NewSegmentAllocator(ctx, src, "orders", idgen.SegmentConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer alloc.Close()
+	for range 3 {
+		id, err := alloc.Next(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(id)
+	}
+	// Output:
+	// 1000
+	// 1001
+	// 1002
+}
