@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -445,4 +446,58 @@ func TestNewRefusesBadConfig(t *testing.T) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidConfig", cfg, err)
 		}
 	}
+}
+
+// TestFirstRequests: concurrent first requests for a tag share one load.
+func TestFirstRequests(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend) {
+		real := b.open(t)
+		create(t, real, idgen.SegmentTag{Tag: "t", Step: 100_000})
+		src := &faulty{SegmentSource: real}
+		_, c := newServer(t, idhttp.Config{Segments: src})
+		const clients = 32
+		ids := make([]idgen.ID, clients)
+		var wg sync.WaitGroup
+		for i := range clients {
+			wg.Go(func() { ids[i] = c.id("/api/segment/get/t") })
+		}
+		wg.Wait()
+		slices.Sort(ids)
+		if !slices.Equal(ids, idRange(0, clients)) {
+			t.Errorf("first IDs = %v, want 0 to %d", ids, clients-1)
+		}
+		if n := src.calls.Load(); n != 1 {
+			t.Errorf("%d first requests made %d source calls, want 1", clients, n)
+		}
+	})
+}
+
+// stepClock is a clock a test sets.
+type stepClock struct{ ns atomic.Int64 }
+
+func (c *stepClock) UnixNano() int64 { return c.ns.Load() }
+
+// TestSnowflakeUnavailable: a generator that refuses to issue (here, its
+// clock stepped back) answers 503 with the reason, and so does /healthz.
+func TestSnowflakeUnavailable(t *testing.T) {
+	clock := &stepClock{}
+	clock.ns.Store(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC).UnixNano())
+	gen, err := idgen.New(9, idgen.Config{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gen.Close()
+	_, c := newServer(t, idhttp.Config{Snowflake: gen})
+	c.id("/api/snowflake/get/k")
+	clock.ns.Add(-int64(time.Second))
+	for _, path := range []string{"/api/snowflake/get/k", "/api/snowflake/batch/k?count=10"} {
+		if f := c.fail(path); f.Status != http.StatusServiceUnavailable || f.Code != "clock_backwards" {
+			t.Errorf("GET %s with the clock behind = %d %s, want 503 clock_backwards", path, f.Status, f.Code)
+		}
+	}
+	if status, body := c.get("/healthz"); status != http.StatusServiceUnavailable || !strings.Contains(string(body), `"code":"clock_backwards"`) {
+		t.Errorf("healthz with the clock behind = %d %s", status, body)
+	}
+	clock.ns.Add(int64(2 * time.Second))
+	c.id("/api/snowflake/get/k")
 }
