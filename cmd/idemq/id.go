@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -98,7 +99,11 @@ too, the node is registered in the pool so that nobody else holds it).
 
 With a static --node the command waits, before it exits, for the clock to pass
 the tick of its last ID, so that the next run on the same node cannot repeat it.
-A leased node keeps its high-water mark in the pool instead.`
+A leased node keeps its high-water mark in the pool instead.
+
+A leased node is waited for, up to --timeout, when none is free. A Redis pool
+used for the first time grants nothing for one lease, as after Redis lost its
+records (see idgen/redisidgen); an SQL pool's table is created if missing.`
 
 func idNew(ctx context.Context, e *env, args []string) error {
 	f := newFlags("idemq id new", "(--node N | --lease-store URL --pool P) [flags]", idNewDoc)
@@ -179,6 +184,9 @@ func idNew(ctx context.Context, e *env, args []string) error {
 			lc.Static, lc.Node = true, nodeID
 		}
 		if gen, err = idgen.NewLeased(ctx, leaser, idgen.Config{Layout: l, Lease: lc}); err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("%w; no node came free within --timeout %v", err, *f.timeout)
+			}
 			return fmt.Errorf("lease a node of pool %q at %s: %w", *pool, addr, err)
 		}
 	}

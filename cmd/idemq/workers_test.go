@@ -114,7 +114,7 @@ func testLeasedIDsAndWorkers(t *testing.T, b backend) {
 
 	// Node 7 is taken: registering it fails once --timeout has passed.
 	r = idemq(t, nil, "id", "new", "--lease-store", storeURL, "--pool", pool, "--layout", "js-safe", "--node", "7", "--timeout", "1s")
-	wantFail(t, r, exitFailure, "lease a node of pool", pool)
+	wantFail(t, r, exitFailure, "lease a node of pool", pool, "no node came free within --timeout 1s")
 }
 
 // TestWorkersNoPool lists a Redis pool that does not exist.
