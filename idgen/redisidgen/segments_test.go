@@ -172,3 +172,34 @@ func TestSegmentRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+// A reply lost after Redis reserved a segment: go-redis sends the script
+// again and gets the next segment. The lost one is never handed out: it
+// costs its IDs, never uniqueness.
+func TestSegmentDroppedReply(t *testing.T) {
+	p := testenv.StartDropProxy(t, testenv.Redis(t))
+	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: 3})
+	t.Cleanup(func() { c.Close() })
+	ctx := t.Context()
+	s := newSegments(t, c, redisidgen.SegmentsConfig{Namespace: "dropped"})
+	tag := "dropped-" + strings.ToLower(rand.Text()[:8])
+	if err := s.CreateTag(ctx, idgen.SegmentTag{Tag: tag, Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	// The first run loads the script: a NOSCRIPT reply lost instead
+	// would prove nothing.
+	if _, err := s.NextSegment(ctx, tag, 0); err != nil {
+		t.Fatal(err)
+	}
+	p.Arm("evalsha")
+	seg, err := s.NextSegment(ctx, tag, 0)
+	if err != nil || seg.Start != 20 || seg.End != 30 {
+		t.Fatalf("NextSegment after a lost reply = %+v, %v; want [20, 30), [10, 20) lost", seg, err)
+	}
+	if p.Dropped() != 1 {
+		t.Fatalf("the proxy dropped %d replies, want 1", p.Dropped())
+	}
+	if got, err := s.Tag(ctx, tag); err != nil || got.MaxID != 30 {
+		t.Fatalf("Tag = %+v, %v; want MaxID 30", got, err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/idemq/idemq/idgen"
@@ -192,3 +193,46 @@ func TestSegmentsLeafTable(t *testing.T) {
 		t.Fatalf("NextSegment = %+v, %v; want the short [2001, 3000) below the maximum", seg, err)
 	}
 }
+
+// An answer lost after the database reserved a segment: NextSegment fails
+// with an error of unknown outcome, and the next call gets the next
+// segment. The lost one is never handed out: it costs its IDs, never
+// uniqueness.
+func TestSegmentLostAnswer(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			var drop atomic.Bool
+			db := b.openFaulty(t, func(query string) error {
+				if strings.Contains(query, "SET max_id") && drop.CompareAndSwap(true, false) {
+					return errLost
+				}
+				return nil
+			})
+			s := newSegments(t, db, b.dialect, sqlidgen.SegmentsConfig{})
+			ctx := t.Context()
+			if err := s.CreateTag(ctx, idgen.SegmentTag{Tag: "lost", Step: 10}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.NextSegment(ctx, "lost", 0); err != nil {
+				t.Fatal(err)
+			}
+			drop.Store(true)
+			_, err := s.NextSegment(ctx, "lost", 0)
+			if !errors.Is(err, errLost) {
+				t.Fatalf("NextSegment with its answer lost = %v, want the driver's error", err)
+			}
+			for _, known := range []error{idgen.ErrUnknownTag, idgen.ErrMaxReached, idgen.ErrInvalidConfig} {
+				if errors.Is(err, known) {
+					t.Fatalf("NextSegment with its answer lost = %v: a known outcome", err)
+				}
+			}
+			seg, err := s.NextSegment(ctx, "lost", 0)
+			if err != nil || seg.Start != 20 || seg.End != 30 {
+				t.Fatalf("NextSegment after a lost answer = %+v, %v; want [20, 30), [10, 20) lost", seg, err)
+			}
+		})
+	}
+}
+
+var errLost = errors.New("answer lost")
