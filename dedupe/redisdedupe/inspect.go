@@ -43,10 +43,10 @@ end
 return {p, d}
 `)
 
-// A listing takes SCAN steps of scanCount keys, fewer when the page is
-// nearly full, and at most maxScanSteps of them per page: a page costs the
-// server a bounded amount of work, and a sparse group's listing few round
-// trips.
+// A listing takes SCAN steps of at most scanCount keys (or the page's
+// limit, if more), and at most maxScanSteps of them per page: a page costs
+// the server a bounded amount of work, and a sparse group's listing few
+// round trips.
 const (
 	scanCount    = 1000
 	maxScanSteps = 64
@@ -75,11 +75,14 @@ func (s *Store) Get(ctx context.Context, ref dedupe.Ref) (dedupe.Record, bool, e
 // group, MATCH its keys' prefix, and one script per step that reads the
 // records found. The cursor is SCAN's.
 //
-// A step that finds more keys than the page has room for is taken again
-// from the same cursor with a COUNT of the room left, so that a page holds
-// Limit records or a few more (the rest of SCAN's last bucket): a step
-// taken again is a plain SCAN from a cursor the server gave, and keeps
-// SCAN's guarantees, where cutting a step's keys short would lose the rest.
+// Each step's COUNT is sized by the share of the keys scanned so far that
+// were the group's, to find about as many as the page has room for. A
+// step that finds more is taken again from the same cursor with a smaller
+// COUNT, down to the room left, so that a page holds Limit records or a few
+// more (the rest of SCAN's last bucket): a step taken again is a plain SCAN
+// from a cursor the server gave, and keeps SCAN's guarantees, where cutting
+// a step's keys short would lose the rest. A page three quarters full
+// ends the call rather than take small steps for the last few records.
 func (s *Store) List(ctx context.Context, req dedupe.ListRequest) ([]dedupe.Record, string, error) {
 	page, next, err := s.list(ctx, req)
 	if err != nil {
@@ -113,26 +116,23 @@ func (s *Store) list(ctx context.Context, req dedupe.ListRequest) ([]dedupe.Reco
 	}
 	pattern := glob(base+req.Prefix) + "*"
 	var (
-		page  []dedupe.Record
-		seen  = map[string]bool{} // SCAN may find a key twice
-		again bool                // the step overflowed and is taken again
+		page     []dedupe.Record
+		seen     = map[string]bool{} // SCAN may find a key twice
+		maxCount = max(limit, scanCount)
+		count    = maxCount
+		enough   = (3*limit + 3) / 4
 	)
 	for range maxScanSteps {
 		room := limit - len(page)
-		count := max(room, scanCount)
-		if again {
-			count = room
-		}
 		keys, next, err := node.Scan(ctx, cur, pattern, int64(count)).Result()
 		if err != nil {
 			return nil, "", err
 		}
 		keys = fresh(keys, seen)
-		if len(keys) > room && !again {
-			again = true
+		if len(keys) > room && count > room {
+			count = max(room, count*room/len(keys)*9/10)
 			continue
 		}
-		again = false
 		for _, k := range keys {
 			seen[k] = true
 		}
@@ -144,8 +144,13 @@ func (s *Store) list(ctx context.Context, req dedupe.ListRequest) ([]dedupe.Reco
 			page = append(page, recs...)
 		}
 		cur = next
-		if cur == 0 || len(page) >= limit {
+		if cur == 0 || len(page) >= enough {
 			break
+		}
+		if room = limit - len(page); len(keys) > 0 {
+			count = min(max(count*room/len(keys), room), maxCount)
+		} else {
+			count = maxCount
 		}
 	}
 	if cur == 0 {
