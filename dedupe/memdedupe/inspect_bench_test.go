@@ -1,0 +1,14 @@
+package memdedupe_test
+
+import (
+	"testing"
+
+	"github.com/idemq/idemq/dedupe/dedupetest"
+	"github.com/idemq/idemq/dedupe/memdedupe"
+)
+
+// BenchmarkInspect measures the Inspector over 5 groups of 2000 records;
+// List and Stats read all 10000.
+func BenchmarkInspect(b *testing.B) {
+	dedupetest.BenchInspector(b, memdedupe.New(memdedupe.Config{}), "bench", 5, 2000)
+}
