@@ -138,11 +138,13 @@ func (s *Segments) NextSegment(ctx context.Context, tag string, step int64) (idg
 		return idgen.Segment{}, s.unknown(what)
 	}
 	lim, known := s.limits(tag)
-	if s.d != MySQL || known || step > 0 {
-		n := step
-		if s.d == MySQL && step == 0 {
-			n = lim.step
-		}
+	n := step
+	if s.d == MySQL && step == 0 {
+		// MySQL's UPDATE cannot tell the step it took: size the
+		// segment by the stored step read before, if there was one.
+		n = lim.step
+	}
+	if s.d != MySQL || n > 0 {
 		seg, ok, err := s.reserve(ctx, tag, n, lim, known)
 		if err != nil {
 			return idgen.Segment{}, fail(ctx, what, err)
