@@ -1,6 +1,7 @@
 // Package dedupetest checks dedupe stores against the [dedupe.Store]
 // contract. [Run] is the conformance suite every backend runs from its own
-// tests; [FaultStore] wraps any store to fail chosen calls.
+// tests; [FaultStore] wraps any store to fail chosen calls;
+// [BenchInspector] measures a [dedupe.Inspector].
 //
 //	func TestConformance(t *testing.T) {
 //		dedupetest.Run(t, func(t *testing.T) dedupe.Store {
