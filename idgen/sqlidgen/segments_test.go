@@ -236,3 +236,31 @@ func TestSegmentLostAnswer(t *testing.T) {
 }
 
 var errLost = errors.New("answer lost")
+
+// A row whose stored step is 0, which CreateTag refuses but an operator may
+// write: a segment of the stored step fails with ErrInvalidConfig and
+// leaves the counter as it was; one of a given step is reserved.
+func TestSegmentStoredStepZero(t *testing.T) {
+	for _, b := range append(backends, mysqlOptions) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			db := b.open(t)
+			s := newSegments(t, db, b.dialect, sqlidgen.SegmentsConfig{})
+			ctx := t.Context()
+			if err := s.CreateTag(ctx, idgen.SegmentTag{Tag: "zero", MaxID: 5, Step: 10}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.ExecContext(ctx, "UPDATE idemq_segment SET step = 0 WHERE biz_tag = 'zero'"); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				if seg, err := s.NextSegment(ctx, "zero", 0); !errors.Is(err, idgen.ErrInvalidConfig) {
+					t.Fatalf("NextSegment(0) with stored step 0 = %+v, %v; want ErrInvalidConfig", seg, err)
+				}
+			}
+			if seg, err := s.NextSegment(ctx, "zero", 3); err != nil || seg.Start != 5 || seg.End != 8 {
+				t.Fatalf("NextSegment(3) = %+v, %v; want [5, 8)", seg, err)
+			}
+		})
+	}
+}
