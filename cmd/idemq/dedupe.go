@@ -385,7 +385,7 @@ func dedupeForget(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if !*confirm {
-		return f.usageErr("dry run: %d of %d keys have a record to forget; nothing deleted. Run again with --%s to delete them: their next delivery runs the handler again", n, len(refs), reprocessFlag)
+		return usageError{err: fmt.Errorf("dedupe forget: dry run: %d of %d keys have a record to forget; nothing deleted. Run again with --%s to delete them: their next delivery runs the handler again", n, len(refs), reprocessFlag)}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
@@ -85,13 +86,14 @@ func (f *segmentFlags) open(ctx context.Context, create bool) (segmentAdmin, *st
 // failure describes err of an operation on the source at addr, as a usage
 // error when the input was at fault.
 func (f *segmentFlags) failure(op string, addr *storeAddr, err error) error {
-	err = fmt.Errorf("%s at %s: %w", op, addr, err)
+	err = fmt.Errorf("%s: %s at %s: %w", strings.TrimPrefix(f.path, "idemq "), op, addr, err)
 	if addr.IsSQL() {
 		err = missingTable(err, *f.table)
 	}
 	switch {
 	case errors.Is(err, idgen.ErrInvalidConfig):
-		return f.usageErr("%v", err)
+		// The store refused the input: exit 2, though the flags were fine.
+		return usageError{err: err}
 	case errors.Is(err, idgen.ErrUnknownTag):
 		return fmt.Errorf("%w; create it with 'idemq segment create'", err)
 	}
