@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -174,11 +175,12 @@ type SegmentAllocator struct {
 	segments              int64
 	failing               error // the latest load's error; nil after a success
 	failures              int64
+	waits                 int64
 	lastErr               error
 	lastErrAt             int64
 }
 
-// segBuf is a segment being issued. Its fields fit one cache line.
+// segBuf is a segment being issued. Its 48 bytes fit one cache line.
 type segBuf struct {
 	// used counts the IDs taken; it overshoots size once the segment is
 	// used up, as every caller that finds it so adds once more.
@@ -186,15 +188,23 @@ type segBuf struct {
 	start int64
 	size  int64
 	// mark is the value of used whose taker starts the next load.
-	mark int64
-	seg  Segment
+	mark      int64
+	step, max int64 // of the Segment, for Stats
 }
 
 func newSegBuf(s Segment, preloadAt float64) *segBuf {
 	n := s.Len()
 	// Leaf loads when less than (1-preloadAt) of the segment is left, that
 	// is once more than preloadAt of it is used.
-	return &segBuf{start: s.Start, size: n, mark: min(int64(float64(n)*preloadAt)+1, n), seg: s}
+	mark := min(int64(float64(n)*preloadAt)+1, n)
+	return &segBuf{start: s.Start, size: n, mark: mark, step: s.Step, max: s.Max}
+}
+
+func (s *segBuf) segment() Segment {
+	if s.size == 0 {
+		return Segment{}
+	}
+	return Segment{Start: s.start, End: s.start + s.size, Step: s.step, Max: s.max}
 }
 
 // NewSegmentAllocator returns an allocator of tag's IDs from src. It loads
@@ -287,9 +297,19 @@ func (a *SegmentAllocator) Fill(ctx context.Context, ids []ID) (int, error) {
 // way, or a retry after a failure is due.
 func (a *SegmentAllocator) preload() {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.begin(false) {
+	kicked := a.begin(false)
+	if kicked {
 		a.kick <- struct{}{}
+	}
+	a.mu.Unlock()
+	if kicked {
+		// The loader is next to run on this P. Callers that never block
+		// would leave it no P until the runtime preempts one (after
+		// 10ms), past the end of a short segment, and another P's thread
+		// may be waiting for the machine's CPU: yield it this one now.
+		// The loader runs until its source call blocks, or, for an
+		// in-memory source, returns.
+		runtime.Gosched()
 	}
 }
 
@@ -309,7 +329,7 @@ func (a *SegmentAllocator) begin(retry bool) bool {
 // for its load if it is under way.
 func (a *SegmentAllocator) advance(ctx context.Context, s *segBuf) error {
 	a.mu.Lock()
-	for {
+	for waited := false; ; waited = true {
 		switch {
 		case a.closed:
 			a.mu.Unlock()
@@ -328,6 +348,9 @@ func (a *SegmentAllocator) advance(ctx context.Context, s *segBuf) error {
 			return err
 		case a.begin(false):
 			a.kick <- struct{}{}
+		}
+		if !waited {
+			a.waits++
 		}
 		wait := a.loaded
 		a.mu.Unlock()
@@ -499,6 +522,10 @@ type SegmentStats struct {
 	Segments int64
 	// Loading reports a load under way.
 	Loading bool
+	// Waits counts the calls that found both segments used up and waited
+	// for a load: many mean the source answers too slowly for the step,
+	// so raise the tag's stored step or lower PreloadAt.
+	Waits int64
 	// LoadFailures counts the loads that failed; Failing reports that the
 	// latest did, so that a retry is due.
 	LoadFailures int64
@@ -514,17 +541,18 @@ func (a *SegmentAllocator) Stats() SegmentStats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := SegmentStats{
-		Current:      a.cur.Load().seg,
+		Current:      a.cur.Load().segment(),
 		Left:         a.left(),
 		Step:         a.step,
 		Segments:     a.segments,
 		Loading:      a.loading,
+		Waits:        a.waits,
 		LoadFailures: a.failures,
 		Failing:      a.failing != nil,
 		LastError:    a.lastErr,
 	}
 	if a.next != nil {
-		st.Next = a.next.seg
+		st.Next = a.next.segment()
 	}
 	if a.lastErr != nil {
 		st.LastErrorAt = time.Unix(0, a.lastErrAt)

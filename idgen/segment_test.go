@@ -478,7 +478,7 @@ func TestSegmentAllocatorClose(t *testing.T) {
 				_, err := a.Next(context.Background())
 				errc <- err
 			}()
-			waitFor(t, "the load", func() bool { return a.Stats().Loading })
+			waitFor(t, "Next to wait for the load", func() bool { return a.Stats().Waits == 1 })
 			if err := a.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -495,6 +495,9 @@ func TestSegmentAllocatorClose(t *testing.T) {
 			defer cancel()
 			if _, err := a.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("Next waiting for a hung load = %v, want its context's error", err)
+			}
+			if st := a.Stats(); st.Waits != 1 || !st.Loading {
+				t.Fatalf("stats after Next gave up waiting: %+v", st)
 			}
 			if err := a.Close(); err != nil {
 				t.Fatal(err)
