@@ -75,9 +75,9 @@
 //
 // /healthz answers 503 when the generator cannot issue an ID (it takes one to
 // find out; IDs are not scarce) or when a tag's allocator has no ID left and
-// its last load failed. A tag at its maximum is reported but keeps the server
-// healthy: every replica shares it, and taking them all out of a load balancer
-// would not help.
+// its last load failed. It answers 200 but lists the problem for a tag whose
+// loads fail while IDs are left, and for a tag at its maximum: every replica
+// shares that, and taking them all out of a load balancer would not help.
 //
 // /metrics counts requests and IDs issued per endpoint and errors per code,
 // and shows every served tag's allocator statistics: step, segments loaded,
