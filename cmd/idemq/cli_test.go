@@ -78,3 +78,32 @@ func TestHelp(t *testing.T) {
 		})
 	}
 }
+
+// TestParseInterspersed checks that flags may follow arguments and that
+// "--" ends the flags, so that a key may begin with a dash.
+func TestParseInterspersed(t *testing.T) {
+	tests := []struct {
+		args      []string
+		wantArgs  []string
+		wantGroup string
+	}{
+		{[]string{"a", "--group", "g", "b"}, []string{"a", "b"}, "g"},
+		{[]string{"--group=g", "a"}, []string{"a"}, "g"},
+		{[]string{"a", "--", "--group", "-k"}, []string{"a", "--group", "-k"}, ""},
+		{[]string{"--group", "g", "--", "-k"}, []string{"-k"}, "g"},
+		{nil, nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			f := newFlags("idemq test", "", "")
+			group := f.String("group", "", "")
+			got, err := f.parse(&env{}, tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(got, "|") != strings.Join(tt.wantArgs, "|") || *group != tt.wantGroup {
+				t.Errorf("args %q group %q, want %q %q", got, *group, tt.wantArgs, tt.wantGroup)
+			}
+		})
+	}
+}

@@ -16,10 +16,10 @@
 //	idemq segment show --store URL [TAG]
 //	idemq segment create --store URL TAG --step N [--start S] [--max M] [--description D]
 //	idemq segment set-max --store URL TAG MAX
-//	idemq serve ...
+//	idemq serve --listen ADDR [--store URL] [--node N | --lease-store URL --pool P]
 //
 // Every command takes --help, and --json to print one JSON document instead
-// of a table. A store is a URL (redis://, rediss://, mysql://, postgres://,
+// of a table. Flags may follow arguments; "--" ends the flags. A store is a URL (redis://, rediss://, mysql://, postgres://,
 // sqlite:) given by --store or the environment variable IDEMQ_STORE; there
 // is no default.
 //
