@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
@@ -89,4 +93,98 @@ func workersList(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(w, "%d\t%s\t%t\t%s\t%s\n", l.Node, l.Owner, l.Held, l.LeaseEnd, l.HighWater)
 		}
 	})
+}
+
+// poolConfig names a worker-id pool in a store. Zero size and lease mean
+// the pool's own (Redis) or the defaults.
+type poolConfig struct {
+	pool, namespace, table string
+	size                   int64
+	lease                  time.Duration
+}
+
+// openLeaser opens the worker-id pool pc in the store at addr; forLayout's
+// node count sizes a new pool. create lets it create an SQL table or SQLite
+// file. The returned func closes the connection.
+func openLeaser(ctx context.Context, addr *storeAddr, pc poolConfig, forLayout idgen.Layout, create bool) (idgen.Leaser, func(), error) {
+	if addr.Kind == kindRedis {
+		rdb, err := addr.openRedis(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		closeFn := func() { rdb.Close() }
+		size, lease, err := redisPoolMeta(ctx, rdb, pc)
+		if err != nil {
+			closeFn()
+			return nil, nil, err
+		}
+		if pc.size == 0 {
+			pc.size = size
+		}
+		if pc.lease == 0 {
+			pc.lease = lease
+		}
+		if pc.size == 0 {
+			pc.size = forLayout.MaxNode() + 1
+		}
+		l, err := redisidgen.New(rdb, redisidgen.Config{Pool: pc.pool, Size: pc.size, Lease: pc.lease, Namespace: pc.namespace})
+		if err != nil {
+			closeFn()
+			return nil, nil, usageError{err: err}
+		}
+		return l, closeFn, nil
+	}
+	db, err := addr.openSQL(ctx, create)
+	if err != nil {
+		return nil, nil, err
+	}
+	closeFn := func() { db.Close() }
+	if pc.size == 0 {
+		pc.size = min(forLayout.MaxNode()+1, sqlidgen.MaxSize)
+	}
+	l, err := sqlidgen.New(db, sqlDialect(addr), sqlidgen.Config{Pool: pc.pool, Size: pc.size, Lease: pc.lease, Table: pc.table})
+	if err != nil {
+		closeFn()
+		return nil, nil, usageError{err: err}
+	}
+	if create {
+		if err := l.Migrate(ctx); err != nil {
+			closeFn()
+			return nil, nil, fmt.Errorf("create the pool's table at %s: %w", addr, err)
+		}
+	}
+	return l, closeFn, nil
+}
+
+// redisPoolMeta reads the size and lease a Redis pool was created with,
+// which every leaser of the pool must be given; zero if the pool has no
+// record yet.
+func redisPoolMeta(ctx context.Context, rdb *redis.Client, pc poolConfig) (size int64, lease time.Duration, err error) {
+	probe, err := redisidgen.New(rdb, redisidgen.Config{Pool: pc.pool, Size: 1, Namespace: pc.namespace})
+	if err != nil {
+		return 0, 0, usageError{err: err}
+	}
+	vals, err := rdb.HMGet(ctx, probe.Keys()[0], "size", "lease").Result()
+	if err != nil {
+		return 0, 0, fmt.Errorf("read pool %q: %w", pc.pool, err)
+	}
+	if s, ok := vals[0].(string); ok {
+		size, _ = strconv.ParseInt(s, 10, 64)
+	}
+	if s, ok := vals[1].(string); ok {
+		ms, _ := strconv.ParseInt(s, 10, 64)
+		lease = time.Duration(ms) * time.Millisecond
+	}
+	return size, lease, nil
+}
+
+// sqlDialect is the sqlidgen dialect of an SQL store.
+func sqlDialect(addr *storeAddr) sqlidgen.Dialect {
+	switch addr.Kind {
+	case kindMySQL:
+		return sqlidgen.MySQL
+	case kindPostgres:
+		return sqlidgen.Postgres
+	}
+	return sqlidgen.SQLite
 }
