@@ -111,11 +111,22 @@ const emptySpins = 16
 //
 // The trade-off: an ID's time field is when it was padded, not when it was
 // taken. It may lie up to MaxAhead after the take (borrowed), or before it
-// by as long as the ID sat in the buffer; IDs are unique and, per caller,
-// increasing, but their time is only approximately the take's. IDs still
-// buffered at Close are never issued by anyone: a restart starts after
-// them, because the generator's high-water mark (its [HighWaterStore] or
-// its lease) covers every ID it issued, borrowed ones included.
+// by as long as the ID sat in the buffer; IDs are unique, and each caller
+// gets them in the order the generator issued them, but their time is only
+// approximately the take's. IDs still buffered at Close are lost: nobody
+// ever issues them, since the generator's high-water mark (its
+// [HighWaterStore] or its lease) covers every ID it issued, borrowed ones
+// included, and a restart starts after it. After a crash the mark stands
+// further ahead (by Config.Reserve, or a lease's window): a restart whose
+// clock is more than MaxAhead behind it goes to Borrow's Else, so give it
+// one that waits, e.g. Borrow{MaxAhead: m, Else: Wait{Max: time.Second}}.
+//
+// # Defaults
+//
+// The zero [CachedConfig] gives uid-generator's: Size the layout's IDs per
+// tick times 8 (Twitter: 32768 slots, 8ms of IDs, so Borrow.MaxAhead of at
+// least 8ms), padding when fewer than 50% remain, no scheduled padding,
+// and Next waiting, within its context, when the buffer is empty.
 type Cached struct {
 	g         *Generator
 	mask      int64

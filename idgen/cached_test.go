@@ -307,9 +307,11 @@ func TestCachedPadding(t *testing.T) {
 			for range tc.take {
 				take(t, c)
 			}
-			eventually(t, "the buffer full again", func() bool {
+			// A padding tops the buffer up to full; takes after it
+			// (but not under the threshold again) leave it short.
+			eventually(t, "a padding", func() bool {
 				s := c.Stats()
-				return s.Buffered == s.Size && s.Padded == before.Padded+int64(tc.take) && s.Pads > before.Pads
+				return s.Buffered > s.Size-tc.take && s.Pads > before.Pads
 			})
 		})
 	}
