@@ -54,6 +54,7 @@ func TestCachedInvalidConfig(t *testing.T) {
 	short := borrow
 	short.Rollback = idgen.Borrow{MaxAhead: 3 * time.Millisecond} // 64 slots span 4 ticks
 	refuse := idgen.Config{Layout: cachedLayout}
+	past30 := int64(1) << 31 // a variable, so that a 32-bit build compiles
 	for _, tc := range []struct {
 		name string
 		gen  idgen.Config
@@ -62,7 +63,7 @@ func TestCachedInvalidConfig(t *testing.T) {
 		{"size not a power of two", borrow, idgen.CachedConfig{Size: 48}},
 		{"size one", borrow, idgen.CachedConfig{Size: 1}},
 		{"negative size", borrow, idgen.CachedConfig{Size: -64}},
-		{"size past 2^30", borrow, idgen.CachedConfig{Size: 1 << 31}},
+		{"size past 2^30", borrow, idgen.CachedConfig{Size: int(past30)}},
 		{"percent above 100", borrow, idgen.CachedConfig{Size: 64, PaddingPercent: 101}},
 		{"negative percent", borrow, idgen.CachedConfig{Size: 64, PaddingPercent: -1}},
 		{"negative interval", borrow, idgen.CachedConfig{Size: 64, PaddingInterval: -time.Second}},
