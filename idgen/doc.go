@@ -97,4 +97,32 @@
 // report bad input as a [*ParseError] wrapping [ErrSyntax] or [ErrRange].
 //
 // A snowflake is predictable: never use one as a secret or a token.
+//
+// # Cached generator
+//
+// [Cached] is seed 003's CachedUidGenerator: a ring buffer of IDs that a
+// background padder fills ahead of time from a Generator running under
+// [Borrow], so that [Cached.Next] is a few atomic operations and never waits
+// for the clock while the buffer holds IDs. An ID's time is when it was
+// padded; IDs still buffered at Close are lost, never issued again.
+//
+// # Segment mode
+//
+// [SegmentAllocator] is Leaf's segment mode (seed 004): IDs of a named counter
+// (a tag) come in segments that a [SegmentSource] reserves with one store
+// round trip each — github.com/idemq/idemq/idgen/sqlidgen (Leaf's table, on
+// MariaDB/MySQL, PostgreSQL and SQLite) or github.com/idemq/idemq/idgen/redisidgen
+// (a counter in Redis); memidgen for one process. The next segment is loaded
+// in the background (a double buffer), the step adapts to the rate, and a
+// tag's maximum fails loudly with [ErrMaxReached] instead of wrapping around.
+// Segment IDs are dense and short but have no time or node: they are unique
+// only among the users of one tag. [Packing] composes seed 004's
+// application and shard fields around a segment's index.
+//
+// # Non-guessable IDs
+//
+// A [Scrambler] permutes IDs with a secret key, within their width, so that
+// IDs shown outside reveal neither time, node, sequence nor order; the key
+// turns them back. It is not encryption of a secret: read its documentation
+// for what it does and does not hide.
 package idgen
