@@ -86,7 +86,7 @@ func constant(contentType, body string) http.Handler {
 const (
 	// loadConns is the load generator's connections per server, each
 	// used by one goroutine at a time.
-	loadConns = 8
+	loadConns = 4
 	// loadRound is how many requests one side sends before the other's
 	// turn.
 	loadRound = 400
