@@ -137,7 +137,8 @@ func (c SegmentConfig) Validate() error {
 // A tag may have a maximum (Segment.Max): the source returns a short last
 // segment below it and then [ErrMaxReached]. The allocator issues every ID
 // reserved, then fails Next with an error wrapping ErrMaxReached; it never
-// wraps around. It keeps retrying, so raising the maximum resumes it.
+// wraps around. It keeps retrying, about once a second, so raising the
+// maximum resumes it.
 //
 // # Order
 //

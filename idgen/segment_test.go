@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"slices"
@@ -612,4 +613,36 @@ func TestNewSegmentAllocatorErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Leaf's segment mode over the in-memory source: the tag "orders" starts
+// at 1 with a step of 1000. An ID service hands out batches with Fill.
+func ExampleSegmentAllocator() {
+	ctx := context.Background()
+	src := memidgen.NewSegments()
+	if err := src.CreateTag(ctx, idgen.SegmentTag{Tag: "orders", MaxID: 1, Step: 1000}); err != nil {
+		panic(err)
+	}
+	alloc, err := idgen.NewSegmentAllocator(ctx, src, "orders", idgen.SegmentConfig{})
+	if err != nil {
+		panic(err)
+	}
+	defer alloc.Close()
+
+	id, err := alloc.Next(ctx)
+	if err != nil {
+		panic(err)
+	}
+	batch := make([]idgen.ID, 3)
+	if _, err := alloc.Fill(ctx, batch); err != nil {
+		panic(err)
+	}
+	st := alloc.Stats()
+	fmt.Println(id, batch, st.Current.Start, st.Current.End, st.Step)
+
+	_, err = idgen.NewSegmentAllocator(ctx, src, "payments", idgen.SegmentConfig{})
+	fmt.Println(errors.Is(err, idgen.ErrUnknownTag))
+	// Output:
+	// 1 [2 3 4] 1 1001 1000
+	// true
 }
