@@ -47,6 +47,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.Lookup("json").Usage = "log JSON lines instead of text"
 	f.Lookup("timeout").Usage = "give up starting after `D`: opening stores, leasing a node"
 	f.Lookup("store").Usage = "segment " + storeUsage + "; none: no segment IDs"
+	f.Lookup("namespace").Usage = "Redis key `namespace` of the tags and of the worker-id pool"
 	listen := f.String("listen", "", "`address` to listen on, e.g. :8080 or 127.0.0.1:0 (required)")
 	layoutName := layoutFlag(f.flags)
 	node := f.String("node", "", "snowflake node `id` (or datacenter:worker), unique among running generators")

@@ -27,6 +27,7 @@ type server struct {
 	base   string
 	stderr *bytes.Buffer
 	out    chan string // stdout after the first line
+	termed bool
 }
 
 // startServe starts the binary's serve with args and waits until it
@@ -82,11 +83,31 @@ func (s *server) get(path string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// stop sends SIGTERM and returns the exit status.
-func (s *server) stop() int {
+// metrics returns the server's /metrics.
+func (s *server) metrics() string {
+	s.t.Helper()
+	status, body := s.get("/metrics")
+	if status != 200 {
+		s.t.Fatalf("metrics = %d %s", status, body)
+	}
+	return body
+}
+
+// term sends SIGTERM.
+func (s *server) term() {
 	s.t.Helper()
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		s.t.Fatal(err)
+	}
+	s.termed = true
+}
+
+// stop sends SIGTERM, unless term did, and returns the exit status. (A
+// second one could come after the command stopped catching them.)
+func (s *server) stop() int {
+	s.t.Helper()
+	if !s.termed {
+		s.term()
 	}
 	err := s.cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); ok {
@@ -179,6 +200,54 @@ func TestServeLeased(t *testing.T) {
 	}
 	if s.stderr.Len() > 0 {
 		t.Errorf("serve logged at its default level, which should be quiet:\n%s", s.stderr)
+	}
+}
+
+// TestServeDrains: a request under way when SIGTERM comes is answered
+// before the process exits 0. The request is the first for a tag, whose load
+// waits while its Redis holds writes back (CLIENT PAUSE).
+func TestServeDrains(t *testing.T) {
+	rd := testenv.StartPrivateRedis(t)
+	store := "redis://" + rd.Addr() + "/0"
+	if r := inProcess(t, "", "segment", "create", "slow", "--step", "10", "--start", "100", "--store", store); r.code != 0 {
+		t.Fatalf("segment create: %v", r)
+	}
+	s := startServe(t, "--store", store)
+	c := redis.NewClient(&redis.Options{Addr: rd.Addr()})
+	defer c.Close()
+	if err := c.Do(context.Background(), "CLIENT", "PAUSE", "3000", "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		status int
+		body   string
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		resp, err := http.Get(s.base + "/api/segment/get/slow")
+		if err != nil {
+			answered <- answer{0, err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		answered <- answer{resp.StatusCode, string(body)}
+	}()
+	// The request is under way once the server counted it.
+	for !strings.Contains(s.metrics(), `idemq_http_requests_total{endpoint="segment_get"} 1`) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case a := <-answered:
+		t.Fatalf("the request was answered before SIGTERM (%d %s): the pause did not hold it", a.status, a.body)
+	default:
+	}
+	s.term()
+	if a := <-answered; a.status != 200 || a.body != "100" {
+		t.Errorf("request under way at SIGTERM = %d %q, want 200 100", a.status, a.body)
+	}
+	if code := s.stop(); code != 0 {
+		t.Errorf("exit %d, want 0; stderr:\n%s", code, s.stderr)
 	}
 }
 
