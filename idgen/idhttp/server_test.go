@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/idhttp"
+	"github.com/idemq/idemq/idgen/memidgen"
 )
 
 // forEach runs f against every backend.
@@ -500,4 +502,18 @@ func TestSnowflakeUnavailable(t *testing.T) {
 	}
 	clock.ns.Add(int64(2 * time.Second))
 	c.id("/api/snowflake/get/k")
+}
+
+// TestMetricsQuoteTags: tags are chosen by users; the label values of
+// /metrics escape what Prometheus' text format requires.
+func TestMetricsQuoteTags(t *testing.T) {
+	src := memidgen.NewSegments()
+	tag := "a\"b\\c\nd"
+	create(t, src, idgen.SegmentTag{Tag: tag, Step: 10})
+	_, c := newServer(t, idhttp.Config{Segments: src})
+	c.id("/api/segment/get/" + url.PathEscape(tag))
+	_, body := c.get("/metrics")
+	if want := `idemq_segment_ids_issued_total{tag="a\"b\\c\nd"} 1`; !strings.Contains(string(body), "\n"+want+"\n") {
+		t.Errorf("metrics lack %s:\n%s", want, body)
+	}
 }
