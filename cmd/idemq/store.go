@@ -117,6 +117,11 @@ func parseStore(raw string) (*storeAddr, error) {
 	}
 	switch u.Scheme {
 	case "redis", "rediss":
+		// go-redis would take an empty host for localhost:6379: an
+		// address nobody chose.
+		if u.Hostname() == "" {
+			return bad("name the server: want redis://[user:pass@]host:port[/db]")
+		}
 		opt, err := redis.ParseURL(raw)
 		if err != nil {
 			return bad(strings.TrimPrefix(err.Error(), "redis: "))

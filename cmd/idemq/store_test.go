@@ -26,6 +26,8 @@ func TestParseStore(t *testing.T) {
 		{"no scheme", "127.0.0.1:6379", "", "want redis://"},
 		{"unknown scheme", "mongodb://h/db", "", `unknown scheme "mongodb"`},
 		{"bad redis db", "redis://h:6379/x", "", "invalid database number"},
+		{"redis without host", "redis:///0", "", "name the server"},
+		{"redis with only a port", "redis://:6379", "", "name the server"},
 		{"mysql without db", "mysql://u:p@h:3306", "", "name one database"},
 		{"mysql bad param", "mysql://u:p@h:3306/db?parseTime=maybe", "", "invalid bool value"},
 		{"sqlite with host", "sqlite://host/s.db", "", "three slashes"},
