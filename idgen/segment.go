@@ -427,6 +427,11 @@ func (a *SegmentAllocator) load() bool {
 		err = a.check(seg, step)
 	}
 	if err != nil {
+		if a.closed {
+			// Close cancelled the load: nothing failed that anyone
+			// should hear of.
+			return false
+		}
 		err = fmt.Errorf("idgen: load a segment of tag %q (step %d): %w", a.tag, step, err)
 		if a.failing == nil {
 			a.cfg.Logger.Warn("idgen: loading the next segment failed; retrying", "tag", a.tag, "err", err, "idsLeft", a.left())

@@ -508,13 +508,18 @@ func TestSegmentAllocatorClose(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 			src := newSegSource(t, idgen.SegmentTag{Tag: "t", Step: 10})
-			a, err := idgen.NewSegmentAllocator(context.Background(), src, "t", idgen.SegmentConfig{Logger: quiet})
+			var logs bytes.Buffer // written by the loader only, which Close waits for
+			a, err := idgen.NewSegmentAllocator(context.Background(), src, "t", idgen.SegmentConfig{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			if err != nil {
 				t.Fatal(err)
 			}
 			tt.run(t, src, a)
 			if err := a.Close(); err != nil {
 				t.Fatalf("second Close: %v", err)
+			}
+			// A load that Close cancels is no failure to warn of.
+			if logs.Len() > 0 {
+				t.Fatalf("Close logged:\n%s", logs.String())
 			}
 		})
 	}
