@@ -281,24 +281,14 @@ func (c *Cached) NextID() (ID, error) { return c.Next(context.Background()) }
 // [ErrBufferEmpty] (with FailWhenEmpty), [ErrClosed], a context's error, or
 // the generator's error that stopped the padding.
 func (c *Cached) Next(ctx context.Context) (ID, error) {
-	for {
-		h := c.head.Load()
-		t := c.tail.Load()
-		if h >= t {
-			return c.next(ctx)
-		}
-		id := c.slots[h&c.mask].Load()
-		if c.head.CompareAndSwap(h, h+1) {
-			if t-h <= c.threshold && !c.wanted.Load() {
-				c.askPadding()
-			}
-			return ID(id), nil
-		}
+	if id, ok := c.take(); ok {
+		return id, nil
 	}
+	return c.next(ctx)
 }
 
-// take is Next's hot path for its slow path: it reports false when the
-// buffer is empty.
+// take takes the ID at head unless the buffer is empty (or closed: the
+// closed bit puts head past every tail).
 func (c *Cached) take() (ID, bool) {
 	for {
 		h := c.head.Load()
