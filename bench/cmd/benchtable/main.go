@@ -15,6 +15,9 @@
 // runs (-count) are averaged. The exit status is 1 if the input holds a
 // failure or no benchmark.
 //
+// Any other metric a row reports (b.ReportMetric) is shown, averaged, in
+// a last column.
+//
 // A row may report a metric "<peer>-ns/op": the cost of a peer it took turns
 // with in one loop, so that a machine's changing load falls on both alike
 // (see consumer's BenchmarkFingerprint). The peer becomes a row of the
@@ -72,6 +75,15 @@ type row struct {
 	allocsPerOp float64
 	hasMem      bool
 	paired      bool // timed in turns with a peer; its memory figures are the pair's
+	// other holds the row's own metrics (b.ReportMetric: IDs/s,
+	// p99.9-ns, rt/segment, …), in the order first reported.
+	other []metric
+}
+
+// metric is a custom metric's running mean.
+type metric struct {
+	unit string
+	mean float64
 }
 
 // group is the rows sharing a name up to the last slash, in input order.
@@ -197,6 +209,14 @@ func (r *row) add(metrics string) ([]peerCost, error) {
 			r.allocsPerOp = mean(r.allocsPerOp, v)
 		case "msgs/s":
 			r.msgsPerSec = mean(r.msgsPerSec, v)
+		default:
+			j := slices.IndexFunc(r.other, func(m metric) bool { return m.unit == f[i+1] })
+			if j < 0 {
+				r.other = append(r.other, metric{unit: f[i+1]})
+				j = len(r.other) - 1
+			}
+			// Runs before the metric first showed count as zero.
+			r.other[j].mean = mean(r.other[j].mean, v)
 		}
 	}
 	return peers, nil
@@ -233,6 +253,11 @@ func render(res *results, ours string) string {
 			fmt.Fprintf(&b, " vs %s |", p.name)
 			align += "---:|"
 		}
+		other := slices.ContainsFunc(g.rows, func(r *row) bool { return len(r.other) > 0 })
+		if other {
+			b.WriteString(" other metrics |")
+			align += "---|"
+		}
 		b.WriteString("\n" + align + "\n")
 		for _, r := range g.rows {
 			name := r.name
@@ -250,6 +275,13 @@ func render(res *results, ours string) string {
 				} else {
 					b.WriteString("  |")
 				}
+			}
+			if other {
+				var ms []string
+				for _, m := range r.other {
+					ms = append(ms, m.unit+" "+metricNum(m.mean))
+				}
+				fmt.Fprintf(&b, " %s |", strings.Join(ms, ", "))
 			}
 			b.WriteString("\n")
 		}
@@ -270,12 +302,24 @@ func num(v float64) string {
 	}
 }
 
+// metricNum prints a custom metric, large ones with a k, M or G suffix.
+func metricNum(v float64) string {
+	if v >= 1e4 {
+		return suffixed(v)
+	}
+	return num(v)
+}
+
 // perSecond turns ns/op into operations per second, e.g. "4.06M".
 func perSecond(ns float64) string {
 	if ns <= 0 {
 		return "-"
 	}
-	v := 1e9 / ns
+	return suffixed(1e9 / ns)
+}
+
+// suffixed prints v with a k, M or G suffix, e.g. "4.06M".
+func suffixed(v float64) string {
 	switch {
 	case v >= 1e9:
 		return fmt.Sprintf("%.2fG", v/1e9)
