@@ -52,7 +52,8 @@ func reportSegments(b *testing.B, a *idgen.SegmentAllocator, src *countingSource
 
 // BenchmarkSegment compares the segment allocator with the naive way: a
 // mutex-protected counter that calls the same in-memory source for every
-// ID. One op is one ID. idemq-step999 keeps the step at 999 so that one
+// ID. One op is one ID. idemq-timed times one call in 64 at the default
+// step; idemq-step999 keeps the step at 999 so that one
 // call in 999 switches segments, times one call in 64 (999 is coprime to
 // 64, so switches are sampled at their rate) and every switching call, and
 // reports the 99.9th percentiles and the longest switch, each with one
@@ -96,6 +97,35 @@ func BenchmarkSegment(b *testing.B) {
 				}
 			}
 		})
+		reportSegments(b, a, src)
+	})
+	// idemq-timed is idemq with one call in 64 timed: the default,
+	// adaptive step, under which switches and preloads are a few calls
+	// in a million.
+	b.Run("idemq-timed", func(b *testing.B) {
+		src := newBenchSource(b, 1000)
+		a := newBenchAlloc(b, src, idgen.SegmentConfig{})
+		var all latencies
+		base := time.Now()
+		timer := timerCost(base)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if i%64 != 0 {
+				if _, err := a.Next(ctx); err != nil {
+					b.Fatal(err)
+				}
+				continue
+			}
+			start := time.Since(base)
+			_, err := a.Next(ctx)
+			all.add(time.Since(base) - start)
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(all.quantile(0.999)), "p99.9-ns")
+		b.ReportMetric(float64(all.max), "max-ns")
+		b.ReportMetric(float64(timer), "timer-ns")
 		reportSegments(b, a, src)
 	})
 	b.Run("idemq-step999", func(b *testing.B) {

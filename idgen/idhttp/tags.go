@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,11 +125,7 @@ func (t *tags) load(name string, l *load) {
 		l.err = errClosing
 	case err == nil:
 		l.tag = &tag{name: name, alloc: a}
-		old := *t.served.Load()
-		m := make(map[string]*tag, len(old)+1)
-		for k, v := range old {
-			m[k] = v
-		}
+		m := maps.Clone(*t.served.Load())
 		m[name] = l.tag
 		t.served.Store(&m)
 		t.log.Info("idhttp: serving segment tag", "tag", name)
