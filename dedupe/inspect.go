@@ -2,6 +2,7 @@ package dedupe
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"time"
 
@@ -93,4 +94,21 @@ type Inspector interface {
 	List(ctx context.Context, req ListRequest) (page []Record, next string, err error)
 	Stats(ctx context.Context, namespace, group string) (Stats, error)
 	Forget(ctx context.Context, ref Ref) (bool, error)
+}
+
+// KeyCursor is the cursor of a List page that ends with key, for stores
+// whose pages are in byte order of the key: the key in base64url, so that it
+// prints as one word. ParseKeyCursor turns it back.
+func KeyCursor(key string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(key))
+}
+
+// ParseKeyCursor returns the key a KeyCursor holds, "" for the empty
+// cursor. A cursor that is not one is an error.
+func ParseKeyCursor(c string) (string, error) {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(c)
+	if err != nil || c != "" && (Ref{Group: "g", Key: string(b)}).Validate() != nil {
+		return "", fmt.Errorf("dedupe: cursor %q is not one List returned", c)
+	}
+	return string(b), nil
 }

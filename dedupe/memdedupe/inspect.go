@@ -2,7 +2,6 @@ package memdedupe
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"slices"
 	"strings"
@@ -41,7 +40,7 @@ func (s *Store) List(ctx context.Context, req dedupe.ListRequest) ([]dedupe.Reco
 	if err := check(ctx, req.Validate()); err != nil {
 		return nil, "", fmt.Errorf("memdedupe: %s: %w", what, err)
 	}
-	after, err := decodeCursor(req.Cursor)
+	after, err := dedupe.ParseKeyCursor(req.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("memdedupe: %s: %w", what, err)
 	}
@@ -65,7 +64,7 @@ func (s *Store) List(ctx context.Context, req dedupe.ListRequest) ([]dedupe.Reco
 		return page, "", nil
 	}
 	page = page[:limit]
-	return page, encodeCursor(page[limit-1].Ref.Key), nil
+	return page, dedupe.KeyCursor(page[limit-1].Ref.Key), nil
 }
 
 // Stats implements [dedupe.Inspector].
@@ -108,19 +107,4 @@ func (s *Store) Forget(ctx context.Context, ref dedupe.Ref) (bool, error) {
 	live := s.now().Before(s.recs[i].until)
 	s.drop(i)
 	return live, nil
-}
-
-// A cursor is the last key of the page before, in base64url so that it
-// prints as one word.
-func encodeCursor(key string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(key))
-}
-
-// decodeCursor returns the key a cursor holds, "" for none.
-func decodeCursor(c string) (string, error) {
-	b, err := base64.RawURLEncoding.Strict().DecodeString(c)
-	if err != nil || c != "" && (dedupe.Ref{Group: "g", Key: string(b)}).Validate() != nil {
-		return "", fmt.Errorf("cursor %q is not one List returned", c)
-	}
-	return string(b), nil
 }

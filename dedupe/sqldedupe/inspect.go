@@ -3,7 +3,6 @@ package sqldedupe
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
 	"fmt"
 	"strconv"
 	"strings"
@@ -90,7 +89,7 @@ func (s *Store) List(ctx context.Context, req dedupe.ListRequest) ([]dedupe.Reco
 	if err := start(ctx, req.Validate()); err != nil {
 		return nil, "", fmt.Errorf("sqldedupe: %s: %w", what, err)
 	}
-	after, err := decodeCursor(req.Cursor)
+	after, err := dedupe.ParseKeyCursor(req.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("sqldedupe: %s: %w", what, err)
 	}
@@ -119,7 +118,7 @@ WHERE namespace = ? AND grp = ? AND k > ? AND k >= ? AND expires_at > ` + q.now
 		return page, "", nil
 	}
 	page = page[:limit]
-	return page, encodeCursor(page[limit-1].Ref.Key), nil
+	return page, dedupe.KeyCursor(page[limit-1].Ref.Key), nil
 }
 
 // scanInspected reads rows of k then [inspectSQL.columns] as records of a
@@ -215,19 +214,4 @@ func above(prefix string) (string, bool) {
 		return string(rs[:i]) + string(r), true
 	}
 	return "", false
-}
-
-// A cursor is the last key of the page before, in base64url so that it
-// prints as one word.
-func encodeCursor(key string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(key))
-}
-
-// decodeCursor returns the key a cursor holds, "" for none.
-func decodeCursor(c string) (string, error) {
-	b, err := base64.RawURLEncoding.Strict().DecodeString(c)
-	if err != nil || c != "" && (dedupe.Ref{Group: "g", Key: string(b)}).Validate() != nil {
-		return "", fmt.Errorf("cursor %q is not one List returned", c)
-	}
-	return string(b), nil
 }
