@@ -3,7 +3,10 @@ package idgen
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"time"
+	"unicode/utf8"
 )
 
 // Errors of segment mode. They are wrapped with details; test with
@@ -48,6 +51,45 @@ type SegmentTag struct {
 	Description string
 	// Updated is when the row last changed, by the source's clock.
 	Updated time.Time
+}
+
+// Bounds of a SegmentTag: Leaf's column sizes (biz_tag varchar(128),
+// step int, description varchar(256)), which every source keeps so that a
+// tag moves between sources as it is.
+const (
+	MaxTagLen         = 128           // bytes of a tag name
+	MaxDescriptionLen = 256           // bytes of a description; sources cut longer ones
+	MaxTagStep        = math.MaxInt32 // IDs in a segment reserved with the stored step
+)
+
+// ValidTagName reports whether name can name a tag: 1 to MaxTagLen bytes
+// of UTF-8 (PostgreSQL refuses invalid UTF-8 even in a query). Names are
+// compared byte for byte.
+func ValidTagName(name string) bool {
+	return name != "" && len(name) <= MaxTagLen && utf8.ValidString(name)
+}
+
+// Validate reports whether a source may create t: a valid name
+// (ValidTagName), a Step from 1 to MaxTagStep, MaxID and Max not negative,
+// and Max either 0 (none) or not below MaxID. A longer Description is no
+// error. Errors wrap ErrInvalidConfig.
+func (t SegmentTag) Validate() error {
+	var why string
+	switch {
+	case !ValidTagName(t.Tag):
+		why = fmt.Sprintf("want a name of 1 to %d bytes of UTF-8", MaxTagLen)
+	case t.Step <= 0 || t.Step > MaxTagStep:
+		why = fmt.Sprintf("Step %d: want 1 to %d IDs a segment", t.Step, MaxTagStep)
+	case t.MaxID < 0:
+		why = fmt.Sprintf("MaxID %d: want the first ID to issue, 0 or more", t.MaxID)
+	case t.Max < 0:
+		why = fmt.Sprintf("Max %d: want 0 for no maximum, or a positive one", t.Max)
+	case t.Max > 0 && t.Max < t.MaxID:
+		why = fmt.Sprintf("Max %d is below MaxID %d: want a maximum the counter has not passed", t.Max, t.MaxID)
+	default:
+		return nil
+	}
+	return fmt.Errorf("idgen: segment tag %q: %s: %w", t.Tag, why, ErrInvalidConfig)
 }
 
 // A SegmentSource reserves segments of named counters (tags) for

@@ -20,9 +20,6 @@ const (
 	DefaultMaxBatch    = 1000
 	DefaultLoadTimeout = 10 * time.Second
 	DefaultNegativeTTL = time.Second
-	// MaxTagLen is the longest tag served: Leaf's biz_tag is 128
-	// characters. A longer one is refused with bad_tag.
-	MaxTagLen = 128
 	// maxMaxBatch bounds Config.MaxBatch: a batch is one response body
 	// of up to 22 bytes per ID, built in memory.
 	maxMaxBatch = 1 << 20
@@ -307,8 +304,8 @@ func (s *Server) segmentTag(w http.ResponseWriter, r *http.Request) (*tag, bool)
 		s.fail(w, codeClosing, errClosing)
 	case s.tags == nil:
 		s.fail(w, codeNotServed, errNoSegments)
-	case len(name) > MaxTagLen:
-		s.fail(w, codeBadTag, fmt.Errorf("idhttp: tag of %d bytes is longer than %d", len(name), MaxTagLen))
+	case len(name) > idgen.MaxTagLen:
+		s.fail(w, codeBadTag, fmt.Errorf("idhttp: tag of %d bytes is longer than %d", len(name), idgen.MaxTagLen))
 	default:
 		tg, err := s.tags.get(r.Context(), name)
 		if err != nil {

@@ -129,7 +129,7 @@ func TestBadRequests(t *testing.T) {
 			{"/api/snowflake/batch/k?count=x", 400, "bad_count"},
 			{"/api/segment/get/nope", 404, "unknown_tag"},
 			{"/api/segment/batch/nope?count=5", 404, "unknown_tag"},
-			{"/api/segment/get/" + strings.Repeat("x", idhttp.MaxTagLen+1), 400, "bad_tag"},
+			{"/api/segment/get/" + strings.Repeat("x", idgen.MaxTagLen+1), 400, "bad_tag"},
 			{"/api/segment/get/%22%5C%0A%01%FF", 404, "unknown_tag"}, // quoted in JSON as sent
 			{"/api/snowflake/decode/abc", 400, "bad_id"},
 			{"/api/snowflake/decode/-1", 400, "bad_id"},

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/idemq/idemq/idgen"
 )
@@ -38,19 +37,14 @@ func NewSegments() *Segments {
 // starts (0 or more), Step is the length of a segment reserved without a
 // step of its own (required), Max the highest value MaxID may reach (0 for
 // none). Updated is set to now. A tag that exists fails with
-// [ErrTagExists], unchanged; a tag the SQL and Redis sources could not hold
-// either (a name over 128 bytes or not UTF-8), with [idgen.ErrInvalidConfig].
+// [ErrTagExists], unchanged; one [idgen.SegmentTag.Validate] refuses, with
+// its error.
 func (s *Segments) CreateTag(ctx context.Context, t idgen.SegmentTag) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	switch {
-	case t.Tag == "" || len(t.Tag) > 128 || !utf8.ValidString(t.Tag):
-		// The SQL and Redis sources' bound (Leaf's varchar(128)), so
-		// that a tag moves between sources as it is.
-		return fmt.Errorf("memidgen: create tag %q: want a name of 1 to 128 bytes of UTF-8: %w", t.Tag, idgen.ErrInvalidConfig)
-	case t.Step <= 0 || t.MaxID < 0 || t.Max < 0 || (t.Max > 0 && t.MaxID > t.Max):
-		return fmt.Errorf("memidgen: create tag %q: Step %d must be positive, MaxID %d at least 0 and at most Max %d (0 for none): %w", t.Tag, t.Step, t.MaxID, t.Max, idgen.ErrInvalidConfig)
+	if err := t.Validate(); err != nil {
+		return fmt.Errorf("memidgen: create tag: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,14 +23,6 @@ var ErrTagExists = errors.New("redisidgen: segment tag exists")
 // scripts count in Lua numbers, exact up to 2^53. A tag without a maximum
 // ends there.
 const MaxSegmentValue = 1 << 53
-
-// Bounds on a tag: those of sqlidgen's table, so that a tag moves between
-// the stores as it is.
-const (
-	maxTag         = 128 // bytes of a tag name
-	maxDescription = 256 // bytes of a description, longer ones are cut
-	maxStep        = math.MaxInt32
-)
 
 // SegmentsConfig holds the optional settings of [Segments]. The zero value
 // works.
@@ -162,7 +153,7 @@ func (s *Segments) CreateTag(ctx context.Context, tag idgen.SegmentTag) error {
 	if err := s.client.SAdd(ctx, s.index, tag.Tag).Err(); err != nil {
 		return fail(err)
 	}
-	vals, err := s.run(ctx, createTagScript, tag.Tag, tag.MaxID, tag.Step, tag.Max, clip(tag.Description, maxDescription))
+	vals, err := s.run(ctx, createTagScript, tag.Tag, tag.MaxID, tag.Step, tag.Max, clip(tag.Description, idgen.MaxDescriptionLen))
 	switch {
 	case err != nil:
 		return fail(err)
@@ -174,27 +165,17 @@ func (s *Segments) CreateTag(ctx context.Context, tag idgen.SegmentTag) error {
 	return nil
 }
 
-// checkTag checks a tag to create.
+// checkTag checks a tag to create: idgen's rules, and values Lua numbers
+// hold exactly.
 func checkTag(t idgen.SegmentTag) error {
-	var why string
-	switch {
-	case !validName(t.Tag):
-		why = fmt.Sprintf("want a name of 1 to %d bytes of UTF-8", maxTag)
-	case t.Step <= 0 || t.Step > maxStep:
-		why = fmt.Sprintf("Step %d: want 1 to %d IDs a segment", t.Step, maxStep)
-	case t.MaxID < 0 || t.MaxID > MaxSegmentValue:
-		why = fmt.Sprintf("MaxID %d: want the first ID to issue, 0 to 2^53", t.MaxID)
-	case t.Max < 0 || t.Max > MaxSegmentValue:
-		why = fmt.Sprintf("Max %d: want 0 for no maximum, or at most 2^53", t.Max)
-	case t.Max > 0 && t.Max < t.MaxID:
-		why = fmt.Sprintf("Max %d is below MaxID %d: want a maximum the counter has not passed", t.Max, t.MaxID)
-	default:
-		return nil
+	if err := t.Validate(); err != nil {
+		return err
 	}
-	return fmt.Errorf("%s: %w", why, idgen.ErrInvalidConfig)
+	if t.MaxID > MaxSegmentValue || t.Max > MaxSegmentValue {
+		return fmt.Errorf("MaxID %d and Max %d: want at most 2^53 in Redis: %w", t.MaxID, t.Max, idgen.ErrInvalidConfig)
+	}
+	return nil
 }
-
-func validName(tag string) bool { return tag != "" && len(tag) <= maxTag && utf8.ValidString(tag) }
 
 // clip returns s as valid UTF-8 of at most n bytes, cut at a character
 // boundary.

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/idemq/idemq/idgen"
 )
@@ -21,13 +20,6 @@ const DefaultSegmentTable = "idemq_segment"
 
 // ErrTagExists reports a [Segments.CreateTag] of a tag the table holds.
 var ErrTagExists = errors.New("sqlidgen: segment tag exists")
-
-// Bounds on what a segment row holds: Leaf's column sizes.
-const (
-	maxTag         = 128 // bytes of a tag name
-	maxDescription = 256 // bytes of a description, longer ones are cut
-	maxStep        = math.MaxInt32
-)
 
 // SegmentsConfig holds the optional settings of [Segments]. The zero value
 // works.
@@ -134,7 +126,7 @@ func (s *Segments) NextSegment(ctx context.Context, tag string, step int64) (idg
 	if err := ctx.Err(); err != nil {
 		return idgen.Segment{}, fmt.Errorf("sqlidgen: %s: %w", what, err)
 	}
-	if !validName(tag) {
+	if !idgen.ValidTagName(tag) {
 		return idgen.Segment{}, s.unknown(what)
 	}
 	lim, known := s.limits(tag)
@@ -268,10 +260,10 @@ func (s *Segments) learn(tag string, lim tagLimits) {
 // tag that exists fails with [ErrTagExists], unchanged.
 func (s *Segments) CreateTag(ctx context.Context, tag idgen.SegmentTag) error {
 	what := fmt.Sprintf("create tag %q", tag.Tag)
-	if err := checkTag(tag, math.MaxInt64); err != nil {
+	if err := tag.Validate(); err != nil {
 		return fmt.Errorf("sqlidgen: %s: %w", what, err)
 	}
-	_, err := s.db.ExecContext(ctx, s.q.create, tag.Tag, tag.MaxID, tag.Step, tag.Max, clip(tag.Description, maxDescription))
+	_, err := s.db.ExecContext(ctx, s.q.create, tag.Tag, tag.MaxID, tag.Step, tag.Max, clip(tag.Description, idgen.MaxDescriptionLen))
 	if err == nil {
 		return nil
 	}
@@ -280,33 +272,6 @@ func (s *Segments) CreateTag(ctx context.Context, tag idgen.SegmentTag) error {
 		return fmt.Errorf("sqlidgen: %s in table %q: %w", what, s.cfg.Table, ErrTagExists)
 	}
 	return fail(ctx, what, err)
-}
-
-// checkTag checks a tag to create, whose values a store holds up to top.
-func checkTag(t idgen.SegmentTag, top int64) error {
-	var why string
-	switch {
-	case !validName(t.Tag):
-		why = fmt.Sprintf("want a name of 1 to %d bytes of UTF-8", maxTag)
-	case t.Step <= 0 || t.Step > maxStep:
-		why = fmt.Sprintf("Step %d: want 1 to %d IDs a segment", t.Step, maxStep)
-	case t.MaxID < 0 || t.MaxID > top:
-		why = fmt.Sprintf("MaxID %d: want the first ID to issue, 0 to %d", t.MaxID, top)
-	case t.Max < 0 || t.Max > top:
-		why = fmt.Sprintf("Max %d: want 0 for no maximum, or at most %d", t.Max, top)
-	case t.Max > 0 && t.Max < t.MaxID:
-		why = fmt.Sprintf("Max %d is below MaxID %d: want a maximum the counter has not passed", t.Max, t.MaxID)
-	default:
-		return nil
-	}
-	return fmt.Errorf("%s: %w", why, idgen.ErrInvalidConfig)
-}
-
-// validName reports whether a tag name is one CreateTag accepts: a table
-// cannot hold any other, and PostgreSQL refuses invalid UTF-8 even in a
-// query.
-func validName(tag string) bool {
-	return tag != "" && len(tag) <= maxTag && utf8.ValidString(tag)
 }
 
 // unknown reports a tag the table does not hold.
@@ -320,7 +285,7 @@ func (s *Segments) Tag(ctx context.Context, tag string) (idgen.SegmentTag, error
 	if err := ctx.Err(); err != nil {
 		return idgen.SegmentTag{}, fmt.Errorf("sqlidgen: %s: %w", what, err)
 	}
-	if !validName(tag) {
+	if !idgen.ValidTagName(tag) {
 		return idgen.SegmentTag{}, s.unknown(what)
 	}
 	t, err := scanTag(s.db.QueryRowContext(ctx, s.q.tag, tag))
@@ -379,7 +344,7 @@ func (s *Segments) SetMax(ctx context.Context, tag string, max int64) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlidgen: %s: %w", what, err)
 	}
-	if !validName(tag) {
+	if !idgen.ValidTagName(tag) {
 		return s.unknown(what)
 	}
 	changed, err := affected(s.db.ExecContext(ctx, s.q.setMax, max, tag, max, max))
