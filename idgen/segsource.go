@@ -19,6 +19,9 @@ var (
 	// maximum: no ID above it is ever issued, and none below it twice.
 	// Raise the maximum (`idemq segment set-max`) or move to a new tag.
 	ErrMaxReached = errors.New("idgen: segment tag reached its maximum")
+	// ErrTagExists reports a SegmentTags.CreateTag of a tag the source
+	// holds already: it is left as it is.
+	ErrTagExists = errors.New("idgen: segment tag exists")
 )
 
 // A Segment is a range of a tag's counter reserved for one allocator: the
@@ -110,4 +113,24 @@ func (t SegmentTag) Validate() error {
 // processes: two calls never return overlapping segments.
 type SegmentSource interface {
 	NextSegment(ctx context.Context, tag string, step int64) (Segment, error)
+}
+
+// SegmentTags is the operator's side of a segment source, which the
+// `idemq segment` commands use; the sqlidgen, redisidgen and memidgen
+// sources implement it beside SegmentSource, and
+// github.com/idemq/idemq/idgen/segmenttest checks both.
+//
+// CreateTag records a new tag whose first segment starts at tag.MaxID; a
+// tag that Validate refuses fails with its error, and one the source holds
+// with ErrTagExists, unchanged. Tag returns a tag's record, or fails with
+// ErrUnknownTag; Tags returns every tag's, sorted by name. SetMax sets a
+// tag's maximum, 0 removing it; a maximum below the tag's MaxID fails with
+// ErrInvalidConfig and changes nothing, since the IDs below MaxID were
+// handed out already. Every call honours ctx; an error other than these
+// sentinels means the source could not be reached.
+type SegmentTags interface {
+	CreateTag(ctx context.Context, tag SegmentTag) error
+	Tag(ctx context.Context, name string) (SegmentTag, error)
+	Tags(ctx context.Context) ([]SegmentTag, error)
+	SetMax(ctx context.Context, name string, max int64) error
 }

@@ -21,16 +21,6 @@ func segmentCmd(ctx context.Context, e *env, args []string) error {
 	}, args)
 }
 
-// segmentAdmin is what the segment commands need of a source: the operator's
-// calls that sqlidgen.Segments and redisidgen.Segments have besides
-// idgen.SegmentSource.
-type segmentAdmin interface {
-	CreateTag(ctx context.Context, tag idgen.SegmentTag) error
-	Tag(ctx context.Context, tag string) (idgen.SegmentTag, error)
-	Tags(ctx context.Context) ([]idgen.SegmentTag, error)
-	SetMax(ctx context.Context, tag string, max int64) error
-}
-
 // segmentFlags are the flags every segment subcommand shares.
 type segmentFlags struct {
 	*flags
@@ -47,7 +37,7 @@ func newSegmentFlags(path, synopsis, doc string) *segmentFlags {
 
 // open opens the segment source named by --store; create lets it create the
 // SQL table (or SQLite file). The returned func closes it.
-func (f *segmentFlags) open(ctx context.Context, create bool) (segmentAdmin, *storeAddr, func(), error) {
+func (f *segmentFlags) open(ctx context.Context, create bool) (idgen.SegmentTags, *storeAddr, func(), error) {
 	addr, err := resolveStore(*f.store, "store")
 	if err != nil {
 		return nil, nil, nil, err

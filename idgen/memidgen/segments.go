@@ -3,7 +3,6 @@ package memidgen
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -12,9 +11,6 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 )
-
-// ErrTagExists reports a [Segments.CreateTag] of a tag the source holds.
-var ErrTagExists = errors.New("memidgen: segment tag exists")
 
 // Segments is an in-memory [idgen.SegmentSource]: Leaf's table of tags as a
 // map, for tests and for the allocators of one process. Its counters live
@@ -26,7 +22,10 @@ type Segments struct {
 	tags map[string]*idgen.SegmentTag
 }
 
-var _ idgen.SegmentSource = (*Segments)(nil)
+var (
+	_ idgen.SegmentSource = (*Segments)(nil)
+	_ idgen.SegmentTags   = (*Segments)(nil)
+)
 
 // NewSegments returns a source without tags.
 func NewSegments() *Segments {
@@ -37,7 +36,7 @@ func NewSegments() *Segments {
 // starts (0 or more), Step is the length of a segment reserved without a
 // step of its own (required), Max the highest value MaxID may reach (0 for
 // none). Updated is set to now. A tag that exists fails with
-// [ErrTagExists], unchanged; one [idgen.SegmentTag.Validate] refuses, with
+// [idgen.ErrTagExists], unchanged; one [idgen.SegmentTag.Validate] refuses, with
 // its error.
 func (s *Segments) CreateTag(ctx context.Context, t idgen.SegmentTag) error {
 	if err := ctx.Err(); err != nil {
@@ -49,7 +48,7 @@ func (s *Segments) CreateTag(ctx context.Context, t idgen.SegmentTag) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.tags[t.Tag]; ok {
-		return fmt.Errorf("memidgen: create tag %q: %w", t.Tag, ErrTagExists)
+		return fmt.Errorf("memidgen: create tag %q: %w", t.Tag, idgen.ErrTagExists)
 	}
 	t.Updated = time.Now()
 	s.tags[t.Tag] = &t

@@ -76,7 +76,7 @@ func TestSegmentsErrors(t *testing.T) {
 		{name: "unknown tag", err: func() error { _, err := s.NextSegment(ctx, "nope", 0); return err }(), want: idgen.ErrUnknownTag},
 		{name: "cancelled", err: func() error { _, err := s.NextSegment(cancelled, "t", 0); return err }(), want: context.Canceled},
 		{name: "Tag of an unknown tag", err: func() error { _, err := s.Tag(ctx, "nope"); return err }(), want: idgen.ErrUnknownTag},
-		{name: "create again", err: s.CreateTag(ctx, idgen.SegmentTag{Tag: "t", Step: 10}), want: memidgen.ErrTagExists},
+		{name: "create again", err: s.CreateTag(ctx, idgen.SegmentTag{Tag: "t", Step: 10}), want: idgen.ErrTagExists},
 		{name: "create without a name", err: s.CreateTag(ctx, idgen.SegmentTag{Step: 10}), want: idgen.ErrInvalidConfig},
 		{name: "create without a step", err: s.CreateTag(ctx, idgen.SegmentTag{Tag: "u"}), want: idgen.ErrInvalidConfig},
 		{name: "create past the maximum", err: s.CreateTag(ctx, idgen.SegmentTag{Tag: "u", MaxID: 11, Step: 1, Max: 10}), want: idgen.ErrInvalidConfig},

@@ -16,9 +16,6 @@ import (
 	"github.com/idemq/idemq/idgen"
 )
 
-// ErrTagExists reports a [Segments.CreateTag] of a tag Redis holds.
-var ErrTagExists = errors.New("redisidgen: segment tag exists")
-
 // MaxSegmentValue is the largest MaxID and Max a tag holds in Redis: the
 // scripts count in Lua numbers, exact up to 2^53. A tag without a maximum
 // ends there.
@@ -49,7 +46,10 @@ type Segments struct {
 	topArg string
 }
 
-var _ idgen.SegmentSource = (*Segments)(nil)
+var (
+	_ idgen.SegmentSource = (*Segments)(nil)
+	_ idgen.SegmentTags   = (*Segments)(nil)
+)
 
 // NewSegments returns the segment source of cfg's namespace through client,
 // which the caller owns: Segments never closes it. It does no I/O.
@@ -138,7 +138,7 @@ func num(vals []any, i int) int64 {
 // tag.Step (1 to 2^31-1, as sqlidgen's INT column) and tag.Max (0 for none,
 // else at least MaxID); MaxID and Max at most [MaxSegmentValue]. The name is
 // 1 to 128 bytes of UTF-8; a Description longer than 256 bytes is cut;
-// Updated is ignored. A tag that exists fails with [ErrTagExists],
+// Updated is ignored. A tag that exists fails with [idgen.ErrTagExists],
 // unchanged. It adds the name to the namespace's index first, in a command
 // of its own (the index lives in another cluster slot), so a tag is never
 // missing from Tags.
@@ -158,7 +158,7 @@ func (s *Segments) CreateTag(ctx context.Context, tag idgen.SegmentTag) error {
 	case err != nil:
 		return fail(err)
 	case code(vals) == codeExists:
-		return fail(fmt.Errorf("in namespace %q: %w", s.namespace, ErrTagExists))
+		return fail(fmt.Errorf("in namespace %q: %w", s.namespace, idgen.ErrTagExists))
 	case code(vals) != codeOK:
 		return fail(fmt.Errorf("unexpected script answer %v", vals))
 	}

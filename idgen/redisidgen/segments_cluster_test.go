@@ -29,5 +29,5 @@ func TestSegmentCluster(t *testing.T) {
 	}
 	segmenttest.Run(t, func(t *testing.T) segmenttest.Source {
 		return newSegments(t, newCluster(t), redisidgen.SegmentsConfig{Namespace: "cluster"})
-	}, segmenttest.Features{ErrTagExists: redisidgen.ErrTagExists, MaxValue: redisidgen.MaxSegmentValue})
+	}, segmenttest.Features{MaxValue: redisidgen.MaxSegmentValue})
 }

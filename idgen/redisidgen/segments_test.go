@@ -32,7 +32,7 @@ func TestSegmentConformance(t *testing.T) {
 	segmenttest.Run(t, func(t *testing.T) segmenttest.Source {
 		// A client each, as another host would have.
 		return newSegments(t, newClient(t, addr), redisidgen.SegmentsConfig{Namespace: "segmenttest"})
-	}, segmenttest.Features{ErrTagExists: redisidgen.ErrTagExists, MaxValue: redisidgen.MaxSegmentValue})
+	}, segmenttest.Features{MaxValue: redisidgen.MaxSegmentValue})
 }
 
 // The tag's hash holds Leaf's columns, readable with redis-cli, under the
@@ -102,7 +102,7 @@ func TestSegmentsUnreachable(t *testing.T) {
 		if err == nil {
 			t.Fatalf("%s with Redis down succeeded", c.call)
 		}
-		for _, known := range []error{idgen.ErrUnknownTag, idgen.ErrMaxReached, idgen.ErrInvalidConfig, redisidgen.ErrTagExists} {
+		for _, known := range []error{idgen.ErrUnknownTag, idgen.ErrMaxReached, idgen.ErrInvalidConfig, idgen.ErrTagExists} {
 			if errors.Is(err, known) {
 				t.Fatalf("%s = %v: a known outcome, though Redis is down", c.call, err)
 			}

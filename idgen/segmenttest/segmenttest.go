@@ -6,7 +6,7 @@
 //	func TestSegmentConformance(t *testing.T) {
 //		segmenttest.Run(t, func(t *testing.T) segmenttest.Source {
 //			return newSegments(t)
-//		}, segmenttest.Features{ErrTagExists: sqlidgen.ErrTagExists})
+//		}, segmenttest.Features{})
 //	}
 //
 // Every test uses tags of its own, named at random, so the sources
@@ -25,7 +25,7 @@
 //     the source holds when no maximum is set;
 //   - unknown tags: [idgen.ErrUnknownTag] from NextSegment, Tag and SetMax;
 //   - CreateTag: its start value, fields and validation; a tag that exists
-//     fails with [Features.ErrTagExists] and keeps its record;
+//     fails with [idgen.ErrTagExists] and keeps its record;
 //   - SetMax: a maximum below MaxID is refused with
 //     [idgen.ErrInvalidConfig], a raise lets segments continue, 0 removes
 //     the maximum;
@@ -53,29 +53,15 @@ import (
 	"github.com/idemq/idemq/idgen"
 )
 
-// Source is a segment source with the operator's calls: those the
-// `idemq segment` commands use, and the suite uses to set up its tags.
+// Source is a segment source with the operator's calls, which the suite
+// uses to set up its tags.
 type Source interface {
 	idgen.SegmentSource
-	// CreateTag records a new tag whose first segment starts at
-	// tag.MaxID. Step must be positive; Max, when not 0, at least MaxID.
-	// A tag that exists fails with the source's [Features.ErrTagExists].
-	CreateTag(ctx context.Context, tag idgen.SegmentTag) error
-	// Tag returns a tag's record, or fails with [idgen.ErrUnknownTag].
-	Tag(ctx context.Context, name string) (idgen.SegmentTag, error)
-	// Tags returns every tag's record, sorted by name.
-	Tags(ctx context.Context) ([]idgen.SegmentTag, error)
-	// SetMax sets a tag's maximum; 0 removes it. A maximum below the
-	// tag's MaxID fails with [idgen.ErrInvalidConfig]: IDs up to MaxID-1
-	// were handed out already.
-	SetMax(ctx context.Context, name string, max int64) error
+	idgen.SegmentTags
 }
 
 // Features describes where a source differs from the others.
 type Features struct {
-	// ErrTagExists is the sentinel CreateTag's error wraps for a tag that
-	// exists. Required.
-	ErrTagExists error
 	// MaxValue is the largest MaxID and Max the source holds: a tag with
 	// no maximum ends there. Default math.MaxInt64.
 	MaxValue int64
@@ -86,9 +72,6 @@ type Features struct {
 // store, as processes on several hosts would. Whatever it opens it closes
 // through t.Cleanup.
 func Run(t *testing.T, newSource func(t *testing.T) Source, f Features) {
-	if f.ErrTagExists == nil {
-		t.Fatal("segmenttest: Features.ErrTagExists is required")
-	}
 	if f.MaxValue <= 0 {
 		f.MaxValue = math.MaxInt64
 	}
@@ -410,7 +393,7 @@ func testCreateExisting(s *suite) {
 	tag := s.create(0, 10, 0)
 	s.next(tag, 0, 0, 10)
 	err := s.src.CreateTag(s.Context(), idgen.SegmentTag{Tag: tag, MaxID: 0, Step: 99})
-	s.wantErr("CreateTag of an existing tag", err, s.f.ErrTagExists)
+	s.wantErr("CreateTag of an existing tag", err, idgen.ErrTagExists)
 	got := s.tag(tag)
 	if got.MaxID != 10 || got.Step != 10 {
 		s.Fatalf("tag %+v after a second CreateTag: want MaxID 10 and Step 10 kept", got)

@@ -18,9 +18,6 @@ import (
 // [SegmentsConfig.Table] names another.
 const DefaultSegmentTable = "idemq_segment"
 
-// ErrTagExists reports a [Segments.CreateTag] of a tag the table holds.
-var ErrTagExists = errors.New("sqlidgen: segment tag exists")
-
 // SegmentsConfig holds the optional settings of [Segments]. The zero value
 // works.
 type SegmentsConfig struct {
@@ -69,7 +66,10 @@ type Segments struct {
 // tagLimits are a tag's stored step and maximum.
 type tagLimits struct{ step, max int64 }
 
-var _ idgen.SegmentSource = (*Segments)(nil)
+var (
+	_ idgen.SegmentSource = (*Segments)(nil)
+	_ idgen.SegmentTags   = (*Segments)(nil)
+)
 
 // NewSegments returns the segment source of the table cfg names over db,
 // which speaks d. It does not touch the database: call [Segments.Migrate]
@@ -257,7 +257,7 @@ func (s *Segments) learn(tag string, lim tagLimits) {
 // tag.Step (1 to 2^31-1, Leaf's INT column) and tag.Max (0 for none, else at
 // least MaxID). The name is 1 to 128 bytes of UTF-8, compared byte for
 // byte; a Description longer than 256 bytes is cut; Updated is ignored. A
-// tag that exists fails with [ErrTagExists], unchanged.
+// tag that exists fails with [idgen.ErrTagExists], unchanged.
 func (s *Segments) CreateTag(ctx context.Context, tag idgen.SegmentTag) error {
 	what := fmt.Sprintf("create tag %q", tag.Tag)
 	if err := tag.Validate(); err != nil {
@@ -269,7 +269,7 @@ func (s *Segments) CreateTag(ctx context.Context, tag idgen.SegmentTag) error {
 	}
 	// Whatever the driver calls a duplicate key, the row tells.
 	if _, rerr := s.Tag(ctx, tag.Tag); rerr == nil {
-		return fmt.Errorf("sqlidgen: %s in table %q: %w", what, s.cfg.Table, ErrTagExists)
+		return fmt.Errorf("sqlidgen: %s in table %q: %w", what, s.cfg.Table, idgen.ErrTagExists)
 	}
 	return fail(ctx, what, err)
 }
