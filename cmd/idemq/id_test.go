@@ -169,7 +169,7 @@ func TestIDBadInput(t *testing.T) {
 		{"format", []string{"new", "--node", "1", "--format", "hex"}, []string{`--format "hex"`}},
 		{"pool without store", []string{"new", "--pool", "p"}, []string{"--pool needs --lease-store"}},
 		{"lease store without pool", []string{"new", "--lease-store", "redis://127.0.0.1:1/0"}, []string{"--lease-store needs --pool"}},
-		{"bad lease store", []string{"new", "--lease-store", "redis//x", "--pool", "p"}, []string{"--lease-store", "no scheme"}},
+		{"bad lease store", []string{"new", "--lease-store", "redis//x", "--pool", "p"}, []string{"--lease-store", "without a scheme"}},
 		{"arguments", []string{"new", "--node", "1", "5"}, []string{"unexpected arguments"}},
 		{"bad ID", []string{"decode", "12x"}, []string{`"12x" is no ID`}},
 		{"decimal out of range", []string{"decode", "9223372036854775808"}, []string{"exceeds 9223372036854775807"}},

@@ -40,8 +40,8 @@ const storeUsage = "store `URL`: redis://[user:pass@]host:port[/db], rediss://..
 type storeAddr struct {
 	// Kind is kindRedis, kindMySQL, kindPostgres or kindSQLite.
 	Kind string
-	// Redacted is the URL with its password replaced by "xxxxx", for
-	// messages.
+	// Redacted is the URL for messages, without its password (see
+	// redact).
 	Redacted string
 	// Redis holds the client options of a redis:// or rediss:// URL.
 	Redis *redis.Options
@@ -111,7 +111,7 @@ func parseStore(raw string) (*storeAddr, error) {
 		}
 		return nil, fmt.Errorf("store URL: %v: want redis://, rediss://, mysql://, postgres:// or sqlite:", err)
 	}
-	a := &storeAddr{Redacted: u.Redacted()}
+	a := &storeAddr{Redacted: redact(u)}
 	bad := func(why string) (*storeAddr, error) {
 		return nil, fmt.Errorf("store URL %s: %s", a.Redacted, why)
 	}
@@ -187,7 +187,9 @@ func parseStore(raw string) (*storeAddr, error) {
 		}
 		a.Kind, a.Driver, a.DSN = kindSQLite, "sqlite", "file:"+abs+"?"+q
 	case "":
-		return bad("no scheme: want redis://, rediss://, mysql://, postgres:// or sqlite:")
+		// Text without a scheme is not shown: it may hold a password
+		// anywhere.
+		return nil, errors.New("store URL without a scheme: want redis://, rediss://, mysql://, postgres:// or sqlite:")
 	default:
 		return bad(fmt.Sprintf("unknown scheme %q: want redis://, rediss://, mysql://, postgres:// or sqlite:", u.Scheme))
 	}
@@ -261,4 +263,35 @@ func (a *storeAddr) openSQL(ctx context.Context, create bool) (*sql.DB, error) {
 		return nil, a.unreachable(err)
 	}
 	return db, nil
+}
+
+// redact returns u for messages with every place a password may sit
+// masked: the password, a query parameter whose name says "pass" (pgx
+// takes password=), and what a malformed URL may hold one in: all of one
+// without a server (the opaque "redis:u:pw@h", which lacks "//", or
+// "redis:/:pw@h"), and a fragment. A SQLite URL names a file and is shown as
+// it is.
+func redact(u *url.URL) string {
+	if u.Scheme == "sqlite" {
+		return u.String()
+	}
+	if u.Opaque != "" || u.Host == "" {
+		// No server, so no well-formed place for a password either.
+		return u.Scheme + ":xxxxx"
+	}
+	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	if u.User != nil {
+		r.User = url.User(u.User.Username())
+		if _, ok := u.User.Password(); ok {
+			r.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+	}
+	q := u.Query()
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "pass") {
+			q.Set(k, "xxxxx")
+		}
+	}
+	r.RawQuery = q.Encode()
+	return r.String()
 }

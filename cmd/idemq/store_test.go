@@ -19,11 +19,13 @@ func TestParseStore(t *testing.T) {
 		{"mysql default port", "mysql://app:pw@db.example/orders", kindMySQL, "app:pw@tcp(db.example:3306)/orders"},
 		{"postgres", "postgres://u:p@127.0.0.1:5432/app?sslmode=disable", kindPostgres, "postgres://u:p@127.0.0.1:5432/app?sslmode=disable"},
 		{"postgresql", "postgresql://u@h/app", kindPostgres, "postgresql://u@h/app"},
+		{"postgres password parameter", "postgres://u@h/app?password=hunter2", kindPostgres, "password=hunter2"},
 		{"sqlite absolute", "sqlite:///var/lib/idemq/s.db", kindSQLite, "file:/var/lib/idemq/s.db?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate"},
 		{"sqlite own params", "sqlite:///s.db?_pragma=busy_timeout(1)", kindSQLite, "file:/s.db?_pragma=busy_timeout(1)"},
 		{"sqlite relative", "sqlite:s.db", kindSQLite, "/s.db?"},
 
-		{"no scheme", "127.0.0.1:6379", "", "want redis://"},
+		{"host and port only", "127.0.0.1:6379", "", "want redis://"},
+		{"no scheme", "cache.example/0", "", "without a scheme"},
 		{"unknown scheme", "mongodb://h/db", "", `unknown scheme "mongodb"`},
 		{"bad redis db", "redis://h:6379/x", "", "invalid database number"},
 		{"redis without host", "redis:///0", "", "name the server"},
@@ -33,6 +35,7 @@ func TestParseStore(t *testing.T) {
 		{"sqlite with host", "sqlite://host/s.db", "", "three slashes"},
 		{"sqlite without file", "sqlite:", "", "name the database file"},
 		{"password redacted", "mysql://u:hunter2@h:3306", "", "u:xxxxx@h:3306"},
+		{"password in an opaque URL redacted", "redis:u:hunter2@h", "", "redis:xxxxx"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,7 +65,7 @@ func TestParseStore(t *testing.T) {
 			if !strings.Contains(got, tt.want) {
 				t.Errorf("got %q, want %q", got, tt.want)
 			}
-			if strings.Contains(a.Redacted, "secret") || strings.Contains(a.String(), ":pw@") {
+			if strings.Contains(a.Redacted, "secret") || strings.Contains(a.Redacted, "hunter2") || strings.Contains(a.String(), ":pw@") {
 				t.Errorf("Redacted %q shows the password", a.Redacted)
 			}
 		})
@@ -83,4 +86,42 @@ func TestResolveStoreFromEnv(t *testing.T) {
 	if err != nil || a.Kind != kindSQLite {
 		t.Fatalf("--store wins over %s: got %+v, %v", storeEnv, a, err)
 	}
+}
+
+// FuzzParseStore: any text parses or fails without a panic, a parsed URL
+// names a server (or a SQLite file), and neither the redacted form nor an
+// error ever shows the password.
+func FuzzParseStore(f *testing.F) {
+	for _, s := range []string{
+		"redis://u:hunter2@127.0.0.1:6379/2", "rediss://:hunter2@h:6380", "redis:///0",
+		"mysql://u:hunter2@h:3306/db?parseTime=true", "postgres://u:hunter2@h/app", "sqlite:///tmp/x.db",
+		"sqlite:x.db", "mongodb://h", "", "::", "redis://u:hunter2@[::1]:6379/x", "postgres://h/db?password=hunter2",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		a, err := parseStore(raw)
+		const secret = "hunter2"
+		if err != nil {
+			if strings.Contains(raw, ":"+secret+"@") && strings.Contains(err.Error(), secret) {
+				t.Fatalf("parseStore(%q) error shows the password: %v", raw, err)
+			}
+			return
+		}
+		switch a.Kind {
+		case kindRedis:
+			if a.Redis == nil || a.Redis.Addr == "" || strings.HasPrefix(a.Redis.Addr, ":") {
+				t.Fatalf("parseStore(%q) = redis at %q: no server named", raw, a.Redis.Addr)
+			}
+		case kindMySQL, kindPostgres, kindSQLite:
+			if a.Driver == "" || a.DSN == "" {
+				t.Fatalf("parseStore(%q) = %+v: no driver or DSN", raw, a)
+			}
+		default:
+			t.Fatalf("parseStore(%q) = kind %q", raw, a.Kind)
+		}
+		if (strings.Contains(raw, ":"+secret+"@") || strings.Contains(raw, "password="+secret)) && strings.Contains(a.Redacted, secret) {
+			t.Fatalf("parseStore(%q).Redacted = %q shows the password", raw, a.Redacted)
+		}
+	})
 }
