@@ -651,3 +651,32 @@ func ExampleSegmentAllocator() {
 	// 1 [2 3 4] 1 1001 1000
 	// true
 }
+
+// TestSegmentLoadTimeout: a load that hangs ends at LoadTimeout with an
+// error saying so, IDs flow meanwhile, and once the source answers again the
+// loads succeed; a second hang after that times out as well.
+func TestSegmentLoadTimeout(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	src := newSegSource(t, idgen.SegmentTag{Tag: "t", Step: 10})
+	a := newAlloc(t, src, "t", idgen.SegmentConfig{LoadTimeout: 50 * time.Millisecond})
+	defer a.Close()
+	for round := 1; round <= 2; round++ {
+		base := a.Stats().LoadFailures
+		src.block.Store(true)
+		// Up to the preload mark and a little past it: the load hangs.
+		for range 3 {
+			nextSeg(t, a)
+		}
+		waitFor(t, "the hung load to time out", func() bool { return a.Stats().LoadFailures > base })
+		st := a.Stats()
+		if !errors.Is(st.LastError, context.DeadlineExceeded) || !strings.Contains(st.LastError.Error(), "LoadTimeout") {
+			t.Fatalf("round %d: LastError = %v, want a timeout naming SegmentConfig.LoadTimeout", round, st.LastError)
+		}
+		src.block.Store(false)
+		waitFor(t, "a load to succeed again", func() bool { return !a.Stats().Failing && a.Stats().Next != (idgen.Segment{}) })
+		// Use up what is loaded, so that the next round starts a load.
+		for a.Stats().Next != (idgen.Segment{}) {
+			nextSeg(t, a)
+		}
+	}
+}
