@@ -19,9 +19,9 @@
 //	idemq serve --listen ADDR [--store URL] [--node N | --lease-store URL --pool P]
 //
 // Every command takes --help, and --json to print one JSON document instead
-// of a table. Flags may follow arguments; "--" ends the flags. A store is a URL (redis://, rediss://, mysql://, postgres://,
-// sqlite:) given by --store or the environment variable IDEMQ_STORE; there
-// is no default.
+// of a table. Flags may follow arguments; "--" ends the flags. A store is a
+// URL (redis://, rediss://, mysql://, postgres://, sqlite:) given by --store
+// or the environment variable IDEMQ_STORE; there is no default.
 //
 // Exit status:
 //
