@@ -35,9 +35,16 @@ func newSegmentFlags(path, synopsis, doc string) *segmentFlags {
 	return f
 }
 
+// segmentStore is what the Redis and SQL segment sources both are: serve
+// issues from it, the segment commands administer its tags.
+type segmentStore interface {
+	idgen.SegmentSource
+	idgen.SegmentTags
+}
+
 // open opens the segment source named by --store; create lets it create the
 // SQL table (or SQLite file). The returned func closes it.
-func (f *segmentFlags) open(ctx context.Context, create bool) (idgen.SegmentTags, *storeAddr, func(), error) {
+func (f *segmentFlags) open(ctx context.Context, create bool) (segmentStore, *storeAddr, func(), error) {
 	addr, err := resolveStore(*f.store, "store")
 	if err != nil {
 		return nil, nil, nil, err

@@ -116,7 +116,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer closeSrc()
-		cfg.Segments = src.(idgen.SegmentSource)
+		cfg.Segments = src
 		log.Info("serving segment IDs", "store", addr.String())
 	}
 	switch {
