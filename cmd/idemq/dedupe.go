@@ -67,7 +67,7 @@ func (f *dedupeFlags) refs(keys []string) ([]dedupe.Ref, error) {
 // open opens the inspector of the store named by --store. The returned func
 // closes it.
 func (f *dedupeFlags) open(ctx context.Context) (dedupe.Inspector, *storeAddr, func(), error) {
-	addr, err := resolveStore(*f.store, "store")
+	addr, err := resolveStore(*f.store)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -45,7 +45,7 @@ type segmentStore interface {
 // open opens the segment source named by --store; create lets it create the
 // SQL table (or SQLite file). The returned func closes it.
 func (f *segmentFlags) open(ctx context.Context, create bool) (segmentStore, *storeAddr, func(), error) {
-	addr, err := resolveStore(*f.store, "store")
+	addr, err := resolveStore(*f.store)
 	if err != nil {
 		return nil, nil, nil, err
 	}

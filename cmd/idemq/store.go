@@ -66,11 +66,11 @@ func storeFlag(fs *flag.FlagSet) *string {
 // resolveStore parses raw, or $IDEMQ_STORE when raw is empty. There is no
 // default address: a store nobody named is a usage error, since guessing a
 // local server could read or change the wrong data.
-func resolveStore(raw, flagName string) (*storeAddr, error) {
+func resolveStore(raw string) (*storeAddr, error) {
 	if raw == "" {
 		raw = os.Getenv(storeEnv)
 		if raw == "" {
-			return nil, usagef("no store: set --%s URL or the environment variable %s (e.g. redis://127.0.0.1:6379/0)", flagName, storeEnv)
+			return nil, usagef("no store: set --store URL or the environment variable %s (e.g. redis://127.0.0.1:6379/0)", storeEnv)
 		}
 	}
 	a, err := parseStore(raw)

@@ -74,15 +74,15 @@ func TestParseStore(t *testing.T) {
 
 func TestResolveStoreFromEnv(t *testing.T) {
 	t.Setenv(storeEnv, "")
-	if _, err := resolveStore("", "store"); err == nil || !strings.Contains(err.Error(), "--store") || !strings.Contains(err.Error(), storeEnv) {
+	if _, err := resolveStore(""); err == nil || !strings.Contains(err.Error(), "--store") || !strings.Contains(err.Error(), storeEnv) {
 		t.Fatalf("no store: got %v, want an error naming --store and %s", err, storeEnv)
 	}
 	t.Setenv(storeEnv, "redis://127.0.0.1:1/0")
-	a, err := resolveStore("", "store")
+	a, err := resolveStore("")
 	if err != nil || a.Redis.Addr != "127.0.0.1:1" {
 		t.Fatalf("store from %s: got %+v, %v", storeEnv, a, err)
 	}
-	a, err = resolveStore("sqlite:///x.db", "store")
+	a, err = resolveStore("sqlite:///x.db")
 	if err != nil || a.Kind != kindSQLite {
 		t.Fatalf("--store wins over %s: got %+v, %v", storeEnv, a, err)
 	}

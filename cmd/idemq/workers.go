@@ -54,7 +54,7 @@ func workersList(ctx context.Context, e *env, args []string) error {
 	if *pool == "" {
 		return f.usageErr("--pool is required: the name of the worker-id pool")
 	}
-	addr, err := resolveStore(*storeURL, "store")
+	addr, err := resolveStore(*storeURL)
 	if err != nil {
 		return err
 	}
