@@ -11,11 +11,12 @@ DEMO_RESEND ?= 50
 # (apache/rocketmq-client-go#961 and others) but still races inside itself
 # now and then: Shutdown against InvokeSync during a rebalance (seen in three
 # of about fifteen full runs; the fault tests' child processes, which shut a
-# client down each time, tolerate races wholly inside it). Compiling it without the race detector does not hide
-# that reliably and adds false reports: its atomics then order nothing for
-# the detector, while map and channel operations are still checked in the
-# runtime (two of three full runs failed that way, on a map of its route
-# data and in encoding/json under its heartbeat).
+# client down each time, tolerate races wholly inside it). Compiling it
+# without the race detector does not hide that reliably and adds false
+# reports: its atomics then order nothing for the detector, while map and
+# channel operations are still checked in the runtime (two of three full
+# runs failed that way, on a map of its route data and in encoding/json
+# under its heartbeat).
 RACE = -race
 
 .PHONY: deps test demo bench vet fmt
