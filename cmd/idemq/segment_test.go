@@ -4,8 +4,6 @@ import (
 	"context"
 	"regexp"
 	"testing"
-
-	"github.com/idemq/idemq/idgen"
 )
 
 type tagsOutput struct {
@@ -53,7 +51,7 @@ func testSegment(t *testing.T, b backend) {
 	}
 	defer closeSrc()
 	for range 3 {
-		if _, err := src.(idgen.SegmentSource).NextSegment(ctx, "orders", 0); err != nil {
+		if _, err := src.NextSegment(ctx, "orders", 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -79,7 +77,7 @@ func testSegment(t *testing.T, b backend) {
 	if got.Tags[0].Max != 0 {
 		t.Errorf("set-max 0: %+v", got)
 	}
-	if _, err := src.(idgen.SegmentSource).NextSegment(ctx, "orders", 5000); err != nil {
+	if _, err := src.NextSegment(ctx, "orders", 5000); err != nil {
 		t.Errorf("a segment past the removed maximum: %v", err)
 	}
 
@@ -108,7 +106,7 @@ func TestSegmentBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			wantFail(t, inProcess(t, "", append([]string{"segment", "--store", store}[:1], append(tt.args, "--store", store)...)...), exitUsage, tt.msg)
+			wantFail(t, inProcess(t, "", append([]string{"segment"}, append(tt.args, "--store", store)...)...), exitUsage, tt.msg)
 		})
 	}
 }
