@@ -223,11 +223,8 @@ func missingTable(err error, table string) error {
 }
 
 // openRedis returns a client of the Redis store, which has answered a PING.
-// The caller closes it.
+// The caller, which has checked a.Kind, closes it.
 func (a *storeAddr) openRedis(ctx context.Context) (*redis.Client, error) {
-	if a.Kind != kindRedis {
-		return nil, fmt.Errorf("store %s is %s, not Redis", a.Redacted, a.Kind)
-	}
 	c := redis.NewClient(a.Redis)
 	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
@@ -239,12 +236,10 @@ func (a *storeAddr) openRedis(ctx context.Context) (*redis.Client, error) {
 }
 
 // openSQL returns the SQL store's database, which has answered a ping. The
-// caller closes it. A SQLite file must exist unless create is set, so that a
-// mistyped path is not taken for an empty store.
+// caller, which has checked a.Kind, closes it. A SQLite file must exist
+// unless create is set, so that a mistyped path is not taken for an empty
+// store.
 func (a *storeAddr) openSQL(ctx context.Context, create bool) (*sql.DB, error) {
-	if a.Kind == kindRedis {
-		return nil, fmt.Errorf("store %s is Redis, not SQL", a.Redacted)
-	}
 	if a.Kind == kindSQLite && !create {
 		path := strings.TrimPrefix(a.DSN, "file:")
 		path, _, _ = strings.Cut(path, "?")
