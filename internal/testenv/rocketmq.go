@@ -5,7 +5,6 @@ import (
 	_ "embed" // the logback config below
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -117,12 +116,16 @@ type RocketMQServer struct {
 // rocketmqBroker is one master broker of a RocketMQServer.
 type rocketmqBroker struct {
 	name string // brokerName
-	addr string
+	port int
 	// stem names its files under the server's dir: stem.conf, stem.out
-	// (standard output and error), stem.log (RocketMQ's log).
-	stem string
-	proc *process // nil while killed
+	// (standard output and error), stem.log (RocketMQ's log); store is
+	// its store's directory there.
+	stem, store string
+	proc        *process // nil while killed
 }
+
+// addr is b's address, "127.0.0.1:port".
+func (b *rocketmqBroker) addr() string { return hostPort(b.port) }
 
 // StartRocketMQ starts a RocketMQ name server and broker on free ports, with
 // their configuration, store and logs under dir, and returns once the broker
@@ -178,10 +181,11 @@ func StartRocketMQCluster(ctx context.Context, dir string, log io.Writer, cfg Ro
 		log:        log,
 	}
 	for i := range cfg.Brokers {
-		b := &rocketmqBroker{name: rocketmqBrokerName, addr: hostPort(base + 4*i + 2), stem: "broker"}
+		b := &rocketmqBroker{name: rocketmqBrokerName, port: base + 4*i + 2, stem: "broker", store: "store"}
 		if i > 0 {
 			b.name = fmt.Sprintf("%s-%d", rocketmqBrokerName, i)
 			b.stem = fmt.Sprintf("broker%d", i)
+			b.store = fmt.Sprintf("store%d", i)
 		}
 		s.brokers = append(s.brokers, b)
 	}
@@ -214,7 +218,7 @@ func (s *RocketMQServer) start(ctx context.Context) error {
 		}
 	}
 	for _, b := range s.brokers {
-		if err := rocketmqWaitRegistered(ctx, []*process{s.namesrv, b.proc}, s.nameServer, b.addr); err != nil {
+		if err := rocketmqWaitRegistered(ctx, []*process{s.namesrv, b.proc}, s.nameServer, b.addr()); err != nil {
 			return fmt.Errorf("%s not registered: %w", b.stem, err)
 		}
 	}
@@ -235,29 +239,18 @@ func (s *RocketMQServer) writeConfig(nsPort int) error {
 	if err := os.MkdirAll(conf, 0o755); err != nil {
 		return fmt.Errorf("testenv: rocketmq: %w", err)
 	}
-	files := []struct {
+	type file struct {
 		name string
 		data []byte
-	}{
+	}
+	files := []file{
 		{filepath.Join(conf, "logback_namesrv.xml"), rocketmqLogback},
 		{filepath.Join(conf, "logback_broker.xml"), rocketmqLogback},
 		{filepath.Join(s.dir, "namesrv.conf"), []byte("listenPort=" + strconv.Itoa(nsPort) + "\n")},
 	}
-	for i, b := range s.brokers {
-		store := "store"
-		if i > 0 {
-			store += strconv.Itoa(i)
-		}
-		_, port, err := net.SplitHostPort(b.addr)
-		if err != nil {
-			return fmt.Errorf("testenv: rocketmq: %w", err)
-		}
-		p, _ := strconv.Atoi(port)
-		conf := rocketmqBrokerConfig(rocketmqClusterName, b.name, s.nameServer, p, filepath.Join(s.dir, store))
-		files = append(files, struct {
-			name string
-			data []byte
-		}{filepath.Join(s.dir, b.stem+".conf"), []byte(strings.Join(conf, "\n") + "\n")})
+	for _, b := range s.brokers {
+		conf := rocketmqBrokerConfig(rocketmqClusterName, b.name, s.nameServer, b.port, filepath.Join(s.dir, b.store))
+		files = append(files, file{filepath.Join(s.dir, b.stem+".conf"), []byte(strings.Join(conf, "\n") + "\n")})
 	}
 	for _, f := range files {
 		if err := os.WriteFile(f.name, f.data, 0o644); err != nil {
@@ -271,7 +264,7 @@ func (s *RocketMQServer) writeConfig(nsPort int) error {
 func (s *RocketMQServer) NameServer() string { return s.nameServer }
 
 // BrokerAddr returns the (first) broker's address, "127.0.0.1:port".
-func (s *RocketMQServer) BrokerAddr() string { return s.brokers[0].addr }
+func (s *RocketMQServer) BrokerAddr() string { return s.brokers[0].addr() }
 
 // Brokers returns the brokers' addresses, "127.0.0.1:port" each, in the
 // order KillBroker and RestartBroker number them. A broker keeps its
@@ -279,7 +272,7 @@ func (s *RocketMQServer) BrokerAddr() string { return s.brokers[0].addr }
 func (s *RocketMQServer) Brokers() []string {
 	addrs := make([]string, len(s.brokers))
 	for i, b := range s.brokers {
-		addrs[i] = b.addr
+		addrs[i] = b.addr()
 	}
 	return addrs
 }
@@ -350,7 +343,7 @@ func (s *RocketMQServer) RestartBroker(ctx context.Context, i int) error {
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, rocketmqStartTimeout)
 	defer cancel()
-	if err := rocketmqWaitRegistered(ctx, []*process{s.namesrv, p}, s.nameServer, b.addr); err != nil {
+	if err := rocketmqWaitRegistered(ctx, []*process{s.namesrv, p}, s.nameServer, b.addr()); err != nil {
 		return fmt.Errorf("testenv: rocketmq: restart %s: not registered: %w%s", b.stem, err,
 			rocketmqTails(s.dir, []string{b.stem + ".out"}, 40)+rocketmqTails(s.dir, []string{b.stem + ".log"}, 10))
 	}
