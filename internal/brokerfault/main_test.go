@@ -3,6 +3,7 @@ package brokerfault
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"os"
 	"sync"
 	"testing"
@@ -14,7 +15,7 @@ import (
 // clientLog counts the warnings rocketmq-client-go logs, by message: the
 // producer's internal retries ("start retrying to send") are visible
 // nowhere else.
-var clientLog = &countingHandler{counts: map[string]int{}}
+var clientLog = &countingHandler{counts: map[string]int{}, first: map[string]string{}}
 
 func TestMain(m *testing.M) {
 	// Before any client starts: rlog.SetLogger is not safe while they run.
@@ -46,9 +47,6 @@ func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.counts[key]++
-	if h.first == nil {
-		h.first = map[string]string{}
-	}
 	if _, ok := h.first[key]; !ok {
 		h.first[key] = r.Level.String() + " " + r.Message + " " + joinMax(attrs, 6)
 	}
@@ -62,13 +60,5 @@ func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
 func (h *countingHandler) snapshot() (map[string]int, map[string]string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	counts := make(map[string]int, len(h.counts))
-	first := make(map[string]string, len(h.first))
-	for k, v := range h.counts {
-		counts[k] = v
-	}
-	for k, v := range h.first {
-		first[k] = v
-	}
-	return counts, first
+	return maps.Clone(h.counts), maps.Clone(h.first)
 }
