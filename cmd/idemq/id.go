@@ -3,11 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -158,34 +155,17 @@ func idNew(ctx context.Context, e *env, args []string) error {
 			return f.usageErr("%v", err)
 		}
 	} else {
-		addr, err := resolveStoreFlag(*leaseStore, "lease-store")
-		if err != nil {
-			return err
-		}
-		set := setFlags(f)
-		pc := poolConfig{pool: *pool, namespace: *namespace, table: *table, lease: *lease}
-		if set["pool-size"] {
-			pc.size = *poolSize
-		}
-		leaser, closeLeaser, err := openLeaser(ctx, addr, pc, l, true)
-		if err != nil {
-			return err
-		}
-		defer closeLeaser()
-		owner := "idemq-cli"
-		if h, err := os.Hostname(); err == nil {
-			owner = fmt.Sprintf("%s:%d", h, os.Getpid())
-		}
-		lc := idgen.LeaseConfig{Wait: true, Owner: owner}
+		var lc idgen.LeaseConfig
 		if nodeID >= 0 {
 			lc.Static, lc.Node = true, nodeID
 		}
-		if gen, err = idgen.NewLeased(ctx, leaser, idgen.Config{Layout: l, Lease: lc}); err != nil {
-			if errors.Is(err, context.DeadlineExceeded) {
-				err = fmt.Errorf("%w; no node came free within --timeout %v", err, *f.timeout)
-			}
-			return fmt.Errorf("lease a node of pool %q at %s: %w", *pool, addr, err)
+		pc := poolConfig{pool: *pool, namespace: *namespace, table: *table, size: *poolSize, lease: *lease}
+		var closeLeaser func()
+		if gen, closeLeaser, err = leaseGenerator(ctx, l, *leaseStore, pc, lc, *f.timeout); err != nil {
+			return err
 		}
+		// Runs after gen.Close below, which releases the node.
+		defer closeLeaser()
 	}
 	ids := make([]idgen.ID, *count)
 	n, err := gen.Fill(ctx, ids)
@@ -217,13 +197,6 @@ func idNew(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintln(w, s)
 		}
 	})
-}
-
-// setFlags returns the names of the flags set on the command line.
-func setFlags(f *flags) map[string]bool {
-	set := map[string]bool{}
-	f.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	return set
 }
 
 // parseIDText reads one ID in format, or in the form its text shows under

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -123,7 +122,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case *leaseStore != "":
 		gen, closeLeaser, err := leaseGenerator(startCtx, l, *leaseStore, poolConfig{
 			pool: *pool, namespace: *f.namespace, table: *poolTable, size: *poolSize, lease: *lease,
-		}, log)
+		}, idgen.LeaseConfig{Logger: log}, *f.timeout)
 		if err != nil {
 			return err
 		}
@@ -183,33 +182,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	<-served // http.ErrServerClosed
 	log.Info("stopped")
 	return nil
-}
-
-// leaseGenerator returns a generator whose node is leased from the pool pc
-// in the store at rawURL, waiting for a free node as long as ctx allows.
-// The returned func closes the store's connection, after the generator.
-func leaseGenerator(ctx context.Context, l idgen.Layout, rawURL string, pc poolConfig, log *slog.Logger) (*idgen.Generator, func(), error) {
-	addr, err := resolveStoreFlag(rawURL, "lease-store")
-	if err != nil {
-		return nil, nil, err
-	}
-	leaser, closeLeaser, err := openLeaser(ctx, addr, pc, l, true)
-	if err != nil {
-		return nil, nil, err
-	}
-	owner := "idemq-serve"
-	if host, err := os.Hostname(); err == nil {
-		owner = fmt.Sprintf("%s:%d", host, os.Getpid())
-	}
-	gen, err := idgen.NewLeased(ctx, leaser, idgen.Config{Layout: l, Lease: idgen.LeaseConfig{Wait: true, Owner: owner, Logger: log}})
-	if err != nil {
-		closeLeaser()
-		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("%w (no free node before --timeout)", err)
-		}
-		return nil, nil, fmt.Errorf("lease a node of pool %q at %s: %w", pc.pool, addr, err)
-	}
-	return gen, closeLeaser, nil
 }
 
 // closeGenerator closes gen, which saves or releases its node, and logs a

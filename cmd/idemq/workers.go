@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"time"
 
@@ -154,6 +156,36 @@ func openLeaser(ctx context.Context, addr *storeAddr, pc poolConfig, forLayout i
 		}
 	}
 	return l, closeFn, nil
+}
+
+// leaseGenerator returns a generator whose node is leased, as lc says, from
+// the pool pc in the store at rawURL (--lease-store), waiting for a free
+// node as long as ctx allows: up to timeout (--timeout), which the error
+// names. It sets lc's Wait and Owner (host:pid). The returned func closes
+// the store's connection; call it after the generator's Close, which
+// releases the node.
+func leaseGenerator(ctx context.Context, l idgen.Layout, rawURL string, pc poolConfig, lc idgen.LeaseConfig, timeout time.Duration) (*idgen.Generator, func(), error) {
+	addr, err := resolveStoreFlag(rawURL, "lease-store")
+	if err != nil {
+		return nil, nil, err
+	}
+	leaser, closeLeaser, err := openLeaser(ctx, addr, pc, l, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	lc.Wait, lc.Owner = true, "idemq"
+	if host, err := os.Hostname(); err == nil {
+		lc.Owner = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	gen, err := idgen.NewLeased(ctx, leaser, idgen.Config{Layout: l, Lease: lc})
+	if err != nil {
+		closeLeaser()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w; no node came free within --timeout %v", err, timeout)
+		}
+		return nil, nil, fmt.Errorf("lease a node of pool %q at %s: %w", pc.pool, addr, err)
+	}
+	return gen, closeLeaser, nil
 }
 
 // redisPoolMeta reads the size and lease a Redis pool was created with,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
+	"github.com/idemq/idemq/idgen/sqlidgen"
 )
 
 // TestLeasedIDsAndWorkers issues IDs from a leased node through the built
@@ -121,4 +123,36 @@ func testLeasedIDsAndWorkers(t *testing.T, b backend) {
 func TestWorkersNoPool(t *testing.T) {
 	r := idemq(t, nil, "workers", "list", "--store", redisBackend.url(t), "--pool", unique("nopool"))
 	wantFail(t, r, exitFailure, "no such pool")
+}
+
+// TestLeaseFullPool asks id new and serve for a node of an SQLite pool
+// whose only node a test holds: each waits out --timeout and exits 1 saying
+// that no node came free.
+func TestLeaseFullPool(t *testing.T) {
+	ctx := context.Background()
+	storeURL, pool := "sqlite://"+filepath.Join(t.TempDir(), "pool.db"), unique("pool")
+	addr, err := parseStore(storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaser, closeLeaser, err := openLeaser(ctx, addr, poolConfig{pool: pool, table: sqlidgen.DefaultTable, size: 1}, idgen.JSSafe, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeLeaser()
+	holder, err := idgen.NewLeased(ctx, leaser, idgen.Config{Layout: idgen.JSSafe, Lease: idgen.LeaseConfig{Owner: "test-holder"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+
+	lease := []string{"--lease-store", storeURL, "--pool", pool, "--pool-size", "1", "--layout", "js-safe", "--timeout", "1s"}
+	for _, args := range [][]string{
+		append([]string{"id", "new"}, lease...),
+		append([]string{"serve", "--listen", "127.0.0.1:0"}, lease...),
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			wantFail(t, inProcess(t, "", args...), exitFailure, "lease a node of pool", pool, "no node came free within --timeout 1s")
+		})
+	}
 }
