@@ -1,7 +1,6 @@
 package redisidgen
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -252,14 +251,13 @@ func (s *Segments) Tags(ctx context.Context) ([]idgen.SegmentTag, error) {
 			return fail(err)
 		}
 	}
-	var out []idgen.SegmentTag
+	var out []idgen.SegmentTag // in names' order, sorted
 	for i, name := range names {
 		// A name without a hash is left from a CreateTag that failed.
 		if t, ok := scanTag(name, cmds[i].Val()); ok {
 			out = append(out, t)
 		}
 	}
-	slices.SortFunc(out, func(a, b idgen.SegmentTag) int { return cmp.Compare(a.Tag, b.Tag) })
 	return out, nil
 }
 
