@@ -107,7 +107,7 @@ func KeyCursor(key string) string {
 // cursor. A cursor that is not one is an error.
 func ParseKeyCursor(c string) (string, error) {
 	b, err := base64.RawURLEncoding.Strict().DecodeString(c)
-	if err != nil || c != "" && (Ref{Group: "g", Key: string(b)}).Validate() != nil {
+	if err != nil || c != "" && checkPart("key", string(b), msgkey.MaxLen, false) != nil {
 		return "", fmt.Errorf("dedupe: cursor %q is not one List returned", c)
 	}
 	return string(b), nil

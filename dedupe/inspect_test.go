@@ -37,3 +37,25 @@ func TestListRequestValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestKeyCursor(t *testing.T) {
+	longest := strings.Repeat("é", msgkey.MaxLen/2) + strings.Repeat("k", msgkey.MaxLen%2)
+	for _, key := range []string{"k", "a/b c", "é🙂", longest} {
+		got, err := dedupe.ParseKeyCursor(dedupe.KeyCursor(key))
+		if err != nil || got != key {
+			t.Errorf("ParseKeyCursor(KeyCursor(%.20q)) = %.20q, %v; want the key", key, got, err)
+		}
+	}
+	if got, err := dedupe.ParseKeyCursor(""); got != "" || err != nil {
+		t.Errorf(`ParseKeyCursor("") = %q, %v; want "", nil`, got, err)
+	}
+	// A cursor must be base64url of a key List could have returned.
+	for _, c := range []string{
+		"not a cursor", "%%%", "aw==", // "k", padded
+		dedupe.KeyCursor("\xff"), dedupe.KeyCursor("a\x00"), dedupe.KeyCursor(longest + "k"),
+	} {
+		if got, err := dedupe.ParseKeyCursor(c); err == nil || errors.Is(err, dedupe.ErrInvalidKey) {
+			t.Errorf("ParseKeyCursor(%.20q) = %.20q, %v; want a plain error", c, got, err)
+		}
+	}
+}
