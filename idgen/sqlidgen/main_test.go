@@ -65,10 +65,9 @@ func (b backend) open(tb testing.TB) *sql.DB {
 	return db
 }
 
-// openFaulty is open through a driver that runs every statement and then
-// hands its answer to f, which may replace it by an error: the answer was
-// lost on the way back.
-func (b backend) openFaulty(tb testing.TB, f func(query string) error) *sql.DB {
+// connector returns a connector of a fresh database through b's driver,
+// for tests that wrap what the driver sends.
+func (b backend) connector(tb testing.TB) driver.Connector {
 	tb.Helper()
 	dsn := b.dsn(tb)
 	plain, err := sql.Open(b.driver, dsn)
@@ -77,13 +76,22 @@ func (b backend) openFaulty(tb testing.TB, f func(query string) error) *sql.DB {
 	}
 	drv := plain.Driver()
 	plain.Close()
-	var inner driver.Connector = dsnConnector{drv, dsn}
 	if dc, ok := drv.(driver.DriverContext); ok {
-		if inner, err = dc.OpenConnector(dsn); err != nil {
+		c, err := dc.OpenConnector(dsn)
+		if err != nil {
 			tb.Fatal(err)
 		}
+		return c
 	}
-	db := sql.OpenDB(faultyConnector{inner, f})
+	return dsnConnector{drv, dsn}
+}
+
+// openFaulty is open through a driver that runs every statement and then
+// hands its answer to f, which may replace it by an error: the answer was
+// lost on the way back.
+func (b backend) openFaulty(tb testing.TB, f func(query string) error) *sql.DB {
+	tb.Helper()
+	db := sql.OpenDB(faultyConnector{b.connector(tb), f})
 	tb.Cleanup(func() { db.Close() })
 	return db
 }

@@ -18,20 +18,7 @@ import (
 // database/sql to prepare). With every driver here each is one round trip.
 func (b backend) openCounting(tb testing.TB, sent *atomic.Int64) *sql.DB {
 	tb.Helper()
-	dsn := b.dsn(tb)
-	plain, err := sql.Open(b.driver, dsn)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	drv := plain.Driver()
-	plain.Close()
-	var inner driver.Connector = dsnConnector{drv, dsn}
-	if dc, ok := drv.(driver.DriverContext); ok {
-		if inner, err = dc.OpenConnector(dsn); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	db := sql.OpenDB(countingConnector{inner, sent})
+	db := sql.OpenDB(countingConnector{b.connector(tb), sent})
 	tb.Cleanup(func() { db.Close() })
 	return db
 }
