@@ -3,7 +3,6 @@ package consumerfault
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -93,28 +92,8 @@ func grpcRollingRestart(t *testing.T, exit bool) tally {
 	}
 	ready := time.Since(begin)
 
-	var (
-		mu   sync.Mutex
-		sent []string
-	)
-	sending := make(chan error, 1)
 	sendStart := time.Now()
-	go func() {
-		defer close(sending)
-		tick := time.NewTicker(sendFor / total)
-		defer tick.Stop()
-		for i := range total {
-			<-tick.C
-			key, err := send(t.Context(), p, topic, fmt.Appendf(nil, "order %d", i))
-			if err != nil {
-				sending <- fmt.Errorf("send %d: %w", i, err)
-				return
-			}
-			mu.Lock()
-			sent = append(sent, key)
-			mu.Unlock()
-		}
-	}()
+	sending := sendPaced(t.Context(), p, topic, total, sendFor)
 
 	var restarts, drainErrs []string
 	var termAt []time.Duration // of the restarts, after the first send
@@ -128,22 +107,12 @@ func grpcRollingRestart(t *testing.T, exit bool) tally {
 	// on the way out.
 	stopped := func(w *proc) string {
 		t.Helper()
-		term := w.expect(t, "term ", 10*time.Second)
+		term, line, errs := stopWorker(t, w, drainBound+20*time.Second, racechild.Libraries)
 		if !strings.HasSuffix(term, " past-effect=0") {
 			landed++
 		}
-		code, rest := w.wait(t, drainBound+20*time.Second)
-		racechild.CheckExit(t, w.name, code, w.errs.String(), racechild.Libraries)
-		var said []string
-		for _, l := range rest {
-			if e, ok := strings.CutPrefix(l, "drain-error "); ok {
-				drainErrs = append(drainErrs, w.name+": "+e)
-			} else {
-				said = append(said, l)
-			}
-		}
-		return fmt.Sprintf("%s: exited %v after SIGTERM; at SIGTERM handlers %s; %s", w.name,
-			w.exited.Sub(w.signalled).Round(time.Millisecond), term, strings.Join(said, " "))
+		drainErrs = append(drainErrs, errs...)
+		return line
 	}
 	for i := range kids {
 		time.Sleep(time.Until(sendStart.Add(time.Duration(i+1) * sendFor / (workers + 1))))
@@ -154,15 +123,14 @@ func grpcRollingRestart(t *testing.T, exit bool) tally {
 		kids[i] = spawn()
 		kids[i].expect(t, "ready", 60*time.Second)
 	}
-	if err := <-sending; err != nil {
+	sent, err := sending()
+	if err != nil {
 		t.Fatal(err)
 	}
 	if landed == 0 {
 		t.Errorf("no SIGTERM landed while a handler was past its effect: this run proved nothing")
 	}
 	sendTook := time.Since(sendStart)
-	mu.Lock()
-	defer mu.Unlock()
 	// Settled once every key is applied or dead-lettered and whatever the
 	// restarted processes left in hand has come back (the invisible
 	// duration, and 2 s for the broker's revive), so that a late duplicate

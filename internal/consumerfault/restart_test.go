@@ -1,14 +1,15 @@
 package consumerfault
 
 import (
+	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/idemq/idemq/internal/racechild"
+	"github.com/idemq/idemq/producer"
 )
 
 // TestRollingRestart restarts a group of three consumer processes one after
@@ -62,52 +63,22 @@ func rollingRestart(t *testing.T, shutdown bool) tally {
 		w.expect(t, "ready", 30*time.Second)
 	}
 
-	var (
-		mu   sync.Mutex
-		sent []string
-	)
-	sending := make(chan error, 1)
 	sendStart := time.Now()
-	go func() {
-		defer close(sending)
-		tick := time.NewTicker(sendFor / total)
-		defer tick.Stop()
-		for i := range total {
-			<-tick.C
-			key, err := send(t.Context(), p, topic, fmt.Appendf(nil, "order %d", i))
-			if err != nil {
-				sending <- fmt.Errorf("send %d: %w", i, err)
-				return
-			}
-			mu.Lock()
-			sent = append(sent, key)
-			mu.Unlock()
-		}
-	}()
+	sending := sendPaced(t.Context(), p, topic, total, sendFor)
 
 	var restarts, drainErrs []string
 	// stopped waits for w, sent SIGTERM, to exit, and returns what it said
 	// on the way out.
 	stopped := func(w *proc) string {
 		t.Helper()
-		term := w.expect(t, "term ", 10*time.Second)
-		code, rest := w.wait(t, drainBound+10*time.Second)
 		// The client's Shutdown, which Drain calls too, races inside the
 		// client: it sets its closed flag unsynchronised while a rebalance
 		// reads it, and closes a queue's channel while its pull loop sends
 		// on it. Races wholly inside it are tolerated; any touching our
 		// code fails the test.
-		racechild.CheckExit(t, w.name, code, w.errs.String(), []string{"github.com/apache/rocketmq-client-go/v2"})
-		var said []string
-		for _, l := range rest {
-			if e, ok := strings.CutPrefix(l, "drain-error "); ok {
-				drainErrs = append(drainErrs, w.name+": "+e)
-			} else {
-				said = append(said, l)
-			}
-		}
-		return fmt.Sprintf("%s: exited %v after SIGTERM; at SIGTERM handlers %s; %s", w.name,
-			w.exited.Sub(w.signalled).Round(time.Millisecond), term, strings.Join(said, " "))
+		_, line, errs := stopWorker(t, w, drainBound+10*time.Second, []string{"github.com/apache/rocketmq-client-go/v2"})
+		drainErrs = append(drainErrs, errs...)
+		return line
 	}
 	for i := range kids {
 		time.Sleep(time.Until(sendStart.Add(time.Duration(i+1) * sendFor / (workers + 1))))
@@ -116,11 +87,10 @@ func rollingRestart(t *testing.T, shutdown bool) tally {
 		kids[i] = spawn()
 		kids[i].expect(t, "ready", 30*time.Second)
 	}
-	if err := <-sending; err != nil {
+	sent, err := sending()
+	if err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	tl := f.settle(sent, dlq, nil, 60*time.Second, 1500*time.Millisecond)
 	for _, w := range kids {
 		w.signal(t, syscall.SIGTERM)
@@ -144,4 +114,55 @@ func rollingRestart(t *testing.T, shutdown bool) tally {
 		t.Errorf("%d drains ran out of their %v bound:\n%s", len(drainErrs), drainBound, strings.Join(drainErrs, "\n"))
 	}
 	return tl
+}
+
+// sendPaced sends total messages to topic through p, evenly over sendFor,
+// in the background. The function it returns waits for the last send and
+// returns the keys sent, or the first send's error.
+func sendPaced(ctx context.Context, p *producer.Producer, topic string, total int, sendFor time.Duration) func() ([]string, error) {
+	done := make(chan struct{})
+	var (
+		sent []string
+		err  error
+	)
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(sendFor / time.Duration(total))
+		defer tick.Stop()
+		for i := range total {
+			<-tick.C
+			key, serr := send(ctx, p, topic, fmt.Appendf(nil, "order %d", i))
+			if serr != nil {
+				err = fmt.Errorf("send %d: %w", i, serr)
+				return
+			}
+			sent = append(sent, key)
+		}
+	}()
+	return func() ([]string, error) {
+		<-done
+		return sent, err
+	}
+}
+
+// stopWorker waits for the worker w, sent SIGTERM, to say "term …" and to
+// exit within bound, and checks its exit by racechild's rule, tolerating
+// races wholly inside libraries. It returns the term line, a line for the
+// test's log, and the drain errors w said, each led by its name.
+func stopWorker(t *testing.T, w *proc, bound time.Duration, libraries []string) (term, line string, drainErrs []string) {
+	t.Helper()
+	term = w.expect(t, "term ", 10*time.Second)
+	code, rest := w.wait(t, bound)
+	racechild.CheckExit(t, w.name, code, w.errs.String(), libraries)
+	var said []string
+	for _, l := range rest {
+		if e, ok := strings.CutPrefix(l, "drain-error "); ok {
+			drainErrs = append(drainErrs, w.name+": "+e)
+		} else {
+			said = append(said, l)
+		}
+	}
+	line = fmt.Sprintf("%s: exited %v after SIGTERM; at SIGTERM handlers %s; %s", w.name,
+		w.exited.Sub(w.signalled).Round(time.Millisecond), term, strings.Join(said, " "))
+	return term, line, drainErrs
 }
