@@ -16,6 +16,7 @@ import (
 	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/producer"
 )
@@ -138,7 +139,7 @@ func TestKillBroker(t *testing.T) {
 	}
 	var dropped time.Duration
 	for dropped == 0 && time.Since(killed) < downFor {
-		addrs, err := testenvMasters(f)
+		addrs, err := testenv.RocketMQMasters(t.Context(), f.mq.NameServer())
 		if err == nil && !slices.Contains(addrs, victimAddr) {
 			dropped = time.Since(killed)
 		}

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/idemq/idemq/internal/testenv"
 )
 
 // sendLog records what the senders saw, key by key.
@@ -230,9 +228,4 @@ func (l *applyLog) summary(victim string, killed, restartBegin time.Time, sent m
 	}
 	fmt.Fprintf(b, "; %d messages stored on it before the kill were first applied after its restart", stranded)
 	return b.String()
-}
-
-// testenvMasters lists the master brokers f's name server knows now.
-func testenvMasters(f *fixture) ([]string, error) {
-	return testenv.RocketMQMasters(f.t.Context(), f.mq.NameServer())
 }
