@@ -35,7 +35,8 @@
 // [RunProcesses] is the multi-process check: separate OS processes (the
 // test binary run again, see [IsChild] and [Child]) take IDs of one tag
 // through [idgen.NewSegmentAllocator] over sources of their own, and the
-// parent reads back every ID they wrote.
+// parent reads back every ID they wrote. [BenchAllocator] measures an
+// allocator over a backend's source.
 package segmenttest
 
 import (

@@ -6,22 +6,9 @@ import (
 	"testing"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/segmenttest"
 	"github.com/idemq/idemq/idgen/sqlidgen"
 )
-
-// countingSource counts the segments its allocator reserves.
-type countingSource struct {
-	idgen.SegmentSource
-	segments atomic.Int64
-}
-
-func (c *countingSource) NextSegment(ctx context.Context, tag string, step int64) (idgen.Segment, error) {
-	seg, err := c.SegmentSource.NextSegment(ctx, tag, step)
-	if err == nil {
-		c.segments.Add(1)
-	}
-	return seg, err
-}
 
 // BenchmarkSegmentSource measures an ID from a segment allocator over each
 // database (idemq, the double buffer and adaptive step at their defaults)
@@ -40,23 +27,7 @@ func BenchmarkSegmentSource(b *testing.B) {
 			}
 		}
 		b.Run(be.name+"/idemq", func(b *testing.B) {
-			src := &countingSource{SegmentSource: s}
-			a, err := idgen.NewSegmentAllocator(ctx, src, "bench", idgen.SegmentConfig{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer a.Close()
-			segs, rts := src.segments.Load(), sent.Load()
-			for b.Loop() {
-				if _, err := a.Next(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-			segs, rts = src.segments.Load()-segs, sent.Load()-rts
-			b.ReportMetric(float64(segs), "segments")
-			if segs > 0 {
-				b.ReportMetric(float64(rts)/float64(segs), "rt/segment")
-			}
+			segmenttest.BenchAllocator(b, s, "bench", sent.Load)
 		})
 		naive := map[sqlidgen.Dialect]string{
 			sqlidgen.MySQL:    "UPDATE idemq_segment SET max_id = LAST_INSERT_ID(max_id + 1) WHERE biz_tag = ?",
