@@ -38,8 +38,26 @@ func TestStartRocketMQ(t *testing.T) {
 	})
 	t.Logf("RocketMQ %s started in %v: name server %s, broker %s",
 		srv.Version(), time.Since(begin).Round(time.Millisecond), srv.NameServer(), srv.BrokerAddr())
+	// Misuse of the one broker is refused, and leaves it serving.
+	if err := srv.KillBroker(1); err == nil {
+		t.Error("KillBroker(1) of a one-broker server succeeded")
+	}
+	if err := srv.RestartBroker(ctx, 0); err == nil {
+		t.Error("RestartBroker(0) of a running broker succeeded")
+	}
 
 	rocketmqRoundTrip(t, srv.NameServer(), srv.CreateTopic)
+}
+
+// TestStartRocketMQClusterValidates checks that a broker count out of
+// range is refused before anything starts.
+func TestStartRocketMQClusterValidates(t *testing.T) {
+	for _, n := range []int{-1, 9} {
+		if srv, err := testenv.StartRocketMQCluster(t.Context(), t.TempDir(), nil, testenv.RocketMQConfig{Brokers: n}); err == nil {
+			srv.Stop()
+			t.Errorf("StartRocketMQCluster started %d brokers", n)
+		}
+	}
 }
 
 // rocketmqRoundTrip creates a topic with createTopic, sends one message
