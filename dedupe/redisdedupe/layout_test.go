@@ -328,12 +328,21 @@ func TestUnreachable(t *testing.T) {
 	tk := dedupe.Ticket{Ref: r, Token: "t"}
 	_, claimErr := s.Claim(ctx, dedupe.ClaimRequest{Ref: r, Lease: time.Second})
 	_, _, batchErr := s.ClaimBatch(ctx, []dedupe.ClaimRequest{{Ref: r, Lease: time.Second}})
+	// The Inspector's calls are what `idemq dedupe` shows an operator.
+	_, _, getErr := s.Get(ctx, r)
+	_, _, listErr := s.List(ctx, dedupe.ListRequest{Group: "g"})
+	_, statsErr := s.Stats(ctx, "", "g")
+	_, forgetErr := s.Forget(ctx, r)
 	for what, err := range map[string]error{
 		"claim":            claimErr,
 		"claim batch of 1": batchErr,
 		"complete":         s.Complete(ctx, tk, time.Second),
 		"release":          s.Release(ctx, tk),
 		"extend":           s.Extend(ctx, tk, time.Second),
+		"get":              getErr,
+		"list":             listErr,
+		"stats":            statsErr,
+		"forget":           forgetErr,
 	} {
 		if err == nil || errors.Is(err, dedupe.ErrLeaseLost) || errors.Is(err, dedupe.ErrInvalidKey) ||
 			!strings.HasPrefix(err.Error(), "redisdedupe: "+what) || !strings.Contains(err.Error(), "127.0.0.1:1") {

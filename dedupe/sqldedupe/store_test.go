@@ -753,10 +753,19 @@ func TestUnreachable(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			_, err = s.Claim(t.Context(), dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "g", Key: "k"}, Lease: time.Second})
-			if err == nil || errors.Is(err, dedupe.ErrLeaseLost) || errors.Is(err, dedupe.ErrInvalidKey) ||
-				!strings.HasPrefix(err.Error(), "sqldedupe: claim") || !strings.Contains(err.Error(), "127.0.0.1:1") {
-				t.Errorf("Claim = %v, want a plain error starting %q and naming 127.0.0.1:1", err, "sqldedupe: claim")
+			ctx, r := t.Context(), dedupe.Ref{Group: "g", Key: "k"}
+			_, claimErr := s.Claim(ctx, dedupe.ClaimRequest{Ref: r, Lease: time.Second})
+			// The Inspector's calls are what `idemq dedupe` shows an
+			// operator.
+			_, _, getErr := s.Get(ctx, r)
+			_, _, listErr := s.List(ctx, dedupe.ListRequest{Group: "g"})
+			_, statsErr := s.Stats(ctx, "", "g")
+			_, forgetErr := s.Forget(ctx, r)
+			for what, err := range map[string]error{"claim": claimErr, "get": getErr, "list": listErr, "stats": statsErr, "forget": forgetErr} {
+				if err == nil || errors.Is(err, dedupe.ErrLeaseLost) || errors.Is(err, dedupe.ErrInvalidKey) ||
+					!strings.HasPrefix(err.Error(), "sqldedupe: "+what) || !strings.Contains(err.Error(), "127.0.0.1:1") {
+					t.Errorf("%s = %v, want a plain error starting %q and naming 127.0.0.1:1", what, err, "sqldedupe: "+what)
+				}
 			}
 		})
 	}
