@@ -120,15 +120,21 @@ func start(s settings, cb consumer.Callback, opts ...rmq.Option) (rocketmq.PushC
 	return pc, nil
 }
 
+// childConsumer is a child's Consumer of s.Group on the run's Redis
+// store, with s's lease, the test broker's delay levels and opts.
+func childConsumer(s settings, rdb *redis.Client, log *slog.Logger, opts ...consumer.Option) (*consumer.Consumer, error) {
+	store, err := newStore(rdb, s.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	return consumer.New(store, s.Group, append([]consumer.Option{consumer.WithGuard(guardConfig(s.Lease)), consumer.WithLogger(log),
+		consumer.WithDelayLevels(brokerLevels...)}, opts...)...)
+}
+
 // hold is the holder's life; it ends when it is killed (or standard input
 // closes).
 func hold(s settings, rdb *redis.Client, log *slog.Logger) error {
-	store, err := newStore(rdb, s.Prefix)
-	if err != nil {
-		return err
-	}
-	c, err := consumer.New(store, s.Group, consumer.WithGuard(guardConfig(s.Lease)), consumer.WithLogger(log),
-		consumer.WithMaxReconsumeTimes(1), consumer.WithDelayLevels(brokerLevels...))
+	c, err := childConsumer(s, rdb, log, consumer.WithMaxReconsumeTimes(1))
 	if err != nil {
 		return err
 	}
@@ -155,33 +161,50 @@ func hold(s settings, rdb *redis.Client, log *slog.Logger) error {
 	return nil
 }
 
-// work is a worker's life.
-func work(s settings, rdb *redis.Client, log *slog.Logger) error {
-	store, err := newStore(rdb, s.Prefix)
-	if err != nil {
-		return err
-	}
-	c, err := consumer.New(store, s.Group, consumer.WithGuard(guardConfig(s.Lease)), consumer.WithLogger(log),
-		consumer.WithDelayLevels(brokerLevels...))
-	if err != nil {
-		return err
-	}
+// workLoad is a worker's handling of a message (see [settings.Work]),
+// whichever client delivers it.
+type workLoad struct {
+	s   settings
+	rdb *redis.Client
 	// running counts the handlers under way, and unrecorded those of
 	// them past their effect, which is not yet recorded done.
-	var running, unrecorded, applied atomic.Int64
-	handle := func(ctx context.Context, m *primitive.MessageExt) error {
-		running.Add(1)
-		defer running.Add(-1)
-		time.Sleep(s.Work / 5)
-		if err := apply(ctx, rdb, s.Ledger, msgkey.Of(m)); err != nil {
-			return err
-		}
-		applied.Add(1)
-		unrecorded.Add(1)
-		defer unrecorded.Add(-1)
-		time.Sleep(s.Work * 4 / 5)
-		return nil
+	running, unrecorded, applied atomic.Int64
+}
+
+// handle takes s.Work and applies key's effect after a fifth of it.
+func (w *workLoad) handle(ctx context.Context, key string) error {
+	w.running.Add(1)
+	defer w.running.Add(-1)
+	time.Sleep(w.s.Work / 5)
+	if err := apply(ctx, w.rdb, w.s.Ledger, key); err != nil {
+		return err
 	}
+	w.applied.Add(1)
+	w.unrecorded.Add(1)
+	defer w.unrecorded.Add(-1)
+	time.Sleep(w.s.Work * 4 / 5)
+	return nil
+}
+
+// term says "term running=N past-effect=M" once a handler is past its
+// effect, or a second passed. The signal of a deploy lands while handlers
+// run, under load nearly always; this makes sure that one has applied its
+// effect and not returned.
+func (w *workLoad) term() {
+	for end := time.Now().Add(time.Second); w.unrecorded.Load() == 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+	say("term running=%d past-effect=%d", w.running.Load(), w.unrecorded.Load())
+}
+
+// work is a worker's life.
+func work(s settings, rdb *redis.Client, log *slog.Logger) error {
+	c, err := childConsumer(s, rdb, log)
+	if err != nil {
+		return err
+	}
+	load := &workLoad{s: s, rdb: rdb}
+	handle := func(ctx context.Context, m *primitive.MessageExt) error { return load.handle(ctx, msgkey.Of(m)) }
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
 	pc, err := start(s, c.Concurrently(handle))
@@ -194,12 +217,7 @@ func work(s settings, rdb *redis.Client, log *slog.Logger) error {
 	case <-stdinClosed():
 		return pc.Shutdown()
 	}
-	// The signal of a deploy lands while handlers run, under load nearly
-	// always; make sure that one has applied its effect and not returned.
-	for end := time.Now().Add(time.Second); unrecorded.Load() == 0 && time.Now().Before(end); {
-		time.Sleep(time.Millisecond)
-	}
-	say("term running=%d past-effect=%d", running.Load(), unrecorded.Load())
+	load.term()
 	if s.Shutdown {
 		// What a plain client does: Shutdown does not wait for handlers,
 		// and those still running when the process exits are cut off
@@ -213,7 +231,7 @@ func work(s settings, rdb *redis.Client, log *slog.Logger) error {
 	st := c.Stats()
 	say("stats drain=%v delivered=%d completed=%d suppressed=%d failed=%d busy=%d waited=%d held=%d leaselost=%d unrecorded=%d storedown=%d applied=%d",
 		time.Since(begin).Round(time.Millisecond), st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.Failed.Load(), st.Busy.Load(),
-		st.Waited.Load(), st.Canceled.Load(), st.LeaseLost.Load(), st.Unrecorded.Load(), st.StoreDown.Load(), applied.Load())
+		st.Waited.Load(), st.Canceled.Load(), st.LeaseLost.Load(), st.Unrecorded.Load(), st.StoreDown.Load(), load.applied.Load())
 	if err != nil {
 		// The drain ran out of its bound: the parent reports it.
 		say("drain-error %v", err)

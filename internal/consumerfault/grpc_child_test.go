@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/signal"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -47,12 +46,7 @@ const grpcInvisible = 10 * time.Second
 // grpcConsumer is the Consumer and the started SimpleConsumer of a gRPC
 // role.
 func grpcConsumer(s settings, rdb *redis.Client, log *slog.Logger) (*consumer.Consumer, golang.SimpleConsumer, error) {
-	store, err := newStore(rdb, s.Prefix)
-	if err != nil {
-		return nil, nil, err
-	}
-	c, err := consumer.New(store, s.Group, consumer.WithGuard(guardConfig(s.Lease)), consumer.WithLogger(log),
-		consumer.WithDelayLevels(brokerLevels...))
+	c, err := childConsumer(s, rdb, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -140,28 +134,16 @@ func grpcWork(s settings, rdb *redis.Client, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// running counts the handlers under way, and unrecorded those of them
-	// past their effect, which is not yet recorded done.
-	var running, unrecorded, applied atomic.Int64
+	load := &workLoad{s: s, rdb: rdb}
 	var (
 		mu       sync.Mutex
 		attempts = map[int32]int{} // deliveries handled per attempt
 	)
 	handle := func(ctx context.Context, m *golang.MessageView) error {
-		running.Add(1)
-		defer running.Add(-1)
 		mu.Lock()
 		attempts[m.GetDeliveryAttempt()]++
 		mu.Unlock()
-		time.Sleep(s.Work / 5)
-		if err := apply(ctx, rdb, s.Ledger, viewKey(m)); err != nil {
-			return err
-		}
-		applied.Add(1)
-		unrecorded.Add(1)
-		defer unrecorded.Add(-1)
-		time.Sleep(s.Work * 4 / 5)
-		return nil
+		return load.handle(ctx, viewKey(m))
 	}
 	r, err := grpcconsumer.Simple(c, sc, handle, grpcconsumer.SimpleConfig{InvisibleDuration: grpcInvisible, DrainTimeout: drainBound})
 	if err != nil {
@@ -178,12 +160,7 @@ func grpcWork(s settings, rdb *redis.Client, log *slog.Logger) error {
 		r.Close()
 		return sc.GracefulStop()
 	}
-	// As the 4.x worker: let the signal land while a handler is past its
-	// effect.
-	for end := time.Now().Add(time.Second); unrecorded.Load() == 0 && time.Now().Before(end); {
-		time.Sleep(time.Millisecond)
-	}
-	say("term running=%d past-effect=%d", running.Load(), unrecorded.Load())
+	load.term()
 	if s.Shutdown {
 		// No drain: the handlers under way are cut off where they stand
 		// when the process exits, their messages left in hand.
@@ -197,7 +174,7 @@ func grpcWork(s settings, rdb *redis.Client, log *slog.Logger) error {
 	mu.Lock()
 	say("stats drain=%v attempts=%v delivered=%d completed=%d suppressed=%d failed=%d busy=%d waited=%d held=%d leaselost=%d unrecorded=%d storedown=%d applied=%d",
 		drain.Round(time.Millisecond), attempts, st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.Failed.Load(), st.Busy.Load(),
-		st.Waited.Load(), st.Canceled.Load(), st.LeaseLost.Load(), st.Unrecorded.Load(), st.StoreDown.Load(), applied.Load())
+		st.Waited.Load(), st.Canceled.Load(), st.LeaseLost.Load(), st.Unrecorded.Load(), st.StoreDown.Load(), load.applied.Load())
 	mu.Unlock()
 	if err != nil {
 		// The drain ran out of its bound: the parent reports it.
