@@ -7,6 +7,7 @@ import (
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+
 	"github.com/idemq/idemq/msgkey"
 )
 
