@@ -70,9 +70,11 @@ func KilledHolder(t *testing.T, f *Fleet, lease time.Duration) {
 	if l := b.Await(t, 30*time.Second); l != "node 0" {
 		t.Fatalf("next holder said %q", l)
 	}
-	// The lease had at least two thirds left at the kill (renewals come
-	// every third of it).
-	if waited := time.Since(killed); waited < lease/2 {
+	// Renewals come every third of the lease, so at the kill it had two
+	// thirds left, or one third if a loaded machine held a renewal back a
+	// whole period (939ms of a 2s lease was seen so). A store that granted
+	// a live lease's node would do so at once.
+	if waited := time.Since(killed); waited < lease/3 {
 		t.Fatalf("node granted again %v after its holder was killed, within its %v lease", waited, lease)
 	}
 	time.Sleep(100 * time.Millisecond)
