@@ -101,7 +101,9 @@ func TestSimpleRetries(t *testing.T) {
 
 // TestSimpleFaults: a Receive that fails is tried again after a pause and
 // loses nothing; a store that is down runs nothing and retries the message,
-// which its redelivery then completes.
+// which its redelivery then completes; a failed acknowledgement leaves the
+// key recorded done, so the message the proxy hands out again is
+// suppressed, not run twice.
 func TestSimpleFaults(t *testing.T) {
 	t.Run("ReceiveFails", func(t *testing.T) {
 		c := newConsumer(t, newStore())
@@ -132,6 +134,28 @@ func TestSimpleFaults(t *testing.T) {
 		waitFor(t, "the redelivery acknowledged", func() bool { return len(f.ackedIDs()) == 1 })
 		if l.count("k") != 1 {
 			t.Errorf("applied %d times, want 1", l.count("k"))
+		}
+	})
+	t.Run("AckFails", func(t *testing.T) {
+		c := newConsumer(t, newStore())
+		f := &fakeSimple{failAck: true}
+		f.put(newView("m1", "k"))
+		l := newLedger()
+		r, _ := startReceiver(t, c, f, l.handle, SimpleConfig{})
+		// Out of hand once handled: the acknowledgement was tried.
+		waitFor(t, "the acknowledgement tried", func() bool { return c.Stats().Completed.Load() == 1 && r.inHand() == 0 })
+		if len(f.ackedIDs()) != 0 {
+			t.Fatalf("acknowledged %v through a failing Ack", f.ackedIDs())
+		}
+		f.mu.Lock()
+		f.failAck = false
+		f.mu.Unlock()
+		v := newView("m1", "k")
+		v.attempt = 2
+		f.put(v)
+		waitFor(t, "the redelivery acknowledged", func() bool { return len(f.ackedIDs()) == 1 })
+		if l.count("k") != 1 || c.Stats().Suppressed.Load() != 1 {
+			t.Errorf("applied %d times, suppressed %d; want 1 and 1", l.count("k"), c.Stats().Suppressed.Load())
 		}
 	})
 }
