@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -293,11 +292,24 @@ func (f *fixture) workload(p golang.Producer, l *ledger, n, resent, failing int)
 	return keys
 }
 
-func total(stats []*consumer.Stats, f func(*consumer.Stats) *atomic.Int64) (sum int64) {
+// counts is what a run's consumers counted, summed.
+type counts struct{ delivered, completed, suppressed, failed, waited, busy int64 }
+
+func sum(stats []*consumer.Stats) (n counts) {
 	for _, s := range stats {
-		sum += f(s).Load()
+		n.delivered += s.Delivered.Load()
+		n.completed += s.Completed.Load()
+		n.suppressed += s.Suppressed.Load()
+		n.failed += s.Failed.Load()
+		n.waited += s.Waited.Load()
+		n.busy += s.Busy.Load()
 	}
-	return sum
+	return n
+}
+
+func (n counts) String() string {
+	return fmt.Sprintf("delivered=%d completed=%d suppressed=%d failed=%d waited=%d busy=%d",
+		n.delivered, n.completed, n.suppressed, n.failed, n.waited, n.busy)
 }
 
 // TestSimpleEndToEnd sends 40 keys and 15 of them again to a real proxy;
@@ -322,19 +334,13 @@ func TestSimpleEndToEnd(t *testing.T) {
 	}
 	keys := f.workload(f.producer(), l, n, resent, failing)
 	f.settle(l, keys, dlq, 60*time.Second)
-	t.Logf(racechild.Figure+"simple: delivered=%d completed=%d suppressed=%d failed=%d waited=%d busy=%d; %v in all",
-		total(stats, func(s *consumer.Stats) *atomic.Int64 { return &s.Delivered }),
-		total(stats, func(s *consumer.Stats) *atomic.Int64 { return &s.Completed }),
-		total(stats, func(s *consumer.Stats) *atomic.Int64 { return &s.Suppressed }),
-		total(stats, func(s *consumer.Stats) *atomic.Int64 { return &s.Failed }),
-		total(stats, func(s *consumer.Stats) *atomic.Int64 { return &s.Waited }),
-		total(stats, func(s *consumer.Stats) *atomic.Int64 { return &s.Busy }),
-		time.Since(begin).Round(100*time.Millisecond))
-	if got := total(stats, func(s *consumer.Stats) *atomic.Int64 { return &s.Failed }); got != failing {
-		t.Errorf("failed %d times, want %d", got, failing)
+	got := sum(stats)
+	t.Logf(racechild.Figure+"simple: %v; %v in all", got, time.Since(begin).Round(100*time.Millisecond))
+	if got.failed != failing {
+		t.Errorf("failed %d times, want %d", got.failed, failing)
 	}
-	if got := total(stats, func(s *consumer.Stats) *atomic.Int64 { return &s.Suppressed }); got < resent {
-		t.Errorf("suppressed %d, want at least the %d copies sent again", got, resent)
+	if got.suppressed < resent {
+		t.Errorf("suppressed %d, want at least the %d copies sent again", got.suppressed, resent)
 	}
 }
 
@@ -483,15 +489,9 @@ func TestPushEndToEnd(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	t.Logf(racechild.Figure+"push: delivered=%d completed=%d suppressed=%d failed=%d waited=%d busy=%d; drains took %v; %v in all",
-		total(stats, func(s *consumer.Stats) *atomic.Int64 { return &s.Delivered }),
-		total(stats, func(s *consumer.Stats) *atomic.Int64 { return &s.Completed }),
-		total(stats, func(s *consumer.Stats) *atomic.Int64 { return &s.Suppressed }),
-		total(stats, func(s *consumer.Stats) *atomic.Int64 { return &s.Failed }),
-		total(stats, func(s *consumer.Stats) *atomic.Int64 { return &s.Waited }),
-		total(stats, func(s *consumer.Stats) *atomic.Int64 { return &s.Busy }),
-		drains, time.Since(begin).Round(100*time.Millisecond))
-	if got := total(stats, func(s *consumer.Stats) *atomic.Int64 { return &s.Failed }); got != failing {
-		t.Errorf("failed %d times, want %d", got, failing)
+	got := sum(stats)
+	t.Logf(racechild.Figure+"push: %v; drains took %v; %v in all", got, drains, time.Since(begin).Round(100*time.Millisecond))
+	if got.failed != failing {
+		t.Errorf("failed %d times, want %d", got.failed, failing)
 	}
 }
