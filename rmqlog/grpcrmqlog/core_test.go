@@ -32,7 +32,7 @@ func (c *capture) take() []slog.Record {
 	return r
 }
 
-// attrs returns r's attributes as strings.
+// attrsOf returns r's attributes as strings.
 func attrsOf(r slog.Record) map[string]string {
 	m := map[string]string{}
 	r.Attrs(func(a slog.Attr) bool {
