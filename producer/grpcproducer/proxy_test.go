@@ -21,7 +21,7 @@ import (
 )
 
 // runName is unique per test run, for topics and groups.
-func runName(t *testing.T, what string) string {
+func runName(what string) string {
 	return fmt.Sprintf("grpcproducer-%s-%d-%d", what, os.Getpid(), time.Now().UnixNano())
 }
 
@@ -191,7 +191,7 @@ func TestThroughTheProxy(t *testing.T) {
 // its message's one key), a message with a business key (kept), and one
 // whose preset key cannot travel (refused, never arrives).
 func testSends(t *testing.T) {
-	topic := runName(t, "send")
+	topic := runName("send")
 	got := receiveTopic(t, topic)
 	p := startProducer(t, topic, nil)
 	ctx := t.Context()
@@ -279,7 +279,7 @@ func (c *checker) askedAbout() []string {
 // checked again. Each delivery needs a commit, so there are no more
 // deliveries than check-backs.
 func testTransactions(t *testing.T) {
-	topic := runName(t, "tx")
+	topic := runName("tx")
 	got := receiveTopic(t, topic)
 	c := &checker{commit: map[string]bool{}}
 	p := startProducer(t, topic, &golang.TransactionChecker{Check: c.check})
