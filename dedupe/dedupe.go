@@ -53,6 +53,13 @@ var (
 	ErrInFlight = errors.New("dedupe: key in flight")
 )
 
+// GiveBackTimeout bounds how long a store spends giving back the claims of
+// a call that failed with its outcome unknown (its context ended, or the
+// connection dropped, after the database or Redis may have taken the keys),
+// on a context detached from the caller's, so that the keys are free at
+// once instead of held for a lease.
+const GiveBackTimeout = 5 * time.Second
+
 // Limits on the parts of a Ref other than the key (whose limit is
 // [msgkey.MaxLen]), in bytes. They keep store keys and SQL index entries
 // bounded (255 bytes of utf8mb4 fit a MySQL index).

@@ -209,7 +209,7 @@ func (s *Store) giveBack(ctx context.Context, reqs []dedupe.ClaimRequest, parts 
 			ts = append(ts, dedupe.Ticket{Ref: reqs[i].Ref, Token: p.args[2*j].(string)[1 : 1+tokenLen]})
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dedupe.GiveBackTimeout)
 	defer cancel()
 	_, _ = s.owned(ctx, "release", releaseScript, ts)
 }

@@ -408,7 +408,7 @@ func (s *Store) upsert(ctx context.Context, r runner, state string, rows []upser
 		for i, row := range rows {
 			ts[i] = dedupe.Ticket{Ref: row.ref, Token: row.token}
 		}
-		giveBack, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+		giveBack, cancel := context.WithTimeout(context.WithoutCancel(ctx), dedupe.GiveBackTimeout)
 		defer cancel()
 		if _, uerr := s.release(giveBack, fmt.Sprintf("give back a claim of %d that ended with its context", len(ts)), ts); uerr != nil {
 			err = errors.Join(err, uerr)
@@ -416,9 +416,6 @@ func (s *Store) upsert(ctx context.Context, r runner, state string, rows []upser
 	}
 	return res, err
 }
-
-// giveBackTimeout bounds the release after a claim whose context ended.
-const giveBackTimeout = 5 * time.Second
 
 // retry runs do again while the database rolls it back to break a deadlock
 // (see [rolledBack]), so that no call fails because other clients make
