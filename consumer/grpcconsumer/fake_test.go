@@ -57,6 +57,9 @@ type fakeSimple struct {
 	changes []change
 	asked   []int32 // the batch size of each Receive
 	failAck bool
+	// failChange fails every ChangeInvisibleDuration, which is recorded
+	// all the same.
+	failChange bool
 	// longPoll makes a Receive with nothing to hand out wait until its
 	// context ends, as a proxy holds an idle long poll open.
 	longPoll bool
@@ -109,6 +112,9 @@ func (f *fakeSimple) ChangeInvisibleDuration(v *fakeView, d time.Duration) error
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.changes = append(f.changes, change{v.id, d})
+	if f.failChange {
+		return fmt.Errorf("change %s failed", v.id)
+	}
 	return nil
 }
 

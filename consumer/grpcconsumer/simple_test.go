@@ -103,7 +103,8 @@ func TestSimpleRetries(t *testing.T) {
 // loses nothing; a store that is down runs nothing and retries the message,
 // which its redelivery then completes; a failed acknowledgement leaves the
 // key recorded done, so the message the proxy hands out again is
-// suppressed, not run twice.
+// suppressed, not run twice; a renewal that fails is tried again and
+// harms nothing in hand.
 func TestSimpleFaults(t *testing.T) {
 	t.Run("ReceiveFails", func(t *testing.T) {
 		c := newConsumer(t, newStore())
@@ -156,6 +157,21 @@ func TestSimpleFaults(t *testing.T) {
 		waitFor(t, "the redelivery acknowledged", func() bool { return len(f.ackedIDs()) == 1 })
 		if l.count("k") != 1 || c.Stats().Suppressed.Load() != 1 {
 			t.Errorf("applied %d times, suppressed %d; want 1 and 1", l.count("k"), c.Stats().Suppressed.Load())
+		}
+	})
+	t.Run("RenewalFails", func(t *testing.T) {
+		c := newConsumer(t, newStore())
+		f := &fakeSimple{failChange: true}
+		f.put(newView("m1", "k"))
+		l := newLedger()
+		l.block = make(chan struct{})
+		startReceiver(t, c, f, l.handle, SimpleConfig{InvisibleDuration: time.Second})
+		// The message is still due for renewal after a failed one.
+		waitFor(t, "two renewals tried", func() bool { return len(f.changesOf("m1")) >= 2 })
+		close(l.block)
+		waitFor(t, "the acknowledgement", func() bool { return len(f.ackedIDs()) == 1 })
+		if l.count("k") != 1 || c.Stats().Completed.Load() != 1 {
+			t.Errorf("applied %d times, completed %d; want 1 and 1", l.count("k"), c.Stats().Completed.Load())
 		}
 	})
 }
