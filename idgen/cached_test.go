@@ -38,17 +38,6 @@ func newCached(t *testing.T, cfg idgen.Config, ccfg idgen.CachedConfig) *idgen.C
 	return c
 }
 
-// eventually fails the test unless cond holds within a generous bound: the
-// bound catches a padder that never acts, it does not time one.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("never happened: %s", what)
-		}
-	}
-}
-
 func TestCachedInvalidConfig(t *testing.T) {
 	borrow := idgen.Config{Layout: cachedLayout, Rollback: idgen.Borrow{MaxAhead: 4 * time.Millisecond}}
 	short := borrow
@@ -249,7 +238,7 @@ func TestCachedFailWhenEmpty(t *testing.T) {
 	}
 	clock.Add(cachedLayout.Unit)
 	var id idgen.ID
-	eventually(t, "an ID once the clock moved", func() bool {
+	waitFor(t, "an ID once the clock moved", func() bool {
 		var err error
 		id, err = c.NextID()
 		if err != nil && !errors.Is(err, idgen.ErrBufferEmpty) {
@@ -279,7 +268,7 @@ func TestCachedPadderError(t *testing.T) {
 	t.Run("fail", func(t *testing.T) {
 		c, clock := frozenCached(t, idgen.FailWhenEmpty)
 		clock.Add(-time.Hour)
-		eventually(t, "the padding's error", func() bool {
+		waitFor(t, "the padding's error", func() bool {
 			_, err := c.NextID()
 			if err != nil && !errors.Is(err, idgen.ErrBufferEmpty) {
 				t.Fatalf("Next: %v, want ErrBufferEmpty", err)
@@ -310,7 +299,7 @@ func TestCachedPadding(t *testing.T) {
 			}
 			// A padding tops the buffer up to full; takes after it
 			// (but not under the threshold again) leave it short.
-			eventually(t, "a padding", func() bool {
+			waitFor(t, "a padding", func() bool {
 				s := c.Stats()
 				return s.Buffered > s.Size-tc.take && s.Pads > before.Pads
 			})
@@ -340,7 +329,7 @@ func TestCachedClose(t *testing.T) {
 		_, err := c.NextID()
 		res <- err
 	}()
-	eventually(t, "a caller waiting", func() bool { return c.Stats().Empty > 0 })
+	waitFor(t, "a caller waiting", func() bool { return c.Stats().Empty > 0 })
 	if err := c.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -418,7 +407,7 @@ func TestCachedRestart(t *testing.T) {
 			for range takes {
 				taken = append(taken, take(t, c))
 			}
-			eventually(t, "IDs buffered", func() bool { return c.Stats().Buffered > 0 })
+			waitFor(t, "IDs buffered", func() bool { return c.Stats().Buffered > 0 })
 			s := c.Stats()
 			if s.Ahead < takes/16*cachedLayout.Unit {
 				t.Fatalf("Stats %+v: the padding did not run ahead of the clock", s)

@@ -102,7 +102,7 @@ func nextSeg(t *testing.T, a *idgen.SegmentAllocator) idgen.ID {
 }
 
 // waitFor polls cond until it holds; the deadline only keeps a broken
-// allocator from hanging the test.
+// allocator or padder from hanging the test, it times nothing.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
