@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/rediskey"
 )
 
 // Config holds a Store's optional settings. The zero value works.
@@ -62,30 +63,7 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 // Key returns the Redis key that holds r's record, for operators and tools
 // that inspect the store.
 func (s *Store) Key(r dedupe.Ref) string {
-	var b strings.Builder
-	b.Grow(len(s.prefix) + len(r.Namespace) + len(r.Group) + len(r.Key) + 4)
-	b.WriteString(s.prefix)
-	b.WriteByte('{')
-	escape(&b, r.Namespace)
-	b.WriteByte(':')
-	escape(&b, r.Group)
-	b.WriteString("}:")
-	b.WriteString(r.Key)
-	return b.String()
-}
-
-// escape writes part with the bytes that delimit the hash tag and its fields
-// percent-encoded, so that the first '}' in a key always closes the tag and
-// the first ':' in the tag always ends the namespace.
-func escape(b *strings.Builder, part string) {
-	for i := 0; i < len(part); i++ {
-		switch c := part[i]; c {
-		case '%', '{', '}', ':':
-			fmt.Fprintf(b, "%%%02X", c)
-		default:
-			b.WriteByte(c)
-		}
-	}
+	return s.prefix + rediskey.HashTag(r.Namespace, r.Group) + ":" + r.Key
 }
 
 // Claim implements [dedupe.Store].

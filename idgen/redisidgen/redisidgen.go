@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/rediskey"
 )
 
 // Errors of pool administration; the lease calls return the sentinels of
@@ -115,35 +115,11 @@ func New(client redis.UniversalClient, cfg Config) (*Leaser, error) {
 		leaseArg: strconv.FormatInt(cfg.Lease.Milliseconds(), 10),
 		sizeArg:  strconv.FormatInt(cfg.Size, 10),
 	}
-	tag := hashTag(cfg.Namespace, cfg.Pool)
+	tag := rediskey.HashTag(cfg.Namespace, cfg.Pool)
 	for _, s := range keySuffixes {
 		l.keys = append(l.keys, tag+s)
 	}
 	return l, nil
-}
-
-// hashTag returns "{namespace:pool}" with the bytes that delimit it
-// percent-encoded, so that no two (namespace, pool) pairs share keys and
-// all keys of a pool share one cluster slot.
-func hashTag(namespace, pool string) string {
-	var b strings.Builder
-	b.WriteByte('{')
-	escape(&b, namespace)
-	b.WriteByte(':')
-	escape(&b, pool)
-	b.WriteByte('}')
-	return b.String()
-}
-
-func escape(b *strings.Builder, part string) {
-	for i := 0; i < len(part); i++ {
-		switch c := part[i]; c {
-		case '%', '{', '}', ':':
-			fmt.Fprintf(b, "%%%02X", c)
-		default:
-			b.WriteByte(c)
-		}
-	}
 }
 
 // Keys returns the Redis keys of the pool, for operators: the meta record

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/rediskey"
 )
 
 // MaxSegmentValue is the largest MaxID and Max a tag holds in Redis: the
@@ -57,17 +58,13 @@ func NewSegments(client redis.UniversalClient, cfg SegmentsConfig) (*Segments, e
 		return nil, errors.New("redisidgen: nil client")
 	}
 	cfg.setDefaults()
-	var b strings.Builder
-	b.WriteByte('{')
-	escape(&b, cfg.Namespace)
-	b.WriteString("}:segment-tags")
-	return &Segments{client: client, namespace: cfg.Namespace, index: b.String(), topArg: strconv.FormatInt(MaxSegmentValue, 10)}, nil
+	return &Segments{client: client, namespace: cfg.Namespace, index: rediskey.HashTag(cfg.Namespace) + ":segment-tags", topArg: strconv.FormatInt(MaxSegmentValue, 10)}, nil
 }
 
 // Key returns the Redis key of tag's hash, for operators:
 // {<namespace>:<tag>}:segment, with '%', '{', '}' and ':' percent-encoded
 // in both parts.
-func (s *Segments) Key(tag string) string { return hashTag(s.namespace, tag) + ":segment" }
+func (s *Segments) Key(tag string) string { return rediskey.HashTag(s.namespace, tag) + ":segment" }
 
 // IndexKey returns the key of the set of the namespace's tag names, which
 // [Segments.Tags] reads: {<namespace>}:segment-tags.
