@@ -88,7 +88,7 @@ func (f *dedupeFlags) open(ctx context.Context) (dedupe.Inspector, *storeAddr, f
 		return nil, nil, nil, err
 	}
 	// The cleanup goroutine is the consumers' job, not an operator's.
-	s, err := sqldedupe.New(db, dedupeDialect(addr), sqldedupe.Config{Table: *f.table, CleanupInterval: -1})
+	s, err := sqldedupe.New(db, addr.Dialect, sqldedupe.Config{Table: *f.table, CleanupInterval: -1})
 	if err != nil {
 		db.Close()
 		return nil, nil, nil, f.usageErr("%v", err)
@@ -102,17 +102,6 @@ func (f *dedupeFlags) failure(addr *storeAddr, err error) error {
 		return missingTable(err, *f.table)
 	}
 	return err
-}
-
-// dedupeDialect is the sqldedupe dialect of an SQL store.
-func dedupeDialect(addr *storeAddr) sqldedupe.Dialect {
-	switch addr.Kind {
-	case kindMySQL:
-		return sqldedupe.MySQL
-	case kindPostgres:
-		return sqldedupe.Postgres
-	}
-	return sqldedupe.SQLite
 }
 
 // record is one dedupe record as the dedupe commands print it.

@@ -40,7 +40,7 @@ func openDedupe(t *testing.T, rawURL string) dedupe.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	s, err := sqldedupe.New(db, dedupeDialect(a), sqldedupe.Config{CleanupInterval: -1})
+	s, err := sqldedupe.New(db, a.Dialect, sqldedupe.Config{CleanupInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func (f *segmentFlags) open(ctx context.Context, create bool) (segmentStore, *st
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	s, err := sqlidgen.NewSegments(db, sqlDialect(addr), sqlidgen.SegmentsConfig{Table: *f.table})
+	s, err := sqlidgen.NewSegments(db, addr.Dialect, sqlidgen.SegmentsConfig{Table: *f.table})
 	if err != nil {
 		db.Close()
 		return nil, nil, nil, f.usageErr("%v", err)

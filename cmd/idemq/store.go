@@ -16,19 +16,17 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // "pgx"
 	"github.com/redis/go-redis/v9"
 	_ "modernc.org/sqlite" // "sqlite"
+
+	"github.com/idemq/idemq/internal/sqldialect"
 )
 
 // storeEnv names the environment variable that gives the store when --store
 // is not set.
 const storeEnv = "IDEMQ_STORE"
 
-// Kinds of store a URL names.
-const (
-	kindRedis    = "redis"
-	kindMySQL    = "mysql"
-	kindPostgres = "postgres"
-	kindSQLite   = "sqlite"
-)
+// kindRedis is the Kind of a Redis store; an SQL store's Kind is the name of
+// its dialect, which is its URL's scheme.
+const kindRedis = "redis"
 
 // storeUsage is the --store flag's help, shared by every command that takes
 // one.
@@ -38,8 +36,11 @@ const storeUsage = "store `URL`: redis://[user:pass@]host:port[/db], rediss://..
 
 // A storeAddr is a parsed store URL: which kind of server, and how to reach it.
 type storeAddr struct {
-	// Kind is kindRedis, kindMySQL, kindPostgres or kindSQLite.
+	// Kind is kindRedis or an SQL dialect's name.
 	Kind string
+	// Dialect is an SQL store's, which sqldedupe and sqlidgen take alike;
+	// 0 for Redis.
+	Dialect sqldialect.Dialect
 	// Redacted is the URL for messages, without its password (see
 	// redact).
 	Redacted string
@@ -127,7 +128,19 @@ func parseStore(raw string) (*storeAddr, error) {
 			return bad(strings.TrimPrefix(err.Error(), "redis: "))
 		}
 		a.Kind, a.Redis = kindRedis, opt
-	case "mysql":
+		return a, nil
+	case "":
+		// Text without a scheme is not shown: it may hold a password
+		// anywhere.
+		return nil, errors.New("store URL without a scheme: want redis://, rediss://, mysql://, postgres:// or sqlite:")
+	}
+	d, err := sqldialect.Parse(u.Scheme)
+	if err != nil {
+		return bad(fmt.Sprintf("unknown scheme %q: want redis://, rediss://, mysql://, postgres:// or sqlite:", u.Scheme))
+	}
+	a.Kind, a.Dialect = d.String(), d
+	switch d {
+	case sqldialect.MySQL:
 		if u.Host == "" {
 			return bad("want mysql://user:pass@host:port/db")
 		}
@@ -157,13 +170,13 @@ func parseStore(raw string) (*storeAddr, error) {
 		if _, err := mysql.ParseDSN(dsn); err != nil {
 			return bad(err.Error())
 		}
-		a.Kind, a.Driver, a.DSN = kindMySQL, "mysql", dsn
-	case "postgres", "postgresql":
+		a.Driver, a.DSN = "mysql", dsn
+	case sqldialect.Postgres:
 		if u.Host == "" {
 			return bad("want postgres://user:pass@host:port/db")
 		}
-		a.Kind, a.Driver, a.DSN = kindPostgres, "pgx", raw
-	case "sqlite":
+		a.Driver, a.DSN = "pgx", raw
+	case sqldialect.SQLite:
 		path := u.Opaque // sqlite:relative.db
 		if path == "" {
 			if u.Host != "" {
@@ -185,13 +198,7 @@ func parseStore(raw string) (*storeAddr, error) {
 		if err != nil {
 			return bad(err.Error())
 		}
-		a.Kind, a.Driver, a.DSN = kindSQLite, "sqlite", "file:"+abs+"?"+q
-	case "":
-		// Text without a scheme is not shown: it may hold a password
-		// anywhere.
-		return nil, errors.New("store URL without a scheme: want redis://, rediss://, mysql://, postgres:// or sqlite:")
-	default:
-		return bad(fmt.Sprintf("unknown scheme %q: want redis://, rediss://, mysql://, postgres:// or sqlite:", u.Scheme))
+		a.Driver, a.DSN = "sqlite", "file:"+abs+"?"+q
 	}
 	return a, nil
 }
@@ -213,10 +220,7 @@ func (a *storeAddr) unreachable(err error) error {
 // exist: the tables are made by the programs that write them (or by the
 // commands that create), so a missing one is a wrong --table or database.
 func missingTable(err error, table string) error {
-	msg := err.Error()
-	// SQLite, MySQL (error 1146) and PostgreSQL (42P01).
-	if strings.Contains(msg, "no such table") || strings.Contains(msg, "doesn't exist") ||
-		(strings.Contains(msg, "relation") && strings.Contains(msg, "does not exist")) {
+	if sqldialect.MissingTable(err) {
 		return fmt.Errorf("%w; table %q is not in this database: check --table and the store URL's database", err, table)
 	}
 	return err
@@ -240,7 +244,7 @@ func (a *storeAddr) openRedis(ctx context.Context) (*redis.Client, error) {
 // unless create is set, so that a mistyped path is not taken for an empty
 // store.
 func (a *storeAddr) openSQL(ctx context.Context, create bool) (*sql.DB, error) {
-	if a.Kind == kindSQLite && !create {
+	if a.Dialect == sqldialect.SQLite && !create {
 		path := strings.TrimPrefix(a.DSN, "file:")
 		path, _, _ = strings.Cut(path, "?")
 		if _, err := os.Stat(path); err != nil {

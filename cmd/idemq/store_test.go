@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/idemq/idemq/internal/sqldialect"
 )
 
 func TestParseStore(t *testing.T) {
@@ -15,14 +17,14 @@ func TestParseStore(t *testing.T) {
 		{"redis", "redis://127.0.0.1:6379/2", kindRedis, "127.0.0.1:6379"},
 		{"redis with password", "redis://u:secret@127.0.0.1:6379", kindRedis, "127.0.0.1:6379"},
 		{"rediss", "rediss://cache.example:6380/0", kindRedis, "cache.example:6380"},
-		{"mysql", "mysql://app:pw@db.example:3307/orders?parseTime=true", kindMySQL, "app:pw@tcp(db.example:3307)/orders?parseTime=true"},
-		{"mysql default port", "mysql://app:pw@db.example/orders", kindMySQL, "app:pw@tcp(db.example:3306)/orders"},
-		{"postgres", "postgres://u:p@127.0.0.1:5432/app?sslmode=disable", kindPostgres, "postgres://u:p@127.0.0.1:5432/app?sslmode=disable"},
-		{"postgresql", "postgresql://u@h/app", kindPostgres, "postgresql://u@h/app"},
-		{"postgres password parameter", "postgres://u@h/app?password=hunter2", kindPostgres, "password=hunter2"},
-		{"sqlite absolute", "sqlite:///var/lib/idemq/s.db", kindSQLite, "file:/var/lib/idemq/s.db?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate"},
-		{"sqlite own params", "sqlite:///s.db?_pragma=busy_timeout(1)", kindSQLite, "file:/s.db?_pragma=busy_timeout(1)"},
-		{"sqlite relative", "sqlite:s.db", kindSQLite, "/s.db?"},
+		{"mysql", "mysql://app:pw@db.example:3307/orders?parseTime=true", "mysql", "app:pw@tcp(db.example:3307)/orders?parseTime=true"},
+		{"mysql default port", "mysql://app:pw@db.example/orders", "mysql", "app:pw@tcp(db.example:3306)/orders"},
+		{"postgres", "postgres://u:p@127.0.0.1:5432/app?sslmode=disable", "postgres", "postgres://u:p@127.0.0.1:5432/app?sslmode=disable"},
+		{"postgresql", "postgresql://u@h/app", "postgres", "postgresql://u@h/app"},
+		{"postgres password parameter", "postgres://u@h/app?password=hunter2", "postgres", "password=hunter2"},
+		{"sqlite absolute", "sqlite:///var/lib/idemq/s.db", "sqlite", "file:/var/lib/idemq/s.db?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate"},
+		{"sqlite own params", "sqlite:///s.db?_pragma=busy_timeout(1)", "sqlite", "file:/s.db?_pragma=busy_timeout(1)"},
+		{"sqlite relative", "sqlite:s.db", "sqlite", "/s.db?"},
 
 		{"host and port only", "127.0.0.1:6379", "", "want redis://"},
 		{"no scheme", "cache.example/0", "", "without a scheme"},
@@ -83,7 +85,7 @@ func TestResolveStoreFromEnv(t *testing.T) {
 		t.Fatalf("store from %s: got %+v, %v", storeEnv, a, err)
 	}
 	a, err = resolveStore("sqlite:///x.db")
-	if err != nil || a.Kind != kindSQLite {
+	if err != nil || a.Dialect != sqldialect.SQLite {
 		t.Fatalf("--store wins over %s: got %+v, %v", storeEnv, a, err)
 	}
 }
@@ -113,12 +115,10 @@ func FuzzParseStore(f *testing.F) {
 			if a.Redis == nil || a.Redis.Addr == "" || strings.HasPrefix(a.Redis.Addr, ":") {
 				t.Fatalf("parseStore(%q) = redis at %q: no server named", raw, a.Redis.Addr)
 			}
-		case kindMySQL, kindPostgres, kindSQLite:
-			if a.Driver == "" || a.DSN == "" {
-				t.Fatalf("parseStore(%q) = %+v: no driver or DSN", raw, a)
-			}
 		default:
-			t.Fatalf("parseStore(%q) = kind %q", raw, a.Kind)
+			if !sqldialect.Valid(a.Dialect) || a.Kind != a.Dialect.String() || a.Driver == "" || a.DSN == "" {
+				t.Fatalf("parseStore(%q) = %+v: no dialect, driver or DSN", raw, a)
+			}
 		}
 		if (strings.Contains(raw, ":"+secret+"@") || strings.Contains(raw, "password="+secret)) && strings.Contains(a.Redacted, secret) {
 			t.Fatalf("parseStore(%q).Redacted = %q shows the password", raw, a.Redacted)

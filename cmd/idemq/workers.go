@@ -144,7 +144,7 @@ func openLeaser(ctx context.Context, addr *storeAddr, pc poolConfig, forLayout i
 	if pc.size == 0 {
 		pc.size = min(forLayout.MaxNode()+1, sqlidgen.MaxSize)
 	}
-	l, err := sqlidgen.New(db, sqlDialect(addr), sqlidgen.Config{Pool: pc.pool, Size: pc.size, Lease: pc.lease, Table: pc.table})
+	l, err := sqlidgen.New(db, addr.Dialect, sqlidgen.Config{Pool: pc.pool, Size: pc.size, Lease: pc.lease, Table: pc.table})
 	if err != nil {
 		closeFn()
 		return nil, nil, usageError{err: err}
@@ -208,15 +208,4 @@ func redisPoolMeta(ctx context.Context, rdb *redis.Client, pc poolConfig) (size 
 		lease = time.Duration(ms) * time.Millisecond
 	}
 	return size, lease, nil
-}
-
-// sqlDialect is the sqlidgen dialect of an SQL store.
-func sqlDialect(addr *storeAddr) sqlidgen.Dialect {
-	switch addr.Kind {
-	case kindMySQL:
-		return sqlidgen.MySQL
-	case kindPostgres:
-		return sqlidgen.Postgres
-	}
-	return sqlidgen.SQLite
 }

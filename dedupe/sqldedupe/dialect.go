@@ -3,7 +3,6 @@ package sqldedupe
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"strings"
 	"time"
 
@@ -11,17 +10,18 @@ import (
 )
 
 // A sqlDialect speaks one database's SQL. The Store validates everything first;
-// a dialect only builds and runs statements. Every time a statement compares
-// or stores is the database's own now, read once per statement.
+// a dialect only builds and runs statements, from the pieces of
+// [sqldialect.Syntax]: every time a statement compares or stores is the
+// database's own now, read once per statement.
 type sqlDialect interface {
 	// schema returns the DDL that creates the table and its index.
 	schema() []string
 	// upsert inserts rows, or takes over their keys' records whose lease or
-	// retention has ended, as state for each row's dur, and returns for
-	// every key the record that answers it: the row's own, or the live
+	// retention has ended, as processing for each row's lease, and returns
+	// for every key the record that answers it: the row's own, or the live
 	// record the statement kept (which may have ended since, if read by a
 	// later statement). rows hold distinct keys.
-	upsert(ctx context.Context, r runner, state string, rows []upsertRow) (map[dedupe.Ref]record, error)
+	upsert(ctx context.Context, r runner, rows []upsertRow) (map[dedupe.Ref]record, error)
 	// complete marks the records ts own done for retention and reports which
 	// keys ts owned. ts hold distinct keys.
 	complete(ctx context.Context, r runner, ts []dedupe.Ticket, retention time.Duration) (map[dedupe.Ref]bool, error)
@@ -32,20 +32,6 @@ type sqlDialect interface {
 	extend(ctx context.Context, r runner, t dedupe.Ticket, lease time.Duration) (bool, error)
 	// cleanup deletes at most limit expired records.
 	cleanup(ctx context.Context, r runner, limit int) (int64, error)
-}
-
-// rolledBack reports an error with which the database rolled back a
-// statement, or the transaction around it, to break a deadlock or a
-// serialization conflict: SQLSTATE class 40, which pgx reports through a
-// method, or MySQL's error 1213, which go-sql-driver/mysql keeps in a field
-// and shows only in the message.
-func rolledBack(err error) bool {
-	var coded interface{ SQLState() string }
-	if errors.As(err, &coded) {
-		return strings.HasPrefix(coded.SQLState(), "40")
-	}
-	msg := err.Error()
-	return strings.Contains(msg, "Error 1213 (") || strings.Contains(msg, "Error 1213:")
 }
 
 // scanRecords reads the rows an upsert returns: namespace, grp, k, state,
@@ -118,7 +104,3 @@ func affected(res sql.Result, err error) (bool, error) {
 	n, err := res.RowsAffected()
 	return n == 1, err
 }
-
-// micros returns a positive d in microseconds, the unit statements take
-// durations in, rounded up so that it stays positive.
-func micros(d time.Duration) int64 { return int64((d-1)/time.Microsecond) + 1 }

@@ -9,17 +9,25 @@
 //	defer store.Close()
 //	if err := store.Migrate(ctx); err != nil { ... }
 //
+// [New] takes the *sql.DB and its [Dialect], which are required, and a
+// [Config] whose zero value works; each field's documentation states its
+// default.
+//
 // # Drivers
 //
-//   - MySQL and MariaDB: github.com/go-sql-driver/mysql, with any DSN options
+// The dialects are those of sqlidgen, from the same versions:
+//
+//   - MySQL 5.7 or later and MariaDB 10.5 or later, the oldest that
+//     github.com/go-sql-driver/mysql supports, with any DSN options
 //     (parseTime, loc, time_zone, clientFoundRows and interpolateParams all
 //     work).
-//   - PostgreSQL: pgx's database/sql driver, github.com/jackc/pgx/v5/stdlib,
-//     which sends the arrays batches travel in.
-//   - SQLite: modernc.org/sqlite or another driver with SQLite 3.35 or later.
-//     Use a file in WAL mode with a busy timeout, and BEGIN IMMEDIATE for
-//     transactions that write, so that writers wait for each other instead
-//     of failing:
+//   - PostgreSQL 10 or later: pgx's database/sql driver,
+//     github.com/jackc/pgx/v5/stdlib, which sends the arrays batches travel
+//     in.
+//   - SQLite 3.35 or later (for RETURNING): modernc.org/sqlite or another
+//     driver. Use a file in WAL mode with a busy timeout, and BEGIN
+//     IMMEDIATE for transactions that write, so that writers wait for each
+//     other instead of failing:
 //     file:dedupe.db?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate
 //
 // # Clock
@@ -80,18 +88,17 @@
 // runs again, so that no call fails because other clients make progress;
 // MySQL deadlocks under heavy churn, when several clients claim a key whose
 // record a release has just deleted. Inside a caller's transaction
-// ([Store.CompleteTx], [Store.MarkDoneTx]) the rollback took the caller's
-// work too: the error is returned, and the caller retries its transaction.
+// ([Store.CompleteTx]) the rollback took the caller's work too: the error
+// is returned, and the caller retries its transaction.
 //
 // # Exactly once with a transaction
 //
 // When a handler's effects live in the same database, [Store.CompleteTx]
-// (or [Store.CompleteBatchTx], one statement per batch) records the key as
-// done inside the handler's transaction: the effects and the record commit
-// together or not at all, so no failure between them can run the effect
-// twice or lose it. A handler that needs no lease can skip the claim and
-// call [Store.MarkDoneTx] first thing in its transaction; [ErrDuplicate]
-// then means the message was processed before.
+// records its claimed key as done inside the handler's transaction, one
+// statement: the effects and the record commit together or not at all, so
+// no failure between them can run the effect twice or lose it. The
+// consumer's transactional handler does this for every message, through
+// [dedupe.CompleteTx].
 //
 // # Cleanup
 //

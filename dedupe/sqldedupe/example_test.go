@@ -3,7 +3,6 @@ package sqldedupe_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -60,10 +59,10 @@ func Example() {
 	// delivery 2: done
 }
 
-// A handler whose effects live in the same database records the key in its
-// own transaction: the payment and the record commit together, and a
-// redelivery finds the key done and rolls back.
-func ExampleStore_MarkDoneTx() {
+// A handler whose effects live in the same database records the key done in
+// its own transaction: the payment and the record commit together, and the
+// redelivery finds the key done.
+func ExampleStore_CompleteTx() {
 	ctx := context.Background()
 	db := openExample()
 	defer db.Close()
@@ -79,32 +78,35 @@ func ExampleStore_MarkDoneTx() {
 		log.Fatal(err)
 	}
 
-	pay := func(orderID string, cents int) error {
+	pay := func(t dedupe.Ticket, cents int) error {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
 		defer tx.Rollback() // after Commit, a no-op
-		ref := dedupe.Ref{Group: "billing", Key: orderID}
-		if err := store.MarkDoneTx(ctx, tx, ref, 72*time.Hour); err != nil {
+		if _, err := tx.Exec("INSERT INTO payments VALUES (?, ?)", t.Key, cents); err != nil {
 			return err
 		}
-		if _, err := tx.Exec("INSERT INTO payments VALUES (?, ?)", orderID, cents); err != nil {
+		if err := store.CompleteTx(ctx, tx, t, 72*time.Hour); err != nil {
 			return err
 		}
 		return tx.Commit()
 	}
 
+	ref := dedupe.Ref{Group: "billing", Key: "order-42"}
 	for delivery := 1; delivery <= 2; delivery++ {
-		err := pay("order-42", 1999)
-		switch {
-		case errors.Is(err, sqldedupe.ErrDuplicate):
-			fmt.Printf("delivery %d: duplicate, acknowledged\n", delivery)
-		case err != nil:
+		res, err := store.Claim(ctx, dedupe.ClaimRequest{Ref: ref, Lease: 30 * time.Second})
+		if err != nil {
 			log.Fatal(err)
-		default:
-			fmt.Printf("delivery %d: paid\n", delivery)
 		}
+		if res.Status != dedupe.Acquired {
+			fmt.Printf("delivery %d: %v, acknowledged\n", delivery, res.Status)
+			continue
+		}
+		if err := pay(dedupe.Ticket{Ref: ref, Token: res.Token}, 1999); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("delivery %d: paid\n", delivery)
 	}
 	var n int
 	if err := db.QueryRow("SELECT COUNT(*) FROM payments").Scan(&n); err != nil {
@@ -113,6 +115,6 @@ func ExampleStore_MarkDoneTx() {
 	fmt.Println("payments:", n)
 	// Output:
 	// delivery 1: paid
-	// delivery 2: duplicate, acknowledged
+	// delivery 2: done, acknowledged
 	// payments: 1
 }

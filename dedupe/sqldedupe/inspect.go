@@ -4,12 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/sqldialect"
 )
 
 var _ dedupe.Inspector = (*Store)(nil)
@@ -19,42 +18,17 @@ var _ dedupe.Inspector = (*Store)(nil)
 // each reads the database's now once, so that a record shows live exactly
 // when a claim would find it so.
 type inspectSQL struct {
-	table, now string
-	micros     func(col string) string
-	dollars    bool // PostgreSQL's $1 placeholders rather than ?
+	sqldialect.Syntax
+	table string // quoted
 }
 
 func (s *Store) inspectSQL() inspectSQL {
-	switch d := s.d.(type) {
-	case *mysql:
-		return inspectSQL{table: d.table, now: myNow, micros: myMicros}
-	case *postgres:
-		return inspectSQL{table: `"` + s.cfg.Table + `"`, now: "statement_timestamp()", micros: pgMicros, dollars: true}
-	}
-	return inspectSQL{table: `"` + s.cfg.Table + `"`, now: liteNow, micros: func(col string) string { return col }}
-}
-
-// query returns q, written with ? placeholders, for the dialect. No
-// statement here holds a ? of its own.
-func (q inspectSQL) query(sql string) string {
-	if !q.dollars {
-		return sql
-	}
-	var b strings.Builder
-	n := 0
-	for _, part := range strings.Split(sql, "?") {
-		if n > 0 {
-			b.WriteString("$" + strconv.Itoa(n))
-		}
-		b.WriteString(part)
-		n++
-	}
-	return b.String()
+	return inspectSQL{s.syn, s.syn.Quote(s.cfg.Table)}
 }
 
 // columns are those a record is read from, after the key.
 func (q inspectSQL) columns() string {
-	return "state, fingerprint, " + q.micros("expires_at") + ", " + q.micros("updated_at")
+	return "state, fingerprint, " + q.UnixMicros("expires_at") + ", " + q.UnixMicros("updated_at")
 }
 
 // Get implements [dedupe.Inspector] with one SELECT.
@@ -64,8 +38,8 @@ func (s *Store) Get(ctx context.Context, ref dedupe.Ref) (dedupe.Record, bool, e
 		return dedupe.Record{}, false, fmt.Errorf("sqldedupe: %s: %w", what, err)
 	}
 	q := s.inspectSQL()
-	rows, err := runner{s: s}.query(ctx, q.query(`SELECT k, `+q.columns()+` FROM `+q.table+`
-WHERE namespace = ? AND grp = ? AND k = ? AND expires_at > `+q.now), ref.Namespace, ref.Group, ref.Key)
+	rows, err := runner{s: s}.query(ctx, q.Rebind(`SELECT k, `+q.columns()+` FROM `+q.table+`
+WHERE namespace = ? AND grp = ? AND k = ? AND expires_at > `+q.Now()), ref.Namespace, ref.Group, ref.Key)
 	if err != nil {
 		return dedupe.Record{}, false, fail(ctx, what, err)
 	}
@@ -99,14 +73,14 @@ func (s *Store) List(ctx context.Context, req dedupe.ListRequest) ([]dedupe.Reco
 	}
 	q := s.inspectSQL()
 	text := `SELECT k, ` + q.columns() + ` FROM ` + q.table + `
-WHERE namespace = ? AND grp = ? AND k > ? AND k >= ? AND expires_at > ` + q.now
+WHERE namespace = ? AND grp = ? AND k > ? AND k >= ? AND expires_at > ` + q.Now()
 	args := []any{req.Namespace, req.Group, after, req.Prefix}
 	if end, ok := above(req.Prefix); ok {
 		text += ` AND k < ?`
 		args = append(args, end)
 	}
 	// One more than the page tells whether another follows.
-	rows, err := runner{s: s}.query(ctx, q.query(text+` ORDER BY k LIMIT ?`), append(args, limit+1)...)
+	rows, err := runner{s: s}.query(ctx, q.Rebind(text+` ORDER BY k LIMIT ?`), append(args, limit+1)...)
 	if err != nil {
 		return nil, "", fail(ctx, what, err)
 	}
@@ -149,8 +123,8 @@ func (s *Store) Stats(ctx context.Context, namespace, group string) (dedupe.Stat
 		return dedupe.Stats{}, fmt.Errorf("sqldedupe: %s: %w", what, err)
 	}
 	q := s.inspectSQL()
-	rows, err := runner{s: s}.query(ctx, q.query(`SELECT state, COUNT(*) FROM `+q.table+`
-WHERE namespace = ? AND grp = ? AND expires_at > `+q.now+` GROUP BY state`), namespace, group)
+	rows, err := runner{s: s}.query(ctx, q.Rebind(`SELECT state, COUNT(*) FROM `+q.table+`
+WHERE namespace = ? AND grp = ? AND expires_at > `+q.Now()+` GROUP BY state`), namespace, group)
 	if err != nil {
 		return dedupe.Stats{}, fail(ctx, what, err)
 	}
@@ -187,8 +161,8 @@ func (s *Store) Forget(ctx context.Context, ref dedupe.Ref) (bool, error) {
 	q := s.inspectSQL()
 	r := runner{s: s}
 	ok, err := retry(ctx, r, func() (bool, error) {
-		return affected(r.exec(ctx, q.query(`DELETE FROM `+q.table+`
-WHERE namespace = ? AND grp = ? AND k = ? AND expires_at > `+q.now), ref.Namespace, ref.Group, ref.Key))
+		return affected(r.exec(ctx, q.Rebind(`DELETE FROM `+q.table+`
+WHERE namespace = ? AND grp = ? AND k = ? AND expires_at > `+q.Now()), ref.Namespace, ref.Group, ref.Key))
 	})
 	if err != nil {
 		return false, fail(ctx, what, err)

@@ -7,15 +7,14 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/sqldialect"
 )
 
 // mysql speaks MySQL and MariaDB. Batches travel as row lists, so a
 // statement's text depends on its batch size.
 //
-// Its now is UTC_TIMESTAMP(6): read once per statement, and free of the
-// session's time zone, which would shift DATETIME values and repeat an hour
-// when daylight saving time ends. Times leave the database as µs since the
-// Unix epoch, so the DSN's parseTime and loc do not matter either.
+// Times leave the database as µs since the Unix epoch, so the DSN's
+// parseTime and loc do not matter.
 //
 // Keys are VARBINARY: compared byte for byte. The utf8mb4_bin collation
 // would also ignore trailing spaces ("a" = "a "), and its no-pad variants
@@ -25,12 +24,10 @@ type mysql struct {
 	ddl   []string
 }
 
-const myNow = "UTC_TIMESTAMP(6)"
-
-// myMicros converts a DATETIME expression in UTC to µs since the Unix epoch.
-func myMicros(dt string) string {
-	return "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', " + dt + ")"
-}
+var (
+	my    = sqldialect.Of(sqldialect.MySQL)
+	myNow = my.Now()
+)
 
 // myKeys is the condition that matches n rows by cols, one placeholder per
 // column and row. MariaDB plans a row constructor IN with a single row as a
@@ -43,7 +40,7 @@ func myKeys(n int, cols ...string) string {
 }
 
 func newMySQL(table string) *mysql {
-	t := "`" + table + "`"
+	t := my.Quote(table)
 	return &mysql{
 		table: t,
 		ddl: []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
@@ -57,7 +54,7 @@ func newMySQL(table string) *mysql {
 	created_at  DATETIME(6)    NOT NULL,
 	updated_at  DATETIME(6)    NOT NULL,
 	PRIMARY KEY (namespace, grp, k),
-	KEY ` + "`" + table + "_expires_at`" + ` (expires_at)
+	KEY ` + my.Quote(table+"_expires_at") + ` (expires_at)
 ) ENGINE = InnoDB`},
 	}
 }
@@ -81,9 +78,9 @@ func (m *mysql) schema() []string { return m.ddl }
 // ON DUPLICATE KEY UPDATE assigns left to right, each assignment seeing the
 // ones before it: token is decided first, against the old row, and the other
 // columns follow it.
-func (m *mysql) upsert(ctx context.Context, r runner, state string, rows []upsertRow) (map[dedupe.Ref]record, error) {
+func (m *mysql) upsert(ctx context.Context, r runner, rows []upsertRow) (map[dedupe.Ref]record, error) {
 	q := `INSERT INTO ` + m.table + ` (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
-VALUES ` + list("(?, ?, ?, ?, ?, ?, "+myNow+" + INTERVAL ? MICROSECOND, "+myNow+", "+myNow+")", len(rows)) + `
+VALUES ` + list("(?, ?, ?, 'processing', ?, ?, "+my.After("?")+", "+myNow+", "+myNow+")", len(rows)) + `
 ON DUPLICATE KEY UPDATE
 	token = IF(expires_at > ` + myNow + `, IF(LAST_INSERT_ID(1), token, token), VALUES(token)),
 	state = IF(token = VALUES(token), VALUES(state), state),
@@ -91,10 +88,10 @@ ON DUPLICATE KEY UPDATE
 	created_at = IF(token = VALUES(token), VALUES(created_at), created_at),
 	updated_at = IF(token = VALUES(token), VALUES(updated_at), updated_at),
 	expires_at = IF(token = VALUES(token), VALUES(expires_at), expires_at)`
-	args := make([]any, 0, 7*len(rows))
+	args := make([]any, 0, 6*len(rows))
 	refs := make([]dedupe.Ref, len(rows))
 	for i, row := range rows {
-		args = append(args, row.ref.Namespace, row.ref.Group, row.ref.Key, state, row.token, row.fp, micros(row.dur))
+		args = append(args, row.ref.Namespace, row.ref.Group, row.ref.Key, row.token, row.fp, sqldialect.Micros(row.lease))
 		refs[i] = row.ref
 	}
 	res, err := r.exec(ctx, q, args...)
@@ -130,7 +127,7 @@ ON DUPLICATE KEY UPDATE
 		}
 	}
 	err = r.inTx(ctx, func(r runner) error {
-		again, err := m.upsert(ctx, r, state, gone)
+		again, err := m.upsert(ctx, r, gone)
 		maps.Copy(recs, again)
 		return err
 	})
@@ -144,7 +141,7 @@ func (m *mysql) lookup(ctx context.Context, r runner, refs []dedupe.Ref) (map[de
 	for _, ref := range refs {
 		args = append(args, ref.Namespace, ref.Group, ref.Key)
 	}
-	rows, err := r.query(ctx, `SELECT namespace, grp, k, state, token, fingerprint, `+myMicros("expires_at")+`, `+myMicros(myNow)+`
+	rows, err := r.query(ctx, `SELECT namespace, grp, k, state, token, fingerprint, `+my.UnixMicros("expires_at")+`, `+my.UnixMicros(myNow)+`
 FROM `+m.table+` WHERE `+myKeys(len(refs), "namespace", "grp", "k")+` FOR UPDATE`, args...)
 	if err != nil {
 		return nil, err
@@ -155,9 +152,9 @@ FROM `+m.table+` WHERE `+myKeys(len(refs), "namespace", "grp", "k")+` FOR UPDATE
 // complete counts the rows its UPDATE changed: all or none answer at once,
 // and a partial batch reads its records to tell which.
 func (m *mysql) complete(ctx context.Context, r runner, ts []dedupe.Ticket, retention time.Duration) (map[dedupe.Ref]bool, error) {
-	res, err := r.exec(ctx, `UPDATE `+m.table+` SET state = 'done', expires_at = `+myNow+` + INTERVAL ? MICROSECOND, updated_at = `+myNow+`
+	res, err := r.exec(ctx, `UPDATE `+m.table+` SET state = 'done', expires_at = `+my.After("?")+`, updated_at = `+myNow+`
 WHERE `+myKeys(len(ts), "namespace", "grp", "k", "token")+` AND expires_at > `+myNow,
-		ticketArgs(ts, []any{micros(retention)})...)
+		ticketArgs(ts, []any{sqldialect.Micros(retention)})...)
 	if err != nil {
 		return nil, err
 	}
@@ -220,9 +217,9 @@ func (m *mysql) release(ctx context.Context, r runner, ts []dedupe.Ticket) (map[
 }
 
 func (m *mysql) extend(ctx context.Context, r runner, t dedupe.Ticket, lease time.Duration) (bool, error) {
-	return affected(r.exec(ctx, `UPDATE `+m.table+` SET expires_at = `+myNow+` + INTERVAL ? MICROSECOND, updated_at = `+myNow+`
+	return affected(r.exec(ctx, `UPDATE `+m.table+` SET expires_at = `+my.After("?")+`, updated_at = `+myNow+`
 WHERE `+myKeys(1, "namespace", "grp", "k", "token")+` AND state = 'processing' AND expires_at > `+myNow,
-		ticketArgs([]dedupe.Ticket{t}, []any{micros(lease)})...))
+		ticketArgs([]dedupe.Ticket{t}, []any{sqldialect.Micros(lease)})...))
 }
 
 func (m *mysql) cleanup(ctx context.Context, r runner, limit int) (int64, error) {

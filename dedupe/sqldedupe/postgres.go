@@ -6,28 +6,22 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/sqldialect"
 )
 
 // postgres speaks PostgreSQL. Batches travel as arrays unnested into rows,
 // so every statement has one text whatever the batch size.
-//
-// Its now is statement_timestamp(): one value per statement (clock_timestamp
-// would change between the columns of one row), and unlike now() it moves
-// on inside a caller's long transaction.
 type postgres struct {
 	ddl                                           []string
 	upsertSQL, completeSQL, releaseSQL, extendSQL string
 	cleanupSQL                                    string
 }
 
-// pgMicros converts a timestamptz expression to µs since the Unix epoch.
-func pgMicros(ts string) string {
-	return "(extract(epoch FROM " + ts + ") * 1000000)::bigint"
-}
+var pg = sqldialect.Of(sqldialect.Postgres)
 
 func newPostgres(table string) *postgres {
-	t := `"` + table + `"`
-	const now = "statement_timestamp()"
+	t := pg.Quote(table)
+	now := pg.Now()
 	return &postgres{
 		ddl: []string{
 			`CREATE TABLE IF NOT EXISTS ` + t + ` (
@@ -42,7 +36,7 @@ func newPostgres(table string) *postgres {
 	updated_at  timestamptz NOT NULL,
 	PRIMARY KEY (namespace, grp, k)
 )`,
-			`CREATE INDEX IF NOT EXISTS "` + table + `_expires_at" ON ` + t + ` (expires_at)`,
+			`CREATE INDEX IF NOT EXISTS ` + pg.Quote(table+"_expires_at") + ` ON ` + t + ` (expires_at)`,
 		},
 		// A conflicting row is always updated, to itself while its record
 		// is live, so that RETURNING answers for every key, with its latest
@@ -50,11 +44,11 @@ func newPostgres(table string) *postgres {
 		// one waited is answered right, where a DO NOTHING or a WHERE on the
 		// update would leave it to a second statement.
 		upsertSQL: `INSERT INTO ` + t + ` AS d (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
-SELECT r.ns, r.g, r.k, $1::text, r.token, r.fp, ` + now + ` + r.us * interval '1 microsecond', ` + now + `, ` + now + `
-FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[]) AS r (ns, g, k, token, fp, us)
+SELECT r.ns, r.g, r.k, 'processing', r.token, r.fp, ` + pg.After("r.us") + `, ` + now + `, ` + now + `
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[]) AS r (ns, g, k, token, fp, us)
 ON CONFLICT (namespace, grp, k) DO UPDATE SET
 	` + takeover("d.", now) + `
-RETURNING d.namespace, d.grp, d.k, d.state, d.token, d.fingerprint, ` + pgMicros("d.expires_at") + `, ` + pgMicros(now),
+RETURNING d.namespace, d.grp, d.k, d.state, d.token, d.fingerprint, ` + pg.UnixMicros("d.expires_at") + `, ` + pg.UnixMicros(now),
 		// Complete and Release go through the primary key's arbiter too, as
 		// an INSERT whose conflicting row is updated only if the ticket owns
 		// it. An UPDATE or DELETE joined to the unnested batch would leave
@@ -69,7 +63,7 @@ RETURNING d.namespace, d.grp, d.k, d.state, d.token, d.fingerprint, ` + pgMicros
 SELECT r.ns, r.g, r.k, 'done', r.token, '', 'epoch', ` + now + `, ` + now + `
 FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) AS r (ns, g, k, token)
 ON CONFLICT (namespace, grp, k) DO UPDATE SET
-	state = 'done', expires_at = ` + now + ` + $1::bigint * interval '1 microsecond', updated_at = ` + now + `
+	state = 'done', expires_at = ` + pg.After("$1") + `, updated_at = ` + now + `
 WHERE d.token = excluded.token AND d.expires_at > ` + now + `
 RETURNING d.namespace, d.grp, d.k, d.expires_at > ` + now,
 		// Release leaves the row expired rather than deleting it: the key
@@ -82,7 +76,7 @@ WHERE d.token = excluded.token AND d.state = 'processing' AND d.expires_at > ` +
 RETURNING d.namespace, d.grp, d.k, d.state = 'processing'`,
 		// Extend names one key by equality on the whole primary key, which
 		// every plan serves from its index.
-		extendSQL: `UPDATE ` + t + ` SET expires_at = ` + now + ` + $1::bigint * interval '1 microsecond', updated_at = ` + now + `
+		extendSQL: `UPDATE ` + t + ` SET expires_at = ` + pg.After("$1") + `, updated_at = ` + now + `
 WHERE namespace = $2 AND grp = $3 AND k = $4 AND token = $5 AND state = 'processing' AND expires_at > ` + now,
 		// PostgreSQL's DELETE has no LIMIT: the batch is picked by ctid,
 		// skipping rows a claim holds locked. FOR UPDATE rechecks a row
@@ -121,14 +115,14 @@ func pgTickets(ts []dedupe.Ticket) (ns, g, k, token []string) {
 	return ns, g, k, token
 }
 
-func (p *postgres) upsert(ctx context.Context, r runner, state string, rows []upsertRow) (map[dedupe.Ref]record, error) {
+func (p *postgres) upsert(ctx context.Context, r runner, rows []upsertRow) (map[dedupe.Ref]record, error) {
 	var ns, g, k, token, fp []string
 	var us []int64
 	for _, row := range rows {
 		ns, g, k = append(ns, row.ref.Namespace), append(g, row.ref.Group), append(k, row.ref.Key)
-		token, fp, us = append(token, row.token), append(fp, row.fp), append(us, micros(row.dur))
+		token, fp, us = append(token, row.token), append(fp, row.fp), append(us, sqldialect.Micros(row.lease))
 	}
-	res, err := r.query(ctx, p.upsertSQL, state, ns, g, k, token, fp, us)
+	res, err := r.query(ctx, p.upsertSQL, ns, g, k, token, fp, us)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +131,7 @@ func (p *postgres) upsert(ctx context.Context, r runner, state string, rows []up
 
 func (p *postgres) complete(ctx context.Context, r runner, ts []dedupe.Ticket, retention time.Duration) (map[dedupe.Ref]bool, error) {
 	ns, g, k, token := pgTickets(ts)
-	rows, err := r.query(ctx, p.completeSQL, micros(retention), ns, g, k, token)
+	rows, err := r.query(ctx, p.completeSQL, sqldialect.Micros(retention), ns, g, k, token)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +148,7 @@ func (p *postgres) release(ctx context.Context, r runner, ts []dedupe.Ticket) (m
 }
 
 func (p *postgres) extend(ctx context.Context, r runner, t dedupe.Ticket, lease time.Duration) (bool, error) {
-	return affected(r.exec(ctx, p.extendSQL, micros(lease), t.Namespace, t.Group, t.Key, t.Token))
+	return affected(r.exec(ctx, p.extendSQL, sqldialect.Micros(lease), t.Namespace, t.Group, t.Key, t.Token))
 }
 
 func (p *postgres) cleanup(ctx context.Context, r runner, limit int) (int64, error) {

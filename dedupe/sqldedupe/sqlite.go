@@ -5,24 +5,26 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/sqldialect"
 )
 
 // sqlite speaks SQLite. Batches travel as row lists, so a statement's text
 // depends on its batch size.
 //
-// Times are INTEGER µs since the Unix epoch. Its now is julianday('now'),
-// which SQLite keeps fixed for a whole statement, in whole milliseconds
-// (its resolution); julianday rather than unixepoch('subsec') keeps SQLite
-// 3.35 to 3.41 working.
+// Times are INTEGER µs since the Unix epoch, in whole milliseconds: the
+// resolution of SQLite's clock.
 type sqlite struct {
 	table string // quoted
 	ddl   []string
 }
 
-const liteNow = "(CAST(ROUND((julianday('now') - 2440587.5) * 86400000) AS INTEGER) * 1000)"
+var (
+	lite    = sqldialect.Of(sqldialect.SQLite)
+	liteNow = lite.Now()
+)
 
 func newSQLite(table string) *sqlite {
-	t := `"` + table + `"`
+	t := lite.Quote(table)
 	return &sqlite{
 		table: t,
 		ddl: []string{
@@ -38,7 +40,7 @@ func newSQLite(table string) *sqlite {
 	updated_at  INTEGER NOT NULL,
 	PRIMARY KEY (namespace, grp, k)
 ) WITHOUT ROWID`,
-			`CREATE INDEX IF NOT EXISTS "` + table + `_expires_at" ON ` + t + ` (expires_at)`,
+			`CREATE INDEX IF NOT EXISTS ` + lite.Quote(table+"_expires_at") + ` ON ` + t + ` (expires_at)`,
 		},
 	}
 }
@@ -47,15 +49,15 @@ func (l *sqlite) schema() []string { return l.ddl }
 
 // upsert always updates a conflicting row, to itself while its record is
 // live, so that RETURNING answers for every key.
-func (l *sqlite) upsert(ctx context.Context, r runner, state string, rows []upsertRow) (map[dedupe.Ref]record, error) {
+func (l *sqlite) upsert(ctx context.Context, r runner, rows []upsertRow) (map[dedupe.Ref]record, error) {
 	q := `INSERT INTO ` + l.table + ` (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
-VALUES ` + list("(?, ?, ?, ?, ?, ?, "+liteNow+" + ?, "+liteNow+", "+liteNow+")", len(rows)) + `
+VALUES ` + list("(?, ?, ?, 'processing', ?, ?, "+lite.After("?")+", "+liteNow+", "+liteNow+")", len(rows)) + `
 ON CONFLICT (namespace, grp, k) DO UPDATE SET
 	` + takeover("", liteNow) + `
 RETURNING namespace, grp, k, state, token, fingerprint, expires_at, ` + liteNow
-	args := make([]any, 0, 7*len(rows))
+	args := make([]any, 0, 6*len(rows))
 	for _, row := range rows {
-		args = append(args, row.ref.Namespace, row.ref.Group, row.ref.Key, state, row.token, row.fp, micros(row.dur))
+		args = append(args, row.ref.Namespace, row.ref.Group, row.ref.Key, row.token, row.fp, sqldialect.Micros(row.lease))
 	}
 	res, err := r.query(ctx, q, args...)
 	if err != nil {
@@ -70,9 +72,9 @@ func liteTickets(ts []dedupe.Ticket) string {
 }
 
 func (l *sqlite) complete(ctx context.Context, r runner, ts []dedupe.Ticket, retention time.Duration) (map[dedupe.Ref]bool, error) {
-	rows, err := r.query(ctx, `UPDATE `+l.table+` SET state = 'done', expires_at = `+liteNow+` + ?, updated_at = `+liteNow+`
+	rows, err := r.query(ctx, `UPDATE `+l.table+` SET state = 'done', expires_at = `+lite.After("?")+`, updated_at = `+liteNow+`
 WHERE `+liteTickets(ts)+` AND expires_at > `+liteNow+`
-RETURNING namespace, grp, k`, ticketArgs(ts, []any{micros(retention)})...)
+RETURNING namespace, grp, k`, ticketArgs(ts, []any{sqldialect.Micros(retention)})...)
 	if err != nil {
 		return nil, err
 	}
@@ -90,9 +92,9 @@ RETURNING namespace, grp, k`, ticketArgs(ts, nil)...)
 }
 
 func (l *sqlite) extend(ctx context.Context, r runner, t dedupe.Ticket, lease time.Duration) (bool, error) {
-	return affected(r.exec(ctx, `UPDATE `+l.table+` SET expires_at = `+liteNow+` + ?, updated_at = `+liteNow+`
+	return affected(r.exec(ctx, `UPDATE `+l.table+` SET expires_at = `+lite.After("?")+`, updated_at = `+liteNow+`
 WHERE namespace = ? AND grp = ? AND k = ? AND token = ? AND state = 'processing' AND expires_at > `+liteNow,
-		micros(lease), t.Namespace, t.Group, t.Key, t.Token))
+		sqldialect.Micros(lease), t.Namespace, t.Group, t.Key, t.Token))
 }
 
 // cleanup picks its batch in a subquery: DELETE ... LIMIT needs a compile

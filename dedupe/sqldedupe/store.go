@@ -7,47 +7,26 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/sqldialect"
 )
 
-// ErrDuplicate reports a [Store.MarkDoneTx] for a key that is already done
-// within its retention: the message was processed before, so the caller's
-// transaction must roll back and the message be acknowledged.
-var ErrDuplicate = errors.New("sqldedupe: key already done")
+// Dialect names the SQL a database speaks: [MySQL], [Postgres] or [SQLite].
+// It is the Dialect of sqlidgen too, so one value serves both packages.
+type Dialect = sqldialect.Dialect
 
-// Dialect selects the SQL a Store speaks.
-type Dialect int
-
-// Supported databases.
+// The databases a Store speaks; the package documentation says from which
+// versions, with which drivers.
 const (
-	// MySQL is MySQL 5.7 or later, or MariaDB 10.3 or later, with InnoDB
-	// and the github.com/go-sql-driver/mysql driver.
-	MySQL Dialect = iota + 1
-	// Postgres is PostgreSQL 10 or later, with the pgx driver
-	// (github.com/jackc/pgx/v5/stdlib), which encodes the batches' arrays.
-	Postgres
-	// SQLite is SQLite 3.35 or later (for RETURNING), such as the pure-Go
-	// modernc.org/sqlite.
-	SQLite
+	MySQL    = sqldialect.MySQL    // MySQL and MariaDB
+	Postgres = sqldialect.Postgres // PostgreSQL
+	SQLite   = sqldialect.SQLite   // SQLite
 )
-
-func (d Dialect) String() string {
-	switch d {
-	case MySQL:
-		return "mysql"
-	case Postgres:
-		return "postgres"
-	case SQLite:
-		return "sqlite"
-	}
-	return fmt.Sprintf("Dialect(%d)", int(d))
-}
 
 // DefaultTable is the table a Store uses unless [Config.Table] names another.
 const DefaultTable = "idemq_dedupe"
@@ -72,9 +51,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// tableName matches the table names Config accepts.
-var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
-
 func (c *Config) setDefaults() {
 	if c.Table == "" {
 		c.Table = DefaultTable
@@ -93,8 +69,8 @@ func (c *Config) setDefaults() {
 // Validate reports settings that cannot work.
 func (c Config) Validate() error {
 	switch {
-	case !tableName.MatchString(c.Table):
-		return fmt.Errorf("sqldedupe: table name %q: want a letter or underscore, then letters, digits or underscores, at most 48 bytes", c.Table)
+	case !sqldialect.ValidTable(c.Table):
+		return fmt.Errorf("sqldedupe: table name %q: want %s", c.Table, sqldialect.TableRule)
 	case c.CleanupBatch <= 0:
 		return fmt.Errorf("sqldedupe: cleanup batch %d must be positive", c.CleanupBatch)
 	}
@@ -119,6 +95,7 @@ const (
 type Store struct {
 	db    *sql.DB
 	d     sqlDialect
+	syn   sqldialect.Syntax
 	cfg   Config
 	stmts stmtCache
 
@@ -155,7 +132,7 @@ func New(db *sql.DB, dialect Dialect, cfg Config) (*Store, error) {
 	default:
 		return nil, fmt.Errorf("sqldedupe: unknown dialect %v", dialect)
 	}
-	s := &Store{db: db, d: d, cfg: cfg, stmts: stmtCache{m: map[string]*cachedStmt{}}}
+	s := &Store{db: db, d: d, syn: sqldialect.Of(dialect), cfg: cfg, stmts: stmtCache{m: map[string]*cachedStmt{}}}
 	if cfg.CleanupInterval > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
 		s.cancel, s.done = cancel, make(chan struct{})
@@ -201,7 +178,7 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	if err := start(ctx, req.Validate()); err != nil {
 		return dedupe.ClaimResult{}, fmt.Errorf("sqldedupe: %s: %w", what, err)
 	}
-	res, err := s.upsert(ctx, runner{s: s}, stateProcessing, []upsertRow{{ref: req.Ref, fp: req.Fingerprint, dur: req.Lease}})
+	res, err := s.upsert(ctx, []upsertRow{{ref: req.Ref, fp: req.Fingerprint, lease: req.Lease}})
 	if err != nil {
 		return dedupe.ClaimResult{}, fail(ctx, what, err)
 	}
@@ -234,10 +211,10 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []dedupe.ClaimRequest) ([]d
 			errs[i] = err
 			continue
 		}
-		rows = append(rows, upsertRow{ref: req.Ref, fp: req.Fingerprint, dur: req.Lease})
+		rows = append(rows, upsertRow{ref: req.Ref, fp: req.Fingerprint, lease: req.Lease})
 		idx = append(idx, i)
 	}
-	got, err := s.upsert(ctx, runner{s: s}, stateProcessing, rows)
+	got, err := s.upsert(ctx, rows)
 	if err != nil {
 		return nil, nil, fail(ctx, what, err)
 	}
@@ -331,14 +308,13 @@ func (s *Store) cleanupLoop(ctx context.Context) {
 	}
 }
 
-// upsertRow asks for one key: to claim it as processing for a lease, or to
-// mark it done for a retention. token is drawn once per call, so that a
-// statement run again (after a lost answer or a deadlock) knows the record
-// it wrote as its own.
+// upsertRow asks to claim one key for a lease. token is drawn once per call,
+// so that a statement run again (after a lost answer or a deadlock) knows
+// the record it wrote as its own.
 type upsertRow struct {
 	ref   dedupe.Ref
 	fp    string
-	dur   time.Duration
+	lease time.Duration
 	token string
 }
 
@@ -374,9 +350,9 @@ func answer(row upsertRow, rec record) dedupe.ClaimResult {
 	return res
 }
 
-// upsert claims rows (or marks them done, by state) and answers each as if
-// it had been asked alone, one after another in order: a key twice in rows
-// is first acquired, then in flight.
+// upsert claims rows and answers each as if it had been asked alone, one
+// after another in order: a key twice in rows is first acquired, then in
+// flight.
 //
 // Rows that take more than one statement are claimed in one transaction, so
 // that a batch failing part-way (its deadline, a lost connection) takes no
@@ -384,26 +360,27 @@ func answer(row upsertRow, rec record) dedupe.ClaimResult {
 // took would stay held for a whole lease.
 //
 // A call that ends with its context may still have been committed: the
-// context can end while the database commits. Outside a caller's
-// transaction the rows' tokens are then given back (released; a record
-// that does not hold the token is left alone), so that the keys are free
-// again at once rather than after a lease, as redisdedupe does.
-func (s *Store) upsert(ctx context.Context, r runner, state string, rows []upsertRow) ([]dedupe.ClaimResult, error) {
+// context can end while the database commits. The rows' tokens are then
+// given back (released; a record that does not hold the token is left
+// alone), so that the keys are free again at once rather than after a
+// lease, as redisdedupe does.
+func (s *Store) upsert(ctx context.Context, rows []upsertRow) ([]dedupe.ClaimResult, error) {
 	for i := range rows {
 		rows[i].token = rand.Text()
 	}
+	r := runner{s: s}
 	res, err := retry(ctx, r, func() ([]dedupe.ClaimResult, error) {
-		if r.tx != nil || oneStatement(rows) {
-			return s.upsertRounds(ctx, r, state, rows)
+		if oneStatement(rows) {
+			return s.upsertRounds(ctx, r, rows)
 		}
 		var res []dedupe.ClaimResult
 		err := r.inTx(ctx, func(r runner) (err error) {
-			res, err = s.upsertRounds(ctx, r, state, rows)
+			res, err = s.upsertRounds(ctx, r, rows)
 			return err
 		})
 		return res, err
 	})
-	if err != nil && r.tx == nil && ctx.Err() != nil {
+	if err != nil && ctx.Err() != nil {
 		ts := make([]dedupe.Ticket, len(rows))
 		for i, row := range rows {
 			ts[i] = dedupe.Ticket{Ref: row.ref, Token: row.token}
@@ -418,15 +395,15 @@ func (s *Store) upsert(ctx context.Context, r runner, state string, rows []upser
 }
 
 // retry runs do again while the database rolls it back to break a deadlock
-// (see [rolledBack]), so that no call fails because other clients make
-// progress: nothing do wrote stands, and what it wrote before in
+// (see [sqldialect.RolledBack]), so that no call fails because other clients
+// make progress: nothing do wrote stands, and what it wrote before in
 // autocommitted statements is done again to the same effect. Inside a
 // caller's transaction the rollback took the caller's work too, so the
 // error is the caller's to handle.
 func retry[T any](ctx context.Context, r runner, do func() (T, error)) (T, error) {
 	for {
 		v, err := do()
-		if err == nil || r.tx != nil || ctx.Err() != nil || !rolledBack(err) {
+		if err == nil || r.tx != nil || ctx.Err() != nil || !sqldialect.RolledBack(err) {
 			return v, err
 		}
 	}
@@ -451,7 +428,7 @@ func oneStatement(rows []upsertRow) bool {
 // upsertRounds is upsert inside r. Each round asks the first pending
 // occurrence of every key, sorted so that concurrent batches lock rows in
 // one order and cannot deadlock each other.
-func (s *Store) upsertRounds(ctx context.Context, r runner, state string, rows []upsertRow) ([]dedupe.ClaimResult, error) {
+func (s *Store) upsertRounds(ctx context.Context, r runner, rows []upsertRow) ([]dedupe.ClaimResult, error) {
 	res := make([]dedupe.ClaimResult, len(rows))
 	pending := make([]int, len(rows))
 	for i := range pending {
@@ -465,7 +442,7 @@ func (s *Store) upsertRounds(ctx context.Context, r runner, state string, rows [
 			for j, i := range chunk {
 				batch[j] = rows[i]
 			}
-			recs, err := s.d.upsert(ctx, r, state, batch)
+			recs, err := s.d.upsert(ctx, r, batch)
 			if err != nil {
 				return nil, err
 			}

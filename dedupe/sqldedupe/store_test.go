@@ -25,18 +25,6 @@ import (
 
 const long = time.Hour
 
-// rebind rewrites ? placeholders as $1, $2... for PostgreSQL.
-func rebind(d sqldedupe.Dialect, query string) string {
-	if d != sqldedupe.Postgres {
-		return query
-	}
-	n := 0
-	return regexp.MustCompile(`\?`).ReplaceAllStringFunc(query, func(string) string {
-		n++
-		return fmt.Sprintf("$%d", n)
-	})
-}
-
 func claim(t *testing.T, s *sqldedupe.Store, ref dedupe.Ref, lease time.Duration) dedupe.ClaimResult {
 	t.Helper()
 	res, err := s.Claim(t.Context(), dedupe.ClaimRequest{Ref: ref, Lease: lease})
@@ -315,29 +303,16 @@ func TestStatements(t *testing.T) {
 		},
 		want: 1,
 	}, {
-		name:  "CompleteBatchTx",
-		setup: func(t *testing.T, e env) any { return claimAll(t, e, refs(e, "k", 32)) },
+		name:  "CompleteTx",
+		setup: func(t *testing.T, e env) any { return claimAll(t, e, refs(e, "k", 1)) },
 		do: func(t *testing.T, e env, v any) {
 			tx, err := e.db.BeginTx(t.Context(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			errs, err := e.s.CompleteBatchTx(t.Context(), tx, v.([]dedupe.Ticket), long)
-			mustBatch(t, errs, err, nil)
-			if err := tx.Commit(); err != nil {
+			if err := e.s.CompleteTx(t.Context(), tx, v.([]dedupe.Ticket)[0], long); err != nil {
 				t.Fatal(err)
 			}
-		},
-		want: 1,
-	}, {
-		name: "MarkDoneBatchTx",
-		do: func(t *testing.T, e env, _ any) {
-			tx, err := e.db.BeginTx(t.Context(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			errs, err := e.s.MarkDoneBatchTx(t.Context(), tx, refs(e, "k", 32), long)
-			mustBatch(t, errs, err, nil)
 			if err := tx.Commit(); err != nil {
 				t.Fatal(err)
 			}
@@ -533,11 +508,12 @@ func TestDeadlineWhileLocked(t *testing.T) {
 			db, _ := b.openWrapped(t, wrapping{opaque: true})
 			s := newStore(t, db, b.dialect, sqldedupe.Config{})
 			ref := dedupe.Ref{Group: "g", Key: "k"}
+			held := acquire(t, s, ref, long)
 			tx, err := db.BeginTx(t.Context(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.MarkDoneTx(t.Context(), tx, ref, long); err != nil {
+			if err := s.CompleteTx(t.Context(), tx, held, long); err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
@@ -548,6 +524,9 @@ func TestDeadlineWhileLocked(t *testing.T) {
 				t.Errorf("Claim of a locked key past its deadline = %v, want DeadlineExceeded", err)
 			}
 			if err := tx.Rollback(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Release(t.Context(), held); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(2 * lease)

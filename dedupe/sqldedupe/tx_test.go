@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/internal/sqldialect"
 )
 
 // txEnv is a store and a business table in one database.
@@ -40,7 +41,7 @@ func (e txEnv) begin() *sql.Tx {
 // order writes the business row of id inside tx.
 func (e txEnv) order(tx *sql.Tx, id string) {
 	e.t.Helper()
-	if _, err := tx.ExecContext(e.t.Context(), rebind(e.d, "INSERT INTO orders (id) VALUES (?)"), id); err != nil {
+	if _, err := tx.ExecContext(e.t.Context(), sqldialect.Of(e.d).Rebind("INSERT INTO orders (id) VALUES (?)"), id); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -48,7 +49,7 @@ func (e txEnv) order(tx *sql.Tx, id string) {
 func (e txEnv) ordered(id string) bool {
 	e.t.Helper()
 	var n int
-	if err := e.db.QueryRowContext(e.t.Context(), rebind(e.d, "SELECT COUNT(*) FROM orders WHERE id = ?"), id).Scan(&n); err != nil {
+	if err := e.db.QueryRowContext(e.t.Context(), sqldialect.Of(e.d).Rebind("SELECT COUNT(*) FROM orders WHERE id = ?"), id).Scan(&n); err != nil {
 		e.t.Fatal(err)
 	}
 	return n == 1
@@ -118,7 +119,9 @@ func TestCompleteTx(t *testing.T) {
 	}
 }
 
-func TestCompleteBatchTx(t *testing.T) {
+// TestCompleteTxErrors completes tickets inside one transaction: each
+// answers as Complete would, and the ones that succeeded commit.
+func TestCompleteTxErrors(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
@@ -127,125 +130,66 @@ func TestCompleteBatchTx(t *testing.T) {
 			for i := range 3 {
 				ts = append(ts, acquire(t, e.s, dedupe.Ref{Group: "g", Key: fmt.Sprint("order-", i)}, long))
 			}
-			ts = append(ts, dedupe.Ticket{Ref: dedupe.Ref{Group: "g", Key: "order-1"}, Token: "bogus"}, dedupe.Ticket{Ref: dedupe.Ref{Key: "no group"}})
+			ended := acquire(t, e.s, dedupe.Ref{Group: "g", Key: "ended"}, 10*time.Millisecond)
+			time.Sleep(20 * time.Millisecond)
+			ts = append(ts,
+				dedupe.Ticket{Ref: dedupe.Ref{Group: "g", Key: "order-1"}, Token: "bogus"},
+				ended,
+				dedupe.Ticket{Ref: dedupe.Ref{Key: "no group"}})
 			tx := e.begin()
-			errs, err := e.s.CompleteBatchTx(t.Context(), tx, ts, long)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, want := range []error{nil, nil, nil, dedupe.ErrLeaseLost, dedupe.ErrInvalidKey} {
-				if !errors.Is(errs[i], want) || (want == nil && errs[i] != nil) {
-					t.Errorf("CompleteBatchTx item %d = %v, want %v", i, errs[i], want)
+			for i, want := range []error{nil, nil, nil, dedupe.ErrLeaseLost, dedupe.ErrLeaseLost, dedupe.ErrInvalidKey} {
+				if err := e.s.CompleteTx(t.Context(), tx, ts[i], long); !errors.Is(err, want) || (want == nil && err != nil) {
+					t.Errorf("CompleteTx of ticket %d = %v, want %v", i, err, want)
 				}
 			}
 			e.finish(tx, true)
 			for _, tk := range ts[:3] {
 				if res := claim(t, e.s, tk.Ref, long); res.Status != dedupe.Done {
-					t.Errorf("Claim(%q) after CompleteBatchTx = %v, want done", tk.Ref, res.Status)
+					t.Errorf("Claim(%q) after CompleteTx = %v, want done", tk.Ref, res.Status)
 				}
+			}
+			if res := claim(t, e.s, ended.Ref, long); res.Status != dedupe.Acquired {
+				t.Errorf("Claim of a key whose lease ended before CompleteTx = %v, want acquired", res.Status)
 			}
 		})
 	}
 }
 
-// TestMarkDoneTx checks the claim-free form: the first committed
-// transaction wins, a rolled back one leaves nothing behind.
-func TestMarkDoneTx(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			e := newTxEnv(t, b)
-			ctx := t.Context()
-			ref := dedupe.Ref{Group: "g", Key: "order-1"}
-
-			tx := e.begin()
-			if err := e.s.MarkDoneTx(ctx, tx, ref, long); err != nil {
-				t.Fatal(err)
-			}
-			e.order(tx, ref.Key)
-			e.finish(tx, false)
-			if e.ordered(ref.Key) {
-				t.Fatal("rolled back order is there")
-			}
-
-			tx = e.begin()
-			if err := e.s.MarkDoneTx(ctx, tx, ref, long); err != nil {
-				t.Fatalf("MarkDoneTx after a rolled back one: %v", err)
-			}
-			e.order(tx, ref.Key)
-			e.finish(tx, true)
-
-			tx = e.begin()
-			if err := e.s.MarkDoneTx(ctx, tx, ref, long); !errors.Is(err, sqldedupe.ErrDuplicate) {
-				t.Errorf("MarkDoneTx of a done key = %v, want ErrDuplicate", err)
-			}
-			e.finish(tx, false)
-			if res := claim(t, e.s, ref, long); res.Status != dedupe.Done {
-				t.Errorf("Claim after MarkDoneTx = %v, want done", res.Status)
-			}
-
-			held := dedupe.Ref{Group: "g", Key: "held"}
-			acquire(t, e.s, held, long)
-			expired := dedupe.Ref{Group: "g", Key: "expired"}
-			if err := e.s.Complete(ctx, acquire(t, e.s, expired, long), 10*time.Millisecond); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(20 * time.Millisecond)
-			tx = e.begin()
-			errs, err := e.s.MarkDoneBatchTx(ctx, tx, []dedupe.Ref{ref, held, expired, {Key: "no group"}, {Group: "g", Key: "new"}}, long)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, want := range []error{sqldedupe.ErrDuplicate, dedupe.ErrInFlight, nil, dedupe.ErrInvalidKey, nil} {
-				if !errors.Is(errs[i], want) || (want == nil && errs[i] != nil) {
-					t.Errorf("MarkDoneBatchTx item %d = %v, want %v", i, errs[i], want)
-				}
-			}
-			e.finish(tx, true)
-			for _, r := range []dedupe.Ref{expired, {Group: "g", Key: "new"}} {
-				if res := claim(t, e.s, r, long); res.Status != dedupe.Done {
-					t.Errorf("Claim(%q) after MarkDoneBatchTx = %v, want done", r, res.Status)
-				}
-			}
-		})
-	}
-}
-
-// TestMarkDoneTxRace marks one key from two transactions at once: the second
-// waits for the first and fails if it committed, succeeds if it rolled back.
-func TestMarkDoneTxRace(t *testing.T) {
+// TestCompleteTxLocks completes a key in an open transaction: a claim of
+// the key waits for the transaction, then finds the key done if it
+// committed and still held by its claim if it rolled back.
+func TestCompleteTxLocks(t *testing.T) {
 	for _, b := range backends {
 		for _, commit := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/commit=%v", b.name, commit), func(t *testing.T) {
 				t.Parallel()
 				e := newTxEnv(t, b)
 				ref := dedupe.Ref{Group: "g", Key: "order-1"}
+				tk := acquire(t, e.s, ref, long)
 				first := e.begin()
-				if err := e.s.MarkDoneTx(t.Context(), first, ref, long); err != nil {
+				if err := e.s.CompleteTx(t.Context(), first, tk, long); err != nil {
 					t.Fatal(err)
 				}
-				second := make(chan error, 1)
+				second := make(chan dedupe.ClaimResult, 1)
 				go func() {
-					tx, err := e.db.BeginTx(context.Background(), nil)
+					res, err := e.s.Claim(context.Background(), dedupe.ClaimRequest{Ref: ref, Lease: long})
 					if err != nil {
-						second <- err
-						return
+						t.Error(err)
 					}
-					defer tx.Rollback()
-					second <- e.s.MarkDoneTx(context.Background(), tx, ref, long)
+					second <- res
 				}()
 				select {
-				case err := <-second:
-					t.Fatalf("second MarkDoneTx returned %v while the first transaction was open", err)
+				case res := <-second:
+					t.Fatalf("Claim returned %v while the completing transaction was open", res.Status)
 				case <-time.After(100 * time.Millisecond):
 				}
 				e.finish(first, commit)
-				err := <-second
-				if commit && !errors.Is(err, sqldedupe.ErrDuplicate) {
-					t.Errorf("MarkDoneTx after a committed one = %v, want ErrDuplicate", err)
+				want := dedupe.InFlight
+				if commit {
+					want = dedupe.Done
 				}
-				if !commit && err != nil {
-					t.Errorf("MarkDoneTx after a rolled back one = %v, want success", err)
+				if res := <-second; res.Status != want {
+					t.Errorf("Claim after the transaction ended (commit %v) = %v, want %v", commit, res.Status, want)
 				}
 			})
 		}
@@ -254,22 +198,12 @@ func TestMarkDoneTxRace(t *testing.T) {
 
 func TestNilTx(t *testing.T) {
 	e := newTxEnv(t, backendFor(sqldedupe.SQLite))
-	ctx := t.Context()
 	ref := dedupe.Ref{Group: "g", Key: "k"}
 	tk := acquire(t, e.s, ref, long)
-	_, batchErr := e.s.CompleteBatchTx(ctx, nil, []dedupe.Ticket{tk}, long)
-	_, markErr := e.s.MarkDoneBatchTx(ctx, nil, []dedupe.Ref{ref}, long)
-	for what, err := range map[string]error{
-		"CompleteTx":      e.s.CompleteTx(ctx, nil, tk, long),
-		"CompleteBatchTx": batchErr,
-		"MarkDoneTx":      e.s.MarkDoneTx(ctx, nil, ref, long),
-		"MarkDoneBatchTx": markErr,
-	} {
-		if err == nil || errors.Is(err, dedupe.ErrInvalidKey) {
-			t.Errorf("%s with a nil *sql.Tx = %v, want a plain error", what, err)
-		}
+	if err := e.s.CompleteTx(t.Context(), nil, tk, long); err == nil || errors.Is(err, dedupe.ErrInvalidKey) {
+		t.Errorf("CompleteTx with a nil *sql.Tx = %v, want a plain error", err)
 	}
 	if res := claim(t, e.s, ref, long); res.Status != dedupe.InFlight {
-		t.Errorf("Claim after the refused calls = %v, want in flight", res.Status)
+		t.Errorf("Claim after the refused call = %v, want in flight", res.Status)
 	}
 }

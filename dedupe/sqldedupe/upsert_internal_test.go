@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -61,7 +60,7 @@ type step struct {
 	holders map[string]string
 }
 
-func (f *scripted) upsert(_ context.Context, _ runner, _ string, rows []upsertRow) (map[dedupe.Ref]record, error) {
+func (f *scripted) upsert(_ context.Context, _ runner, rows []upsertRow) (map[dedupe.Ref]record, error) {
 	st := f.script[min(len(f.tokens), len(f.script)-1)]
 	var tokens []string
 	for _, row := range rows {
@@ -83,77 +82,49 @@ func (f *scripted) upsert(_ context.Context, _ runner, _ string, rows []upsertRo
 	return recs, nil
 }
 
-// mysqlError looks like go-sql-driver/mysql's errors.
-type mysqlError struct {
-	number uint16
-	state  string
-}
+// deadlock is how go-sql-driver/mysql reports a deadlock.
+var deadlock = errors.New("Error 1213 (40001): Deadlock found when trying to get lock; try restarting transaction")
 
-func (e *mysqlError) Error() string { return fmt.Sprintf("Error %d (%s): message", e.number, e.state) }
-
-// pgError looks like pgx's errors.
-type pgError struct{ state string }
-
-func (e *pgError) Error() string    { return "ERROR: message (SQLSTATE " + e.state + ")" }
-func (e *pgError) SQLState() string { return e.state }
-
-func TestRolledBack(t *testing.T) {
-	tests := []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"MySQLDeadlock", &mysqlError{1213, "40001"}, true},
-		{"MySQLDeadlockWrapped", fmt.Errorf("x: %w", &mysqlError{1213, "40001"}), true},
-		{"MySQLLockWaitTimeout", &mysqlError{1205, "HY000"}, false},
-		{"MySQLDuplicate", &mysqlError{1062, "23000"}, false},
-		{"MySQL12130", &mysqlError{12130, "HY000"}, false},
-		{"PostgresDeadlock", &pgError{"40P01"}, true},
-		{"PostgresSerialization", &pgError{"40001"}, true},
-		{"PostgresUnique", &pgError{"23505"}, false},
-		{"Plain", errors.New("Deadlock"), false},
-		{"Context", context.DeadlineExceeded, false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := rolledBack(tc.err); got != tc.want {
-				t.Errorf("rolledBack(%v) = %v, want %v", tc.err, got, tc.want)
-			}
-		})
+// TestRetryInCallersTx checks that a statement the database rolled back
+// inside a caller's transaction is not run again: the rollback took the
+// caller's work too, so the error is the caller's. Outside one it runs
+// again (TestUpsertRetries).
+func TestRetryInCallersTx(t *testing.T) {
+	r := runner{s: &Store{}, tx: new(sql.Tx)} // never used: do runs nothing
+	calls := 0
+	_, err := retry(t.Context(), r, func() (bool, error) {
+		calls++
+		return false, deadlock
+	})
+	if !errors.Is(err, deadlock) || calls != 1 {
+		t.Errorf("retry in a caller's transaction = %v after %d calls, want the deadlock after 1", err, calls)
 	}
 }
 
 // TestUpsertRetries checks that a claim the database rolled back runs again
 // with the same tokens, and how upsert answers a dialect's failures.
 func TestUpsertRetries(t *testing.T) {
-	deadlock := &mysqlError{1213, "40001"}
 	all := map[string]string{"a": "", "b": "theirs"}
 	tests := []struct {
 		name   string
 		script []step
-		inTx   bool
 		want   []dedupe.Status // nil: an error
 		stmts  int
 	}{
-		{"Answered", []step{{holders: all}}, false, []dedupe.Status{dedupe.Acquired, dedupe.InFlight}, 1},
-		{"Deadlocks", []step{{err: deadlock}, {err: deadlock}, {holders: all}}, false, []dedupe.Status{dedupe.Acquired, dedupe.InFlight}, 3},
-		{"DeadlockInCallersTx", []step{{err: deadlock}, {holders: all}}, true, nil, 1},
-		{"OtherError", []step{{err: errors.New("broken")}, {holders: all}}, false, nil, 1},
-		{"KeyUnanswered", []step{{holders: map[string]string{"a": ""}}}, false, nil, 1},
+		{"Answered", []step{{holders: all}}, []dedupe.Status{dedupe.Acquired, dedupe.InFlight}, 1},
+		{"Deadlocks", []step{{err: deadlock}, {err: deadlock}, {holders: all}}, []dedupe.Status{dedupe.Acquired, dedupe.InFlight}, 3},
+		{"OtherError", []step{{err: errors.New("broken")}, {holders: all}}, nil, 1},
+		{"KeyUnanswered", []step{{holders: map[string]string{"a": ""}}}, nil, 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &scripted{script: tc.script}
 			s := &Store{d: f}
-			r := runner{s: s}
-			if tc.inTx {
-				r.tx = new(sql.Tx) // never used: the scripted dialect runs nothing
-			}
 			rows := []upsertRow{
-				{ref: dedupe.Ref{Group: "g", Key: "b"}, dur: time.Second},
-				{ref: dedupe.Ref{Group: "g", Key: "a"}, dur: time.Second},
+				{ref: dedupe.Ref{Group: "g", Key: "b"}, lease: time.Second},
+				{ref: dedupe.Ref{Group: "g", Key: "a"}, lease: time.Second},
 			}
-			res, err := s.upsert(t.Context(), r, stateProcessing, rows)
+			res, err := s.upsert(t.Context(), rows)
 			if len(f.tokens) != tc.stmts {
 				t.Errorf("ran %d statements, want %d", len(f.tokens), tc.stmts)
 			}

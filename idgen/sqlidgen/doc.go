@@ -17,7 +17,7 @@
 //
 // # Drivers
 //
-//   - MySQL 8.0 or later and MariaDB 10.6 or later:
+//   - MySQL 5.7 or later and MariaDB 10.5 or later:
 //     github.com/go-sql-driver/mysql, with any DSN options (parseTime, loc,
 //     time_zone, clientFoundRows and interpolateParams all work;
 //     interpolateParams=true saves a round trip per statement, see below).

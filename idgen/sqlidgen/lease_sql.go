@@ -1,6 +1,10 @@
 package sqlidgen
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/idemq/idemq/internal/sqldialect"
+)
 
 // leaseSQL holds a Leaser's statements for one dialect and table. Their
 // parameters are listed beside each; a parameter used twice is passed twice.
@@ -53,9 +57,9 @@ type leaseSQL struct {
 }
 
 func newLeaseSQL(d Dialect, table string) leaseSQL {
-	c := clockOf(d)
-	t := quote(d, table)
-	free := quote(d, table+"_free")
+	c := sqldialect.Of(d)
+	t := c.Quote(table)
+	free := c.Quote(table + "_free")
 	var q leaseSQL
 	switch d {
 	case MySQL:
@@ -105,12 +109,12 @@ func newLeaseSQL(d Dialect, table string) leaseSQL {
 	}
 
 	cols := `(pool, node, token, owner, granted_at, expires_at, freed_at, high_water, granted_high_water)`
-	vals := `VALUES (?, ?, ?, ?, ` + c.now + `, ` + c.after + `, NULL, 0, 0)`
+	vals := `VALUES (?, ?, ?, ?, ` + c.Now() + `, ` + c.After("?") + `, NULL, 0, 0)`
 
 	// A never-used node's row: no token, no owner, never granted, and
 	// free since the earliest time there is, so that the order of free
 	// nodes below puts every never-used node first, by node id.
-	unused := `'', '', ` + c.never + `, ` + c.never + `, NULL, 0, 0`
+	unused := `'', '', ` + c.Never() + `, ` + c.Never() + `, NULL, 0, 0`
 	switch d {
 	case MySQL:
 		// The node ids 0 to 65535 (MaxSize) are the four hex digits of
@@ -163,8 +167,8 @@ ON CONFLICT (pool, node) DO NOTHING`
 	// A free node is one whose lease has ended: expires_at is when it ended
 	// or was released, so the order of expires_at is the order in which
 	// nodes became free, after the never-used nodes.
-	freeRows := `pool = ? AND node < ? AND expires_at <= ` + c.now
-	grantSet := `token = ?, owner = ?, granted_at = ` + c.now + `, expires_at = ` + c.after + `, freed_at = NULL, granted_high_water = high_water`
+	freeRows := `pool = ? AND node < ? AND expires_at <= ` + c.Now()
+	grantSet := `token = ?, owner = ?, granted_at = ` + c.Now() + `, expires_at = ` + c.After("?") + `, freed_at = NULL, granted_high_water = high_water`
 	switch d {
 	case MySQL:
 		// MySQL's UPDATE cannot skip locked rows, and one that picked
@@ -177,7 +181,7 @@ ON CONFLICT (pool, node) DO NOTHING`
 		q.pick = `SELECT node, high_water, token FROM ` + t + ` FORCE INDEX (` + free + `)
 WHERE ` + freeRows + ` ORDER BY expires_at, node LIMIT 1`
 		q.grant = `UPDATE ` + byKey + ` SET ` + grantSet + `
-WHERE pool = ? AND node = ? AND token = ? AND expires_at <= ` + c.now
+WHERE pool = ? AND node = ? AND token = ? AND expires_at <= ` + c.Now()
 	case Postgres:
 		// The subquery locks the row it picks and skips rows others hold
 		// locked; a row changed since the statement began is checked
@@ -204,7 +208,7 @@ RETURNING node, high_water`
 		q.static = `INSERT INTO ` + t + ` ` + cols + `
 ` + vals + `
 ON DUPLICATE KEY UPDATE
-	token = IF(expires_at <= ` + c.now + `, VALUES(token), token),
+	token = IF(expires_at <= ` + c.Now() + `, VALUES(token), token),
 	owner = IF(token = VALUES(token), VALUES(owner), owner),
 	granted_at = IF(token = VALUES(token), VALUES(granted_at), granted_at),
 	expires_at = IF(token = VALUES(token), VALUES(expires_at), expires_at),
@@ -216,7 +220,7 @@ ON DUPLICATE KEY UPDATE
 ON CONFLICT (pool, node) DO UPDATE SET token = excluded.token, owner = excluded.owner,
 	granted_at = excluded.granted_at, expires_at = excluded.expires_at, freed_at = NULL,
 	granted_high_water = w.high_water
-WHERE w.expires_at <= ` + c.now + `
+WHERE w.expires_at <= ` + c.Now() + `
 RETURNING w.high_water`
 	default:
 		q.static = `INSERT INTO ` + t + ` ` + cols + `
@@ -224,34 +228,34 @@ RETURNING w.high_water`
 ON CONFLICT (pool, node) DO UPDATE SET token = excluded.token, owner = excluded.owner,
 	granted_at = excluded.granted_at, expires_at = excluded.expires_at, freed_at = NULL,
 	granted_high_water = high_water
-WHERE expires_at <= ` + c.now + `
+WHERE expires_at <= ` + c.Now() + `
 RETURNING high_water`
 	}
-	q.owned = `SELECT token = ? AND expires_at > ` + c.now + `, high_water FROM ` + t + ` WHERE pool = ? AND node = ?`
+	q.owned = `SELECT token = ? AND expires_at > ` + c.Now() + `, high_water FROM ` + t + ` WHERE pool = ? AND node = ?`
 
-	raised := c.greatest + `(high_water, ?)`
+	raised := c.Greatest("high_water", "?")
 	if d == MySQL {
 		// MySQL returns no rows from an UPDATE: LAST_INSERT_ID(expr)
 		// hands the new mark back as the statement's insert id.
 		raised = `LAST_INSERT_ID(` + raised + `)`
 	}
-	q.renew = `UPDATE ` + byKey + ` SET expires_at = ` + c.after + `, high_water = ` + raised + `
-WHERE pool = ? AND node = ? AND token = ? AND expires_at > ` + c.now
+	q.renew = `UPDATE ` + byKey + ` SET expires_at = ` + c.After("?") + `, high_water = ` + raised + `
+WHERE pool = ? AND node = ? AND token = ? AND expires_at > ` + c.Now()
 	if d != MySQL {
 		q.renew += `
 RETURNING high_water`
 	}
 	// Release sets the holder's exact mark, which may lie below what its
 	// renewals reserved, but never below the mark it was granted with.
-	q.release = `UPDATE ` + byKey + ` SET expires_at = ` + c.now + `, freed_at = ` + c.now + `, high_water = ` + c.greatest + `(granted_high_water, ?)
-WHERE pool = ? AND node = ? AND token = ? AND expires_at > ` + c.now
-	q.byToken = `SELECT node, high_water FROM ` + t + ` WHERE pool = ? AND token = ? AND expires_at > ` + c.now
-	q.list = `SELECT node, owner, ` + c.micros("granted_at") + `, ` + c.micros("expires_at") + `, ` +
-		c.micros("freed_at") + `, high_water, ` + c.micros(c.now) + `
+	q.release = `UPDATE ` + byKey + ` SET expires_at = ` + c.Now() + `, freed_at = ` + c.Now() + `, high_water = ` + c.Greatest("granted_high_water", "?") + `
+WHERE pool = ? AND node = ? AND token = ? AND expires_at > ` + c.Now()
+	q.byToken = `SELECT node, high_water FROM ` + t + ` WHERE pool = ? AND token = ? AND expires_at > ` + c.Now()
+	q.list = `SELECT node, owner, ` + c.UnixMicros("granted_at") + `, ` + c.UnixMicros("expires_at") + `, ` +
+		c.UnixMicros("freed_at") + `, high_water, ` + c.UnixMicros(c.Now()) + `
 FROM ` + t + ` WHERE pool = ? AND token <> '' ORDER BY node`
 
 	for _, s := range []*string{&q.fill, &q.probe, &q.take, &q.pick, &q.grant, &q.static, &q.owned, &q.renew, &q.release, &q.byToken, &q.list} {
-		*s = rebind(d, *s)
+		*s = c.Rebind(*s)
 	}
 	return q
 }

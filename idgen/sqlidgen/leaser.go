@@ -6,13 +6,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/sqldialect"
 )
 
 // Defaults of [Config].
@@ -64,9 +64,6 @@ type Config struct {
 	Table string
 }
 
-// tableName matches the table names Config accepts.
-var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
-
 func (c *Config) setDefaults() {
 	if c.Lease == 0 {
 		c.Lease = DefaultLease
@@ -91,8 +88,8 @@ func (c Config) Validate() error {
 		why = fmt.Sprintf("Size %d: a leased pool holds at most %d node ids, a row each; for a larger id space use WorkerNodes, which keeps a row per start", c.Size, MaxSize)
 	case c.Lease < time.Millisecond:
 		why = fmt.Sprintf("Lease %v: want at least 1ms", c.Lease)
-	case !tableName.MatchString(c.Table):
-		why = fmt.Sprintf("Table %q: want a letter or underscore, then letters, digits or underscores, at most 48 bytes", c.Table)
+	case !sqldialect.ValidTable(c.Table):
+		why = fmt.Sprintf("Table %q: want %s", c.Table, sqldialect.TableRule)
 	default:
 		return nil
 	}
@@ -143,7 +140,7 @@ func checkDB(db *sql.DB, d Dialect) error {
 	if db == nil {
 		return fmt.Errorf("sqlidgen: nil *sql.DB: %w", idgen.ErrInvalidConfig)
 	}
-	if !d.valid() {
+	if !sqldialect.Valid(d) {
 		return fmt.Errorf("sqlidgen: unknown dialect %v: %w", d, idgen.ErrInvalidConfig)
 	}
 	return nil
@@ -198,7 +195,7 @@ func (l *Leaser) Acquire(ctx context.Context, req idgen.LeaseRequest) (idgen.Lea
 
 // acquireStatic takes node if no live lease holds it.
 func (l *Leaser) acquireStatic(ctx context.Context, node int64, token, owner string) (idgen.Lease, error) {
-	args := []any{l.cfg.Pool, node, token, owner, micros(l.cfg.Lease)}
+	args := []any{l.cfg.Pool, node, token, owner, sqldialect.Micros(l.cfg.Lease)}
 	var (
 		mark int64
 		ok   bool
@@ -290,7 +287,7 @@ func (l *Leaser) fill(ctx context.Context) error {
 // take gives token the free node that has been free longest, if any.
 func (l *Leaser) take(ctx context.Context, token, owner string) (node, mark int64, ok bool, err error) {
 	if l.d != MySQL {
-		err = l.db.QueryRowContext(ctx, l.q.take, token, owner, micros(l.cfg.Lease), l.cfg.Pool, l.cfg.Pool, l.cfg.Size).Scan(&node, &mark)
+		err = l.db.QueryRowContext(ctx, l.q.take, token, owner, sqldialect.Micros(l.cfg.Lease), l.cfg.Pool, l.cfg.Pool, l.cfg.Size).Scan(&node, &mark)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, 0, false, nil
 		}
@@ -307,7 +304,7 @@ func (l *Leaser) take(ctx context.Context, token, owner string) (node, mark int6
 		if err != nil {
 			return 0, 0, false, err
 		}
-		ok, err := affected(l.db.ExecContext(ctx, l.q.grant, token, owner, micros(l.cfg.Lease), l.cfg.Pool, node, old))
+		ok, err := affected(l.db.ExecContext(ctx, l.q.grant, token, owner, sqldialect.Micros(l.cfg.Lease), l.cfg.Pool, node, old))
 		if err != nil || ok {
 			return node, mark, ok, err
 		}
@@ -346,7 +343,7 @@ func (l *Leaser) lease(node int64, token string, mark int64) idgen.Lease {
 // nothing, if lease has ended by the database's clock or another holder has
 // the node.
 func (l *Leaser) Renew(ctx context.Context, lease idgen.Lease, highWater time.Time) (idgen.Lease, error) {
-	args := []any{micros(l.cfg.Lease), markMicros(highWater), l.cfg.Pool, lease.Node, lease.Token}
+	args := []any{sqldialect.Micros(l.cfg.Lease), markMicros(highWater), l.cfg.Pool, lease.Node, lease.Token}
 	var (
 		mark int64
 		ok   bool

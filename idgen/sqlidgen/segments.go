@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/sqldialect"
 )
 
 // DefaultSegmentTable is the table [Segments] uses unless
@@ -37,8 +38,8 @@ func (c *SegmentsConfig) setDefaults() {
 // Validate reports settings that cannot work, wrapping
 // [idgen.ErrInvalidConfig].
 func (c SegmentsConfig) Validate() error {
-	if !tableName.MatchString(c.Table) {
-		return fmt.Errorf("sqlidgen: segments config: Table %q: want a letter or underscore, then letters, digits or underscores, at most 48 bytes: %w", c.Table, idgen.ErrInvalidConfig)
+	if !sqldialect.ValidTable(c.Table) {
+		return fmt.Errorf("sqlidgen: segments config: Table %q: want %s: %w", c.Table, sqldialect.TableRule, idgen.ErrInvalidConfig)
 	}
 	return nil
 }

@@ -1,5 +1,7 @@
 package sqlidgen
 
+import "github.com/idemq/idemq/internal/sqldialect"
+
 // segmentSQL holds the statements of [Segments] for one dialect and table.
 // Their parameters are listed beside each; a parameter used twice is passed
 // twice.
@@ -32,8 +34,8 @@ type segmentSQL struct {
 const maxBigint = "9223372036854775807"
 
 func newSegmentSQL(d Dialect, table string) segmentSQL {
-	c := clockOf(d)
-	t := quote(d, table)
+	c := sqldialect.Of(d)
+	t := c.Quote(table)
 	var q segmentSQL
 	switch d {
 	case MySQL:
@@ -76,26 +78,26 @@ func newSegmentSQL(d Dialect, table string) segmentSQL {
 	}
 	limit := `CASE WHEN max_limit = 0 THEN ` + maxBigint + ` ELSE max_limit END`
 	if d == MySQL {
-		q.next = `UPDATE ` + t + ` SET max_id = LAST_INSERT_ID(max_id + ?), update_time = ` + c.now + `
+		q.next = `UPDATE ` + t + ` SET max_id = LAST_INSERT_ID(max_id + ?), update_time = ` + c.Now() + `
 WHERE biz_tag = ? AND max_id <= ` + limit + ` - ?`
 	} else {
 		inc := `COALESCE(NULLIF(` + num + `, 0), step)`
-		q.next = `UPDATE ` + t + ` SET max_id = max_id + ` + inc + `, update_time = ` + c.now + `
+		q.next = `UPDATE ` + t + ` SET max_id = max_id + ` + inc + `, update_time = ` + c.Now() + `
 WHERE biz_tag = ? AND max_id <= ` + limit + ` - ` + inc + `
 RETURNING max_id, step, max_limit`
 	}
 	q.read = `SELECT max_id, step, max_limit FROM ` + t + ` WHERE biz_tag = ?`
 	// A Leaf table's description may be NULL.
-	cols := `SELECT biz_tag, max_id, step, max_limit, COALESCE(description, ''), ` + c.micros("update_time") + ` FROM ` + t
+	cols := `SELECT biz_tag, max_id, step, max_limit, COALESCE(description, ''), ` + c.UnixMicros("update_time") + ` FROM ` + t
 	q.tag = cols + ` WHERE biz_tag = ?`
 	q.tags = cols
 	q.create = `INSERT INTO ` + t + ` (biz_tag, max_id, step, max_limit, description, update_time)
-VALUES (?, ?, ?, ?, ?, ` + c.now + `)`
-	q.setMax = `UPDATE ` + t + ` SET max_limit = ?, update_time = ` + c.now + `
+VALUES (?, ?, ?, ?, ?, ` + c.Now() + `)`
+	q.setMax = `UPDATE ` + t + ` SET max_limit = ?, update_time = ` + c.Now() + `
 WHERE biz_tag = ? AND (` + num + ` = 0 OR max_id <= ` + num + `)`
 
 	for _, s := range []*string{&q.next, &q.read, &q.tag, &q.tags, &q.create, &q.setMax} {
-		*s = rebind(d, *s)
+		*s = c.Rebind(*s)
 	}
 	return q
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/sqldialect"
 )
 
 // DefaultWorkerTable is the table [WorkerNodes] uses unless
@@ -77,8 +78,8 @@ func (c *WorkerNodesConfig) setDefaults() {
 // [idgen.ErrInvalidConfig].
 func (c WorkerNodesConfig) Validate() error {
 	switch {
-	case !tableName.MatchString(c.Table):
-		return fmt.Errorf("sqlidgen: config: Table %q: want a letter or underscore, then letters, digits or underscores, at most 48 bytes: %w", c.Table, idgen.ErrInvalidConfig)
+	case !sqldialect.ValidTable(c.Table):
+		return fmt.Errorf("sqlidgen: config: Table %q: want %s: %w", c.Table, sqldialect.TableRule, idgen.ErrInvalidConfig)
 	case c.Type != Container && c.Type != Actual:
 		return fmt.Errorf("sqlidgen: config: Type %v: want Container or Actual: %w", c.Type, idgen.ErrInvalidConfig)
 	}
@@ -200,7 +201,7 @@ type workerSQL struct {
 // newWorkerSQL builds the statements. The times are informative only: they
 // are written as uid-generator writes them, the session's NOW() on MySQL.
 func newWorkerSQL(d Dialect, table string) workerSQL {
-	t := quote(d, table)
+	t := sqldialect.Of(d).Quote(table)
 	cols := ` (host_name, port, type, launch_date, modified, created)`
 	var q workerSQL
 	switch d {
