@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -37,11 +38,11 @@ func BenchmarkClaimComplete(b *testing.B) {
 	for _, mode := range []string{"serial", "parallel"} {
 		for _, size := range []int{1, 32} {
 			b.Run(fmt.Sprintf("%s/idemq-batch=%d", mode, size), func(b *testing.B) {
-				run(b, mode, size, storeCycle(s, size))
+				run(b, goroutines[mode], size, storeCycle(s, size))
 			})
 		}
 		b.Run(mode+"/naive", func(b *testing.B) {
-			run(b, mode, 1, naiveCycle(client))
+			run(b, goroutines[mode], 1, naiveCycle(client))
 		})
 	}
 }
@@ -50,8 +51,12 @@ func BenchmarkClaimComplete(b *testing.B) {
 // prefix and end in the numbers from first.
 type cycle func(ctx context.Context, prefix string, first int) error
 
-// run runs c over fresh keys b.N times and reports the messages per second.
-func run(b *testing.B, mode string, size int, c cycle) {
+// goroutines is how many consumer goroutines each mode runs.
+var goroutines = map[string]int{"serial": 1, "parallel": 8}
+
+// run runs c over size fresh keys at a time, b.N times in all from n
+// goroutines, reports the messages per second and returns the messages.
+func run(b *testing.B, n, size int, c cycle) int64 {
 	ctx := b.Context()
 	prefix := rand.Text()
 	var next atomic.Int64 // the next unused key number
@@ -60,12 +65,15 @@ func run(b *testing.B, mode string, size int, c cycle) {
 			b.Error(err)
 		}
 	}
-	if mode == "serial" {
+	b.ReportAllocs()
+	if n == 1 {
 		for b.Loop() {
 			one()
 		}
 	} else {
-		b.SetParallelism(4) // 8 goroutines on 2 cores
+		// RunParallel starts parallelism × GOMAXPROCS goroutines.
+		procs := runtime.GOMAXPROCS(0)
+		b.SetParallelism((n + procs - 1) / procs)
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				one()
@@ -73,9 +81,12 @@ func run(b *testing.B, mode string, size int, c cycle) {
 		})
 	}
 	b.ReportMetric(float64(next.Load())/b.Elapsed().Seconds(), "msgs/s")
+	return next.Load()
 }
 
-func storeCycle(s *redisdedupe.Store, size int) cycle {
+// storeCycle claims size keys through s and completes them: with Claim and
+// Complete for one key, with ClaimBatch and CompleteBatch for more.
+func storeCycle(s dedupe.Store, size int) cycle {
 	return func(ctx context.Context, group string, first int) error {
 		reqs := make([]dedupe.ClaimRequest, size)
 		for i := range reqs {
@@ -88,7 +99,7 @@ func storeCycle(s *redisdedupe.Store, size int) cycle {
 			}
 			return s.Complete(ctx, dedupe.Ticket{Ref: reqs[0].Ref, Token: res.Token}, benchRetention)
 		}
-		res, errs, err := s.ClaimBatch(ctx, reqs)
+		res, errs, err := dedupe.ClaimBatch(ctx, s, reqs)
 		if err != nil {
 			return err
 		}
@@ -99,7 +110,7 @@ func storeCycle(s *redisdedupe.Store, size int) cycle {
 			}
 			tickets[i] = dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}
 		}
-		errs, err = s.CompleteBatch(ctx, tickets, benchRetention)
+		errs, err = dedupe.CompleteBatch(ctx, s, tickets, benchRetention)
 		if err != nil {
 			return err
 		}

@@ -44,22 +44,12 @@ func TestCluster(t *testing.T) {
 			g := fmt.Sprint("group", i%5)
 			reqs = append(reqs, dedupe.ClaimRequest{Ref: dedupe.Ref{Namespace: t.Name(), Group: g, Key: fmt.Sprint(i)}, Lease: time.Minute})
 		}
-		res, errs, err := s.ClaimBatch(ctx, reqs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ts []dedupe.Ticket
-		for i, r := range res {
-			if r.Status != dedupe.Acquired || errs[i] != nil {
-				t.Fatalf("item %d = %v, %v; want acquired", i, r.Status, errs[i])
-			}
-			ts = append(ts, dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token})
-		}
+		ts := claimAll(t, s, reqs)
 		cerrs, err := s.CompleteBatch(ctx, ts, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, _, err = s.ClaimBatch(ctx, reqs)
+		res, _, err := s.ClaimBatch(ctx, reqs)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,10 +2,7 @@ package redisdedupe_test
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
-	"runtime"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,57 +29,15 @@ func BenchmarkGroupCommit(b *testing.B) {
 	for _, n := range []int{1, 20} {
 		b.Run(fmt.Sprintf("goroutines=%d/idemq-groupcommit", n), func(b *testing.B) {
 			before := trips.n.Load()
-			msgs := runGoroutines(b, n, messageCycle(g))
+			msgs := run(b, n, 1, storeCycle(g, 1))
 			b.ReportMetric(float64(trips.n.Load()-before)/float64(msgs), "trips/msg")
 		})
 		b.Run(fmt.Sprintf("goroutines=%d/idemq", n), func(b *testing.B) {
-			runGoroutines(b, n, messageCycle(s))
+			run(b, n, 1, storeCycle(s, 1))
 		})
 		b.Run(fmt.Sprintf("goroutines=%d/naive", n), func(b *testing.B) {
-			runGoroutines(b, n, naiveCycle(client))
+			run(b, n, 1, naiveCycle(client))
 		})
-	}
-}
-
-// runGoroutines runs c over one fresh key at a time, b.N times, from n
-// goroutines, reports the messages per second and returns the messages.
-func runGoroutines(b *testing.B, n int, c cycle) int64 {
-	ctx := b.Context()
-	prefix := rand.Text()
-	var next atomic.Int64 // the next unused key number
-	one := func() {
-		if err := c(ctx, prefix, int(next.Add(1))-1); err != nil {
-			b.Error(err)
-		}
-	}
-	b.ReportAllocs()
-	if n == 1 {
-		for b.Loop() {
-			one()
-		}
-	} else {
-		// RunParallel starts parallelism × GOMAXPROCS goroutines.
-		procs := runtime.GOMAXPROCS(0)
-		b.SetParallelism((n + procs - 1) / procs)
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				one()
-			}
-		})
-	}
-	b.ReportMetric(float64(next.Load())/b.Elapsed().Seconds(), "msgs/s")
-	return next.Load()
-}
-
-// messageCycle claims one message's key in s and completes it.
-func messageCycle(s dedupe.Store) cycle {
-	return func(ctx context.Context, group string, first int) error {
-		ref := dedupe.Ref{Group: group, Key: strconv.Itoa(first)}
-		res, err := s.Claim(ctx, dedupe.ClaimRequest{Ref: ref, Lease: benchLease})
-		if err != nil || res.Status != dedupe.Acquired {
-			return fmt.Errorf("Claim = %v, %v", res.Status, err)
-		}
-		return s.Complete(ctx, dedupe.Ticket{Ref: ref, Token: res.Token}, benchRetention)
 	}
 }
 

@@ -236,6 +236,24 @@ func (h *countHook) take() (cmds []string, pipelines [][]string) {
 	return cmds, pipelines
 }
 
+// claimAll claims reqs in one batch, all of which must be free, and returns
+// their tickets.
+func claimAll(t *testing.T, s *redisdedupe.Store, reqs []dedupe.ClaimRequest) []dedupe.Ticket {
+	t.Helper()
+	res, errs, err := s.ClaimBatch(t.Context(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts []dedupe.Ticket
+	for i, r := range res {
+		if r.Status != dedupe.Acquired || errs[i] != nil {
+			t.Fatalf("item %d = %v, %v; want acquired", i, r.Status, errs[i])
+		}
+		ts = append(ts, dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token})
+	}
+	return ts
+}
+
 // TestRoundTrips checks that a batch is one EVALSHA, or one pipeline of one
 // EVALSHA per group when it spans groups, also after Redis lost its scripts.
 func TestRoundTrips(t *testing.T) {
@@ -258,25 +276,10 @@ func TestRoundTrips(t *testing.T) {
 		}
 		return reqs
 	}
-	claimAll := func(reqs []dedupe.ClaimRequest) []dedupe.Ticket {
-		t.Helper()
-		res, errs, err := s.ClaimBatch(ctx, reqs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ts []dedupe.Ticket
-		for i, r := range res {
-			if r.Status != dedupe.Acquired || errs[i] != nil {
-				t.Fatalf("item %d = %v, %v; want acquired", i, r.Status, errs[i])
-			}
-			ts = append(ts, dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token})
-		}
-		return ts
-	}
 	id := t.Name() + fmt.Sprint(time.Now().UnixNano())
 
 	// Load the scripts.
-	ts := claimAll(batch(id + "warm"))
+	ts := claimAll(t, s, batch(id+"warm"))
 	if errs, err := s.CompleteBatch(ctx, ts[:16], time.Minute); err != nil || errs[0] != nil {
 		t.Fatal(errs, err)
 	}
@@ -285,7 +288,7 @@ func TestRoundTrips(t *testing.T) {
 	}
 	hook.take()
 
-	ts = claimAll(batch(id + "one"))
+	ts = claimAll(t, s, batch(id+"one"))
 	if _, err := s.CompleteBatch(ctx, ts, time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +296,7 @@ func TestRoundTrips(t *testing.T) {
 		t.Errorf("claim and complete of one group sent %v and pipelines %v; want two evalsha", cmds, pipes)
 	}
 
-	ts = claimAll(batch(id+"a", id+"b", id+"c"))
+	ts = claimAll(t, s, batch(id+"a", id+"b", id+"c"))
 	if _, err := s.ReleaseBatch(ctx, ts); err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +310,7 @@ func TestRoundTrips(t *testing.T) {
 		if err := client.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
-		claimAll(batch(groups...))
+		claimAll(t, s, batch(groups...))
 		if cmds, _ := hook.take(); !slices.Contains(cmds, "eval") {
 			t.Errorf("after SCRIPT FLUSH the store sent %v, want an eval", cmds)
 		}
