@@ -2,6 +2,11 @@
 // [Store] contract every dedupe backend implements, its sentinel errors, and
 // a [Guard] that runs a handler at most once per key on top of any Store.
 //
+// [NewGuard] takes its store and a [GuardConfig] whose zero value works, each
+// field stating its default; the Store wrappers [WithGroupCommit] and
+// [WithDoneCache] take what they need as parameters, and nothing here takes
+// functional options.
+//
 // # Records
 //
 // A store keeps one record per [Ref] — (namespace, consumer group, key). A

@@ -9,6 +9,9 @@
 //		}, dedupetest.Features{})
 //	}
 //
+// [Run] takes a [Features] struct whose zero value describes a plain
+// [dedupe.Store]; each field states what it changes.
+//
 // Every test claims keys under a namespace and group of its own, so the
 // stores newStore returns may share one server and its old records.
 //

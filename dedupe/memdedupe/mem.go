@@ -7,6 +7,9 @@
 // as the store grows and the memory they took is given back, so memory
 // follows the live records.
 //
+// [New] takes a [Config] whose zero value works; each field states its
+// default.
+//
 // # Inspecting
 //
 // Store is a [dedupe.Inspector] too. Get costs what a claim does; List and
@@ -89,12 +92,16 @@ type record struct {
 	done  bool
 }
 
+func (c *Config) setDefaults() {
+	if c.Now == nil {
+		start := time.Now()
+		c.Now = func() time.Time { return start.Add(time.Since(start)) }
+	}
+}
+
 // New returns an empty Store.
 func New(cfg Config) *Store {
-	if cfg.Now == nil {
-		start := time.Now()
-		cfg.Now = func() time.Time { return start.Add(time.Since(start)) }
-	}
+	cfg.setDefaults()
 	seed := maphash.MakeSeed()
 	return &Store{
 		now:     cfg.Now,

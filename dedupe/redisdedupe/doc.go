@@ -2,6 +2,9 @@
 // batch is one round trip that runs a Lua script, so a claim and its checks
 // are atomic on the server.
 //
+// [New] takes the client, which the caller owns and the store never closes,
+// and a [Config] whose zero value works; each field states its default.
+//
 // # Records
 //
 // A record is one string key,
@@ -63,6 +66,4 @@
 // a bad deploy: the key's next delivery runs its handler again, side
 // effects included, and a consumer still holding the key loses its lease
 // (its Complete fails with [dedupe.ErrLeaseLost]).
-//
-// The store never closes the client it was given.
 package redisdedupe
