@@ -2,6 +2,7 @@ package fleettest
 
 import (
 	"bufio"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -29,13 +30,15 @@ type Fleet struct {
 }
 
 // New returns a fleet leasing from a pool of size node ids with leases of
-// lease, named after t. env holds the backend settings every child's
-// [NewLeaser] reads by key.
+// lease, named after t and unique to the run: test runs that share a server
+// (two checkouts, or -count) must not lease from one pool. env holds the
+// backend settings every child's [NewLeaser] reads by key.
 func New(t *testing.T, size int64, lease time.Duration, env map[string]string) *Fleet {
 	t.Helper()
+	name := fmt.Sprintf("fleet-%.40s-%s", strings.ReplaceAll(t.Name(), "/", "-"), strings.ToLower(rand.Text()[:8]))
 	f := &Fleet{
 		t:    t,
-		pool: Pool{Name: "fleet-" + strings.ReplaceAll(t.Name(), "/", "-"), Size: size, Lease: lease},
+		pool: Pool{Name: name, Size: size, Lease: lease},
 		dir:  t.TempDir(),
 	}
 	for k, v := range env {
