@@ -9,7 +9,7 @@
 #     IDEMQ_* variables, which make bench sets, or started by the tests);
 #   - the consumer's per-message path against a hand-written naive consumer
 #     on Redis, MariaDB, PostgreSQL and SQLite, and end to end through the
-#     real broker against no dedupe (consumer's BenchmarkPath and
+#     real broker against no dedupe (consumer/remoting's BenchmarkPath and
 #     BenchmarkEndToEnd).
 # Extra arguments go to `go test`, e.g. -benchtime 200ms or -count 3.
 set -euo pipefail

@@ -1,115 +1,35 @@
 package consumer_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
-	"github.com/apache/rocketmq-client-go/v2/primitive"
-
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
-	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
 	"github.com/idemq/idemq/msgkey"
 )
 
-// testGroup is the consumer group of the unit tests.
+// testGroup is the consumer group of the tests.
 const testGroup = "group-a"
 
-func msg(key string) *primitive.MessageExt {
-	m := &primitive.MessageExt{MsgId: "M-" + key}
-	m.Topic = "orders"
-	m.Body = []byte("body of " + key)
+// message is a delivery of a message with key (none if ""), as an adapter
+// describes it.
+func message(id, key string, reconsumed int32) consumer.Message {
+	m := consumer.Message{ID: id, Topic: "orders", Body: []byte("body of " + key), Properties: map[string]string{}, Reconsumed: reconsumed, Raw: id}
 	if key != "" {
-		m.WithProperty(msgkey.Property, key)
+		m.Properties[msgkey.Property] = key
 	}
 	return m
 }
 
-// counter is a handler with a visible side effect per key. Safe for
-// concurrent use.
-type counter struct {
-	mu      sync.Mutex
-	applied map[string]int
-	fail    map[string]error
-	panics  map[string]bool
-}
-
-func newCounter() *counter {
-	return &counter{applied: map[string]int{}, fail: map[string]error{}, panics: map[string]bool{}}
-}
-
-func (c *counter) handle(_ context.Context, m *primitive.MessageExt) error {
-	k := msgkey.Of(m)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.panics[k] {
-		panic("boom " + k)
-	}
-	if err := c.fail[k]; err != nil {
-		return err
-	}
-	c.applied[k]++
-	return nil
-}
-
-// count returns how often key was applied.
-func (c *counter) count(key string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.applied[key]
-}
-
-// newConsumer returns a Consumer of testGroup over store that logs into the
-// buffer returned; opts come after those.
-func newConsumer(t testing.TB, store dedupe.Store, opts ...consumer.Option) (*consumer.Consumer, *syncBuffer) {
-	t.Helper()
-	logs := new(syncBuffer)
-	opts = append([]consumer.Option{consumer.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))}, opts...)
-	c, err := consumer.New(store, testGroup, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, logs
-}
-
-// setup returns a counter, the Concurrently callback that runs it, the
-// Consumer's stats and its logs.
-func setup(t *testing.T, store dedupe.Store, opts ...consumer.Option) (*counter, consumer.Callback, *consumer.Stats, *syncBuffer) {
-	t.Helper()
-	c, logs := newConsumer(t, store, opts...)
-	cnt := newCounter()
-	return cnt, c.Concurrently(cnt.handle), c.Stats(), logs
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // hold claims key for testGroup in store for lease, as another consumer
-// would, and returns its ticket.
-func hold(t testing.TB, store dedupe.Store, key string, lease time.Duration) dedupe.Ticket {
+// would.
+func hold(t *testing.T, store dedupe.Store, key string, lease time.Duration) dedupe.Ticket {
 	t.Helper()
 	ref := dedupe.Ref{Group: testGroup, Key: key}
 	res, err := store.Claim(context.Background(), dedupe.ClaimRequest{Ref: ref, Lease: lease})
@@ -119,264 +39,197 @@ func hold(t testing.TB, store dedupe.Store, key string, lease time.Duration) ded
 	return dedupe.Ticket{Ref: ref, Token: res.Token}
 }
 
-// noWait is a busy wait short enough that a busy key is handed back at
-// once, unless it must be waited for.
-var noWait = consumer.WithBusyWait(time.Millisecond)
-
-func TestDuplicateIsSuppressed(t *testing.T) {
-	c, cb, stats, _ := setup(t, memdedupe.New(memdedupe.Config{}))
-	for range 3 {
-		if res, err := cb(context.Background(), msg("k1")); res != rmq.ConsumeSuccess || err != nil {
-			t.Fatalf("got %v, %v; want success", res, err)
-		}
+func newConsumer(t *testing.T, store dedupe.Store, opts ...consumer.Option) *consumer.Consumer {
+	t.Helper()
+	c, err := consumer.New(store, testGroup, opts...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if c.count("k1") != 1 {
-		t.Fatalf("applied %d times, want 1", c.count("k1"))
-	}
-	if got := stats.Suppressed.Load(); got != 2 {
-		t.Fatalf("suppressed %d, want 2", got)
-	}
-	if got := stats.Delivered.Load(); got != 3 {
-		t.Fatalf("delivered %d, want 3", got)
-	}
+	return c
 }
 
-func TestGroupsAreSeparate(t *testing.T) {
+// TestProcess checks the verdicts of one delivery through the client-neutral
+// path: what each message's Action, Outcome, Err and Delay are, and that the
+// handler sees the message as the adapter described it.
+func TestProcess(t *testing.T) {
 	store := memdedupe.New(memdedupe.Config{})
-	c := newCounter()
-	for _, g := range []string{"group-a", "group-b"} {
-		cc, err := consumer.New(store, g)
-		if err != nil {
-			t.Fatal(err)
+	hold(t, store, "busy", 90*time.Second)
+	c := newConsumer(t, store, consumer.WithBusyWait(time.Millisecond))
+	msgs := []consumer.Message{
+		message("m-ok", "ok", 0),
+		message("m-fail", "fail", 2),
+		message("m-nokey", "", 0),
+		message("m-busy", "busy", 0),
+	}
+	var seen []any
+	h := func(_ context.Context, m *consumer.Message) error {
+		seen = append(seen, m.Raw)
+		if msgkey.Of(m) == "fail" {
+			return errors.New("declined")
 		}
-		if res, _ := cc.Concurrently(c.handle)(context.Background(), msg("k")); res != rmq.ConsumeSuccess {
-			t.Fatalf("group %s: %v", g, res)
+		return nil
+	}
+	vs := c.Process(context.Background(), msgs, h, consumer.Waiting{})
+	want := []struct {
+		act     consumer.Action
+		outcome dedupe.Outcome
+		delay   time.Duration
+		level   int
+		err     string
+	}{
+		{consumer.Ack, dedupe.Completed, 0, 0, ""},
+		// The level of its attempt: reconsumed twice, the third, 10s.
+		{consumer.Retry, dedupe.Failed, 10 * time.Second, 3, "declined"},
+		{consumer.Retry, dedupe.InvalidKey, time.Second, 1, "no idempotency key"},
+		// The first default level no shorter than the holder's 90s: 2m.
+		{consumer.Retry, dedupe.Busy, 2 * time.Minute, 6, "held by another consumer"},
+	}
+	if len(vs) != len(want) {
+		t.Fatalf("%d verdicts for %d messages", len(vs), len(want))
+	}
+	for i, w := range want {
+		v := vs[i]
+		if v.Action != w.act || v.Outcome != w.outcome || v.Delay != w.delay || v.Level != w.level {
+			t.Errorf("%s: verdict %+v; want %v %v after %v (level %d)", msgs[i].ID, v, w.act, w.outcome, w.delay, w.level)
+		}
+		if (v.Err == nil) != (w.err == "") || v.Err != nil && !strings.Contains(v.Err.Error(), w.err) {
+			t.Errorf("%s: err %v, want one that says %q", msgs[i].ID, v.Err, w.err)
 		}
 	}
-	if c.count("k") != 2 {
-		t.Fatalf("applied %d times across two groups, want 2", c.count("k"))
+	if len(seen) != 2 || seen[0] != "m-ok" || seen[1] != "m-fail" {
+		t.Errorf("the handler saw %v; want m-ok and m-fail, as described", seen)
+	}
+	if errors.Is(vs[2].Err, consumer.ErrNoKey) != true {
+		t.Errorf("no key: %v, want ErrNoKey", vs[2].Err)
 	}
 }
 
-func TestNamespacesAreSeparate(t *testing.T) {
+// TestProcessKeyFallback: a message without a key is run under the first
+// fallback that names one.
+func TestProcessKeyFallback(t *testing.T) {
+	c := newConsumer(t, memdedupe.New(memdedupe.Config{}),
+		consumer.WithKeyFallback(func(*consumer.Message) string { return "" }, consumer.MsgID))
+	ran := 0
+	h := func(context.Context, *consumer.Message) error { ran++; return nil }
+	for range 2 {
+		if v := c.Process(context.Background(), []consumer.Message{message("m1", "", 0)}, h, consumer.Waiting{}); v[0].Action != consumer.Ack {
+			t.Fatalf("verdict %+v, want Ack", v[0])
+		}
+	}
+	if ran != 1 || c.Stats().Suppressed.Load() != 1 {
+		t.Errorf("ran %d, suppressed %d; want 1 and 1: the id is the key", ran, c.Stats().Suppressed.Load())
+	}
+}
+
+// TestProcessWaitingAlways: a client that keeps the message in hand waits
+// for a busy key past the busy wait, is asked to extend the message's
+// invisibility meanwhile, and runs it once the holder releases the key.
+func TestProcessWaitingAlways(t *testing.T) {
 	store := memdedupe.New(memdedupe.Config{})
-	c := newCounter()
-	for _, ns := range []string{"app-1", "app-2", "app-1"} {
-		cc, err := consumer.New(store, testGroup, consumer.WithNamespace(ns))
-		if err != nil {
-			t.Fatal(err)
+	ticket := hold(t, store, "k", time.Minute)
+	c := newConsumer(t, store, consumer.WithBusyWait(time.Millisecond))
+	var (
+		mu      sync.Mutex
+		extends []time.Duration
+	)
+	w := consumer.Waiting{Always: true, Extend: func(i int, lease time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		if i == 0 {
+			extends = append(extends, lease)
 		}
-		if res, _ := cc.Concurrently(c.handle)(context.Background(), msg("k")); res != rmq.ConsumeSuccess {
-			t.Fatalf("namespace %s: %v", ns, res)
+		if len(extends) == 3 {
+			store.Release(context.Background(), ticket)
 		}
+	}}
+	ran := 0
+	vs := c.Process(context.Background(), []consumer.Message{message("m1", "k", 0)},
+		func(context.Context, *consumer.Message) error { ran++; return nil }, w)
+	if vs[0].Action != consumer.Ack || ran != 1 {
+		t.Fatalf("verdict %+v, ran %d; want Ack after the holder released", vs[0], ran)
 	}
-	if c.count("k") != 2 {
-		t.Fatalf("applied %d times across two namespaces, want 2", c.count("k"))
-	}
-}
-
-func TestFailureIsRetriedNotLost(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		spoil func(*counter)
-	}{
-		{"error", func(c *counter) { c.fail["k"] = errors.New("db down") }},
-		{"panic", func(c *counter) { c.panics["k"] = true }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c, cb, stats, _ := setup(t, memdedupe.New(memdedupe.Config{}))
-			tc.spoil(c)
-			res, err := cb(context.Background(), msg("k"))
-			if res != rmq.ConsumeRetryLater || err == nil {
-				t.Fatalf("got %v, %v; want retry later with the error", res, err)
-			}
-			var p *consumer.PanicError
-			if tc.name == "panic" && (!errors.As(err, &p) || p.Value != "boom k" || len(p.Stack) == 0) {
-				t.Fatalf("error %v is not a PanicError with the value and a stack", err)
-			}
-			// The claim was released, so the redelivery runs at once.
-			c.fail, c.panics = map[string]error{}, map[string]bool{}
-			if res, err := cb(context.Background(), msg("k")); res != rmq.ConsumeSuccess || err != nil {
-				t.Fatalf("redelivery: %v, %v", res, err)
-			}
-			if c.count("k") != 1 || stats.Failed.Load() != 1 {
-				t.Fatalf("applied %d failed %d, want 1 and 1", c.count("k"), stats.Failed.Load())
-			}
-		})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(extends) < 3 || extends[0] <= 0 || extends[0] > time.Minute {
+		t.Errorf("extended %v; want each wait announced with the holder's remaining lease", extends)
 	}
 }
 
-func TestMessageWithoutKey(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		opts    []consumer.Option
-		wantRes rmq.ConsumeResult
-		applied int
-	}{
-		{"strict", nil, rmq.ConsumeRetryLater, 0},
-		{"uniq key fallback", []consumer.Option{consumer.WithKeyFallback(consumer.UniqKey, consumer.MsgID)}, rmq.ConsumeSuccess, 1},
-		{"msg id fallback", []consumer.Option{consumer.WithKeyFallback(consumer.MsgID)}, rmq.ConsumeSuccess, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c, cb, stats, logs := setup(t, memdedupe.New(memdedupe.Config{}), tc.opts...)
-			m := msg("")
-			m.WithProperty(primitive.PropertyUniqueClientMessageIdKeyIndex, "UNIQ1")
-			res, err := cb(context.Background(), m)
-			if res != tc.wantRes {
-				t.Fatalf("got %v (%v), want %v", res, err, tc.wantRes)
-			}
-			if tc.wantRes == rmq.ConsumeRetryLater {
-				if !errors.Is(err, consumer.ErrNoKey) || stats.NoKey.Load() != 1 || stats.InvalidKey.Load() != 1 ||
-					!strings.Contains(logs.String(), "message key cannot be deduplicated") {
-					t.Fatalf("err %v, NoKey %d, InvalidKey %d, logs %q", err, stats.NoKey.Load(), stats.InvalidKey.Load(), logs)
-				}
-			}
-			if got := c.count(""); got != tc.applied {
-				t.Fatalf("applied %d, want %d", got, tc.applied)
-			}
-		})
+// TestProcessDrain drains while a call of Process runs a handler that then
+// fails: Drain waits for it, and the failed message and those of a call
+// that starts during the drain are held, not retried, and their calls
+// return only once the client has stopped.
+func TestProcessDrain(t *testing.T) {
+	c := newConsumer(t, memdedupe.New(memdedupe.Config{}))
+	release := make(chan struct{})
+	running := make(chan struct{})
+	slow := func(context.Context, *consumer.Message) error {
+		close(running)
+		<-release
+		return errors.New("declined")
 	}
-}
-
-func TestInvalidKeyIsRetried(t *testing.T) {
-	c, cb, stats, _ := setup(t, memdedupe.New(memdedupe.Config{}))
-	res, err := cb(context.Background(), msg(strings.Repeat("x", msgkey.MaxLen+1)))
-	if res != rmq.ConsumeRetryLater || !errors.Is(err, dedupe.ErrInvalidKey) || !errors.Is(err, msgkey.ErrInvalid) {
-		t.Fatalf("got %v, %v; want retry later with ErrInvalidKey", res, err)
+	var (
+		mu     sync.Mutex
+		events []string
+	)
+	note := func(ev string) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, ev)
 	}
-	// It has a key, one that cannot be stored.
-	if stats.InvalidKey.Load() != 1 || stats.NoKey.Load() != 0 || stats.StoreDown.Load() != 0 {
-		t.Fatalf("InvalidKey %d NoKey %d StoreDown %d, want 1, 0 and 0", stats.InvalidKey.Load(), stats.NoKey.Load(), stats.StoreDown.Load())
+	first := make(chan consumer.Verdict, 1)
+	go func() {
+		first <- c.Process(context.Background(), []consumer.Message{message("m1", "k1", 0)}, slow, consumer.Waiting{})[0]
+		note("first returned")
+	}()
+	<-running
+	waiting := make(chan struct{})
+	drained := make(chan error, 1)
+	go func() {
+		drained <- c.Drain(askedContext{context.Background(), waiting}, func() error { note("stopped"); return nil })
+	}()
+	late := make(chan consumer.Verdict, 1)
+	go func() {
+		<-waiting // the drain has begun: it waits for the handler
+		late <- c.Process(context.Background(), []consumer.Message{message("m2", "k2", 0)},
+			func(context.Context, *consumer.Message) error { t.Error("a handler ran during the drain"); return nil }, consumer.Waiting{})[0]
+		note("late returned")
+	}()
+	<-waiting
+	close(release) // the handler fails once the drain has begun
+	if err := <-drained; err != nil {
+		t.Errorf("Drain = %v", err)
 	}
-	if len(c.applied) != 0 {
-		t.Fatal("handler ran for a key that cannot be deduplicated")
-	}
-}
-
-func TestStoreDown(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		fault    dedupetest.Fault
-		opts     []consumer.Option
-		wantRes  rmq.ConsumeResult
-		applied  int
-		thenHeal int // applied after healing and redelivering
-	}{
-		{"claim fails closed", dedupetest.Fault{Ops: dedupetest.OpClaim}, nil, rmq.ConsumeRetryLater, 0, 1},
-		{"claim fails open", dedupetest.Fault{Ops: dedupetest.OpClaim},
-			[]consumer.Option{consumer.WithGuard(dedupe.GuardConfig{FailOpen: true})}, rmq.ConsumeSuccess, 1, 2},
-		// The effect ran but was not recorded: acknowledging is the only
-		// answer that does not run it again at once. The redelivery finds
-		// the key busy until its lease ends, and is handed back.
-		{"complete fails", dedupetest.Fault{Ops: dedupetest.OpComplete}, nil, rmq.ConsumeSuccess, 1, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
-			c, cb, _, _ := setup(t, fs, append(tc.opts, noWait)...)
-			fs.Inject(tc.fault)
-			if res, err := cb(context.Background(), msg("k")); res != tc.wantRes {
-				t.Fatalf("got %v (%v), want %v", res, err, tc.wantRes)
-			}
-			if c.count("k") != tc.applied {
-				t.Fatalf("applied %d, want %d", c.count("k"), tc.applied)
-			}
-			fs.Heal()
-			cb(context.Background(), msg("k"))
-			if c.count("k") != tc.thenHeal {
-				t.Fatalf("after healing: applied %d, want %d", c.count("k"), tc.thenHeal)
-			}
-		})
-	}
-}
-
-// TestBusyIsRetriedAfterTheLease hands a key that another consumer holds
-// back, once the busy wait is spent, at the first delay level that covers
-// the holder's remaining lease, however often it was reconsumed before its
-// last reconsume.
-func TestBusyIsRetriedAfterTheLease(t *testing.T) {
-	store := memdedupe.New(memdedupe.Config{})
-	hold(t, store, "k", 90*time.Second)
-	c, cb, stats, _ := setup(t, store, noWait)
-	for _, reconsumed := range []int32{0, 2, 15} {
-		cc := &primitive.ConsumeConcurrentlyContext{}
-		ctx := primitive.WithConcurrentlyCtx(context.Background(), cc)
-		m := msg("k")
-		m.ReconsumeTimes = reconsumed
-		res, err := cb(ctx, m)
-		if res != rmq.ConsumeRetryLater || err == nil || !strings.Contains(err.Error(), "held by another consumer") || c.count("k") != 0 {
-			t.Fatalf("got %v, %v, applied %d", res, err, c.count("k"))
-		}
-		// Level 6 is 2m, the first default level no shorter than 90s.
-		if cc.DelayLevelWhenNextConsume != 6 {
-			t.Errorf("reconsumed %d times: delay level %d, want 6", reconsumed, cc.DelayLevelWhenNextConsume)
+	for _, ch := range []chan consumer.Verdict{first, late} {
+		v := <-ch
+		if v.Action != consumer.Hold || !errors.Is(v.Err, consumer.ErrDraining) || v.Delay != 0 {
+			t.Errorf("verdict %+v; want Hold with ErrDraining", v)
 		}
 	}
-	if stats.Busy.Load() != 3 {
-		t.Fatalf("busy %d, want 3", stats.Busy.Load())
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 3 || events[0] != "stopped" {
+		t.Errorf("events %q; want the client stopped before either call returned", events)
+	}
+	if err := c.Drain(context.Background(), func() error { return nil }); err == nil {
+		t.Error("a second Drain succeeded")
 	}
 }
 
-func TestBatchRetriesOnlyWhatFailed(t *testing.T) {
-	c, cb, _, _ := setup(t, memdedupe.New(memdedupe.Config{}))
-	c.fail["b"] = errors.New("transient")
-	if res, _ := cb(context.Background(), msg("a"), msg("b"), msg("c")); res != rmq.ConsumeRetryLater {
-		t.Fatalf("got %v, want retry later", res)
-	}
-	delete(c.fail, "b")
-	if res, err := cb(context.Background(), msg("a"), msg("b"), msg("c")); res != rmq.ConsumeSuccess {
-		t.Fatalf("redelivery: %v %v", res, err)
-	}
-	for _, k := range []string{"a", "b", "c"} {
-		if c.count(k) != 1 {
-			t.Fatalf("%s applied %d times, want 1", k, c.count(k))
-		}
-	}
+// askedContext closes asked the first time its Done is asked for: Drain
+// asks only once it has begun, to wait for running handlers.
+type askedContext struct {
+	context.Context
+	asked chan struct{}
 }
 
-func TestOrderlySuspendsInsteadOfSkipping(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		opts   []consumer.Option
-		wantMS int
-	}{
-		{"Default", nil, 1000},
-		{"Set", []consumer.Option{consumer.WithSuspend(1500 * time.Millisecond)}, 1500},
-		{"Zero", []consumer.Option{consumer.WithSuspend(0)}, int(consumer.MinSuspend.Milliseconds())}, // never a tight loop
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cc, _ := newConsumer(t, memdedupe.New(memdedupe.Config{}), tc.opts...)
-			c := newCounter()
-			c.fail["k"] = errors.New("not yet")
-			oc := primitive.NewConsumeOrderlyContext()
-			ctx := primitive.WithOrderlyCtx(context.Background(), oc)
-			cb := cc.Orderly(c.handle)
-			res, err := cb(ctx, msg("k"))
-			if res != rmq.SuspendCurrentQueueAMoment || err == nil || oc.SuspendCurrentQueueTimeMillis != tc.wantMS {
-				t.Fatalf("got %v, %v for %d ms, want SuspendCurrentQueueAMoment for %d ms", res, err, oc.SuspendCurrentQueueTimeMillis, tc.wantMS)
-			}
-			// The same message comes back and runs once.
-			delete(c.fail, "k")
-			for range 2 {
-				if res, err := cb(ctx, msg("k")); res != rmq.ConsumeSuccess {
-					t.Fatalf("redelivery: %v, %v", res, err)
-				}
-			}
-			if c.count("k") != 1 {
-				t.Fatalf("applied %d times, want 1", c.count("k"))
-			}
-		})
+func (c askedContext) Done() <-chan struct{} {
+	select {
+	case <-c.asked:
+	default:
+		close(c.asked)
 	}
-}
-
-func TestOrderlyRecoversPanics(t *testing.T) {
-	cc, _ := newConsumer(t, memdedupe.New(memdedupe.Config{}))
-	c := newCounter()
-	c.panics["k"] = true
-	res, err := cc.Orderly(c.handle)(context.Background(), msg("k"))
-	var p *consumer.PanicError
-	if res != rmq.SuspendCurrentQueueAMoment || !errors.As(err, &p) {
-		t.Fatalf("got %v, %v; want a suspension with a PanicError", res, err)
-	}
+	return c.Context.Done()
 }
 
 // TestNewRejects checks that New refuses settings that cannot work.
@@ -435,17 +288,5 @@ func TestNewRejects(t *testing.T) {
 	// Equal delay levels are ascending, as the broker allows them.
 	if _, err := consumer.New(store, testGroup, consumer.WithDelayLevels(time.Second, time.Second, 2*time.Second)); err != nil {
 		t.Errorf("New with equal delay levels: %v", err)
-	}
-}
-
-func TestStatsAreTheGivenOnes(t *testing.T) {
-	stats := new(consumer.Stats)
-	c, _ := newConsumer(t, memdedupe.New(memdedupe.Config{}), consumer.WithStats(stats))
-	if c.Stats() != stats {
-		t.Fatal("Stats() is not the Stats given with WithStats")
-	}
-	c.Concurrently(newCounter().handle)(context.Background(), msg("k"))
-	if stats.Completed.Load() != 1 {
-		t.Fatalf("completed %d, want 1", stats.Completed.Load())
 	}
 }

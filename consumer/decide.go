@@ -75,8 +75,9 @@ func (c *Consumer) decide(ctx context.Context, msg *Message, key string, r dedup
 	return d.act
 }
 
-// errDraining is the answer for messages held during a drain.
-var errDraining = errors.New("consumer: draining; message left for the queue's next owner")
+// ErrDraining is in the [Verdict.Err] of every message a [Consumer.Drain]
+// holds.
+var ErrDraining = errors.New("consumer: draining; message left for the queue's next owner")
 
 // retryErr is the error a retried message contributes to its callback's
 // answer.

@@ -4,35 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
-	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
 )
 
-// Client is the push consumer that [Consumer.Drain] stops; a
-// rocketmq.PushConsumer is one.
-type Client interface {
-	// Shutdown persists the consumed offsets and stops the client.
-	Shutdown() error
-}
-
-// Drain stops pc without cutting a running handler off between its effect
-// and the record of it — the gap through which a plain Shutdown, which
-// does not wait for handlers, doubles effects on every rolling deploy:
+// Drain stops a client without cutting a running handler off between its
+// effect and the record of it — the gap through which a client that stops
+// without waiting for its handlers doubles effects on every rolling deploy:
 //
-//  1. no callback of this Consumer starts a handler from now on: messages
+//  1. no call of [Consumer.Process] starts a handler from now on: messages
 //     delivered meanwhile are held, as are messages waiting for a busy key
-//     (pc keeps pulling until step 3, and what it pulls is held, so a
-//     Client needs nothing but Shutdown);
+//     (the client may keep delivering until step 3: what it delivers is
+//     held);
 //  2. the handlers under way finish, and their keys are recorded, as long
 //     as ctx allows; when ctx ends first, their contexts are cancelled;
-//  3. pc shuts down, which persists the offsets of what was acknowledged;
-//  4. the held callbacks return, unacknowledged, after the client stopped
-//     acting on answers: their messages go to the queue's next owner
+//  3. stop stops the client (a remoting push consumer's Shutdown, which
+//     persists the offsets of what was acknowledged);
+//  4. the held calls return, their messages unacknowledged, after the
+//     client stopped acting on answers: they go to the queue's next owner
 //     without spending a reconsume.
 //
-// Call it once, on SIGTERM, instead of pc.Shutdown. Its error says whether
-// handlers were still running when ctx ended, and what Shutdown answered.
-func (c *Consumer) Drain(ctx context.Context, pc Client) error {
+// A client adapter calls it (see package consumer/remoting's Drain), once.
+// Its error says whether handlers were still running when ctx ended, and
+// what stop answered.
+func (c *Consumer) Drain(ctx context.Context, stop func() error) error {
 	if !c.draining.CompareAndSwap(false, true) {
 		return errors.New("consumer: drain: already drained")
 	}
@@ -41,15 +34,15 @@ func (c *Consumer) Drain(ctx context.Context, pc Client) error {
 	if err != nil {
 		c.cancelStop()
 	}
-	if serr := pc.Shutdown(); serr != nil {
-		err = errors.Join(err, fmt.Errorf("consumer: drain: shut down the push consumer: %w", serr))
+	if serr := stop(); serr != nil {
+		err = errors.Join(err, fmt.Errorf("consumer: drain: stop the client: %w", serr))
 	}
 	close(c.shut)
 	c.cancelStop()
 	return err
 }
 
-// awaitIdle waits until no callback runs a handler, or ctx ends.
+// awaitIdle waits until no call of Process runs a handler, or ctx ends.
 func (c *Consumer) awaitIdle(ctx context.Context) error {
 	for c.running.Load() > 0 {
 		select {
@@ -61,7 +54,7 @@ func (c *Consumer) awaitIdle(ctx context.Context) error {
 	return nil
 }
 
-// enter counts a callback in, unless draining has started.
+// enter counts a call of Process in, unless draining has started.
 func (c *Consumer) enter() bool {
 	c.running.Add(1)
 	if c.draining.Load() {
@@ -71,7 +64,8 @@ func (c *Consumer) enter() bool {
 	return true
 }
 
-// leave counts a callback out, waking a drain that waits for the last.
+// leave counts a call of Process out, waking a drain that waits for the
+// last.
 func (c *Consumer) leave() {
 	if c.running.Add(-1) == 0 && c.draining.Load() {
 		select {
@@ -81,17 +75,10 @@ func (c *Consumer) leave() {
 	}
 }
 
-// hold answers for messages left to the queue's next owner: it returns once
-// the client has shut down and no longer acts on the answer.
-func (c *Consumer) hold() (rmq.ConsumeResult, error) {
-	<-c.shut
-	return rmq.ConsumeRetryLater, errDraining
-}
-
 // stoppable returns the context a handler runs with: ctx, also cancelled
 // when a drain runs out of time, and a function to call once the handler
 // has returned. Only the handler's context is: the store's calls keep the
-// client's, which rocketmq-client-go never cancels, for a database driver
+// client's, which the remoting client never cancels, for a database driver
 // watches a cancellable context with a goroutine of its own per statement
 // (go-sql-driver/mysql: some 40 µs a statement here).
 func (c *Consumer) stoppable(ctx context.Context) (context.Context, func()) {

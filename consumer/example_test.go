@@ -2,58 +2,85 @@ package consumer_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"fmt"
 	"log"
-	"os"
-	"os/signal"
-	"syscall"
-	"time"
 
-	rocketmq "github.com/apache/rocketmq-client-go/v2"
-	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
-	"github.com/apache/rocketmq-client-go/v2/primitive"
-	"github.com/redis/go-redis/v9"
+	_ "modernc.org/sqlite" // "sqlite"
 
 	"github.com/idemq/idemq/consumer"
-	"github.com/idemq/idemq/dedupe/redisdedupe"
+	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/msgkey"
 )
 
-// A push consumer whose handler runs at most once per key, and that drains
-// on SIGTERM so that a rolling deploy doubles nothing. (Compiled, not run:
-// it needs a name server and Redis.)
-func ExampleConsumer() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer client.Close()
-	store, err := redisdedupe.New(client, redisdedupe.Config{})
+// A payment is written in the transaction Tx hands the handler, with the
+// record that its message is done. The first attempt fails after its write,
+// which rolls back; the retry pays; the duplicate is acknowledged without
+// paying again.
+func ExampleConsumer_Tx() {
+	ctx := context.Background()
+	// A real program opens a file; see package sqldedupe. One connection
+	// keeps ":memory:" one database.
+	db, err := sql.Open("sqlite", ":memory:")
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := consumer.New(store, "order-service")
+	db.SetMaxOpenConns(1)
+	defer db.Close()
+	store, err := sqldedupe.New(db, sqldedupe.SQLite, sqldedupe.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	pc, err := rocketmq.NewPushConsumer(
-		rmq.WithNsResolver(primitive.NewPassthroughResolver([]string{"127.0.0.1:9876"})),
-		rmq.WithGroupName("order-service"),
-	)
+	defer store.Close()
+	if err := store.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "CREATE TABLE payments (order_id TEXT, cents INTEGER)"); err != nil {
+		log.Fatal(err)
+	}
+
+	c, err := consumer.New(store, "billing")
 	if err != nil {
 		log.Fatal(err)
 	}
-	handle := func(ctx context.Context, msg *primitive.MessageExt) error {
-		return nil // apply the order; an error has the message redelivered
+	attempts := 0
+	pay := func(ctx context.Context, tx *sql.Tx, msg *consumer.Message) error {
+		attempts++
+		order := msgkey.Of(msg)
+		fmt.Printf("paying %s, attempt %d\n", order, attempts)
+		if _, err := tx.ExecContext(ctx, "INSERT INTO payments VALUES (?, ?)", order, 1999); err != nil {
+			return err
+		}
+		if attempts == 1 {
+			return errors.New("fraud check timed out")
+		}
+		return nil
 	}
-	if err := pc.Subscribe("orders", rmq.MessageSelector{}, c.Concurrently(handle)); err != nil {
+	h, err := c.Tx(db, pay)
+	if err != nil {
 		log.Fatal(err)
 	}
-	if err := pc.Start(); err != nil {
+	// What a client adapter does with each delivery (see package
+	// consumer/remoting or consumer/grpcv5).
+	delivery := consumer.Message{ID: "7F0000010001", Properties: map[string]string{msgkey.Property: "order-42"}}
+	for range 3 {
+		if v := c.Process(ctx, []consumer.Message{delivery}, h, consumer.Waiting{})[0]; v.Action == consumer.Ack {
+			fmt.Println("acknowledged")
+		} else {
+			fmt.Println("retry later:", v.Err)
+		}
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM payments").Scan(&n); err != nil {
 		log.Fatal(err)
 	}
-	<-ctx.Done()
-	// Instead of pc.Shutdown(): running handlers finish and record first.
-	drain, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.Drain(drain, pc); err != nil {
-		log.Print(err)
-	}
+	fmt.Println("payments:", n)
+	// Output:
+	// paying order-42, attempt 1
+	// retry later: message 7F0000010001: failed: fraud check timed out
+	// paying order-42, attempt 2
+	// acknowledged
+	// acknowledged
+	// payments: 1
 }

@@ -25,12 +25,12 @@ type options struct {
 	busyWait      time.Duration
 	maxReconsume  int32
 	delayLevels   []time.Duration
-	suspend       time.Duration
 	telemetry     telemetryOptions
 }
 
-// defaultMaxReconsume is rocketmq-client-go's default MaxReconsumeTimes for
-// concurrently consuming push consumers.
+// defaultMaxReconsume is the clients' default: rocketmq-client-go's
+// MaxReconsumeTimes for concurrently consuming push consumers, a 5.x
+// group's retryMaxTimes.
 const defaultMaxReconsume = 16
 
 // defaultDelayLevels are the broker's default messageDelayLevel, levels 1
@@ -41,11 +41,6 @@ var defaultDelayLevels = []time.Duration{
 	6 * time.Minute, 7 * time.Minute, 8 * time.Minute, 9 * time.Minute, 10 * time.Minute,
 	20 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour,
 }
-
-// MinSuspend is the shortest queue suspension [Consumer.Orderly] applies: a
-// zero suspension would retry at once, in a tight loop against a failing
-// store.
-const MinSuspend = 100 * time.Millisecond
 
 func (o *options) validate() error {
 	switch {
@@ -73,7 +68,8 @@ func WithNamespace(ns string) Option { return optionFunc(func(o *options) { o.na
 func WithGuard(cfg dedupe.GuardConfig) Option { return optionFunc(func(o *options) { o.guard = cfg }) }
 
 // WithKeyFallback names where to find a key when a message has no
-// [msgkey.Property], tried in order: for example [UniqKey], then [MsgID].
+// [msgkey.Property], tried in order: for example the client's unique key
+// (remoting.UniqKey, grpcv5.UniqKey), then [MsgID].
 // Default none: a message without a key is retried, never run without
 // dedupe.
 func WithKeyFallback(fs ...KeyFunc) Option {
@@ -81,11 +77,26 @@ func WithKeyFallback(fs ...KeyFunc) Option {
 }
 
 // WithoutFingerprint turns the payload check off, so that a key reused for
-// a different payload is suppressed as a duplicate. By default the
-// [dedupe.Fingerprint] of each message body is recorded with its key, and a
-// key reused for another body is a conflict (see "Reused keys" in the
-// package documentation). Turn it off only where the body of one message may
-// change between sends, such as a timestamp stamped per attempt.
+// a different payload is suppressed as a duplicate.
+//
+// A key stands for one message: the same key with a different body is a
+// mistake upstream (a business key reused, a key function that collides),
+// and suppressing it as a duplicate would lose that body silently. So by
+// default the [dedupe.Fingerprint] of each message body is recorded with
+// its key, and a delivery whose key is recorded with another body's
+// fingerprint is reused: the handler does not run, [Stats.Reused] counts
+// it, an error is logged with the group and the key, and the message is
+// retried like a failed one until the broker dead-letters it (not at once,
+// so that a conflict only an older consumer reports during an upgrade
+// reaches an upgraded one). A redelivery has the same body and is
+// suppressed. The fingerprint is a checksum against accidents, not a
+// security check. A store compares only fingerprints of one length (see
+// [dedupe.ClaimRequest]), so keys recorded by earlier versions, with a
+// SHA-256 fingerprint or none, answer done or in flight as they would
+// without the check.
+//
+// Turn it off only where the body of one message may change between
+// sends, such as a timestamp stamped per attempt.
 func WithoutFingerprint() Option { return optionFunc(func(o *options) { o.noFingerprint = true }) }
 
 // WithStats counts what the Consumer does into s. Default: a Stats of its
@@ -97,21 +108,23 @@ func WithStats(s *Stats) Option { return optionFunc(func(o *options) { o.stats =
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.logger = l }) }
 
 // WithBusyWait bounds how long one delivery waits in process for a key that
-// another consumer holds, before [Consumer.Concurrently] hands it back for
-// a redelivery no sooner than the holder's lease ends. Default: the lease
+// another consumer holds, before it is handed back for a redelivery no
+// sooner than the holder's lease ends ([Verdict.Delay]). Default: the lease
 // ([dedupe.GuardConfig.Lease]), which a holder that died lets run out, so
 // that by default a busy key is always waited for and never spends a
 // reconsume. A shorter wait frees the handler goroutine sooner and costs a
 // reconsume per redelivery; a message on its last reconsume (see
 // [WithMaxReconsumeTimes]), or whose wait no delay level covers (see
 // [WithDelayLevels]), is waited for regardless, so a busy key never sends a
-// message to the dead-letter queue. Orderly consumers always wait.
+// message to the dead-letter queue. An adapter whose client keeps the
+// message in hand meanwhile always waits ([Waiting.Always]).
 func WithBusyWait(d time.Duration) Option { return optionFunc(func(o *options) { o.busyWait = d }) }
 
-// WithMaxReconsumeTimes tells the Consumer the push consumer's
-// rmq.WithMaxReconsumeTimes (default 16, the client's default): a message
-// redelivered that many times goes to the dead-letter queue on its next
-// failure, so a busy key on its last reconsume is waited for in process.
+// WithMaxReconsumeTimes tells the Consumer the client's reconsume limit (a
+// remoting push consumer's MaxReconsumeTimes, a 5.x group's retryMaxTimes;
+// default 16, the clients' default): a message redelivered that many times
+// goes to the dead-letter queue on its next failure, so a busy key on its
+// last reconsume is waited for in process.
 func WithMaxReconsumeTimes(n int32) Option {
 	return optionFunc(func(o *options) { o.maxReconsume = n })
 }
@@ -122,10 +135,4 @@ func WithMaxReconsumeTimes(n int32) Option {
 // lease; when none is, it is waited for in process.
 func WithDelayLevels(levels ...time.Duration) Option {
 	return optionFunc(func(o *options) { o.delayLevels = append([]time.Duration(nil), levels...) })
-}
-
-// WithSuspend sets how long [Consumer.Orderly] suspends a queue whose
-// message failed, at least [MinSuspend]. Default 1s.
-func WithSuspend(d time.Duration) Option {
-	return optionFunc(func(o *options) { o.suspend = max(d, MinSuspend) })
 }

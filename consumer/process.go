@@ -2,42 +2,12 @@ package consumer
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
-
-	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/idemq/idemq/dedupe"
 )
-
-// Message is one delivered message as the Consumer sees it, whichever
-// client delivered it: what [Consumer.Process] needs to find its key,
-// check its payload, decide and report.
-type Message struct {
-	// ID is the client's message id: logged, on the message's span, and
-	// what [MsgID] returns.
-	ID    string
-	Topic string
-	// Body is fingerprinted (see [WithoutFingerprint]); its size goes on
-	// the span.
-	Body []byte
-	// Properties are the message's user properties, where the key is read
-	// from ([msgkey.Property]).
-	Properties map[string]string
-	// Reconsumed is how many times the message was delivered before (the
-	// broker's reconsume times; a 5.x client's delivery attempt minus one):
-	// on its last reconsume ([WithMaxReconsumeTimes]) a busy key is always
-	// waited for.
-	Reconsumed int32
-
-	// ext is the message, when rocketmq-client-go delivered it: the key
-	// and the fallbacks read it, not Properties.
-	ext *primitive.MessageExt
-}
-
-// fromExt describes m.
-func fromExt(m *primitive.MessageExt) Message {
-	return Message{ID: m.MsgId, Topic: m.Topic, Body: m.Body, Reconsumed: m.ReconsumeTimes, ext: m}
-}
 
 // Action is what the client is to do with a message, as the Consumer's
 // decision table decided (see the package documentation).
@@ -48,9 +18,9 @@ const (
 	Ack Action = iota + 1
 	// Retry has the message delivered again, after [Verdict.Delay].
 	Retry
-	// Hold neither acknowledges the message nor sends it back: it was not
-	// run because the context ended (or a drain holds it), and is left for
-	// whoever the broker gives it to next.
+	// Hold neither acknowledges the message nor sends it back: a drain
+	// holds it, or it was not run because the context ended; it is left
+	// for whoever the broker gives it to next.
 	Hold
 )
 
@@ -65,11 +35,12 @@ type Verdict struct {
 	// Delay is, for Retry, how long the message should stay away: for a
 	// busy key, the first delay level ([WithDelayLevels]) no shorter than
 	// the holder's remaining lease; else the level of its attempt, as a 5.x
-	// client retries with the group's default retry policy (1s 5s 10s
-	// 30s …, one per attempt). Zero when no level covers a busy lease.
+	// group's default retry policy has it (1s 5s 10s 30s …, one per
+	// attempt).
 	Delay time.Duration
-
-	wait time.Duration // for Busy, the holder's remaining lease
+	// Level is Delay as a delay level: 1 for the first of
+	// [WithDelayLevels]; 0 when Delay is zero.
+	Level int
 }
 
 // Waiting says how [Consumer.Process] waits in process for a key that
@@ -88,33 +59,140 @@ type Waiting struct {
 	Extend func(i int, lease time.Duration)
 }
 
-// Process is the entry for adapters of RocketMQ clients other than
-// rocketmq-client-go's push consumer (which [Consumer.Concurrently] and
-// [Consumer.Orderly] adapt), such as package consumer/grpcconsumer for
-// the 5.x gRPC client. It runs the messages delivered together through the
-// same path as every other message: their keys are claimed in one store
-// round trip, run(ctx, i) runs for each message i whose key is acquired,
-// keys held elsewhere are waited for as w says, and the decision table
-// decides each message once — its [Verdict], its [Stats] counters, its log
-// record and its span. The client does with each message what its
+// Process is the path of every delivered message, the one entry point the
+// client adapters call. It runs the messages delivered together: their keys
+// are claimed in one store round trip, h runs for each message whose key is
+// acquired, keys held elsewhere are waited for as w says, and the decision
+// table decides each message once — its [Verdict], its [Stats] counters,
+// its log record and its span. The client does with each message what its
 // Verdict's Action says.
 //
 // The contract:
 //
-//   - run is called at most once per message, in the calling goroutine:
-//     for the messages whose keys are acquired at once in msgs' order, then
-//     for each that waited for a busy key once it is free; its context
-//     carries the message's claim (a lease lost cancels it) and ends with
-//     ctx; a panic in run is recovered as a [PanicError] and fails that
+//   - h is called at most once per message, in the calling goroutine, with
+//     a pointer into msgs: for the messages whose keys are acquired at once
+//     in msgs' order, then for each that waited for a busy key once it is
+//     free; its context carries the message's claim (a lease lost cancels
+//     it), ends with ctx, and ends when a [Consumer.Drain] runs out of
+//     time; a panic in h is recovered as a [PanicError] and fails that
 //     message only;
 //   - when ctx ends, waiting stops and the messages not run yet are Held;
-//     ctx is the adapter's to end when it drains its client: a call of
-//     Process is not waited for by [Consumer.Drain], which drains a
-//     rocketmq-client-go push consumer (though a drain ends its waits for
-//     busy keys too);
+//   - once a Drain has begun, h runs no more: the messages of a call that
+//     starts then, and those of a call under way that are not acknowledged,
+//     are Held with an Err that wraps [ErrDraining], and such a call
+//     returns only once the Drain has stopped the client, which then no
+//     longer acts on the answer;
 //   - the result has one Verdict per message, in msgs' order;
 //   - Process is safe for concurrent use: concurrent calls share store
 //     round trips when the store is a [dedupe.Batcher].
-func (c *Consumer) Process(ctx context.Context, msgs []Message, run func(ctx context.Context, i int) error, w Waiting) []Verdict {
-	return c.process(ctx, msgs, run, w)
+func (c *Consumer) Process(ctx context.Context, msgs []Message, h Handler, w Waiting) []Verdict {
+	if !c.enter() {
+		vs := c.refuse(ctx, msgs)
+		<-c.shut
+		return vs
+	}
+	vs := c.process(ctx, msgs, h, w)
+	c.leave()
+	if !c.draining.Load() {
+		return vs
+	}
+	held := false
+	for i := range vs {
+		if vs[i].Action != Ack {
+			// Sent back now, a message would spend a reconsume that its
+			// next owner can spare it.
+			err := vs[i].Err
+			if !errors.Is(err, ErrDraining) {
+				err = fmt.Errorf("%w: %w", ErrDraining, err)
+			}
+			vs[i] = Verdict{Action: Hold, Outcome: vs[i].Outcome, Err: err}
+			held = true
+		}
+	}
+	if held {
+		<-c.shut
+	}
+	return vs
+}
+
+// refuse holds msgs, delivered once a drain has begun, without running
+// them.
+func (c *Consumer) refuse(ctx context.Context, msgs []Message) []Verdict {
+	c.stats.Delivered.Add(int64(len(msgs)))
+	vs := make([]Verdict, len(msgs))
+	for i := range msgs {
+		r := dedupe.Result{Outcome: dedupe.Canceled, Err: ErrDraining}
+		c.decide(ctx, &msgs[i], "", r)
+		vs[i] = Verdict{Action: Hold, Outcome: r.Outcome, Err: retryErr(&msgs[i], r)}
+	}
+	return vs
+}
+
+// process runs h for msgs through the guard, waits for keys that other
+// consumers hold as w says, and decides, message by message, in the table
+// of decide.go.
+func (c *Consumer) process(ctx context.Context, msgs []Message, h Handler, w Waiting) []Verdict {
+	c.stats.Delivered.Add(int64(len(msgs)))
+	keys := make([]string, len(msgs))
+	res := make([]dedupe.Result, len(msgs))
+	items := make([]dedupe.Item, 0, len(msgs))
+	of := make([]int, 0, len(msgs)) // the message of each item
+	for i := range msgs {
+		key, err := msgs[i].key(c.fallbacks)
+		if err != nil {
+			c.stats.NoKey.Add(1)
+			res[i] = dedupe.Result{Outcome: dedupe.InvalidKey, Err: err}
+			continue
+		}
+		keys[i] = key
+		it := dedupe.Item{Ref: dedupe.Ref{Namespace: c.namespace, Group: c.group, Key: key}}
+		if !c.noFingerprint {
+			it.Fingerprint = dedupe.Fingerprint(msgs[i].Body)
+		}
+		items = append(items, it)
+		of = append(of, i)
+	}
+	d := c.observe(ctx, msgs, keys)
+	if len(items) > 0 {
+		run := func(ctx context.Context, i int) error {
+			ctx, done := c.stoppable(ctx)
+			defer done()
+			return h(ctx, &msgs[i])
+		}
+		fn := func(ctx context.Context, j int) error { return d.run(ctx, of[j], run) }
+		for j, r := range d.do(ctx, c.guard, items, fn) {
+			res[of[j]] = r
+		}
+		c.awaitBusy(ctx, d, msgs, items, of, res, fn, w)
+	}
+
+	vs := make([]Verdict, len(msgs))
+	for i, r := range res {
+		act := c.decide(ctx, &msgs[i], keys[i], r)
+		vs[i] = Verdict{Action: act, Outcome: r.Outcome}
+		if act == Ack {
+			continue
+		}
+		// Held messages are retried too, by whoever gets them next.
+		c.stats.Retried.Add(1)
+		vs[i].Err = retryErr(&msgs[i], r)
+		if act == Retry {
+			if l := c.levelOf(&msgs[i], r); l > 0 {
+				vs[i].Level, vs[i].Delay = l, c.delayLevels[l-1]
+			}
+		}
+	}
+	d.finish(res)
+	return vs
+}
+
+// levelOf is the delay level at which msg, retried after r, should come
+// back (see [Verdict.Delay]), or 0 for none.
+func (c *Consumer) levelOf(msg *Message, r dedupe.Result) int {
+	if r.Outcome == dedupe.Busy {
+		// Not before the holder's lease ends: a redelivery sooner would
+		// find the key busy again and spend another attempt.
+		return c.levelFor(r.Wait)
+	}
+	return min(int(max(msg.Reconsumed, 0)), len(c.delayLevels)-1) + 1
 }

@@ -4,9 +4,10 @@
 // The client logs to standard output through logrus at info by default:
 // dozens of lines for a few messages, and about ten a second while a name
 // server is unreachable. idemq's own packages log through slog, and so does
-// the client once this package is linked, which packages producer and
-// consumer do: its records at warn and above go to [slog.Default] (as it is
-// when each record is logged), with the client's fields as attributes.
+// the client once this package is linked, which packages producer/remoting
+// and consumer/remoting do: its records at warn and above go to
+// [slog.Default] (as it is when each record is logged), with the client's
+// fields as attributes.
 //
 // To see more, lower the level with rlog.SetLogLevel ("debug", "info",
 // "warn", "error"); to send the records to another logger, call Route

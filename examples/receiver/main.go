@@ -7,7 +7,7 @@
 //
 // With -expect it stops once that many messages were applied and nothing
 // new arrived for -idle, and prints: delivered=D suppressed=S applied=A.
-// On SIGTERM or an interrupt it drains (consumer.Consumer.Drain): running
+// On SIGTERM or an interrupt it drains (remoting.Drain): running
 // handlers finish and record their keys before the client shuts down.
 package main
 
@@ -32,6 +32,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/consumer/remoting"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/msgkey"
 )
@@ -83,7 +84,7 @@ func main() {
 
 	var applied, lastSeen, redelivered atomic.Int64
 	ledger, balance := *topic+":ledger", *topic+":balance"
-	handle := func(ctx context.Context, m *primitive.MessageExt) error {
+	handle := func(ctx context.Context, m *consumer.Message) error {
 		var order struct{ Order, Amount int64 }
 		if err := json.Unmarshal(m.Body, &order); err != nil {
 			return fmt.Errorf("bad body: %w", err)
@@ -102,7 +103,7 @@ func main() {
 		return nil
 	}
 	// counted notes every delivery, duplicates included, before dedupe.
-	counted := func(next consumer.Callback) consumer.Callback {
+	counted := func(next remoting.Callback) remoting.Callback {
 		return func(ctx context.Context, msgs ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
 			lastSeen.Store(time.Now().UnixNano())
 			for _, m := range msgs {
@@ -129,7 +130,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := c.Subscribe(*topic, rmqconsumer.MessageSelector{}, counted(idem.Concurrently(handle))); err != nil {
+	if err := c.Subscribe(*topic, rmqconsumer.MessageSelector{}, counted(remoting.Concurrently(idem, handle))); err != nil {
 		log.Fatal(err)
 	}
 	if err := c.Start(); err != nil {
@@ -150,7 +151,7 @@ func main() {
 	// Drain rather than Shutdown: a handler cut off between its effect and
 	// its record would run again on the queue's next owner.
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *drainTimeout)
-	if err := idem.Drain(drainCtx, c); err != nil {
+	if err := remoting.Drain(drainCtx, idem, c); err != nil {
 		log.Print(err)
 	}
 	cancel()

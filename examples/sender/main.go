@@ -35,7 +35,7 @@ import (
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
 	"github.com/idemq/idemq/msgkey"
-	"github.com/idemq/idemq/producer"
+	"github.com/idemq/idemq/producer/remoting"
 )
 
 func main() {
@@ -88,7 +88,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer rp.Shutdown()
-	p, err := producer.New(rp, msgkey.FromIDs(gen))
+	p, err := remoting.New(rp, msgkey.FromIDs(gen))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func newGenerator(ctx context.Context, redisAddr, pool string, lease time.Durati
 }
 
 // send retries like an application would; the key is kept on every try.
-func send(ctx context.Context, p *producer.Producer, m *primitive.Message) error {
+func send(ctx context.Context, p *remoting.Producer, m *primitive.Message) error {
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		if _, err = p.SendSync(ctx, m); err == nil {

@@ -1,10 +1,10 @@
-// Package brokerfault tests packages producer and consumer against a
-// RocketMQ broker killed with SIGKILL while messages flow: a private 4.9.7
-// cluster (its own name server, two master brokers in separate JVMs, a
-// topic with queues on both), a producer sending through idemq's producer,
-// a consumer applying a visible effect per key through idemq's consumer
-// and a Redis dedupe store, and one broker killed mid-run and restarted on
-// its store seconds later.
+// Package brokerfault tests packages producer and consumer, through their
+// remoting adapters, against a RocketMQ broker killed with SIGKILL while
+// messages flow: a private 4.9.7 cluster (its own name server, two master
+// brokers in separate JVMs, a topic with queues on both), a producer
+// sending through idemq's producer, a consumer applying a visible effect
+// per key through idemq's consumer and a Redis dedupe store, and one broker
+// killed mid-run and restarted on its store seconds later.
 //
 // The effect is a count per message key in a Redis hash, the ledger. At the
 // end the test counts exactly which keys the producer was asked to send

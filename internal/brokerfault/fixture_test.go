@@ -20,9 +20,10 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/msgkey"
-	"github.com/idemq/idemq/producer"
+	producer "github.com/idemq/idemq/producer/remoting"
 )
 
 // brokerLevels are the test broker's delay levels (internal/testenv): 18
@@ -68,7 +69,7 @@ func newFixture(t *testing.T, name string, brokers int) *fixture {
 			t.Error(err)
 		}
 	})
-	t.Logf("RocketMQ %s, %d brokers %q, started in %v", mq.Version(), brokers, mq.BrokerNames(), time.Since(begin).Round(time.Millisecond))
+	t.Logf(racechild.Figure+"RocketMQ %s, %d brokers %q, started in %v", mq.Version(), brokers, mq.BrokerNames(), time.Since(begin).Round(time.Millisecond))
 	f.mq = mq
 	return f
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,9 +15,11 @@ import (
 	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/consumer/remoting"
+	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/msgkey"
-	"github.com/idemq/idemq/producer"
+	producer "github.com/idemq/idemq/producer/remoting"
 )
 
 // TestKillBroker sends 2,000 messages over 15 s to a topic with 4 queues on
@@ -32,7 +33,14 @@ import (
 // it is back. (Smaller client caches would need the client's flow control,
 // whose warning reads the queue's cached count without synchronisation: a
 // data race the race detector reports.)
+//
+// It runs in a child process: the clients it starts and shuts down race
+// with themselves, which the child tolerates and nothing else
+// (internal/racechild); it logs racechild.Figure lines only.
 func TestKillBroker(t *testing.T) {
+	if !racechild.Test(t, "IDEMQ_REDIS_ADDR="+testenv.Redis(t)) {
+		return
+	}
 	const (
 		total    = 2000
 		sendFor  = 15 * time.Second
@@ -65,21 +73,21 @@ func TestKillBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	var applies applyLog
-	handle := func(ctx context.Context, m *primitive.MessageExt) error {
+	handle := func(ctx context.Context, m *consumer.Message) error {
 		key := msgkey.Of(m)
 		time.Sleep(handling)
 		if err := f.rdb.HIncrBy(ctx, f.ledger(), key, 1).Err(); err != nil {
 			return err
 		}
 		broker := ""
-		if m.Queue != nil {
-			broker = m.Queue.BrokerName
+		if ext := m.Raw.(*primitive.MessageExt); ext.Queue != nil {
+			broker = ext.Queue.BrokerName
 		}
 		applies.add(key, broker, time.Now())
 		return nil
 	}
 	pc := f.pushConsumer(group, rmq.WithPullInterval(time.Second))
-	if err := pc.Subscribe(topic, rmq.MessageSelector{}, c.Concurrently(handle)); err != nil {
+	if err := pc.Subscribe(topic, rmq.MessageSelector{}, remoting.Concurrently(c, handle)); err != nil {
 		t.Fatal(err)
 	}
 	if err := pc.Start(); err != nil {
@@ -170,18 +178,18 @@ func TestKillBroker(t *testing.T) {
 	// What happened, for the log and the notes.
 	retriesAfter, first := clientLog.snapshot()
 	as := applies.summary(victimName, killed, restartBegin, sent)
-	t.Logf("%v; %v in all (cluster start included), sending %v, settling %v after the last send",
+	t.Logf(racechild.Figure+"%v; %v in all (cluster start included), sending %v, settling %v after the last send",
 		tl, time.Since(testBegin).Round(100*time.Millisecond), sendEnd.Sub(sendBase).Round(100*time.Millisecond), waited.Round(100*time.Millisecond))
-	t.Logf("kill -9 %s (%s) at %v; the name server dropped it %v later; restart took %v (registered %v after the kill)",
+	t.Logf(racechild.Figure+"kill -9 %s (%s) at %v; the name server dropped it %v later; restart took %v (registered %v after the kill)",
 		victimName, victimAddr, killed.Sub(sendBase).Round(time.Millisecond), dropped.Round(time.Millisecond),
 		restarted.Sub(restartBegin).Round(time.Millisecond), restarted.Sub(killed).Round(time.Millisecond))
 	for _, pr := range producers {
-		t.Logf("%s: %s", pr.name, pr.log.summary(victimName, killed, restarted))
+		t.Logf(racechild.Figure+"%s: %s", pr.name, pr.log.summary(victimName, killed, restarted))
 	}
-	t.Logf("the retrying producer's attempts retried on another broker: %d",
+	t.Logf(racechild.Figure+"the retrying producer's attempts retried on another broker: %d",
 		retriesAfter["start retrying to send, "]-retriesBefore["start retrying to send, "])
-	t.Logf("consumer: %s", as)
-	t.Logf("consumer stats: delivered=%d completed=%d suppressed=%d failed=%d busy=%d waited=%d storedown=%d leaselost=%d unrecorded=%d retried=%d canceled=%d",
+	t.Logf(racechild.Figure+"consumer: %s", as)
+	t.Logf(racechild.Figure+"consumer stats: delivered=%d completed=%d suppressed=%d failed=%d busy=%d waited=%d storedown=%d leaselost=%d unrecorded=%d retried=%d canceled=%d",
 		st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.Failed.Load(), st.Busy.Load(), st.Waited.Load(),
 		st.StoreDown.Load(), st.LeaseLost.Load(), st.Unrecorded.Load(), st.Retried.Load(), st.Canceled.Load())
 	var warns []string
@@ -189,7 +197,10 @@ func TestKillBroker(t *testing.T) {
 		warns = append(warns, fmt.Sprintf("%d× %s", n-retriesBefore[msg], first[msg]))
 	}
 	slices.Sort(warns)
-	t.Logf("rocketmq-client-go warnings and errors:\n%s", strings.Join(warns, "\n"))
+	t.Log(racechild.Figure + "rocketmq-client-go warnings and errors:")
+	for _, w := range warns {
+		t.Log(racechild.Figure + w)
+	}
 	for _, pr := range producers {
 		if n := pr.log.gaveUpCount(); n > 0 {
 			t.Errorf("%s: %d keys were never sent within %v", pr.name, n, giveUp)

@@ -17,10 +17,10 @@ import (
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
-	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/consumer/remoting"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -106,7 +106,7 @@ func stdinClosed() <-chan struct{} {
 }
 
 // start subscribes a push consumer to s.Topic with cb and starts it.
-func start(s settings, cb consumer.Callback, opts ...rmq.Option) (rocketmq.PushConsumer, error) {
+func start(s settings, cb remoting.Callback, opts ...rmq.Option) (rocketmq.PushConsumer, error) {
 	pc, err := newPushConsumer(s.Namesrv, s.Group, s.Instance, opts...)
 	if err != nil {
 		return nil, err
@@ -138,22 +138,22 @@ func hold(s settings, rdb *redis.Client, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	handle := func(ctx context.Context, m *primitive.MessageExt) error {
+	handle := func(ctx context.Context, m *consumer.Message) error {
 		key := msgkey.Of(m)
-		if m.ReconsumeTimes == 0 && bytes.HasPrefix(m.Body, failFirst) {
+		if m.Reconsumed == 0 && bytes.HasPrefix(m.Body, failFirst) {
 			say("failed %s", key)
 			return errors.New("the first attempt fails")
 		}
 		// Claimed, its lease renewed in the background: block, the effect
 		// not applied, until killed.
-		say("hold %s %d", key, m.ReconsumeTimes)
+		say("hold %s %d", key, m.Reconsumed)
 		<-ctx.Done()
 		say("lost %s %v", key, context.Cause(ctx))
 		return context.Cause(ctx)
 	}
 	// Room for every held handler: the client runs at most
 	// ConsumeGoroutineNums callbacks per topic and queues the rest.
-	if _, err := start(s, c.Concurrently(handle), rmq.WithMaxReconsumeTimes(1), rmq.WithConsumeGoroutineNums(64)); err != nil {
+	if _, err := start(s, remoting.Concurrently(c, handle), rmq.WithMaxReconsumeTimes(1), rmq.WithConsumeGoroutineNums(64)); err != nil {
 		return err
 	}
 	say("ready")
@@ -204,10 +204,10 @@ func work(s settings, rdb *redis.Client, log *slog.Logger) error {
 		return err
 	}
 	load := &workLoad{s: s, rdb: rdb}
-	handle := func(ctx context.Context, m *primitive.MessageExt) error { return load.handle(ctx, msgkey.Of(m)) }
+	handle := func(ctx context.Context, m *consumer.Message) error { return load.handle(ctx, msgkey.Of(m)) }
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
-	pc, err := start(s, c.Concurrently(handle))
+	pc, err := start(s, remoting.Concurrently(c, handle))
 	if err != nil {
 		return err
 	}
@@ -227,7 +227,7 @@ func work(s settings, rdb *redis.Client, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), drainBound)
 	defer cancel()
 	begin := time.Now()
-	err = c.Drain(ctx, pc)
+	err = remoting.Drain(ctx, c, pc)
 	st := c.Stats()
 	say("stats drain=%v delivered=%d completed=%d suppressed=%d failed=%d busy=%d waited=%d held=%d leaselost=%d unrecorded=%d storedown=%d applied=%d",
 		time.Since(begin).Round(time.Millisecond), st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.Failed.Load(), st.Busy.Load(),

@@ -1,7 +1,7 @@
-// Package consumerfault tests package consumer against the faults one
-// process cannot stage: a consumer killed with SIGKILL while it holds
-// message keys, and a consumer group restarted process by process while
-// messages keep coming.
+// Package consumerfault tests package consumer, through its remoting and
+// gRPC adapters, against the faults one process cannot stage: a consumer
+// killed with SIGKILL while it holds message keys, and a consumer group
+// restarted process by process while messages keep coming.
 //
 // Each test runs consumers as child processes (the package's test binary
 // run again in a role), a producer in the parent, a real RocketMQ broker

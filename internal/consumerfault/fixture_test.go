@@ -22,9 +22,10 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/msgkey"
-	"github.com/idemq/idemq/producer"
+	producer "github.com/idemq/idemq/producer/remoting"
 )
 
 // brokerLevels are the test broker's delay levels (internal/testenv): 18
@@ -46,6 +47,28 @@ type fixture struct {
 	rdb       *redis.Client
 	// createTopic creates a topic on the broker of ns.
 	createTopic func(tb testing.TB, topic string, queues int)
+}
+
+// inChild runs t in a child process against the test Redis and env (the
+// broker's variables), unless this is that child, and reports whether it
+// is: the remoting clients a test starts and shuts down in its own process
+// (the producer, the dead-letter watcher, a taker) race with themselves,
+// which the child tolerates (internal/racechild), and with nothing else. A
+// test's log lines are racechild.Figure lines.
+func inChild(t *testing.T, env ...string) bool {
+	t.Helper()
+	return racechild.Test(t, append(env, "IDEMQ_REDIS_ADDR="+testenv.Redis(t))...)
+}
+
+// rocketmq4 names the 4.x test broker to a child process.
+func rocketmq4(t *testing.T) []string {
+	return []string{"IDEMQ_ROCKETMQ_NAMESRV=" + testenv.RocketMQ(t)}
+}
+
+// rocketmq5 names the 5.x test broker and proxy to a child process.
+func rocketmq5(t *testing.T) []string {
+	ep := testenv.RocketMQ5(t)
+	return []string{"IDEMQ_ROCKETMQ5_NAMESRV=" + ep.NameServer, "IDEMQ_ROCKETMQ5_PROXY=" + ep.Proxy}
 }
 
 func newFixture(t *testing.T, name string) *fixture {

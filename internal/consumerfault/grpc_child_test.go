@@ -14,12 +14,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/consumer"
-	"github.com/idemq/idemq/consumer/grpcconsumer"
+	"github.com/idemq/idemq/consumer/grpcv5"
 	"github.com/idemq/idemq/msgkey"
 )
 
 // Roles of a child that consumes through the 5.x gRPC client, a
-// SimpleConsumer of settings.Proxy run by grpcconsumer.Simple.
+// SimpleConsumer of settings.Proxy run by grpcv5.Simple.
 const (
 	// roleGRPCHolder says "ready" once it receives, then claims every
 	// message and blocks in its handler until killed, saying "hold KEY
@@ -29,7 +29,7 @@ const (
 	// "recv KEY ATTEMPT UNIXMILLI" for each message received, until its standard
 	// input closes; then it drains and says "stats …".
 	roleGRPCTaker = "grpc-taker"
-	// roleGRPCWorker is [roleWorker] on grpcconsumer.Simple: it applies
+	// roleGRPCWorker is [roleWorker] on grpcv5.Simple: it applies
 	// messages (see [settings.Work]), saying "ready" once it receives, until
 	// SIGTERM; then it says "term running=N past-effect=M", closes its
 	// Receiver, which drains, stops its SimpleConsumer and says "stats
@@ -66,6 +66,9 @@ func grpcConsumer(s settings, rdb *redis.Client, log *slog.Logger) (*consumer.Co
 
 func viewKey(m *golang.MessageView) string { return msgkey.Of(msgkey.Properties(m.GetProperties())) }
 
+// attempt is the delivery attempt of m, which the gRPC client delivered.
+func attempt(m *consumer.Message) int32 { return m.Raw.(*golang.MessageView).GetDeliveryAttempt() }
+
 // grpcHold is the gRPC holder's life; it ends when it is killed (or
 // standard input closes).
 func grpcHold(s settings, rdb *redis.Client, log *slog.Logger) error {
@@ -73,15 +76,15 @@ func grpcHold(s settings, rdb *redis.Client, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	handle := func(ctx context.Context, m *golang.MessageView) error {
+	handle := func(ctx context.Context, m *consumer.Message) error {
 		// Claimed, its lease renewed and the message kept invisible in
 		// the background: block, the effect not applied, until killed.
-		say("hold %s %d", viewKey(m), m.GetDeliveryAttempt())
+		say("hold %s %d", msgkey.Of(m), attempt(m))
 		<-ctx.Done()
-		say("lost %s %v", viewKey(m), context.Cause(ctx))
+		say("lost %s %v", msgkey.Of(m), context.Cause(ctx))
 		return context.Cause(ctx)
 	}
-	r, err := grpcconsumer.Simple(c, sc, handle, grpcconsumer.SimpleConfig{Workers: 64, InvisibleDuration: grpcInvisible})
+	r, err := grpcv5.Simple(c, sc, handle, grpcv5.SimpleConfig{Workers: 64, InvisibleDuration: grpcInvisible})
 	if err != nil {
 		return err
 	}
@@ -110,8 +113,8 @@ func grpcTake(s settings, rdb *redis.Client, log *slog.Logger) error {
 		return err
 	}
 	defer sc.GracefulStop()
-	handle := func(ctx context.Context, m *golang.MessageView) error { return apply(ctx, rdb, s.Ledger, viewKey(m)) }
-	r, err := grpcconsumer.Simple(c, recvSaid{sc}, handle, grpcconsumer.SimpleConfig{InvisibleDuration: grpcInvisible})
+	handle := func(ctx context.Context, m *consumer.Message) error { return apply(ctx, rdb, s.Ledger, msgkey.Of(m)) }
+	r, err := grpcv5.Simple(c, recvSaid{sc}, handle, grpcv5.SimpleConfig{InvisibleDuration: grpcInvisible})
 	if err != nil {
 		return err
 	}
@@ -139,13 +142,13 @@ func grpcWork(s settings, rdb *redis.Client, log *slog.Logger) error {
 		mu       sync.Mutex
 		attempts = map[int32]int{} // deliveries handled per attempt
 	)
-	handle := func(ctx context.Context, m *golang.MessageView) error {
+	handle := func(ctx context.Context, m *consumer.Message) error {
 		mu.Lock()
-		attempts[m.GetDeliveryAttempt()]++
+		attempts[attempt(m)]++
 		mu.Unlock()
-		return load.handle(ctx, viewKey(m))
+		return load.handle(ctx, msgkey.Of(m))
 	}
-	r, err := grpcconsumer.Simple(c, sc, handle, grpcconsumer.SimpleConfig{InvisibleDuration: grpcInvisible, DrainTimeout: drainBound})
+	r, err := grpcv5.Simple(c, sc, handle, grpcv5.SimpleConfig{InvisibleDuration: grpcInvisible, DrainTimeout: drainBound})
 	if err != nil {
 		sc.GracefulStop()
 		return err

@@ -12,7 +12,7 @@ import (
 )
 
 // TestGRPCKilledHolder is TestBusyKeyNeverSpendsLastRetry for the 5.x
-// gRPC client: a SimpleConsumer process (grpcconsumer.Simple) holds every
+// gRPC client: a SimpleConsumer process (grpcv5.Simple) holds every
 // message of a run — keys claimed, leases renewed, messages kept invisible,
 // effects not applied — and is killed with SIGKILL; a second process of the
 // same group takes the messages over while the dead holder's leases still
@@ -27,6 +27,9 @@ import (
 // twice. All must be 0; and the taker must have waited for busy keys on
 // their last attempt, or the run proved nothing.
 func TestGRPCKilledHolder(t *testing.T) {
+	if !inChild(t, rocketmq5(t)...) {
+		return
+	}
 	const (
 		n = 12
 		// A lease that outlives the messages' invisibility after the kill:
@@ -109,7 +112,7 @@ func TestGRPCKilledHolder(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%v; holder held %d keys on attempts %v after %v; taker's first delivery %v after the kill, attempts %v, %s; %v in all",
+	t.Logf(racechild.Figure+"%v; holder held %d keys on attempts %v after %v; taker's first delivery %v after the kill, attempts %v, %s; %v in all",
 		tl, len(held), attemptCounts(held), heldAll.Round(100*time.Millisecond), first.Round(100*time.Millisecond), attempts, stats,
 		time.Since(begin).Round(100*time.Millisecond))
 	check(t, tl)

@@ -12,7 +12,7 @@ import (
 )
 
 // TestGRPCRollingRestart is TestRollingRestart for the 5.x gRPC client:
-// three processes, each receiving with grpcconsumer.Simple, are restarted
+// three processes, each receiving with grpcv5.Simple, are restarted
 // one after the other — SIGTERM, wait for the exit, start a replacement —
 // while a producer sends 800 messages over 10 s. Handlers take 50 ms and
 // apply their effect after 10 ms; each SIGTERM lands while one has applied
@@ -51,6 +51,9 @@ import (
 // deliveries per attempt, and the test logs them with the restarts'
 // times.
 func TestGRPCRollingRestart(t *testing.T) {
+	if !inChild(t, rocketmq5(t)...) {
+		return
+	}
 	t.Run("Drain", func(t *testing.T) { check(t, grpcRollingRestart(t, false)) })
 	t.Run("ExitControl", func(t *testing.T) { grpcRollingRestart(t, true) })
 }
@@ -148,11 +151,14 @@ func grpcRollingRestart(t *testing.T, exit bool) tally {
 	if exit {
 		mode = "exit at once"
 	}
-	t.Logf("%s: %v; ready %v, sent in %v, restarts at %v and settled %v after the first send, %v in all\n%s", mode, tl,
+	t.Logf(racechild.Figure+"%s: %v; ready %v, sent in %v, restarts at %v and settled %v after the first send, %v in all", mode, tl,
 		ready.Round(100*time.Millisecond), sendTook.Round(100*time.Millisecond), termAt, settled.Round(100*time.Millisecond),
-		time.Since(begin).Round(100*time.Millisecond), strings.Join(restarts, "\n"))
+		time.Since(begin).Round(100*time.Millisecond))
+	for _, r := range restarts {
+		t.Log(racechild.Figure + r)
+	}
 	if exit && len(tl.doubled) > 0 {
-		t.Logf("doubled: %s", strings.Join(tl.doubled, " "))
+		t.Logf(racechild.Figure+"doubled: %s", strings.Join(tl.doubled, " "))
 	}
 	if len(drainErrs) > 0 {
 		t.Errorf("%d drains ran out of their %v bound:\n%s", len(drainErrs), drainBound, strings.Join(drainErrs, "\n"))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -64,10 +65,14 @@ func startProc(t *testing.T, role, name string, s settings) *proc {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	// Its race reports go to its standard error, where
+	// racechild.CheckExit reads them, even from a test that runs in a
+	// racechild child, whose own go to files (log_path).
+	gorace := slices.DeleteFunc(strings.Fields(os.Getenv("GORACE")), func(o string) bool { return strings.HasPrefix(o, "log_path=") })
 	cmd.Env = append(os.Environ(), childEnv+"="+role, settingsEnv+"="+string(js),
 		// Under -race, a process sleeps 1 s in exit while its other
 		// goroutines run on: a child that exits "at once" would not.
-		"GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+		"GORACE="+strings.Join(append(gorace, "atexit_sleep_ms=0"), " "))
 	// Should this process die first, the kernel kills the child.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p := &proc{name: name, cmd: cmd, lines: make(chan string, 1024), done: make(chan struct{})}

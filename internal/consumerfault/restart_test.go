@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/internal/racechild"
-	"github.com/idemq/idemq/producer"
+	producer "github.com/idemq/idemq/producer/remoting"
 )
 
 // TestRollingRestart restarts a group of three consumer processes one after
@@ -18,13 +18,16 @@ import (
 // after 10 ms; each SIGTERM lands while one has applied its effect and not
 // yet returned, so that its key is not recorded done yet.
 //
-//   - Drain: on SIGTERM a consumer calls Consumer.Drain with a bound, then
+//   - Drain: on SIGTERM a consumer calls remoting.Drain with a bound, then
 //     exits. Every key must be applied exactly once: 0 lost, 0 doubled,
 //     nothing dead-lettered; and no drain may run out of its bound.
 //   - ShutdownControl: a consumer calls the push consumer's Shutdown, which
 //     does not wait for handlers, and exits at once. Its lost and doubled
 //     keys are logged, not asserted: it shows what draining is for.
 func TestRollingRestart(t *testing.T) {
+	if !inChild(t, rocketmq4(t)...) {
+		return
+	}
 	t.Run("Drain", func(t *testing.T) { check(t, rollingRestart(t, false)) })
 	t.Run("ShutdownControl", func(t *testing.T) { rollingRestart(t, true) })
 }
@@ -102,9 +105,12 @@ func rollingRestart(t *testing.T, shutdown bool) tally {
 	if shutdown {
 		mode = "shutdown, exit at once"
 	}
-	t.Logf("%s: %v; %v in all\n%s", mode, tl, time.Since(begin).Round(100*time.Millisecond), strings.Join(restarts, "\n"))
+	t.Logf(racechild.Figure+"%s: %v; %v in all", mode, tl, time.Since(begin).Round(100*time.Millisecond))
+	for _, r := range restarts {
+		t.Log(racechild.Figure + r)
+	}
 	if shutdown && len(tl.doubled) > 0 {
-		t.Logf("doubled: %s", strings.Join(tl.doubled, " "))
+		t.Logf(racechild.Figure+"doubled: %s", strings.Join(tl.doubled, " "))
 	}
 	// Handlers take 50 ms: a drain that runs out of its bound waited for
 	// something else, such as a callback that waits for a busy key (before

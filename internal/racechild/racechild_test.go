@@ -127,6 +127,30 @@ func TestRaceTolerance(t *testing.T) {
 			ok: true,
 		},
 		{
+			// apache/rocketmq-client-go#1115: Shutdown, which ours calls,
+			// writes the closed flag a rebalance reads.
+			name: "inside the remoting client, called by ours",
+			report: `Write at 0x00c00013bd08 by goroutine 12:
+  github.com/apache/rocketmq-client-go/v2/internal.(*rmqClient).Shutdown()
+      /root/go/pkg/mod/github.com/apache/rocketmq-client-go/v2@v2.1.3-0.20251226070945-2173d070fd1b/internal/client.go:380 +0x1a4
+  github.com/apache/rocketmq-client-go/v2/consumer.(*pushConsumer).Shutdown()
+      /root/go/pkg/mod/github.com/apache/rocketmq-client-go/v2@v2.1.3-0.20251226070945-2173d070fd1b/consumer/push_consumer.go:300 +0x2a4
+  github.com/idemq/idemq/consumer.(*Consumer).Drain()
+      /work/main/consumer/drain.go:40 +0x1c4
+
+Previous read at 0x00c00013bd08 by goroutine 129:
+  github.com/apache/rocketmq-client-go/v2/internal.(*rmqClient).InvokeSync()
+      /root/go/pkg/mod/github.com/apache/rocketmq-client-go/v2@v2.1.3-0.20251226070945-2173d070fd1b/internal/client.go:576 +0x95
+  github.com/apache/rocketmq-client-go/v2/consumer.(*defaultConsumer).findConsumerList()
+      /root/go/pkg/mod/github.com/apache/rocketmq-client-go/v2@v2.1.3-0.20251226070945-2173d070fd1b/consumer/consumer.go:952 +0x25b
+`,
+			want: []string{
+				"github.com/apache/rocketmq-client-go/v2/internal.(*rmqClient).Shutdown()",
+				"github.com/apache/rocketmq-client-go/v2/internal.(*rmqClient).InvokeSync()",
+			},
+			ok: true,
+		},
+		{
 			name:   "an access with nothing but the runtime's frames",
 			report: "Read at 0x1 by goroutine 2:\n  runtime.racecall()\n      /usr/local/go/src/runtime/race_amd64.s:1 +0x1\n",
 		},

@@ -1,7 +1,7 @@
 // Package grpcrmqlog routes the logs of RocketMQ's gRPC client
 // (github.com/apache/rocketmq-clients/golang/v5) to log/slog, at warn and
-// above by default. Linking it is enough; packages producer/grpcproducer
-// and consumer/grpcconsumer do:
+// above by default. Linking it is enough; packages producer/grpcv5
+// and consumer/grpcv5 do:
 //
 //	import _ "github.com/idemq/idemq/rmqlog/grpcrmqlog"
 //

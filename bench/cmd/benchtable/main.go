@@ -20,8 +20,9 @@
 //
 // A row may report a metric "<peer>-ns/op": the cost of a peer it took turns
 // with in one loop, so that a machine's changing load falls on both alike
-// (see consumer's BenchmarkFingerprint). The peer becomes a row of the
-// group; the B/op and allocs/op of such a pair cover both and are left out.
+// (see consumer/remoting's BenchmarkFingerprint). The peer becomes a row of
+// the group; the B/op and allocs/op of such a pair cover both and are left
+// out.
 package main
 
 import (

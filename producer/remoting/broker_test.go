@@ -1,0 +1,264 @@
+package remoting_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/racechild"
+	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/producer/remoting"
+)
+
+func startProducer(t *testing.T, ns, name string) *remoting.Producer {
+	t.Helper()
+	rp, err := rocketmq.NewProducer(
+		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		rmqproducer.WithGroupName(name),
+		rmqproducer.WithInstanceName(name),
+		rmqproducer.WithRetry(1),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rp.Shutdown() })
+	gen, err := idgen.New(5, idgen.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := remoting.New(rp, msgkey.FromIDs(gen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// broker is a real broker the tests send through with the remoting client:
+// 4.9.7, or a 5.x broker reached through its name server (not the proxy),
+// and the variables that name it to a child process.
+type broker struct {
+	name       string
+	nameServer func(testing.TB) string
+	env        func(testing.TB) []string
+}
+
+var brokers = []broker{
+	{name: "4.x", nameServer: testenv.RocketMQ,
+		env: func(tb testing.TB) []string { return []string{"IDEMQ_ROCKETMQ_NAMESRV=" + testenv.RocketMQ(tb)} }},
+	{name: "5.x", nameServer: func(tb testing.TB) string { return testenv.RocketMQ5(tb).NameServer },
+		env: func(tb testing.TB) []string {
+			ep := testenv.RocketMQ5(tb)
+			return []string{"IDEMQ_ROCKETMQ5_NAMESRV=" + ep.NameServer, "IDEMQ_ROCKETMQ5_PROXY=" + ep.Proxy}
+		}},
+}
+
+// forEachBroker runs test as a subtest per broker, in a child process: the
+// clients a test starts and shuts down race with themselves, which the
+// child tolerates and nothing else (internal/racechild); a test logs
+// racechild.Figure lines only.
+func forEachBroker(t *testing.T, test func(t *testing.T, ns string)) {
+	for _, b := range brokers {
+		t.Run(b.name, func(t *testing.T) {
+			if !racechild.Test(t, b.env(t)...) {
+				return
+			}
+			test(t, b.nameServer(t))
+		})
+	}
+}
+
+// TestResendKeepsKeyOnTheWire sends one message twice through a real broker
+// and checks what a consumer receives: both copies carry the same key in the
+// property and in Keys.
+func TestResendKeepsKeyOnTheWire(t *testing.T) { forEachBroker(t, testResendKeepsKeyOnTheWire) }
+
+func testResendKeepsKeyOnTheWire(t *testing.T, ns string) {
+	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
+	topic := "producer-" + run
+	got := consumeTopic(t, ns, topic)
+
+	p := startProducer(t, ns, "producer-"+run)
+	m := primitive.NewMessage(topic, []byte("pay order 42"))
+	for range 2 {
+		if _, err := p.SendSync(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs := got.await(t, "two copies", func(ms []*primitive.MessageExt) bool { return len(ms) >= 2 })
+	checkKey(t, msgs, "pay order 42", msgkey.Of(m))
+}
+
+// TestSendToRefusingBroker sends through a name server nobody listens on:
+// the error is returned, and the key stays for the caller's retry. (In a
+// child process, as forEachBroker's tests.)
+func TestSendToRefusingBroker(t *testing.T) {
+	if !racechild.Test(t) {
+		return
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+
+	p := startProducer(t, dead, fmt.Sprintf("refused-%d", time.Now().UnixNano()))
+	m := primitive.NewMessage("nowhere", []byte("x"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err = p.SendSync(ctx, m)
+	if err == nil {
+		t.Fatal("send through a dead name server succeeded")
+	}
+	key := msgkey.Of(m)
+	if key == "" {
+		t.Fatal("the failed send left the message without a key")
+	}
+	_, err = p.SendSync(ctx, m)
+	if err == nil || errors.Is(err, msgkey.ErrInvalid) {
+		t.Fatalf("second send: %v", err)
+	}
+	if msgkey.Of(m) != key {
+		t.Fatalf("the retry changed the key from %s to %s", key, msgkey.Of(m))
+	}
+}
+
+// TestAsyncAndOneWayStampTheKey sends one message twice with SendAsync and
+// another twice with SendOneWay through a real broker: every copy a
+// consumer receives carries its message's key, in the property and in Keys.
+func TestAsyncAndOneWayStampTheKey(t *testing.T) { forEachBroker(t, testAsyncAndOneWayStampTheKey) }
+
+func testAsyncAndOneWayStampTheKey(t *testing.T, ns string) {
+	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
+	topic := "producer-ways-" + run
+	got := consumeTopic(t, ns, topic)
+
+	p := startProducer(t, ns, "producer-ways-"+run)
+	ctx := context.Background()
+	async := primitive.NewMessage(topic, []byte("async"))
+	for range 2 {
+		done := make(chan error, 1)
+		if err := p.SendAsync(ctx, func(_ context.Context, _ *primitive.SendResult, err error) { done <- err }, async); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	oneWay := primitive.NewMessage(topic, []byte("one-way"))
+	for range 2 {
+		if err := p.SendOneWay(ctx, oneWay); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if msgkey.Of(async) == "" || msgkey.Of(oneWay) == "" || msgkey.Of(async) == msgkey.Of(oneWay) {
+		t.Fatalf("keys %q and %q: want two distinct stamped keys", msgkey.Of(async), msgkey.Of(oneWay))
+	}
+	msgs := got.await(t, "two copies of each", func(ms []*primitive.MessageExt) bool {
+		n := bodies(ms)
+		return n["async"] >= 2 && n["one-way"] >= 2
+	})
+	checkKey(t, msgs, "async", msgkey.Of(async))
+	checkKey(t, msgs, "one-way", msgkey.Of(oneWay))
+}
+
+// received holds what a push consumer of a test topic was given.
+type received struct {
+	mu   sync.Mutex
+	msgs []*primitive.MessageExt
+}
+
+// consumeTopic creates topic, with one queue, on the brokers of the name
+// server at ns and consumes it from its first offset until t ends.
+func consumeTopic(t *testing.T, ns, topic string) *received {
+	t.Helper()
+	if err := testenv.CreateRocketMQTopic(t.Context(), ns, topic, 1); err != nil {
+		t.Fatal(err)
+	}
+	r := new(received)
+	c, err := rocketmq.NewPushConsumer(
+		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		rmqconsumer.WithGroupName(topic+"-reader"),
+		rmqconsumer.WithInstance(topic+"-reader"),
+		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Subscribe(topic, rmqconsumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.msgs = append(r.msgs, msgs...)
+		return rmqconsumer.ConsumeSuccess, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Shutdown() })
+	return r
+}
+
+// await returns what was received once done says it is all, failing t
+// with what if that takes over 30s.
+func (r *received) await(t *testing.T, what string, done func([]*primitive.MessageExt) bool) []*primitive.MessageExt {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r.mu.Lock()
+		msgs := slices.Clone(r.msgs)
+		r.mu.Unlock()
+		if done(msgs) {
+			return msgs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: received %d messages", what, len(msgs))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// bodies counts msgs by body.
+func bodies(msgs []*primitive.MessageExt) map[string]int {
+	n := map[string]int{}
+	for _, m := range msgs {
+		n[string(m.Body)]++
+	}
+	return n
+}
+
+// checkKey fails t unless every copy of body in msgs carries key, in the
+// property and among its Keys.
+func checkKey(t *testing.T, msgs []*primitive.MessageExt, body, key string) {
+	t.Helper()
+	for _, r := range msgs {
+		if string(r.Body) != body {
+			continue
+		}
+		if k := msgkey.Of(r); k != key {
+			t.Errorf("%s: received key %q, want %q", body, k, key)
+		}
+		if !strings.Contains(" "+r.GetKeys()+" ", " "+key+" ") {
+			t.Errorf("%s: Keys %q lack %q", body, r.GetKeys(), key)
+		}
+	}
+}
