@@ -53,7 +53,7 @@ import (
 
 // Pool describes the pool one test needs. newLeaser returns a Leaser over
 // it that grants at once: a backend that fences a pool it has never seen
-// (see [idgen.ErrPoolRecovering]) creates it first. A test may call
+// (redisidgen grants nothing for one lease) creates it first. A test may call
 // newLeaser more than once with the same Pool, as several processes
 // sharing one pool; each later call attaches to the pool the first made.
 type Pool struct {

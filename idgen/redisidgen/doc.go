@@ -59,7 +59,7 @@
 // gets [idgen.ErrLeaseLost] from Renew, but it may still be issuing IDs
 // until its last renewal plus the lease, less its margin. So when Acquire
 // finds no meta record, it writes one marked "recovering until now + Lease"
-// and grants nothing, returning [idgen.ErrPoolRecovering], until that time
+// and grants nothing, returning [idgen.ErrNoFreeNode], until that time
 // has passed by the Redis clock; by then every holder of a lost lease has
 // stopped. The fence uses the caller's Lease, and the pool's records forbid
 // leasers with another: a leaser whose Lease or Size differs from the

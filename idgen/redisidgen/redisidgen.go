@@ -186,7 +186,7 @@ func (l *Leaser) Acquire(ctx context.Context, req idgen.LeaseRequest) (idgen.Lea
 	case codeRecovering:
 		left := time.Duration(res.int(1)) * time.Millisecond
 		until := fromMillis(res.int(2)).Format(time.RFC3339Nano)
-		return fail(fmt.Errorf("the pool is new or Redis lost its records; nothing is granted for %v more, until %s by the Redis clock, so that every holder of a lost lease has stopped first: %w", left, until, idgen.ErrPoolRecovering))
+		return fail(fmt.Errorf("the pool is new or Redis lost its records; nothing is granted for %v more, until %s by the Redis clock, so that every holder of a lost lease has stopped first: %w", left, until, idgen.ErrNoFreeNode))
 	}
 	return fail(res.err())
 }
