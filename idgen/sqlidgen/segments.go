@@ -24,8 +24,8 @@ const DefaultSegmentTable = "idemq_segment"
 type SegmentsConfig struct {
 	// Table is the name of the table of tags, under the rules of
 	// [Config.Table]. Name Leaf's table ("leaf_alloc") to share its tags
-	// with Leaf's servers; see the package documentation. Default
-	// [DefaultSegmentTable].
+	// with Leaf's servers, once it has the max_limit column (see
+	// [Segments]). Default [DefaultSegmentTable].
 	Table string
 }
 
@@ -44,10 +44,22 @@ func (c SegmentsConfig) Validate() error {
 	return nil
 }
 
-// Segments is an [segment.Source] over Leaf's table of tags: a row per
-// tag holding the end of the last segment reserved (max_id), the step, and
-// a maximum. It is safe for concurrent use by multiple goroutines and
-// processes sharing the table.
+// Segments is a [segment.Source] over Meituan Leaf's table of tags: a row
+// per tag (biz_tag) holding the end of the last segment reserved (max_id),
+// the step, a description, the database's time of the last change
+// (update_time) and one column Leaf lacks, max_limit, the highest value
+// max_id may reach (0 for none). Where Leaf reserves a segment with an
+// UPDATE and a SELECT in a transaction, NextSegment reserves the same one
+// with a single UPDATE. It is safe for concurrent use by multiple
+// goroutines and processes sharing the table.
+//
+// Leaf's servers and this package can share Leaf's table (MySQL) once it
+// has the column,
+//
+//	ALTER TABLE leaf_alloc ADD COLUMN max_limit BIGINT NOT NULL DEFAULT 0;
+//
+// with SegmentsConfig{Table: "leaf_alloc"}; Leaf ignores the maximum, so a
+// tag with one should be served by this package only.
 type Segments struct {
 	db  *sql.DB
 	d   Dialect
