@@ -357,7 +357,7 @@ func testRenewKeepsLease(s *suite) {
 	s.acquire(p, b, all(p, "b"))
 }
 
-// testFreeQueueOrder checks seed 000's queue: never-used ids first, then
+// testFreeQueueOrder checks the free queue: never-used ids first, then
 // released ones in the order they were released.
 func testFreeQueueOrder(s *suite) {
 	p, l := s.pool(4)

@@ -34,9 +34,22 @@ func (c *SegmentsConfig) setDefaults() {
 	}
 }
 
-// Segments is an [segment.Source] over Redis: a hash per tag holding
-// Leaf's columns, raised by one script per segment. It is safe for
-// concurrent use by multiple goroutines and processes.
+// Segments is a [segment.Source] over Redis: a hash per tag with Leaf's
+// columns as fields, which HGETALL shows as they are, and a set of the
+// namespace's tag names:
+//
+//	{idemq:orders}:segment   hash  max_id       end of the last segment reserved
+//	                               step         the stored step
+//	                               max_limit    the highest max_id may reach; 0 for none
+//	                               description  for operators
+//	                               update_time  ms since the Unix epoch, by the server's TIME
+//	{idemq}:segment-tags     set   every tag name of the namespace, for Tags
+//
+// NextSegment runs one script (one round trip) that checks the tag and its
+// maximum and raises max_id with HINCRBY, the atomic step Leaf's UPDATE
+// takes in MySQL. Values count in Lua numbers, so MaxID and Max are at most
+// [MaxSegmentValue] (2^53), where a tag without a maximum ends. It is safe
+// for concurrent use by multiple goroutines and processes.
 type Segments struct {
 	client    redis.UniversalClient
 	namespace string

@@ -1,6 +1,5 @@
-// Package segmenttest checks segment sources against the
-// [segment.Source] contract and the operator's calls every source
-// offers ([Source]). [Run] is the conformance suite every backend runs from
+// Package segmenttest checks segment sources against the [segment.Source]
+// contract and the operator's calls every source offers ([Source]). [Run] is the conformance suite every backend runs from
 // its own tests:
 //
 //	func TestSegmentConformance(t *testing.T) {
@@ -34,8 +33,8 @@
 //
 // [RunProcesses] is the multi-process check: separate OS processes (the
 // test binary run again, see [IsChild] and [Child]) take IDs of one tag
-// through [segment.New] over sources of their own, and the
-// parent reads back every ID they wrote. [BenchAllocator] measures an
+// through [segment.New] over sources of their own, and the parent reads
+// back every ID they wrote. [BenchAllocator] measures an
 // allocator over a backend's source.
 package segmenttest
 
