@@ -34,7 +34,7 @@ func newCached(t *testing.T, cfg idgen.Config, ccfg cached.Config) *cached.Gener
 	c, err := cached.New(context.Background(), g, ccfg)
 	if err != nil {
 		g.Close()
-		t.Fatalf("NewCached: %v", err)
+		t.Fatalf("cached.New: %v", err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c

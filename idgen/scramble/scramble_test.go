@@ -110,7 +110,7 @@ func TestScramblerErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := scramble.New(tt.key, tt.bits); !errors.Is(err, tt.want) {
-				t.Errorf("NewScrambler = %v, want %v", err, tt.want)
+				t.Errorf("New = %v, want %v", err, tt.want)
 			}
 		})
 	}
@@ -132,7 +132,7 @@ func FuzzScrambler(f *testing.F) {
 		s, err := scramble.New(key, bits)
 		if err != nil {
 			if !errors.Is(err, scramble.ErrInvalidConfig) {
-				t.Fatalf("NewScrambler error %v does not wrap ErrInvalidConfig", err)
+				t.Fatalf("New error %v does not wrap ErrInvalidConfig", err)
 			}
 			return
 		}

@@ -87,7 +87,7 @@ func newAlloc(t *testing.T, src segment.Source, tag string, cfg segment.Config) 
 	}
 	a, err := segment.New(context.Background(), src, tag, cfg)
 	if err != nil {
-		t.Fatalf("NewSegmentAllocator: %v", err)
+		t.Fatalf("segment.New: %v", err)
 	}
 	t.Cleanup(func() { a.Close() })
 	return a
