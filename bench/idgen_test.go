@@ -95,11 +95,12 @@ func newSony(b *testing.B, machineBits, seqBits int) *sonyflake.Sonyflake {
 // a function value would add a tenth of the cost it measures.
 
 func benchIdemq(b *testing.B, g *idgen.Generator, parallel bool) {
+	ctx := context.Background()
 	b.ReportAllocs()
 	if !parallel {
 		var s int64
 		for b.Loop() {
-			id, err := g.NextID()
+			id, err := g.Next(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -111,7 +112,7 @@ func benchIdemq(b *testing.B, g *idgen.Generator, parallel bool) {
 	b.RunParallel(func(pb *testing.PB) {
 		var s int64
 		for pb.Next() {
-			id, err := g.NextID()
+			id, err := g.Next(ctx)
 			if err != nil {
 				b.Error(err)
 				return

@@ -5,8 +5,8 @@ import "strconv"
 // Fixed widths of the compact forms. Every character of an ID counts, so
 // that byte order equals numeric order.
 const (
-	Base32Len = 13 // 13 × 5 bits ≥ 63 bits
-	Base62Len = 11 // 62^11 > 2^63
+	base32Len = 13 // 13 × 5 bits ≥ 63 bits
+	base62Len = 11 // 62^11 > 2^63
 )
 
 // Both alphabets are in ASCII order, which keeps the encodings sortable.
@@ -52,39 +52,33 @@ var (
 // "1ASD13XH1F800". It sorts in ID order and survives case-insensitive
 // systems.
 func (id ID) Base32() string {
-	var b [Base32Len]byte
-	return string(id.AppendBase32(b[:0]))
-}
-
-// AppendBase32 appends the Base32 form to dst.
-func (id ID) AppendBase32(dst []byte) []byte {
-	var b [Base32Len]byte
+	var b [base32Len]byte
 	v := uint64(id)
-	for i := Base32Len - 1; i >= 0; i-- {
+	for i := base32Len - 1; i >= 0; i-- {
 		b[i] = crockford[v&31]
 		v >>= 5
 	}
-	return append(dst, b[:]...)
+	return string(b[:])
 }
 
 // ParseBase32 parses the Base32 form: exactly 13 characters, either case,
 // with Crockford's aliases (O for 0; I and L for 1).
 func ParseBase32(s string) (ID, error) {
-	if len(s) != Base32Len {
-		return 0, &ParseError{Format: "base-32", Input: s, Reason: "want 13 characters, got " + strconv.Itoa(len(s)), Err: ErrSyntax}
+	if len(s) != base32Len {
+		return 0, parseError("base-32", s, "want 13 characters, got "+strconv.Itoa(len(s)), ErrSyntax)
 	}
 	var v uint64
 	for i := range len(s) {
 		d := crockfordIndex[s[i]]
 		if d == invalid {
-			return 0, &ParseError{Format: "base-32", Input: s, Reason: badChar(s[i], i), Err: ErrSyntax}
+			return 0, parseError("base-32", s, badChar(s[i], i), ErrSyntax)
 		}
 		v = v<<5 | uint64(d)
 	}
 	// The first character carries bits 64 to 60: 8 or more sets the sign
 	// bit or overflows 64 bits.
 	if crockfordIndex[s[0]] > 7 {
-		return 0, &ParseError{Format: "base-32", Input: s, Reason: "exceeds 9223372036854775807", Err: ErrRange}
+		return 0, parseError("base-32", s, "exceeds 9223372036854775807", ErrRange)
 	}
 	return ID(v), nil
 }
@@ -93,34 +87,28 @@ func ParseBase32(s string) (ID, error) {
 // the left, e.g. "1ptWyK4WgZU". It sorts in ID order (byte-wise, so case
 // matters).
 func (id ID) Base62() string {
-	var b [Base62Len]byte
-	return string(id.AppendBase62(b[:0]))
-}
-
-// AppendBase62 appends the Base62 form to dst.
-func (id ID) AppendBase62(dst []byte) []byte {
-	var b [Base62Len]byte
+	var b [base62Len]byte
 	v := uint64(id)
-	for i := Base62Len - 1; i >= 0; i-- {
+	for i := base62Len - 1; i >= 0; i-- {
 		b[i] = base62[v%62]
 		v /= 62
 	}
-	return append(dst, b[:]...)
+	return string(b[:])
 }
 
 // ParseBase62 parses the Base62 form: exactly 11 characters.
 func ParseBase62(s string) (ID, error) {
-	if len(s) != Base62Len {
-		return 0, &ParseError{Format: "base-62", Input: s, Reason: "want 11 characters, got " + strconv.Itoa(len(s)), Err: ErrSyntax}
+	if len(s) != base62Len {
+		return 0, parseError("base-62", s, "want 11 characters, got "+strconv.Itoa(len(s)), ErrSyntax)
 	}
 	var v uint64
 	for i := range len(s) {
 		d := base62Index[s[i]]
 		if d == invalid {
-			return 0, &ParseError{Format: "base-62", Input: s, Reason: badChar(s[i], i), Err: ErrSyntax}
+			return 0, parseError("base-62", s, badChar(s[i], i), ErrSyntax)
 		}
 		if v > (maxID-uint64(d))/62 {
-			return 0, &ParseError{Format: "base-62", Input: s, Reason: "exceeds 9223372036854775807", Err: ErrRange}
+			return 0, parseError("base-62", s, "exceeds 9223372036854775807", ErrRange)
 		}
 		v = v*62 + uint64(d)
 	}

@@ -5,11 +5,6 @@ import "errors"
 // Errors returned by the package. They are wrapped with details; test with
 // errors.Is.
 var (
-	// ErrInvalidLayout reports a Layout that Validate rejects.
-	ErrInvalidLayout = errors.New("idgen: invalid layout")
-	// ErrShortLife reports a layout with fewer than ten years left before
-	// its time field runs out; set Config.AllowShortLife to accept it.
-	ErrShortLife = errors.New("idgen: layout has less than 10 years left")
 	// ErrExhausted reports a layout whose time field has run out: the
 	// clock is past its end of life.
 	ErrExhausted = errors.New("idgen: layout exhausted")
@@ -19,15 +14,16 @@ var (
 	// ErrNoNode reports a node id source that had none to give: an unset
 	// environment variable, a host name without an ordinal.
 	ErrNoNode = errors.New("idgen: no node id")
-	// ErrInvalidConfig reports a Config or rollback policy that New
-	// rejects.
+	// ErrInvalidConfig reports settings that cannot work: a Layout that
+	// Validate rejects, one with fewer than ten years left (unless
+	// Config.AllowShortLife), a rollback policy or lease settings that New
+	// or NewLeased rejects.
 	ErrInvalidConfig = errors.New("idgen: invalid config")
 	// ErrClockBackwards reports that the clock stands behind the time of
 	// the last ID issued (or reserved by an earlier run) and the rollback
-	// policy refused to issue more until it catches up.
+	// policy refused to issue more until it catches up, or that it stepped
+	// back before the layout's epoch.
 	ErrClockBackwards = errors.New("idgen: clock moved backwards")
-	// ErrBeforeEpoch reports a clock earlier than the layout's epoch.
-	ErrBeforeEpoch = errors.New("idgen: clock before layout epoch")
 	// ErrStoreLocked reports a high-water store that another generator
 	// holds, in this process or another: two generators sharing a mark
 	// would each trust a mark the other overwrites.

@@ -8,10 +8,11 @@ import (
 	"log"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/memidgen"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 func Example() {
@@ -25,7 +26,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	p := gen.Decode(id)
+	p := gen.Config().Layout.Decode(id)
 	fmt.Println(len(id.String()), "digits; node", p.Node, "= datacenter", p.Datacenter, "worker", p.Worker)
 	// Output: 19 digits; node 7 = datacenter 0 worker 7
 }
@@ -86,7 +87,7 @@ func ExampleParseBase62() {
 	fmt.Println(errors.Is(err, idgen.ErrSyntax), err)
 	// Output:
 	// 1541815603606036480 <nil>
-	// true idgen: parse base-62 ID "1ptWyK4WgZ!": invalid character '!' at offset 10
+	// true idgen: parse base-62 ID "1ptWyK4WgZ!": invalid character '!' at offset 10: idgen: invalid ID syntax
 }
 
 func ExampleNodeFromHostname() {
@@ -100,24 +101,16 @@ func ExampleNodeFromHostname() {
 	// idgen: host name "ingest-2048": idgen: layout "twitter": node 2048 outside 0..1023: idgen: node id out of range
 }
 
-// settableClock is a Clock the examples set by hand.
-type settableClock struct{ ns atomic.Int64 }
-
-func (c *settableClock) UnixNano() int64     { return c.ns.Load() }
-func (c *settableClock) Set(t time.Time)     { c.ns.Store(t.UnixNano()) }
-func (c *settableClock) Add(d time.Duration) { c.ns.Add(int64(d)) }
-
 func ExampleBumpGeneration() {
-	clock := &settableClock{}
-	clock.Set(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := testkit.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), 0) // a clock the example sets
 	gen, _ := idgen.New(0, idgen.Config{Layout: idgen.RollbackBits, Clock: clock, Rollback: idgen.BumpGeneration{}})
 	for range 4 {
-		id, err := gen.NextID()
+		id, err := gen.Next(context.Background())
 		if err != nil {
 			fmt.Println(err)
 			break
 		}
-		p := gen.Decode(id)
+		p := gen.Config().Layout.Decode(id)
 		fmt.Println(p.Time.Format(time.TimeOnly), "generation", p.Generation)
 		clock.Add(-time.Second) // an NTP step back
 	}
@@ -129,18 +122,17 @@ func ExampleBumpGeneration() {
 }
 
 func ExampleBorrow() {
-	clock := &settableClock{}
-	clock.Set(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	clock := testkit.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), 0) // a clock the example sets
 	gen, _ := idgen.New(0, idgen.Config{Clock: clock, Rollback: idgen.Borrow{MaxAhead: time.Second}})
 	// Three ticks' worth of IDs while the clock stands still.
 	ids := make([]idgen.ID, 3*4096)
 	gen.Fill(context.Background(), ids)
 	fmt.Println("ahead", gen.Ahead())
 	clock.Add(-100 * time.Millisecond)
-	gen.NextID()
+	gen.Next(context.Background())
 	fmt.Println("ahead", gen.Ahead())
 	clock.Add(-time.Hour)
-	_, err := gen.NextID()
+	_, err := gen.Next(context.Background())
 	fmt.Println(errors.Is(err, idgen.ErrClockBackwards))
 	// Output:
 	// ahead 2ms
@@ -149,34 +141,50 @@ func ExampleBorrow() {
 }
 
 func ExampleWait() {
-	// Seed 000: wait out steps back of up to 15ms, take a fresh worker id
-	// from a pool on larger ones.
-	var pool idgen.WorkerSource // e.g. a Redis lease pool
+	// Wait out steps back of up to 15ms; on larger ones lease a fresh
+	// worker id and put the old one at the tail of the pool's queue.
 	cfg := idgen.Config{
-		Rollback: idgen.Wait{Max: 15 * time.Millisecond, Else: idgen.SwitchWorker{Source: pool}},
+		Rollback: idgen.Wait{Max: 15 * time.Millisecond, Else: idgen.SwitchWorker{}},
 	}
-	_, err := idgen.New(0, cfg)
-	fmt.Println(err) // no pool here
-	// Output: idgen: rollback policy: SwitchWorker without a Source (only a leased generator takes its fresh node from its Leaser): idgen: invalid config
+	pool, err := memidgen.New(memidgen.Config{Size: 1024}) // Redis or SQL across hosts
+	if err != nil {
+		log.Fatal(err)
+	}
+	gen, err := idgen.NewLeased(context.Background(), pool, cfg, idgen.LeaseConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer gen.Close()
+	fmt.Println("node", gen.Node())
+
+	_, err = idgen.New(0, cfg) // a static node has nothing to switch to
+	fmt.Println(errors.Is(err, idgen.ErrInvalidConfig))
+	// Output:
+	// node 0
+	// true
 }
 
 func ExampleFileStore() {
 	dir, _ := os.MkdirTemp("", "idgen")
 	defer os.RemoveAll(dir)
-	clock := &settableClock{}
-	clock.Set(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-	cfg := idgen.Config{Clock: clock, Store: idgen.NewFileStore(filepath.Join(dir, "node-0.hwm"))}
+	clock := testkit.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), 0) // a clock the example sets
+	store, err := idgen.OpenFileStore(filepath.Join(dir, "node-0.hwm"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	cfg := idgen.Config{Clock: clock, Store: store}
 
 	first, _ := idgen.New(0, cfg)
-	last, _ := first.NextID()
+	last, _ := first.Next(context.Background())
 	first.Close() // saves the exact mark
 
 	clock.Add(-time.Hour) // the machine restarts with its clock an hour behind
 	second, _ := idgen.New(0, cfg)
-	_, err := second.NextID()
+	_, err = second.Next(context.Background())
 	fmt.Println(err)
 	clock.Add(time.Hour + time.Millisecond) // past the last tick of the first run
-	id, _ := second.NextID()
+	id, _ := second.Next(context.Background())
 	fmt.Println(id > last)
 	// Output:
 	// idgen: node 0: clock 1h0m0s behind the last ID: idgen: clock moved backwards
@@ -193,29 +201,4 @@ func ExampleNewCoarseClock() {
 	n, err := gen.Fill(context.Background(), ids)
 	fmt.Println(n, err, ids[0] < ids[999])
 	// Output: 1000 <nil> true
-}
-
-// An order number shown to customers reveals neither when the order was
-// placed nor how many came before it; the key turns it back into the ID.
-func ExampleScrambler() {
-	// 16, 24 or 32 secret bytes; a real program reads them from its
-	// secret store, and never changes them.
-	s, err := idgen.NewScrambler([]byte("0123456789abcdef"), idgen.Twitter.TotalBits())
-	if err != nil {
-		log.Fatal(err)
-	}
-	for _, id := range []idgen.ID{1855236318275813376, 1855236318275813377} {
-		public, err := s.Scramble(id)
-		if err != nil {
-			log.Fatal(err)
-		}
-		back, err := s.Unscramble(public)
-		if err != nil {
-			log.Fatal(err)
-		}
-		fmt.Println(public, back == id)
-	}
-	// Output:
-	// 4635746293066167406 true
-	// 312776317699648878 true
 }

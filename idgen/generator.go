@@ -16,15 +16,17 @@ import (
 type Config struct {
 	// Layout is the bit layout; the zero Layout means Twitter.
 	Layout Layout
-	// Rollback decides what happens when the clock steps back; nil means
-	// Refuse.
+	// Rollback decides what happens when the clock steps back; nil makes
+	// Next fail with ErrClockBackwards until the clock is back at the time
+	// of the last ID issued.
 	Rollback RollbackPolicy
 	// Clock is the time source; nil means the system clock (the wall
 	// clock, read through the monotonic clock and re-read every second).
 	// A *CoarseClock trades precision of the time field for speed.
 	Clock Clock
 	// Store, if set, keeps the high-water mark across restarts; it is read
-	// on the first call to Next.
+	// on the first call to Next. A leased generator keeps it in its lease
+	// instead.
 	Store HighWaterStore
 	// Reserve is how far ahead of the clock each save to Store reaches,
 	// so that the store is written about once per Reserve. After a crash
@@ -35,13 +37,10 @@ type Config struct {
 	// AllowShortLife accepts a layout with fewer than ten years left before
 	// its time field runs out. A layout already out of time is refused.
 	AllowShortLife bool
-	// Lease configures how a generator made by NewLeased holds its node
-	// id; New refuses a non-zero Lease.
-	Lease LeaseConfig
 }
 
-// DefaultReserve is the default Config.Reserve.
-const DefaultReserve = time.Second
+// defaultReserve is the default Config.Reserve.
+const defaultReserve = time.Second
 
 // minLife is the life a layout must have left unless AllowShortLife is set.
 const minLife = 10 * year
@@ -66,6 +65,7 @@ const (
 // and switching workers take a mutex.
 type Generator struct {
 	p      plan
+	cfg    Config // defaults filled in
 	layout Layout
 	// Exactly one of the clocks is set; the concrete ones avoid an
 	// interface call on the hot path.
@@ -120,20 +120,17 @@ type Generator struct {
 // NodeFromHostname). Every generator issuing IDs at the same time needs its
 // own node; node 0 is a node like any other (see Node ids in the package
 // documentation; [NewLeased] leases a node nobody else holds). Errors wrap
-// [ErrInvalidLayout], [ErrShortLife], [ErrExhausted], [ErrNodeRange] or
-// [ErrInvalidConfig].
+// [ErrInvalidConfig] (a layout that is invalid or has less than ten years
+// left), [ErrExhausted] or [ErrNodeRange].
 func New(node int64, cfg Config) (*Generator, error) {
-	if cfg.Lease != (LeaseConfig{}) {
-		return nil, fmt.Errorf("idgen: Config.Lease is set: pass the config to NewLeased with a Leaser: %w", ErrInvalidConfig)
-	}
 	return newGenerator(node, cfg, false)
 }
 
 func newGenerator(node int64, cfg Config, leased bool) (*Generator, error) {
-	l := cfg.Layout
-	if l == (Layout{}) {
-		l = Twitter
+	if cfg.Layout == (Layout{}) {
+		cfg.Layout = Twitter
 	}
+	l := cfg.Layout
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
@@ -146,7 +143,10 @@ func newGenerator(node int64, cfg Config, leased bool) (*Generator, error) {
 	if cfg.Reserve < 0 {
 		return nil, fmt.Errorf("idgen: negative Reserve %v: %w", cfg.Reserve, ErrInvalidConfig)
 	}
-	g := &Generator{p: l.plan(), layout: l, policy: cfg.Rollback, store: cfg.Store, used: make(map[nodeGen]int64)}
+	if cfg.Store != nil && cfg.Reserve == 0 {
+		cfg.Reserve = defaultReserve
+	}
+	g := &Generator{p: l.plan(), cfg: cfg, layout: l, policy: cfg.Rollback, store: cfg.Store, used: make(map[nodeGen]int64)}
 	switch c := cfg.Clock.(type) {
 	case nil:
 		g.sys = newSystemClock()
@@ -156,10 +156,14 @@ func newGenerator(node int64, cfg Config, leased bool) (*Generator, error) {
 		g.clock = c
 	}
 	now := time.Unix(0, g.nanos())
-	if left := l.LifeLeft(now); left <= 0 {
+	if now.Before(l.Epoch) {
+		return nil, fmt.Errorf("idgen: layout %q starts %s, after the clock: %w", l.Name, l.Epoch.Format(time.RFC3339), ErrInvalidConfig)
+	}
+	if left := l.EndOfLife().Sub(now); left <= 0 {
 		return nil, fmt.Errorf("idgen: layout %q ended %s: %w", l.Name, l.EndOfLife().Format(time.RFC3339), ErrExhausted)
 	} else if left < minLife && !cfg.AllowShortLife {
-		return nil, fmt.Errorf("idgen: layout %q ends %s, %.1f years from now: %w", l.Name, l.EndOfLife().Format(time.RFC3339), left.Hours()/year.Hours(), ErrShortLife)
+		return nil, fmt.Errorf("idgen: layout %q ends %s, %.1f years from now, less than ten (set Config.AllowShortLife to accept it): %w",
+			l.Name, l.EndOfLife().Format(time.RFC3339), left.Hours()/year.Hours(), ErrInvalidConfig)
 	}
 	if b, ok := cfg.Rollback.(Borrow); ok {
 		g.maxAhead = int64(b.MaxAhead / l.Unit)
@@ -167,11 +171,7 @@ func newGenerator(node int64, cfg Config, leased bool) (*Generator, error) {
 	g.limit.Store(g.p.maxTick)
 	g.reserved.Store(g.p.maxTick)
 	if g.store != nil {
-		reserve := cfg.Reserve
-		if reserve == 0 {
-			reserve = DefaultReserve
-		}
-		g.reserve = max(int64(reserve/l.Unit), 1)
+		g.reserve = max(int64(cfg.Reserve/l.Unit), 1)
 		// Nothing is issued before the first Next loads the mark.
 		g.limit.Store(-1)
 		g.reserved.Store(-1)
@@ -185,15 +185,13 @@ func newGenerator(node int64, cfg Config, leased bool) (*Generator, error) {
 	return g, nil
 }
 
-// Layout returns the generator's layout.
-func (g *Generator) Layout() Layout { return g.layout }
+// Config returns the generator's settings, defaults filled in: its Layout
+// decodes its IDs.
+func (g *Generator) Config() Config { return g.cfg }
 
 // Node returns the node id the generator issues IDs with; it changes only
 // when SwitchWorker switches it.
 func (g *Generator) Node() int64 { return g.state.Load() & g.p.nodeMask >> g.p.nodeShift }
-
-// Decode splits an ID into its fields by the generator's layout.
-func (g *Generator) Decode(id ID) Parts { return g.layout.Decode(id) }
 
 // Ahead reports how far the time of the last ID issued runs ahead of the
 // clock: up to Borrow's MaxAhead under that policy, and otherwise non-zero
@@ -207,16 +205,10 @@ func (g *Generator) Ahead() time.Duration {
 	return 0
 }
 
-// NextID is Next with a background context.
-func (g *Generator) NextID() (ID, error) {
-	id, _, err := g.issue(context.Background(), 1)
-	return ID(id), err
-}
-
 // Next issues an ID. The context matters only when Next has to wait (for
 // the next tick when the sequence is full, or under the Wait policy) or
-// reach the store or a worker source. Errors wrap [ErrClockBackwards],
-// [ErrBeforeEpoch], [ErrExhausted] or [ErrClosed], a context's error, or the
+// reach the store or the leaser. Errors wrap [ErrClockBackwards],
+// [ErrExhausted] or [ErrClosed], a context's error, or the
 // error of a store or worker source.
 func (g *Generator) Next(ctx context.Context) (ID, error) {
 	id, _, err := g.issue(ctx, 1)
@@ -521,7 +513,7 @@ func (g *Generator) rollback(ctx context.Context, old, now int64) (ID, error) {
 		}
 	}
 	if now == beforeEpoch {
-		return 0, fmt.Errorf("idgen: clock %s: %w", time.Unix(0, g.nanos()).UTC().Format(time.RFC3339Nano), ErrBeforeEpoch)
+		return 0, fmt.Errorf("idgen: clock %s before the epoch of layout %q: %w", time.Unix(0, g.nanos()).UTC().Format(time.RFC3339Nano), g.layout.Name, ErrClockBackwards)
 	}
 	last := old >> g.p.timeShift
 	// Under Borrow the generator can go on once the clock is within
@@ -548,10 +540,7 @@ func (g *Generator) rollback(ctx context.Context, old, now int64) (ID, error) {
 			p = q.Else
 			continue
 		case SwitchWorker:
-			if q.Source == nil {
-				return -1, g.lease.switchLease(ctx, g)
-			}
-			return g.switchWorker(ctx, q.Source, old, now)
+			return -1, g.lease.switchLease(ctx, g)
 		}
 		return 0, fmt.Errorf("idgen: node %d: clock %v behind the last ID: %w", old&g.p.nodeMask>>g.p.nodeShift, behind, ErrClockBackwards)
 	}
@@ -592,35 +581,6 @@ func (g *Generator) bump(old, now int64) (id ID, ok bool) {
 		return ID(next), true
 	}
 	return 0, false
-}
-
-// switchWorker takes a fresh node id from src and issues the first ID of
-// tick now with it. Called with mu held.
-func (g *Generator) switchWorker(ctx context.Context, src WorkerSource, old, now int64) (ID, error) {
-	// Nothing may be issued with the old node while the source decides:
-	// the last use it is told of must be the last there will be.
-	last, ok := g.freeze()
-	if !ok {
-		return 0, ErrClosed
-	}
-	cur := g.nodeGenOf(last)
-	lastUsed := time.Unix(0, g.p.nanosOf(last>>g.p.timeShift+1)).UTC()
-	fresh, err := src.NextWorker(ctx, cur.node, lastUsed)
-	if err == nil {
-		err = g.layout.checkNode(fresh)
-	}
-	if err != nil {
-		g.unfreeze(last)
-		return 0, fmt.Errorf("idgen: switch worker from node %d: %w", cur.node, err)
-	}
-	if used, ok := g.used[nodeGen{fresh, cur.gen}]; fresh == cur.node || ok && used >= now {
-		g.unfreeze(last)
-		return 0, fmt.Errorf("idgen: switch worker from node %d: source returned node %d, which this generator used at or after the clock's time: %w", cur.node, fresh, ErrClockBackwards)
-	}
-	next := now<<g.p.timeShift | fresh<<g.p.nodeShift | last&g.p.genMask
-	g.retire(last)
-	g.unfreeze(next)
-	return ID(next), nil
 }
 
 // freeze stops every caller from issuing IDs until unfreeze, and returns

@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 func TestNewValidates(t *testing.T) {
-	clock := newFakeClock(t0, 0)
+	clock := testkit.NewClock(t0, 0)
 	// A layout with five years left at t0.
 	short := idgen.Layout{Name: "short", TimeBits: 38, WorkerBits: 10, SequenceBits: 12, Unit: time.Millisecond,
 		Epoch: t0.Add(5*365*24*time.Hour - (1<<38)*time.Millisecond)}
@@ -26,8 +27,8 @@ func TestNewValidates(t *testing.T) {
 		{"node too big", 1024, idgen.Config{}, idgen.ErrNodeRange},
 		{"negative node", -1, idgen.Config{}, idgen.ErrNodeRange},
 		{"node too big for the layout", 1 << 16, idgen.Config{Layout: idgen.Sonyflake}, idgen.ErrNodeRange},
-		{"bad layout", 0, idgen.Config{Layout: idgen.Layout{Name: "x", TimeBits: 41}}, idgen.ErrInvalidLayout},
-		{"short life", 0, idgen.Config{Layout: short}, idgen.ErrShortLife},
+		{"bad layout", 0, idgen.Config{Layout: idgen.Layout{Name: "x", TimeBits: 41}}, idgen.ErrInvalidConfig},
+		{"short life", 0, idgen.Config{Layout: short}, idgen.ErrInvalidConfig},
 		{"short life allowed", 0, idgen.Config{Layout: short, AllowShortLife: true}, nil},
 		{"exhausted", 0, idgen.Config{Layout: idgen.UIDGenerator, AllowShortLife: true}, idgen.ErrExhausted},
 		{"exhausted wide worker", 0, idgen.Config{Layout: idgen.WideWorker, AllowShortLife: true}, idgen.ErrExhausted},
@@ -57,26 +58,26 @@ func TestNewValidates(t *testing.T) {
 
 func TestZeroConfigOnNodeZeroIsTwitterNodeZero(t *testing.T) {
 	g := newGen(t, 0, idgen.Config{})
-	if g.Layout() != idgen.Twitter || g.Node() != 0 {
-		t.Fatalf("layout %v node %d", g.Layout(), g.Node())
+	if g.Config().Layout != idgen.Twitter || g.Node() != 0 {
+		t.Fatalf("layout %v node %d", g.Config().Layout, g.Node())
 	}
 	before := time.Now().Truncate(time.Millisecond)
-	p := g.Decode(next(t, g))
+	p := g.Config().Layout.Decode(next(t, g))
 	if p.Time.Before(before) || p.Time.After(time.Now()) || p.Node != 0 || p.Generation != 0 {
 		t.Fatalf("decoded %+v, issued after %v", p, before)
 	}
 }
 
 func TestSequenceWithinTick(t *testing.T) {
-	clock := newFakeClock(t0, 0)
+	clock := testkit.NewClock(t0, 0)
 	g := newGen(t, 37, idgen.Config{Clock: clock})
 	var ids []idgen.ID
 	for range 4096 {
 		ids = append(ids, next(t, g))
 	}
-	checkIncreasing(t, ids)
+	testkit.CheckIncreasing(t, ids)
 	for i, id := range ids {
-		p := g.Decode(id)
+		p := g.Config().Layout.Decode(id)
 		if !p.Time.Equal(t0) || p.Sequence != int64(i) || p.Node != 37 || p.Datacenter != 1 || p.Worker != 5 {
 			t.Fatalf("ID %d decodes to %+v", i, p)
 		}
@@ -99,12 +100,12 @@ func TestFullSequenceWaitsForNextTick(t *testing.T) {
 	tests := []struct {
 		name   string
 		layout idgen.Layout
-		clock  *fakeClock
+		clock  *testkit.Clock
 	}{
-		{"twitter spins", idgen.Twitter, newFakeClock(t0, 5*time.Microsecond)},
+		{"twitter spins", idgen.Twitter, testkit.NewClock(t0, 5*time.Microsecond)},
 		{"20ms units park", idgen.Layout{Name: "20ms", TimeBits: 38, WorkerBits: 10, SequenceBits: 3,
-			Unit: 20 * time.Millisecond, Epoch: idgen.Twitter.Epoch}, newRunningClock(t0)},
-		{"sonyflake order", idgen.Sonyflake, newRunningClock(t0)},
+			Unit: 20 * time.Millisecond, Epoch: idgen.Twitter.Epoch}, testkit.NewRunningClock(t0)},
+		{"sonyflake order", idgen.Sonyflake, testkit.NewRunningClock(t0)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -114,10 +115,10 @@ func TestFullSequenceWaitsForNextTick(t *testing.T) {
 			for range 2*per + 1 {
 				ids = append(ids, next(t, g))
 			}
-			checkIncreasing(t, ids)
-			prev := g.Decode(ids[0])
+			testkit.CheckIncreasing(t, ids)
+			prev := g.Config().Layout.Decode(ids[0])
 			for i, id := range ids[1:] {
-				p := g.Decode(id)
+				p := g.Config().Layout.Decode(id)
 				if p.Node != 3 {
 					t.Fatalf("node %d", p.Node)
 				}
@@ -135,7 +136,7 @@ func TestFullSequenceWaitsForNextTick(t *testing.T) {
 
 func TestParkHonoursContext(t *testing.T) {
 	l := idgen.Layout{Name: "seconds", TimeBits: 32, WorkerBits: 10, SequenceBits: 0, Unit: time.Second, Epoch: idgen.Twitter.Epoch}
-	g := newGen(t, 0, idgen.Config{Layout: l, Clock: newFakeClock(t0, 0)})
+	g := newGen(t, 0, idgen.Config{Layout: l, Clock: testkit.NewClock(t0, 0)})
 	next(t, g)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
@@ -146,22 +147,22 @@ func TestParkHonoursContext(t *testing.T) {
 
 func TestClockLimits(t *testing.T) {
 	short := idgen.Layout{Name: "short", TimeBits: 20, WorkerBits: 10, SequenceBits: 12, Unit: time.Second, Epoch: t0}
-	clock := newFakeClock(t0, 0)
+	clock := testkit.NewClock(t0, 0)
 	g := newGen(t, 0, idgen.Config{Layout: short, Clock: clock, AllowShortLife: true})
 	next(t, g)
 	clock.Set(short.EndOfLife().Add(-time.Second))
-	if p := g.Decode(next(t, g)); p.Tick != 1<<20-1 {
+	if p := g.Config().Layout.Decode(next(t, g)); p.Tick != 1<<20-1 {
 		t.Fatalf("last tick: %+v", p)
 	}
 	clock.Set(short.EndOfLife())
-	if _, err := g.NextID(); !errors.Is(err, idgen.ErrExhausted) {
+	if _, err := g.Next(context.Background()); !errors.Is(err, idgen.ErrExhausted) {
 		t.Fatalf("Next past the end: %v", err)
 	}
 
 	future := idgen.Layout{Name: "future", TimeBits: 41, WorkerBits: 10, SequenceBits: 12, Unit: time.Millisecond, Epoch: t0.Add(time.Hour)}
 	g = newGen(t, 0, idgen.Config{Layout: future, Clock: clock})
 	clock.Set(t0)
-	if _, err := g.NextID(); !errors.Is(err, idgen.ErrBeforeEpoch) {
+	if _, err := g.Next(context.Background()); !errors.Is(err, idgen.ErrClockBackwards) {
 		t.Fatalf("Next before the epoch: %v", err)
 	}
 }
@@ -175,7 +176,7 @@ func TestClose(t *testing.T) {
 	if err := g.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := g.NextID(); !errors.Is(err, idgen.ErrClosed) {
+	if _, err := g.Next(context.Background()); !errors.Is(err, idgen.ErrClosed) {
 		t.Fatalf("Next after Close: %v", err)
 	}
 	if n, err := g.Fill(context.Background(), make([]idgen.ID, 3)); n != 0 || !errors.Is(err, idgen.ErrClosed) {
@@ -188,8 +189,8 @@ func TestFill(t *testing.T) {
 		layout idgen.Layout
 		clock  idgen.Clock
 	}{
-		{idgen.Twitter, newFakeClock(t0, time.Microsecond)},
-		{idgen.Sonyflake, newRunningClock(t0)},
+		{idgen.Twitter, testkit.NewClock(t0, time.Microsecond)},
+		{idgen.Sonyflake, testkit.NewRunningClock(t0)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.layout.Name, func(t *testing.T) {
@@ -200,23 +201,23 @@ func TestFill(t *testing.T) {
 				t.Fatalf("Fill: %d, %v", n, err)
 			}
 			ids = append(ids, next(t, g))
-			checkIncreasing(t, ids)
+			testkit.CheckIncreasing(t, ids)
 			for _, id := range ids {
-				if p := g.Decode(id); p.Node != 9 {
+				if p := g.Config().Layout.Decode(id); p.Node != 9 {
 					t.Fatalf("%d decodes to %+v", id, p)
 				}
 			}
 		})
 	}
 	// A context ending mid-way leaves what was filled.
-	g := newGen(t, 0, idgen.Config{Clock: newFakeClock(t0, 0)})
+	g := newGen(t, 0, idgen.Config{Clock: testkit.NewClock(t0, 0)})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	ids := make([]idgen.ID, 5000)
 	if n, err := g.Fill(ctx, ids); n != 4096 || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Fill past a full sequence: %d, %v", n, err)
 	}
-	checkIncreasing(t, ids[:4096])
+	testkit.CheckIncreasing(t, ids[:4096])
 }
 
 func TestConcurrentNextIsUnique(t *testing.T) {
@@ -235,7 +236,7 @@ func TestConcurrentNextIsUnique(t *testing.T) {
 				for w := range workers {
 					wg.Go(func() {
 						for i := range each {
-							id, err := g.NextID()
+							id, err := g.Next(context.Background())
 							if err != nil {
 								t.Error(err)
 								return
@@ -257,7 +258,7 @@ func TestConcurrentNextIsUnique(t *testing.T) {
 				for _, ids := range got {
 					all = append(all, ids...)
 				}
-				checkUnique(t, all)
+				testkit.CheckUnique(t, all)
 			})
 		}
 	}

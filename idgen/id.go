@@ -2,6 +2,7 @@ package idgen
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 	"unicode/utf8"
 )
@@ -16,20 +17,17 @@ import (
 // non-negative int64 range; IDs a Generator issues are never negative.
 type ID int64
 
-// Int64 returns the ID as an int64.
-func (id ID) Int64() int64 { return int64(id) }
-
 // String returns the ID in decimal, up to 19 digits.
 func (id ID) String() string { return strconv.FormatInt(int64(id), 10) }
 
-// AppendDecimal appends the decimal form to dst.
-func (id ID) AppendDecimal(dst []byte) []byte { return strconv.AppendInt(dst, int64(id), 10) }
-
-// AppendText implements [encoding.TextAppender] with the decimal form.
-func (id ID) AppendText(dst []byte) ([]byte, error) { return id.AppendDecimal(dst), nil }
+// AppendText implements [encoding.TextAppender] with the decimal form; it
+// allocates nothing when dst has room.
+func (id ID) AppendText(dst []byte) ([]byte, error) {
+	return strconv.AppendInt(dst, int64(id), 10), nil
+}
 
 // MarshalText implements [encoding.TextMarshaler] with the decimal form.
-func (id ID) MarshalText() ([]byte, error) { return id.AppendDecimal(nil), nil }
+func (id ID) MarshalText() ([]byte, error) { return id.AppendText(nil) }
 
 // UnmarshalText implements [encoding.TextUnmarshaler]; it accepts what
 // [Parse] accepts.
@@ -47,7 +45,7 @@ func (id *ID) UnmarshalText(text []byte) error {
 func (id ID) MarshalJSON() ([]byte, error) {
 	b := make([]byte, 0, 21)
 	b = append(b, '"')
-	b = id.AppendDecimal(b)
+	b, _ = id.AppendText(b)
 	return append(b, '"'), nil
 }
 
@@ -62,7 +60,7 @@ func (id *ID) UnmarshalJSON(data []byte) error {
 	if len(data) >= 2 && data[0] == '"' && data[len(data)-1] == '"' {
 		from, to = 1, len(data)-1
 	} else if bytes.IndexByte(data, '"') >= 0 {
-		return &ParseError{Format: "JSON", Input: string(data), Reason: "unbalanced quotes", Err: ErrSyntax}
+		return parseError("JSON", string(data), "unbalanced quotes", ErrSyntax)
 	}
 	v, err := parseDecimal("JSON", data, from, to)
 	if err != nil {
@@ -75,27 +73,29 @@ func (id *ID) UnmarshalJSON(data []byte) error {
 // Parse parses the decimal form of an ID: 1 to 19 ASCII digits (leading
 // zeros allowed within the 19), no sign or spaces, at most
 // 9223372036854775807. Digits worth more than that are [ErrRange]; more
-// than 19 digits worth less (leading zeros) are [ErrSyntax].
+// than 19 digits worth less (leading zeros) and other bad input are
+// [ErrSyntax]. Every parser's error quotes the input and says what is wrong
+// with it.
 func Parse(s string) (ID, error) { return parseDecimal("decimal", s, 0, len(s)) }
 
 // parseDecimal parses in[from:to]; errors quote all of in.
 func parseDecimal[T string | []byte](format string, in T, from, to int) (ID, error) {
 	if from == to {
-		return 0, &ParseError{Format: format, Input: string(in), Reason: "no digits", Err: ErrSyntax}
+		return 0, parseError(format, string(in), "no digits", ErrSyntax)
 	}
 	var v uint64
 	for i := from; i < to; i++ {
 		c := in[i]
 		if c < '0' || c > '9' {
-			return 0, &ParseError{Format: format, Input: string(in), Reason: badChar(c, i), Err: ErrSyntax}
+			return 0, parseError(format, string(in), badChar(c, i), ErrSyntax)
 		}
 		if v > (maxID-uint64(c-'0'))/10 {
-			return 0, &ParseError{Format: format, Input: string(in), Reason: "exceeds 9223372036854775807", Err: ErrRange}
+			return 0, parseError(format, string(in), "exceeds 9223372036854775807", ErrRange)
 		}
 		v = v*10 + uint64(c-'0')
 	}
 	if to-from > maxDigits {
-		return 0, &ParseError{Format: format, Input: string(in), Reason: "more than 19 digits", Err: ErrSyntax}
+		return 0, parseError(format, string(in), "more than 19 digits", ErrSyntax)
 	}
 	return ID(v), nil
 }
@@ -105,24 +105,15 @@ const (
 	maxDigits = 19 // of maxID in decimal
 )
 
-// ParseError describes input a parser rejected. Err is [ErrSyntax] or
-// [ErrRange].
-type ParseError struct {
-	Format string // "decimal", "base-32", "base-62", "text" or "JSON"
-	Input  string
-	Reason string
-	Err    error
-}
-
-func (e *ParseError) Error() string {
-	in := e.Input
-	if len(in) > 40 {
-		in = in[:40] + "..."
+// parseError reports input that the parser of format ("decimal",
+// "base-32", "base-62", "text" or "JSON") rejected; err is ErrSyntax or
+// ErrRange.
+func parseError(format, input, reason string, err error) error {
+	if len(input) > 40 {
+		input = input[:40] + "..."
 	}
-	return "idgen: parse " + e.Format + " ID " + strconv.Quote(in) + ": " + e.Reason
+	return fmt.Errorf("idgen: parse %s ID %s: %s: %w", format, strconv.Quote(input), reason, err)
 }
-
-func (e *ParseError) Unwrap() error { return e.Err }
 
 func badChar(c byte, i int) string {
 	if c >= utf8.RuneSelf {

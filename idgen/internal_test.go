@@ -60,7 +60,7 @@ func FuzzParseNode(f *testing.F) {
 		if dc, w, ok := strings.Cut(s, ":"); ok {
 			d, _ := strconv.ParseInt(dc, 10, 64)
 			wk, _ := strconv.ParseInt(w, 10, 64)
-			if gd, gw := Twitter.SplitNode(node); gd != d || gw != wk {
+			if gd, gw := Twitter.splitNode(node); gd != d || gw != wk {
 				t.Fatalf("parseNode(%q) = %d = %d:%d", s, node, gd, gw)
 			}
 		}

@@ -57,16 +57,17 @@ var (
 		Name: "twitter", TimeBits: 41, DatacenterBits: 5, WorkerBits: 5, SequenceBits: 12,
 		Unit: time.Millisecond, Epoch: time.UnixMilli(1288834974657).UTC(),
 	}
-	// WideWorker is the 38/15/10 millisecond layout of seed 000, meant
-	// for switching worker ids on large rollbacks (32,768 workers). Its 38
+	// WideWorker is a 38/15/10 millisecond layout with 32,768 workers,
+	// room to switch worker ids on large rollbacks. Its 38
 	// bits of milliseconds since 2017-12-21 ran out in September 2026.
 	WideWorker = Layout{
 		Name: "wide-worker", TimeBits: 38, WorkerBits: 15, SequenceBits: 10,
 		Unit: time.Millisecond, Epoch: time.Date(2017, 12, 21, 0, 0, 0, 0, time.UTC),
 	}
-	// RollbackBits is the Node.js layout of seed 002: 41 bits of
-	// milliseconds since its epoch (1580486400000), 3 machine bits, 5
-	// process bits, 2 clock-rollback generation bits and 12 sequence bits.
+	// RollbackBits counts clock rollbacks in its IDs: 41 bits of
+	// milliseconds since 2020-01-31T16:00:00Z (1580486400000), 3 machine
+	// bits, 5 process bits, 2 clock-rollback generation bits and 12
+	// sequence bits.
 	RollbackBits = Layout{
 		Name: "rollback-bits", TimeBits: 41, DatacenterBits: 3, WorkerBits: 5, GenerationBits: 2, SequenceBits: 12,
 		Unit: time.Millisecond, Epoch: time.UnixMilli(1580486400000).UTC(),
@@ -117,10 +118,10 @@ const (
 // at most 63 bits in all, a time field of at least one bit, at most 8
 // generation bits, a unit from 1ms to 1s, an epoch between 1970 and 2200,
 // and a lifetime (2^TimeBits units) within 292 years. Errors wrap
-// [ErrInvalidLayout].
+// [ErrInvalidConfig].
 func (l Layout) Validate() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("idgen: layout %q: %s: %w", l.Name, fmt.Sprintf(format, args...), ErrInvalidLayout)
+		return fmt.Errorf("idgen: layout %q: %s: %w", l.Name, fmt.Sprintf(format, args...), ErrInvalidConfig)
 	}
 	for _, f := range []struct {
 		name string
@@ -154,23 +155,20 @@ func (l Layout) Validate() error {
 
 // TotalBits is the number of bits an ID uses, at most 63 for a valid layout.
 func (l Layout) TotalBits() int {
-	return l.TimeBits + l.NodeBits() + l.GenerationBits + l.SequenceBits
+	return l.TimeBits + l.nodeBits() + l.GenerationBits + l.SequenceBits
 }
 
-// NodeBits is the width of the node id: datacenter and worker bits.
-func (l Layout) NodeBits() int { return l.DatacenterBits + l.WorkerBits }
+// nodeBits is the width of the node id: datacenter and worker bits.
+func (l Layout) nodeBits() int { return l.DatacenterBits + l.WorkerBits }
 
 // MaxNode is the largest node id the layout holds.
-func (l Layout) MaxNode() int64 { return 1<<l.NodeBits() - 1 }
+func (l Layout) MaxNode() int64 { return 1<<l.nodeBits() - 1 }
 
-// Life is how long the time field lasts from Epoch: 2^TimeBits units.
-func (l Layout) Life() time.Duration { return time.Duration(int64(1)<<l.TimeBits) * l.Unit }
-
-// EndOfLife is the first instant the time field cannot hold.
-func (l Layout) EndOfLife() time.Time { return l.Epoch.Add(l.Life()) }
-
-// LifeLeft is the time from now to EndOfLife, negative once it has passed.
-func (l Layout) LifeLeft(now time.Time) time.Duration { return l.EndOfLife().Sub(now) }
+// EndOfLife is the first instant the time field cannot hold: Epoch plus
+// 2^TimeBits units.
+func (l Layout) EndOfLife() time.Time {
+	return l.Epoch.Add(time.Duration(int64(1)<<l.TimeBits) * l.Unit)
+}
 
 // IDsPerSecond is the most IDs one node can issue per second: 2^SequenceBits
 // per unit. Generation bits add nothing; they only absorb rollbacks.
@@ -178,10 +176,10 @@ func (l Layout) IDsPerSecond() float64 {
 	return float64(int64(1)<<l.SequenceBits) * float64(time.Second) / float64(l.Unit)
 }
 
-// Exceeds53Bits is the instant from which the layout's IDs are 2^53 or more,
+// exceeds53Bits is the instant from which the layout's IDs are 2^53 or more,
 // past what a JavaScript number (an IEEE 754 double) holds exactly; ok is
 // false when no ID of the layout ever reaches 2^53.
-func (l Layout) Exceeds53Bits() (t time.Time, ok bool) {
+func (l Layout) exceeds53Bits() (t time.Time, ok bool) {
 	if l.TotalBits() <= 53 {
 		return time.Time{}, false
 	}
@@ -223,14 +221,14 @@ func (l Layout) String() string {
 func (l Layout) Report(now time.Time) string {
 	var b strings.Builder
 	fmt.Fprintln(&b, l)
-	left := l.LifeLeft(now)
+	left := l.EndOfLife().Sub(now)
 	if left <= 0 {
 		fmt.Fprintf(&b, "  end of life: %s (exhausted %.1f years ago)\n", l.EndOfLife().Format(time.DateOnly), -left.Hours()/year.Hours())
 	} else {
 		fmt.Fprintf(&b, "  end of life: %s (%.1f years left)\n", l.EndOfLife().Format(time.DateOnly), left.Hours()/year.Hours())
 	}
 	fmt.Fprintf(&b, "  capacity: %.0f IDs/s per node, %d nodes\n", l.IDsPerSecond(), l.MaxNode()+1)
-	if t, ok := l.Exceeds53Bits(); ok {
+	if t, ok := l.exceeds53Bits(); ok {
 		fmt.Fprintf(&b, "  IDs pass 2^53 (unsafe as JavaScript numbers) from %s\n", t.Format(time.DateOnly))
 	} else {
 		fmt.Fprintf(&b, "  IDs stay below 2^53 (safe as JavaScript numbers)\n")
@@ -250,8 +248,8 @@ func (l Layout) NodeOf(datacenter, worker int64) (int64, error) {
 	return datacenter<<l.WorkerBits | worker, nil
 }
 
-// SplitNode is the inverse of NodeOf.
-func (l Layout) SplitNode(node int64) (datacenter, worker int64) {
+// splitNode is the inverse of NodeOf.
+func (l Layout) splitNode(node int64) (datacenter, worker int64) {
 	return node >> l.WorkerBits & (1<<l.DatacenterBits - 1), node & (1<<l.WorkerBits - 1)
 }
 
@@ -288,7 +286,7 @@ func (l Layout) Decode(id ID) Parts {
 	p := l.plan()
 	v := int64(id)
 	node := v & p.nodeMask >> p.nodeShift
-	dc, w := l.SplitNode(node)
+	dc, w := l.splitNode(node)
 	tick := int64(uint64(v) >> p.timeShift) // the sign bit of a foreign ID reads as time
 	return Parts{
 		Time:       l.Epoch.Add(time.Duration(tick) * l.Unit).UTC(),
@@ -342,7 +340,7 @@ type plan struct {
 
 func (l Layout) plan() plan {
 	var p plan
-	s, g, n := uint(l.SequenceBits), uint(l.GenerationBits), uint(l.NodeBits())
+	s, g, n := uint(l.SequenceBits), uint(l.GenerationBits), uint(l.nodeBits())
 	if l.NodeLast {
 		p.nodeShift, p.seqShift, p.genShift = 0, n, n+s
 	} else {

@@ -38,7 +38,7 @@ func TestLayoutValidate(t *testing.T) {
 			l := ok
 			tt.change(&l)
 			err := l.Validate()
-			if (err == nil) != tt.valid || (err != nil && !errors.Is(err, idgen.ErrInvalidLayout)) {
+			if (err == nil) != tt.valid || (err != nil && !errors.Is(err, idgen.ErrInvalidConfig)) {
 				t.Fatalf("Validate: %v", err)
 			}
 		})
@@ -69,9 +69,12 @@ func TestPresets(t *testing.T) {
 			if l.TotalBits() != tt.bits || l.IDsPerSecond() != tt.perSecond || l.EndOfLife().Format(time.DateOnly) != tt.end {
 				t.Fatalf("%d bits, %v IDs/s, end %v", l.TotalBits(), l.IDsPerSecond(), l.EndOfLife())
 			}
-			js, ok := l.Exceeds53Bits()
-			if ok != (tt.js != "") || (ok && js.Format(time.DateOnly) != tt.js) {
-				t.Fatalf("passes 2^53 at %v (%v)", js, ok)
+			want := "IDs stay below 2^53"
+			if tt.js != "" {
+				want = "IDs pass 2^53 (unsafe as JavaScript numbers) from " + tt.js
+			}
+			if r := l.Report(t0); !strings.Contains(r, want) {
+				t.Fatalf("report lacks %q:\n%s", want, r)
 			}
 		})
 	}
@@ -94,14 +97,14 @@ func TestDecodeCompose(t *testing.T) {
 		t.Run(l.Name, func(t *testing.T) {
 			maxGen, maxSeq := int64(1)<<l.GenerationBits-1, int64(1)<<l.SequenceBits-1
 			for range 1000 {
-				at := l.Epoch.Add(time.Duration(rand.Int64N(int64(l.Life()))))
+				at := l.Epoch.Add(time.Duration(rand.Int64N(int64(l.EndOfLife().Sub(l.Epoch)))))
 				node, gen, seq := rand.Int64N(l.MaxNode()+1), rand.Int64N(maxGen+1), rand.Int64N(maxSeq+1)
 				id, err := l.Compose(at, node, gen, seq)
 				if err != nil {
 					t.Fatal(err)
 				}
 				p := l.Decode(id)
-				dc, w := l.SplitNode(node)
+				dc, w := node>>l.WorkerBits, node&(1<<l.WorkerBits-1)
 				if !p.Time.Equal(l.Epoch.Add(at.Sub(l.Epoch).Truncate(l.Unit))) || p.Node != node || p.Datacenter != dc ||
 					p.Worker != w || p.Generation != gen || p.Sequence != seq || id < 0 {
 					t.Fatalf("Compose(%v, %d, %d, %d) = %d decodes to %+v", at, node, gen, seq, id, p)
@@ -137,7 +140,7 @@ func TestComposeErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := (idgen.Layout{}).Compose(t0, 0, 0, 0); !errors.Is(err, idgen.ErrInvalidLayout) {
+	if _, err := (idgen.Layout{}).Compose(t0, 0, 0, 0); !errors.Is(err, idgen.ErrInvalidConfig) {
 		t.Fatalf("Compose with an invalid layout: %v", err)
 	}
 }
@@ -148,7 +151,7 @@ func TestDecodeIsPerLayout(t *testing.T) {
 	tw := newGen(t, 1023, idgen.Config{Layout: idgen.Twitter})
 	sf := newGen(t, 65535, idgen.Config{Layout: idgen.Sonyflake})
 	a, b := next(t, tw), next(t, sf)
-	if pa, pb := tw.Decode(a), sf.Decode(b); pa.Node != 1023 || pb.Node != 65535 || pa.Datacenter != 31 || pa.Worker != 31 {
+	if pa, pb := tw.Config().Layout.Decode(a), sf.Config().Layout.Decode(b); pa.Node != 1023 || pb.Node != 65535 || pa.Datacenter != 31 || pa.Worker != 31 {
 		t.Fatalf("decoded %+v and %+v", pa, pb)
 	}
 }
@@ -158,8 +161,9 @@ func TestNodeOf(t *testing.T) {
 	if n, err := l.NodeOf(7, 31); err != nil || n != 255 {
 		t.Fatalf("NodeOf(7, 31) = %d, %v", n, err)
 	}
-	if dc, w := l.SplitNode(7<<5 | 3); dc != 7 || w != 3 {
-		t.Fatalf("SplitNode: %d, %d", dc, w)
+	id, err := l.Compose(t0, 7<<5|3, 0, 0)
+	if p := l.Decode(id); err != nil || p.Datacenter != 7 || p.Worker != 3 {
+		t.Fatalf("Decode of node 7:3: %+v, %v", p, err)
 	}
 	for _, c := range [][2]int64{{8, 0}, {0, 32}, {-1, 0}, {0, -1}} {
 		if _, err := l.NodeOf(c[0], c[1]); !errors.Is(err, idgen.ErrNodeRange) {

@@ -18,14 +18,13 @@ var (
 	// clock. It issues again once a renewal succeeds or a new lease is
 	// taken.
 	ErrLeaseExpired = errors.New("idgen: worker lease not renewed in time; not issuing IDs")
-	// ErrNoFreeNode reports a pool whose node ids are all held by live
-	// leases, or a requested node id that another holder has.
+	// ErrNoFreeNode reports that no node id can be granted now: the pool's
+	// ids are all held by live leases, the one requested is held, or the
+	// pool is recovering from lost records (a Redis restart without
+	// persistence, a failover), when nothing is granted until one whole
+	// lease has passed, so that every holder of a lost lease has stopped
+	// issuing IDs first. The error says which.
 	ErrNoFreeNode = errors.New("idgen: no free node id in the pool")
-	// ErrPoolRecovering reports a pool whose store lost its records
-	// (a Redis restart without persistence, a failover): nothing is
-	// granted until one whole lease has passed, so that every holder of a
-	// lost lease has stopped issuing IDs first.
-	ErrPoolRecovering = errors.New("idgen: worker pool recovering from lost records")
 )
 
 // A Leaser grants node ids for a time measured by its store's clock, so that
@@ -38,8 +37,8 @@ var (
 // The pool is the node ids 0 to the leaser's size minus one. A node id is
 // held by at most one live lease. A free node goes to the caller that waited
 // longest for it: never-used ids first, then released and expired ones in
-// the order they became free (seed 000's queue, with retired ids at its
-// tail), so that a freed node rests as long as the pool allows.
+// the order they became free (a queue with retired ids at its tail), so that
+// a freed node rests as long as the pool allows.
 //
 // Every lease record keeps the node's high-water mark: the end of the last
 // time unit in which any holder may have issued IDs with the node; the next
@@ -55,9 +54,9 @@ type Leaser interface {
 	// Acquire takes a node id for a lease. With req.Static it takes
 	// exactly req.Node, failing with ErrNoFreeNode if another live lease
 	// holds it; otherwise it takes the free node that waited longest,
-	// failing with ErrNoFreeNode when none is free. It fails with
-	// ErrNodeRange when the pool holds node ids above req.MaxNode, and
-	// with ErrPoolRecovering while the pool recovers from lost records.
+	// failing with ErrNoFreeNode when none is free or the pool recovers
+	// from lost records. It fails with ErrNodeRange when the pool holds
+	// node ids above req.MaxNode.
 	Acquire(ctx context.Context, req LeaseRequest) (Lease, error)
 	// Renew extends l by the lease length from the store's now, and
 	// raises the node's high-water mark to highWater if it is below. It

@@ -25,7 +25,7 @@ type LeaseConfig struct {
 	Node int64
 	// Wait makes NewLeased wait, for as long as its context allows, for a
 	// node to come free or the pool to finish recovering, instead of
-	// failing with ErrNoFreeNode or ErrPoolRecovering.
+	// failing with ErrNoFreeNode.
 	Wait bool
 	// Margin is how long before its lease would end, by the local
 	// monotonic clock, a generator that could not renew stops issuing IDs.
@@ -41,41 +41,41 @@ type LeaseConfig struct {
 	Logger *slog.Logger
 }
 
-// retryInterval bounds how often a failing renewal or a waiting acquire is
-// tried again.
+// minRetry and maxRetry bound how often a failing renewal or a waiting
+// acquire is tried again.
 const (
 	minRetry = 20 * time.Millisecond
 	maxRetry = time.Second
 )
 
 // NewLeased returns a generator whose node id is leased from l for as long
-// as it runs: it takes a node (Lease.Node itself with Lease.Static), starts
-// after the node's high-water mark, renews the lease in the background and
-// releases it on Close. A generator that cannot prove its lease live —
-// its last successful renewal plus the lease, less Lease.Margin, lies behind
-// the local monotonic clock — fails Next with [ErrLeaseExpired] until a
-// renewal succeeds or, if the lease was lost, it has leased a node again.
-// Each renewal raises the node's high-water mark to the end of the window
-// in which the generator may issue IDs before its next renewal, so that the
-// next holder of the node starts after every ID this one issued even if it
-// was killed, and even if its clock runs behind this one's. The hot path
-// costs what a static generator's does: renewals run off it.
+// as it runs: it takes a node (lc.Node itself with lc.Static), starts after
+// the node's high-water mark, renews the lease in the background and
+// releases it on Close. Each renewal raises the node's mark to the end of
+// the window in which the generator may issue IDs before its next renewal,
+// so that the next holder starts after every ID this one issued even if it
+// was killed, and even if its clock runs behind this one's. A generator that
+// cannot prove its lease live (its last successful renewal plus the lease,
+// less lc.Margin, lies behind the local monotonic clock) fails Next with
+// [ErrLeaseExpired] until a renewal succeeds or, if the lease was lost, it
+// has leased a node again. Renewals run off the hot path.
 //
-// ctx bounds the first lease (and the wait for one with Lease.Wait); the
-// renewals run until Close. Config.Store must be nil: the lease carries the
-// high-water mark. Errors wrap those of [New], [ErrNoFreeNode],
-// [ErrPoolRecovering], [ErrNodeRange] or the leaser's.
-func NewLeased(ctx context.Context, l Leaser, cfg Config) (*Generator, error) {
-	lc := cfg.Lease
+// ctx bounds the first lease (and the wait for one with lc.Wait). cfg.Store
+// must be nil: the lease carries the high-water mark. Under [Borrow], the
+// lease less its margin must exceed MaxAhead by two ticks, so that IDs
+// borrowed that far stay inside the window a renewal opens. Errors wrap
+// those of [New], [ErrNoFreeNode], [ErrNodeRange] or
+// the leaser's.
+func NewLeased(ctx context.Context, l Leaser, cfg Config, lc LeaseConfig) (*Generator, error) {
 	switch {
 	case l == nil:
 		return nil, fmt.Errorf("idgen: NewLeased without a Leaser: %w", ErrInvalidConfig)
 	case cfg.Store != nil:
 		return nil, fmt.Errorf("idgen: a leased generator keeps its high-water mark in the lease; leave Config.Store nil: %w", ErrInvalidConfig)
 	case lc.Node != 0 && !lc.Static:
-		return nil, fmt.Errorf("idgen: Lease.Node %d without Lease.Static: set Lease.Static to register that node, or leave Lease.Node 0 to lease any free node: %w", lc.Node, ErrInvalidConfig)
+		return nil, fmt.Errorf("idgen: LeaseConfig.Node %d without LeaseConfig.Static: set Static to register that node, or leave Node 0 to lease any free node: %w", lc.Node, ErrInvalidConfig)
 	case lc.Margin < 0:
-		return nil, fmt.Errorf("idgen: negative Lease.Margin %v: %w", lc.Margin, ErrInvalidConfig)
+		return nil, fmt.Errorf("idgen: negative LeaseConfig.Margin %v: %w", lc.Margin, ErrInvalidConfig)
 	}
 	if lc.Owner == "" {
 		host, _ := os.Hostname()
@@ -160,10 +160,14 @@ func (h *leaseHolder) acquire(ctx context.Context, g *Generator) (Lease, error) 
 				err = fmt.Errorf("idgen: leaser granted node %d for static node %d: %w", lease.Node, h.req.Node, ErrInvalidConfig)
 			}
 			if err == nil && lease.TTL > 0 && h.cfg.Margin >= lease.TTL/2 {
-				err = fmt.Errorf("idgen: Lease.Margin %v is not less than half the lease %v: %w", h.cfg.Margin, lease.TTL, ErrInvalidConfig)
+				err = fmt.Errorf("idgen: LeaseConfig.Margin %v is not less than half the lease %v: %w", h.cfg.Margin, lease.TTL, ErrInvalidConfig)
 			}
 			if err == nil && lease.TTL > 0 && h.window(lease.TTL) < 2*g.layout.Unit {
 				err = fmt.Errorf("idgen: a lease of %v less its margin is shorter than two %v ticks of layout %q; lengthen the leaser's lease: %w", lease.TTL, g.layout.Unit, g.layout.Name, ErrInvalidConfig)
+			}
+			if b, ok := g.policy.(Borrow); err == nil && ok && lease.TTL > 0 && h.window(lease.TTL) < b.MaxAhead+2*g.layout.Unit {
+				err = fmt.Errorf("idgen: a lease of %v less its margin leaves a window of %v, too short to borrow Borrow.MaxAhead %v ahead of the clock; lengthen the leaser's lease or lower MaxAhead: %w",
+					lease.TTL, h.window(lease.TTL), b.MaxAhead, ErrInvalidConfig)
 			}
 			if err != nil {
 				h.releaseQuietly(g, lease, lease.HighWater)
@@ -171,7 +175,7 @@ func (h *leaseHolder) acquire(ctx context.Context, g *Generator) (Lease, error) 
 			}
 			return lease, nil
 		}
-		if !h.cfg.Wait || !(errors.Is(err, ErrNoFreeNode) || errors.Is(err, ErrPoolRecovering)) {
+		if !h.cfg.Wait || !errors.Is(err, ErrNoFreeNode) {
 			return Lease{}, fmt.Errorf("idgen: lease a node id: %w", err)
 		}
 		if err := park(ctx, 10*minRetry); err != nil {

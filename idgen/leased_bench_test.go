@@ -32,7 +32,7 @@ func BenchmarkLeased(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		g, err := idgen.NewLeased(context.Background(), pool, idgen.Config{Layout: benchLayout, Lease: idgen.LeaseConfig{Logger: quiet}})
+		g, err := idgen.NewLeased(context.Background(), pool, idgen.Config{Layout: benchLayout}, idgen.LeaseConfig{Logger: quiet})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -10,16 +10,22 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func leased(t *testing.T, m *faultLeaser, cfg idgen.Config) *idgen.Generator {
 	t.Helper()
-	if cfg.Lease.Logger == nil {
-		cfg.Lease.Logger = quiet
+	return leasedWith(t, m, cfg, idgen.LeaseConfig{})
+}
+
+func leasedWith(t *testing.T, m idgen.Leaser, cfg idgen.Config, lc idgen.LeaseConfig) *idgen.Generator {
+	t.Helper()
+	if lc.Logger == nil {
+		lc.Logger = quiet
 	}
-	g, err := idgen.NewLeased(context.Background(), m, cfg)
+	g, err := idgen.NewLeased(context.Background(), m, cfg, lc)
 	if err != nil {
 		t.Fatalf("NewLeased: %v", err)
 	}
@@ -38,25 +44,34 @@ func mustNext(t *testing.T, g *idgen.Generator) idgen.ID {
 
 func TestNewLeasedConfig(t *testing.T) {
 	m := newFaultLeaser(t, 4, time.Second)
+	store, err := idgen.OpenFileStore(t.TempDir() + "/mark")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
 	tests := []struct {
 		name   string
 		leaser idgen.Leaser
 		cfg    idgen.Config
+		lc     idgen.LeaseConfig
 		want   error
 	}{
-		{"no leaser", nil, idgen.Config{}, idgen.ErrInvalidConfig},
-		{"node without Static", m, idgen.Config{Lease: idgen.LeaseConfig{Node: 3}}, idgen.ErrInvalidConfig},
-		{"with a store", m, idgen.Config{Store: idgen.NewFileStore(t.TempDir() + "/mark")}, idgen.ErrInvalidConfig},
-		{"margin too wide", m, idgen.Config{Lease: idgen.LeaseConfig{Margin: 600 * time.Millisecond}}, idgen.ErrInvalidConfig},
-		{"negative margin", m, idgen.Config{Lease: idgen.LeaseConfig{Margin: -1}}, idgen.ErrInvalidConfig},
-		{"pool wider than the layout", newFaultLeaser(t, 64, time.Second), idgen.Config{Layout: smallNodeLayout()}, idgen.ErrNodeRange},
-		{"static node out of range", m, idgen.Config{Lease: idgen.LeaseConfig{Static: true, Node: 5000}}, idgen.ErrNodeRange},
-		{"lease shorter than two ticks", m, idgen.Config{Layout: secondsLayout}, idgen.ErrInvalidConfig},
+		{"no leaser", nil, idgen.Config{}, idgen.LeaseConfig{}, idgen.ErrInvalidConfig},
+		{"node without Static", m, idgen.Config{}, idgen.LeaseConfig{Node: 3}, idgen.ErrInvalidConfig},
+		{"with a store", m, idgen.Config{Store: store}, idgen.LeaseConfig{}, idgen.ErrInvalidConfig},
+		{"margin too wide", m, idgen.Config{}, idgen.LeaseConfig{Margin: 600 * time.Millisecond}, idgen.ErrInvalidConfig},
+		{"negative margin", m, idgen.Config{}, idgen.LeaseConfig{Margin: -1}, idgen.ErrInvalidConfig},
+		{"pool wider than the layout", newFaultLeaser(t, 64, time.Second), idgen.Config{Layout: smallNodeLayout()}, idgen.LeaseConfig{}, idgen.ErrNodeRange},
+		{"static node out of range", m, idgen.Config{}, idgen.LeaseConfig{Static: true, Node: 5000}, idgen.ErrNodeRange},
+		{"lease shorter than two ticks", m, idgen.Config{Layout: secondsLayout}, idgen.LeaseConfig{}, idgen.ErrInvalidConfig},
+		// A lease of 1s less its default margin leaves a window of 800ms:
+		// IDs borrowed 799ms ahead would outrun a renewal's window.
+		{"lease window shorter than Borrow.MaxAhead", m, idgen.Config{Rollback: idgen.Borrow{MaxAhead: 799 * time.Millisecond}}, idgen.LeaseConfig{}, idgen.ErrInvalidConfig},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.cfg.Lease.Logger = quiet
-			g, err := idgen.NewLeased(context.Background(), tt.leaser, tt.cfg)
+			tt.lc.Logger = quiet
+			g, err := idgen.NewLeased(context.Background(), tt.leaser, tt.cfg, tt.lc)
 			if !errors.Is(err, tt.want) {
 				if g != nil {
 					g.Close()
@@ -64,9 +79,6 @@ func TestNewLeasedConfig(t *testing.T) {
 				t.Fatalf("NewLeased = %v, want %v", err, tt.want)
 			}
 		})
-	}
-	if _, err := idgen.New(0, idgen.Config{Lease: idgen.LeaseConfig{Static: true}}); !errors.Is(err, idgen.ErrInvalidConfig) {
-		t.Errorf("New with Config.Lease = %v, want ErrInvalidConfig", err)
 	}
 	if n := m.held(4); n != 0 {
 		t.Errorf("%d nodes held after refusals", n)
@@ -92,11 +104,11 @@ func TestLeasedTakesNodesAndRefusesWhenFull(t *testing.T) {
 	if a.Node() == b.Node() {
 		t.Fatalf("two generators hold node %d", a.Node())
 	}
-	if _, err := idgen.NewLeased(context.Background(), m, idgen.Config{Lease: idgen.LeaseConfig{Logger: quiet}}); !errors.Is(err, idgen.ErrNoFreeNode) {
+	if _, err := idgen.NewLeased(context.Background(), m, idgen.Config{}, idgen.LeaseConfig{Logger: quiet}); !errors.Is(err, idgen.ErrNoFreeNode) {
 		t.Fatalf("third generator: %v, want ErrNoFreeNode", err)
 	}
 	// A static node already held fails at start.
-	_, err := idgen.NewLeased(context.Background(), m, idgen.Config{Lease: idgen.LeaseConfig{Static: true, Node: a.Node(), Logger: quiet}})
+	_, err := idgen.NewLeased(context.Background(), m, idgen.Config{}, idgen.LeaseConfig{Static: true, Node: a.Node(), Logger: quiet})
 	if !errors.Is(err, idgen.ErrNoFreeNode) {
 		t.Fatalf("static node %d held elsewhere: %v, want ErrNoFreeNode", a.Node(), err)
 	}
@@ -105,7 +117,7 @@ func TestLeasedTakesNodesAndRefusesWhenFull(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		g, err := idgen.NewLeased(ctx, m, idgen.Config{Lease: idgen.LeaseConfig{Wait: true, Logger: quiet}})
+		g, err := idgen.NewLeased(ctx, m, idgen.Config{}, idgen.LeaseConfig{Wait: true, Logger: quiet})
 		if err != nil {
 			t.Errorf("waiting NewLeased: %v", err)
 		}
@@ -131,12 +143,12 @@ func TestLeasedTakesNodesAndRefusesWhenFull(t *testing.T) {
 func TestLeasedStartsAfterHighWater(t *testing.T) {
 	m := newFaultLeaser(t, 1, time.Second)
 	// An earlier holder reserved up to a minute ahead of the clock.
-	clock := newRunningClock(t0)
+	clock := testkit.NewRunningClock(t0)
 	m.preset(t, 0, t0.Add(time.Minute))
 	g := leased(t, m, idgen.Config{Clock: clock, Rollback: idgen.Wait{Max: 2 * time.Minute}})
 	clock.Add(time.Minute) // saves the test the wait
 	id := mustNext(t, g)
-	if got := g.Decode(id).Time; got.Before(t0.Add(time.Minute)) {
+	if got := g.Config().Layout.Decode(id).Time; got.Before(t0.Add(time.Minute)) {
 		t.Fatalf("first ID at %v, before the high-water mark %v", got, t0.Add(time.Minute))
 	}
 }
@@ -152,13 +164,13 @@ func TestLeasedRenewsAndReleasesExactMark(t *testing.T) {
 		t.Fatalf("%d renewals in 400ms of a 300ms lease", n)
 	}
 	// Each renewal reserves the window up to the next one.
-	if mark, at := m.mark(0), g.Decode(last).Time; !mark.After(at) {
+	if mark, at := m.mark(0), g.Config().Layout.Decode(last).Time; !mark.After(at) {
 		t.Fatalf("mark %v not after the last ID's time %v", mark, at)
 	}
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
-	want := g.Decode(last).Time.Add(time.Millisecond)
+	want := g.Config().Layout.Decode(last).Time.Add(time.Millisecond)
 	if got, _ := m.releasedMark(0); !got.Equal(want) {
 		t.Fatalf("released with mark %v, want the end of the last tick %v", got, want)
 	}
@@ -221,25 +233,25 @@ func TestLeasedLosesLeaseAndLeasesAgain(t *testing.T) {
 		t.Fatalf("still on stolen node %d", first)
 	}
 	id := mustNext(t, g)
-	if p := g.Decode(id); p.Node == first || id <= before {
+	if p := g.Config().Layout.Decode(id); p.Node == first || id <= before {
 		t.Fatalf("after losing node %d issued %v", first, p)
 	}
 }
 
 func TestLeasedSwitchWorkerOnRollback(t *testing.T) {
 	m := newFaultLeaser(t, 3, time.Minute)
-	clock := newRunningClock(t0)
+	clock := testkit.NewRunningClock(t0)
 	g := leased(t, m, idgen.Config{Clock: clock, Rollback: idgen.SwitchWorker{}})
 	first := g.Node()
 	last := mustNext(t, g)
 	clock.Add(-time.Second)
 	id := mustNext(t, g)
-	p := g.Decode(id)
+	p := g.Config().Layout.Decode(id)
 	if p.Node == first {
 		t.Fatalf("rollback kept node %d", first)
 	}
 	// The old node went back to the pool with the mark of what it issued.
-	want := g.Decode(last).Time.Add(time.Millisecond)
+	want := g.Config().Layout.Decode(last).Time.Add(time.Millisecond)
 	if got, ok := m.releasedMark(first); !ok || !got.Equal(want) {
 		t.Fatalf("node %d released with mark %v (%v), want %v", first, got, ok, want)
 	}

@@ -19,6 +19,8 @@ type faultLeaser struct {
 	mu       sync.Mutex
 	forever  bool             // grant leases that never end (TTL 0)
 	failing  error            // Renew forwards, then fails with it: a lost reply
+	refusing error            // Acquire fails with it
+	during   func()           // Acquire calls it first: a slow round trip
 	stolen   map[string]bool  // tokens whose node someone else took
 	tokens   map[int64]string // the latest token granted per node
 	renewals int
@@ -38,6 +40,15 @@ func newFaultLeaser(t *testing.T, size int64, ttl time.Duration) *faultLeaser {
 }
 
 func (f *faultLeaser) Acquire(ctx context.Context, req idgen.LeaseRequest) (idgen.Lease, error) {
+	f.mu.Lock()
+	during, refusing := f.during, f.refusing
+	f.mu.Unlock()
+	if during != nil {
+		during()
+	}
+	if refusing != nil {
+		return idgen.Lease{}, refusing
+	}
 	l, err := f.inner.Acquire(ctx, req)
 	if err != nil {
 		return l, err
@@ -106,6 +117,18 @@ func (f *faultLeaser) setFailing(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.failing = err
+}
+
+func (f *faultLeaser) setRefusing(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refusing = err
+}
+
+func (f *faultLeaser) setDuring(during func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.during = during
 }
 
 func (f *faultLeaser) mark(node int64) time.Time {

@@ -9,9 +9,8 @@ import (
 )
 
 // NodeFromEnv reads a node id for layout l from the environment variable
-// key, as seed 002 passes process ids: either a whole node id ("37") or, for
-// a layout with datacenter bits, datacenter and worker separated by a colon
-// ("1:5"). Errors wrap [ErrNoNode] (unset or empty), [ErrSyntax] or
+// key: either a whole node id ("37") or, for a layout with datacenter bits,
+// datacenter and worker separated by a colon ("1:5"). Errors wrap [ErrNoNode] (unset or empty), [ErrSyntax] or
 // [ErrNodeRange].
 func NodeFromEnv(l Layout, key string) (int64, error) {
 	v, ok := os.LookupEnv(key)

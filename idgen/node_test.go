@@ -23,7 +23,7 @@ func TestNodeFromEnv(t *testing.T) {
 		{"node", idgen.Twitter, ptr("37"), 37, nil},
 		{"spaces", idgen.Twitter, ptr(" 37\n"), 37, nil},
 		{"datacenter:worker", idgen.Twitter, ptr("1:5"), 37, nil},
-		{"seed 002 machine:process", idgen.RollbackBits, ptr("7:31"), 255, nil},
+		{"machine:process", idgen.RollbackBits, ptr("7:31"), 255, nil},
 		{"max", idgen.Twitter, ptr("1023"), 1023, nil},
 		{"too big", idgen.Twitter, ptr("1024"), 0, idgen.ErrNodeRange},
 		{"negative", idgen.Twitter, ptr("-1"), 0, idgen.ErrNodeRange},

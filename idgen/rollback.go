@@ -1,7 +1,6 @@
 package idgen
 
 import (
-	"context"
 	"fmt"
 	"time"
 )
@@ -9,33 +8,30 @@ import (
 // A RollbackPolicy decides what a [Generator] does when its clock stands
 // behind the time of the last ID it issued: after an NTP step or an operator
 // setting the clock back, or at start when a [HighWaterStore] shows that an
-// earlier run got further. The policies are the types in this file; those
-// with an Else field hand the rollbacks they cannot absorb to another
-// policy (nil meaning [Refuse]), so seed 000's "wait up to 15ms, else take a
-// fresh worker id" reads
+// earlier run got further. The policies are the types in this file; nil, the
+// default, makes Next fail with [ErrClockBackwards] until the clock is back
+// at the time of the last ID issued. Those with an Else field hand the
+// rollbacks they cannot absorb to another policy (nil failing them), so
+// "wait up to 15ms, else take a fresh worker id" reads
 //
-//	idgen.Wait{Max: 15 * time.Millisecond, Else: idgen.SwitchWorker{Source: pool}}
+//	idgen.Wait{Max: 15 * time.Millisecond, Else: idgen.SwitchWorker{}}
 //
 // Whatever the policy, a generator never issues the same ID twice.
 type RollbackPolicy interface {
 	rollbackPolicy()
 }
 
-// Refuse makes Next fail with [ErrClockBackwards] until the clock is back
-// at the time of the last ID issued. It is the default.
-type Refuse struct{}
-
 // Wait makes Next wait, honouring its context, for the clock to catch up
-// when that takes at most Max (seed 000 waits up to 15ms). Longer rollbacks
-// go to Else.
+// when that takes at most Max (a common choice is 15ms, past the steps NTP
+// makes). Longer rollbacks go to Else.
 type Wait struct {
 	Max  time.Duration
 	Else RollbackPolicy
 }
 
 // BumpGeneration moves to another value of the layout's generation bits and
-// carries on at the clock's time (seed 002). Unlike seed 002, which wraps
-// around after 2^bits rollbacks and can then repeat IDs, it only takes a
+// carries on at the clock's time. Unlike generators that count rollbacks
+// modulo 2^bits, and so repeat IDs after that many, it only takes a
 // generation whose IDs all lie before the clock; when none is left — or
 // after a restart, when every generation may have been used up to the high-
 // water mark — the rollback goes to Else. The layout needs GenerationBits.
@@ -54,17 +50,13 @@ type Borrow struct {
 	Else     RollbackPolicy
 }
 
-// SwitchWorker asks Source for a fresh node id and carries on with it at the
-// clock's time (seed 000's queue of worker ids). The generator refuses a node
-// id that it used itself at or after the clock's time. A generator made by
-// [NewLeased] with a nil Source leases a fresh node from its [Leaser] and
-// releases the old one with its high-water mark, so the old node goes to
-// the tail of the pool's queue.
-type SwitchWorker struct {
-	Source WorkerSource
-}
+// SwitchWorker makes a generator made by [NewLeased] lease a fresh node
+// from its [Leaser] and carry on with it at the clock's time. The old node
+// is released with the exact mark of its last ID, so it goes to the tail of
+// the pool's queue and rests there while the clock catches up. A generator
+// with a static node cannot switch: New refuses the policy.
+type SwitchWorker struct{}
 
-func (Refuse) rollbackPolicy()         {}
 func (Wait) rollbackPolicy()           {}
 func (BumpGeneration) rollbackPolicy() {}
 func (Borrow) rollbackPolicy()         {}
@@ -76,7 +68,7 @@ func validatePolicy(p RollbackPolicy, l Layout, top, leased bool) error {
 		return fmt.Errorf("idgen: rollback policy: %s: %w", fmt.Sprintf(format, args...), ErrInvalidConfig)
 	}
 	switch p := p.(type) {
-	case nil, Refuse:
+	case nil:
 		return nil
 	case Wait:
 		if p.Max <= 0 {
@@ -97,24 +89,11 @@ func validatePolicy(p RollbackPolicy, l Layout, top, leased bool) error {
 		}
 		return validatePolicy(p.Else, l, false, leased)
 	case SwitchWorker:
-		if p.Source == nil && !leased {
-			return bad("SwitchWorker without a Source (only a leased generator takes its fresh node from its Leaser)")
+		if !leased {
+			return bad("SwitchWorker needs a generator made by NewLeased, which takes its fresh node from its Leaser")
 		}
 		return nil
 	default:
 		return bad("unknown policy %T", p)
 	}
-}
-
-// A WorkerSource supplies node ids to the [SwitchWorker] policy. Leasing
-// backends (Redis, SQL) implement it; it must be safe for concurrent use.
-type WorkerSource interface {
-	// NextWorker returns the node id a generator switches to, retiring
-	// retired, with which it issued IDs up to lastUsed. The id returned
-	// must not be held by any other generator, nor have been used by any
-	// generator at or after the current time. The source may hand retired
-	// out again once the clock has passed lastUsed; a queue that puts
-	// retired ids at its tail (seed 000) does so in practice. ctx bounds
-	// the call.
-	NextWorker(ctx context.Context, retired int64, lastUsed time.Time) (int64, error)
 }

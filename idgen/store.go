@@ -36,9 +36,8 @@ type HighWaterStore interface {
 // beside it, syncs it and renames it over the old one, so a crash leaves
 // either mark whole.
 //
-// A FileStore holds its file for one generator, from OpenFileStore or its
-// first Load or Save until Close, through a lock file beside it (the path
-// with ".lock" appended). Another store given the same path, in this process
+// A FileStore holds its file for one generator, from OpenFileStore until
+// Close, through a lock file beside it (the path with ".lock" appended). Another store given the same path, in this process
 // or another, fails with [ErrStoreLocked] instead of sharing a mark that
 // each would overwrite while their generators issue the same IDs. Give every
 // generator (every node) its own file. A FileStore must be closed when its
@@ -66,8 +65,7 @@ var (
 // OpenFileStore returns a store in the file at path, holding the file
 // already, so that a file in use fails at start with [ErrStoreLocked]
 // rather than at the generator's first Next. It creates the file's
-// directory and lock file; the mark is written on the first save. Prefer it
-// to NewFileStore.
+// directory and lock file; the mark is written on the first save.
 func OpenFileStore(path string) (*FileStore, error) {
 	s := &FileStore{path: path}
 	if err := s.lock(); err != nil {
@@ -75,12 +73,6 @@ func OpenFileStore(path string) (*FileStore, error) {
 	}
 	return s, nil
 }
-
-// NewFileStore returns a store in the file at path that takes the file on
-// its first Load or Save (a generator's first Next), failing there with
-// [ErrStoreLocked] if another store holds it. The file's directory is
-// created then too.
-func NewFileStore(path string) *FileStore { return &FileStore{path: path} }
 
 // Load reads the mark; a missing file means none.
 func (s *FileStore) Load(context.Context) (time.Time, error) {

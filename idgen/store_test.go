@@ -15,12 +15,16 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 func TestFileStore(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "sub", "node-1.hwm")
-	s := idgen.NewFileStore(path)
+	s, err := idgen.OpenFileStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { s.Close() })
 	if got, err := s.Load(ctx); err != nil || !got.IsZero() {
 		t.Fatalf("Load of a missing file: %v, %v", got, err)
@@ -63,7 +67,6 @@ func TestRestartBehindHighWaterMark(t *testing.T) {
 		{"wait", func() idgen.RollbackPolicy { return idgen.Wait{Max: time.Millisecond} }, idgen.Twitter, false},
 		{"bump", func() idgen.RollbackPolicy { return idgen.BumpGeneration{} }, idgen.RollbackBits, false},
 		{"borrow", func() idgen.RollbackPolicy { return idgen.Borrow{MaxAhead: 2 * time.Hour} }, idgen.Twitter, true},
-		{"switch", func() idgen.RollbackPolicy { return idgen.SwitchWorker{Source: &pool{ids: []int64{2}}} }, idgen.Twitter, true},
 	}
 	for _, tt := range tests {
 		for _, crash := range []bool{false, true} {
@@ -72,9 +75,12 @@ func TestRestartBehindHighWaterMark(t *testing.T) {
 				name = tt.name + "/crashed"
 			}
 			t.Run(name, func(t *testing.T) {
-				store := idgen.NewFileStore(filepath.Join(t.TempDir(), "hwm"))
+				store, err := idgen.OpenFileStore(filepath.Join(t.TempDir(), "hwm"))
+				if err != nil {
+					t.Fatal(err)
+				}
 				t.Cleanup(func() { store.Close() })
-				clock := newFakeClock(t0, time.Microsecond)
+				clock := testkit.NewClock(t0, time.Microsecond)
 				const node = 1
 				cfg := idgen.Config{Layout: tt.layout, Clock: clock, Store: store, Reserve: reserve, Rollback: tt.policy()}
 				g1, err := idgen.New(node, cfg)
@@ -121,10 +127,10 @@ func TestRestartBehindHighWaterMark(t *testing.T) {
 						t.Fatalf("second run past the mark: %v", err)
 					}
 				}
-				checkUnique(t, append(first, second...))
+				testkit.CheckUnique(t, append(first, second...))
 				if !tt.issues {
 					// Time order holds across the restart.
-					checkIncreasing(t, append(first, second...))
+					testkit.CheckIncreasing(t, append(first, second...))
 				}
 			})
 		}
@@ -140,7 +146,7 @@ func (s failingStore) Save(context.Context, time.Time) error   { return s.err }
 func TestStoreErrors(t *testing.T) {
 	down := errors.New("disk full")
 	g := newGen(t, 0, idgen.Config{Store: failingStore{down}})
-	if _, err := g.NextID(); !errors.Is(err, down) {
+	if _, err := g.Next(context.Background()); !errors.Is(err, down) {
 		t.Fatalf("Next with a failing store: %v", err)
 	}
 
@@ -148,18 +154,24 @@ func TestStoreErrors(t *testing.T) {
 	if err := os.WriteFile(path, []byte("garbage"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	store := idgen.NewFileStore(path)
+	store, err := idgen.OpenFileStore(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { store.Close() })
 	g = newGen(t, 0, idgen.Config{Store: store})
-	if _, err := g.NextID(); err == nil {
+	if _, err := g.Next(context.Background()); err == nil {
 		t.Fatal("Next with an unreadable mark: no error")
 	}
 }
 
 func TestCloseSavesExactMark(t *testing.T) {
-	store := idgen.NewFileStore(filepath.Join(t.TempDir(), "hwm"))
+	store, err := idgen.OpenFileStore(filepath.Join(t.TempDir(), "hwm"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { store.Close() })
-	clock := newFakeClock(t0, 0)
+	clock := testkit.NewClock(t0, 0)
 	g := newGen(t, 0, idgen.Config{Clock: clock, Store: store})
 	next(t, g)
 	if mark, _ := store.Load(context.Background()); !mark.Equal(t0.Add(time.Second + time.Millisecond)) {
@@ -174,79 +186,46 @@ func TestCloseSavesExactMark(t *testing.T) {
 }
 
 // A FileStore holds its file for one generator: a second store on the same
-// path fails with ErrStoreLocked until the first is closed, whether it was
-// opened (locked at once) or made with NewFileStore (locked on first use).
+// path fails with ErrStoreLocked until the first is closed; a closed store
+// used again takes the file again, or fails while another holds it.
 func TestFileStoreLock(t *testing.T) {
 	ctx := context.Background()
-	open := func(path string) (*idgen.FileStore, error) { return idgen.OpenFileStore(path) }
-	load := func(path string) (*idgen.FileStore, error) {
-		s := idgen.NewFileStore(path)
-		_, err := s.Load(ctx)
-		return s, err
+	path := filepath.Join(t.TempDir(), "sub", "node-1.hwm")
+	first, err := idgen.OpenFileStore(path)
+	if err != nil {
+		t.Fatalf("first store: %v", err)
 	}
-	save := func(path string) (*idgen.FileStore, error) {
-		s := idgen.NewFileStore(path)
-		return s, s.Save(ctx, t0)
+	_, err = idgen.OpenFileStore(path)
+	if !errors.Is(err, idgen.ErrStoreLocked) {
+		t.Fatalf("second store while the first is open: %v, want ErrStoreLocked", err)
 	}
-	tests := []struct {
-		name          string
-		first, second func(string) (*idgen.FileStore, error)
-	}{
-		{"open, open", open, open},
-		{"open, load", open, load},
-		{"open, save", open, save},
-		{"load, open", load, open},
-		{"save, load", save, load},
+	checkLockedMessage(t, err, path)
+	if err := first.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "sub", "node-1.hwm")
-			first, err := tt.first(path)
-			if err != nil {
-				t.Fatalf("first store: %v", err)
-			}
-			second, err := tt.second(path)
-			if !errors.Is(err, idgen.ErrStoreLocked) {
-				t.Fatalf("second store while the first is open: %v, want ErrStoreLocked", err)
-			}
-			checkLockedMessage(t, err, path)
-			if err := first.Close(); err != nil {
-				t.Fatalf("Close: %v", err)
-			}
-			if err := first.Close(); err != nil {
-				t.Fatalf("second Close: %v", err)
-			}
-			// The second store takes the file once the first lets go:
-			// the one that failed is used again, or opened again if
-			// OpenFileStore gave none.
-			if second != nil {
-				_, err = second.Load(ctx)
-			} else {
-				second, err = tt.second(path)
-			}
-			if err != nil {
-				t.Fatalf("second store after the first closed: %v", err)
-			}
-			// A closed store used again takes the lock again, so it
-			// now fails in its turn.
-			if _, err := first.Load(ctx); !errors.Is(err, idgen.ErrStoreLocked) {
-				t.Fatalf("closed store used while another holds the file: %v", err)
-			}
-			if err := second.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if err := first.Save(ctx, t0); err != nil {
-				t.Fatalf("closed store used again once free: %v", err)
-			}
-			if err := first.Close(); err != nil {
-				t.Fatal(err)
-			}
-		})
+	if err := first.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
 	}
-}
-
-func TestFileStoreCloseUnused(t *testing.T) {
-	if err := idgen.NewFileStore(filepath.Join(t.TempDir(), "hwm")).Close(); err != nil {
+	// The second store takes the file once the first lets go.
+	second, err := idgen.OpenFileStore(path)
+	if err != nil {
+		t.Fatalf("second store after the first closed: %v", err)
+	}
+	// A closed store used again takes the lock again, so it now fails
+	// in its turn, whether it loads or saves.
+	if _, err := first.Load(ctx); !errors.Is(err, idgen.ErrStoreLocked) {
+		t.Fatalf("closed store loading while another holds the file: %v", err)
+	}
+	if err := first.Save(ctx, t0); !errors.Is(err, idgen.ErrStoreLocked) {
+		t.Fatalf("closed store saving while another holds the file: %v", err)
+	}
+	if err := second.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Save(ctx, t0); err != nil {
+		t.Fatalf("closed store used again once free: %v", err)
+	}
+	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -298,9 +277,6 @@ func storeHelper(path, mode string) int {
 	switch mode {
 	case "open", "hold":
 		s, err = idgen.OpenFileStore(path)
-	case "load":
-		s = idgen.NewFileStore(path)
-		_, err = s.Load(context.Background())
 	default:
 		fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
 		return 2
@@ -397,19 +373,15 @@ func TestFileStoreLockAcrossProcesses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, mode := range []string{"open", "load"} {
-			got := helperOutcome(t, path, mode)
-			if !strings.HasPrefix(got, "locked: ") || !strings.Contains(got, path) {
-				t.Fatalf("%s in another process while this one holds the file: %s", mode, got)
-			}
+		got := helperOutcome(t, path, "open")
+		if !strings.HasPrefix(got, "locked: ") || !strings.Contains(got, path) {
+			t.Fatalf("open in another process while this one holds the file: %s", got)
 		}
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
-		for _, mode := range []string{"open", "load"} {
-			if got := helperOutcome(t, path, mode); got != "opened" {
-				t.Fatalf("%s in another process after Close: %s", mode, got)
-			}
+		if got := helperOutcome(t, path, "open"); got != "opened" {
+			t.Fatalf("open in another process after Close: %s", got)
 		}
 	})
 	t.Run("another process holds", func(t *testing.T) {

@@ -10,14 +10,8 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/testkit"
 )
-
-// counterSource hands out node ids that were never used.
-type counterSource struct{ next atomic.Int64 }
-
-func (s *counterSource) NextWorker(context.Context, int64, time.Time) (int64, error) {
-	return s.next.Add(1), nil
-}
 
 // TestStressRollbacks runs 64 goroutines against one generator while the
 // clock keeps stepping back by 1ms to 10s (log-uniformly) and forward
@@ -26,19 +20,16 @@ func TestStressRollbacks(t *testing.T) {
 	tests := []struct {
 		name   string
 		layout idgen.Layout
-		policy func() idgen.RollbackPolicy
+		policy idgen.RollbackPolicy
+		leased bool // SwitchWorker takes its fresh nodes from a lease pool
 	}{
-		{"refuse", idgen.Twitter, func() idgen.RollbackPolicy { return idgen.Refuse{} }},
-		{"wait", idgen.Twitter, func() idgen.RollbackPolicy { return idgen.Wait{Max: 15 * time.Millisecond} }},
-		{"bump", idgen.RollbackBits, func() idgen.RollbackPolicy { return idgen.BumpGeneration{} }},
-		{"borrow", idgen.Twitter, func() idgen.RollbackPolicy { return idgen.Borrow{MaxAhead: time.Second} }},
-		{"switch", idgen.Twitter, func() idgen.RollbackPolicy { return idgen.SwitchWorker{Source: &counterSource{}} }},
-		{"seed 000", idgen.Twitter, func() idgen.RollbackPolicy {
-			return idgen.Wait{Max: 15 * time.Millisecond, Else: idgen.SwitchWorker{Source: &counterSource{}}}
-		}},
-		{"bump else wait", idgen.RollbackBits, func() idgen.RollbackPolicy {
-			return idgen.BumpGeneration{Else: idgen.Wait{Max: 15 * time.Millisecond}}
-		}},
+		{"refuse", idgen.Twitter, nil, false},
+		{"wait", idgen.Twitter, idgen.Wait{Max: 15 * time.Millisecond}, false},
+		{"bump", idgen.RollbackBits, idgen.BumpGeneration{}, false},
+		{"borrow", idgen.Twitter, idgen.Borrow{MaxAhead: time.Second}, false},
+		{"switch", idgen.Twitter, idgen.SwitchWorker{}, true},
+		{"wait else switch", idgen.Twitter, idgen.Wait{Max: 15 * time.Millisecond, Else: idgen.SwitchWorker{}}, true},
+		{"bump else wait", idgen.RollbackBits, idgen.BumpGeneration{Else: idgen.Wait{Max: 15 * time.Millisecond}}, false},
 	}
 	const (
 		goroutines = 64
@@ -47,8 +38,14 @@ func TestStressRollbacks(t *testing.T) {
 	)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := newRunningClock(t0)
-			g := newGen(t, 0, idgen.Config{Layout: tt.layout, Clock: clock, Rollback: tt.policy()})
+			clock := testkit.NewRunningClock(t0)
+			cfg := idgen.Config{Layout: tt.layout, Clock: clock, Rollback: tt.policy}
+			var g *idgen.Generator
+			if tt.leased {
+				g = leased(t, newFaultLeaser(t, tt.layout.MaxNode()+1, time.Minute), cfg)
+			} else {
+				g = newGen(t, 0, cfg)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), duration)
 			defer cancel()
 
@@ -85,7 +82,7 @@ func TestStressRollbacks(t *testing.T) {
 			if len(all) == 0 {
 				t.Fatal("no IDs issued")
 			}
-			checkUnique(t, all)
+			testkit.CheckUnique(t, all)
 			t.Logf("%d IDs, %d refusals or timeouts", len(all), failures.Load())
 		})
 	}
@@ -93,7 +90,7 @@ func TestStressRollbacks(t *testing.T) {
 
 // injectRollbacks steps the clock back by 1ms to 10s every few hundred
 // microseconds, and as often forward by as much or more, until ctx ends.
-func injectRollbacks(ctx context.Context, clock *fakeClock) {
+func injectRollbacks(ctx context.Context, clock *testkit.Clock) {
 	for ctx.Err() == nil {
 		back := time.Duration(math.Exp(rand.Float64()*math.Log(1e4))) * time.Millisecond
 		clock.Add(-back)

@@ -4,8 +4,8 @@
 // (packages producer and producer/grpcproducer) stamps it and the receiving
 // side (package consumer, and the dedupe stores' limit) reads and checks it
 // by these rules alone, so the two cannot drift apart. It imports only the
-// standard library and idgen, so a gRPC-only sender links no remoting
-// client and a remoting one no gRPC.
+// standard library, so a gRPC-only sender links no remoting client, a
+// remoting one no gRPC, and a consumer no ID generator.
 package msgkey
 
 import (

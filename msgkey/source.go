@@ -2,8 +2,7 @@ package msgkey
 
 import (
 	"context"
-
-	"github.com/idemq/idemq/idgen"
+	"strconv"
 )
 
 // Source issues unique keys, one per call: the producer adapters take a
@@ -12,21 +11,31 @@ type Source interface {
 	NextKey(ctx context.Context) (string, error)
 }
 
-// IDGenerator issues unique IDs; *idgen.Generator is one.
-type IDGenerator interface {
-	Next(ctx context.Context) (idgen.ID, error)
+// FromIDs returns a Source whose keys are gen's IDs in decimal: with a
+// snowflake generator (*idgen.Generator, idgen/cached's Generator) they are
+// unique per node, time-ordered, and safe to hand to JavaScript as strings.
+// The ID type is inferred from gen's Next method:
+//
+//	keys := msgkey.FromIDs(gen)
+func FromIDs[T ~int64 | ~uint64](gen interface {
+	Next(ctx context.Context) (T, error)
+}) Source {
+	return idKeys[T]{gen}
 }
 
-// FromIDs returns a Source whose keys are gen's IDs in decimal: unique per
-// generator node, time-ordered, and safe to hand to JavaScript as strings.
-func FromIDs(gen IDGenerator) Source { return idKeys{gen} }
+type idKeys[T ~int64 | ~uint64] struct {
+	gen interface {
+		Next(ctx context.Context) (T, error)
+	}
+}
 
-type idKeys struct{ gen IDGenerator }
-
-func (k idKeys) NextKey(ctx context.Context) (string, error) {
+func (k idKeys[T]) NextKey(ctx context.Context) (string, error) {
 	id, err := k.gen.Next(ctx)
 	if err != nil {
 		return "", err
 	}
-	return id.String(), nil
+	if signed := T(0)-1 < 0; signed {
+		return strconv.FormatInt(int64(id), 10), nil
+	}
+	return strconv.FormatUint(uint64(id), 10), nil
 }

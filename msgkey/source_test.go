@@ -11,11 +11,16 @@ import (
 
 // fixedIDs answers id, or fails with err.
 type fixedIDs struct {
-	id  idgen.ID
+	id  int64
 	err error
 }
 
-func (g fixedIDs) Next(context.Context) (idgen.ID, error) { return g.id, g.err }
+func (g fixedIDs) Next(context.Context) (int64, error) { return g.id, g.err }
+
+// unsignedIDs answers id.
+type unsignedIDs uint64
+
+func (g unsignedIDs) Next(context.Context) (uint64, error) { return uint64(g), nil }
 
 // TestFromIDs: a key is its ID in decimal and passes Validate; a generator
 // that fails gives no key and its own error.
@@ -46,7 +51,16 @@ func TestFromIDs(t *testing.T) {
 	}
 }
 
-// TestFromIDsGenerator: keys from a real generator are distinct.
+// TestFromIDsUnsigned: unsigned IDs print in full, past the int64 range.
+func TestFromIDsUnsigned(t *testing.T) {
+	got, err := msgkey.FromIDs(unsignedIDs(1<<64 - 1)).NextKey(context.Background())
+	if err != nil || got != "18446744073709551615" {
+		t.Fatalf("NextKey = %q, %v; want 18446744073709551615", got, err)
+	}
+}
+
+// TestFromIDsGenerator: keys from a real generator, its ID type inferred,
+// are distinct.
 func TestFromIDsGenerator(t *testing.T) {
 	gen, err := idgen.New(1, idgen.Config{})
 	if err != nil {

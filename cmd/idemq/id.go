@@ -214,13 +214,15 @@ func parseIDText(s, format string) (idgen.ID, error) {
 	if strings.Trim(s, "0123456789") == "" {
 		return idgen.Parse(s)
 	}
+	// The compact forms are fixed-width: their length tells them apart.
+	base32Len, base62Len := len(idgen.ID(0).Base32()), len(idgen.ID(0).Base62())
 	switch len(s) {
-	case idgen.Base32Len:
+	case base32Len:
 		return idgen.ParseBase32(s)
-	case idgen.Base62Len:
+	case base62Len:
 		return idgen.ParseBase62(s)
 	}
-	return 0, fmt.Errorf("%q is no ID: want decimal digits, %d base-32 or %d base-62 characters", s, idgen.Base32Len, idgen.Base62Len)
+	return 0, fmt.Errorf("%q is no ID: want decimal digits, %d base-32 or %d base-62 characters", s, base32Len, base62Len)
 }
 
 // decoded is one ID's fields, as id decode prints them.
@@ -350,7 +352,7 @@ func idLayouts(ctx context.Context, e *env, args []string) error {
 		out = append(out, layoutInfo{
 			Name: l.Name, TimeBits: l.TimeBits, DatacenterBits: l.DatacenterBits, WorkerBits: l.WorkerBits,
 			GenerationBits: l.GenerationBits, SequenceBits: l.SequenceBits, NodeLast: l.NodeLast,
-			Unit: l.Unit.String(), Epoch: fmtTime(l.Epoch), LifeYears: float64(int(years(l.Life())*10)) / 10,
+			Unit: l.Unit.String(), Epoch: fmtTime(l.Epoch), LifeYears: float64(int(years(l.EndOfLife().Sub(l.Epoch))*10)) / 10,
 			EndOfLife: fmtTime(l.EndOfLife()), Exhausted: !now.Before(l.EndOfLife()),
 			Nodes: l.MaxNode() + 1, IDsPerSecond: l.IDsPerSecond(),
 		})

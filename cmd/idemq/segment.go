@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
+	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/sqlidgen"
 )
 
@@ -38,8 +39,8 @@ func newSegmentFlags(path, synopsis, doc string) *segmentFlags {
 // segmentStore is what the Redis and SQL segment sources both are: serve
 // issues from it, the segment commands administer its tags.
 type segmentStore interface {
-	idgen.SegmentSource
-	idgen.SegmentTags
+	segment.Source
+	segment.Admin
 }
 
 // open opens the segment source named by --store; create lets it create the
@@ -88,10 +89,10 @@ func (f *segmentFlags) failure(op string, addr *storeAddr, err error) error {
 		err = missingTable(err, *f.table)
 	}
 	switch {
-	case errors.Is(err, idgen.ErrInvalidConfig):
+	case errors.Is(err, segment.ErrInvalidConfig), errors.Is(err, idgen.ErrInvalidConfig):
 		// The store refused the input: exit 2, though the flags were fine.
 		return usageError{err: err}
-	case errors.Is(err, idgen.ErrUnknownTag):
+	case errors.Is(err, segment.ErrUnknownTag):
 		return fmt.Errorf("%w; create it with 'idemq segment create'", err)
 	}
 	return err
@@ -109,7 +110,7 @@ type segmentTag struct {
 }
 
 // printTags prints tags as one JSON document or a table.
-func (f *segmentFlags) printTags(e *env, tags []idgen.SegmentTag) error {
+func (f *segmentFlags) printTags(e *env, tags []segment.Tag) error {
 	out := struct {
 		Tags []segmentTag `json:"tags"`
 	}{Tags: []segmentTag{}}
@@ -148,7 +149,7 @@ func segmentShow(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer closeFn()
-	var tags []idgen.SegmentTag
+	var tags []segment.Tag
 	if len(rest) == 1 {
 		t, err := src.Tag(ctx, rest[0])
 		if err != nil {
@@ -194,14 +195,14 @@ func segmentCreate(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer closeFn()
-	tag := idgen.SegmentTag{Tag: rest[0], MaxID: *start, Step: *step, Max: *maxID, Description: *desc}
+	tag := segment.Tag{Tag: rest[0], MaxID: *start, Step: *step, Max: *maxID, Description: *desc}
 	if err := src.CreateTag(ctx, tag); err != nil {
 		return f.failure(fmt.Sprintf("create tag %q", tag.Tag), addr, err)
 	}
 	if tag, err = src.Tag(ctx, tag.Tag); err != nil {
 		return f.failure(fmt.Sprintf("read tag %q", rest[0]), addr, err)
 	}
-	return f.printTags(e, []idgen.SegmentTag{tag})
+	return f.printTags(e, []segment.Tag{tag})
 }
 
 const segmentSetMaxDoc = `Set a tag's maximum: the highest value its counter may reach, after which
@@ -235,5 +236,5 @@ func segmentSetMax(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return f.failure(fmt.Sprintf("read tag %q", rest[0]), addr, err)
 	}
-	return f.printTags(e, []idgen.SegmentTag{tag})
+	return f.printTags(e, []segment.Tag{tag})
 }

@@ -81,8 +81,8 @@ func testSegment(t *testing.T, b backend) {
 		t.Errorf("a segment past the removed maximum: %v", err)
 	}
 
-	wantFail(t, cli("segment", "show", "nope"), exitFailure, "unknown segment tag", "idemq segment create")
-	wantFail(t, cli("segment", "set-max", "nope", "5"), exitFailure, "unknown segment tag")
+	wantFail(t, cli("segment", "show", "nope"), exitFailure, "segment: unknown tag", "idemq segment create")
+	wantFail(t, cli("segment", "set-max", "nope", "5"), exitFailure, "segment: unknown tag")
 }
 
 // TestSegmentBadInput runs segment commands that cannot run: exit 2 before

@@ -177,7 +177,7 @@ func leaseGenerator(ctx context.Context, l idgen.Layout, rawURL string, pc poolC
 	if host, err := os.Hostname(); err == nil {
 		lc.Owner = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
-	gen, err := idgen.NewLeased(ctx, leaser, idgen.Config{Layout: l, Lease: lc})
+	gen, err := idgen.NewLeased(ctx, leaser, idgen.Config{Layout: l}, lc)
 	if err != nil {
 		closeLeaser()
 		if errors.Is(err, context.DeadlineExceeded) {

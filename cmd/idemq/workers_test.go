@@ -140,7 +140,7 @@ func TestLeaseFullPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer closeLeaser()
-	holder, err := idgen.NewLeased(ctx, leaser, idgen.Config{Layout: idgen.JSSafe, Lease: idgen.LeaseConfig{Owner: "test-holder"}})
+	holder, err := idgen.NewLeased(ctx, leaser, idgen.Config{Layout: idgen.JSSafe}, idgen.LeaseConfig{Owner: "test-holder"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,10 +139,9 @@ func newGenerator(ctx context.Context, redisAddr, pool string, lease time.Durati
 	// A static node is registered in the pool. A pool Redis has no record
 	// of waits one lease before it grants anything; a full pool waits for
 	// a node to come free.
-	cfg.Lease = idgen.LeaseConfig{Static: node != "", Node: id, Wait: true}
 	ctx, cancel := context.WithTimeout(ctx, 2*lease+10*time.Second)
 	defer cancel()
-	return idgen.NewLeased(ctx, leaser, cfg)
+	return idgen.NewLeased(ctx, leaser, cfg, idgen.LeaseConfig{Static: node != "", Node: id, Wait: true})
 }
 
 // send retries like an application would; the key is kept on every try.

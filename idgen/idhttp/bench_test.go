@@ -18,6 +18,7 @@ import (
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/idhttp"
 	"github.com/idemq/idemq/idgen/memidgen"
+	"github.com/idemq/idemq/idgen/segment"
 )
 
 // BenchmarkService measures the service over loopback with a load generator
@@ -31,7 +32,7 @@ import (
 // measured.
 func BenchmarkService(b *testing.B) {
 	src := memidgen.NewSegments()
-	create(b, src, idgen.SegmentTag{Tag: "bench", Step: 100_000})
+	create(b, src, segment.Tag{Tag: "bench", Step: 100_000})
 	srv, err := idhttp.New(idhttp.Config{
 		Snowflake: newGenerator(b, 1),
 		Segments:  src,

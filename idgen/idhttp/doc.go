@@ -1,7 +1,7 @@
-// Package idhttp serves IDs over HTTP in the URL shapes of Meituan's Leaf, the
-// service seed 004 copies: snowflake IDs from one [idgen.Generator] and Leaf
-// segment IDs from an [idgen.SegmentSource], one [idgen.SegmentAllocator] per
-// tag. `idemq serve` runs it; any program can mount a [Server] on its own mux.
+// Package idhttp serves IDs over HTTP in the URL shapes of Meituan's Leaf:
+// snowflake IDs from one [idgen.Generator] and Leaf segment IDs from a
+// [segment.Source], one [segment.Allocator] per tag. `idemq serve` runs it;
+// any program can mount a [Server] on its own mux.
 //
 //	srv, err := idhttp.New(idhttp.Config{Snowflake: gen, Segments: src})
 //	...
@@ -40,7 +40,7 @@
 //
 //	400 bad_count           count missing, not a number, or outside 1..MaxBatch
 //	400 bad_id              the ID to decode is not a decimal ID
-//	400 bad_tag             a tag longer than idgen.MaxTagLen bytes
+//	400 bad_tag             a tag longer than segment.MaxTagLen bytes
 //	404 unknown_tag         the source holds no such tag
 //	404 not_served          snowflake or segment IDs are not configured here
 //	405 bad_method          HEAD of an endpoint that issues IDs

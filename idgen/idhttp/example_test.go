@@ -12,6 +12,7 @@ import (
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/idhttp"
 	"github.com/idemq/idemq/idgen/memidgen"
+	"github.com/idemq/idemq/idgen/segment"
 )
 
 func Example() {
@@ -19,7 +20,7 @@ func Example() {
 	// redisidgen); snowflake IDs need a node nobody else uses (see
 	// idgen.NewLeased).
 	src := memidgen.NewSegments()
-	if err := src.CreateTag(context.Background(), idgen.SegmentTag{Tag: "orders", MaxID: 1000, Step: 100}); err != nil {
+	if err := src.CreateTag(context.Background(), segment.Tag{Tag: "orders", MaxID: 1000, Step: 100}); err != nil {
 		panic(err)
 	}
 	gen, err := idgen.New(7, idgen.Config{})

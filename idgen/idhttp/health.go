@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/segment"
 )
 
 // health answers {"status":"ok"} or, with 503, {"status":"unavailable"}, with
@@ -42,7 +42,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 			st := served[name].alloc.Stats()
 			switch {
 			case !st.Failing:
-			case errors.Is(st.LastError, idgen.ErrMaxReached):
+			case errors.Is(st.LastError, segment.ErrMaxReached):
 				// Every replica shares a tag's maximum: report it,
 				// stay in the load balancer.
 				problems = append(problems, problem{"tag " + name, codeMaxReached, st.LastError})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/idhttp"
+	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/internal/testenv"
 )
 
@@ -33,19 +34,19 @@ func TestMain(m *testing.M) {
 // faulty is a real source that fails every call while down, as an
 // unreachable server does, and counts the calls.
 type faulty struct {
-	idgen.SegmentSource
+	segment.Source
 	down  atomic.Bool
 	calls atomic.Int64
 }
 
 var errDown = errors.New("test: source unreachable")
 
-func (f *faulty) NextSegment(ctx context.Context, tag string, step int64) (idgen.Segment, error) {
+func (f *faulty) NextSegment(ctx context.Context, tag string, step int64) (segment.Segment, error) {
 	f.calls.Add(1)
 	if f.down.Load() {
-		return idgen.Segment{}, errDown
+		return segment.Segment{}, errDown
 	}
-	return f.SegmentSource.NextSegment(ctx, tag, step)
+	return f.Source.NextSegment(ctx, tag, step)
 }
 
 // serve starts srv on a loopback listener, stopped and closed when t ends.

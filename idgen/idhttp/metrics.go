@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/segment"
 )
 
 // endpoint is a route, as the metrics label it.
@@ -76,7 +76,7 @@ func (s *Server) tagMetrics(b []byte) []byte {
 	}
 	slices.Sort(names)
 	tags := make([]*tag, len(names))
-	stats := make([]idgen.SegmentStats, len(names))
+	stats := make([]segment.Stats, len(names))
 	for i, name := range names {
 		tags[i] = served[name]
 		stats[i] = tags[i].alloc.Stats()

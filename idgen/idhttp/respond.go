@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/segment"
 )
 
 // code is an error's kind, as the "code" field of a JSON error names it.
@@ -52,11 +53,11 @@ func (c code) String() string { return codes[c].name }
 // segmentCode sorts an error of a tag's allocator.
 func segmentCode(err error) code {
 	switch {
-	case errors.Is(err, idgen.ErrUnknownTag):
+	case errors.Is(err, segment.ErrUnknownTag):
 		return codeUnknownTag
-	case errors.Is(err, idgen.ErrMaxReached):
+	case errors.Is(err, segment.ErrMaxReached):
 		return codeMaxReached
-	case errors.Is(err, errClosing), errors.Is(err, idgen.ErrClosed):
+	case errors.Is(err, errClosing), errors.Is(err, segment.ErrClosed):
 		return codeClosing
 	}
 	return codeSourceUnavailable
@@ -100,15 +101,15 @@ func writeBody(w http.ResponseWriter, status int, contentType []string, buf *buf
 }
 
 // writeID answers one ID as decimal text.
-func writeID(w http.ResponseWriter, id idgen.ID) {
+func writeID[T ~int64](w http.ResponseWriter, id T) {
 	buf := buffers.Get().(*buffer)
-	buf.b = id.AppendDecimal(buf.b[:0])
+	buf.b = strconv.AppendInt(buf.b[:0], int64(id), 10)
 	writeBody(w, http.StatusOK, textPlain, buf)
 }
 
 // writeIDs answers {"ids":[…]}, with the error that cut the batch short,
 // if any, beside the IDs.
-func writeIDs(w http.ResponseWriter, ids []idgen.ID, c code, err error) {
+func writeIDs[T ~int64](w http.ResponseWriter, ids []T, c code, err error) {
 	buf := buffers.Get().(*buffer)
 	b := append(buf.b[:0], `{"ids":[`...)
 	for i, id := range ids {
@@ -116,7 +117,7 @@ func writeIDs(w http.ResponseWriter, ids []idgen.ID, c code, err error) {
 			b = append(b, ',')
 		}
 		b = append(b, '"')
-		b = id.AppendDecimal(b)
+		b = strconv.AppendInt(b, int64(id), 10)
 		b = append(b, '"')
 	}
 	b = append(b, ']')

@@ -13,12 +13,12 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/segment"
 )
 
 // Defaults of Config.
 const (
 	DefaultMaxBatch    = 1000
-	DefaultLoadTimeout = 10 * time.Second
 	DefaultNegativeTTL = time.Second
 	// maxMaxBatch bounds Config.MaxBatch: a batch is one response body
 	// of up to 22 bytes per ID, built in memory.
@@ -34,16 +34,14 @@ type Config struct {
 	Snowflake *idgen.Generator
 	// Segments is the source of the tags of /api/segment/…. Nil: those
 	// endpoints answer not_served.
-	Segments idgen.SegmentSource
-	// Segment configures every tag's allocator (its Logger defaults to
-	// Logger here).
-	Segment idgen.SegmentConfig
+	Segments segment.Source
+	// Segment configures every tag's allocator; its LoadTimeout also
+	// bounds the load of a tag's first segment, which the tag's first
+	// request waits for. Its Logger defaults to Logger here.
+	Segment segment.Config
 	// MaxBatch is the largest count a batch request may ask for. Default
 	// DefaultMaxBatch (1000); at most 1,048,576.
 	MaxBatch int
-	// LoadTimeout bounds the load of a tag's first segment, which the
-	// tag's first request waits for. Default DefaultLoadTimeout (10s).
-	LoadTimeout time.Duration
 	// NegativeTTL is how long a tag the source does not hold, or holds at
 	// its maximum, is answered without asking the source again. Default
 	// DefaultNegativeTTL (1s).
@@ -59,9 +57,6 @@ var ErrInvalidConfig = errors.New("idhttp: invalid config")
 func (c *Config) setDefaults() {
 	if c.MaxBatch == 0 {
 		c.MaxBatch = DefaultMaxBatch
-	}
-	if c.LoadTimeout == 0 {
-		c.LoadTimeout = DefaultLoadTimeout
 	}
 	if c.NegativeTTL == 0 {
 		c.NegativeTTL = DefaultNegativeTTL
@@ -81,8 +76,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: nothing to serve: set Snowflake, Segments or both", ErrInvalidConfig)
 	case c.MaxBatch < 1 || c.MaxBatch > maxMaxBatch:
 		return fmt.Errorf("%w: MaxBatch %d is outside 1..%d", ErrInvalidConfig, c.MaxBatch, maxMaxBatch)
-	case c.LoadTimeout < 0 || c.NegativeTTL < 0:
-		return fmt.Errorf("%w: LoadTimeout %v and NegativeTTL %v must not be negative", ErrInvalidConfig, c.LoadTimeout, c.NegativeTTL)
+	case c.NegativeTTL < 0:
+		return fmt.Errorf("%w: negative NegativeTTL %v", ErrInvalidConfig, c.NegativeTTL)
+	}
+	if err := c.Segment.Validate(); err != nil {
+		return fmt.Errorf("%w: Segment: %w", ErrInvalidConfig, err)
 	}
 	return nil
 }
@@ -96,7 +94,8 @@ type Server struct {
 	mux      *http.ServeMux
 	stats    stats
 	closing  atomic.Bool
-	idsPool  sync.Pool // *[]idgen.ID of MaxBatch
+	idsPool  sync.Pool // *[]idgen.ID of MaxBatch, for snowflake batches
+	segPool  sync.Pool // *[]int64 of MaxBatch, for segment batches
 	closeErr error
 	once     sync.Once
 }
@@ -113,6 +112,7 @@ func New(cfg Config) (*Server, error) {
 		s.tags = newTags(cfg.Segments, cfg)
 	}
 	s.idsPool.New = func() any { ids := make([]idgen.ID, s.maxBatch); return &ids }
+	s.segPool.New = func() any { ids := make([]int64, s.maxBatch); return &ids }
 	s.handle("GET /api/snowflake/get/{key}", epSnowflakeGet, s.snowflakeGet)
 	s.handle("GET /api/snowflake/batch/{key}", epSnowflakeBatch, s.snowflakeBatch)
 	s.handle("GET /api/snowflake/decode/{id}", epSnowflakeDecode, s.snowflakeDecode)
@@ -210,14 +210,14 @@ func (s *Server) snowflakeBatch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.batch(w, r, epSnowflakeBatch, n, s.gen.Fill, snowflakeCode, nil)
+	batch(s, w, r, epSnowflakeBatch, n, &s.idsPool, s.gen.Fill, snowflakeCode, nil)
 }
 
-// batch fills n IDs with fill and answers them.
-func (s *Server) batch(w http.ResponseWriter, r *http.Request, ep endpoint, n int,
-	fill func(context.Context, []idgen.ID) (int, error), sort func(error) code, tg *tag) {
-	p := s.idsPool.Get().(*[]idgen.ID)
-	defer s.idsPool.Put(p)
+// batch fills n IDs with fill, in a slice from pool, and answers them.
+func batch[T ~int64](s *Server, w http.ResponseWriter, r *http.Request, ep endpoint, n int, pool *sync.Pool,
+	fill func(context.Context, []T) (int, error), sort func(error) code, tg *tag) {
+	p := pool.Get().(*[]T)
+	defer pool.Put(p)
 	got, err := fill(r.Context(), (*p)[:n])
 	s.stats.issued[ep].Add(int64(got))
 	if tg != nil {
@@ -272,11 +272,11 @@ func (s *Server) snowflakeDecode(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, codeBadID, err)
 		return
 	}
-	l := s.gen.Layout()
+	l := s.gen.Config().Layout
 	p := l.Decode(id)
 	buf := buffers.Get().(*buffer)
 	b := append(buf.b[:0], `{"id":"`...)
-	b = id.AppendDecimal(b)
+	b = strconv.AppendInt(b, int64(id), 10)
 	b = append(b, `","layout":`...)
 	b = appendString(b, l.Name)
 	b = append(b, `,"time":"`...)
@@ -304,8 +304,8 @@ func (s *Server) segmentTag(w http.ResponseWriter, r *http.Request) (*tag, bool)
 		s.fail(w, codeClosing, errClosing)
 	case s.tags == nil:
 		s.fail(w, codeNotServed, errNoSegments)
-	case len(name) > idgen.MaxTagLen:
-		s.fail(w, codeBadTag, fmt.Errorf("idhttp: tag of %d bytes is longer than %d", len(name), idgen.MaxTagLen))
+	case len(name) > segment.MaxTagLen:
+		s.fail(w, codeBadTag, fmt.Errorf("idhttp: tag of %d bytes is longer than %d", len(name), segment.MaxTagLen))
 	default:
 		tg, err := s.tags.get(r.Context(), name)
 		if err != nil {
@@ -341,5 +341,5 @@ func (s *Server) segmentBatch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.batch(w, r, epSegmentBatch, n, tg.alloc.Fill, segmentCode, tg)
+	batch(s, w, r, epSegmentBatch, n, &s.segPool, tg.alloc.Fill, segmentCode, tg)
 }

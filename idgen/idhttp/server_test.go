@@ -9,13 +9,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/idhttp"
 	"github.com/idemq/idemq/idgen/memidgen"
+	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // forEach runs f against every backend.
@@ -28,7 +29,7 @@ func forEach(t *testing.T, f func(t *testing.T, b backend)) {
 func TestEndpoints(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		src := b.open(t)
-		create(t, src, idgen.SegmentTag{Tag: "orders", MaxID: 1000, Step: 100})
+		create(t, src, segment.Tag{Tag: "orders", MaxID: 1000, Step: 100})
 		gen := newGenerator(t, 37)
 		_, c := newServer(t, idhttp.Config{Snowflake: gen, Segments: src})
 
@@ -47,7 +48,7 @@ func TestEndpoints(t *testing.T) {
 
 		// Snowflake IDs carry the generator's node and increase.
 		id := c.id("/api/snowflake/get/any-business")
-		if p := gen.Decode(id); p.Node != 37 {
+		if p := gen.Config().Layout.Decode(id); p.Node != 37 {
 			t.Errorf("snowflake %d decodes to node %d, want 37", id, p.Node)
 		}
 		sb := c.batch("/api/snowflake/batch/x?count=1000")
@@ -67,7 +68,7 @@ func TestEndpoints(t *testing.T) {
 		if err := json.Unmarshal(body, &d); status != http.StatusOK || err != nil {
 			t.Fatalf("decode: %d %s (%v)", status, body, err)
 		}
-		p := gen.Decode(id)
+		p := gen.Config().Layout.Decode(id)
 		want := fmt.Sprint(id, "twitter", p.Time, p.Tick, p.Node, p.Datacenter, p.Worker, p.Generation, p.Sequence)
 		if got := fmt.Sprint(d.ID, d.Layout, d.Time, d.Tick, d.Node, d.Datacenter, d.Worker, d.Generation, d.Sequence); got != want {
 			t.Errorf("decode = %s, want %s", got, want)
@@ -109,7 +110,7 @@ func TestEndpoints(t *testing.T) {
 func TestBadRequests(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		src := b.open(t)
-		create(t, src, idgen.SegmentTag{Tag: "t", MaxID: 1, Step: 10})
+		create(t, src, segment.Tag{Tag: "t", MaxID: 1, Step: 10})
 		_, c := newServer(t, idhttp.Config{Snowflake: newGenerator(t, 1), Segments: src, MaxBatch: 50})
 		last := c.id("/api/segment/get/t")
 		for _, tc := range []struct {
@@ -129,7 +130,7 @@ func TestBadRequests(t *testing.T) {
 			{"/api/snowflake/batch/k?count=x", 400, "bad_count"},
 			{"/api/segment/get/nope", 404, "unknown_tag"},
 			{"/api/segment/batch/nope?count=5", 404, "unknown_tag"},
-			{"/api/segment/get/" + strings.Repeat("x", idgen.MaxTagLen+1), 400, "bad_tag"},
+			{"/api/segment/get/" + strings.Repeat("x", segment.MaxTagLen+1), 400, "bad_tag"},
 			{"/api/segment/get/%22%5C%0A%01%FF", 404, "unknown_tag"}, // quoted in JSON as sent
 			{"/api/snowflake/decode/abc", 400, "bad_id"},
 			{"/api/snowflake/decode/-1", 400, "bad_id"},
@@ -188,7 +189,7 @@ func TestBadRequests(t *testing.T) {
 func TestNotServed(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		src := b.open(t)
-		create(t, src, idgen.SegmentTag{Tag: "t", Step: 10})
+		create(t, src, segment.Tag{Tag: "t", Step: 10})
 		_, segOnly := newServer(t, idhttp.Config{Segments: src})
 		_, snowOnly := newServer(t, idhttp.Config{Snowflake: newGenerator(t, 2)})
 		for _, tc := range []struct {
@@ -220,7 +221,7 @@ func TestNotServed(t *testing.T) {
 func TestMaxReached(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		src := b.open(t)
-		create(t, src, idgen.SegmentTag{Tag: "small", MaxID: 10, Step: 4, Max: 25})
+		create(t, src, segment.Tag{Tag: "small", MaxID: 10, Step: 4, Max: 25})
 		_, c := newServer(t, idhttp.Config{Segments: src})
 
 		var got []idgen.ID
@@ -258,8 +259,8 @@ func idRange(from, to int64) []idgen.ID {
 func TestSourceDown(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		real := b.open(t)
-		create(t, real, idgen.SegmentTag{Tag: "t", Step: 100})
-		src := &faulty{SegmentSource: real}
+		create(t, real, segment.Tag{Tag: "t", Step: 100})
+		src := &faulty{Source: real}
 		_, c := newServer(t, idhttp.Config{Segments: src})
 
 		seen := map[idgen.ID]bool{}
@@ -342,7 +343,7 @@ func TestUnknownTag(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				real := b.open(t)
-				src := &faulty{SegmentSource: real}
+				src := &faulty{Source: real}
 				_, c := newServer(t, idhttp.Config{Segments: src, NegativeTTL: tc.ttl})
 				for range 10 {
 					if f := c.fail("/api/segment/get/later"); f.Code != "unknown_tag" {
@@ -352,7 +353,7 @@ func TestUnknownTag(t *testing.T) {
 				if got := src.calls.Load(); got != tc.wantCalls {
 					t.Errorf("source calls for 10 requests = %d, want %d", got, tc.wantCalls)
 				}
-				create(t, real, idgen.SegmentTag{Tag: "later", MaxID: 7, Step: 10})
+				create(t, real, segment.Tag{Tag: "later", MaxID: 7, Step: 10})
 				if status, body := c.get("/api/segment/get/later"); (status == http.StatusOK) != tc.served {
 					t.Errorf("after CreateTag: %d %s, served %v", status, body, tc.served)
 				}
@@ -368,9 +369,9 @@ func TestConcurrentClients(t *testing.T) {
 		real := b.open(t)
 		tags := []string{"a", "b", "c"}
 		for _, tg := range tags {
-			create(t, real, idgen.SegmentTag{Tag: tg, Step: 50})
+			create(t, real, segment.Tag{Tag: tg, Step: 50})
 		}
-		src := &faulty{SegmentSource: real}
+		src := &faulty{Source: real}
 		_, c := newServer(t, idhttp.Config{Snowflake: newGenerator(t, 3), Segments: src})
 
 		const clients, rounds = 16, 40
@@ -418,7 +419,7 @@ func TestConcurrentClients(t *testing.T) {
 func TestClose(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		src := b.open(t)
-		create(t, src, idgen.SegmentTag{Tag: "t", Step: 10})
+		create(t, src, segment.Tag{Tag: "t", Step: 10})
 		srv, c := newServer(t, idhttp.Config{Snowflake: newGenerator(t, 4), Segments: src})
 		c.id("/api/segment/get/t")
 		if err := srv.Close(); err != nil {
@@ -441,7 +442,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{},
 		{Snowflake: gen, MaxBatch: -1},
 		{Snowflake: gen, MaxBatch: 1<<20 + 1},
-		{Snowflake: gen, LoadTimeout: -time.Second},
+		{Snowflake: gen, Segment: segment.Config{LoadTimeout: -time.Second}},
 		{Snowflake: gen, NegativeTTL: -time.Second},
 	} {
 		if _, err := idhttp.New(cfg); !errors.Is(err, idhttp.ErrInvalidConfig) {
@@ -454,8 +455,8 @@ func TestNewRefusesBadConfig(t *testing.T) {
 func TestFirstRequests(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		real := b.open(t)
-		create(t, real, idgen.SegmentTag{Tag: "t", Step: 100_000})
-		src := &faulty{SegmentSource: real}
+		create(t, real, segment.Tag{Tag: "t", Step: 100_000})
+		src := &faulty{Source: real}
 		_, c := newServer(t, idhttp.Config{Segments: src})
 		const clients = 32
 		ids := make([]idgen.ID, clients)
@@ -474,16 +475,10 @@ func TestFirstRequests(t *testing.T) {
 	})
 }
 
-// stepClock is a clock a test sets.
-type stepClock struct{ ns atomic.Int64 }
-
-func (c *stepClock) UnixNano() int64 { return c.ns.Load() }
-
 // TestSnowflakeUnavailable: a generator that refuses to issue (here, its
 // clock stepped back) answers 503 with the reason, and so does /healthz.
 func TestSnowflakeUnavailable(t *testing.T) {
-	clock := &stepClock{}
-	clock.ns.Store(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC).UnixNano())
+	clock := testkit.NewClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC), 0)
 	gen, err := idgen.New(9, idgen.Config{Clock: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -491,7 +486,7 @@ func TestSnowflakeUnavailable(t *testing.T) {
 	defer gen.Close()
 	_, c := newServer(t, idhttp.Config{Snowflake: gen})
 	c.id("/api/snowflake/get/k")
-	clock.ns.Add(-int64(time.Second))
+	clock.Add(-time.Second)
 	for _, path := range []string{"/api/snowflake/get/k", "/api/snowflake/batch/k?count=10"} {
 		if f := c.fail(path); f.Status != http.StatusServiceUnavailable || f.Code != "clock_backwards" {
 			t.Errorf("GET %s with the clock behind = %d %s, want 503 clock_backwards", path, f.Status, f.Code)
@@ -500,7 +495,7 @@ func TestSnowflakeUnavailable(t *testing.T) {
 	if status, body := c.get("/healthz"); status != http.StatusServiceUnavailable || !strings.Contains(string(body), `"code":"clock_backwards"`) {
 		t.Errorf("healthz with the clock behind = %d %s", status, body)
 	}
-	clock.ns.Add(int64(2 * time.Second))
+	clock.Add(2 * time.Second)
 	c.id("/api/snowflake/get/k")
 }
 
@@ -509,7 +504,7 @@ func TestSnowflakeUnavailable(t *testing.T) {
 func TestMetricsQuoteTags(t *testing.T) {
 	src := memidgen.NewSegments()
 	tag := "a\"b\\c\nd"
-	create(t, src, idgen.SegmentTag{Tag: tag, Step: 10})
+	create(t, src, segment.Tag{Tag: tag, Step: 10})
 	_, c := newServer(t, idhttp.Config{Segments: src})
 	c.id("/api/segment/get/" + url.PathEscape(tag))
 	_, body := c.get("/metrics")

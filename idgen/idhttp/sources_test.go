@@ -13,17 +13,17 @@ import (
 	"github.com/redis/go-redis/v9"
 	_ "modernc.org/sqlite" // "sqlite"
 
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/memidgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
+	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/sqlidgen"
 	"github.com/idemq/idemq/internal/testenv"
 )
 
 // source is a segment source with the operator's call the tests use.
 type source interface {
-	idgen.SegmentSource
-	CreateTag(context.Context, idgen.SegmentTag) error
+	segment.Source
+	CreateTag(context.Context, segment.Tag) error
 }
 
 // backend makes segment sources of one kind.
@@ -90,7 +90,7 @@ func table(t testing.TB) string {
 }
 
 // create makes tags in src.
-func create(t testing.TB, src source, tags ...idgen.SegmentTag) {
+func create(t testing.TB, src source, tags ...segment.Tag) {
 	t.Helper()
 	for _, tg := range tags {
 		if err := src.CreateTag(context.Background(), tg); err != nil {

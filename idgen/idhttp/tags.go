@@ -10,13 +10,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/segment"
 )
 
 // tag is a served tag's allocator and what the server counts of it.
 type tag struct {
 	name   string
-	alloc  *idgen.SegmentAllocator
+	alloc  *segment.Allocator
 	issued atomic.Int64
 }
 
@@ -24,9 +24,8 @@ type tag struct {
 // a lock in a map replaced, never changed, when a tag is added; the rest —
 // loads under way, tags found missing — is under mu.
 type tags struct {
-	src         idgen.SegmentSource
-	cfg         idgen.SegmentConfig
-	loadTimeout time.Duration
+	src         segment.Source
+	cfg         segment.Config
 	negativeTTL time.Duration
 	log         *slog.Logger
 	now         func() time.Time
@@ -60,10 +59,10 @@ type negative struct {
 // maxMissing bounds the tags remembered as missing, which callers choose.
 const maxMissing = 4096
 
-func newTags(src idgen.SegmentSource, cfg Config) *tags {
+func newTags(src segment.Source, cfg Config) *tags {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &tags{
-		src: src, cfg: cfg.Segment, loadTimeout: cfg.LoadTimeout, negativeTTL: cfg.NegativeTTL,
+		src: src, cfg: cfg.Segment, negativeTTL: cfg.NegativeTTL,
 		log: cfg.Logger, now: time.Now, ctx: ctx, cancel: cancel,
 		loading: map[string]*load{}, missing: map[string]negative{},
 	}
@@ -112,9 +111,7 @@ func (t *tags) get(ctx context.Context, name string) (*tag, error) {
 // others may be waiting for the same load.
 func (t *tags) load(name string, l *load) {
 	defer t.wg.Done()
-	ctx, cancel := context.WithTimeout(t.ctx, t.loadTimeout)
-	a, err := idgen.NewSegmentAllocator(ctx, t.src, name, t.cfg)
-	cancel()
+	a, err := segment.New(t.ctx, t.src, name, t.cfg)
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -129,7 +126,7 @@ func (t *tags) load(name string, l *load) {
 		m[name] = l.tag
 		t.served.Store(&m)
 		t.log.Info("idhttp: serving segment tag", "tag", name)
-	case errors.Is(err, idgen.ErrUnknownTag), errors.Is(err, idgen.ErrMaxReached):
+	case errors.Is(err, segment.ErrUnknownTag), errors.Is(err, segment.ErrMaxReached):
 		l.err = err
 		if len(t.missing) >= maxMissing {
 			clear(t.missing)

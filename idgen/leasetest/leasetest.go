@@ -53,7 +53,7 @@ import (
 
 // Pool describes the pool one test needs. newLeaser returns a Leaser over
 // it that grants at once: a backend that fences a pool it has never seen
-// (see [idgen.ErrPoolRecovering]) creates it first. A test may call
+// (redisidgen grants nothing for one lease) creates it first. A test may call
 // newLeaser more than once with the same Pool, as several processes
 // sharing one pool; each later call attaches to the pool the first made.
 type Pool struct {
@@ -357,7 +357,7 @@ func testRenewKeepsLease(s *suite) {
 	s.acquire(p, b, all(p, "b"))
 }
 
-// testFreeQueueOrder checks seed 000's queue: never-used ids first, then
+// testFreeQueueOrder checks the free queue: never-used ids first, then
 // released ones in the order they were released.
 func testFreeQueueOrder(s *suite) {
 	p, l := s.pool(4)

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/idemq/idemq/idgen/memidgen"
-	"github.com/idemq/idemq/idgen/segmenttest"
+	"github.com/idemq/idemq/idgen/segment/segmenttest"
 )
 
 // memidgen.Segments passes the suite the SQL and Redis sources pass: every

@@ -8,40 +8,40 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/memidgen"
+	"github.com/idemq/idemq/idgen/segment"
 )
 
 func TestSegmentsNextSegment(t *testing.T) {
 	type call struct {
 		step int64
-		want idgen.Segment
+		want segment.Segment
 		err  error
 	}
 	for _, tt := range []struct {
 		name  string
-		tag   idgen.SegmentTag
+		tag   segment.Tag
 		calls []call
 	}{
-		{name: "stored and given steps", tag: idgen.SegmentTag{Tag: "t", MaxID: 1, Step: 1000}, calls: []call{
-			{step: 0, want: idgen.Segment{Start: 1, End: 1001, Step: 1000}},
-			{step: 5, want: idgen.Segment{Start: 1001, End: 1006, Step: 1000}},
-			{step: 0, want: idgen.Segment{Start: 1006, End: 2006, Step: 1000}},
+		{name: "stored and given steps", tag: segment.Tag{Tag: "t", MaxID: 1, Step: 1000}, calls: []call{
+			{step: 0, want: segment.Segment{Start: 1, End: 1001, Step: 1000}},
+			{step: 5, want: segment.Segment{Start: 1001, End: 1006, Step: 1000}},
+			{step: 0, want: segment.Segment{Start: 1006, End: 2006, Step: 1000}},
 		}},
-		{name: "maximum", tag: idgen.SegmentTag{Tag: "t", Step: 10, Max: 25}, calls: []call{
-			{want: idgen.Segment{Start: 0, End: 10, Step: 10, Max: 25}},
-			{step: 12, want: idgen.Segment{Start: 10, End: 22, Step: 10, Max: 25}},
-			{want: idgen.Segment{Start: 22, End: 25, Step: 10, Max: 25}},
-			{err: idgen.ErrMaxReached},
-			{step: 1, err: idgen.ErrMaxReached},
+		{name: "maximum", tag: segment.Tag{Tag: "t", Step: 10, Max: 25}, calls: []call{
+			{want: segment.Segment{Start: 0, End: 10, Step: 10, Max: 25}},
+			{step: 12, want: segment.Segment{Start: 10, End: 22, Step: 10, Max: 25}},
+			{want: segment.Segment{Start: 22, End: 25, Step: 10, Max: 25}},
+			{err: segment.ErrMaxReached},
+			{step: 1, err: segment.ErrMaxReached},
 		}},
-		{name: "no maximum near the end of int64", tag: idgen.SegmentTag{Tag: "t", MaxID: math.MaxInt64 - 3, Step: 10}, calls: []call{
-			{want: idgen.Segment{Start: math.MaxInt64 - 3, End: math.MaxInt64, Step: 10}},
-			{err: idgen.ErrMaxReached},
+		{name: "no maximum near the end of int64", tag: segment.Tag{Tag: "t", MaxID: math.MaxInt64 - 3, Step: 10}, calls: []call{
+			{want: segment.Segment{Start: math.MaxInt64 - 3, End: math.MaxInt64, Step: 10}},
+			{err: segment.ErrMaxReached},
 		}},
-		{name: "negative step", tag: idgen.SegmentTag{Tag: "t", Step: 10}, calls: []call{
-			{step: -1, err: idgen.ErrInvalidConfig},
-			{want: idgen.Segment{Start: 0, End: 10, Step: 10}},
+		{name: "negative step", tag: segment.Tag{Tag: "t", Step: 10}, calls: []call{
+			{step: -1, err: segment.ErrInvalidConfig},
+			{want: segment.Segment{Start: 0, End: 10, Step: 10}},
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,7 +65,7 @@ func TestSegmentsErrors(t *testing.T) {
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	s := memidgen.NewSegments()
-	if err := s.CreateTag(ctx, idgen.SegmentTag{Tag: "t", MaxID: 20, Step: 10}); err != nil {
+	if err := s.CreateTag(ctx, segment.Tag{Tag: "t", MaxID: 20, Step: 10}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
@@ -73,17 +73,17 @@ func TestSegmentsErrors(t *testing.T) {
 		err  error
 		want error
 	}{
-		{name: "unknown tag", err: func() error { _, err := s.NextSegment(ctx, "nope", 0); return err }(), want: idgen.ErrUnknownTag},
+		{name: "unknown tag", err: func() error { _, err := s.NextSegment(ctx, "nope", 0); return err }(), want: segment.ErrUnknownTag},
 		{name: "cancelled", err: func() error { _, err := s.NextSegment(cancelled, "t", 0); return err }(), want: context.Canceled},
-		{name: "Tag of an unknown tag", err: func() error { _, err := s.Tag(ctx, "nope"); return err }(), want: idgen.ErrUnknownTag},
-		{name: "create again", err: s.CreateTag(ctx, idgen.SegmentTag{Tag: "t", Step: 10}), want: idgen.ErrTagExists},
-		{name: "create without a name", err: s.CreateTag(ctx, idgen.SegmentTag{Step: 10}), want: idgen.ErrInvalidConfig},
-		{name: "create without a step", err: s.CreateTag(ctx, idgen.SegmentTag{Tag: "u"}), want: idgen.ErrInvalidConfig},
-		{name: "create past the maximum", err: s.CreateTag(ctx, idgen.SegmentTag{Tag: "u", MaxID: 11, Step: 1, Max: 10}), want: idgen.ErrInvalidConfig},
-		{name: "create with a negative MaxID", err: s.CreateTag(ctx, idgen.SegmentTag{Tag: "u", MaxID: -1, Step: 1}), want: idgen.ErrInvalidConfig},
-		{name: "maximum below MaxID", err: s.SetMax(ctx, "t", 19), want: idgen.ErrInvalidConfig},
-		{name: "negative maximum", err: s.SetMax(ctx, "t", -1), want: idgen.ErrInvalidConfig},
-		{name: "maximum of an unknown tag", err: s.SetMax(ctx, "nope", 100), want: idgen.ErrUnknownTag},
+		{name: "Tag of an unknown tag", err: func() error { _, err := s.Tag(ctx, "nope"); return err }(), want: segment.ErrUnknownTag},
+		{name: "create again", err: s.CreateTag(ctx, segment.Tag{Tag: "t", Step: 10}), want: segment.ErrTagExists},
+		{name: "create without a name", err: s.CreateTag(ctx, segment.Tag{Step: 10}), want: segment.ErrInvalidConfig},
+		{name: "create without a step", err: s.CreateTag(ctx, segment.Tag{Tag: "u"}), want: segment.ErrInvalidConfig},
+		{name: "create past the maximum", err: s.CreateTag(ctx, segment.Tag{Tag: "u", MaxID: 11, Step: 1, Max: 10}), want: segment.ErrInvalidConfig},
+		{name: "create with a negative MaxID", err: s.CreateTag(ctx, segment.Tag{Tag: "u", MaxID: -1, Step: 1}), want: segment.ErrInvalidConfig},
+		{name: "maximum below MaxID", err: s.SetMax(ctx, "t", 19), want: segment.ErrInvalidConfig},
+		{name: "negative maximum", err: s.SetMax(ctx, "t", -1), want: segment.ErrInvalidConfig},
+		{name: "maximum of an unknown tag", err: s.SetMax(ctx, "nope", 100), want: segment.ErrUnknownTag},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if !errors.Is(tt.err, tt.want) {
@@ -99,13 +99,13 @@ func TestSegmentsErrors(t *testing.T) {
 func TestSegmentsSetMax(t *testing.T) {
 	ctx := context.Background()
 	s := memidgen.NewSegments()
-	if err := s.CreateTag(ctx, idgen.SegmentTag{Tag: "t", Step: 10, Max: 10}); err != nil {
+	if err := s.CreateTag(ctx, segment.Tag{Tag: "t", Step: 10, Max: 10}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.NextSegment(ctx, "t", 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.NextSegment(ctx, "t", 0); !errors.Is(err, idgen.ErrMaxReached) {
+	if _, err := s.NextSegment(ctx, "t", 0); !errors.Is(err, segment.ErrMaxReached) {
 		t.Fatalf("at the maximum: %v", err)
 	}
 	if err := s.SetMax(ctx, "t", 0); err != nil {
@@ -121,11 +121,11 @@ func TestSegmentsSetMax(t *testing.T) {
 func TestSegmentsConcurrent(t *testing.T) {
 	ctx := context.Background()
 	s := memidgen.NewSegments()
-	if err := s.CreateTag(ctx, idgen.SegmentTag{Tag: "t", Step: 3}); err != nil {
+	if err := s.CreateTag(ctx, segment.Tag{Tag: "t", Step: 3}); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
-	var segs []idgen.Segment
+	var segs []segment.Segment
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -142,7 +142,7 @@ func TestSegmentsConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	slices.SortFunc(segs, func(a, b idgen.Segment) int { return int(a.Start - b.Start) })
+	slices.SortFunc(segs, func(a, b segment.Segment) int { return int(a.Start - b.Start) })
 	var end int64
 	for _, seg := range segs {
 		if seg.Start != end || seg.Len() <= 0 {

@@ -30,9 +30,10 @@ func Example_generator() {
 	gen, err := idgen.NewLeased(ctx, leaser, idgen.Config{
 		// A clock behind the node's last holder is waited out.
 		Rollback: idgen.Wait{Max: time.Second},
+	}, idgen.LeaseConfig{
 		// A full pool, or one Redis has no record of (see the package
 		// documentation), is waited for as long as ctx allows.
-		Lease: idgen.LeaseConfig{Wait: true},
+		Wait: true,
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -44,6 +45,6 @@ func Example_generator() {
 	if err != nil {
 		log.Fatal(err) // wraps idgen.ErrLeaseExpired if the lease could not be renewed
 	}
-	fmt.Println("node", gen.Decode(id).Node)
+	fmt.Println("node", gen.Config().Layout.Decode(id).Node)
 	// Output: node 0
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
+	"github.com/idemq/idemq/idgen/segment"
 )
 
 // An operator creates a tag; each NextSegment reserves the next step of its
@@ -23,7 +23,7 @@ func ExampleSegments() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := src.CreateTag(ctx, idgen.SegmentTag{Tag: "invoices", MaxID: 1, Step: 1000}); err != nil {
+	if err := src.CreateTag(ctx, segment.Tag{Tag: "invoices", MaxID: 1, Step: 1000}); err != nil {
 		log.Fatal(err)
 	}
 	for _, step := range []int64{0, 0, 5000} {

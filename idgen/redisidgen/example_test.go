@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -77,7 +78,7 @@ func ExampleLeaser_Acquire_recovering() {
 	}
 	req := idgen.LeaseRequest{MaxNode: 31}
 	_, err = leaser.Acquire(ctx, req)
-	fmt.Println("recovering:", errors.Is(err, idgen.ErrPoolRecovering))
+	fmt.Println("no free node:", errors.Is(err, idgen.ErrNoFreeNode), strings.Contains(err.Error(), "lost its records"))
 
 	time.Sleep(250 * time.Millisecond) // a little more than the lease
 	lease, err := leaser.Acquire(ctx, req)
@@ -86,6 +87,6 @@ func ExampleLeaser_Acquire_recovering() {
 	}
 	fmt.Println("then node", lease.Node)
 	// Output:
-	// recovering: true
+	// no free node: true true
 	// then node 0
 }

@@ -26,7 +26,7 @@ func waitGrant(t *testing.T, l *redisidgen.Leaser, req idgen.LeaseRequest, since
 			}
 			return lease
 		}
-		if !errors.Is(err, idgen.ErrPoolRecovering) {
+		if !errors.Is(err, idgen.ErrNoFreeNode) || !strings.Contains(err.Error(), "lost its records") {
 			t.Fatalf("Acquire while recovering = %v", err)
 		}
 		if time.Since(since) > 10*fenceLease {
@@ -40,8 +40,8 @@ func waitGrant(t *testing.T, l *redisidgen.Leaser, req idgen.LeaseRequest, since
 func wantRecovering(t *testing.T, l *redisidgen.Leaser, req idgen.LeaseRequest) {
 	t.Helper()
 	lease, err := l.Acquire(t.Context(), req)
-	if !errors.Is(err, idgen.ErrPoolRecovering) || !strings.Contains(err.Error(), "until") {
-		t.Fatalf("Acquire = node %d, %v; want ErrPoolRecovering saying until when", lease.Node, err)
+	if !errors.Is(err, idgen.ErrNoFreeNode) || !strings.Contains(err.Error(), "lost its records") || !strings.Contains(err.Error(), "until") {
+		t.Fatalf("Acquire = node %d, %v; want ErrNoFreeNode, recovering until when", lease.Node, err)
 	}
 }
 

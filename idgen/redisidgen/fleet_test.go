@@ -182,7 +182,7 @@ func TestFleetBadStart(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if g, err := idgen.NewLeased(ctx, l, idgen.Config{Lease: idgen.LeaseConfig{Logger: quiet}}); err == nil || g != nil {
+	if g, err := idgen.NewLeased(ctx, l, idgen.Config{}, idgen.LeaseConfig{Logger: quiet}); err == nil || g != nil {
 		t.Fatalf("NewLeased with Redis unreachable = %v, %v; want an error", g, err)
 	} else if !strings.Contains(err.Error(), "127.0.0.1:1") && !strings.Contains(err.Error(), "connect") {
 		t.Errorf("error does not say what failed: %v", err)

@@ -84,6 +84,25 @@ func (c Config) Validate() error {
 
 // Leaser is an [idgen.Leaser] over one pool in Redis. It is safe for
 // concurrent use.
+//
+// The keys of a pool share the hash tag {<namespace>:<pool>}, where namespace
+// and pool have '%', '{', '}' and ':' percent-encoded, so that on Redis
+// Cluster a pool lives on one node and no script touches two slots:
+//
+//	{idemq:orders}:meta    hash    lease and size (fixed at creation), created,
+//	                               recovering (the fence's end, ms)
+//	{idemq:orders}:next    string  the lowest never-used node id
+//	{idemq:orders}:free    list    freed node ids, granted from the head
+//	{idemq:orders}:live    zset    node id → lease end (ms, Redis clock)
+//	{idemq:orders}:holder  hash    node id → token of its lease
+//	{idemq:orders}:owner   hash    node id → LeaseRequest.Owner
+//	{idemq:orders}:token   hash    token → node id
+//	{idemq:orders}:mark    hash    node id → high-water mark (ms, rounded up)
+//	{idemq:orders}:ahead   set     never-used ids above next taken statically
+//
+// A pool takes a few dozen bytes per node id it has handed out. Expired
+// leases move to the free list, in the order they ended, at the next
+// Acquire or Release; no background job runs.
 type Leaser struct {
 	client redis.UniversalClient
 	pool   string
@@ -123,12 +142,13 @@ func New(client redis.UniversalClient, cfg Config) (*Leaser, error) {
 }
 
 // Keys returns the Redis keys of the pool, for operators: the meta record
-// first (see the package documentation for the layout).
+// first (see [Leaser] for the layout).
 func (l *Leaser) Keys() []string { return slices.Clone(l.keys) }
 
 // Acquire implements [idgen.Leaser]. The token is made here, before the
 // script runs, so that a script that go-redis sends again after a lost
-// reply finds the lease it granted and returns it.
+// reply finds the lease it granted and returns it: a dropped connection
+// never costs a node.
 func (l *Leaser) Acquire(ctx context.Context, req idgen.LeaseRequest) (idgen.Lease, error) {
 	fail := func(err error) (idgen.Lease, error) {
 		return idgen.Lease{}, fmt.Errorf("redisidgen: acquire in pool %q: %w", l.pool, err)
@@ -162,7 +182,7 @@ func (l *Leaser) Acquire(ctx context.Context, req idgen.LeaseRequest) (idgen.Lea
 	case codeRecovering:
 		left := time.Duration(res.int(1)) * time.Millisecond
 		until := fromMillis(res.int(2)).Format(time.RFC3339Nano)
-		return fail(fmt.Errorf("the pool is new or Redis lost its records; nothing is granted for %v more, until %s by the Redis clock, so that every holder of a lost lease has stopped first: %w", left, until, idgen.ErrPoolRecovering))
+		return fail(fmt.Errorf("the pool is new or Redis lost its records; nothing is granted for %v more, until %s by the Redis clock, so that every holder of a lost lease has stopped first: %w", left, until, idgen.ErrNoFreeNode))
 	}
 	return fail(res.err())
 }
@@ -208,7 +228,9 @@ func (l *Leaser) Release(ctx context.Context, lease idgen.Lease, highWater time.
 // [ErrPoolExists] if Redis holds any key of the pool. Without Create, the
 // first Acquire of a pool waits one lease as after lost records; Create
 // skips that wait, which is safe only when no process holds a lease of
-// the pool: see the package documentation.
+// the pool. After Redis lost everything no key is left to refuse it, so
+// never call it on every start: a process restarted right after Redis lost
+// its data would hand out nodes that live holders are still using.
 func (l *Leaser) Create(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("redisidgen: create pool %q: %w", l.pool, err)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/internal/rediskey"
 )
 
@@ -35,9 +35,22 @@ func (c *SegmentsConfig) setDefaults() {
 	}
 }
 
-// Segments is an [idgen.SegmentSource] over Redis: a hash per tag holding
-// Leaf's columns, raised by one script per segment. It is safe for
-// concurrent use by multiple goroutines and processes.
+// Segments is a [segment.Source] over Redis: a hash per tag with Leaf's
+// columns as fields, which HGETALL shows as they are, and a set of the
+// namespace's tag names:
+//
+//	{idemq:orders}:segment   hash  max_id       end of the last segment reserved
+//	                               step         the stored step
+//	                               max_limit    the highest max_id may reach; 0 for none
+//	                               description  for operators
+//	                               update_time  ms since the Unix epoch, by the server's TIME
+//	{idemq}:segment-tags     set   every tag name of the namespace, for Tags
+//
+// NextSegment runs one script (one round trip) that checks the tag and its
+// maximum and raises max_id with HINCRBY, the atomic step Leaf's UPDATE
+// takes in MySQL. Values count in Lua numbers, so MaxID and Max are at most
+// [MaxSegmentValue] (2^53), where a tag without a maximum ends. It is safe
+// for concurrent use by multiple goroutines and processes.
 type Segments struct {
 	client    redis.UniversalClient
 	namespace string
@@ -47,8 +60,8 @@ type Segments struct {
 }
 
 var (
-	_ idgen.SegmentSource = (*Segments)(nil)
-	_ idgen.SegmentTags   = (*Segments)(nil)
+	_ segment.Source = (*Segments)(nil)
+	_ segment.Admin  = (*Segments)(nil)
 )
 
 // NewSegments returns the segment source of cfg's namespace through client,
@@ -70,16 +83,16 @@ func (s *Segments) Key(tag string) string { return rediskey.HashTag(s.namespace,
 // [Segments.Tags] reads: {<namespace>}:segment-tags.
 func (s *Segments) IndexKey() string { return s.index }
 
-// NextSegment reserves the next segment of tag, as [idgen.SegmentSource]
+// NextSegment reserves the next segment of tag, as [segment.Source]
 // says, in one script run (EVALSHA): HINCRBY of the tag's max_id, after
 // checking the tag exists and its maximum. A tag without a maximum ends at
 // [MaxSegmentValue].
-func (s *Segments) NextSegment(ctx context.Context, tag string, step int64) (idgen.Segment, error) {
-	fail := func(err error) (idgen.Segment, error) {
-		return idgen.Segment{}, fmt.Errorf("redisidgen: next segment of tag %q: %w", tag, err)
+func (s *Segments) NextSegment(ctx context.Context, tag string, step int64) (segment.Segment, error) {
+	fail := func(err error) (segment.Segment, error) {
+		return segment.Segment{}, fmt.Errorf("redisidgen: next segment of tag %q: %w", tag, err)
 	}
 	if step < 0 {
-		return fail(fmt.Errorf("step %d: want a positive step, or 0 for the tag's own: %w", step, idgen.ErrInvalidConfig))
+		return fail(fmt.Errorf("step %d: want a positive step, or 0 for the tag's own: %w", step, segment.ErrInvalidConfig))
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
@@ -90,19 +103,19 @@ func (s *Segments) NextSegment(ctx context.Context, tag string, step int64) (idg
 	}
 	switch code(vals) {
 	case codeOK:
-		return idgen.Segment{Start: num(vals, 1), End: num(vals, 2), Step: num(vals, 3), Max: num(vals, 4)}, nil
+		return segment.Segment{Start: num(vals, 1), End: num(vals, 2), Step: num(vals, 3), Max: num(vals, 4)}, nil
 	case codeUnknown:
 		return fail(s.unknown())
 	case codeMax:
-		return fail(fmt.Errorf("every ID below its maximum %d is taken: %w", num(vals, 2), idgen.ErrMaxReached))
+		return fail(fmt.Errorf("every ID below its maximum %d is taken: %w", num(vals, 2), segment.ErrMaxReached))
 	case codeBadStep:
-		return fail(fmt.Errorf("the tag's stored step is %d: give it a positive step in %s: %w", num(vals, 1), s.Key(tag), idgen.ErrInvalidConfig))
+		return fail(fmt.Errorf("the tag's stored step is %d: give it a positive step in %s: %w", num(vals, 1), s.Key(tag), segment.ErrInvalidConfig))
 	}
 	return fail(fmt.Errorf("unexpected script answer %v", vals))
 }
 
 func (s *Segments) unknown() error {
-	return fmt.Errorf("no such tag in namespace %q: %w", s.namespace, idgen.ErrUnknownTag)
+	return fmt.Errorf("no such tag in namespace %q: %w", s.namespace, segment.ErrUnknownTag)
 }
 
 // run runs script over tag's hash.
@@ -134,11 +147,11 @@ func num(vals []any, i int) int64 {
 // tag.Step (1 to 2^31-1, as sqlidgen's INT column) and tag.Max (0 for none,
 // else at least MaxID); MaxID and Max at most [MaxSegmentValue]. The name is
 // 1 to 128 bytes of UTF-8; a Description longer than 256 bytes is cut;
-// Updated is ignored. A tag that exists fails with [idgen.ErrTagExists],
+// Updated is ignored. A tag that exists fails with [segment.ErrTagExists],
 // unchanged. It adds the name to the namespace's index first, in a command
 // of its own (the index lives in another cluster slot), so a tag is never
 // missing from Tags.
-func (s *Segments) CreateTag(ctx context.Context, tag idgen.SegmentTag) error {
+func (s *Segments) CreateTag(ctx context.Context, tag segment.Tag) error {
 	fail := func(err error) error { return fmt.Errorf("redisidgen: create tag %q: %w", tag.Tag, err) }
 	if err := checkTag(tag); err != nil {
 		return fail(err)
@@ -149,12 +162,12 @@ func (s *Segments) CreateTag(ctx context.Context, tag idgen.SegmentTag) error {
 	if err := s.client.SAdd(ctx, s.index, tag.Tag).Err(); err != nil {
 		return fail(err)
 	}
-	vals, err := s.run(ctx, createTagScript, tag.Tag, tag.MaxID, tag.Step, tag.Max, clip(tag.Description, idgen.MaxDescriptionLen))
+	vals, err := s.run(ctx, createTagScript, tag.Tag, tag.MaxID, tag.Step, tag.Max, clip(tag.Description, segment.MaxDescriptionLen))
 	switch {
 	case err != nil:
 		return fail(err)
 	case code(vals) == codeExists:
-		return fail(fmt.Errorf("in namespace %q: %w", s.namespace, idgen.ErrTagExists))
+		return fail(fmt.Errorf("in namespace %q: %w", s.namespace, segment.ErrTagExists))
 	case code(vals) != codeOK:
 		return fail(fmt.Errorf("unexpected script answer %v", vals))
 	}
@@ -163,12 +176,12 @@ func (s *Segments) CreateTag(ctx context.Context, tag idgen.SegmentTag) error {
 
 // checkTag checks a tag to create: idgen's rules, and values Lua numbers
 // hold exactly.
-func checkTag(t idgen.SegmentTag) error {
+func checkTag(t segment.Tag) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
 	if t.MaxID > MaxSegmentValue || t.Max > MaxSegmentValue {
-		return fmt.Errorf("MaxID %d and Max %d: want at most 2^53 in Redis: %w", t.MaxID, t.Max, idgen.ErrInvalidConfig)
+		return fmt.Errorf("MaxID %d and Max %d: want at most 2^53 in Redis: %w", t.MaxID, t.Max, segment.ErrInvalidConfig)
 	}
 	return nil
 }
@@ -190,10 +203,10 @@ func clip(s string, n int) string {
 // tagFields are the hash fields Tag reads, in scanTag's order.
 var tagFields = []string{fieldMaxID, fieldStep, fieldMaxLimit, fieldDescription, fieldUpdateTime}
 
-// Tag returns tag's record, or fails with [idgen.ErrUnknownTag].
-func (s *Segments) Tag(ctx context.Context, tag string) (idgen.SegmentTag, error) {
-	fail := func(err error) (idgen.SegmentTag, error) {
-		return idgen.SegmentTag{}, fmt.Errorf("redisidgen: read tag %q: %w", tag, err)
+// Tag returns tag's record, or fails with [segment.ErrUnknownTag].
+func (s *Segments) Tag(ctx context.Context, tag string) (segment.Tag, error) {
+	fail := func(err error) (segment.Tag, error) {
+		return segment.Tag{}, fmt.Errorf("redisidgen: read tag %q: %w", tag, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
@@ -211,13 +224,13 @@ func (s *Segments) Tag(ctx context.Context, tag string) (idgen.SegmentTag, error
 
 // scanTag reads a tag's record from HMGET's answer; ok is false when the
 // hash is missing.
-func scanTag(tag string, vals []any) (t idgen.SegmentTag, ok bool) {
+func scanTag(tag string, vals []any) (t segment.Tag, ok bool) {
 	if len(vals) != len(tagFields) || vals[0] == nil {
-		return idgen.SegmentTag{}, false
+		return segment.Tag{}, false
 	}
 	field := func(i int) string { v, _ := vals[i].(string); return v }
 	n := func(i int) int64 { v, _ := strconv.ParseInt(field(i), 10, 64); return v }
-	t = idgen.SegmentTag{Tag: tag, MaxID: n(0), Step: n(1), Max: n(2), Description: field(3)}
+	t = segment.Tag{Tag: tag, MaxID: n(0), Step: n(1), Max: n(2), Description: field(3)}
 	if ms := n(4); ms != 0 {
 		t.Updated = time.UnixMilli(ms).UTC()
 	}
@@ -226,8 +239,8 @@ func scanTag(tag string, vals []any) (t idgen.SegmentTag, ok bool) {
 
 // Tags returns every tag's record in the namespace, sorted by name, byte for
 // byte: the members of [Segments.IndexKey] whose hash exists.
-func (s *Segments) Tags(ctx context.Context) ([]idgen.SegmentTag, error) {
-	fail := func(err error) ([]idgen.SegmentTag, error) {
+func (s *Segments) Tags(ctx context.Context) ([]segment.Tag, error) {
+	fail := func(err error) ([]segment.Tag, error) {
 		return nil, fmt.Errorf("redisidgen: list tags of namespace %q: %w", s.namespace, err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -248,7 +261,7 @@ func (s *Segments) Tags(ctx context.Context) ([]idgen.SegmentTag, error) {
 			return fail(err)
 		}
 	}
-	var out []idgen.SegmentTag // in names' order, sorted
+	var out []segment.Tag // in names' order, sorted
 	for i, name := range names {
 		// A name without a hash is left from a CreateTag that failed.
 		if t, ok := scanTag(name, cmds[i].Val()); ok {
@@ -259,15 +272,15 @@ func (s *Segments) Tags(ctx context.Context) ([]idgen.SegmentTag, error) {
 }
 
 // SetMax sets tag's maximum to max, at most [MaxSegmentValue]; 0 removes
-// it. A max below the tag's MaxID fails with [idgen.ErrInvalidConfig] and
+// it. A max below the tag's MaxID fails with [segment.ErrInvalidConfig] and
 // changes nothing: the IDs up to MaxID-1 were handed out already. An
-// unknown tag fails with [idgen.ErrUnknownTag].
+// unknown tag fails with [segment.ErrUnknownTag].
 func (s *Segments) SetMax(ctx context.Context, tag string, max int64) error {
 	fail := func(err error) error {
 		return fmt.Errorf("redisidgen: set the maximum of tag %q to %d: %w", tag, max, err)
 	}
 	if max < 0 || max > MaxSegmentValue {
-		return fail(fmt.Errorf("want 0 for no maximum, or 1 to 2^53: %w", idgen.ErrInvalidConfig))
+		return fail(fmt.Errorf("want 0 for no maximum, or 1 to 2^53: %w", segment.ErrInvalidConfig))
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
@@ -284,7 +297,7 @@ func (s *Segments) SetMax(ctx context.Context, tag string, max int64) error {
 	case codeBelow:
 		maxID := num(vals, 1)
 		return fail(fmt.Errorf("its MaxID is %d, and IDs up to %d were handed out already; want 0 or at least %d: %w",
-			maxID, maxID-1, maxID, idgen.ErrInvalidConfig))
+			maxID, maxID-1, maxID, segment.ErrInvalidConfig))
 	}
 	return fail(fmt.Errorf("unexpected script answer %v", vals))
 }

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
-	"github.com/idemq/idemq/idgen/segmenttest"
+	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/idgen/segment/segmenttest"
 	"github.com/idemq/idemq/internal/testenv"
 )
 
@@ -23,7 +23,7 @@ func BenchmarkSegmentSource(b *testing.B) {
 	c.AddHook(hook)
 	s := newSegments(b, c, redisidgen.SegmentsConfig{Namespace: "bench"})
 	tag := "bench-" + strings.ToLower(rand.Text()[:8])
-	if err := s.CreateTag(ctx, idgen.SegmentTag{Tag: tag, Step: 1000}); err != nil {
+	if err := s.CreateTag(ctx, segment.Tag{Tag: tag, Step: 1000}); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("Redis/idemq", func(b *testing.B) {

@@ -6,7 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/idgen/redisidgen"
-	"github.com/idemq/idemq/idgen/segmenttest"
+	"github.com/idemq/idemq/idgen/segment/segmenttest"
 	"github.com/idemq/idemq/internal/testenv"
 )
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
+	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/internal/testenv"
 )
 
@@ -25,15 +26,15 @@ func TestAllocatorOutlivesOutage(t *testing.T) {
 	src := newSegments(t, c, redisidgen.SegmentsConfig{})
 	ctx := t.Context()
 	const step = 10
-	if err := src.CreateTag(ctx, idgen.SegmentTag{Tag: "orders", MaxID: 1000, Step: step}); err != nil {
+	if err := src.CreateTag(ctx, segment.Tag{Tag: "orders", MaxID: 1000, Step: step}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := idgen.NewSegmentAllocator(ctx, src, "orders", idgen.SegmentConfig{Logger: slog.New(slog.DiscardHandler)})
+	a, err := segment.New(ctx, src, "orders", segment.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
-	seen := map[idgen.ID]bool{}
+	seen := map[int64]bool{}
 	take := func() error {
 		id, err := a.Next(ctx)
 		if err == nil {
@@ -57,7 +58,7 @@ func TestAllocatorOutlivesOutage(t *testing.T) {
 	if len(seen) != step {
 		t.Errorf("issued %d IDs before failing, want the whole segment of %d", len(seen), step)
 	}
-	for _, verdict := range []error{idgen.ErrUnknownTag, idgen.ErrMaxReached, idgen.ErrClosed} {
+	for _, verdict := range []error{segment.ErrUnknownTag, segment.ErrMaxReached, idgen.ErrClosed} {
 		if errors.Is(err, verdict) {
 			t.Fatalf("Next with Redis down = %v: a verdict about the tag, not an outage", err)
 		}

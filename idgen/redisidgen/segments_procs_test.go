@@ -8,9 +8,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
-	"github.com/idemq/idemq/idgen/segmenttest"
+	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/idgen/segment/segmenttest"
 	"github.com/idemq/idemq/internal/testenv"
 )
 
@@ -21,7 +21,7 @@ func init() {
 }
 
 // newChildSegments is a child's source over the Redis at REDIS.
-func newChildSegments(getenv func(string) string) (idgen.SegmentSource, func(), error) {
+func newChildSegments(getenv func(string) string) (segment.Source, func(), error) {
 	client := redis.NewClient(&redis.Options{Addr: getenv("REDIS")})
 	s, err := redisidgen.NewSegments(client, redisidgen.SegmentsConfig{Namespace: "procs"})
 	if err != nil {
@@ -39,7 +39,7 @@ func TestSegmentProcesses(t *testing.T) {
 	s := newSegments(t, newClient(t, addr), redisidgen.SegmentsConfig{Namespace: "procs"})
 	tag := "procs-" + strings.ToLower(rand.Text()[:8])
 	const start = 1_000_000
-	if err := s.CreateTag(t.Context(), idgen.SegmentTag{Tag: tag, MaxID: start, Step: 10}); err != nil {
+	if err := s.CreateTag(t.Context(), segment.Tag{Tag: tag, MaxID: start, Step: 10}); err != nil {
 		t.Fatal(err)
 	}
 	r := segmenttest.RunProcesses(t, tag, segmenttest.Processes{Env: map[string]string{"REDIS": addr}})

@@ -12,9 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
-	"github.com/idemq/idemq/idgen/segmenttest"
+	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/idgen/segment/segmenttest"
 	"github.com/idemq/idemq/internal/testenv"
 )
 
@@ -49,7 +49,7 @@ func TestSegmentKeys(t *testing.T) {
 		t.Fatalf("IndexKey = %q, want %q", got, want)
 	}
 	c.Del(ctx, s.Key(tag))
-	if err := s.CreateTag(ctx, idgen.SegmentTag{Tag: tag, MaxID: 100, Step: 10, Max: 1000, Description: "orders"}); err != nil {
+	if err := s.CreateTag(ctx, segment.Tag{Tag: tag, MaxID: 100, Step: 10, Max: 1000, Description: "orders"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.NextSegment(ctx, tag, 0); err != nil {
@@ -80,7 +80,7 @@ func TestSegmentsUnreachable(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	s := newSegments(t, c, redisidgen.SegmentsConfig{})
 	ctx := t.Context()
-	if err := s.CreateTag(ctx, idgen.SegmentTag{Tag: "orders", Step: 10}); err != nil {
+	if err := s.CreateTag(ctx, segment.Tag{Tag: "orders", Step: 10}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Stop(); err != nil {
@@ -95,14 +95,14 @@ func TestSegmentsUnreachable(t *testing.T) {
 		{"NextSegment(step 100)", func() error { _, err := s.NextSegment(ctx, "orders", 100); return err }, `next segment of tag "orders"`},
 		{"Tag", func() error { _, err := s.Tag(ctx, "orders"); return err }, `read tag "orders"`},
 		{"Tags", func() error { _, err := s.Tags(ctx); return err }, `list tags`},
-		{"CreateTag", func() error { return s.CreateTag(ctx, idgen.SegmentTag{Tag: "o2", Step: 1}) }, `create tag "o2"`},
+		{"CreateTag", func() error { return s.CreateTag(ctx, segment.Tag{Tag: "o2", Step: 1}) }, `create tag "o2"`},
 		{"SetMax", func() error { return s.SetMax(ctx, "orders", 10) }, `set the maximum of tag "orders"`},
 	} {
 		err := c.run()
 		if err == nil {
 			t.Fatalf("%s with Redis down succeeded", c.call)
 		}
-		for _, known := range []error{idgen.ErrUnknownTag, idgen.ErrMaxReached, idgen.ErrInvalidConfig, idgen.ErrTagExists} {
+		for _, known := range []error{segment.ErrUnknownTag, segment.ErrMaxReached, segment.ErrInvalidConfig, segment.ErrTagExists} {
 			if errors.Is(err, known) {
 				t.Fatalf("%s = %v: a known outcome, though Redis is down", c.call, err)
 			}
@@ -152,7 +152,7 @@ func TestSegmentRoundTrips(t *testing.T) {
 	ctx := t.Context()
 	s := newSegments(t, c, redisidgen.SegmentsConfig{Namespace: "roundtrips"})
 	tag := strings.ToLower(t.Name()) + "-" + strings.ToLower(rand.Text()[:8])
-	if err := s.CreateTag(ctx, idgen.SegmentTag{Tag: tag, Step: 10, Max: 100}); err != nil {
+	if err := s.CreateTag(ctx, segment.Tag{Tag: tag, Step: 10, Max: 100}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.NextSegment(ctx, tag, 0); err != nil { // loads the script if need be
@@ -162,7 +162,7 @@ func TestSegmentRoundTrips(t *testing.T) {
 	for _, c := range []struct {
 		step, start, end int64
 		err              error
-	}{{0, 10, 20, nil}, {7, 20, 27, nil}, {500, 27, 100, nil}, {0, 0, 0, idgen.ErrMaxReached}} {
+	}{{0, 10, 20, nil}, {7, 20, 27, nil}, {500, 27, 100, nil}, {0, 0, 0, segment.ErrMaxReached}} {
 		seg, err := s.NextSegment(ctx, tag, c.step)
 		if !errors.Is(err, c.err) || seg.Start != c.start || seg.End != c.end {
 			t.Fatalf("NextSegment(%d) = %+v, %v; want [%d, %d), %v", c.step, seg, err, c.start, c.end, c.err)
@@ -183,7 +183,7 @@ func TestSegmentDroppedReply(t *testing.T) {
 	ctx := t.Context()
 	s := newSegments(t, c, redisidgen.SegmentsConfig{Namespace: "dropped"})
 	tag := "dropped-" + strings.ToLower(rand.Text()[:8])
-	if err := s.CreateTag(ctx, idgen.SegmentTag{Tag: tag, Step: 10}); err != nil {
+	if err := s.CreateTag(ctx, segment.Tag{Tag: tag, Step: 10}); err != nil {
 		t.Fatal(err)
 	}
 	// The first run loads the script: a NOSCRIPT reply lost instead

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/sqlidgen"
 )
 
@@ -25,13 +25,13 @@ func ExampleSegments() {
 	if err := src.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
-	err = src.CreateTag(ctx, idgen.SegmentTag{Tag: "orders", MaxID: 1000, Step: 100, Max: 1250, Description: "order numbers"})
+	err = src.CreateTag(ctx, segment.Tag{Tag: "orders", MaxID: 1000, Step: 100, Max: 1250, Description: "order numbers"})
 	if err != nil {
 		log.Fatal(err)
 	}
 	for {
 		seg, err := src.NextSegment(ctx, "orders", 0)
-		if errors.Is(err, idgen.ErrMaxReached) {
+		if errors.Is(err, segment.ErrMaxReached) {
 			fmt.Println("orders reached its maximum")
 			break
 		}
@@ -41,7 +41,7 @@ func ExampleSegments() {
 		fmt.Printf("[%d, %d)\n", seg.Start, seg.End)
 	}
 	err = src.SetMax(ctx, "orders", 1200)
-	fmt.Println(errors.Is(err, idgen.ErrInvalidConfig))
+	fmt.Println(errors.Is(err, segment.ErrInvalidConfig))
 	// Output:
 	// [1000, 1100)
 	// [1100, 1200)
@@ -50,7 +50,7 @@ func ExampleSegments() {
 	// true
 }
 
-// A SegmentAllocator hands out a tag's IDs from segments of the table, one
+// A segment.Allocator hands out a tag's IDs from segments of the table, one
 // UPDATE per segment, loading the next one in the background.
 func ExampleSegments_allocator() {
 	ctx := context.Background()
@@ -64,10 +64,10 @@ func ExampleSegments_allocator() {
 	if err := src.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
-	if err := src.CreateTag(ctx, idgen.SegmentTag{Tag: "orders", MaxID: 1000, Step: 100}); err != nil {
+	if err := src.CreateTag(ctx, segment.Tag{Tag: "orders", MaxID: 1000, Step: 100}); err != nil {
 		log.Fatal(err)
 	}
-	alloc, err := idgen.NewSegmentAllocator(ctx, src, "orders", idgen.SegmentConfig{})
+	alloc, err := segment.New(ctx, src, "orders", segment.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -18,12 +18,12 @@ func TestNewLeased(t *testing.T) {
 			t.Parallel()
 			db := b.open(t)
 			l := newLeaser(t, db, b.dialect, sqlidgen.Config{Pool: "gens", Size: 2, Lease: 2 * time.Second})
-			cfg := idgen.Config{Layout: idgen.Twitter, Lease: idgen.LeaseConfig{Owner: "test"}}
-			g1, err := idgen.NewLeased(t.Context(), l, cfg)
+			cfg, lc := idgen.Config{Layout: idgen.Twitter}, idgen.LeaseConfig{Owner: "test"}
+			g1, err := idgen.NewLeased(t.Context(), l, cfg, lc)
 			if err != nil {
 				t.Fatal(err)
 			}
-			g2, err := idgen.NewLeased(t.Context(), l, cfg)
+			g2, err := idgen.NewLeased(t.Context(), l, cfg, lc)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -31,7 +31,7 @@ func TestNewLeased(t *testing.T) {
 			if g1.Node() == g2.Node() {
 				t.Fatalf("both generators on node %d", g1.Node())
 			}
-			if _, err := idgen.NewLeased(t.Context(), l, cfg); !errors.Is(err, idgen.ErrNoFreeNode) {
+			if _, err := idgen.NewLeased(t.Context(), l, cfg, lc); !errors.Is(err, idgen.ErrNoFreeNode) {
 				t.Fatalf("third generator = %v, want ErrNoFreeNode", err)
 			}
 			var last idgen.ID
@@ -43,7 +43,7 @@ func TestNewLeased(t *testing.T) {
 			if err := g1.Close(); err != nil {
 				t.Fatalf("Close = %v", err)
 			}
-			g3, err := idgen.NewLeased(t.Context(), l, cfg)
+			g3, err := idgen.NewLeased(t.Context(), l, cfg, lc)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,7 +77,7 @@ func TestNewLeasedWorkerNodes(t *testing.T) {
 			}
 			cfg := idgen.Config{Layout: layout}
 			for want := int64(1); want <= layout.MaxNode(); want++ {
-				g, err := idgen.NewLeased(t.Context(), w, cfg)
+				g, err := idgen.NewLeased(t.Context(), w, cfg, idgen.LeaseConfig{})
 				if err != nil {
 					t.Fatalf("start %d: %v", want, err)
 				}
@@ -91,7 +91,7 @@ func TestNewLeasedWorkerNodes(t *testing.T) {
 					t.Errorf("Close = %v", err)
 				}
 			}
-			_, err := idgen.NewLeased(t.Context(), w, cfg)
+			_, err := idgen.NewLeased(t.Context(), w, cfg, idgen.LeaseConfig{})
 			if !errors.Is(err, idgen.ErrNodeRange) {
 				t.Fatalf("start past the layout = %v, want ErrNodeRange", err)
 			}

@@ -45,10 +45,19 @@ type leaseSQL struct {
 	// mark (MySQL returns nothing; owned reads the outcome). Parameters:
 	// lease µs, mark µs, pool, node, token.
 	renew string
-	// release ends a live lease at once and sets its node's mark, never
-	// below the mark the lease was granted with. Parameters: mark µs, pool,
-	// node, token.
+	// release ends a live lease at once, sets its node's mark, never below
+	// the mark the lease was granted with, and gives it the pool's next
+	// free_seq. Parameters: mark µs, pool, pool, node, token (PostgreSQL
+	// and SQLite); mark µs, free_seq, pool, node, token (MySQL, whose
+	// nextSeq reads the free_seq first).
 	release string
+	// nextSeq reads the free_seq a release in the pool gives next (MySQL).
+	// Parameter: pool.
+	nextSeq string
+	// hasSeq reads whether the table has the free_seq column, and addSeq
+	// adds it: tables made before it existed gain it on Migrate.
+	// Parameter of hasSeq: the table's name.
+	hasSeq, addSeq string
 	// byToken finds the live lease token holds. Parameters: pool, token.
 	byToken string
 	// list reads the pool's rows of nodes that were ever leased, and the
@@ -73,8 +82,9 @@ func newLeaseSQL(d Dialect, table string) leaseSQL {
 	freed_at   DATETIME(6)    NULL,
 	high_water BIGINT         NOT NULL,
 	granted_high_water BIGINT NOT NULL,
+	free_seq   BIGINT         NOT NULL DEFAULT 0,
 	PRIMARY KEY (pool, node),
-	KEY ` + free + ` (pool, expires_at, node)
+	KEY ` + free + ` (pool, expires_at, free_seq, node)
 ) ENGINE = InnoDB`}
 	case Postgres:
 		q.ddl = []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
@@ -87,9 +97,10 @@ func newLeaseSQL(d Dialect, table string) leaseSQL {
 	freed_at   timestamptz,
 	high_water bigint NOT NULL,
 	granted_high_water bigint NOT NULL,
+	free_seq   bigint NOT NULL DEFAULT 0,
 	PRIMARY KEY (pool, node)
 )`,
-			`CREATE INDEX IF NOT EXISTS ` + free + ` ON ` + t + ` (pool, expires_at, node)`,
+			`CREATE INDEX IF NOT EXISTS ` + free + ` ON ` + t + ` (pool, expires_at, free_seq, node)`,
 		}
 	default:
 		q.ddl = []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
@@ -102,9 +113,10 @@ func newLeaseSQL(d Dialect, table string) leaseSQL {
 	freed_at   INTEGER,
 	high_water INTEGER NOT NULL,
 	granted_high_water INTEGER NOT NULL,
+	free_seq   INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (pool, node)
 ) WITHOUT ROWID`,
-			`CREATE INDEX IF NOT EXISTS ` + free + ` ON ` + t + ` (pool, expires_at, node)`,
+			`CREATE INDEX IF NOT EXISTS ` + free + ` ON ` + t + ` (pool, expires_at, free_seq, node)`,
 		}
 	}
 
@@ -166,8 +178,12 @@ ON CONFLICT (pool, node) DO NOTHING`
 
 	// A free node is one whose lease has ended: expires_at is when it ended
 	// or was released, so the order of expires_at is the order in which
-	// nodes became free, after the never-used nodes.
+	// nodes became free, after the never-used nodes. Releases within one
+	// tick of the database's clock (SQLite's counts milliseconds) tie on
+	// expires_at; free_seq, which grows with every release in the pool,
+	// keeps them in release order.
 	freeRows := `pool = ? AND node < ? AND expires_at <= ` + c.Now()
+	freeOrder := `expires_at, free_seq, node`
 	grantSet := `token = ?, owner = ?, granted_at = ` + c.Now() + `, expires_at = ` + c.After("?") + `, freed_at = NULL, granted_high_water = high_water`
 	switch d {
 	case MySQL:
@@ -179,7 +195,7 @@ ON CONFLICT (pool, node) DO NOTHING`
 		// changes with every grant, and a free node's row with nothing
 		// else.
 		q.pick = `SELECT node, high_water, token FROM ` + t + ` FORCE INDEX (` + free + `)
-WHERE ` + freeRows + ` ORDER BY expires_at, node LIMIT 1`
+WHERE ` + freeRows + ` ORDER BY ` + freeOrder + ` LIMIT 1`
 		q.grant = `UPDATE ` + byKey + ` SET ` + grantSet + `
 WHERE pool = ? AND node = ? AND token = ? AND expires_at <= ` + c.Now()
 	case Postgres:
@@ -188,13 +204,13 @@ WHERE pool = ? AND node = ? AND token = ? AND expires_at <= ` + c.Now()
 		// again before it is locked.
 		q.take = `UPDATE ` + t + ` AS w SET ` + grantSet + `
 WHERE w.pool = ? AND w.node = (SELECT f.node FROM ` + t + ` f WHERE f.` + freeRows + `
-	ORDER BY f.expires_at, f.node LIMIT 1 FOR UPDATE SKIP LOCKED)
+	ORDER BY f.expires_at, f.free_seq, f.node LIMIT 1 FOR UPDATE SKIP LOCKED)
 RETURNING w.node, w.high_water`
 	default:
 		// One statement holds SQLite's write lock from its start.
 		q.take = `UPDATE ` + t + ` SET ` + grantSet + `
 WHERE pool = ? AND node = (SELECT f.node FROM ` + t + ` f WHERE f.` + freeRows + `
-	ORDER BY f.expires_at, f.node LIMIT 1)
+	ORDER BY f.expires_at, f.free_seq, f.node LIMIT 1)
 RETURNING node, high_water`
 	}
 	q.probe = `SELECT EXISTS (SELECT 1 FROM ` + t + ` WHERE ` + freeRows + `),
@@ -247,14 +263,36 @@ RETURNING high_water`
 	}
 	// Release sets the holder's exact mark, which may lie below what its
 	// renewals reserved, but never below the mark it was granted with.
-	q.release = `UPDATE ` + byKey + ` SET expires_at = ` + c.Now() + `, freed_at = ` + c.Now() + `, high_water = ` + c.Greatest("granted_high_water", "?") + `
+	// On MySQL a read of the pool's rows inside the UPDATE would be a
+	// locking read of all of them, so nextSeq reads the last free_seq
+	// first, without a lock: a release that follows another sees its
+	// free_seq; two at once may share one, and then go by node id.
+	nextSeq := `(SELECT COALESCE(MAX(f.free_seq), 0) + 1 FROM ` + t + ` f WHERE f.pool = ?)`
+	if d == MySQL {
+		q.nextSeq = `SELECT COALESCE(MAX(free_seq), 0) + 1 FROM ` + t + ` WHERE pool = ?`
+		nextSeq = `?`
+	}
+	q.release = `UPDATE ` + byKey + ` SET expires_at = ` + c.Now() + `, freed_at = ` + c.Now() + `, high_water = ` + c.Greatest("granted_high_water", "?") + `,
+	free_seq = ` + nextSeq + `
 WHERE pool = ? AND node = ? AND token = ? AND expires_at > ` + c.Now()
 	q.byToken = `SELECT node, high_water FROM ` + t + ` WHERE pool = ? AND token = ? AND expires_at > ` + c.Now()
 	q.list = `SELECT node, owner, ` + c.UnixMicros("granted_at") + `, ` + c.UnixMicros("expires_at") + `, ` +
 		c.UnixMicros("freed_at") + `, high_water, ` + c.UnixMicros(c.Now()) + `
 FROM ` + t + ` WHERE pool = ? AND token <> '' ORDER BY node`
 
-	for _, s := range []*string{&q.fill, &q.probe, &q.take, &q.pick, &q.grant, &q.static, &q.owned, &q.renew, &q.release, &q.byToken, &q.list} {
+	switch d {
+	case MySQL:
+		q.hasSeq = `SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? AND column_name = 'free_seq'`
+		q.addSeq = `ALTER TABLE ` + t + ` ADD COLUMN free_seq BIGINT NOT NULL DEFAULT 0`
+	case Postgres:
+		q.hasSeq = `SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ? AND column_name = 'free_seq'`
+		q.addSeq = `ALTER TABLE ` + t + ` ADD COLUMN IF NOT EXISTS free_seq bigint NOT NULL DEFAULT 0`
+	default:
+		q.hasSeq = `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = 'free_seq'`
+		q.addSeq = `ALTER TABLE ` + t + ` ADD COLUMN free_seq INTEGER NOT NULL DEFAULT 0`
+	}
+
+	for _, s := range []*string{&q.fill, &q.probe, &q.take, &q.pick, &q.grant, &q.static, &q.owned, &q.renew, &q.release, &q.nextSeq, &q.byToken, &q.list, &q.hasSeq} {
 		*s = c.Rebind(*s)
 	}
 	return q

@@ -97,8 +97,25 @@ func (c Config) Validate() error {
 }
 
 // Leaser is an [idgen.Leaser] over rows of one SQL table, a row per node of
-// the pool. It is safe for concurrent use by multiple goroutines and
-// processes sharing the table.
+// the pool ([Config.Pool]; one table may hold many). It is safe for
+// concurrent use by multiple goroutines and processes sharing the table.
+//
+// Every lease starts, ends and is compared by the database's clock, read
+// once per statement, never by the calling process's, so holders on hosts
+// with skewed clocks agree. Acquire takes the smallest node id never used;
+// once every id has been, the node whose lease ended longest ago, a
+// released lease ending when it was released: a freed node joins the tail
+// of a queue and rests as long as the pool allows. A row's high-water mark
+// (microseconds, rounded up, by the holders' clocks) only rises with
+// renewals, and a release sets the holder's exact mark, never below the
+// mark its lease was granted with.
+//
+// Acquire is one statement on PostgreSQL and SQLite and two on MySQL (its
+// first call per Leaser also counts, and if need be fills in, the pool's
+// rows); Renew and Release are one (Release two on MySQL). A call whose
+// answer was lost does not hold a node for nothing: Acquire looks for a
+// lease granted under its token and returns it, or releases it once its
+// context has ended.
 type Leaser struct {
 	db  *sql.DB
 	d   Dialect
@@ -128,12 +145,42 @@ func New(db *sql.DB, d Dialect, cfg Config) (*Leaser, error) {
 // Config returns the Leaser's settings, defaults filled in.
 func (l *Leaser) Config() Config { return l.cfg }
 
-// Schema returns the statements [Leaser.Migrate] runs: the table and its
-// index, for migration tools that manage the schema themselves.
+// Schema returns the statements that create the table and its index, for
+// migration tools that manage the schema themselves. A table made by an
+// earlier version lacks the free_seq column, which orders releases within
+// one tick of the database's clock; Migrate adds it, and so does
+// ALTER TABLE <table> ADD COLUMN free_seq BIGINT NOT NULL DEFAULT 0
+// (INTEGER on SQLite).
 func (l *Leaser) Schema() []string { return slices.Clone(l.q.ddl) }
 
-// Migrate creates the table and its index unless they exist.
-func (l *Leaser) Migrate(ctx context.Context) error { return migrate(ctx, l.db, l.cfg.Table, l.q.ddl) }
+// Migrate creates the table and its index unless they exist, and adds the
+// free_seq column to a table made by an earlier version.
+func (l *Leaser) Migrate(ctx context.Context) error {
+	// The table first, then the column, then the index on it:
+	// PostgreSQL checks an index's columns before it finds that an index
+	// of that name exists.
+	if err := migrate(ctx, l.db, l.cfg.Table, l.q.ddl[:1]); err != nil {
+		return err
+	}
+	has := func() (bool, error) {
+		var n int
+		err := l.db.QueryRowContext(ctx, l.q.hasSeq, l.cfg.Table).Scan(&n)
+		return n > 0, err
+	}
+	ok, err := has()
+	if err == nil && !ok {
+		if _, err = l.db.ExecContext(ctx, l.q.addSeq); err != nil {
+			// Another client may have added it meanwhile.
+			if ok, _ = has(); ok {
+				err = nil
+			}
+		}
+	}
+	if err != nil {
+		return fail(ctx, "migrate "+l.cfg.Table+": add column free_seq", err)
+	}
+	return migrate(ctx, l.db, l.cfg.Table, l.q.ddl[1:])
+}
 
 // checkDB checks the two arguments every constructor takes.
 func checkDB(db *sql.DB, d Dialect) error {
@@ -329,7 +376,7 @@ func (l *Leaser) settle(ctx context.Context, token string) (idgen.Lease, bool) {
 	if live {
 		return lease, true
 	}
-	l.db.ExecContext(ctx, l.q.release, 0, l.cfg.Pool, node, token) // best effort: otherwise it ends with its lease
+	l.release(ctx, node, token, 0) // best effort: otherwise it ends with its lease
 	return idgen.Lease{}, false
 }
 
@@ -391,7 +438,7 @@ func (l *Leaser) Renew(ctx context.Context, lease idgen.Lease, highWater time.Ti
 // [idgen.ErrLeaseLost], changing nothing, if lease has ended by the
 // database's clock, was released before, or another holder has the node.
 func (l *Leaser) Release(ctx context.Context, lease idgen.Lease, highWater time.Time) error {
-	ok, err := affected(l.db.ExecContext(ctx, l.q.release, markMicros(highWater), l.cfg.Pool, lease.Node, lease.Token))
+	ok, err := l.release(ctx, lease.Node, lease.Token, markMicros(highWater))
 	if err != nil {
 		return l.failLease(ctx, "release", lease, err)
 	}
@@ -399,6 +446,19 @@ func (l *Leaser) Release(ctx context.Context, lease idgen.Lease, highWater time.
 		return l.lost(lease)
 	}
 	return nil
+}
+
+// release ends token's lease of node with mark (µs) and reports whether it
+// was live.
+func (l *Leaser) release(ctx context.Context, node int64, token string, mark int64) (bool, error) {
+	if l.d != MySQL {
+		return affected(l.db.ExecContext(ctx, l.q.release, mark, l.cfg.Pool, l.cfg.Pool, node, token))
+	}
+	var seq int64
+	if err := l.db.QueryRowContext(ctx, l.q.nextSeq, l.cfg.Pool).Scan(&seq); err != nil {
+		return false, err
+	}
+	return affected(l.db.ExecContext(ctx, l.q.release, mark, seq, l.cfg.Pool, node, token))
 }
 
 func (l *Leaser) lost(lease idgen.Lease) error {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/internal/sqldialect"
 )
 
@@ -24,8 +25,8 @@ const DefaultSegmentTable = "idemq_segment"
 type SegmentsConfig struct {
 	// Table is the name of the table of tags, under the rules of
 	// [Config.Table]. Name Leaf's table ("leaf_alloc") to share its tags
-	// with Leaf's servers; see the package documentation. Default
-	// [DefaultSegmentTable].
+	// with Leaf's servers, once it has the max_limit column (see
+	// [Segments]). Default [DefaultSegmentTable].
 	Table string
 }
 
@@ -44,10 +45,22 @@ func (c SegmentsConfig) Validate() error {
 	return nil
 }
 
-// Segments is an [idgen.SegmentSource] over Leaf's table of tags: a row per
-// tag holding the end of the last segment reserved (max_id), the step, and
-// a maximum. It is safe for concurrent use by multiple goroutines and
-// processes sharing the table.
+// Segments is a [segment.Source] over Meituan Leaf's table of tags: a row
+// per tag (biz_tag) holding the end of the last segment reserved (max_id),
+// the step, a description, the database's time of the last change
+// (update_time) and one column Leaf lacks, max_limit, the highest value
+// max_id may reach (0 for none). Where Leaf reserves a segment with an
+// UPDATE and a SELECT in a transaction, NextSegment reserves the same one
+// with a single UPDATE. It is safe for concurrent use by multiple
+// goroutines and processes sharing the table.
+//
+// Leaf's servers and this package can share Leaf's table (MySQL) once it
+// has the column,
+//
+//	ALTER TABLE leaf_alloc ADD COLUMN max_limit BIGINT NOT NULL DEFAULT 0;
+//
+// with SegmentsConfig{Table: "leaf_alloc"}; Leaf ignores the maximum, so a
+// tag with one should be served by this package only.
 type Segments struct {
 	db  *sql.DB
 	d   Dialect
@@ -68,8 +81,8 @@ type Segments struct {
 type tagLimits struct{ step, max int64 }
 
 var (
-	_ idgen.SegmentSource = (*Segments)(nil)
-	_ idgen.SegmentTags   = (*Segments)(nil)
+	_ segment.Source = (*Segments)(nil)
+	_ segment.Admin  = (*Segments)(nil)
 )
 
 // NewSegments returns the segment source of the table cfg names over db,
@@ -112,23 +125,23 @@ func (s *Segments) Close() error {
 	return err
 }
 
-// NextSegment reserves the next segment of tag, as [idgen.SegmentSource]
+// NextSegment reserves the next segment of tag, as [segment.Source]
 // says: one UPDATE, one round trip, when the step fits below the tag's
 // maximum. Step 0 takes the stored step (on MySQL it is read once per tag
 // and Segments). When the UPDATE matches no row, a read tells an unknown
 // tag, a tag at its maximum, or one with fewer IDs left than the step,
 // which gets them all by the same conditional UPDATE, tried again while
 // other clients take IDs in between.
-func (s *Segments) NextSegment(ctx context.Context, tag string, step int64) (idgen.Segment, error) {
+func (s *Segments) NextSegment(ctx context.Context, tag string, step int64) (segment.Segment, error) {
 	what := fmt.Sprintf("next segment of tag %q", tag)
 	if step < 0 {
-		return idgen.Segment{}, fmt.Errorf("sqlidgen: %s: step %d: want a positive step, or 0 for the tag's own: %w", what, step, idgen.ErrInvalidConfig)
+		return segment.Segment{}, fmt.Errorf("sqlidgen: %s: step %d: want a positive step, or 0 for the tag's own: %w", what, step, segment.ErrInvalidConfig)
 	}
 	if err := ctx.Err(); err != nil {
-		return idgen.Segment{}, fmt.Errorf("sqlidgen: %s: %w", what, err)
+		return segment.Segment{}, fmt.Errorf("sqlidgen: %s: %w", what, err)
 	}
-	if !idgen.ValidTagName(tag) {
-		return idgen.Segment{}, s.unknown(what)
+	if !segment.ValidTagName(tag) {
+		return segment.Segment{}, s.unknown(what)
 	}
 	lim, known := s.limits(tag)
 	n := step
@@ -140,7 +153,7 @@ func (s *Segments) NextSegment(ctx context.Context, tag string, step int64) (idg
 	if s.d != MySQL || n > 0 {
 		seg, ok, err := s.reserve(ctx, tag, n, lim, known)
 		if err != nil {
-			return idgen.Segment{}, fail(ctx, what, err)
+			return segment.Segment{}, fail(ctx, what, err)
 		}
 		if ok {
 			return seg, nil
@@ -150,24 +163,24 @@ func (s *Segments) NextSegment(ctx context.Context, tag string, step int64) (idg
 		var maxID int64
 		err := s.db.QueryRowContext(ctx, s.q.read, tag).Scan(&maxID, &lim.step, &lim.max)
 		if errors.Is(err, sql.ErrNoRows) {
-			return idgen.Segment{}, s.unknown(what)
+			return segment.Segment{}, s.unknown(what)
 		}
 		if err != nil {
-			return idgen.Segment{}, fail(ctx, what, err)
+			return segment.Segment{}, fail(ctx, what, err)
 		}
 		s.learn(tag, lim)
 		n := cmp.Or(step, lim.step)
 		if n <= 0 {
-			return idgen.Segment{}, fmt.Errorf("sqlidgen: %s: the tag's stored step is %d: give it a positive step in table %q: %w", what, lim.step, s.cfg.Table, idgen.ErrInvalidConfig)
+			return segment.Segment{}, fmt.Errorf("sqlidgen: %s: the tag's stored step is %d: give it a positive step in table %q: %w", what, lim.step, s.cfg.Table, segment.ErrInvalidConfig)
 		}
 		top := cmp.Or(lim.max, math.MaxInt64)
 		if maxID >= top {
-			return idgen.Segment{}, fmt.Errorf("sqlidgen: %s: every ID below its maximum %d is taken: %w", what, top, idgen.ErrMaxReached)
+			return segment.Segment{}, fmt.Errorf("sqlidgen: %s: every ID below its maximum %d is taken: %w", what, top, segment.ErrMaxReached)
 		}
 		n = min(n, top-maxID)
 		seg, ok, err := s.reserve(ctx, tag, n, lim, true)
 		if err != nil {
-			return idgen.Segment{}, fail(ctx, what, err)
+			return segment.Segment{}, fail(ctx, what, err)
 		}
 		if ok {
 			return seg, nil
@@ -181,49 +194,49 @@ func (s *Segments) NextSegment(ctx context.Context, tag string, step int64) (idg
 // stored step when n is 0, except on MySQL). ok is false when it matched no
 // row. lim is what the caller knows of the tag's step and maximum: on MySQL
 // they fill in the segment, known or not.
-func (s *Segments) reserve(ctx context.Context, tag string, n int64, lim tagLimits, known bool) (seg idgen.Segment, ok bool, err error) {
+func (s *Segments) reserve(ctx context.Context, tag string, n int64, lim tagLimits, known bool) (seg segment.Segment, ok bool, err error) {
 	stmt, err := s.stmt(ctx)
 	if err != nil {
-		return idgen.Segment{}, false, err
+		return segment.Segment{}, false, err
 	}
 	if s.d == MySQL {
 		res, err := stmt.ExecContext(ctx, n, tag, n)
 		if err != nil {
-			return idgen.Segment{}, false, err
+			return segment.Segment{}, false, err
 		}
 		// One row: its max_id went up by n > 0, so it changed even
 		// without clientFoundRows.
 		if rows, err := res.RowsAffected(); err != nil || rows != 1 {
-			return idgen.Segment{}, false, err
+			return segment.Segment{}, false, err
 		}
 		end, err := res.LastInsertId()
 		if err != nil {
-			return idgen.Segment{}, false, err
+			return segment.Segment{}, false, err
 		}
 		if !known {
 			// Step was given, but this Segments has not read the
 			// tag's step and maximum yet: the only extra round trip
 			// on MySQL, once per tag.
 			if err := s.db.QueryRowContext(ctx, s.q.read, tag).Scan(new(int64), &lim.step, &lim.max); err != nil {
-				return idgen.Segment{}, false, err
+				return segment.Segment{}, false, err
 			}
 			s.learn(tag, lim)
 		}
-		return idgen.Segment{Start: end - n, End: end, Step: lim.step, Max: lim.max}, true, nil
+		return segment.Segment{Start: end - n, End: end, Step: lim.step, Max: lim.max}, true, nil
 	}
 	var end int64
 	err = stmt.QueryRowContext(ctx, n, tag, n).Scan(&end, &lim.step, &lim.max)
 	if errors.Is(err, sql.ErrNoRows) {
-		return idgen.Segment{}, false, nil
+		return segment.Segment{}, false, nil
 	}
 	if err != nil {
-		return idgen.Segment{}, false, err
+		return segment.Segment{}, false, err
 	}
 	n = cmp.Or(n, lim.step)
 	if n <= 0 {
-		return idgen.Segment{}, false, fmt.Errorf("the tag's stored step is %d: give it a positive step in table %q: %w", lim.step, s.cfg.Table, idgen.ErrInvalidConfig)
+		return segment.Segment{}, false, fmt.Errorf("the tag's stored step is %d: give it a positive step in table %q: %w", lim.step, s.cfg.Table, segment.ErrInvalidConfig)
 	}
-	return idgen.Segment{Start: end - n, End: end, Step: lim.step, Max: lim.max}, true, nil
+	return segment.Segment{Start: end - n, End: end, Step: lim.step, Max: lim.max}, true, nil
 }
 
 // stmt returns the prepared UPDATE, preparing it first if need be.
@@ -258,55 +271,55 @@ func (s *Segments) learn(tag string, lim tagLimits) {
 // tag.Step (1 to 2^31-1, Leaf's INT column) and tag.Max (0 for none, else at
 // least MaxID). The name is 1 to 128 bytes of UTF-8, compared byte for
 // byte; a Description longer than 256 bytes is cut; Updated is ignored. A
-// tag that exists fails with [idgen.ErrTagExists], unchanged.
-func (s *Segments) CreateTag(ctx context.Context, tag idgen.SegmentTag) error {
+// tag that exists fails with [segment.ErrTagExists], unchanged.
+func (s *Segments) CreateTag(ctx context.Context, tag segment.Tag) error {
 	what := fmt.Sprintf("create tag %q", tag.Tag)
 	if err := tag.Validate(); err != nil {
 		return fmt.Errorf("sqlidgen: %s: %w", what, err)
 	}
-	_, err := s.db.ExecContext(ctx, s.q.create, tag.Tag, tag.MaxID, tag.Step, tag.Max, clip(tag.Description, idgen.MaxDescriptionLen))
+	_, err := s.db.ExecContext(ctx, s.q.create, tag.Tag, tag.MaxID, tag.Step, tag.Max, clip(tag.Description, segment.MaxDescriptionLen))
 	if err == nil {
 		return nil
 	}
 	// Whatever the driver calls a duplicate key, the row tells.
 	if _, rerr := s.Tag(ctx, tag.Tag); rerr == nil {
-		return fmt.Errorf("sqlidgen: %s in table %q: %w", what, s.cfg.Table, idgen.ErrTagExists)
+		return fmt.Errorf("sqlidgen: %s in table %q: %w", what, s.cfg.Table, segment.ErrTagExists)
 	}
 	return fail(ctx, what, err)
 }
 
 // unknown reports a tag the table does not hold.
 func (s *Segments) unknown(what string) error {
-	return fmt.Errorf("sqlidgen: %s: no such tag in table %q: %w", what, s.cfg.Table, idgen.ErrUnknownTag)
+	return fmt.Errorf("sqlidgen: %s: no such tag in table %q: %w", what, s.cfg.Table, segment.ErrUnknownTag)
 }
 
-// Tag returns tag's record, or fails with [idgen.ErrUnknownTag].
-func (s *Segments) Tag(ctx context.Context, tag string) (idgen.SegmentTag, error) {
+// Tag returns tag's record, or fails with [segment.ErrUnknownTag].
+func (s *Segments) Tag(ctx context.Context, tag string) (segment.Tag, error) {
 	what := fmt.Sprintf("read tag %q", tag)
 	if err := ctx.Err(); err != nil {
-		return idgen.SegmentTag{}, fmt.Errorf("sqlidgen: %s: %w", what, err)
+		return segment.Tag{}, fmt.Errorf("sqlidgen: %s: %w", what, err)
 	}
-	if !idgen.ValidTagName(tag) {
-		return idgen.SegmentTag{}, s.unknown(what)
+	if !segment.ValidTagName(tag) {
+		return segment.Tag{}, s.unknown(what)
 	}
 	t, err := scanTag(s.db.QueryRowContext(ctx, s.q.tag, tag))
 	if errors.Is(err, sql.ErrNoRows) {
-		return idgen.SegmentTag{}, s.unknown(what)
+		return segment.Tag{}, s.unknown(what)
 	}
 	if err != nil {
-		return idgen.SegmentTag{}, fail(ctx, what, err)
+		return segment.Tag{}, fail(ctx, what, err)
 	}
 	return t, nil
 }
 
 // Tags returns every tag's record, sorted by name, byte for byte.
-func (s *Segments) Tags(ctx context.Context) ([]idgen.SegmentTag, error) {
+func (s *Segments) Tags(ctx context.Context) ([]segment.Tag, error) {
 	rows, err := s.db.QueryContext(ctx, s.q.tags)
 	if err != nil {
 		return nil, fail(ctx, "list tags", err)
 	}
 	defer rows.Close()
-	var out []idgen.SegmentTag
+	var out []segment.Tag
 	for rows.Next() {
 		t, err := scanTag(rows)
 		if err != nil {
@@ -317,35 +330,35 @@ func (s *Segments) Tags(ctx context.Context) ([]idgen.SegmentTag, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fail(ctx, "list tags", err)
 	}
-	slices.SortFunc(out, func(a, b idgen.SegmentTag) int { return cmp.Compare(a.Tag, b.Tag) })
+	slices.SortFunc(out, func(a, b segment.Tag) int { return cmp.Compare(a.Tag, b.Tag) })
 	return out, nil
 }
 
-func scanTag(row interface{ Scan(...any) error }) (idgen.SegmentTag, error) {
+func scanTag(row interface{ Scan(...any) error }) (segment.Tag, error) {
 	var (
-		t       idgen.SegmentTag
+		t       segment.Tag
 		updated int64
 	)
 	if err := row.Scan(&t.Tag, &t.MaxID, &t.Step, &t.Max, &t.Description, &updated); err != nil {
-		return idgen.SegmentTag{}, err
+		return segment.Tag{}, err
 	}
 	t.Updated = time.UnixMicro(updated).UTC()
 	return t, nil
 }
 
 // SetMax sets tag's maximum to max; 0 removes it. A max below the tag's
-// MaxID fails with [idgen.ErrInvalidConfig] and changes nothing: the IDs up
+// MaxID fails with [segment.ErrInvalidConfig] and changes nothing: the IDs up
 // to MaxID-1 were handed out already. An unknown tag fails with
-// [idgen.ErrUnknownTag].
+// [segment.ErrUnknownTag].
 func (s *Segments) SetMax(ctx context.Context, tag string, max int64) error {
 	what := fmt.Sprintf("set the maximum of tag %q to %d", tag, max)
 	if max < 0 {
-		return fmt.Errorf("sqlidgen: %s: want 0 for no maximum, or a positive one: %w", what, idgen.ErrInvalidConfig)
+		return fmt.Errorf("sqlidgen: %s: want 0 for no maximum, or a positive one: %w", what, segment.ErrInvalidConfig)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlidgen: %s: %w", what, err)
 	}
-	if !idgen.ValidTagName(tag) {
+	if !segment.ValidTagName(tag) {
 		return s.unknown(what)
 	}
 	changed, err := affected(s.db.ExecContext(ctx, s.q.setMax, max, tag, max, max))
@@ -367,7 +380,7 @@ func (s *Segments) SetMax(ctx context.Context, tag string, max int64) error {
 		return fail(ctx, what, err)
 	case max > 0 && maxID > max:
 		return fmt.Errorf("sqlidgen: %s: its MaxID is %d, and IDs up to %d were handed out already; want 0 or at least %d: %w",
-			what, maxID, maxID-1, maxID, idgen.ErrInvalidConfig)
+			what, maxID, maxID-1, maxID, segment.ErrInvalidConfig)
 	case limit != max:
 		// The row changed between the UPDATE and the read.
 		return s.SetMax(ctx, tag, max)

@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/idgen/segmenttest"
+	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/idgen/segment/segmenttest"
 	"github.com/idemq/idemq/idgen/sqlidgen"
 )
 
@@ -22,7 +22,7 @@ func BenchmarkSegmentSource(b *testing.B) {
 		db := be.openCounting(b, &sent)
 		s := newSegments(b, db, be.dialect, sqlidgen.SegmentsConfig{})
 		for _, tag := range []string{"bench", "naive"} {
-			if err := s.CreateTag(ctx, idgen.SegmentTag{Tag: tag, Step: 1000}); err != nil {
+			if err := s.CreateTag(ctx, segment.Tag{Tag: tag, Step: 1000}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/sqlidgen"
 )
 
@@ -117,7 +117,7 @@ func TestSegmentRoundTrips(t *testing.T) {
 			db.SetMaxOpenConns(1)
 			s := newSegments(t, db, b.dialect, sqlidgen.SegmentsConfig{})
 			ctx := t.Context()
-			if err := s.CreateTag(ctx, idgen.SegmentTag{Tag: "rt", Step: 10, Max: 1000}); err != nil {
+			if err := s.CreateTag(ctx, segment.Tag{Tag: "rt", Step: 10, Max: 1000}); err != nil {
 				t.Fatal(err)
 			}
 			count := func(what string, want int64, call func() error) {
@@ -160,7 +160,7 @@ func TestSegmentRoundTrips(t *testing.T) {
 			// the read finds 473 left, the UPDATE takes them.
 			count("short NextSegment(500)", 2+read, next(500, 527, 1000))
 			count("NextSegment at the maximum", 1+read, func() error {
-				if _, err := s.NextSegment(ctx, "rt", 0); !errors.Is(err, idgen.ErrMaxReached) {
+				if _, err := s.NextSegment(ctx, "rt", 0); !errors.Is(err, segment.ErrMaxReached) {
 					t.Fatalf("NextSegment at the maximum = %v", err)
 				}
 				return nil

@@ -6,8 +6,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/idgen/segmenttest"
+	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/idgen/segment/segmenttest"
 	"github.com/idemq/idemq/idgen/sqlidgen"
 )
 
@@ -19,7 +19,7 @@ func init() {
 
 // newChildSegments is a child's source over the database at DSN, of the
 // backend named BACKEND, with connections of its own.
-func newChildSegments(getenv func(string) string) (idgen.SegmentSource, func(), error) {
+func newChildSegments(getenv func(string) string) (segment.Source, func(), error) {
 	b := backendNamed(getenv("BACKEND"))
 	if b.driver == "" {
 		return nil, nil, fmt.Errorf("no backend %q", getenv("BACKEND"))
@@ -50,7 +50,7 @@ func TestSegmentProcesses(t *testing.T) {
 			defer db.Close()
 			s := newSegments(t, db, b.dialect, sqlidgen.SegmentsConfig{})
 			const start = 1_000_000
-			if err := s.CreateTag(t.Context(), idgen.SegmentTag{Tag: "procs", MaxID: start, Step: 10}); err != nil {
+			if err := s.CreateTag(t.Context(), segment.Tag{Tag: "procs", MaxID: start, Step: 10}); err != nil {
 				t.Fatal(err)
 			}
 			p := segmenttest.Processes{Env: map[string]string{"BACKEND": b.name, "DSN": dsn}}

@@ -11,7 +11,8 @@ import (
 	"testing"
 
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/idgen/segmenttest"
+	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/idgen/segment/segmenttest"
 	"github.com/idemq/idemq/idgen/sqlidgen"
 )
 
@@ -118,7 +119,7 @@ func TestSegmentsUnreachable(t *testing.T) {
 			}
 			_, err = s.Tag(ctx, "orders")
 			checkDown(t, "Tag", err, addr, `read tag "orders"`)
-			err = s.CreateTag(ctx, idgen.SegmentTag{Tag: "orders", Step: 10})
+			err = s.CreateTag(ctx, segment.Tag{Tag: "orders", Step: 10})
 			checkDown(t, "CreateTag", err, addr, `create tag "orders"`)
 			err = s.SetMax(ctx, "orders", 10)
 			checkDown(t, "SetMax", err, addr, `set the maximum of tag "orders"`)
@@ -131,7 +132,7 @@ func checkDown(t *testing.T, call string, err error, addr, what string) {
 	if err == nil {
 		t.Fatalf("%s with the database down succeeded", call)
 	}
-	for _, known := range []error{idgen.ErrUnknownTag, idgen.ErrMaxReached, idgen.ErrInvalidConfig, idgen.ErrTagExists} {
+	for _, known := range []error{segment.ErrUnknownTag, segment.ErrMaxReached, segment.ErrInvalidConfig, segment.ErrTagExists} {
 		if errors.Is(err, known) {
 			t.Fatalf("%s = %v: a known outcome, though the database is down", call, err)
 		}
@@ -211,7 +212,7 @@ func TestSegmentLostAnswer(t *testing.T) {
 			})
 			s := newSegments(t, db, b.dialect, sqlidgen.SegmentsConfig{})
 			ctx := t.Context()
-			if err := s.CreateTag(ctx, idgen.SegmentTag{Tag: "lost", Step: 10}); err != nil {
+			if err := s.CreateTag(ctx, segment.Tag{Tag: "lost", Step: 10}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := s.NextSegment(ctx, "lost", 0); err != nil {
@@ -222,7 +223,7 @@ func TestSegmentLostAnswer(t *testing.T) {
 			if !errors.Is(err, errLost) {
 				t.Fatalf("NextSegment with its answer lost = %v, want the driver's error", err)
 			}
-			for _, known := range []error{idgen.ErrUnknownTag, idgen.ErrMaxReached, idgen.ErrInvalidConfig} {
+			for _, known := range []error{segment.ErrUnknownTag, segment.ErrMaxReached, segment.ErrInvalidConfig} {
 				if errors.Is(err, known) {
 					t.Fatalf("NextSegment with its answer lost = %v: a known outcome", err)
 				}
@@ -247,14 +248,14 @@ func TestSegmentStoredStepZero(t *testing.T) {
 			db := b.open(t)
 			s := newSegments(t, db, b.dialect, sqlidgen.SegmentsConfig{})
 			ctx := t.Context()
-			if err := s.CreateTag(ctx, idgen.SegmentTag{Tag: "zero", MaxID: 5, Step: 10}); err != nil {
+			if err := s.CreateTag(ctx, segment.Tag{Tag: "zero", MaxID: 5, Step: 10}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := db.ExecContext(ctx, "UPDATE idemq_segment SET step = 0 WHERE biz_tag = 'zero'"); err != nil {
 				t.Fatal(err)
 			}
 			for range 2 {
-				if seg, err := s.NextSegment(ctx, "zero", 0); !errors.Is(err, idgen.ErrInvalidConfig) {
+				if seg, err := s.NextSegment(ctx, "zero", 0); !errors.Is(err, segment.ErrInvalidConfig) {
 					t.Fatalf("NextSegment(0) with stored step 0 = %+v, %v; want ErrInvalidConfig", seg, err)
 				}
 			}

@@ -87,9 +87,21 @@ func (c WorkerNodesConfig) Validate() error {
 }
 
 // WorkerNodes is an [idgen.Leaser] in the manner of Baidu's uid-generator:
-// every Acquire inserts a row into a table of starts and the row's
-// auto-increment id is the node id, never granted again. It is safe for
-// concurrent use by multiple goroutines and processes sharing the table.
+// every Acquire inserts a row into a table of starts shaped like its
+// WORKER_NODE table and the row's auto-increment id is the node id, never
+// granted again, so node 0 is never used. Its lease has a TTL of 0 and
+// needs no renewal; Release only records the end. uid-generator's Java
+// processes can share the table ([WorkerNodesConfig.Table]) when they use
+// the same layout. It is safe for concurrent use by multiple goroutines and
+// processes sharing the table.
+//
+// Every start uses up an id: once the ids pass the layout's largest node id
+// (a 22-bit node field, as uid-generator's, lasts 4,194,303 starts),
+// Acquire fails with an error wrapping [idgen.ErrNodeRange]. The fix is a
+// layout with more node bits, or emptying the table and resetting its
+// counter (TRUNCATE on MySQL, TRUNCATE ... RESTART IDENTITY on PostgreSQL,
+// deleting the table's sqlite_sequence row too on SQLite) after every
+// process using its ids has stopped.
 type WorkerNodes struct {
 	db  *sql.DB
 	d   Dialect

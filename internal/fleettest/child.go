@@ -63,10 +63,8 @@ func Child(newLeaser NewLeaser) int {
 	defer closeLeaser()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	gen, err := idgen.NewLeased(ctx, leaser, idgen.Config{
-		Rollback: idgen.Wait{Max: time.Minute},
-		Lease:    idgen.LeaseConfig{Wait: getenv("WAIT") == "1", Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))},
-	})
+	gen, err := idgen.NewLeased(ctx, leaser, idgen.Config{Rollback: idgen.Wait{Max: time.Minute}},
+		idgen.LeaseConfig{Wait: getenv("WAIT") == "1", Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	if errors.Is(err, idgen.ErrNoFreeNode) {
 		fmt.Fprintln(os.Stderr, err)
 		return ExitNoNode

@@ -24,7 +24,7 @@ func ExampleProducer_Stamp() {
 	_ = p.Stamp(context.Background(), m) // a resend keeps the key
 
 	id, _ := idgen.Parse(key)
-	fmt.Println(msgkey.Of(msgkey.Properties(m.GetProperties())) == key, m.GetKeys()[0] == key, gen.Decode(id).Node)
+	fmt.Println(msgkey.Of(msgkey.Properties(m.GetProperties())) == key, m.GetKeys()[0] == key, gen.Config().Layout.Decode(id).Node)
 	// Output: true true 7
 }
 

@@ -26,7 +26,7 @@ func ExampleProducer_Stamp() {
 	key := msgkey.Of(m)
 	_ = p.Stamp(context.Background(), m) // a resend keeps the key
 
-	parts := gen.Decode(mustParse(key))
+	parts := gen.Config().Layout.Decode(mustParse(key))
 	fmt.Println(msgkey.Of(m) == key, m.GetKeys() == key, parts.Node)
 	// Output: true true 7
 }
@@ -50,7 +50,7 @@ func ExampleProducer() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	gen, err := idgen.NewLeased(ctx, leaser, idgen.Config{Lease: idgen.LeaseConfig{Wait: true}})
+	gen, err := idgen.NewLeased(ctx, leaser, idgen.Config{}, idgen.LeaseConfig{Wait: true})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package idgen
+package segment
 
 import (
 	"context"
@@ -12,16 +12,31 @@ import (
 // Errors of segment mode. They are wrapped with details; test with
 // errors.Is.
 var (
-	// ErrUnknownTag reports a segment tag its source does not hold:
-	// create it first (the sources' CreateTag, or `idemq segment create`).
-	ErrUnknownTag = errors.New("idgen: unknown segment tag")
-	// ErrMaxReached reports a segment tag whose counter has reached its
-	// maximum: no ID above it is ever issued, and none below it twice.
-	// Raise the maximum (`idemq segment set-max`) or move to a new tag.
-	ErrMaxReached = errors.New("idgen: segment tag reached its maximum")
-	// ErrTagExists reports a SegmentTags.CreateTag of a tag the source
-	// holds already: it is left as it is.
-	ErrTagExists = errors.New("idgen: segment tag exists")
+	// ErrUnknownTag reports a tag its source does not hold: create it first
+	// ([Admin.CreateTag], or `idemq segment create`).
+	ErrUnknownTag = errors.New("segment: unknown tag")
+	// ErrMaxReached reports a tag whose counter has reached its maximum: no
+	// ID above it is ever issued, and none below it twice. Raise the
+	// maximum (`idemq segment set-max`) or move to a new tag.
+	ErrMaxReached = errors.New("segment: tag reached its maximum")
+	// ErrTagExists reports an [Admin.CreateTag] of a tag the source holds
+	// already: it is left as it is.
+	ErrTagExists = errors.New("segment: tag exists")
+	// ErrBadSegment reports a segment its source should never have
+	// returned: empty, negative, longer than asked for, or starting below
+	// the end of one it gave the same allocator before. The last means the
+	// tag's counter went back (a restored backup, a Redis that lost its
+	// data) and IDs would repeat: set the tag's counter past the highest ID
+	// issued before using it.
+	ErrBadSegment = errors.New("segment: source returned a bad segment")
+	// ErrInvalidConfig reports a Config, a Tag, a step, a maximum or an
+	// AppShard packing that cannot work.
+	ErrInvalidConfig = errors.New("segment: invalid config")
+	// ErrRange reports a field that does not fit its bits in
+	// [AppShard.Pack].
+	ErrRange = errors.New("segment: value out of range")
+	// ErrClosed reports a call on a closed Allocator.
+	ErrClosed = errors.New("segment: allocator closed")
 )
 
 // A Segment is a range of a tag's counter reserved for one allocator: the
@@ -39,9 +54,9 @@ type Segment struct {
 // Len is the number of IDs in s.
 func (s Segment) Len() int64 { return s.End - s.Start }
 
-// A SegmentTag is a tag's record in its source: Leaf's row
-// (biz_tag, max_id, step, description, update_time) plus its maximum.
-type SegmentTag struct {
+// A Tag is a tag's record in its source: Meituan Leaf's row (biz_tag,
+// max_id, step, description, update_time) plus its maximum.
+type Tag struct {
 	Tag string
 	// MaxID is the end of the last segment reserved: the next segment
 	// starts at it.
@@ -56,9 +71,9 @@ type SegmentTag struct {
 	Updated time.Time
 }
 
-// Bounds of a SegmentTag: Leaf's column sizes (biz_tag varchar(128),
-// step int, description varchar(256)), which every source keeps so that a
-// tag moves between sources as it is.
+// Bounds of a Tag: Leaf's column sizes (biz_tag varchar(128), step int,
+// description varchar(256)), which every source keeps so that a tag moves
+// between sources as it is.
 const (
 	MaxTagLen         = 128           // bytes of a tag name
 	MaxDescriptionLen = 256           // bytes of a description; sources cut longer ones
@@ -76,7 +91,7 @@ func ValidTagName(name string) bool {
 // (ValidTagName), a Step from 1 to MaxTagStep, MaxID and Max not negative,
 // and Max either 0 (none) or not below MaxID. A longer Description is no
 // error. Errors wrap ErrInvalidConfig.
-func (t SegmentTag) Validate() error {
+func (t Tag) Validate() error {
 	var why string
 	switch {
 	case !ValidTagName(t.Tag):
@@ -92,12 +107,12 @@ func (t SegmentTag) Validate() error {
 	default:
 		return nil
 	}
-	return fmt.Errorf("idgen: segment tag %q: %s: %w", t.Tag, why, ErrInvalidConfig)
+	return fmt.Errorf("segment: tag %q: %s: %w", t.Tag, why, ErrInvalidConfig)
 }
 
-// A SegmentSource reserves segments of named counters (tags) for
-// allocators on many hosts: the sqlidgen and redisidgen sources implement
-// it, and a SegmentAllocator takes IDs from one.
+// A Source reserves segments of named counters (tags) for allocators on many
+// hosts: the sqlidgen, redisidgen and memidgen sources implement it, and an
+// [Allocator] takes IDs from one.
 //
 // NextSegment raises tag's MaxID by step — the tag's stored Step when step
 // is 0 — atomically, and returns the segment between the old and the new
@@ -111,26 +126,26 @@ func (t SegmentTag) Validate() error {
 //
 // Implementations are safe for concurrent use by many goroutines and
 // processes: two calls never return overlapping segments.
-type SegmentSource interface {
+type Source interface {
 	NextSegment(ctx context.Context, tag string, step int64) (Segment, error)
 }
 
-// SegmentTags is the operator's side of a segment source, which the
-// `idemq segment` commands use; the sqlidgen, redisidgen and memidgen
-// sources implement it beside SegmentSource, and
-// github.com/idemq/idemq/idgen/segmenttest checks both.
+// Admin is the operator's side of a source, which the `idemq segment`
+// commands use; the sqlidgen, redisidgen and memidgen sources implement it
+// beside Source, and [github.com/idemq/idemq/idgen/segment/segmenttest]
+// checks both.
 //
-// CreateTag records a new tag whose first segment starts at tag.MaxID; a
-// tag that Validate refuses fails with its error, and one the source holds
-// with ErrTagExists, unchanged. Tag returns a tag's record, or fails with
+// CreateTag records a new tag whose first segment starts at tag.MaxID; a tag
+// that Validate refuses fails with its error, and one the source holds with
+// ErrTagExists, unchanged. Tag returns a tag's record, or fails with
 // ErrUnknownTag; Tags returns every tag's, sorted by name. SetMax sets a
 // tag's maximum, 0 removing it; a maximum below the tag's MaxID fails with
-// ErrInvalidConfig and changes nothing, since the IDs below MaxID were
-// handed out already. Every call honours ctx; an error other than these
-// sentinels means the source could not be reached.
-type SegmentTags interface {
-	CreateTag(ctx context.Context, tag SegmentTag) error
-	Tag(ctx context.Context, name string) (SegmentTag, error)
-	Tags(ctx context.Context) ([]SegmentTag, error)
+// ErrInvalidConfig and changes nothing, since the IDs below MaxID were handed
+// out already. Every call honours ctx; an error other than these sentinels
+// means the source could not be reached.
+type Admin interface {
+	CreateTag(ctx context.Context, tag Tag) error
+	Tag(ctx context.Context, name string) (Tag, error)
+	Tags(ctx context.Context) ([]Tag, error)
 	SetMax(ctx context.Context, name string, max int64) error
 }

@@ -1,4 +1,4 @@
-package idgen_test
+package segment_test
 
 import (
 	"context"
@@ -7,32 +7,33 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/memidgen"
+	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // countingSource counts the calls that reach a source.
 type countingSource struct {
-	idgen.SegmentSource
+	segment.Source
 	calls atomic.Int64
 }
 
-func (c *countingSource) NextSegment(ctx context.Context, tag string, step int64) (idgen.Segment, error) {
+func (c *countingSource) NextSegment(ctx context.Context, tag string, step int64) (segment.Segment, error) {
 	c.calls.Add(1)
-	return c.SegmentSource.NextSegment(ctx, tag, step)
+	return c.Source.NextSegment(ctx, tag, step)
 }
 
 func newBenchSource(b *testing.B, step int64) *countingSource {
 	src := memidgen.NewSegments()
-	if err := src.CreateTag(context.Background(), idgen.SegmentTag{Tag: "bench", Step: step}); err != nil {
+	if err := src.CreateTag(context.Background(), segment.Tag{Tag: "bench", Step: step}); err != nil {
 		b.Fatal(err)
 	}
-	return &countingSource{SegmentSource: src}
+	return &countingSource{Source: src}
 }
 
-func newBenchAlloc(b *testing.B, src idgen.SegmentSource, cfg idgen.SegmentConfig) *idgen.SegmentAllocator {
+func newBenchAlloc(b *testing.B, src segment.Source, cfg segment.Config) *segment.Allocator {
 	cfg.Logger = quiet
-	a, err := idgen.NewSegmentAllocator(context.Background(), src, "bench", cfg)
+	a, err := segment.New(context.Background(), src, "bench", cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func newBenchAlloc(b *testing.B, src idgen.SegmentSource, cfg idgen.SegmentConfi
 // reportSegments reports the segments loaded per ID, the source calls per
 // segment (a switch costs no call of its own) and the share of switches
 // that waited for a load in percent.
-func reportSegments(b *testing.B, a *idgen.SegmentAllocator, src *countingSource) {
+func reportSegments(b *testing.B, a *segment.Allocator, src *countingSource) {
 	st := a.Stats()
 	b.ReportMetric(float64(st.Segments)/float64(b.N), "segments/op")
 	b.ReportMetric(float64(src.calls.Load())/float64(st.Segments), "calls/segment")
@@ -62,7 +63,7 @@ func BenchmarkSegment(b *testing.B) {
 	ctx := context.Background()
 	b.Run("idemq", func(b *testing.B) {
 		src := newBenchSource(b, 1000)
-		a := newBenchAlloc(b, src, idgen.SegmentConfig{})
+		a := newBenchAlloc(b, src, segment.Config{})
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := a.Next(ctx); err != nil {
@@ -73,8 +74,8 @@ func BenchmarkSegment(b *testing.B) {
 	})
 	b.Run("idemq-fill1000", func(b *testing.B) {
 		src := newBenchSource(b, 1000)
-		a := newBenchAlloc(b, src, idgen.SegmentConfig{})
-		ids := make([]idgen.ID, 1000)
+		a := newBenchAlloc(b, src, segment.Config{})
+		ids := make([]int64, 1000)
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i += len(ids) {
@@ -87,7 +88,7 @@ func BenchmarkSegment(b *testing.B) {
 	})
 	b.Run("idemq-parallel", func(b *testing.B) {
 		src := newBenchSource(b, 1000)
-		a := newBenchAlloc(b, src, idgen.SegmentConfig{})
+		a := newBenchAlloc(b, src, segment.Config{})
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
@@ -104,10 +105,10 @@ func BenchmarkSegment(b *testing.B) {
 	// in a million.
 	b.Run("idemq-timed", func(b *testing.B) {
 		src := newBenchSource(b, 1000)
-		a := newBenchAlloc(b, src, idgen.SegmentConfig{})
-		var all latencies
+		a := newBenchAlloc(b, src, segment.Config{})
+		var all testkit.Latencies
 		base := time.Now()
-		timer := timerCost(base)
+		timer := testkit.TimerCost(base)
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
 			if i%64 != 0 {
@@ -118,27 +119,27 @@ func BenchmarkSegment(b *testing.B) {
 			}
 			start := time.Since(base)
 			_, err := a.Next(ctx)
-			all.add(time.Since(base) - start)
+			all.Add(time.Since(base) - start)
 			if err != nil {
 				b.Fatal(err)
 			}
 		}
-		b.ReportMetric(float64(all.quantile(0.999)), "p99.9-ns")
-		b.ReportMetric(float64(all.max), "max-ns")
+		b.ReportMetric(float64(all.Quantile(0.999)), "p99.9-ns")
+		b.ReportMetric(float64(all.Max()), "max-ns")
 		b.ReportMetric(float64(timer), "timer-ns")
 		reportSegments(b, a, src)
 	})
 	b.Run("idemq-step999", func(b *testing.B) {
 		const step = 999
 		src := newBenchSource(b, step)
-		a := newBenchAlloc(b, src, idgen.SegmentConfig{MaxStep: step})
-		var all, switches, preloads latencies
+		a := newBenchAlloc(b, src, segment.Config{MaxStep: step})
+		var all, switches, preloads testkit.Latencies
 		base := time.Now()
-		timer := timerCost(base)
-		last := idgen.ID(-1)
+		timer := testkit.TimerCost(base)
+		last := int64(-1)
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			var id idgen.ID
+			var id int64
 			var err error
 			// The segment's first ID switches; its 100th starts the
 			// next one's load.
@@ -148,13 +149,13 @@ func BenchmarkSegment(b *testing.B) {
 				id, err = a.Next(ctx)
 				d := time.Since(base) - start
 				if i%64 == 0 {
-					all.add(d)
+					all.Add(d)
 				}
 				if switching {
-					switches.add(d)
+					switches.Add(d)
 				}
 				if preloading {
-					preloads.add(d)
+					preloads.Add(d)
 				}
 			} else {
 				id, err = a.Next(ctx)
@@ -164,12 +165,12 @@ func BenchmarkSegment(b *testing.B) {
 			}
 			last = id
 		}
-		b.ReportMetric(float64(all.quantile(0.999)), "p99.9-ns")
-		b.ReportMetric(float64(switches.quantile(0.999)), "switch-p99.9-ns")
-		b.ReportMetric(float64(switches.max), "switch-max-ns")
-		b.ReportMetric(float64(preloads.quantile(0.5)), "preload-p50-ns")
-		b.ReportMetric(float64(preloads.quantile(0.999)), "preload-p99.9-ns")
-		b.ReportMetric(float64(switches.quantile(0.5)), "switch-p50-ns")
+		b.ReportMetric(float64(all.Quantile(0.999)), "p99.9-ns")
+		b.ReportMetric(float64(switches.Quantile(0.999)), "switch-p99.9-ns")
+		b.ReportMetric(float64(switches.Max()), "switch-max-ns")
+		b.ReportMetric(float64(preloads.Quantile(0.5)), "preload-p50-ns")
+		b.ReportMetric(float64(preloads.Quantile(0.999)), "preload-p99.9-ns")
+		b.ReportMetric(float64(switches.Quantile(0.5)), "switch-p50-ns")
 		b.ReportMetric(float64(timer), "timer-ns")
 		reportSegments(b, a, src)
 	})
@@ -199,12 +200,12 @@ func BenchmarkSegment(b *testing.B) {
 // naiveSegments takes every ID from the source: a segment of one.
 type naiveSegments struct {
 	mu  sync.Mutex
-	src idgen.SegmentSource
+	src segment.Source
 }
 
-func (n *naiveSegments) next(ctx context.Context) (idgen.ID, error) {
+func (n *naiveSegments) next(ctx context.Context) (int64, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	seg, err := n.src.NextSegment(ctx, "bench", 1)
-	return idgen.ID(seg.Start), err
+	return int64(seg.Start), err
 }

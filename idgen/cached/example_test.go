@@ -1,4 +1,4 @@
-package idgen_test
+package cached_test
 
 import (
 	"context"
@@ -6,9 +6,10 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/cached"
 )
 
-func ExampleCached() {
+func Example() {
 	// The generator borrows future time, so that padding a buffer of
 	// eight milliseconds' worth of IDs (the default size) does not wait
 	// for eight ticks.
@@ -17,18 +18,18 @@ func ExampleCached() {
 		panic(err)
 	}
 	ctx := context.Background()
-	cached, err := idgen.NewCached(ctx, gen, idgen.CachedConfig{}) // owns gen from here
+	ids, err := cached.New(ctx, gen, cached.Config{}) // owns gen from here
 	if err != nil {
 		gen.Close()
 		panic(err)
 	}
-	defer cached.Close() // closes gen; the IDs still buffered are lost
+	defer ids.Close() // closes gen; the IDs still buffered are lost
 
-	id, err := cached.Next(ctx)
+	id, err := ids.Next(ctx)
 	if err != nil {
 		panic(err)
 	}
-	s := cached.Stats()
-	fmt.Println("node", cached.Decode(id).Node, "buffered", s.Buffered, "of", s.Size)
+	s := ids.Stats()
+	fmt.Println("node", ids.Layout().Decode(id).Node, "buffered", s.Buffered, "of", s.Size)
 	// Output: node 7 buffered 32767 of 32768
 }

@@ -1,4 +1,4 @@
-package idgen_test
+package cached_test
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/cached"
 )
 
 // The kill test runs this test binary again with cachedHelperEnv set to a
@@ -60,7 +61,7 @@ func cachedHelper(path, mode string) int {
 		fmt.Printf("helper: next %d\n", id)
 		return 0
 	}
-	c, err := idgen.NewCached(ctx, g, idgen.CachedConfig{Size: 4096})
+	c, err := cached.New(ctx, g, cached.Config{Size: 4096})
 	if err != nil {
 		fmt.Printf("helper: error: %v\n", err)
 		return 1

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/segment"
 )
 
 // childEnv marks a run of a test binary as a child of [RunProcesses];
@@ -64,10 +64,10 @@ func IsChild() bool { return os.Getenv(childEnv) != "" }
 // Child is the whole life of a child of [RunProcesses]; its result is the
 // exit code. It builds its own source through newSource, from the backend
 // settings getenv returns by key (close releases what it opened), opens an
-// allocator of the tag with [idgen.NewSegmentAllocator], says "ready", waits
+// allocator of the tag with [segment.New], says "ready", waits
 // for a line on its standard input, takes its IDs with Next and writes each
 // to its file, and says "done <segments loaded>".
-func Child(newSource func(getenv func(key string) string) (src idgen.SegmentSource, close func(), err error)) int {
+func Child(newSource func(getenv func(key string) string) (src segment.Source, close func(), err error)) int {
 	getenv := func(k string) string { return os.Getenv(envPrefix + k) }
 	if err := child(newSource, getenv); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -76,7 +76,7 @@ func Child(newSource func(getenv func(key string) string) (src idgen.SegmentSour
 	return 0
 }
 
-func child(newSource func(func(string) string) (idgen.SegmentSource, func(), error), getenv func(string) string) error {
+func child(newSource func(func(string) string) (segment.Source, func(), error), getenv func(string) string) error {
 	count, _ := strconv.Atoi(getenv("IDS"))
 	maxStep, _ := strconv.ParseInt(getenv("MAX_STEP"), 10, 64)
 	src, closeSource, err := newSource(getenv)
@@ -86,7 +86,7 @@ func child(newSource func(func(string) string) (idgen.SegmentSource, func(), err
 	defer closeSource()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	a, err := idgen.NewSegmentAllocator(ctx, src, getenv("TAG"), idgen.SegmentConfig{MaxStep: maxStep})
+	a, err := segment.New(ctx, src, getenv("TAG"), segment.Config{MaxStep: maxStep})
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package idgen_test
+package cached_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/cached"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // cachedBenchSize is the ring the benchmarks use: 8 MiB of slots, not the
@@ -37,7 +39,7 @@ func cachedPeers() []struct {
 		make func(b *testing.B) (nexter, func())
 	}{
 		{"idemq", func(b *testing.B) (nexter, func()) {
-			c, err := idgen.NewCached(context.Background(), gen(b, idgen.Borrow{MaxAhead: 10 * time.Millisecond}), idgen.CachedConfig{Size: cachedBenchSize})
+			c, err := cached.New(context.Background(), gen(b, idgen.Borrow{MaxAhead: 10 * time.Millisecond}), cached.Config{Size: cachedBenchSize})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -120,7 +122,7 @@ func BenchmarkCached(b *testing.B) {
 // reportEmpty reports the share of a cached generator's calls that found
 // its buffer empty: those that waited for the padder.
 func reportEmpty(b *testing.B, n nexter) {
-	if c, ok := n.(*idgen.Cached); ok {
+	if c, ok := n.(*cached.Generator); ok {
 		s := c.Stats()
 		b.ReportMetric(100*float64(s.Empty)/float64(max(s.Taken, 1)), "empty-%")
 	}
@@ -137,9 +139,9 @@ func BenchmarkCachedLatency(b *testing.B) {
 			n, stop := p.make(b)
 			defer stop()
 			ctx := context.Background()
-			var h latencies
+			var h testkit.Latencies
 			base := time.Now()
-			timer := timerCost(base)
+			timer := testkit.TimerCost(base)
 			i := 0
 			b.ReportAllocs()
 			for b.Loop() {
@@ -153,63 +155,12 @@ func BenchmarkCachedLatency(b *testing.B) {
 				if _, err := n.Next(ctx); err != nil {
 					b.Fatal(err)
 				}
-				h.add(time.Since(base) - start)
+				h.Add(time.Since(base) - start)
 			}
-			b.ReportMetric(float64(h.quantile(0.5)), "p50-ns")
-			b.ReportMetric(float64(h.quantile(0.999)), "p99.9-ns")
-			b.ReportMetric(float64(h.max), "max-ns")
+			b.ReportMetric(float64(h.Quantile(0.5)), "p50-ns")
+			b.ReportMetric(float64(h.Quantile(0.999)), "p99.9-ns")
+			b.ReportMetric(float64(h.Max()), "max-ns")
 			b.ReportMetric(float64(timer), "timer-ns")
 		})
 	}
-}
-
-// timerCost returns the median of 1000 timings of nothing.
-func timerCost(base time.Time) time.Duration {
-	var h latencies
-	for range 1000 {
-		start := time.Since(base)
-		h.add(time.Since(base) - start)
-	}
-	return h.quantile(0.5)
-}
-
-// latencies is a histogram of durations: 1ns buckets to 4µs, then 1µs
-// buckets to 1ms, then one; adding allocates nothing.
-type latencies struct {
-	fine   [4096]int64 // by the nanosecond
-	coarse [1024]int64 // by the microsecond
-	over   int64
-	n      int64
-	max    time.Duration
-}
-
-func (h *latencies) add(d time.Duration) {
-	h.n++
-	h.max = max(h.max, d)
-	switch us := d / time.Microsecond; {
-	case d < time.Duration(len(h.fine)):
-		h.fine[d]++
-	case us < time.Duration(len(h.coarse)):
-		h.coarse[us]++
-	default:
-		h.over++
-	}
-}
-
-// quantile returns the duration below which the share q of the samples
-// fall, to the bucket.
-func (h *latencies) quantile(q float64) time.Duration {
-	want := int64(q * float64(h.n))
-	seen := int64(0)
-	for d, c := range h.fine {
-		if seen += c; seen > want {
-			return time.Duration(d)
-		}
-	}
-	for us, c := range h.coarse {
-		if seen += c; seen > want {
-			return time.Duration(us+1) * time.Microsecond
-		}
-	}
-	return h.max
 }

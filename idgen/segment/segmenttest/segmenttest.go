@@ -1,6 +1,5 @@
-// Package segmenttest checks segment sources against the
-// [idgen.SegmentSource] contract and the operator's calls every source
-// offers ([Source]). [Run] is the conformance suite every backend runs from
+// Package segmenttest checks segment sources against the [segment.Source]
+// contract and the operator's calls every source offers ([Source]). [Run] is the conformance suite every backend runs from
 // its own tests:
 //
 //	func TestSegmentConformance(t *testing.T) {
@@ -19,23 +18,23 @@
 //     segments are disjoint and cover the counter from the tag's start to
 //     its MaxID with no gap;
 //   - steps: step 0 reserves the stored step, a given step is honoured, a
-//     negative one fails with [idgen.ErrInvalidConfig] and changes nothing;
+//     negative one fails with [segment.ErrInvalidConfig] and changes nothing;
 //   - the maximum: a short last segment up to it, then
-//     [idgen.ErrMaxReached] with nothing changed, also at the largest value
+//     [segment.ErrMaxReached] with nothing changed, also at the largest value
 //     the source holds when no maximum is set;
-//   - unknown tags: [idgen.ErrUnknownTag] from NextSegment, Tag and SetMax;
+//   - unknown tags: [segment.ErrUnknownTag] from NextSegment, Tag and SetMax;
 //   - CreateTag: its start value, fields and validation; a tag that exists
-//     fails with [idgen.ErrTagExists] and keeps its record;
+//     fails with [segment.ErrTagExists] and keeps its record;
 //   - SetMax: a maximum below MaxID is refused with
-//     [idgen.ErrInvalidConfig], a raise lets segments continue, 0 removes
+//     [segment.ErrInvalidConfig], a raise lets segments continue, 0 removes
 //     the maximum;
 //   - cancelled contexts: every call fails and changes nothing;
 //   - Tag and Tags: the records, sorted by name.
 //
 // [RunProcesses] is the multi-process check: separate OS processes (the
 // test binary run again, see [IsChild] and [Child]) take IDs of one tag
-// through [idgen.NewSegmentAllocator] over sources of their own, and the
-// parent reads back every ID they wrote. [BenchAllocator] measures an
+// through [segment.New] over sources of their own, and the parent reads
+// back every ID they wrote. [BenchAllocator] measures an
 // allocator over a backend's source.
 package segmenttest
 
@@ -51,14 +50,14 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/segment"
 )
 
 // Source is a segment source with the operator's calls, which the suite
 // uses to set up its tags.
 type Source interface {
-	idgen.SegmentSource
-	idgen.SegmentTags
+	segment.Source
+	segment.Admin
 }
 
 // Features describes where a source differs from the others.
@@ -122,14 +121,14 @@ func (s *suite) tagName() string {
 func (s *suite) create(start, step, max int64) string {
 	s.Helper()
 	name := s.tagName()
-	if err := s.src.CreateTag(s.Context(), idgen.SegmentTag{Tag: name, MaxID: start, Step: step, Max: max, Description: "segmenttest " + s.name}); err != nil {
+	if err := s.src.CreateTag(s.Context(), segment.Tag{Tag: name, MaxID: start, Step: step, Max: max, Description: "segmenttest " + s.name}); err != nil {
 		s.Fatalf("CreateTag(%q) = %v", name, err)
 	}
 	return name
 }
 
 // next reserves a segment and checks it is [start, end).
-func (s *suite) next(tag string, step, start, end int64) idgen.Segment {
+func (s *suite) next(tag string, step, start, end int64) segment.Segment {
 	s.Helper()
 	seg, err := s.src.NextSegment(s.Context(), tag, step)
 	if err != nil {
@@ -142,7 +141,7 @@ func (s *suite) next(tag string, step, start, end int64) idgen.Segment {
 }
 
 // tag reads a tag's record.
-func (s *suite) tag(name string) idgen.SegmentTag {
+func (s *suite) tag(name string) segment.Tag {
 	s.Helper()
 	got, err := s.src.Tag(s.Context(), name)
 	if err != nil {
@@ -187,7 +186,7 @@ func testConcurrent(s *suite) {
 	}
 	var (
 		mu   sync.Mutex
-		segs []idgen.Segment
+		segs []segment.Segment
 		wg   sync.WaitGroup
 	)
 	errs := make(chan error, sources*goroutines)
@@ -220,7 +219,7 @@ func testConcurrent(s *suite) {
 	for err := range errs {
 		s.Fatal(err)
 	}
-	slices.SortFunc(segs, func(a, b idgen.Segment) int { return cmp.Compare(a.Start, b.Start) })
+	slices.SortFunc(segs, func(a, b segment.Segment) int { return cmp.Compare(a.Start, b.Start) })
 	at := int64(start)
 	for _, seg := range segs {
 		if seg.Start != at {
@@ -261,7 +260,7 @@ func testGivenStep(s *suite) {
 func testNegativeStep(s *suite) {
 	tag := s.create(50, 10, 0)
 	_, err := s.src.NextSegment(s.Context(), tag, -1)
-	s.wantErr("NextSegment(step -1)", err, idgen.ErrInvalidConfig)
+	s.wantErr("NextSegment(step -1)", err, segment.ErrInvalidConfig)
 	s.wantMaxID(tag, 50)
 }
 
@@ -276,7 +275,7 @@ func testMax(s *suite) {
 	}
 	for _, step := range []int64{0, 1, 100} {
 		_, err := s.src.NextSegment(s.Context(), tag, step)
-		s.wantErr(fmt.Sprintf("NextSegment(step %d) at the maximum", step), err, idgen.ErrMaxReached)
+		s.wantErr(fmt.Sprintf("NextSegment(step %d) at the maximum", step), err, segment.ErrMaxReached)
 	}
 	s.wantMaxID(tag, 25)
 
@@ -285,7 +284,7 @@ func testMax(s *suite) {
 	s.next(tag, 24, 0, 24)
 	s.next(tag, 24, 24, 25)
 	_, err := s.src.NextSegment(s.Context(), tag, 24)
-	s.wantErr("NextSegment at the maximum", err, idgen.ErrMaxReached)
+	s.wantErr("NextSegment at the maximum", err, segment.ErrMaxReached)
 }
 
 // Segments that end on the maximum leave no short one.
@@ -294,12 +293,12 @@ func testMaxExact(s *suite) {
 	s.next(tag, 0, 0, 10)
 	s.next(tag, 0, 10, 20)
 	_, err := s.src.NextSegment(s.Context(), tag, 0)
-	s.wantErr("NextSegment at the maximum", err, idgen.ErrMaxReached)
+	s.wantErr("NextSegment at the maximum", err, segment.ErrMaxReached)
 	s.wantMaxID(tag, 20)
 	// A tag created at its maximum has no ID to give.
 	tag = s.create(5, 10, 5)
 	_, err = s.src.NextSegment(s.Context(), tag, 0)
-	s.wantErr("NextSegment of a tag created at its maximum", err, idgen.ErrMaxReached)
+	s.wantErr("NextSegment of a tag created at its maximum", err, segment.ErrMaxReached)
 }
 
 // A tag without a maximum ends at the largest value the source holds, with
@@ -309,7 +308,7 @@ func testMaxValue(s *suite) {
 	tag := s.create(top-5, 10, 0)
 	s.next(tag, 0, top-5, top)
 	_, err := s.src.NextSegment(s.Context(), tag, math.MaxInt64)
-	s.wantErr("NextSegment at the largest value", err, idgen.ErrMaxReached)
+	s.wantErr("NextSegment at the largest value", err, segment.ErrMaxReached)
 	s.wantMaxID(tag, top)
 
 	tag = s.create(0, 10, 0)
@@ -318,12 +317,12 @@ func testMaxValue(s *suite) {
 	}
 
 	_, err = s.src.NextSegment(s.Context(), tag, 0)
-	s.wantErr("NextSegment at the largest value", err, idgen.ErrMaxReached)
+	s.wantErr("NextSegment at the largest value", err, segment.ErrMaxReached)
 	if top < math.MaxInt64 {
-		err = s.src.CreateTag(s.Context(), idgen.SegmentTag{Tag: s.tagName(), Step: 1, Max: top + 1})
-		s.wantErr("CreateTag with Max above the largest value", err, idgen.ErrInvalidConfig)
-		err = s.src.CreateTag(s.Context(), idgen.SegmentTag{Tag: s.tagName(), MaxID: top + 1, Step: 1})
-		s.wantErr("CreateTag with MaxID above the largest value", err, idgen.ErrInvalidConfig)
+		err = s.src.CreateTag(s.Context(), segment.Tag{Tag: s.tagName(), Step: 1, Max: top + 1})
+		s.wantErr("CreateTag with Max above the largest value", err, segment.ErrInvalidConfig)
+		err = s.src.CreateTag(s.Context(), segment.Tag{Tag: s.tagName(), MaxID: top + 1, Step: 1})
+		s.wantErr("CreateTag with MaxID above the largest value", err, segment.ErrInvalidConfig)
 	}
 }
 
@@ -332,21 +331,21 @@ func testMaxValue(s *suite) {
 func testUnknownTag(s *suite) {
 	name := s.tagName()
 	_, err := s.src.NextSegment(s.Context(), name, 0)
-	s.wantErr("NextSegment of an unknown tag", err, idgen.ErrUnknownTag)
+	s.wantErr("NextSegment of an unknown tag", err, segment.ErrUnknownTag)
 	_, err = s.src.NextSegment(s.Context(), name, 10)
-	s.wantErr("NextSegment(step 10) of an unknown tag", err, idgen.ErrUnknownTag)
+	s.wantErr("NextSegment(step 10) of an unknown tag", err, segment.ErrUnknownTag)
 	_, err = s.src.Tag(s.Context(), name)
-	s.wantErr("Tag of an unknown tag", err, idgen.ErrUnknownTag)
-	s.wantErr("SetMax of an unknown tag", s.src.SetMax(s.Context(), name, 10), idgen.ErrUnknownTag)
-	s.wantErr("SetMax(0) of an unknown tag", s.src.SetMax(s.Context(), name, 0), idgen.ErrUnknownTag)
+	s.wantErr("Tag of an unknown tag", err, segment.ErrUnknownTag)
+	s.wantErr("SetMax of an unknown tag", s.src.SetMax(s.Context(), name, 10), segment.ErrUnknownTag)
+	s.wantErr("SetMax(0) of an unknown tag", s.src.SetMax(s.Context(), name, 0), segment.ErrUnknownTag)
 	_, err = s.src.Tag(s.Context(), name)
-	s.wantErr("Tag after SetMax of an unknown tag", err, idgen.ErrUnknownTag)
+	s.wantErr("Tag after SetMax of an unknown tag", err, segment.ErrUnknownTag)
 }
 
 // CreateTag records the tag as given; its first segment starts at MaxID.
 func testCreateTag(s *suite) {
 	name := s.tagName()
-	want := idgen.SegmentTag{Tag: name, MaxID: 1 << 40, Step: 1000, Max: 1 << 41, Description: "订单 orders, Leaf's biz_tag"}
+	want := segment.Tag{Tag: name, MaxID: 1 << 40, Step: 1000, Max: 1 << 41, Description: "订单 orders, Leaf's biz_tag"}
 	if err := s.src.CreateTag(s.Context(), want); err != nil {
 		s.Fatalf("CreateTag = %v", err)
 	}
@@ -369,22 +368,22 @@ func testCreateTag(s *suite) {
 func testCreateInvalid(s *suite) {
 	for _, c := range []struct {
 		name string
-		tag  idgen.SegmentTag
+		tag  segment.Tag
 	}{
-		{"no name", idgen.SegmentTag{Step: 1}},
-		{"step 0", idgen.SegmentTag{Tag: s.tagName()}},
-		{"negative step", idgen.SegmentTag{Tag: s.tagName(), Step: -1}},
-		{"negative MaxID", idgen.SegmentTag{Tag: s.tagName(), MaxID: -1, Step: 1}},
-		{"negative Max", idgen.SegmentTag{Tag: s.tagName(), Step: 1, Max: -1}},
-		{"Max below MaxID", idgen.SegmentTag{Tag: s.tagName(), MaxID: 10, Step: 1, Max: 9}},
-		{"long name", idgen.SegmentTag{Tag: strings.Repeat("x", 1000), Step: 1}},
-		{"invalid UTF-8", idgen.SegmentTag{Tag: "bad\xff", Step: 1}},
+		{"no name", segment.Tag{Step: 1}},
+		{"step 0", segment.Tag{Tag: s.tagName()}},
+		{"negative step", segment.Tag{Tag: s.tagName(), Step: -1}},
+		{"negative MaxID", segment.Tag{Tag: s.tagName(), MaxID: -1, Step: 1}},
+		{"negative Max", segment.Tag{Tag: s.tagName(), Step: 1, Max: -1}},
+		{"Max below MaxID", segment.Tag{Tag: s.tagName(), MaxID: 10, Step: 1, Max: 9}},
+		{"long name", segment.Tag{Tag: strings.Repeat("x", 1000), Step: 1}},
+		{"invalid UTF-8", segment.Tag{Tag: "bad\xff", Step: 1}},
 	} {
 		err := s.src.CreateTag(s.Context(), c.tag)
-		s.wantErr("CreateTag with "+c.name, err, idgen.ErrInvalidConfig)
+		s.wantErr("CreateTag with "+c.name, err, segment.ErrInvalidConfig)
 		if c.tag.Tag != "" {
 			_, err := s.src.Tag(s.Context(), c.tag.Tag)
-			s.wantErr("Tag after CreateTag with "+c.name, err, idgen.ErrUnknownTag)
+			s.wantErr("Tag after CreateTag with "+c.name, err, segment.ErrUnknownTag)
 		}
 	}
 }
@@ -393,8 +392,8 @@ func testCreateInvalid(s *suite) {
 func testCreateExisting(s *suite) {
 	tag := s.create(0, 10, 0)
 	s.next(tag, 0, 0, 10)
-	err := s.src.CreateTag(s.Context(), idgen.SegmentTag{Tag: tag, MaxID: 0, Step: 99})
-	s.wantErr("CreateTag of an existing tag", err, idgen.ErrTagExists)
+	err := s.src.CreateTag(s.Context(), segment.Tag{Tag: tag, MaxID: 0, Step: 99})
+	s.wantErr("CreateTag of an existing tag", err, segment.ErrTagExists)
 	got := s.tag(tag)
 	if got.MaxID != 10 || got.Step != 10 {
 		s.Fatalf("tag %+v after a second CreateTag: want MaxID 10 and Step 10 kept", got)
@@ -407,10 +406,10 @@ func testSetMax(s *suite) {
 	s.next(tag, 0, 0, 10)
 	s.next(tag, 0, 10, 15)
 	_, err := s.src.NextSegment(s.Context(), tag, 0)
-	s.wantErr("NextSegment at the maximum", err, idgen.ErrMaxReached)
+	s.wantErr("NextSegment at the maximum", err, segment.ErrMaxReached)
 
-	s.wantErr("SetMax below MaxID", s.src.SetMax(s.Context(), tag, 14), idgen.ErrInvalidConfig)
-	s.wantErr("SetMax negative", s.src.SetMax(s.Context(), tag, -1), idgen.ErrInvalidConfig)
+	s.wantErr("SetMax below MaxID", s.src.SetMax(s.Context(), tag, 14), segment.ErrInvalidConfig)
+	s.wantErr("SetMax negative", s.src.SetMax(s.Context(), tag, -1), segment.ErrInvalidConfig)
 	if got := s.tag(tag); got.Max != 15 || got.MaxID != 15 {
 		s.Fatalf("tag %+v after refused SetMax: want Max 15 and MaxID 15", got)
 	}
@@ -426,7 +425,7 @@ func testSetMax(s *suite) {
 		s.Fatalf("segment %+v: want Max 32", seg)
 	}
 	_, err = s.src.NextSegment(s.Context(), tag, 0)
-	s.wantErr("NextSegment at the raised maximum", err, idgen.ErrMaxReached)
+	s.wantErr("NextSegment at the raised maximum", err, segment.ErrMaxReached)
 
 	if err := s.src.SetMax(s.Context(), tag, 0); err != nil {
 		s.Fatalf("SetMax(0) = %v", err)
@@ -440,7 +439,7 @@ func testSetMax(s *suite) {
 		s.Fatalf("SetMax to MaxID = %v", err)
 	}
 	_, err = s.src.NextSegment(s.Context(), tag, 0)
-	s.wantErr("NextSegment at a maximum lowered to MaxID", err, idgen.ErrMaxReached)
+	s.wantErr("NextSegment at a maximum lowered to MaxID", err, segment.ErrMaxReached)
 	s.wantMaxID(tag, 132)
 }
 
@@ -459,7 +458,7 @@ func testCancelledContext(s *suite) {
 		s.Fatal("SetMax on a cancelled context succeeded")
 	}
 	name := s.tagName()
-	if err := s.src.CreateTag(ctx, idgen.SegmentTag{Tag: name, Step: 1}); err == nil {
+	if err := s.src.CreateTag(ctx, segment.Tag{Tag: name, Step: 1}); err == nil {
 		s.Fatal("CreateTag on a cancelled context succeeded")
 	}
 	if _, err := s.src.Tag(ctx, tag); err == nil {
@@ -473,12 +472,12 @@ func testCancelledContext(s *suite) {
 		s.Fatalf("tag %+v after calls on a cancelled context: want MaxID 0 and Max 100", got)
 	}
 	_, err := s.src.Tag(s.Context(), name)
-	s.wantErr("Tag after CreateTag on a cancelled context", err, idgen.ErrUnknownTag)
+	s.wantErr("Tag after CreateTag on a cancelled context", err, segment.ErrUnknownTag)
 }
 
 // Tags lists every tag's record, sorted by name.
 func testTags(s *suite) {
-	made := map[string]idgen.SegmentTag{}
+	made := map[string]segment.Tag{}
 	for i := range 3 {
 		name := s.create(int64(i*1000), int64(10+i), int64(i*5000))
 		s.next(name, 0, int64(i*1000), int64(i*1000+10+i))
@@ -488,7 +487,7 @@ func testTags(s *suite) {
 	if err != nil {
 		s.Fatalf("Tags = %v", err)
 	}
-	if !slices.IsSortedFunc(all, func(a, b idgen.SegmentTag) int { return strings.Compare(a.Tag, b.Tag) }) {
+	if !slices.IsSortedFunc(all, func(a, b segment.Tag) int { return strings.Compare(a.Tag, b.Tag) }) {
 		s.Fatal("Tags are not sorted by name")
 	}
 	for _, got := range all {
@@ -507,7 +506,7 @@ func testTags(s *suite) {
 }
 
 // sameTag reports whether a and b are the same record.
-func sameTag(a, b idgen.SegmentTag) bool {
+func sameTag(a, b segment.Tag) bool {
 	return a.Updated.Equal(b.Updated) && a.Tag == b.Tag && a.MaxID == b.MaxID && a.Step == b.Step &&
 		a.Max == b.Max && a.Description == b.Description
 }

@@ -1,4 +1,4 @@
-package idgen
+package segment
 
 import (
 	"context"
@@ -11,18 +11,11 @@ import (
 	"time"
 )
 
-// ErrBadSegment reports a segment its source should never have returned:
-// empty, negative, longer than asked for, or starting below the end of one
-// it gave the same allocator before. The last means the tag's counter went
-// back (a restored backup, a Redis that lost its data) and IDs would
-// repeat: set the tag's counter past the highest ID issued before using it.
-var ErrBadSegment = errors.New("idgen: segment source returned a bad segment")
-
-// SegmentConfig holds a SegmentAllocator's optional settings. The zero value
-// gives Leaf's behaviour: the next segment loads once a tenth of the current
+// Config holds an Allocator's optional settings. The zero value gives
+// Meituan Leaf's behaviour: the next segment loads once a tenth of the current
 // one is used, and the step doubles while a segment lasts under 15 minutes,
 // up to a million, and halves when one lasts 30 minutes or more.
-type SegmentConfig struct {
+type Config struct {
 	// PreloadAt is the share of the current segment used after which the
 	// next one is loaded in the background, in (0, 1]. Default 0.1: Leaf
 	// loads when less than 90% is left. At 1 the load starts with the
@@ -42,8 +35,8 @@ type SegmentConfig struct {
 	// minutes, or FastSegment if that is longer; it must not be less than
 	// FastSegment.
 	SlowSegment time.Duration
-	// LoadTimeout bounds each background load; the first is bounded by
-	// the constructor's context. Default 5s.
+	// LoadTimeout bounds each load, the first (which New's context bounds
+	// too) and those in the background. Default 5s.
 	LoadTimeout time.Duration
 	// Clock times segments for the adaptive step and stamps load failures;
 	// nil means the system clock.
@@ -53,109 +46,94 @@ type SegmentConfig struct {
 	Logger *slog.Logger
 }
 
-// Defaults of SegmentConfig.
+// A Clock tells an Allocator the time; idgen's clocks are Clocks. It must be
+// safe for concurrent use.
+type Clock interface {
+	// UnixNano returns the current time in nanoseconds since the Unix
+	// epoch.
+	UnixNano() int64
+}
+
+// Defaults of Config.
 const (
-	DefaultPreloadAt   = 0.1
-	DefaultMaxStep     = 1_000_000
-	DefaultFastSegment = 15 * time.Minute
-	DefaultSlowSegment = 30 * time.Minute
-	DefaultLoadTimeout = 5 * time.Second
+	defaultPreloadAt   = 0.1
+	defaultMaxStep     = 1_000_000
+	defaultFastSegment = 15 * time.Minute
+	defaultSlowSegment = 30 * time.Minute
+	defaultLoadTimeout = 5 * time.Second
 )
 
-func (c *SegmentConfig) setDefaults() {
+// A failed load is retried after a pause that doubles from minRetry to
+// maxRetry.
+const (
+	minRetry = 20 * time.Millisecond
+	maxRetry = time.Second
+)
+
+func (c *Config) setDefaults() {
 	if c.PreloadAt == 0 {
-		c.PreloadAt = DefaultPreloadAt
+		c.PreloadAt = defaultPreloadAt
 	}
 	if c.MaxStep == 0 {
-		c.MaxStep = DefaultMaxStep
+		c.MaxStep = defaultMaxStep
 	}
 	if c.FastSegment == 0 {
-		c.FastSegment = DefaultFastSegment
+		c.FastSegment = defaultFastSegment
 	}
 	if c.SlowSegment == 0 {
-		c.SlowSegment = max(DefaultSlowSegment, c.FastSegment)
+		c.SlowSegment = max(defaultSlowSegment, c.FastSegment)
 	}
 	if c.LoadTimeout == 0 {
-		c.LoadTimeout = DefaultLoadTimeout
+		c.LoadTimeout = defaultLoadTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 }
 
-// Validate reports a config NewSegmentAllocator rejects, wrapping
-// [ErrInvalidConfig]. Zero fields stand for their defaults.
-func (c SegmentConfig) Validate() error {
+// Validate reports a config New rejects, wrapping [ErrInvalidConfig]. Zero
+// fields stand for their defaults.
+func (c Config) Validate() error {
 	c.setDefaults()
 	switch {
 	case !(c.PreloadAt > 0 && c.PreloadAt <= 1):
-		return fmt.Errorf("idgen: SegmentConfig.PreloadAt %v outside (0, 1]: %w", c.PreloadAt, ErrInvalidConfig)
+		return fmt.Errorf("segment: Config.PreloadAt %v outside (0, 1]: %w", c.PreloadAt, ErrInvalidConfig)
 	case c.MaxStep < 0:
-		return fmt.Errorf("idgen: negative SegmentConfig.MaxStep %d: %w", c.MaxStep, ErrInvalidConfig)
+		return fmt.Errorf("segment: negative Config.MaxStep %d: %w", c.MaxStep, ErrInvalidConfig)
 	case c.FastSegment < 0 || c.SlowSegment < c.FastSegment:
-		return fmt.Errorf("idgen: SegmentConfig.FastSegment %v and SlowSegment %v must be positive and in that order: %w", c.FastSegment, c.SlowSegment, ErrInvalidConfig)
+		return fmt.Errorf("segment: Config.FastSegment %v and SlowSegment %v must be positive and in that order: %w", c.FastSegment, c.SlowSegment, ErrInvalidConfig)
 	case c.LoadTimeout < 0:
-		return fmt.Errorf("idgen: negative SegmentConfig.LoadTimeout %v: %w", c.LoadTimeout, ErrInvalidConfig)
+		return fmt.Errorf("segment: negative Config.LoadTimeout %v: %w", c.LoadTimeout, ErrInvalidConfig)
 	}
 	return nil
 }
 
-// A SegmentAllocator issues the IDs of one tag of a [SegmentSource] in
-// segments, as Leaf's segment mode does: it reserves a range of the tag's
-// counter (a segment) with one store call and hands its IDs out from memory,
-// one atomic addition each. It is safe for concurrent use.
+// An Allocator issues the IDs of one tag of a [Source] in segments, as
+// Meituan Leaf's segment mode does: it reserves a range of the tag's counter
+// with one store call and hands its IDs out from memory, one atomic addition
+// each. It is safe for concurrent use.
 //
-// # Double buffer
+// Once Config.PreloadAt of the current segment is used, a background
+// goroutine loads the next (Leaf's double buffer), so that Next switches
+// segments without a store call; a Next that finds both used up waits for
+// the load under way. A failed load is retried with backoff while IDs keep
+// flowing from the current segment; Next fails, wrapping the source's error,
+// only when both segments are used up, and resumes once a retry succeeds.
+// At a tag's maximum Next fails with [ErrMaxReached]; it never wraps around.
 //
-// Once [SegmentConfig].PreloadAt of the current segment is used, a
-// background goroutine loads the next one, so that at the end of the
-// current segment Next switches to it without a store call. If the next
-// segment is not there yet, Next waits for the load under way. A load that
-// fails is retried with backoff while IDs keep flowing from the current
-// segment; the failure shows in [SegmentAllocator.Stats] and in a warning
-// log. Only when both segments are used up does Next fail, with an error
-// wrapping the source's; it resumes once a retry succeeds.
-//
-// # Adaptive step
-//
-// The first segment has the tag's stored step, and so has the second. From
-// then on each load looks at how long the previous segment lasted (the time
-// since the previous load): under [SegmentConfig].FastSegment it asks for
-// twice the step, up to MaxStep; from SlowSegment on it asks for half, never
-// less than the tag's stored step. A busy allocator thus calls the store
-// about once per FastSegment to SlowSegment, and a quiet one holds no more
-// than the stored step in reserve.
-//
-// # What a crash costs
-//
-// The IDs left in the current and the next segment are lost when the
-// process ends or Close is called: the next allocator starts after them.
-// Segment IDs have gaps, never duplicates.
-//
-// # Maximum
-//
-// A tag may have a maximum (Segment.Max): the source returns a short last
-// segment below it and then [ErrMaxReached]. The allocator issues every ID
-// reserved, then fails Next with an error wrapping ErrMaxReached; it never
-// wraps around. It keeps retrying, about once a second, so raising the
-// maximum resumes it.
-//
-// # Order
-//
-// One allocator's IDs increase in the order Next returns them (segments
-// never go back; a source whose counter did fails the load with
-// [ErrBadSegment]). Allocators of one tag on several hosts each hold their
-// own segments, so across them IDs are only roughly ordered: an ID issued
-// later may be lower, by up to a few steps.
-type SegmentAllocator struct {
+// One allocator's IDs increase; allocators of one tag on several hosts each
+// hold their own segments, so across them IDs are only roughly ordered. The
+// IDs left in both segments are lost at Close or a crash: segment IDs have
+// gaps, never duplicates.
+type Allocator struct {
 	// cur is the segment IDs are taken from; the only field the hot path
 	// reads.
 	cur atomic.Pointer[segBuf]
 	_   [56]byte
 
-	src  SegmentSource
+	src  Source
 	tag  string
-	cfg  SegmentConfig
+	cfg  Config
 	now  func() int64
 	ctx  context.Context // background loads; cancelled by Close
 	stop context.CancelFunc
@@ -208,34 +186,36 @@ func (s *segBuf) segment() Segment {
 	return Segment{Start: s.start, End: s.start + s.size, Step: s.step, Max: s.max}
 }
 
-// NewSegmentAllocator returns an allocator of tag's IDs from src. It loads
-// the first segment before it returns, bounded by ctx, so that an unknown
-// tag ([ErrUnknownTag]), a tag at its maximum ([ErrMaxReached]) or an
+// New returns an allocator of tag's IDs from src. It loads the first
+// segment before it returns, bounded by ctx and Config.LoadTimeout, so that
+// an unknown tag ([ErrUnknownTag]), a tag at its maximum ([ErrMaxReached]) or an
 // unreachable source fails here. Close stops its background loads. Errors
 // also wrap [ErrInvalidConfig] or [ErrBadSegment].
-func NewSegmentAllocator(ctx context.Context, src SegmentSource, tag string, cfg SegmentConfig) (*SegmentAllocator, error) {
+func New(ctx context.Context, src Source, tag string, cfg Config) (*Allocator, error) {
 	switch {
 	case src == nil:
-		return nil, fmt.Errorf("idgen: NewSegmentAllocator without a SegmentSource: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("segment: New without a Source: %w", ErrInvalidConfig)
 	case tag == "":
-		return nil, fmt.Errorf("idgen: NewSegmentAllocator with an empty tag: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("segment: New with an empty tag: %w", ErrInvalidConfig)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg.setDefaults()
-	a := &SegmentAllocator{src: src, tag: tag, cfg: cfg, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	a := &Allocator{src: src, tag: tag, cfg: cfg, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	a.now = func() int64 { return time.Now().UnixNano() }
 	if cfg.Clock != nil {
 		a.now = cfg.Clock.UnixNano
 	}
 	now := a.now()
-	seg, err := src.NextSegment(ctx, tag, 0)
+	first, cancel := context.WithTimeout(ctx, cfg.LoadTimeout)
+	seg, err := src.NextSegment(first, tag, 0)
+	cancel()
 	if err == nil {
 		err = a.check(seg, 0)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("idgen: first segment of tag %q: %w", tag, err)
+		return nil, fmt.Errorf("segment: first segment of tag %q: %w", tag, err)
 	}
 	a.accept(seg, 0, now)
 	a.cur.Store(newSegBuf(seg, cfg.PreloadAt))
@@ -245,13 +225,13 @@ func NewSegmentAllocator(ctx context.Context, src SegmentSource, tag string, cfg
 }
 
 // Tag returns the tag the allocator issues IDs of.
-func (a *SegmentAllocator) Tag() string { return a.tag }
+func (a *Allocator) Tag() string { return a.tag }
 
 // Next issues an ID. The context matters only when Next has to wait for a
 // segment being loaded. Errors wrap [ErrClosed], [ErrMaxReached], the
 // source's error when no ID is left and the next segment failed to load, or
 // the context's while waiting.
-func (a *SegmentAllocator) Next(ctx context.Context) (ID, error) {
+func (a *Allocator) Next(ctx context.Context) (int64, error) {
 	for {
 		s := a.cur.Load()
 		n := s.used.Add(1)
@@ -259,7 +239,7 @@ func (a *SegmentAllocator) Next(ctx context.Context) (ID, error) {
 			if n == s.mark {
 				a.preload()
 			}
-			return ID(s.start + n - 1), nil
+			return s.start + n - 1, nil
 		}
 		if err := a.advance(ctx, s); err != nil {
 			return 0, err
@@ -270,7 +250,7 @@ func (a *SegmentAllocator) Next(ctx context.Context) (ID, error) {
 // Fill fills ids with new IDs in increasing order, taking each run within a
 // segment with one atomic addition. It returns how many it filled, all of
 // ids unless an error (as from Next) stops it.
-func (a *SegmentAllocator) Fill(ctx context.Context, ids []ID) (int, error) {
+func (a *Allocator) Fill(ctx context.Context, ids []int64) (int, error) {
 	filled := 0
 	for filled < len(ids) {
 		s := a.cur.Load()
@@ -287,7 +267,7 @@ func (a *SegmentAllocator) Fill(ctx context.Context, ids []ID) (int, error) {
 			a.preload()
 		}
 		for v, end := s.start+from, s.start+min(n, s.size); v < end; v++ {
-			ids[filled] = ID(v)
+			ids[filled] = v
 			filled++
 		}
 	}
@@ -296,7 +276,7 @@ func (a *SegmentAllocator) Fill(ctx context.Context, ids []ID) (int, error) {
 
 // preload starts loading the next segment, unless one is loaded or under
 // way, or a retry after a failure is due.
-func (a *SegmentAllocator) preload() {
+func (a *Allocator) preload() {
 	a.mu.Lock()
 	kicked := a.begin(false)
 	if kicked {
@@ -317,7 +297,7 @@ func (a *SegmentAllocator) preload() {
 // begin marks a load as under way if one is wanted; retry says a failure's
 // retry is due. Called with mu held. A successful begin is followed by one
 // load, so at most one kick is ever pending and sending it never blocks.
-func (a *SegmentAllocator) begin(retry bool) bool {
+func (a *Allocator) begin(retry bool) bool {
 	if a.closed || a.loading || a.next != nil || (a.failing != nil && !retry) {
 		return false
 	}
@@ -328,7 +308,7 @@ func (a *SegmentAllocator) begin(retry bool) bool {
 
 // advance moves on from s, which is used up: to the next segment, waiting
 // for its load if it is under way.
-func (a *SegmentAllocator) advance(ctx context.Context, s *segBuf) error {
+func (a *Allocator) advance(ctx context.Context, s *segBuf) error {
 	a.mu.Lock()
 	for waited := false; ; waited = true {
 		switch {
@@ -358,7 +338,7 @@ func (a *SegmentAllocator) advance(ctx context.Context, s *segBuf) error {
 		select {
 		case <-wait:
 		case <-ctx.Done():
-			return fmt.Errorf("idgen: segment tag %q: waiting for the next segment: %w", a.tag, ctx.Err())
+			return fmt.Errorf("segment: tag %q: waiting for the next segment: %w", a.tag, ctx.Err())
 		case <-a.ctx.Done():
 			return a.closedErr()
 		}
@@ -366,22 +346,22 @@ func (a *SegmentAllocator) advance(ctx context.Context, s *segBuf) error {
 	}
 }
 
-func (a *SegmentAllocator) closedErr() error {
-	return fmt.Errorf("idgen: segment tag %q: allocator closed: %w", a.tag, ErrClosed)
+func (a *Allocator) closedErr() error {
+	return fmt.Errorf("segment: tag %q: allocator closed: %w", a.tag, ErrClosed)
 }
 
 // emptyErr is Next's error when both segments are used up and the latest
 // load failed. Called with mu held.
-func (a *SegmentAllocator) emptyErr() error {
+func (a *Allocator) emptyErr() error {
 	if errors.Is(a.failing, ErrMaxReached) {
-		return fmt.Errorf("idgen: segment tag %q: every ID below its maximum issued; raise the tag's maximum or move to a new tag: %w", a.tag, a.failing)
+		return fmt.Errorf("segment: tag %q: every ID below its maximum issued; raise the tag's maximum or move to a new tag: %w", a.tag, a.failing)
 	}
-	return fmt.Errorf("idgen: segment tag %q: no IDs left and the next segment failed to load (%d failures); check the source: IDs resume once a retry succeeds: %w", a.tag, a.failures, a.failing)
+	return fmt.Errorf("segment: tag %q: no IDs left and the next segment failed to load (%d failures); check the source: IDs resume once a retry succeeds: %w", a.tag, a.failures, a.failing)
 }
 
 // run is the loader goroutine: it loads when kicked, and retries a failed
 // load with backoff until one succeeds, until Close.
-func (a *SegmentAllocator) run() {
+func (a *Allocator) run() {
 	defer close(a.done)
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
@@ -413,7 +393,7 @@ func (a *SegmentAllocator) run() {
 
 // load reserves the next segment; begin has marked it under way. It reports
 // whether it succeeded.
-func (a *SegmentAllocator) load(lt *loadTimer) bool {
+func (a *Allocator) load(lt *loadTimer) bool {
 	a.mu.Lock()
 	now := a.now()
 	step := a.nextStep(now)
@@ -437,16 +417,16 @@ func (a *SegmentAllocator) load(lt *loadTimer) bool {
 			// should hear of.
 			return false
 		}
-		err = fmt.Errorf("idgen: load a segment of tag %q (step %d): %w", a.tag, step, err)
+		err = fmt.Errorf("segment: load a segment of tag %q (step %d): %w", a.tag, step, err)
 		if a.failing == nil {
-			a.cfg.Logger.Warn("idgen: loading the next segment failed; retrying", "tag", a.tag, "err", err, "idsLeft", a.left())
+			a.cfg.Logger.Warn("segment: loading the next segment failed; retrying", "tag", a.tag, "err", err, "idsLeft", a.left())
 		}
 		a.failing, a.lastErr, a.lastErrAt = err, err, a.now()
 		a.failures++
 		return false
 	}
 	if a.failing != nil {
-		a.cfg.Logger.Info("idgen: segment loaded again", "tag", a.tag, "segment", fmt.Sprintf("[%d, %d)", seg.Start, seg.End))
+		a.cfg.Logger.Info("segment: next segment loaded again", "tag", a.tag, "segment", fmt.Sprintf("[%d, %d)", seg.Start, seg.End))
 		a.failing = nil
 	}
 	a.accept(seg, step, now)
@@ -471,7 +451,7 @@ type loadTimer struct {
 func (l *loadTimer) start() context.Context {
 	if l.ctx == nil || l.ctx.Err() != nil {
 		ctx, cancel := context.WithCancelCause(l.parent)
-		timeout := fmt.Errorf("idgen: segment load timed out after %v (SegmentConfig.LoadTimeout): %w", l.d, context.DeadlineExceeded)
+		timeout := fmt.Errorf("segment: load timed out after %v (Config.LoadTimeout): %w", l.d, context.DeadlineExceeded)
 		l.ctx, l.timer = ctx, time.AfterFunc(l.d, func() { cancel(timeout) })
 		return l.ctx
 	}
@@ -487,10 +467,13 @@ func (l *loadTimer) stop() {
 }
 
 // nextStep is the step the next load asks for, by Leaf's rule: the stored
-// step (0) for the first, the first segment's for the second, then twice,
-// the same or half the previous by how long ago the previous load was.
-// Called with mu held.
-func (a *SegmentAllocator) nextStep(now int64) int64 {
+// step (0) for the first, the first segment's for the second, then by how
+// long the previous segment lasted: under FastSegment twice the previous
+// (up to MaxStep), from SlowSegment on half (never below the stored step),
+// else the same. A busy allocator thus calls the store about once per
+// FastSegment to SlowSegment, and a quiet one holds no more than the stored
+// step in reserve. Called with mu held.
+func (a *Allocator) nextStep(now int64) int64 {
 	switch a.segments {
 	case 0:
 		return 0
@@ -513,21 +496,21 @@ func (a *SegmentAllocator) nextStep(now int64) int64 {
 
 // check refuses a segment no source should return. Called with mu held or
 // before the allocator is shared.
-func (a *SegmentAllocator) check(seg Segment, step int64) error {
+func (a *Allocator) check(seg Segment, step int64) error {
 	switch {
 	case seg.Start < 0 || seg.End <= seg.Start:
-		return fmt.Errorf("idgen: segment [%d, %d) is empty or negative: %w", seg.Start, seg.End, ErrBadSegment)
+		return fmt.Errorf("segment: [%d, %d) is empty or negative: %w", seg.Start, seg.End, ErrBadSegment)
 	case step > 0 && seg.Len() > step:
-		return fmt.Errorf("idgen: segment [%d, %d) is longer than the step %d asked for: %w", seg.Start, seg.End, step, ErrBadSegment)
+		return fmt.Errorf("segment: [%d, %d) is longer than the step %d asked for: %w", seg.Start, seg.End, step, ErrBadSegment)
 	case seg.Start < a.end:
-		return fmt.Errorf("idgen: segment [%d, %d) starts below the end %d of the previous one: the tag's counter went back; set it past the highest ID issued: %w", seg.Start, seg.End, a.end, ErrBadSegment)
+		return fmt.Errorf("segment: [%d, %d) starts below the end %d of the previous one: the tag's counter went back; set it past the highest ID issued: %w", seg.Start, seg.End, a.end, ErrBadSegment)
 	}
 	return nil
 }
 
 // accept records a segment loaded with step at now. Called with mu held or
 // before the allocator is shared.
-func (a *SegmentAllocator) accept(seg Segment, step, now int64) {
+func (a *Allocator) accept(seg Segment, step, now int64) {
 	a.segments++
 	a.lastLoad = now
 	a.floor = max(seg.Step, 1)
@@ -540,7 +523,7 @@ func (a *SegmentAllocator) accept(seg Segment, step, now int64) {
 
 // left is the number of IDs left in the current and the next segment.
 // Called with mu held.
-func (a *SegmentAllocator) left() int64 {
+func (a *Allocator) left() int64 {
 	s := a.cur.Load()
 	n := max(s.size-s.used.Load(), 0)
 	if a.next != nil {
@@ -549,8 +532,8 @@ func (a *SegmentAllocator) left() int64 {
 	return n
 }
 
-// SegmentStats describes a SegmentAllocator's state.
-type SegmentStats struct {
+// Stats describes an Allocator's state.
+type Stats struct {
 	// Current is the segment IDs are taken from, Next the one loaded
 	// ahead; zero when there is none (Current after Close).
 	Current, Next Segment
@@ -578,10 +561,10 @@ type SegmentStats struct {
 }
 
 // Stats returns the allocator's state.
-func (a *SegmentAllocator) Stats() SegmentStats {
+func (a *Allocator) Stats() Stats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	st := SegmentStats{
+	st := Stats{
 		Current:      a.cur.Load().segment(),
 		Left:         a.left(),
 		Step:         a.step,
@@ -604,7 +587,7 @@ func (a *SegmentAllocator) Stats() SegmentStats {
 // Close stops the background loads and waits for the loader goroutine to
 // end. The IDs left in the current and the next segment are lost. Next and
 // Fill then fail with [ErrClosed]. It is safe to call more than once.
-func (a *SegmentAllocator) Close() error {
+func (a *Allocator) Close() error {
 	a.once.Do(func() {
 		a.mu.Lock()
 		a.closed = true

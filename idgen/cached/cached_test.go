@@ -1,4 +1,4 @@
-package idgen_test
+package cached_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/cached"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // cachedLayout has 16 IDs per tick, so that a test exhausts what a clock
@@ -23,16 +25,16 @@ var cachedLayout = idgen.Layout{
 
 // newCached returns a Cached generator on a new static generator with cfg,
 // closed at the end of the test.
-func newCached(t *testing.T, cfg idgen.Config, ccfg idgen.CachedConfig) *idgen.Cached {
+func newCached(t *testing.T, cfg idgen.Config, ccfg cached.Config) *cached.Generator {
 	t.Helper()
 	g, err := idgen.New(1, cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	c, err := idgen.NewCached(context.Background(), g, ccfg)
+	c, err := cached.New(context.Background(), g, ccfg)
 	if err != nil {
 		g.Close()
-		t.Fatalf("NewCached: %v", err)
+		t.Fatalf("cached.New: %v", err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
@@ -47,53 +49,34 @@ func TestCachedInvalidConfig(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		gen  idgen.Config
-		cfg  idgen.CachedConfig
+		cfg  cached.Config
 	}{
-		{"size not a power of two", borrow, idgen.CachedConfig{Size: 48}},
-		{"size one", borrow, idgen.CachedConfig{Size: 1}},
-		{"negative size", borrow, idgen.CachedConfig{Size: -64}},
-		{"size past 2^30", borrow, idgen.CachedConfig{Size: int(past30)}},
-		{"percent above 100", borrow, idgen.CachedConfig{Size: 64, PaddingPercent: 101}},
-		{"negative percent", borrow, idgen.CachedConfig{Size: 64, PaddingPercent: -1}},
-		{"negative interval", borrow, idgen.CachedConfig{Size: 64, PaddingInterval: -time.Second}},
-		{"unknown empty policy", borrow, idgen.CachedConfig{Size: 64, WhenEmpty: 7}},
-		{"no Borrow", refuse, idgen.CachedConfig{Size: 64}},
-		{"MaxAhead shorter than a buffer", short, idgen.CachedConfig{Size: 64}},
-		{"MaxAhead shorter than the default buffer", borrow, idgen.CachedConfig{}},
+		{"size not a power of two", borrow, cached.Config{Size: 48}},
+		{"size one", borrow, cached.Config{Size: 1}},
+		{"negative size", borrow, cached.Config{Size: -64}},
+		{"size past 2^30", borrow, cached.Config{Size: int(past30)}},
+		{"percent above 100", borrow, cached.Config{Size: 64, PaddingPercent: 101}},
+		{"negative percent", borrow, cached.Config{Size: 64, PaddingPercent: -1}},
+		{"negative interval", borrow, cached.Config{Size: 64, PaddingInterval: -time.Second}},
+		{"unknown empty policy", borrow, cached.Config{Size: 64, WhenEmpty: 7}},
+		{"no Borrow", refuse, cached.Config{Size: 64}},
+		{"MaxAhead shorter than a buffer", short, cached.Config{Size: 64}},
+		{"MaxAhead shorter than the default buffer", borrow, cached.Config{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := newGen(t, 1, tc.gen)
-			if _, err := idgen.NewCached(context.Background(), g, tc.cfg); !errors.Is(err, idgen.ErrInvalidConfig) {
-				t.Fatalf("NewCached: %v, want ErrInvalidConfig", err)
+			if _, err := cached.New(context.Background(), g, tc.cfg); !errors.Is(err, idgen.ErrInvalidConfig) {
+				t.Fatalf("New: %v, want ErrInvalidConfig", err)
 			}
 			// A refused generator is still the caller's, and open.
 			next(t, g)
 		})
 	}
 	t.Run("nil generator", func(t *testing.T) {
-		if _, err := idgen.NewCached(context.Background(), nil, idgen.CachedConfig{}); !errors.Is(err, idgen.ErrInvalidConfig) {
-			t.Fatalf("NewCached: %v, want ErrInvalidConfig", err)
+		if _, err := cached.New(context.Background(), nil, cached.Config{}); !errors.Is(err, idgen.ErrInvalidConfig) {
+			t.Fatalf("New: %v, want ErrInvalidConfig", err)
 		}
 	})
-	t.Run("lease window shorter than MaxAhead", func(t *testing.T) {
-		pool := newFaultLeaser(t, 1, time.Second) // a window of 800ms
-		g := newLeasedGen(t, pool, idgen.Config{Layout: cachedLayout, Rollback: idgen.Borrow{MaxAhead: 799 * time.Millisecond}})
-		if _, err := idgen.NewCached(context.Background(), g, idgen.CachedConfig{Size: 64}); !errors.Is(err, idgen.ErrInvalidConfig) {
-			t.Fatalf("NewCached: %v, want ErrInvalidConfig", err)
-		}
-	})
-}
-
-// newLeasedGen returns a leased generator, closed at the end of the test.
-func newLeasedGen(t *testing.T, l idgen.Leaser, cfg idgen.Config) *idgen.Generator {
-	t.Helper()
-	cfg.Lease.Logger = quiet
-	g, err := idgen.NewLeased(context.Background(), l, cfg)
-	if err != nil {
-		t.Fatalf("NewLeased: %v", err)
-	}
-	t.Cleanup(func() { g.Close() })
-	return g
 }
 
 func TestCachedDefaults(t *testing.T) {
@@ -107,18 +90,18 @@ func TestCachedDefaults(t *testing.T) {
 		{"test layout", cachedLayout, 8 * time.Millisecond, 16 << 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newCached(t, idgen.Config{Layout: tc.layout, Rollback: idgen.Borrow{MaxAhead: tc.maxAhead}}, idgen.CachedConfig{})
+			c := newCached(t, idgen.Config{Layout: tc.layout, Rollback: idgen.Borrow{MaxAhead: tc.maxAhead}}, cached.Config{})
 			if s := c.Stats(); s.Size != tc.size || s.Buffered != tc.size {
 				t.Fatalf("Stats %+v: want size %d, full", s, tc.size)
 			}
 			if c.Layout() != tc.layout {
 				t.Fatalf("Layout %v, want %v", c.Layout(), tc.layout)
 			}
-			id, err := c.NextID()
+			id, err := c.Next(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p := c.Decode(id); p.Node != 1 {
+			if p := c.Layout().Decode(id); p.Node != 1 {
 				t.Fatalf("Decode(%d) = %v, want node 1", id, p)
 			}
 		})
@@ -133,24 +116,24 @@ func TestCachedConcurrent(t *testing.T) {
 		size       int
 		goroutines int
 		each       int
-		policy     idgen.EmptyPolicy
+		policy     cached.EmptyPolicy
 	}{
-		{"tiny ring wraps", 16, 8, 4000, idgen.WaitWhenEmpty},
-		{"small ring", 1024, 4, 10000, idgen.WaitWhenEmpty},
-		{"default ring", 0, 8, 10000, idgen.WaitWhenEmpty},
-		{"fail when empty", 256, 8, 4000, idgen.FailWhenEmpty},
+		{"tiny ring wraps", 16, 8, 4000, cached.WaitWhenEmpty},
+		{"small ring", 1024, 4, 10000, cached.WaitWhenEmpty},
+		{"default ring", 0, 8, 10000, cached.WaitWhenEmpty},
+		{"fail when empty", 256, 8, 4000, cached.FailWhenEmpty},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCached(t, idgen.Config{Layout: layout, Rollback: idgen.Borrow{MaxAhead: 10 * time.Millisecond}},
-				idgen.CachedConfig{Size: tc.size, WhenEmpty: tc.policy})
+				cached.Config{Size: tc.size, WhenEmpty: tc.policy})
 			got := make([][]idgen.ID, tc.goroutines)
 			var wg sync.WaitGroup
 			for i := range got {
 				wg.Go(func() {
 					ids := make([]idgen.ID, 0, tc.each)
 					for len(ids) < tc.each {
-						id, err := c.NextID()
-						if errors.Is(err, idgen.ErrBufferEmpty) && tc.policy == idgen.FailWhenEmpty {
+						id, err := c.Next(context.Background())
+						if errors.Is(err, cached.ErrBufferEmpty) && tc.policy == cached.FailWhenEmpty {
 							continue
 						}
 						if err != nil {
@@ -165,10 +148,10 @@ func TestCachedConcurrent(t *testing.T) {
 			wg.Wait()
 			var all []idgen.ID
 			for _, ids := range got {
-				checkIncreasing(t, ids)
+				testkit.CheckIncreasing(t, ids)
 				all = append(all, ids...)
 			}
-			checkUnique(t, all)
+			testkit.CheckUnique(t, all)
 			if s := c.Stats(); s.Taken != int64(tc.goroutines*tc.each) {
 				t.Fatalf("Stats().Taken %d, want %d", s.Taken, tc.goroutines*tc.each)
 			}
@@ -179,18 +162,18 @@ func TestCachedConcurrent(t *testing.T) {
 // frozenCached returns a Cached generator of 64 slots over cachedLayout on a
 // clock that stands still at t0, borrowing at most 4 ticks: it can hand out
 // 5 ticks' worth of IDs, 80, before the clock must move.
-func frozenCached(t *testing.T, policy idgen.EmptyPolicy) (*idgen.Cached, *fakeClock) {
+func frozenCached(t *testing.T, policy cached.EmptyPolicy) (*cached.Generator, *testkit.Clock) {
 	t.Helper()
-	clock := newFakeClock(t0, 0)
+	clock := testkit.NewClock(t0, 0)
 	c := newCached(t, idgen.Config{Layout: cachedLayout, Clock: clock, Rollback: idgen.Borrow{MaxAhead: 4 * time.Millisecond}},
-		idgen.CachedConfig{Size: 64, WhenEmpty: policy})
+		cached.Config{Size: 64, WhenEmpty: policy})
 	return c, clock
 }
 
 const frozenCapacity = 5 * 16
 
 func TestCachedWaitWhenEmpty(t *testing.T) {
-	c, clock := frozenCached(t, idgen.WaitWhenEmpty)
+	c, clock := frozenCached(t, cached.WaitWhenEmpty)
 	var ids []idgen.ID
 	for range frozenCapacity {
 		ids = append(ids, take(t, c))
@@ -214,18 +197,18 @@ func TestCachedWaitWhenEmpty(t *testing.T) {
 	if err := <-res; err != nil {
 		t.Fatalf("Next after the clock moved: %v", err)
 	}
-	checkIncreasing(t, ids)
+	testkit.CheckIncreasing(t, ids)
 	if got := cachedLayout.Decode(ids[len(ids)-1]).Time; !got.Equal(t0.Add(5 * time.Millisecond)) {
 		t.Fatalf("ID after the wait has time %v, want the clock plus MaxAhead %v", got, t0.Add(5*time.Millisecond))
 	}
 }
 
 func TestCachedFailWhenEmpty(t *testing.T) {
-	c, clock := frozenCached(t, idgen.FailWhenEmpty)
+	c, clock := frozenCached(t, cached.FailWhenEmpty)
 	var ids []idgen.ID
 	for {
-		id, err := c.NextID()
-		if errors.Is(err, idgen.ErrBufferEmpty) {
+		id, err := c.Next(context.Background())
+		if errors.Is(err, cached.ErrBufferEmpty) {
 			break
 		}
 		if err != nil {
@@ -238,26 +221,26 @@ func TestCachedFailWhenEmpty(t *testing.T) {
 	}
 	clock.Add(cachedLayout.Unit)
 	var id idgen.ID
-	waitFor(t, "an ID once the clock moved", func() bool {
+	testkit.WaitFor(t, "an ID once the clock moved", func() bool {
 		var err error
-		id, err = c.NextID()
-		if err != nil && !errors.Is(err, idgen.ErrBufferEmpty) {
+		id, err = c.Next(context.Background())
+		if err != nil && !errors.Is(err, cached.ErrBufferEmpty) {
 			t.Fatal(err)
 		}
 		return err == nil
 	})
-	checkIncreasing(t, append(ids, id))
+	testkit.CheckIncreasing(t, append(ids, id))
 }
 
 // TestCachedPadderError: a generator that cannot issue IDs fails Next with
 // its error instead of leaving it waiting.
 func TestCachedPadderError(t *testing.T) {
 	t.Run("wait", func(t *testing.T) {
-		c, clock := frozenCached(t, idgen.WaitWhenEmpty)
+		c, clock := frozenCached(t, cached.WaitWhenEmpty)
 		clock.Add(-time.Hour) // past Borrow's MaxAhead, to its Else: Refuse
 		var err error
 		for range frozenCapacity + 1 {
-			if _, err = c.NextID(); err != nil {
+			if _, err = c.Next(context.Background()); err != nil {
 				break
 			}
 		}
@@ -266,11 +249,11 @@ func TestCachedPadderError(t *testing.T) {
 		}
 	})
 	t.Run("fail", func(t *testing.T) {
-		c, clock := frozenCached(t, idgen.FailWhenEmpty)
+		c, clock := frozenCached(t, cached.FailWhenEmpty)
 		clock.Add(-time.Hour)
-		waitFor(t, "the padding's error", func() bool {
-			_, err := c.NextID()
-			if err != nil && !errors.Is(err, idgen.ErrBufferEmpty) {
+		testkit.WaitFor(t, "the padding's error", func() bool {
+			_, err := c.Next(context.Background())
+			if err != nil && !errors.Is(err, cached.ErrBufferEmpty) {
 				t.Fatalf("Next: %v, want ErrBufferEmpty", err)
 			}
 			return errors.Is(err, idgen.ErrClockBackwards)
@@ -282,14 +265,14 @@ func TestCachedPadding(t *testing.T) {
 	cfg := idgen.Config{Layout: cachedLayout, Rollback: idgen.Borrow{MaxAhead: 10 * time.Millisecond}}
 	for _, tc := range []struct {
 		name string
-		cfg  idgen.CachedConfig
+		cfg  cached.Config
 		take int
 	}{
 		// 40 takes leave 24 of 64, under half.
-		{"threshold", idgen.CachedConfig{Size: 64}, 40},
+		{"threshold", cached.Config{Size: 64}, 40},
 		// 10 takes leave 54, over the 1% threshold: only the schedule
 		// refills.
-		{"scheduled", idgen.CachedConfig{Size: 64, PaddingPercent: 1, PaddingInterval: time.Millisecond}, 10},
+		{"scheduled", cached.Config{Size: 64, PaddingPercent: 1, PaddingInterval: time.Millisecond}, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCached(t, cfg, tc.cfg)
@@ -299,7 +282,7 @@ func TestCachedPadding(t *testing.T) {
 			}
 			// A padding tops the buffer up to full; takes after it
 			// (but not under the threshold again) leave it short.
-			waitFor(t, "a padding", func() bool {
+			testkit.WaitFor(t, "a padding", func() bool {
 				s := c.Stats()
 				return s.Buffered > s.Size-tc.take && s.Pads > before.Pads
 			})
@@ -309,37 +292,37 @@ func TestCachedPadding(t *testing.T) {
 
 func TestCachedClose(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	clock := newFakeClock(t0, 0)
+	clock := testkit.NewClock(t0, 0)
 	g, err := idgen.New(1, idgen.Config{Layout: cachedLayout, Clock: clock, Rollback: idgen.Borrow{MaxAhead: 4 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := idgen.NewCached(context.Background(), g, idgen.CachedConfig{Size: 64, PaddingInterval: time.Millisecond})
+	c, err := cached.New(context.Background(), g, cached.Config{Size: 64, PaddingInterval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range frozenCapacity {
-		if _, err := c.NextID(); err != nil {
+		if _, err := c.Next(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// One caller waits on the empty buffer, the padder on the clock.
 	res := make(chan error, 1)
 	go func() {
-		_, err := c.NextID()
+		_, err := c.Next(context.Background())
 		res <- err
 	}()
-	waitFor(t, "a caller waiting", func() bool { return c.Stats().Empty > 0 })
+	testkit.WaitFor(t, "a caller waiting", func() bool { return c.Stats().Empty > 0 })
 	if err := c.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	if err := <-res; !errors.Is(err, idgen.ErrClosed) {
 		t.Fatalf("waiting Next at Close: %v, want ErrClosed", err)
 	}
-	if _, err := c.NextID(); !errors.Is(err, idgen.ErrClosed) {
+	if _, err := c.Next(context.Background()); !errors.Is(err, idgen.ErrClosed) {
 		t.Fatalf("Next after Close: %v, want ErrClosed", err)
 	}
-	if _, err := g.NextID(); !errors.Is(err, idgen.ErrClosed) {
+	if _, err := g.Next(context.Background()); !errors.Is(err, idgen.ErrClosed) {
 		t.Fatalf("the generator's Next after Close: %v, want ErrClosed", err)
 	}
 	if err := c.Close(); err != nil {
@@ -362,7 +345,7 @@ func TestCachedRestart(t *testing.T) {
 		close func()           // after the generator's Close
 	}
 	dir := t.TempDir()
-	pool := newFaultLeaser(t, 1, time.Second)
+	pool := newMarkLeaser(t, 1, time.Second)
 	for _, tc := range []struct {
 		name  string
 		start func(t *testing.T, cfg idgen.Config) run
@@ -387,8 +370,7 @@ func TestCachedRestart(t *testing.T) {
 			return run{g, mark, func() { store.Close() }}
 		}},
 		{"lease", func(t *testing.T, cfg idgen.Config) run {
-			cfg.Lease.Logger = quiet
-			g, err := idgen.NewLeased(context.Background(), pool, cfg)
+			g, err := idgen.NewLeased(context.Background(), pool, cfg, idgen.LeaseConfig{Logger: quiet})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -396,10 +378,10 @@ func TestCachedRestart(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := newFakeClock(t0, 0)
+			clock := testkit.NewClock(t0, 0)
 			cfg := idgen.Config{Layout: cachedLayout, Clock: clock, Rollback: idgen.Borrow{MaxAhead: maxAhead}}
 			first := tc.start(t, cfg)
-			c, err := idgen.NewCached(context.Background(), first.gen, idgen.CachedConfig{Size: 64})
+			c, err := cached.New(context.Background(), first.gen, cached.Config{Size: 64})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -407,7 +389,7 @@ func TestCachedRestart(t *testing.T) {
 			for range takes {
 				taken = append(taken, take(t, c))
 			}
-			waitFor(t, "IDs buffered", func() bool { return c.Stats().Buffered > 0 })
+			testkit.WaitFor(t, "IDs buffered", func() bool { return c.Stats().Buffered > 0 })
 			s := c.Stats()
 			if s.Ahead < takes/16*cachedLayout.Unit {
 				t.Fatalf("Stats %+v: the padding did not run ahead of the clock", s)
@@ -429,7 +411,7 @@ func TestCachedRestart(t *testing.T) {
 			// the first run padded.
 			clock.Add(s.Ahead / 2)
 			second := tc.start(t, cfg)
-			c2, err := idgen.NewCached(context.Background(), second.gen, idgen.CachedConfig{Size: 64})
+			c2, err := cached.New(context.Background(), second.gen, cached.Config{Size: 64})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -445,7 +427,7 @@ func TestCachedRestart(t *testing.T) {
 }
 
 // take takes an ID from c or fails the test.
-func take(t *testing.T, c *idgen.Cached) idgen.ID {
+func take(t *testing.T, c *cached.Generator) idgen.ID {
 	t.Helper()
 	id, err := c.Next(context.Background())
 	if err != nil {

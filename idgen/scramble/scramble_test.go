@@ -1,4 +1,4 @@
-package idgen_test
+package scramble_test
 
 import (
 	"bytes"
@@ -7,14 +7,14 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/scramble"
 )
 
 var testKey = []byte("0123456789abcdef")
 
-func newScrambler(t testing.TB, key []byte, bits int) *idgen.Scrambler {
+func newScrambler(t testing.TB, key []byte, bits int) *scramble.Scrambler {
 	t.Helper()
-	s, err := idgen.NewScrambler(key, bits)
+	s, err := scramble.New(key, bits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestScramblerRoundTrip(t *testing.T) {
 				ids = append(ids, r.Uint64N(limit))
 			}
 			for _, v := range ids {
-				sc, err := s.Scramble(idgen.ID(v))
+				sc, err := s.Scramble(int64(v))
 				if err != nil || sc < 0 || uint64(sc) >= limit {
 					t.Fatalf("Scramble(%d) = %d, %v; want a value below 2^%d", v, sc, err, bits)
 				}
@@ -52,8 +52,8 @@ func TestScramblerRoundTrip(t *testing.T) {
 func TestScramblerIsAPermutation(t *testing.T) {
 	for _, bits := range []int{2, 9, 12} {
 		s := newScrambler(t, testKey, bits)
-		seen := make(map[idgen.ID]idgen.ID)
-		for v := range idgen.ID(1) << bits {
+		seen := make(map[int64]int64)
+		for v := range int64(1) << bits {
 			sc, err := s.Scramble(v)
 			if err != nil {
 				t.Fatal(err)
@@ -72,10 +72,10 @@ func TestScramblerHidesOrder(t *testing.T) {
 	s := newScrambler(t, testKey, 63)
 	other := newScrambler(t, bytes.Repeat([]byte{7}, 32), 63)
 	const n = 1000
-	base := idgen.ID(1) << 50
+	base := int64(1) << 50
 	var ascending, same int
 	prev, _ := s.Scramble(base)
-	for i := range idgen.ID(n) {
+	for i := range int64(n) {
 		a, _ := s.Scramble(base + i + 1)
 		b, _ := other.Scramble(base + i + 1)
 		if a > prev {
@@ -102,24 +102,24 @@ func TestScramblerErrors(t *testing.T) {
 		bits int
 		want error
 	}{
-		{"KeyTooShort", []byte("short"), 63, idgen.ErrInvalidConfig},
-		{"NoKey", nil, 63, idgen.ErrInvalidConfig},
-		{"OneBit", testKey, 1, idgen.ErrInvalidConfig},
-		{"SixtyFourBits", testKey, 64, idgen.ErrInvalidConfig},
+		{"KeyTooShort", []byte("short"), 63, scramble.ErrInvalidConfig},
+		{"NoKey", nil, 63, scramble.ErrInvalidConfig},
+		{"OneBit", testKey, 1, scramble.ErrInvalidConfig},
+		{"SixtyFourBits", testKey, 64, scramble.ErrInvalidConfig},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := idgen.NewScrambler(tt.key, tt.bits); !errors.Is(err, tt.want) {
-				t.Errorf("NewScrambler = %v, want %v", err, tt.want)
+			if _, err := scramble.New(tt.key, tt.bits); !errors.Is(err, tt.want) {
+				t.Errorf("New = %v, want %v", err, tt.want)
 			}
 		})
 	}
 	s := newScrambler(t, testKey, 53)
-	for _, id := range []idgen.ID{-1, 1 << 53, idgen.ID(1<<63 - 1)} {
-		if _, err := s.Scramble(id); !errors.Is(err, idgen.ErrRange) {
+	for _, id := range []int64{-1, 1 << 53, int64(1<<63 - 1)} {
+		if _, err := s.Scramble(id); !errors.Is(err, scramble.ErrRange) {
 			t.Errorf("Scramble(%d) = %v, want ErrRange", id, err)
 		}
-		if _, err := s.Unscramble(id); !errors.Is(err, idgen.ErrRange) {
+		if _, err := s.Unscramble(id); !errors.Is(err, scramble.ErrRange) {
 			t.Errorf("Unscramble(%d) = %v, want ErrRange", id, err)
 		}
 	}
@@ -129,16 +129,16 @@ func FuzzScrambler(f *testing.F) {
 	f.Add([]byte("0123456789abcdef"), 63, int64(12345))
 	f.Add(bytes.Repeat([]byte{1}, 32), 9, int64(511))
 	f.Fuzz(func(t *testing.T, key []byte, bits int, v int64) {
-		s, err := idgen.NewScrambler(key, bits)
+		s, err := scramble.New(key, bits)
 		if err != nil {
-			if !errors.Is(err, idgen.ErrInvalidConfig) {
-				t.Fatalf("NewScrambler error %v does not wrap ErrInvalidConfig", err)
+			if !errors.Is(err, scramble.ErrInvalidConfig) {
+				t.Fatalf("New error %v does not wrap ErrInvalidConfig", err)
 			}
 			return
 		}
-		sc, err := s.Scramble(idgen.ID(v))
+		sc, err := s.Scramble(int64(v))
 		if err != nil {
-			if !errors.Is(err, idgen.ErrRange) || (v >= 0 && v < 1<<bits) {
+			if !errors.Is(err, scramble.ErrRange) || (v >= 0 && v < 1<<bits) {
 				t.Fatalf("Scramble(%d) over %d bits: %v", v, bits, err)
 			}
 			return
@@ -152,7 +152,7 @@ func FuzzScrambler(f *testing.F) {
 func BenchmarkScramble(b *testing.B) {
 	s := newScrambler(b, testKey, 63)
 	for i := 0; b.Loop(); i++ {
-		if _, err := s.Scramble(idgen.ID(i)); err != nil {
+		if _, err := s.Scramble(int64(i)); err != nil {
 			b.Fatal(err)
 		}
 	}

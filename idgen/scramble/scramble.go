@@ -1,17 +1,37 @@
-package idgen
+// Package scramble turns sequential IDs into non-guessable ones with a
+// keyed permutation: shown outside (URLs, order numbers), a scrambled ID
+// reveals neither the time, node, sequence nor order of the original, and
+// the key turns it back. It works on any non-negative integer IDs below
+// 2^bits: snowflake IDs (bits = the layout's TotalBits) or segment IDs.
+//
+//	s, err := scramble.New(key, idgen.Twitter.TotalBits())
+//	public, err := s.Scramble(int64(id))
+//	back, err := s.Unscramble(public)
+//
+// It is not encryption of a secret: see [Scrambler] for what it hides.
+package scramble
 
 import (
 	"crypto/aes"
 	"crypto/cipher"
 	"encoding/binary"
+	"errors"
 	"fmt"
 )
 
-// Scrambler is a keyed permutation of the IDs below 2^bits (seed 004's
-// non-guessable IDs): [Scrambler.Scramble] maps each such ID to another,
-// and [Scrambler.Unscramble], with the same key, gives the original back.
-// Show the scrambled form outside (URLs, order numbers) and keep the
-// original inside: it still decodes ([Layout.Decode]) and sorts by time.
+// Errors of the package, wrapped with details; test with errors.Is.
+var (
+	// ErrInvalidConfig reports a key or width New refuses.
+	ErrInvalidConfig = errors.New("scramble: invalid config")
+	// ErrRange reports an ID outside [0, 2^bits).
+	ErrRange = errors.New("scramble: ID out of range")
+)
+
+// A Scrambler is a keyed permutation of the IDs below 2^bits:
+// [Scrambler.Scramble] maps each such ID to another, and
+// [Scrambler.Unscramble], with the same key, gives the original back. Show
+// the scrambled form outside and keep the original inside: it still decodes
+// and sorts by time.
 //
 // It is an 8-round Feistel network whose round function is AES under the
 // key, over the smallest even width that holds bits, walked until the
@@ -43,10 +63,10 @@ type Scrambler struct {
 // at the small half widths short layouts give.
 const scrambleRounds = 8
 
-// NewScrambler returns a Scrambler of the IDs below 2^bits under key, 16,
-// 24 or 32 secret bytes (an AES key). bits is usually the layout's
-// [Layout.TotalBits]; it must be 2 to 63.
-func NewScrambler(key []byte, bits int) (*Scrambler, error) {
+// New returns a Scrambler of the IDs below 2^bits under key, 16, 24 or 32
+// secret bytes (an AES key). bits is usually a snowflake layout's
+// TotalBits; it must be 2 to 63.
+func New(key []byte, bits int) (*Scrambler, error) {
 	if bits < 2 || bits > 63 {
 		return nil, fmt.Errorf("%w: scrambler over %d bits, want 2 to 63", ErrInvalidConfig, bits)
 	}
@@ -60,22 +80,22 @@ func NewScrambler(key []byte, bits int) (*Scrambler, error) {
 
 // Scramble returns id's scrambled form, below 2^bits too. An id outside
 // [0, 2^bits) gives an error wrapping [ErrRange].
-func (s *Scrambler) Scramble(id ID) (ID, error) {
+func (s *Scrambler) Scramble(id int64) (int64, error) {
 	return s.walk(id, s.forward)
 }
 
 // Unscramble returns the ID whose scrambled form is id. An id outside
 // [0, 2^bits) gives an error wrapping [ErrRange].
-func (s *Scrambler) Unscramble(id ID) (ID, error) {
+func (s *Scrambler) Unscramble(id int64) (int64, error) {
 	return s.walk(id, s.backward)
 }
 
 // walk applies f until the value is below 2^bits again (cycle walking):
 // f permutes the wider even width, so this permutes [0, 2^bits), and its
 // inverse walks back the same cycle.
-func (s *Scrambler) walk(id ID, f func(uint64, *[aes.BlockSize]byte) uint64) (ID, error) {
+func (s *Scrambler) walk(id int64, f func(uint64, *[aes.BlockSize]byte) uint64) (int64, error) {
 	if id < 0 || uint64(id) >= 1<<s.bits {
-		return 0, fmt.Errorf("%w: %d is not below 2^%d", ErrRange, int64(id), s.bits)
+		return 0, fmt.Errorf("%w: %d is not below 2^%d", ErrRange, id, s.bits)
 	}
 	// One buffer for every round: the block cipher's interface makes it
 	// escape to the heap.
@@ -83,7 +103,7 @@ func (s *Scrambler) walk(id ID, f func(uint64, *[aes.BlockSize]byte) uint64) (ID
 	x := uint64(id)
 	for {
 		if x = f(x, buf); x < 1<<s.bits {
-			return ID(x), nil
+			return int64(x), nil
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package idgen_test
+package segment_test
 
 import (
 	"bytes"
@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/memidgen"
+	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/internal/testkit"
 	"go.uber.org/goleak"
 )
 
@@ -27,24 +28,24 @@ var errDown = errors.New("source down")
 // the segment (a lost reply); while block is set they wait for their
 // context to end.
 type faultySource struct {
-	idgen.SegmentSource
+	segment.Source
 	after       bool
 	down, block atomic.Bool
 
 	mu    sync.Mutex
 	steps []int64
-	segs  []idgen.Segment
+	segs  []segment.Segment
 }
 
-func (f *faultySource) NextSegment(ctx context.Context, tag string, step int64) (idgen.Segment, error) {
+func (f *faultySource) NextSegment(ctx context.Context, tag string, step int64) (segment.Segment, error) {
 	if f.block.Load() {
 		<-ctx.Done()
-		return idgen.Segment{}, ctx.Err()
+		return segment.Segment{}, ctx.Err()
 	}
 	if f.down.Load() && !f.after {
-		return idgen.Segment{}, errDown
+		return segment.Segment{}, errDown
 	}
-	seg, err := f.SegmentSource.NextSegment(ctx, tag, step)
+	seg, err := f.Source.NextSegment(ctx, tag, step)
 	if err == nil && f.down.Load() {
 		err = errDown
 	}
@@ -58,7 +59,7 @@ func (f *faultySource) NextSegment(ctx context.Context, tag string, step int64) 
 }
 
 // loads returns the steps of the successful calls and their segments.
-func (f *faultySource) loads() ([]int64, []idgen.Segment) {
+func (f *faultySource) loads() ([]int64, []segment.Segment) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.steps), slices.Clone(f.segs)
@@ -70,48 +71,35 @@ func (f *faultySource) calls() int {
 }
 
 // newSegSource returns a memidgen source holding tag t, wrapped.
-func newSegSource(t *testing.T, tag idgen.SegmentTag) *faultySource {
+func newSegSource(t *testing.T, tag segment.Tag) *faultySource {
 	t.Helper()
 	src := memidgen.NewSegments()
 	if err := src.CreateTag(context.Background(), tag); err != nil {
 		t.Fatal(err)
 	}
-	return &faultySource{SegmentSource: src}
+	return &faultySource{Source: src}
 }
 
-func newAlloc(t *testing.T, src idgen.SegmentSource, tag string, cfg idgen.SegmentConfig) *idgen.SegmentAllocator {
+func newAlloc(t *testing.T, src segment.Source, tag string, cfg segment.Config) *segment.Allocator {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
 	}
-	a, err := idgen.NewSegmentAllocator(context.Background(), src, tag, cfg)
+	a, err := segment.New(context.Background(), src, tag, cfg)
 	if err != nil {
-		t.Fatalf("NewSegmentAllocator: %v", err)
+		t.Fatalf("segment.New: %v", err)
 	}
 	t.Cleanup(func() { a.Close() })
 	return a
 }
 
-func nextSeg(t *testing.T, a *idgen.SegmentAllocator) idgen.ID {
+func nextSeg(t *testing.T, a *segment.Allocator) int64 {
 	t.Helper()
 	id, err := a.Next(context.Background())
 	if err != nil {
 		t.Fatalf("Next: %v", err)
 	}
 	return id
-}
-
-// waitFor polls cond until it holds; the deadline only keeps a broken
-// allocator or padder from hanging the test, it times nothing.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("still waiting for %s after 10s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // logBuffer collects an allocator's log records.
@@ -132,7 +120,7 @@ func (l *logBuffer) String() string {
 	return l.b.String()
 }
 
-func TestSegmentAllocatorUnique(t *testing.T) {
+func TestAllocatorUnique(t *testing.T) {
 	for _, tt := range []struct {
 		name                   string
 		allocators, goroutines int
@@ -148,16 +136,16 @@ func TestSegmentAllocatorUnique(t *testing.T) {
 		{name: "many allocators fill", allocators: 3, goroutines: 6, perGoroutine: 3000, step: 11, maxStep: 11, fill: 7},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			src := newSegSource(t, idgen.SegmentTag{Tag: "orders", Step: tt.step})
-			allocs := make([]*idgen.SegmentAllocator, tt.allocators)
+			src := newSegSource(t, segment.Tag{Tag: "orders", Step: tt.step})
+			allocs := make([]*segment.Allocator, tt.allocators)
 			for i := range allocs {
-				allocs[i] = newAlloc(t, src, "orders", idgen.SegmentConfig{MaxStep: tt.maxStep})
+				allocs[i] = newAlloc(t, src, "orders", segment.Config{MaxStep: tt.maxStep})
 			}
-			got := make([][]idgen.ID, tt.goroutines)
+			got := make([][]int64, tt.goroutines)
 			var wg sync.WaitGroup
 			for g := range tt.goroutines {
 				wg.Go(func() {
-					a, ids := allocs[g%len(allocs)], make([]idgen.ID, tt.perGoroutine)
+					a, ids := allocs[g%len(allocs)], make([]int64, tt.perGoroutine)
 					for i := 0; i < len(ids); {
 						if tt.fill == 0 {
 							id, err := a.Next(context.Background())
@@ -180,16 +168,16 @@ func TestSegmentAllocatorUnique(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			var all []idgen.ID
+			var all []int64
 			for _, ids := range got {
-				checkIncreasing(t, ids)
+				testkit.CheckIncreasing(t, ids)
 				all = append(all, ids...)
 			}
-			checkUnique(t, all)
+			testkit.CheckUnique(t, all)
 			if tt.allocators == 1 {
 				// Nothing is skipped: the IDs are 0 to n-1.
 				slices.Sort(all)
-				if all[0] != 0 || all[len(all)-1] != idgen.ID(len(all)-1) {
+				if all[0] != 0 || all[len(all)-1] != int64(len(all)-1) {
 					t.Fatalf("%d IDs from %d to %d", len(all), all[0], all[len(all)-1])
 				}
 			}
@@ -206,7 +194,7 @@ func TestSegmentAllocatorUnique(t *testing.T) {
 	}
 }
 
-func TestSegmentAllocatorPreload(t *testing.T) {
+func TestAllocatorPreload(t *testing.T) {
 	const step = 100
 	for _, tt := range []struct {
 		name      string
@@ -222,12 +210,12 @@ func TestSegmentAllocatorPreload(t *testing.T) {
 		{name: "fill at the end", preloadAt: 1, mark: 100, fill: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			src := newSegSource(t, idgen.SegmentTag{Tag: "t", Step: step})
-			a := newAlloc(t, src, "t", idgen.SegmentConfig{PreloadAt: tt.preloadAt})
-			next := idgen.ID(0)
+			src := newSegSource(t, segment.Tag{Tag: "t", Step: step})
+			a := newAlloc(t, src, "t", segment.Config{PreloadAt: tt.preloadAt})
+			next := int64(0)
 			take := func(n int64) {
 				t.Helper()
-				ids := make([]idgen.ID, n)
+				ids := make([]int64, n)
 				if tt.fill {
 					if k, err := a.Fill(context.Background(), ids); k != len(ids) || err != nil {
 						t.Fatalf("Fill = %d, %v", k, err)
@@ -249,8 +237,8 @@ func TestSegmentAllocatorPreload(t *testing.T) {
 				t.Fatalf("%d source calls before %d IDs of %d were used, want 1", n, tt.mark, step)
 			}
 			take(1)
-			waitFor(t, "the second segment", func() bool { return a.Stats().Next.Len() > 0 })
-			if st := a.Stats(); st.Next != (idgen.Segment{Start: step, End: 2 * step, Step: step}) || st.Segments != 2 || st.Left != 2*step-tt.mark {
+			testkit.WaitFor(t, "the second segment", func() bool { return a.Stats().Next.Len() > 0 })
+			if st := a.Stats(); st.Next != (segment.Segment{Start: step, End: 2 * step, Step: step}) || st.Segments != 2 || st.Left != 2*step-tt.mark {
 				t.Fatalf("after the load: %+v", st)
 			}
 			take(step - tt.mark)
@@ -263,7 +251,7 @@ func TestSegmentAllocatorPreload(t *testing.T) {
 	}
 }
 
-func TestSegmentAllocatorSourceFails(t *testing.T) {
+func TestAllocatorSourceFails(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		after bool // the failing calls reserve their segment
@@ -272,17 +260,17 @@ func TestSegmentAllocatorSourceFails(t *testing.T) {
 		{name: "reply lost", after: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			src := newSegSource(t, idgen.SegmentTag{Tag: "t", Step: 100})
+			src := newSegSource(t, segment.Tag{Tag: "t", Step: 100})
 			src.after = tt.after
-			clock := newFakeClock(t0, 0)
+			clock := testkit.NewClock(t0, 0)
 			var logs logBuffer
-			a := newAlloc(t, src, "t", idgen.SegmentConfig{Clock: clock, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			a := newAlloc(t, src, "t", segment.Config{Clock: clock, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			ctx := context.Background()
 			src.down.Store(true)
 			for range 11 { // the 11th starts the load
 				nextSeg(t, a)
 			}
-			waitFor(t, "a failed load", func() bool { return a.Stats().LoadFailures > 0 })
+			testkit.WaitFor(t, "a failed load", func() bool { return a.Stats().LoadFailures > 0 })
 			st := a.Stats()
 			if !st.Failing || !errors.Is(st.LastError, errDown) || !st.LastErrorAt.Equal(t0) || st.Left != 89 {
 				t.Fatalf("stats after a failed load: %+v", st)
@@ -292,21 +280,21 @@ func TestSegmentAllocatorSourceFails(t *testing.T) {
 			}
 			// The current segment still has room.
 			for i := 11; i < 100; i++ {
-				if id := nextSeg(t, a); id != idgen.ID(i) {
+				if id := nextSeg(t, a); id != int64(i) {
 					t.Fatalf("ID %d, want %d", id, i)
 				}
 			}
 			// Both buffers are empty.
 			_, err := a.Next(ctx)
-			if !errors.Is(err, errDown) || errors.Is(err, idgen.ErrMaxReached) {
+			if !errors.Is(err, errDown) || errors.Is(err, segment.ErrMaxReached) {
 				t.Fatalf("Next with no IDs left = %v, want the source's error", err)
 			}
-			if n, err := a.Fill(ctx, make([]idgen.ID, 5)); n != 0 || !errors.Is(err, errDown) {
+			if n, err := a.Fill(ctx, make([]int64, 5)); n != 0 || !errors.Is(err, errDown) {
 				t.Fatalf("Fill with no IDs left = %d, %v", n, err)
 			}
 			src.down.Store(false)
-			var id idgen.ID
-			waitFor(t, "a retry to succeed", func() bool {
+			var id int64
+			testkit.WaitFor(t, "a retry to succeed", func() bool {
 				id, err = a.Next(ctx)
 				if err != nil && !errors.Is(err, errDown) {
 					t.Fatalf("Next while recovering: %v", err)
@@ -328,7 +316,7 @@ func TestSegmentAllocatorSourceFails(t *testing.T) {
 	}
 }
 
-func TestSegmentAllocatorMaxReached(t *testing.T) {
+func TestAllocatorMaxReached(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
 		step, max int64
@@ -340,100 +328,100 @@ func TestSegmentAllocatorMaxReached(t *testing.T) {
 		{name: "fill", step: 10, max: 25, fill: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			src := newSegSource(t, idgen.SegmentTag{Tag: "t", Step: tt.step, Max: tt.max})
-			a := newAlloc(t, src, "t", idgen.SegmentConfig{MaxStep: tt.step})
+			src := newSegSource(t, segment.Tag{Tag: "t", Step: tt.step, Max: tt.max})
+			a := newAlloc(t, src, "t", segment.Config{MaxStep: tt.step})
 			ctx := context.Background()
-			var ids []idgen.ID
+			var ids []int64
 			var err error
 			for err == nil && len(ids) <= int(tt.max) {
 				if tt.fill {
-					buf := make([]idgen.ID, 7)
+					buf := make([]int64, 7)
 					var n int
 					n, err = a.Fill(ctx, buf)
 					ids = append(ids, buf[:n]...)
 				} else {
-					var id idgen.ID
+					var id int64
 					if id, err = a.Next(ctx); err == nil {
 						ids = append(ids, id)
 					}
 				}
 			}
-			if !errors.Is(err, idgen.ErrMaxReached) {
+			if !errors.Is(err, segment.ErrMaxReached) {
 				t.Fatalf("after %d IDs: %v, want ErrMaxReached", len(ids), err)
 			}
 			// Every reserved ID issued, none repeated, none past the
 			// maximum.
 			for i, id := range ids {
-				if id != idgen.ID(i) {
+				if id != int64(i) {
 					t.Fatalf("ID %d of %d: %d", i, len(ids), id)
 				}
 			}
 			if len(ids) != int(tt.max) {
 				t.Fatalf("%d IDs issued below a maximum of %d", len(ids), tt.max)
 			}
-			if _, err := a.Next(ctx); !errors.Is(err, idgen.ErrMaxReached) {
+			if _, err := a.Next(ctx); !errors.Is(err, segment.ErrMaxReached) {
 				t.Fatalf("Next again = %v, want ErrMaxReached", err)
 			}
 			// Raising the maximum resumes the allocator.
-			if err := src.SegmentSource.(*memidgen.Segments).SetMax(ctx, "t", tt.max+10); err != nil {
+			if err := src.Source.(*memidgen.Segments).SetMax(ctx, "t", tt.max+10); err != nil {
 				t.Fatal(err)
 			}
-			var id idgen.ID
-			waitFor(t, "IDs under the raised maximum", func() bool {
+			var id int64
+			testkit.WaitFor(t, "IDs under the raised maximum", func() bool {
 				id, err = a.Next(ctx)
 				return err == nil
 			})
-			if id != idgen.ID(tt.max) {
+			if id != int64(tt.max) {
 				t.Fatalf("first ID under the raised maximum %d, want %d", id, tt.max)
 			}
 		})
 	}
 }
 
-func TestSegmentAllocatorStep(t *testing.T) {
+func TestAllocatorStep(t *testing.T) {
 	const m = time.Minute
 	for _, tt := range []struct {
 		name       string
 		stored     int64
-		cfg        idgen.SegmentConfig
+		cfg        segment.Config
 		lasted     []time.Duration // how long each segment from the second on lasts
 		wantSteps  []int64         // asked of the source, the first load's included
 		wantLoaded []int64         // lengths of the segments loaded, if not wantSteps
 	}{
-		{name: "doubles up to MaxStep", stored: 10, cfg: idgen.SegmentConfig{MaxStep: 80},
+		{name: "doubles up to MaxStep", stored: 10, cfg: segment.Config{MaxStep: 80},
 			lasted: []time.Duration{m, m, m, m, m}, wantSteps: []int64{0, 10, 20, 40, 80, 80, 80}},
-		{name: "halves down to the stored step", stored: 10, cfg: idgen.SegmentConfig{MaxStep: 80},
+		{name: "halves down to the stored step", stored: 10, cfg: segment.Config{MaxStep: 80},
 			lasted: []time.Duration{m, m, 40 * m, 40 * m, 40 * m}, wantSteps: []int64{0, 10, 20, 40, 20, 10, 10}},
 		{name: "stays between the bounds", stored: 10,
 			lasted: []time.Duration{m, 15 * m, 20 * m, 29 * m}, wantSteps: []int64{0, 10, 20, 20, 20, 20}},
 		{name: "halves at SlowSegment", stored: 10,
 			lasted: []time.Duration{m, m, 30 * m}, wantSteps: []int64{0, 10, 20, 40, 20}},
-		{name: "stored step above MaxStep", stored: 50, cfg: idgen.SegmentConfig{MaxStep: 20},
+		{name: "stored step above MaxStep", stored: 50, cfg: segment.Config{MaxStep: 20},
 			lasted: []time.Duration{m, m, 40 * m}, wantSteps: []int64{0, 50, 50, 50, 50}},
-		{name: "configured durations", stored: 10, cfg: idgen.SegmentConfig{FastSegment: time.Second, SlowSegment: 2 * time.Second},
+		{name: "configured durations", stored: 10, cfg: segment.Config{FastSegment: time.Second, SlowSegment: 2 * time.Second},
 			lasted: []time.Duration{time.Second / 2, 3 * time.Second / 2, 2 * time.Second}, wantSteps: []int64{0, 10, 20, 20, 10}},
 		{name: "default MaxStep", stored: 300_000,
 			lasted: []time.Duration{m, m}, wantSteps: []int64{0, 300_000, 600_000, 1_000_000}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			src := newSegSource(t, idgen.SegmentTag{Tag: "t", Step: tt.stored})
-			clock := newFakeClock(t0, 0)
+			src := newSegSource(t, segment.Tag{Tag: "t", Step: tt.stored})
+			clock := testkit.NewClock(t0, 0)
 			tt.cfg.Clock = clock
 			a := newAlloc(t, src, "t", tt.cfg)
-			buf := make([]idgen.ID, 1_000_000)
-			next := idgen.ID(0)
+			buf := make([]int64, 1_000_000)
+			next := int64(0)
 			// Each round uses up segment k, whose use started the load
 			// of segment k+1, waits for that load, and lets the clock run
 			// for as long as segment k+1 lasts before it is used.
 			for k := 1; k <= len(tt.lasted)+1; k++ {
 				_, segs := src.loads()
-				end := idgen.ID(segs[k-1].End)
+				end := int64(segs[k-1].End)
 				n, err := a.Fill(context.Background(), buf[:end-next])
 				if err != nil || buf[0] != next || buf[n-1] != end-1 {
 					t.Fatalf("segment %d: Fill = %d IDs from %d, %v; want %d to %d", k, n, buf[0], err, next, end-1)
 				}
 				next = end
-				waitFor(t, "the next segment", func() bool { return src.calls() == k+1 })
+				testkit.WaitFor(t, "the next segment", func() bool { return src.calls() == k+1 })
 				if k <= len(tt.lasted) {
 					clock.Add(tt.lasted[k-1])
 				}
@@ -449,27 +437,27 @@ func TestSegmentAllocatorStep(t *testing.T) {
 	}
 }
 
-func TestSegmentAllocatorClose(t *testing.T) {
+func TestAllocatorClose(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		run  func(t *testing.T, src *faultySource, a *idgen.SegmentAllocator)
+		run  func(t *testing.T, src *faultySource, a *segment.Allocator)
 	}{
-		{name: "then Next and Fill fail", run: func(t *testing.T, _ *faultySource, a *idgen.SegmentAllocator) {
+		{name: "then Next and Fill fail", run: func(t *testing.T, _ *faultySource, a *segment.Allocator) {
 			nextSeg(t, a)
 			if err := a.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := a.Next(context.Background()); !errors.Is(err, idgen.ErrClosed) {
+			if _, err := a.Next(context.Background()); !errors.Is(err, segment.ErrClosed) {
 				t.Fatalf("Next after Close = %v, want ErrClosed", err)
 			}
-			if n, err := a.Fill(context.Background(), make([]idgen.ID, 3)); n != 0 || !errors.Is(err, idgen.ErrClosed) {
+			if n, err := a.Fill(context.Background(), make([]int64, 3)); n != 0 || !errors.Is(err, segment.ErrClosed) {
 				t.Fatalf("Fill after Close = %d, %v, want ErrClosed", n, err)
 			}
-			if st := a.Stats(); st.Current != (idgen.Segment{}) || st.Left != 0 {
+			if st := a.Stats(); st.Current != (segment.Segment{}) || st.Left != 0 {
 				t.Fatalf("stats after Close: %+v", st)
 			}
 		}},
-		{name: "while Next waits for a load", run: func(t *testing.T, src *faultySource, a *idgen.SegmentAllocator) {
+		{name: "while Next waits for a load", run: func(t *testing.T, src *faultySource, a *segment.Allocator) {
 			src.block.Store(true)
 			for range 10 {
 				nextSeg(t, a)
@@ -479,15 +467,15 @@ func TestSegmentAllocatorClose(t *testing.T) {
 				_, err := a.Next(context.Background())
 				errc <- err
 			}()
-			waitFor(t, "Next to wait for the load", func() bool { return a.Stats().Waits == 1 })
+			testkit.WaitFor(t, "Next to wait for the load", func() bool { return a.Stats().Waits == 1 })
 			if err := a.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if err := <-errc; !errors.Is(err, idgen.ErrClosed) {
+			if err := <-errc; !errors.Is(err, segment.ErrClosed) {
 				t.Fatalf("Next waiting at Close = %v, want ErrClosed", err)
 			}
 		}},
-		{name: "after Next gave up waiting", run: func(t *testing.T, src *faultySource, a *idgen.SegmentAllocator) {
+		{name: "after Next gave up waiting", run: func(t *testing.T, src *faultySource, a *segment.Allocator) {
 			src.block.Store(true)
 			for range 10 {
 				nextSeg(t, a)
@@ -507,9 +495,9 @@ func TestSegmentAllocatorClose(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-			src := newSegSource(t, idgen.SegmentTag{Tag: "t", Step: 10})
+			src := newSegSource(t, segment.Tag{Tag: "t", Step: 10})
 			var logs bytes.Buffer // written by the loader only, which Close waits for
-			a, err := idgen.NewSegmentAllocator(context.Background(), src, "t", idgen.SegmentConfig{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			a, err := segment.New(context.Background(), src, "t", segment.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -528,80 +516,80 @@ func TestSegmentAllocatorClose(t *testing.T) {
 // scriptedSource returns its segments in turn, whatever is asked.
 type scriptedSource struct {
 	mu   sync.Mutex
-	segs []idgen.Segment
+	segs []segment.Segment
 }
 
-func (s *scriptedSource) NextSegment(ctx context.Context, tag string, step int64) (idgen.Segment, error) {
+func (s *scriptedSource) NextSegment(ctx context.Context, tag string, step int64) (segment.Segment, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.segs) == 0 {
-		return idgen.Segment{}, errDown
+		return segment.Segment{}, errDown
 	}
 	seg := s.segs[0]
 	s.segs = s.segs[1:]
 	return seg, nil
 }
 
-func TestSegmentAllocatorBadSegment(t *testing.T) {
+func TestAllocatorBadSegment(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		next idgen.Segment // after [0, 10) of step 10
+		next segment.Segment // after [0, 10) of step 10
 	}{
-		{name: "counter went back", next: idgen.Segment{Start: 5, End: 15, Step: 10}},
-		{name: "longer than asked", next: idgen.Segment{Start: 10, End: 30, Step: 10}},
-		{name: "empty", next: idgen.Segment{Start: 10, End: 10, Step: 10}},
+		{name: "counter went back", next: segment.Segment{Start: 5, End: 15, Step: 10}},
+		{name: "longer than asked", next: segment.Segment{Start: 10, End: 30, Step: 10}},
+		{name: "empty", next: segment.Segment{Start: 10, End: 10, Step: 10}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			src := &scriptedSource{segs: []idgen.Segment{{Start: 0, End: 10, Step: 10}, tt.next}}
-			a := newAlloc(t, src, "t", idgen.SegmentConfig{})
+			src := &scriptedSource{segs: []segment.Segment{{Start: 0, End: 10, Step: 10}, tt.next}}
+			a := newAlloc(t, src, "t", segment.Config{})
 			for i := range 10 {
-				if id := nextSeg(t, a); id != idgen.ID(i) {
+				if id := nextSeg(t, a); id != int64(i) {
 					t.Fatalf("ID %d, want %d", id, i)
 				}
 			}
-			if id, err := a.Next(context.Background()); !errors.Is(err, idgen.ErrBadSegment) {
+			if id, err := a.Next(context.Background()); !errors.Is(err, segment.ErrBadSegment) {
 				t.Fatalf("Next after a bad segment = %d, %v, want ErrBadSegment", id, err)
 			}
 		})
 	}
 }
 
-func TestNewSegmentAllocatorErrors(t *testing.T) {
+func TestNewErrors(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		src  func(t *testing.T) idgen.SegmentSource
+		src  func(t *testing.T) segment.Source
 		tag  string
-		cfg  idgen.SegmentConfig
+		cfg  segment.Config
 		want error
 	}{
-		{name: "no source", tag: "t", want: idgen.ErrInvalidConfig},
-		{name: "no tag", want: idgen.ErrInvalidConfig},
-		{name: "negative PreloadAt", tag: "t", cfg: idgen.SegmentConfig{PreloadAt: -0.1}, want: idgen.ErrInvalidConfig},
-		{name: "PreloadAt over 1", tag: "t", cfg: idgen.SegmentConfig{PreloadAt: 1.5}, want: idgen.ErrInvalidConfig},
-		{name: "PreloadAt NaN", tag: "t", cfg: idgen.SegmentConfig{PreloadAt: math.NaN()}, want: idgen.ErrInvalidConfig},
-		{name: "negative MaxStep", tag: "t", cfg: idgen.SegmentConfig{MaxStep: -1}, want: idgen.ErrInvalidConfig},
-		{name: "negative FastSegment", tag: "t", cfg: idgen.SegmentConfig{FastSegment: -time.Second}, want: idgen.ErrInvalidConfig},
-		{name: "SlowSegment below FastSegment", tag: "t", cfg: idgen.SegmentConfig{FastSegment: time.Hour, SlowSegment: time.Minute}, want: idgen.ErrInvalidConfig},
-		{name: "negative LoadTimeout", tag: "t", cfg: idgen.SegmentConfig{LoadTimeout: -1}, want: idgen.ErrInvalidConfig},
-		{name: "unknown tag", tag: "nope", want: idgen.ErrUnknownTag},
-		{name: "tag at its maximum", tag: "full", want: idgen.ErrMaxReached},
-		{name: "source down", tag: "t", src: func(t *testing.T) idgen.SegmentSource {
-			src := newSegSource(t, idgen.SegmentTag{Tag: "t", Step: 10})
+		{name: "no source", tag: "t", want: segment.ErrInvalidConfig},
+		{name: "no tag", want: segment.ErrInvalidConfig},
+		{name: "negative PreloadAt", tag: "t", cfg: segment.Config{PreloadAt: -0.1}, want: segment.ErrInvalidConfig},
+		{name: "PreloadAt over 1", tag: "t", cfg: segment.Config{PreloadAt: 1.5}, want: segment.ErrInvalidConfig},
+		{name: "PreloadAt NaN", tag: "t", cfg: segment.Config{PreloadAt: math.NaN()}, want: segment.ErrInvalidConfig},
+		{name: "negative MaxStep", tag: "t", cfg: segment.Config{MaxStep: -1}, want: segment.ErrInvalidConfig},
+		{name: "negative FastSegment", tag: "t", cfg: segment.Config{FastSegment: -time.Second}, want: segment.ErrInvalidConfig},
+		{name: "SlowSegment below FastSegment", tag: "t", cfg: segment.Config{FastSegment: time.Hour, SlowSegment: time.Minute}, want: segment.ErrInvalidConfig},
+		{name: "negative LoadTimeout", tag: "t", cfg: segment.Config{LoadTimeout: -1}, want: segment.ErrInvalidConfig},
+		{name: "unknown tag", tag: "nope", want: segment.ErrUnknownTag},
+		{name: "tag at its maximum", tag: "full", want: segment.ErrMaxReached},
+		{name: "source down", tag: "t", src: func(t *testing.T) segment.Source {
+			src := newSegSource(t, segment.Tag{Tag: "t", Step: 10})
 			src.down.Store(true)
 			return src
 		}, want: errDown},
-		{name: "bad first segment", tag: "t", src: func(*testing.T) idgen.SegmentSource {
-			return &scriptedSource{segs: []idgen.Segment{{Start: -5, End: 5, Step: 10}}}
-		}, want: idgen.ErrBadSegment},
+		{name: "bad first segment", tag: "t", src: func(*testing.T) segment.Source {
+			return &scriptedSource{segs: []segment.Segment{{Start: -5, End: 5, Step: 10}}}
+		}, want: segment.ErrBadSegment},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var src idgen.SegmentSource
+			var src segment.Source
 			switch {
 			case tt.src != nil:
 				src = tt.src(t)
 			case tt.name != "no source":
 				mem := memidgen.NewSegments()
-				for _, tag := range []idgen.SegmentTag{{Tag: "t", Step: 10}, {Tag: "full", MaxID: 50, Step: 10, Max: 50}} {
+				for _, tag := range []segment.Tag{{Tag: "t", Step: 10}, {Tag: "full", MaxID: 50, Step: 10, Max: 50}} {
 					if err := mem.CreateTag(context.Background(), tag); err != nil {
 						t.Fatal(err)
 					}
@@ -609,12 +597,12 @@ func TestNewSegmentAllocatorErrors(t *testing.T) {
 				src = mem
 			}
 			tt.cfg.Logger = quiet
-			a, err := idgen.NewSegmentAllocator(context.Background(), src, tt.tag, tt.cfg)
+			a, err := segment.New(context.Background(), src, tt.tag, tt.cfg)
 			if !errors.Is(err, tt.want) {
 				if a != nil {
 					a.Close()
 				}
-				t.Fatalf("NewSegmentAllocator = %v, want %v", err, tt.want)
+				t.Fatalf("New = %v, want %v", err, tt.want)
 			}
 		})
 	}
@@ -622,13 +610,13 @@ func TestNewSegmentAllocatorErrors(t *testing.T) {
 
 // Leaf's segment mode over the in-memory source: the tag "orders" starts
 // at 1 with a step of 1000. An ID service hands out batches with Fill.
-func ExampleSegmentAllocator() {
+func ExampleAllocator() {
 	ctx := context.Background()
 	src := memidgen.NewSegments()
-	if err := src.CreateTag(ctx, idgen.SegmentTag{Tag: "orders", MaxID: 1, Step: 1000}); err != nil {
+	if err := src.CreateTag(ctx, segment.Tag{Tag: "orders", MaxID: 1, Step: 1000}); err != nil {
 		panic(err)
 	}
-	alloc, err := idgen.NewSegmentAllocator(ctx, src, "orders", idgen.SegmentConfig{})
+	alloc, err := segment.New(ctx, src, "orders", segment.Config{})
 	if err != nil {
 		panic(err)
 	}
@@ -638,15 +626,15 @@ func ExampleSegmentAllocator() {
 	if err != nil {
 		panic(err)
 	}
-	batch := make([]idgen.ID, 3)
+	batch := make([]int64, 3)
 	if _, err := alloc.Fill(ctx, batch); err != nil {
 		panic(err)
 	}
 	st := alloc.Stats()
 	fmt.Println(id, batch, st.Current.Start, st.Current.End, st.Step)
 
-	_, err = idgen.NewSegmentAllocator(ctx, src, "payments", idgen.SegmentConfig{})
-	fmt.Println(errors.Is(err, idgen.ErrUnknownTag))
+	_, err = segment.New(ctx, src, "payments", segment.Config{})
+	fmt.Println(errors.Is(err, segment.ErrUnknownTag))
 	// Output:
 	// 1 [2 3 4] 1 1001 1000
 	// true
@@ -657,8 +645,8 @@ func ExampleSegmentAllocator() {
 // loads succeed; a second hang after that times out as well.
 func TestSegmentLoadTimeout(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	src := newSegSource(t, idgen.SegmentTag{Tag: "t", Step: 10})
-	a := newAlloc(t, src, "t", idgen.SegmentConfig{LoadTimeout: 50 * time.Millisecond})
+	src := newSegSource(t, segment.Tag{Tag: "t", Step: 10})
+	a := newAlloc(t, src, "t", segment.Config{LoadTimeout: 50 * time.Millisecond})
 	defer a.Close()
 	for round := 1; round <= 2; round++ {
 		base := a.Stats().LoadFailures
@@ -667,15 +655,15 @@ func TestSegmentLoadTimeout(t *testing.T) {
 		for range 3 {
 			nextSeg(t, a)
 		}
-		waitFor(t, "the hung load to time out", func() bool { return a.Stats().LoadFailures > base })
+		testkit.WaitFor(t, "the hung load to time out", func() bool { return a.Stats().LoadFailures > base })
 		st := a.Stats()
 		if !errors.Is(st.LastError, context.DeadlineExceeded) || !strings.Contains(st.LastError.Error(), "LoadTimeout") {
 			t.Fatalf("round %d: LastError = %v, want a timeout naming SegmentConfig.LoadTimeout", round, st.LastError)
 		}
 		src.block.Store(false)
-		waitFor(t, "a load to succeed again", func() bool { return !a.Stats().Failing && a.Stats().Next != (idgen.Segment{}) })
+		testkit.WaitFor(t, "a load to succeed again", func() bool { return !a.Stats().Failing && a.Stats().Next != (segment.Segment{}) })
 		// Use up what is loaded, so that the next round starts a load.
-		for a.Stats().Next != (idgen.Segment{}) {
+		for a.Stats().Next != (segment.Segment{}) {
 			nextSeg(t, a)
 		}
 	}

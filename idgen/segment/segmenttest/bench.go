@@ -5,19 +5,19 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/segment"
 )
 
 // BenchAllocator measures Next of an allocator over src, at
-// [idgen.SegmentConfig]'s defaults, from tag, which must exist. It reports
+// [segment.Config]'s defaults, from tag, which must exist. It reports
 // the segments the allocator reserved and, if sent is not nil, the round
 // trips per segment: sent returns a running count of what reached the
 // store, as the backend's test counts it.
-func BenchAllocator(b *testing.B, src idgen.SegmentSource, tag string, sent func() int64) {
+func BenchAllocator(b *testing.B, src segment.Source, tag string, sent func() int64) {
 	b.Helper()
 	ctx := b.Context()
-	c := &countingSource{SegmentSource: src}
-	a, err := idgen.NewSegmentAllocator(ctx, c, tag, idgen.SegmentConfig{})
+	c := &countingSource{Source: src}
+	a, err := segment.New(ctx, c, tag, segment.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -41,12 +41,12 @@ func BenchAllocator(b *testing.B, src idgen.SegmentSource, tag string, sent func
 
 // countingSource counts the segments its allocator reserves.
 type countingSource struct {
-	idgen.SegmentSource
+	segment.Source
 	segments atomic.Int64
 }
 
-func (c *countingSource) NextSegment(ctx context.Context, tag string, step int64) (idgen.Segment, error) {
-	seg, err := c.SegmentSource.NextSegment(ctx, tag, step)
+func (c *countingSource) NextSegment(ctx context.Context, tag string, step int64) (segment.Segment, error) {
+	seg, err := c.Source.NextSegment(ctx, tag, step)
 	if err == nil {
 		c.segments.Add(1)
 	}

@@ -1,0 +1,89 @@
+package cached_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/memidgen"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// t0 is a tick boundary of every layout the tests use, well inside their
+// lives.
+var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// benchLayout has 20 sequence bits, so that the cost of issuing an ID, not
+// the sequence, limits the rate.
+var benchLayout = idgen.Layout{
+	Name: "wide", TimeBits: 41, WorkerBits: 2, SequenceBits: 20,
+	Unit: time.Millisecond, Epoch: idgen.Twitter.Epoch,
+}
+
+func newGen(t *testing.T, node int64, cfg idgen.Config) *idgen.Generator {
+	t.Helper()
+	g, err := idgen.New(node, cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+func next(t *testing.T, g *idgen.Generator) idgen.ID {
+	t.Helper()
+	id, err := g.Next(context.Background())
+	if err != nil {
+		t.Fatalf("Next: %v", err)
+	}
+	return id
+}
+
+// markLeaser is a memidgen pool that remembers the last high-water mark
+// written per node: what the next holder of the node starts after.
+type markLeaser struct {
+	*memidgen.Leaser
+	mu    sync.Mutex
+	marks map[int64]time.Time
+}
+
+func newMarkLeaser(t *testing.T, size int64, lease time.Duration) *markLeaser {
+	t.Helper()
+	l, err := memidgen.New(memidgen.Config{Size: size, Lease: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &markLeaser{Leaser: l, marks: map[int64]time.Time{}}
+}
+
+func (m *markLeaser) Renew(ctx context.Context, l idgen.Lease, mark time.Time) (idgen.Lease, error) {
+	renewed, err := m.Leaser.Renew(ctx, l, mark)
+	if err == nil {
+		m.mu.Lock()
+		m.marks[l.Node] = renewed.HighWater
+		m.mu.Unlock()
+	}
+	return renewed, err
+}
+
+func (m *markLeaser) Release(ctx context.Context, l idgen.Lease, mark time.Time) error {
+	err := m.Leaser.Release(ctx, l, mark)
+	if err == nil && !mark.IsZero() {
+		m.mu.Lock()
+		m.marks[l.Node] = mark
+		m.mu.Unlock()
+	}
+	return err
+}
+
+// mark returns the node's mark as last written.
+func (m *markLeaser) mark(node int64) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.marks[node]
+}
