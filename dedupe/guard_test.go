@@ -911,10 +911,16 @@ func TestGuardConcurrent(t *testing.T) {
 // TestGuardExtends runs handlers for several leases in all while another
 // consumer keeps trying to take their keys: the keys whose handlers ran,
 // those whose handlers wait for their turn and the running one keep their
-// leases.
+// leases. The store's clock is a step clock that the handlers move on half
+// a lease at a time, so that a machine too loaded to run the keeper's timer
+// for a real lease cannot end a lease; the Guard's own lease is a minute,
+// which no test waits out.
 func TestGuardExtends(t *testing.T) {
-	// Six extensions per lease leave room for a slow, loaded machine.
-	const lease = 300 * time.Millisecond
+	const (
+		lease = time.Minute
+		// Three leases in all, half a lease a step.
+		steps = 6
+	)
 	for _, n := range sizes {
 		for _, cancel := range []bool{false, true} {
 			name := fmt.Sprint("Size", n)
@@ -926,9 +932,8 @@ func TestGuardExtends(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				mem := memdedupe.New(memdedupe.Config{})
-				fs := dedupetest.NewFaultStore(mem)
-				g := newGuard(t, fs, dedupe.GuardConfig{Lease: lease, ExtendEvery: lease / 6})
+				e := newGuardEnv()
+				g := newGuard(t, e.fs, dedupe.GuardConfig{Lease: lease, ExtendEvery: 5 * time.Millisecond})
 				ctx, stop := context.WithCancel(t.Context())
 				defer stop()
 				items := itemsOf("", keysOf(n)...)
@@ -936,10 +941,19 @@ func TestGuardExtends(t *testing.T) {
 					if cancel && i == n-1 {
 						stop()
 					}
-					// Three leases in all.
-					for end := time.Now().Add(3 * lease / time.Duration(n)); time.Now().Before(end); time.Sleep(lease / 4) {
+					for range (i+1)*steps/n - i*steps/n {
+						e.clock.Advance(lease / 2)
+						// Extensions are counted as they start, one key
+						// after another: 2n more include a whole round
+						// begun after the step.
+						from := e.fs.Calls(dedupetest.OpExtend)
+						for deadline := time.Now().Add(10 * time.Second); e.fs.Calls(dedupetest.OpExtend) < from+2*n; time.Sleep(time.Millisecond) {
+							if time.Now().After(deadline) {
+								t.Fatalf("while item %d runs, %d extensions in 10s, want %d", i, e.fs.Calls(dedupetest.OpExtend)-from, 2*n)
+							}
+						}
 						for j, it := range items {
-							if got := statusOf(t, mem, it.Ref); got != dedupe.InFlight {
+							if got := statusOf(t, e.mem, it.Ref); got != dedupe.InFlight {
 								t.Errorf("while item %d runs, Claim(item %d) = %v, want in flight", i, j, got)
 							}
 						}
@@ -948,13 +962,12 @@ func TestGuardExtends(t *testing.T) {
 				})
 				for i, r := range res {
 					checkResult(t, fmt.Sprint("item ", i), r, dedupe.Completed)
-					if got := statusOf(t, mem, items[i].Ref); got != dedupe.Done {
+					if got := statusOf(t, e.mem, items[i].Ref); got != dedupe.Done {
 						t.Errorf("item %d: after Do, Claim = %v, want done", i, got)
 					}
 				}
-				// Three leases long: at least once a lease for each key,
-				// though six were due.
-				if got := fs.Calls(dedupetest.OpExtend); got < 3*n {
+				// Three leases long: at least once a lease for each key.
+				if got := e.fs.Calls(dedupetest.OpExtend); got < 3*n {
 					t.Errorf("Extend called %d times, want at least %d", got, 3*n)
 				}
 			})
