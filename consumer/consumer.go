@@ -45,6 +45,11 @@ type Consumer struct {
 // store. With store a [dedupe.Batcher] (the Redis and SQL stores are), the
 // claims and completions of handlers running at the same time share store
 // round trips.
+//
+// Keys are scoped to the group: two groups that consume one topic each
+// process every message once. In broadcasting mode, where every instance
+// must process every message, give each instance its own group name or
+// namespace ([WithNamespace]).
 func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	if store == nil {
 		return nil, errors.New("consumer: nil store")

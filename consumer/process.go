@@ -9,8 +9,26 @@ import (
 	"github.com/idemq/idemq/dedupe"
 )
 
-// Action is what the client is to do with a message, as the Consumer's
-// decision table decided (see the package documentation).
+// Action is what the client is to do with a message. The Consumer's one
+// decision table gives every outcome of the guard ([dedupe.Outcome]) its
+// action, its [Stats] counter and, where someone must hear of it, a log
+// record:
+//
+//	outcome      action  logged
+//	completed    Ack
+//	suppressed   Ack
+//	failed       Retry   (the handler's error is returned to the client)
+//	busy         Retry   only once waiting in process is spent, no sooner than the holder's lease ends
+//	reused       Retry   error (the key is recorded with another body)
+//	store-down   Retry   warn (fail-closed; with FailOpen the handler runs: unguarded)
+//	invalid-key  Retry   error (no key, or one that cannot be stored)
+//	lease-lost   Ack     error (the effect may have been applied twice)
+//	unrecorded   Ack     error (the effect ran; its record failed)
+//	unguarded    Ack     warn
+//	canceled     Hold    (a drain: left for the queue's next owner)
+//
+// A lease-lost or unrecorded message is acknowledged because a retry
+// cannot undo an effect that ran; alert on their counts.
 type Action uint8
 
 const (

@@ -40,7 +40,7 @@ func (id *ID) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// MarshalJSON implements [json.Marshaler]: a decimal string such as
+// MarshalJSON implements [encoding/json.Marshaler]: a decimal string such as
 // "1541815603606036480".
 func (id ID) MarshalJSON() ([]byte, error) {
 	b := make([]byte, 0, 21)
@@ -49,7 +49,7 @@ func (id ID) MarshalJSON() ([]byte, error) {
 	return append(b, '"'), nil
 }
 
-// UnmarshalJSON implements [json.Unmarshaler]. It accepts a decimal string
+// UnmarshalJSON implements [encoding/json.Unmarshaler]. It accepts a decimal string
 // and, for data written by other tools, a bare integer; null leaves the ID
 // unchanged.
 func (id *ID) UnmarshalJSON(data []byte) error {

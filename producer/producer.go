@@ -15,6 +15,12 @@
 // consumer applies the message's effect once. A key the caller set before
 // sending (a business key such as an order number) is kept. This package
 // links no RocketMQ client.
+//
+// [NewStamper] and the adapters' constructors take what they need (the
+// client's producer, a [msgkey.Source]) as parameters and have no other
+// settings. There is no default key source: [msgkey.FromIDs] over an ID
+// generator (package idgen, on a node id of the process's own) is the usual
+// one.
 package producer
 
 import (

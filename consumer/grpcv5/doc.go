@@ -15,7 +15,8 @@
 //	l.Drain(ctx, pc)
 //
 // handle is a consumer.Handler; the [consumer.Message] it reads holds the
-// *golang.MessageView in Raw.
+// *golang.MessageView in Raw. [Simple] takes a [SimpleConfig] whose zero
+// value works, each field stating its default; [Push] has no settings.
 //
 // # Delivery attempts
 //

@@ -11,7 +11,8 @@
 //
 // handle is a consumer.Handler; the [consumer.Message] it reads holds the
 // *primitive.MessageExt in Raw. [Orderly] adapts it for an orderly push
-// consumer instead.
+// consumer instead; its one knob, [WithSuspend], is a functional option as
+// consumer.New's are.
 //
 // Every failure is answered ConsumeRetryLater (or, in orderly mode, a
 // queue suspension) explicitly: in rocketmq-client-go ConsumeSuccess is the

@@ -13,41 +13,8 @@
 // [dedupe.Store]; each field states what it changes.
 //
 // Every test claims keys under a namespace and group of its own, so the
-// stores newStore returns may share one server and its old records.
-//
-// # What it checks
-//
-//   - the state machine: claim twice, release and reclaim at once, complete
-//     (and retry a complete), extend, stale and forged tokens refused;
-//   - expiry by the store's clock: leases and retention of [Features.Lease]
-//     run out while the suite sleeps;
-//   - races: 32 goroutines claim one key (fresh, and just expired) and
-//     exactly one wins; overlapping batches in different orders neither
-//     fail nor deadlock;
-//   - churn: 32 goroutines claim four keys alone and in batches, then
-//     complete, release, extend or abandon them, some after their lease ran
-//     out: no call fails, no key has two owners at once, no owner succeeds
-//     after its lease ended or loses one that has not;
-//   - payload fingerprints and conflicts, compared only between
-//     fingerprints of one length; batches with mixed answers and a
-//     key twice; cancelled contexts and non-positive durations;
-//   - failures mid-call through [FaultStore]: nothing is recorded wrongly and
-//     every write can be retried;
-//   - batch claims that fail part-way, through a context that expires
-//     mid-batch or a failed claim in [dedupe.ClaimBatch]'s one-by-one
-//     fallback: every key is free again at once;
-//   - keys as data: quotes, SQL, Lua, glob and LIKE patterns, Redis hash
-//     tags, the longest valid parts in multi-byte UTF-8, and no case
-//     folding, padding or Unicode normalisation; bad keys (too long, invalid
-//     UTF-8, control characters) refused with [dedupe.ErrInvalidKey];
-//   - a [dedupe.Inspector], if the store has one: records as claimed,
-//     completed, released and expired; listings paged to the end, by
-//     prefixes that are LIKE and glob patterns, in scopes that hold them
-//     too; stats; Forget of a held key, whose holder then loses its lease,
-//     and of a done one, which runs again; bad refs and cancelled contexts.
-//
-// The suite takes a few seconds: a dozen waits of one and a half leases,
-// and ten leases of churn.
+// stores newStore returns may share one server and its old records. [Run]
+// lists what the suite checks.
 package dedupetest
 
 import (
@@ -95,6 +62,40 @@ const long = time.Hour
 // Run runs the conformance suite as subtests of t. newStore returns the
 // store under test; it is called once per subtest, and whatever it opens it
 // closes through t.Cleanup.
+//
+// It checks:
+//
+//   - the state machine: claim twice, release and reclaim at once, complete
+//     (and retry a complete), extend, stale and forged tokens refused;
+//   - expiry by the store's clock: leases and retention of [Features.Lease]
+//     run out while the suite sleeps;
+//   - races: 32 goroutines claim one key (fresh, and just expired) and
+//     exactly one wins; overlapping batches in different orders neither
+//     fail nor deadlock;
+//   - churn: 32 goroutines claim four keys alone and in batches, then
+//     complete, release, extend or abandon them, some after their lease ran
+//     out: no call fails, no key has two owners at once, no owner succeeds
+//     after its lease ended or loses one that has not;
+//   - payload fingerprints and conflicts, compared only between
+//     fingerprints of one length; batches with mixed answers and a
+//     key twice; cancelled contexts and non-positive durations;
+//   - failures mid-call through [FaultStore]: nothing is recorded wrongly and
+//     every write can be retried;
+//   - batch claims that fail part-way, through a context that expires
+//     mid-batch or a failed claim in [dedupe.ClaimBatch]'s one-by-one
+//     fallback: every key is free again at once;
+//   - keys as data: quotes, SQL, Lua, glob and LIKE patterns, Redis hash
+//     tags, the longest valid parts in multi-byte UTF-8, and no case
+//     folding, padding or Unicode normalisation; bad keys (too long, invalid
+//     UTF-8, control characters) refused with [dedupe.ErrInvalidKey];
+//   - a [dedupe.Inspector], if the store has one: records as claimed,
+//     completed, released and expired; listings paged to the end, by
+//     prefixes that are LIKE and glob patterns, in scopes that hold them
+//     too; stats; Forget of a held key, whose holder then loses its lease,
+//     and of a done one, which runs again; bad refs and cancelled contexts.
+//
+// The suite takes a few seconds: a dozen waits of one and a half leases,
+// and ten leases of churn.
 func Run(t *testing.T, newStore func(t *testing.T) dedupe.Store, f Features) {
 	if f.Lease <= 0 {
 		f.Lease = 150 * time.Millisecond

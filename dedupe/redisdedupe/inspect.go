@@ -72,8 +72,13 @@ func (s *Store) Get(ctx context.Context, ref dedupe.Ref) (dedupe.Record, bool, e
 }
 
 // List implements [dedupe.Inspector] with SCAN on the node that holds the
-// group, MATCH its keys' prefix, and one script per step that reads the
-// records found. The cursor is SCAN's.
+// group (on a cluster, the master of its hash slot), MATCH its keys'
+// prefix, and one script per step that reads the records found. The cursor
+// is SCAN's, and a page comes in SCAN order (see [dedupe.Inspector] for
+// what that allows). SCAN does not block Redis, but it walks every key on
+// the node, every group's included: a page costs at most 64 steps of 1000
+// keys, O(keys on the node) for a whole listing, not O(the group's
+// records). On a node of millions of keys, list off-peak.
 //
 // Each step's COUNT is sized by the share of the keys scanned so far that
 // were the group's, to find about as many as the page has room for. A
@@ -171,8 +176,9 @@ func fresh(keys []string, seen map[string]bool) []string {
 	return keys[:n]
 }
 
-// Stats implements [dedupe.Inspector]: a whole SCAN of the group's keys,
-// as List takes, with a script per step that counts their states.
+// Stats implements [dedupe.Inspector]: a whole SCAN of the node that holds
+// the group, as List takes, with a script per step that counts the group's
+// records by state. It walks every key on the node, in steps of 1000.
 func (s *Store) Stats(ctx context.Context, namespace, group string) (dedupe.Stats, error) {
 	st, err := s.stats(ctx, namespace, group)
 	if err != nil {

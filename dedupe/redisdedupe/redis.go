@@ -37,6 +37,32 @@ func (c Config) Validate() error {
 }
 
 // Store is a dedupe store on Redis. It is safe for concurrent use.
+//
+// A record is one string key, [Store.Key]:
+//
+//	<Prefix>{<namespace>:<group>}:<key>
+//
+// where namespace and group have '%', '{', '}' and ':' percent-encoded so
+// that no two Refs share a key, and the message key follows verbatim. Its
+// value is the state ('p' processing or 'd' done), the 26-byte owner token
+// and the payload fingerprint. Tokens are compared inside the scripts: a
+// consumer whose lease ran out can neither complete, release nor extend a
+// claim that someone else holds.
+//
+// The scripts are sent by EVALSHA, and once more by EVAL when Redis has lost
+// them (a restart or SCRIPT FLUSH). A batch that spans groups is split into
+// one script per group, all sent in one pipeline: one round trip on a single
+// server, one per node (in parallel) on a cluster.
+//
+// go-redis sends a command again when its connection drops before the
+// answer arrives (Options.MaxRetries, 3 by default), so a script may run
+// twice. Every call is safe to run twice: a claim's token is drawn once per
+// call, and a claim that finds its own record answers Acquired with that
+// token rather than in flight to its own caller, which would block the key
+// for a whole lease; a Complete run again succeeds. Only a Release run again
+// answers [dedupe.ErrLeaseLost], its record being gone already. A claim
+// that fails after all gives back what it may have taken, so its keys are
+// free at once.
 type Store struct {
 	client redis.UniversalClient
 	prefix string

@@ -116,7 +116,8 @@ func scanInspected(rows *sql.Rows, namespace, group string) ([]dedupe.Record, er
 	return recs, rows.Err()
 }
 
-// Stats implements [dedupe.Inspector] with one grouped COUNT.
+// Stats implements [dedupe.Inspector] with one COUNT grouped by state over
+// the group's range of the primary key: O(the group's records).
 func (s *Store) Stats(ctx context.Context, namespace, group string) (dedupe.Stats, error) {
 	what := fmt.Sprintf("stats %q", namespace+"/"+group)
 	if err := start(ctx, dedupe.ListRequest{Namespace: namespace, Group: group}.Validate()); err != nil {

@@ -92,6 +92,24 @@ const (
 // Store is a [dedupe.Store] and [dedupe.Batcher] over one SQL table. It is
 // safe for concurrent use by multiple goroutines and processes sharing the
 // table.
+//
+// Every time a statement stores or compares is the database's own now
+// (UTC_TIMESTAMP(6) on MySQL, statement_timestamp() on PostgreSQL,
+// julianday('now') on SQLite), read once per statement; a
+// [dedupe.ClaimResult]'s Until and Remaining come from that clock too. Times
+// are microseconds (SQLite's clock ticks in milliseconds), and MySQL's are
+// free of the session's time zone.
+//
+// Each call's statements are prepared once and reused; those inside a
+// caller's transaction and those past the cache of prepared statements are
+// sent as they are. A claim draws its tokens once, so a statement that runs
+// twice (database/sql sends it again when the driver reports the connection
+// bad) finds the records it wrote and answers Acquired with their tokens,
+// never in flight to its own caller. A statement or transaction the database
+// rolls back to break a deadlock (MySQL's error 1213, SQLSTATE class 40 on
+// PostgreSQL) runs again, so that no call fails because other clients make
+// progress; MySQL deadlocks under heavy churn, when several clients claim a
+// key whose record a release has just deleted.
 type Store struct {
 	db    *sql.DB
 	d     sqlDialect
@@ -142,7 +160,8 @@ func New(db *sql.DB, dialect Dialect, cfg Config) (*Store, error) {
 }
 
 // Schema returns the statements [Store.Migrate] runs: the table and its
-// index, for migration tools that manage the schema themselves.
+// index, for migration tools that manage the schema themselves (the
+// Schema example prints them for the default table).
 func (s *Store) Schema() []string {
 	return slices.Clone(s.d.schema())
 }
@@ -224,17 +243,23 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []dedupe.ClaimRequest) ([]d
 	return res, errs, nil
 }
 
-// Complete implements [dedupe.Store].
+// Complete implements [dedupe.Store] with one UPDATE (on PostgreSQL an
+// INSERT ... ON CONFLICT DO UPDATE, which reaches the row through the
+// primary key whatever the planner's statistics say).
 func (s *Store) Complete(ctx context.Context, t dedupe.Ticket, retention time.Duration) error {
 	return one(s.complete(ctx, runner{s: s}, fmt.Sprintf("complete %q", t.Ref), []dedupe.Ticket{t}, retention))
 }
 
 // CompleteBatch implements [dedupe.Batcher] with one statement per batch.
+// On MySQL, a batch in which some but not all tickets lost their lease
+// takes a second statement to read their records and tell which.
 func (s *Store) CompleteBatch(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
 	return s.complete(ctx, runner{s: s}, fmt.Sprintf("complete batch of %d", len(ts)), ts, retention)
 }
 
-// Release implements [dedupe.Store].
+// Release implements [dedupe.Store] with one DELETE (on PostgreSQL an
+// upsert that leaves the record expired, for a claim or the cleanup to
+// take).
 func (s *Store) Release(ctx context.Context, t dedupe.Ticket) error {
 	return one(s.release(ctx, fmt.Sprintf("release %q", t.Ref), []dedupe.Ticket{t}))
 }
@@ -270,8 +295,10 @@ func (s *Store) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration
 }
 
 // Cleanup deletes at most [Config.CleanupBatch] records whose lease or
-// retention has ended, in one statement, and reports how many it deleted.
-// The background cleanup calls it; call it yourself when that is disabled.
+// retention has ended, in one statement (DELETE ... LIMIT on MySQL, a batch
+// of ctids that skips locked rows on PostgreSQL), and reports how many it
+// deleted. The background cleanup calls it; call it yourself when that is
+// disabled.
 func (s *Store) Cleanup(ctx context.Context) (int64, error) {
 	n, err := s.d.cleanup(ctx, runner{s: s}, s.cfg.CleanupBatch)
 	if err != nil {

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -97,28 +95,6 @@ func TestDialectString(t *testing.T) {
 	} {
 		if got := d.String(); got != want {
 			t.Errorf("Dialect(%d).String() = %q, want %q", int(d), got, want)
-		}
-	}
-}
-
-// TestSchemaDocumented checks that the package documentation shows the DDL
-// Migrate runs.
-func TestSchemaDocumented(t *testing.T) {
-	doc, err := os.ReadFile("doc.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	space := regexp.MustCompile(`\s+`)
-	flat := space.ReplaceAllString(strings.ReplaceAll(string(doc), "\n//", "\n"), " ")
-	for _, b := range backends {
-		s, err := sqldedupe.New(&sql.DB{}, b.dialect, sqldedupe.Config{CleanupInterval: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, stmt := range s.Schema() {
-			if !strings.Contains(flat, space.ReplaceAllString(stmt, " ")+";") {
-				t.Errorf("doc.go lacks the %v statement\n%s", b.dialect, stmt)
-			}
 		}
 	}
 }

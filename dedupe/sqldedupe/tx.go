@@ -23,7 +23,9 @@ var _ dedupe.TxCompleter = (*Store)(nil)
 // tx must have begun on the *sql.DB given to [New]. If tx rolls back, the
 // claim is still held: [Store.Release] it (outside tx) so that the
 // redelivery can run at once. The record's row stays locked until tx ends,
-// so keep the transaction short of the lease.
+// so keep the transaction short of the lease. A deadlock the database broke
+// by rolling tx back is returned, not retried: the rollback took the
+// caller's work too, and the caller retries its transaction.
 func (s *Store) CompleteTx(ctx context.Context, tx *sql.Tx, t dedupe.Ticket, retention time.Duration) error {
 	what := fmt.Sprintf("complete %q", t.Ref)
 	if tx == nil {

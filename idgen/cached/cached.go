@@ -434,7 +434,7 @@ func (c *Generator) Stats() Stats {
 
 // Close stops the padder and waits for it, then closes the generator, which
 // saves its high-water mark (or releases its lease) past every ID padded.
-// The IDs still buffered are lost. Next then fails with [ErrClosed]; calls
+// The IDs still buffered are lost. Next then fails with [idgen.ErrClosed]; calls
 // waiting on an empty buffer return with it. It is safe to call more than
 // once and returns the generator's Close error.
 func (c *Generator) Close() error {

@@ -10,6 +10,9 @@
 //	defer ids.Close()
 //	id, err := ids.Next(ctx)
 //
+// [New] takes the generator, which it owns from then on, as a parameter and
+// a [Config] whose zero value works; each field states its default.
+//
 // A buffer holds several ticks' worth of IDs, more than the clock allows in
 // one tick, so the generator runs under [idgen.Borrow]: the padder takes the
 // next ticks early, at most Borrow.MaxAhead ahead of the clock, and then

@@ -43,7 +43,10 @@ type Config struct {
 	// DefaultMaxBatch (1000); at most 1,048,576.
 	MaxBatch int
 	// NegativeTTL is how long a tag the source does not hold, or holds at
-	// its maximum, is answered without asking the source again. Default
+	// its maximum, is answered without asking the source again: a client
+	// asking again and again costs the source one call per NegativeTTL,
+	// and a tag created meanwhile is served after at most that long. A
+	// source that cannot be reached is not remembered. Default
 	// DefaultNegativeTTL (1s).
 	NegativeTTL time.Duration
 	// Logger reports tags served and loads that fail; requests are not
@@ -87,6 +90,47 @@ func (c Config) Validate() error {
 
 // A Server answers the endpoints of the package documentation. It is an
 // http.Handler, safe for concurrent use; Close closes the tags' allocators.
+// Every endpoint answers GET; /healthz, /metrics and decode answer HEAD too,
+// while the others refuse it (bad_method): its answer has no body, so the
+// IDs would be lost. Every answer carries Cache-Control: no-store.
+//
+// A request that fails issues no ID and answers {"error":"…","code":"…"}
+// with one of these codes:
+//
+//	400 bad_count           count missing, not a number, or outside 1..MaxBatch
+//	400 bad_id              the ID to decode is not a decimal ID
+//	400 bad_tag             a tag longer than segment.MaxTagLen bytes
+//	404 unknown_tag         the source holds no such tag
+//	404 not_served          snowflake or segment IDs are not configured here
+//	405 bad_method          HEAD of an endpoint that issues IDs
+//	409 max_reached         the tag reached its maximum: raise it (`idemq segment set-max`)
+//	503 source_unavailable  the segment source cannot be reached and no reserved ID is left
+//	503 lease_expired       the generator cannot prove its worker lease live
+//	503 clock_backwards     the clock stands behind the last ID and the policy refuses
+//	503 unavailable         any other reason the generator cannot issue (closed, layout exhausted)
+//	503 closing             the server is shutting down
+//
+// max_reached is 409 rather than 410: the state ends when an operator raises
+// the maximum, and a 410 is cacheable by default. A batch cut short by the
+// tag's maximum or by the source (some IDs taken, then the error) answers
+// 200 with the IDs it holds and the error's code beside them,
+// {"ids":[…],"error":"…","code":"max_reached"}, rather than throwing
+// reserved IDs away: check len(ids).
+//
+// A tag's allocator is made on the first request for it, loading the tag's
+// first segment; concurrent first requests wait for the same load. Later
+// requests take IDs from memory while the allocator loads the next segment
+// in the background (Leaf's double buffer).
+//
+// /healthz answers 503 when the generator cannot issue an ID (it takes one
+// to find out; IDs are not scarce) or when a tag's allocator has no ID left
+// and its last load failed. It answers 200 but lists the problem for a tag
+// whose loads fail while IDs are left, and for a tag at its maximum: every
+// replica shares that, and taking them all out of a load balancer would not
+// help. /metrics counts requests and IDs issued per endpoint and errors per
+// code (the {key} is not a label, so callers cannot grow the metrics), and
+// shows every served tag's allocator statistics: step, segments loaded,
+// load failures, IDs left, IDs issued.
 type Server struct {
 	gen      *idgen.Generator
 	tags     *tags // nil without a source

@@ -3,10 +3,13 @@
 // generators side by side. It passes the same conformance suite as the Redis
 // and SQL leasers ([github.com/idemq/idemq/idgen/leasetest]); its clock is
 // the process's. [Segments] is, in the same way, an in-memory
-// [idgen.SegmentSource] for segment allocators. Generators and allocators in
+// [segment.Source] for segment allocators. Generators and allocators in
 // different processes need a shared store:
 // [github.com/idemq/idemq/idgen/redisidgen] or
 // [github.com/idemq/idemq/idgen/sqlidgen].
+//
+// [New] takes a [Config] whose Size is required; its Lease has a default.
+// [NewSegments] has no settings.
 package memidgen
 
 import (

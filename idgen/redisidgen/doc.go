@@ -2,17 +2,19 @@
 // [Leaser] leases node ids from a pool for generators on many hosts that
 // must never use the same node id at once (see [idgen.NewLeased]), and
 // [Segments] is a [segment.Source] keeping Meituan Leaf's segment counters.
-// Every call is one round trip running a Lua script, atomic on the server;
-// the client is the caller's and is never closed.
+// Every call is one round trip running a Lua script, atomic on the server.
+//
+// [New] and [NewSegments] take the client, which the caller owns and they
+// never close, and a [Config] or [SegmentsConfig]. Config's Pool and Size
+// are required; every other field's zero value works and states its
+// default.
 //
 // A pool is the node ids 0 to [Config].Size-1. A lease lasts [Config].Lease
-// by the Redis server's TIME unless renewed. Acquire hands out the node that
-// waited longest, from one central queue: never-used ids first, in order,
-// then freed ids in the order they became free, so that a retired node rests
-// as long as the pool allows. Every node keeps a high-water mark that only
-// goes up and outlives its leases, so the next holder starts after the last
-// ID anyone issued with it. Keep the Redis host's clock synchronised by
-// slewing (chrony, ntpd -x): a step forward ends leases early.
+// by the Redis server's TIME unless renewed; keep the Redis host's clock
+// synchronised by slewing (chrony, ntpd -x): a step forward ends leases
+// early. Every node keeps a high-water mark that only goes up and outlives
+// its leases, so the next holder starts after the last ID anyone issued
+// with it.
 //
 // # Lost records
 //

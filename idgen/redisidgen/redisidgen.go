@@ -35,6 +35,7 @@ const MaxSize = 1 << 53
 // pool must be given the same Size and Lease.
 type Config struct {
 	// Pool names the pool that the processes sharing node ids use.
+	// Required.
 	Pool string
 	// Size is the number of node ids, 0 to Size-1, usually the layout's
 	// MaxNode()+1; at most MaxSize. There is no default: a pool larger
@@ -83,7 +84,10 @@ func (c Config) Validate() error {
 }
 
 // Leaser is an [idgen.Leaser] over one pool in Redis. It is safe for
-// concurrent use.
+// concurrent use. Acquire hands out the node that waited longest, from one
+// central queue: never-used ids first, in order, then freed ids in the
+// order they became free, so that a retired node rests as long as the pool
+// allows.
 //
 // The keys of a pool share the hash tag {<namespace>:<pool>}, where namespace
 // and pool have '%', '{', '}' and ':' percent-encoded, so that on Redis

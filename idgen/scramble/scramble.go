@@ -8,6 +8,7 @@
 //	public, err := s.Scramble(int64(id))
 //	back, err := s.Unscramble(public)
 //
+// [New] takes the key and the width; there are no other settings.
 // It is not encryption of a secret: see [Scrambler] for what it hides.
 package scramble
 

@@ -8,6 +8,9 @@
 //	defer alloc.Close()
 //	id, err := alloc.Next(ctx)
 //
+// [New] takes the source and the tag as parameters and a [Config] whose
+// zero value works; each field states its default.
+//
 // Sources: github.com/idemq/idemq/idgen/sqlidgen (Leaf's table, on
 // MariaDB/MySQL, PostgreSQL and SQLite), github.com/idemq/idemq/idgen/redisidgen
 // (a counter in Redis) and github.com/idemq/idemq/idgen/memidgen (one

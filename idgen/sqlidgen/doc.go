@@ -14,6 +14,9 @@
 // It imports only database/sql: open the *sql.DB with the driver of your
 // choice (go-sql-driver/mysql, pgx's stdlib, modernc.org/sqlite), then
 // create the tables with Migrate or from Schema (see the Schema examples).
+// The constructors take the *sql.DB and its [Dialect] as parameters and a
+// Config struct; [Config]'s Pool and Size are required, and every other
+// field's zero value works and states its default.
 //
 //	leaser, err := sqlidgen.New(db, sqlidgen.Postgres, sqlidgen.Config{Pool: "orders", Size: 1024})
 //	...

@@ -80,8 +80,9 @@ type Race struct {
 	// and the closing line of equals signs.
 	Report string
 	// Accessors are, for each of the report's accesses in order, the
-	// function that made it: the first function of its stack that is not
-	// [transparent]. Empty if a stack could not be read.
+	// function that made it: the first function of its stack outside the
+	// runtime and package sync, which make accesses on their callers'
+	// behalf. Empty if a stack could not be read.
 	Accessors []string
 }
 
