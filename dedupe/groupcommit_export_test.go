@@ -12,6 +12,16 @@ func GroupCommitQueued(s Store) (claims, completions, releases int) {
 	return g.claims.queued(), g.completes.queued(), g.releases.queued()
 }
 
+// GroupCommitClaimsInFlight reports how many claim round trips s, a Store
+// that WithGroupCommit returned, has in flight: a round trip sent from a
+// sender goroutine counts until just after its callers have their answers.
+func GroupCommitClaimsInFlight(s Store) int {
+	l := &s.(*groupCommit).claims
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.inFlight
+}
+
 func (l *lane[Q, R]) queued() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()

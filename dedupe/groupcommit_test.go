@@ -575,7 +575,14 @@ func TestGroupCommitInFlight(t *testing.T) {
 		held[i].open()
 		<-done[i]
 	}
-	// Nothing left in flight or queued: a call is sent at once again.
+	// Nothing left in flight or queued: a call is sent at once again. (The
+	// sender goroutine counts its last round trip done just after "after"
+	// has its answer.)
+	for deadline := time.Now().Add(10 * time.Second); dedupe.GroupCommitClaimsInFlight(e.g) != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d claim round trips in flight 10s after the last returned", dedupe.GroupCommitClaimsInFlight(e.g))
+		}
+	}
 	e.s.unhold()
 	if got := gcStatus(t, e.g, "fresh"); got != dedupe.Acquired {
 		t.Errorf("fresh = %v, want acquired", got)
