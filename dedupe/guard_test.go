@@ -1407,7 +1407,10 @@ func TestGuardPanic(t *testing.T) {
 			if tt.unguarded {
 				fs.Inject(dedupetest.Fault{Ops: opsClaim})
 			}
-			g := newGuard(t, fs, dedupe.GuardConfig{Lease: 10 * every, ExtendEvery: every, FailOpen: tt.unguarded})
+			// A lease of a minute: the keeper's extensions succeed, so only
+			// a stall of a lease could end one, and the wait below for two
+			// rounds of them would then never end.
+			g := newGuard(t, fs, dedupe.GuardConfig{Lease: time.Minute, ExtendEvery: every, FailOpen: tt.unguarded})
 			items := itemsOf("", keysOf(tt.n)...)
 			last := tt.n - 1
 			var ran []int
