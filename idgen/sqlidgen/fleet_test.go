@@ -9,7 +9,6 @@ package sqlidgen_test
 import (
 	"database/sql"
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -18,12 +17,6 @@ import (
 	"github.com/idemq/idemq/idgen/sqlidgen"
 	"github.com/idemq/idemq/internal/fleettest"
 )
-
-func init() {
-	if fleettest.IsChild() {
-		os.Exit(fleettest.Child(newChildLeaser))
-	}
-}
 
 // fleetBackends are the servers fleets run against: each process has its
 // own connections, as separate hosts would.
@@ -42,12 +35,12 @@ func backendNamed(name string) backend {
 
 // newChildLeaser is a child's Leaser over the database at DSN, of the
 // backend named BACKEND.
-func newChildLeaser(p fleettest.Pool, getenv func(string) string) (idgen.Leaser, func(), error) {
-	b := backendNamed(getenv("BACKEND"))
+func newChildLeaser(p fleettest.Pool, env map[string]string) (idgen.Leaser, func(), error) {
+	b := backendNamed(env["BACKEND"])
 	if b.driver == "" {
 		return nil, nil, fmt.Errorf("no backend %q", b.name)
 	}
-	db, err := sql.Open(b.driver, getenv("DSN"))
+	db, err := sql.Open(b.driver, env["DSN"])
 	if err != nil {
 		return nil, nil, err
 	}

@@ -13,10 +13,15 @@ import (
 	_ "modernc.org/sqlite"             // "sqlite"
 
 	"github.com/idemq/idemq/idgen/sqlidgen"
+	"github.com/idemq/idemq/internal/fleettest"
+	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
+func TestMain(m *testing.M) {
+	racechild.Main(fleettest.Roles(newChildLeaser, newChildSegments))
+	os.Exit(testenv.Run(m))
+}
 
 // backend is a real database of one dialect.
 type backend struct {

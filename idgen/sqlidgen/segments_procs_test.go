@@ -3,28 +3,21 @@ package sqlidgen_test
 import (
 	"database/sql"
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/idemq/idemq/idgen/segment"
-	"github.com/idemq/idemq/idgen/segment/segmenttest"
 	"github.com/idemq/idemq/idgen/sqlidgen"
+	"github.com/idemq/idemq/internal/fleettest"
 )
-
-func init() {
-	if segmenttest.IsChild() {
-		os.Exit(segmenttest.Child(newChildSegments))
-	}
-}
 
 // newChildSegments is a child's source over the database at DSN, of the
 // backend named BACKEND, with connections of its own.
-func newChildSegments(getenv func(string) string) (segment.Source, func(), error) {
-	b := backendNamed(getenv("BACKEND"))
+func newChildSegments(env map[string]string) (segment.Source, func(), error) {
+	b := backendNamed(env["BACKEND"])
 	if b.driver == "" {
-		return nil, nil, fmt.Errorf("no backend %q", getenv("BACKEND"))
+		return nil, nil, fmt.Errorf("no backend %q", env["BACKEND"])
 	}
-	db, err := sql.Open(b.driver, getenv("DSN"))
+	db, err := sql.Open(b.driver, env["DSN"])
 	if err != nil {
 		return nil, nil, err
 	}
@@ -53,30 +46,13 @@ func TestSegmentProcesses(t *testing.T) {
 			if err := s.CreateTag(t.Context(), segment.Tag{Tag: "procs", MaxID: start, Step: 10}); err != nil {
 				t.Fatal(err)
 			}
-			p := segmenttest.Processes{Env: map[string]string{"BACKEND": b.name, "DSN": dsn}}
-			r := segmenttest.RunProcesses(t, "procs", p)
+			p := fleettest.Processes{Env: map[string]string{"BACKEND": b.name, "DSN": dsn}}
+			r := fleettest.RunProcesses(t, "procs", p)
 			tag, err := s.Tag(t.Context(), "procs")
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkProcesses(t, r, start, tag.MaxID)
+			fleettest.CheckProcesses(t, r, start, tag.MaxID)
 		})
-	}
-}
-
-// checkProcesses checks a multi-process run wrote 8 x 20000 IDs, each
-// once, all within [start, end).
-func checkProcesses(t *testing.T, r segmenttest.ProcessReport, start, end int64) {
-	t.Helper()
-	t.Logf("%d IDs from %d processes (%v), %d distinct, %d duplicates, in [%d, %d]; segments per process %v; the tag's MaxID is %d",
-		r.IDs, len(r.PerProcess), r.PerProcess, r.Distinct, r.IDs-r.Distinct, r.Min, r.Max, r.Segments, end)
-	if r.Distinct != r.IDs {
-		t.Fatalf("%d of %d IDs were written twice", r.IDs-r.Distinct, r.IDs)
-	}
-	if r.IDs != 8*20000 {
-		t.Fatalf("%d IDs written, want %d", r.IDs, 8*20000)
-	}
-	if r.Min < start || r.Max >= end {
-		t.Fatalf("IDs in [%d, %d], outside the tag's [%d, %d)", r.Min, r.Max, start, end)
 	}
 }
