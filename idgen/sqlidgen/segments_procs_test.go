@@ -8,20 +8,21 @@ import (
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/sqlidgen"
 	"github.com/idemq/idemq/internal/fleettest"
+	"github.com/idemq/idemq/internal/testdb"
 )
 
 // newChildSegments is a child's source over the database at DSN, of the
 // backend named BACKEND, with connections of its own.
 func newChildSegments(env map[string]string) (segment.Source, func(), error) {
-	b := backendNamed(env["BACKEND"])
-	if b.driver == "" {
+	b, ok := testdb.Named(env["BACKEND"])
+	if !ok {
 		return nil, nil, fmt.Errorf("no backend %q", env["BACKEND"])
 	}
-	db, err := sql.Open(b.driver, env["DSN"])
+	db, err := sql.Open(b.Driver, env["DSN"])
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := sqlidgen.NewSegments(db, b.dialect, sqlidgen.SegmentsConfig{})
+	s, err := sqlidgen.NewSegments(db, b.Dialect, sqlidgen.SegmentsConfig{})
 	if err != nil {
 		db.Close()
 		return nil, nil, err
@@ -33,20 +34,16 @@ func newChildSegments(env map[string]string) (segment.Source, func(), error) {
 // database, with a step of 10 so that they switch segments often: no ID is
 // written twice, and every one lies between the tag's start and its MaxID.
 func TestSegmentProcesses(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			dsn := b.dsn(t)
-			db, err := sql.Open(b.driver, dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			s := newSegments(t, db, b.dialect, sqlidgen.SegmentsConfig{})
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
+			dsn := b.DSN(t)
+			db := b.OpenDSN(t, dsn)
+			s := newSegments(t, db, b.Dialect, sqlidgen.SegmentsConfig{})
 			const start = 1_000_000
 			if err := s.CreateTag(t.Context(), segment.Tag{Tag: "procs", MaxID: start, Step: 10}); err != nil {
 				t.Fatal(err)
 			}
-			p := fleettest.Processes{Env: map[string]string{"BACKEND": b.name, "DSN": dsn}}
+			p := fleettest.Processes{Env: map[string]string{"BACKEND": b.Name, "DSN": dsn}}
 			r := fleettest.RunProcesses(t, "procs", p)
 			tag, err := s.Tag(t.Context(), "procs")
 			if err != nil {
