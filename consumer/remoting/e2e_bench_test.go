@@ -20,6 +20,7 @@ import (
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/consumer/remoting"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/msgkey"
 )
@@ -122,7 +123,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 	})
 
 	b.Run("MariaDB-tx/idemq", func(b *testing.B) {
-		db := openMySQL(b, testenv.MySQL(b))
+		db := testdb.MySQL.Open(b)
 		db.SetMaxIdleConns(64) // every callback goroutine keeps its connection
 		store, err := sqldedupe.New(db, sqldedupe.MySQL, sqldedupe.Config{})
 		if err != nil {

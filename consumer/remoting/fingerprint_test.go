@@ -148,7 +148,7 @@ func TestReusedKey(t *testing.T) {
 // TestTxReusedKey checks that Consumer.Tx neither runs nor commits a reused
 // key's other body, unless the check is turned off.
 func TestTxReusedKey(t *testing.T) {
-	for _, d := range dialects {
+	for _, d := range txBackends {
 		for _, tt := range []struct {
 			name         string
 			opts         []consumer.Option
@@ -157,7 +157,7 @@ func TestTxReusedKey(t *testing.T) {
 			{"Default", nil, true},
 			{"WithoutFingerprint", []consumer.Option{consumer.WithoutFingerprint()}, false},
 		} {
-			t.Run(d.name+"/"+tt.name, func(t *testing.T) {
+			t.Run(d.Name+"/"+tt.name, func(t *testing.T) {
 				e := newTxEnv(t, d)
 				cb, stats := e.consumer(e.store, e.applier("A"), tt.opts...)
 				if res, err := cb(context.Background(), withBody("k", "A")); res != rmq.ConsumeSuccess {

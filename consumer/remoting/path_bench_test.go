@@ -26,6 +26,7 @@ import (
 	"github.com/idemq/idemq/dedupe/memdedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -97,8 +98,8 @@ func viaCallback(cb remoting.Callback) deliverer {
 // consumer keeps its records as long), and a logger that discards.
 func BenchmarkPath(b *testing.B) {
 	b.Run("Redis", benchPathRedis)
-	for _, d := range dialects {
-		b.Run(d.name, func(b *testing.B) { benchPathSQL(b, d) })
+	for _, d := range txBackends {
+		b.Run(d.Name, func(b *testing.B) { benchPathSQL(b, d) })
 	}
 	b.Run("memdedupe", benchPathMem)
 }
@@ -191,14 +192,10 @@ VALUES (?, ?, ?, 'done', ?, '', unixepoch() * 1000000 + 3600000000, unixepoch() 
 // Both sides use one pool, whose idle connections cover every goroutine
 // (database/sql keeps 2 by default, and would reconnect per message), and
 // prepared statements.
-func benchPathSQL(b *testing.B, d dialect) {
-	db, err := sql.Open(d.driver, d.dsn(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
+func benchPathSQL(b *testing.B, d testdb.Backend) {
+	db := d.Open(b)
 	db.SetMaxIdleConns(64)
-	store, err := sqldedupe.New(db, d.sql, sqldedupe.Config{Logger: slog.New(slog.DiscardHandler)})
+	store, err := sqldedupe.New(db, d.Dialect, sqldedupe.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -209,7 +206,7 @@ func benchPathSQL(b *testing.B, d dialect) {
 	if _, err := db.ExecContext(b.Context(), "CREATE TABLE bench_orders (id VARCHAR(64) PRIMARY KEY)"); err != nil {
 		b.Fatal(err)
 	}
-	naiveSQL := naivePathSQL[d.sql]
+	naiveSQL := naivePathSQL[d.Dialect]
 	prep := func(q string) *sql.Stmt {
 		st, err := db.Prepare(q)
 		if err != nil {
@@ -222,7 +219,7 @@ func benchPathSQL(b *testing.B, d dialect) {
 	const naiveNS = "naive"
 
 	gs := pathGoroutines
-	if d.sql == sqldedupe.SQLite {
+	if d.Dialect == sqldedupe.SQLite {
 		// One writer at a time: more goroutines only queue, and the naive
 		// transaction's SELECT-then-INSERT fails with SQLITE_BUSY when
 		// another writer commits between the two.

@@ -10,6 +10,7 @@ import (
 	"github.com/idemq/idemq/consumer/remoting"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/msgkey"
 )
@@ -25,7 +26,7 @@ func TestEndToEndTxEachRowCommittedOnce(t *testing.T) {
 		return
 	}
 	dsn := testenv.MySQL(t)
-	admin := openMySQL(t, dsn)
+	admin := testdb.MySQL.OpenDSN(t, dsn)
 	if _, err := admin.ExecContext(t.Context(), "CREATE TABLE applied (k VARCHAR(255) NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestEndToEndTxEachRowCommittedOnce(t *testing.T) {
 		keys = map[string]bool{} // every key a handler saw
 	)
 	endToEnd(t, broker4, func(_ dedupe.Store, group string, stats *consumer.Stats) (*consumer.Consumer, func(consumer.Handler) remoting.Callback, error) {
-		db := openMySQL(t, dsn)
+		db := testdb.MySQL.OpenDSN(t, dsn)
 		store, err := sqldedupe.New(db, sqldedupe.MySQL, sqldedupe.Config{})
 		if err != nil {
 			return nil, nil, err
@@ -100,15 +101,4 @@ func TestEndToEndTxEachRowCommittedOnce(t *testing.T) {
 	if len(committed) != len(keys) {
 		t.Errorf("%d keys committed, want the %d handled", len(committed), len(keys))
 	}
-}
-
-// openMySQL opens dsn with the MySQL driver, closed when tb ends.
-func openMySQL(tb testing.TB, dsn string) *sql.DB {
-	tb.Helper()
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { db.Close() })
-	return db
 }

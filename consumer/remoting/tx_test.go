@@ -3,22 +3,15 @@ package remoting_test
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	_ "github.com/go-sql-driver/mysql" // "mysql"
-	_ "github.com/jackc/pgx/v5/stdlib" // "pgx"
-	_ "modernc.org/sqlite"             // "sqlite"
 
 	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
@@ -28,40 +21,26 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
-	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/sqldialect"
+	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/msgkey"
 )
 
-// dialect is a real database of one SQL dialect.
-type dialect struct {
-	name    string
-	sql     sqldedupe.Dialect
-	driver  string
-	dsn     func(testing.TB) string
-	dollars bool // placeholders are $1, $2, … rather than ?
-}
-
-var dialects = []dialect{
-	{"SQLite", sqldedupe.SQLite, "sqlite", sqliteDSN, false},
-	{"MariaDB", sqldedupe.MySQL, "mysql", testenv.MySQL, false},
-	{"Postgres", sqldedupe.Postgres, "pgx", testenv.Postgres, true},
-}
-
-// sqliteDSN is a file database in WAL mode with a busy timeout, as package
-// sqldedupe advises. Transactions begin deferred: a handler's first
-// statement is a write, which waits its turn like any other.
-func sqliteDSN(tb testing.TB) string {
-	return "file:" + filepath.Join(tb.TempDir(), "idemq.db") + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
-}
+// txBackends are the databases of the transaction tests. SQLite's
+// transactions begin deferred: a handler's first statement is a write,
+// which waits its turn like any other, and until then another consumer may
+// claim.
+var txBackends = []testdb.Backend{testdb.SQLiteDeferred, testdb.MySQL, testdb.Postgres}
 
 // txEnv is a dedupe store and a business table in one fresh database,
 // reached through a driver whose commits can be made to fail.
 type txEnv struct {
-	t       *testing.T
-	d       dialect
-	db      *sql.DB
-	commits *faultyCommits
-	store   *sqldedupe.Store
+	t     *testing.T
+	d     testdb.Backend
+	db    *sql.DB
+	store *sqldedupe.Store
+	// nextCommit is the commitFault of the next commit.
+	nextCommit atomic.Int32
 	// wrote, if set, is closed once apply has written a row.
 	wrote chan struct{}
 	once  sync.Once
@@ -69,17 +48,14 @@ type txEnv struct {
 
 const txGroup = "billing"
 
-func newTxEnv(t *testing.T, d dialect) *txEnv {
+func newTxEnv(t *testing.T, d testdb.Backend) *txEnv {
 	t.Helper()
-	commits, err := newFaultyCommits(d.driver, d.dsn(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(commits)
-	t.Cleanup(func() { db.Close() })
+	e := &txEnv{t: t, d: d}
+	e.db = d.OpenWith(t, &testdb.Hooks{Commit: e.commit})
+	db := e.db
 	// Without a background cleanup, a connection in use after a delivery
 	// is one that a transaction left behind.
-	store, err := sqldedupe.New(db, d.sql, sqldedupe.Config{CleanupInterval: -1})
+	store, err := sqldedupe.New(db, d.Dialect, sqldedupe.Config{CleanupInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,26 +67,12 @@ func newTxEnv(t *testing.T, d dialect) *txEnv {
 	if _, err := db.ExecContext(t.Context(), "CREATE TABLE applied (k VARCHAR(255) NOT NULL, by_consumer VARCHAR(16) NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
-	return &txEnv{t: t, d: d, db: db, commits: commits, store: store}
+	e.store = store
+	return e
 }
 
 // q rewrites query's ? placeholders for the dialect.
-func (e *txEnv) q(query string) string {
-	if !e.d.dollars {
-		return query
-	}
-	var b strings.Builder
-	n := 0
-	for _, c := range query {
-		if c == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
+func (e *txEnv) q(query string) string { return sqldialect.Of(e.d.Dialect).Rebind(query) }
 
 // apply is the business effect: a row naming the consumer that applied msg.
 func (e *txEnv) apply(ctx context.Context, tx *sql.Tx, msg *consumer.Message, by string) error {
@@ -292,7 +254,7 @@ func TestTx(t *testing.T) {
 	}, {
 		name: "CommitFails",
 		first: func(e *txEnv, ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
-			e.commits.failNext(commitRefused)
+			e.nextCommit.Store(int32(commitRefused))
 			return e.apply(ctx, tx, m, "A")
 		},
 		wantErr:   errCommitRefused.Error(),
@@ -302,7 +264,7 @@ func TestTx(t *testing.T) {
 		// the record.
 		name: "CommitAnswerLost",
 		first: func(e *txEnv, ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
-			e.commits.failNext(commitAnswerLost)
+			e.nextCommit.Store(int32(commitAnswerLost))
 			return e.apply(ctx, tx, m, "A")
 		},
 		wantErr:   errCommitAnswerLost.Error(),
@@ -344,9 +306,9 @@ func TestTx(t *testing.T) {
 		wantErr:   dedupe.ErrLeaseLost.Error(),
 		wantFirst: []string{}, wantFinal: []string{"A"},
 	}}
-	for _, d := range dialects {
+	for _, d := range txBackends {
 		for _, tt := range tests {
-			t.Run(d.name+"/"+tt.name, func(t *testing.T) {
+			t.Run(d.Name+"/"+tt.name, func(t *testing.T) {
 				t.Parallel()
 				e := newTxEnv(t, d)
 				spy := &spyStore{txStore: e.store, extend: tt.extend}
@@ -429,9 +391,9 @@ func TestTxStoreDown(t *testing.T) {
 		{"FailOpen", true, applierA, rmq.ConsumeSuccess, []string{"A"}, 1},
 		{"FailOpenHandlerError", true, declined, rmq.ConsumeRetryLater, []string{}, 0},
 	}
-	for _, d := range dialects {
+	for _, d := range txBackends {
 		for _, tt := range tests {
-			t.Run(d.name+"/"+tt.name, func(t *testing.T) {
+			t.Run(d.Name+"/"+tt.name, func(t *testing.T) {
 				t.Parallel()
 				e := newTxEnv(t, d)
 				down := &downStore{txStore: e.store}
@@ -528,91 +490,20 @@ var (
 	errCommitAnswerLost = errors.New("injected: commit answer lost")
 )
 
-// faultyCommits is a driver.Connector whose next commit can be made to fail.
-// Its connections hide the driver's optional interfaces except those
-// needed here, so database/sql prepares every statement.
-type faultyCommits struct {
-	driver.Connector
-	next atomic.Int32
-}
-
-func newFaultyCommits(driverName, dsn string) (*faultyCommits, error) {
-	plain, err := sql.Open(driverName, dsn)
-	if err != nil {
-		return nil, err
-	}
-	drv := plain.Driver()
-	plain.Close()
-	var conn driver.Connector = dsnConnector{drv, dsn}
-	if dc, ok := drv.(driver.DriverContext); ok {
-		if conn, err = dc.OpenConnector(dsn); err != nil {
-			return nil, err
-		}
-	}
-	return &faultyCommits{Connector: conn}, nil
-}
-
-func (c *faultyCommits) failNext(f commitFault) { c.next.Store(int32(f)) }
-
-func (c *faultyCommits) Connect(ctx context.Context) (driver.Conn, error) {
-	conn, err := c.Connector.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return faultyConn{conn, c}, nil
-}
-
-type dsnConnector struct {
-	drv driver.Driver
-	dsn string
-}
-
-func (c dsnConnector) Connect(context.Context) (driver.Conn, error) { return c.drv.Open(c.dsn) }
-func (c dsnConnector) Driver() driver.Driver                        { return c.drv }
-
-type faultyConn struct {
-	driver.Conn
-	c *faultyCommits
-}
-
-func (fc faultyConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	return fc.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
-}
-
-func (fc faultyConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	tx, err := fc.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	return faultyTx{tx, fc.c}, nil
-}
-
-// CheckNamedValue keeps the driver's own argument types, such as pgx's
-// arrays.
-func (fc faultyConn) CheckNamedValue(nv *driver.NamedValue) error {
-	if ch, ok := fc.Conn.(driver.NamedValueChecker); ok {
-		return ch.CheckNamedValue(nv)
-	}
-	return driver.ErrSkip
-}
-
-type faultyTx struct {
-	driver.Tx
-	c *faultyCommits
-}
-
-func (tx faultyTx) Commit() error {
-	switch commitFault(tx.c.next.Swap(int32(commitNormally))) {
+// commit is the commit of e's transactions: the next one does as
+// nextCommit says, then they commit normally.
+func (e *txEnv) commit(commit, rollback func() error) error {
+	switch commitFault(e.nextCommit.Swap(int32(commitNormally))) {
 	case commitRefused:
-		if err := tx.Tx.Rollback(); err != nil {
+		if err := rollback(); err != nil {
 			return err
 		}
 		return errCommitRefused
 	case commitAnswerLost:
-		if err := tx.Tx.Commit(); err != nil {
+		if err := commit(); err != nil {
 			return err
 		}
 		return errCommitAnswerLost
 	}
-	return tx.Tx.Commit()
+	return commit()
 }

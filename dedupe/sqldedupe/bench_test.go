@@ -6,13 +6,13 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/internal/sqldialect"
+	"github.com/idemq/idemq/internal/testdb"
 )
 
 // naiveSQL is the check-then-insert most hand-written dedupe does, two round
@@ -50,11 +50,12 @@ func ordersSQL(d sqldedupe.Dialect, n int) (create, insert string) {
 // per message). msgs/s is the throughput of one consumer; stmts/msg counts
 // the statements it sent.
 func BenchmarkClaimComplete(b *testing.B) {
-	for _, be := range backends {
-		b.Run(be.name, func(b *testing.B) {
-			db, stmts := be.openCounting(b)
-			s := newStore(b, db, be.dialect, sqldedupe.Config{})
-			create, _ := ordersSQL(be.dialect, 1)
+	for _, be := range testdb.Backends {
+		b.Run(be.Name, func(b *testing.B) {
+			h := &testdb.Hooks{}
+			db := be.OpenWith(b, h)
+			s := newStore(b, db, be.Dialect, sqldedupe.Config{})
+			create, _ := ordersSQL(be.Dialect, 1)
 			if _, err := db.Exec(create); err != nil {
 				b.Fatal(err)
 			}
@@ -62,7 +63,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 
 			for _, size := range []int{1, 32} {
 				b.Run(fmt.Sprintf("idemq-batch=%d", size), func(b *testing.B) {
-					measure(b, stmts, size, func(ctx context.Context) {
+					measure(b, h, size, func(ctx context.Context) {
 						ts := claimAll(b, s, keys.next(size))
 						if size == 1 {
 							checkAll(b, nil, s.Complete(ctx, ts[0], time.Hour))
@@ -74,8 +75,8 @@ func BenchmarkClaimComplete(b *testing.B) {
 				})
 			}
 			b.Run("naive", func(b *testing.B) {
-				sel, ins := prepare(b, db, naiveSQL[be.dialect][0]), prepare(b, db, naiveSQL[be.dialect][1])
-				measure(b, stmts, 1, func(ctx context.Context) {
+				sel, ins := prepare(b, db, naiveSQL[be.Dialect][0]), prepare(b, db, naiveSQL[be.Dialect][1])
+				measure(b, h, 1, func(ctx context.Context) {
 					ref := keys.next(1)[0].Ref
 					var state string
 					err := sel.QueryRowContext(ctx, ref.Namespace, ref.Group, ref.Key).Scan(&state)
@@ -89,9 +90,9 @@ func BenchmarkClaimComplete(b *testing.B) {
 			})
 			for _, size := range []int{1, 32} {
 				b.Run(fmt.Sprintf("idemq-tx-batch=%d", size), func(b *testing.B) {
-					_, insert := ordersSQL(be.dialect, size)
+					_, insert := ordersSQL(be.Dialect, size)
 					ins := prepare(b, db, insert)
-					measure(b, stmts, size, func(ctx context.Context) {
+					measure(b, h, size, func(ctx context.Context) {
 						ts := claimAll(b, s, keys.next(size))
 						ids := make([]any, size)
 						for i, t := range ts {
@@ -119,16 +120,16 @@ func BenchmarkClaimComplete(b *testing.B) {
 
 // measure runs op, which handles msgs messages, in b.Loop and reports the
 // message rate and the statements per message.
-func measure(b *testing.B, stmts *atomic.Int64, msgs int, op func(context.Context)) {
+func measure(b *testing.B, h *testdb.Hooks, msgs int, op func(context.Context)) {
 	ctx := context.Background()
-	before := stmts.Load()
+	before := h.Runs.Load()
 	n := 0
 	for b.Loop() {
 		op(ctx)
 		n += msgs
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
-	b.ReportMetric(float64(stmts.Load()-before)/float64(n), "stmts/msg")
+	b.ReportMetric(float64(h.Runs.Load()-before)/float64(n), "stmts/msg")
 }
 
 // keySource hands out fresh keys.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/internal/testdb"
 )
 
 // BenchmarkGroupCommit measures the per-message path of a push consumer —
@@ -25,16 +26,17 @@ import (
 // goroutine count. The pool keeps an idle connection per goroutine, so
 // that the naive baseline does not reconnect (database/sql keeps two).
 func BenchmarkGroupCommit(b *testing.B) {
-	for _, be := range backends {
-		if be.dialect == sqldedupe.SQLite {
+	for _, be := range testdb.Backends {
+		if be.Dialect == sqldedupe.SQLite {
 			continue // one writer at a time: nothing to run in parallel
 		}
-		b.Run(be.name, func(b *testing.B) {
-			db, stmts := be.openCounting(b)
+		b.Run(be.Name, func(b *testing.B) {
+			h := &testdb.Hooks{}
+			db := be.OpenWith(b, h)
 			db.SetMaxIdleConns(32)
-			s := newStore(b, db, be.dialect, sqldedupe.Config{})
+			s := newStore(b, db, be.Dialect, sqldedupe.Config{})
 			g := dedupe.WithGroupCommit(s)
-			sel, ins := prepare(b, db, naiveSQL[be.dialect][0]), prepare(b, db, naiveSQL[be.dialect][1])
+			sel, ins := prepare(b, db, naiveSQL[be.Dialect][0]), prepare(b, db, naiveSQL[be.Dialect][1])
 			group := rand.Text()
 			var next atomic.Int64 // the next unused key number
 			fresh := func() dedupe.Ref {
@@ -42,13 +44,13 @@ func BenchmarkGroupCommit(b *testing.B) {
 			}
 			for _, n := range []int{1, 20} {
 				b.Run(fmt.Sprintf("goroutines=%d/idemq-groupcommit", n), func(b *testing.B) {
-					measureGoroutines(b, stmts, n, func(ctx context.Context) error { return message(ctx, g, fresh()) })
+					measureGoroutines(b, h, n, func(ctx context.Context) error { return message(ctx, g, fresh()) })
 				})
 				b.Run(fmt.Sprintf("goroutines=%d/idemq", n), func(b *testing.B) {
-					measureGoroutines(b, stmts, n, func(ctx context.Context) error { return message(ctx, s, fresh()) })
+					measureGoroutines(b, h, n, func(ctx context.Context) error { return message(ctx, s, fresh()) })
 				})
 				b.Run(fmt.Sprintf("goroutines=%d/naive", n), func(b *testing.B) {
-					measureGoroutines(b, stmts, n, func(ctx context.Context) error { return naiveMessage(ctx, sel, ins, fresh()) })
+					measureGoroutines(b, h, n, func(ctx context.Context) error { return naiveMessage(ctx, sel, ins, fresh()) })
 				})
 			}
 		})
@@ -76,9 +78,9 @@ func naiveMessage(ctx context.Context, sel, ins *sql.Stmt, ref dedupe.Ref) error
 
 // measureGoroutines runs op, which handles one message, b.N times from n
 // goroutines and reports the message rate and the statements per message.
-func measureGoroutines(b *testing.B, stmts *atomic.Int64, n int, op func(context.Context) error) {
+func measureGoroutines(b *testing.B, h *testdb.Hooks, n int, op func(context.Context) error) {
 	ctx := b.Context()
-	before := stmts.Load()
+	before := h.Runs.Load()
 	var msgs atomic.Int64
 	one := func() {
 		if err := op(ctx); err != nil {
@@ -102,5 +104,5 @@ func measureGoroutines(b *testing.B, stmts *atomic.Int64, n int, op func(context
 		})
 	}
 	b.ReportMetric(float64(msgs.Load())/b.Elapsed().Seconds(), "msgs/s")
-	b.ReportMetric(float64(stmts.Load()-before)/float64(msgs.Load()), "stmts/msg")
+	b.ReportMetric(float64(h.Runs.Load()-before)/float64(msgs.Load()), "stmts/msg")
 }

@@ -5,13 +5,14 @@ import (
 
 	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/internal/testdb"
 )
 
 // BenchmarkInspect measures the Inspector over 5 groups of 2000 records.
 func BenchmarkInspect(b *testing.B) {
-	for _, be := range backends {
-		b.Run(be.name, func(b *testing.B) {
-			s := newStore(b, be.open(b), be.dialect, sqldedupe.Config{})
+	for _, be := range testdb.Backends {
+		b.Run(be.Name, func(b *testing.B) {
+			s := newStore(b, be.Open(b), be.Dialect, sqldedupe.Config{})
 			dedupetest.BenchInspector(b, s, "bench", 5, 2000)
 		})
 	}

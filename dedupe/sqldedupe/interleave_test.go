@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/internal/testdb"
 )
 
 // TestRecordGoneBetweenStatements gives a MySQL claim a record to keep and
@@ -34,7 +35,7 @@ func TestRecordGoneBetweenStatements(t *testing.T) {
 			t.Errorf("%.40s: %v", query, err)
 		}
 	}
-	db, _ = backendFor(sqldedupe.MySQL).openWrapped(t, wrapping{hook: func(query string) func() error {
+	db = testdb.MySQL.OpenWith(t, &testdb.Hooks{Statement: func(query string) func() error {
 		r := gone.Load()
 		if r == nil || !strings.HasPrefix(query, "INSERT INTO `"+sqldedupe.DefaultTable+"`") {
 			return nil

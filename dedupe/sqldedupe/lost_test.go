@@ -7,6 +7,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/internal/testdb"
 )
 
 // TestLostReply loses the answer of a claim's statement after the database
@@ -23,17 +24,17 @@ func TestLostReply(t *testing.T) {
 		{"ClaimBatch", []string{"a", "b", "c"}, nil},
 		{"ClaimBatchWithHeld", []string{"a", "c"}, []string{"b"}},
 	}
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			var lose atomic.Bool
-			db, _ := b.openWrapped(t, wrapping{hook: func(string) func() error {
+			db := b.OpenWith(t, &testdb.Hooks{Statement: func(string) func() error {
 				if !lose.CompareAndSwap(true, false) {
 					return nil
 				}
 				return func() error { return driver.ErrBadConn }
 			}})
-			s := newStore(t, db, b.dialect, sqldedupe.Config{})
+			s := newStore(t, db, b.Dialect, sqldedupe.Config{})
 			for _, tc := range tests {
 				t.Run(tc.name, func(t *testing.T) {
 					ref := func(k string) dedupe.Ref { return dedupe.Ref{Group: t.Name(), Key: k} }

@@ -11,6 +11,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/internal/sqldialect"
+	"github.com/idemq/idemq/internal/testdb"
 )
 
 // txEnv is a store and a business table in one database.
@@ -21,12 +22,12 @@ type txEnv struct {
 	s  *sqldedupe.Store
 }
 
-func newTxEnv(t *testing.T, b backend) txEnv {
-	db := b.open(t)
+func newTxEnv(t *testing.T, b testdb.Backend) txEnv {
+	db := b.Open(t)
 	if _, err := db.ExecContext(t.Context(), "CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
-	return txEnv{t, b.dialect, db, newStore(t, db, b.dialect, sqldedupe.Config{})}
+	return txEnv{t, b.Dialect, db, newStore(t, db, b.Dialect, sqldedupe.Config{})}
 }
 
 func (e txEnv) begin() *sql.Tx {
@@ -69,8 +70,8 @@ func (e txEnv) finish(tx *sql.Tx, commit bool) {
 // TestCompleteTx checks that the done record commits with the handler's own
 // write or rolls back with it.
 func TestCompleteTx(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			e := newTxEnv(t, b)
 			ref := dedupe.Ref{Group: "g", Key: "order-1"}
@@ -122,8 +123,8 @@ func TestCompleteTx(t *testing.T) {
 // TestCompleteTxErrors completes tickets inside one transaction: each
 // answers as Complete would, and the ones that succeeded commit.
 func TestCompleteTxErrors(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			e := newTxEnv(t, b)
 			var ts []dedupe.Ticket
@@ -159,9 +160,9 @@ func TestCompleteTxErrors(t *testing.T) {
 // the key waits for the transaction, then finds the key done if it
 // committed and still held by its claim if it rolled back.
 func TestCompleteTxLocks(t *testing.T) {
-	for _, b := range backends {
+	for _, b := range testdb.Backends {
 		for _, commit := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%s/commit=%v", b.name, commit), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/commit=%v", b.Name, commit), func(t *testing.T) {
 				t.Parallel()
 				e := newTxEnv(t, b)
 				ref := dedupe.Ref{Group: "g", Key: "order-1"}
@@ -197,7 +198,7 @@ func TestCompleteTxLocks(t *testing.T) {
 }
 
 func TestNilTx(t *testing.T) {
-	e := newTxEnv(t, backendFor(sqldedupe.SQLite))
+	e := newTxEnv(t, testdb.SQLite)
 	ref := dedupe.Ref{Group: "g", Key: "k"}
 	tk := acquire(t, e.s, ref, long)
 	if err := e.s.CompleteTx(t.Context(), nil, tk, long); err == nil || errors.Is(err, dedupe.ErrInvalidKey) {

@@ -2,21 +2,17 @@ package idhttp_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 
-	_ "github.com/go-sql-driver/mysql" // "mysql"
-	_ "github.com/jackc/pgx/v5/stdlib" // "pgx"
 	"github.com/redis/go-redis/v9"
-	_ "modernc.org/sqlite" // "sqlite"
 
 	"github.com/idemq/idemq/idgen/memidgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/sqlidgen"
+	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
 )
 
@@ -37,11 +33,9 @@ type backend struct {
 var backends = []backend{
 	{"Mem", func(testing.TB) source { return memidgen.NewSegments() }},
 	{"Redis", openRedis},
-	{"SQLite", sqlBackend("sqlite", sqlidgen.SQLite, func(t testing.TB) string {
-		return "file:" + filepath.Join(t.TempDir(), "ids.db") + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
-	})},
-	{"MySQL", sqlBackend("mysql", sqlidgen.MySQL, testenv.MySQL)},
-	{"Postgres", sqlBackend("pgx", sqlidgen.Postgres, testenv.Postgres)},
+	{"SQLite", sqlBackend(testdb.SQLite)},
+	{"MySQL", sqlBackend(testdb.MySQL)},
+	{"Postgres", sqlBackend(testdb.Postgres)},
 }
 
 // openRedis returns a source in a namespace of the test's own on the
@@ -58,14 +52,9 @@ func openRedis(t testing.TB) source {
 
 // sqlBackend opens a fresh database and migrates the table of tags; on
 // the shared MySQL and PostgreSQL the table is the test's own.
-func sqlBackend(driver string, d sqlidgen.Dialect, dsn func(testing.TB) string) func(testing.TB) source {
+func sqlBackend(b testdb.Backend) func(testing.TB) source {
 	return func(t testing.TB) source {
-		db, err := sql.Open(driver, dsn(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		s, err := sqlidgen.NewSegments(db, d, sqlidgen.SegmentsConfig{Table: table(t)})
+		s, err := sqlidgen.NewSegments(b.Open(t), b.Dialect, sqlidgen.SegmentsConfig{Table: table(t)})
 		if err != nil {
 			t.Fatal(err)
 		}

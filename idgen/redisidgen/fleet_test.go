@@ -8,12 +8,11 @@ package redisidgen_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,15 +24,9 @@ import (
 	"github.com/idemq/idemq/internal/testenv"
 )
 
-func init() {
-	if fleettest.IsChild() {
-		os.Exit(fleettest.Child(newChildLeaser))
-	}
-}
-
 // newChildLeaser is a child's Leaser over the Redis at REDIS.
-func newChildLeaser(p fleettest.Pool, getenv func(string) string) (idgen.Leaser, func(), error) {
-	client := redis.NewClient(&redis.Options{Addr: getenv("REDIS")})
+func newChildLeaser(p fleettest.Pool, env map[string]string) (idgen.Leaser, func(), error) {
+	client := redis.NewClient(&redis.Options{Addr: env["REDIS"]})
 	l, err := redisidgen.New(client, redisidgen.Config{Pool: p.Name, Size: p.Size, Lease: p.Lease})
 	if err != nil {
 		client.Close()
@@ -93,24 +86,24 @@ func TestFleetStoppedHolder(t *testing.T) {
 	const lease = time.Second
 	f := newFleet(t, testenv.Redis(t), 1, lease)
 	f.create()
-	a := f.Start(0, false)
+	a := f.Start(t, 0, false)
 	if l := a.Await(t, 30*time.Second); l != "node 0" {
 		t.Fatalf("first holder said %q", l)
 	}
 	time.Sleep(lease / 2)
-	a.Signal(t, syscall.SIGSTOP)
+	a.Pause(t)
 	time.Sleep(lease + lease/2)
-	b := f.Start(0, true)
+	b := f.Start(t, 0, true)
 	if l := b.Await(t, 30*time.Second); l != "node 0" {
 		t.Fatalf("next holder said %q", l)
 	}
-	a.Signal(t, syscall.SIGCONT)
+	a.Resume(t)
 	if l := a.Await(t, 10*time.Second); l != "fenced" {
 		t.Fatalf("resumed holder said %q, want fenced", l)
 	}
 	time.Sleep(lease) // it retries to lease, and fails: the pool is full
-	a.Stop(t)
-	b.Stop(t)
+	a.Finish(t)
+	b.Finish(t)
 	stopped, next := a.IDs(t), b.IDs(t)
 	if n, d := fleettest.Duplicates(stopped, next); d != 0 {
 		t.Fatalf("%d of %d IDs issued twice", d, n)
@@ -136,31 +129,32 @@ func TestFleetChurn(t *testing.T) {
 	var (
 		mu   sync.Mutex
 		sets [][]uint64
-		wg   sync.WaitGroup
 	)
-	for s := range slots {
-		wg.Go(func() {
-			for p := 0; p < perSlot/perProc; p++ {
-				c := f.Start(perProc, true)
-				if s%4 == 0 && p%3 == 1 {
-					// Killed once it holds a node: its lease must expire.
-					if l := c.Await(t, time.Minute); !strings.HasPrefix(l, "node ") {
-						t.Errorf("child said %q", l)
+	// Each slot is a parallel subtest, so that it may fail its test.
+	t.Run("slots", func(t *testing.T) {
+		for s := range slots {
+			t.Run(fmt.Sprint(s), func(t *testing.T) {
+				t.Parallel()
+				for p := 0; p < perSlot/perProc; p++ {
+					c := f.Start(t, perProc, true)
+					if s%4 == 0 && p%3 == 1 {
+						// Killed once it holds a node: its lease must expire.
+						if l := c.Await(t, time.Minute); !strings.HasPrefix(l, "node ") {
+							t.Errorf("child said %q", l)
+						}
+						time.Sleep(20 * time.Millisecond)
+						c.Kill(t)
+					} else {
+						c.Wait(t, time.Minute, nil)
 					}
-					time.Sleep(20 * time.Millisecond)
-					c.Signal(t, syscall.SIGKILL)
-					c.Wait(t)
-				} else if code := c.Wait(t); code != fleettest.ExitOK {
-					t.Errorf("child exited %d", code)
+					ids := c.IDs(t)
+					mu.Lock()
+					sets = append(sets, ids)
+					mu.Unlock()
 				}
-				ids := c.IDs(t)
-				mu.Lock()
-				sets = append(sets, ids)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+			})
+		}
+	})
 	n, d := fleettest.Duplicates(sets...)
 	t.Logf("%d processes issued %d IDs over 4 node ids", len(sets), n)
 	if d != 0 {
@@ -198,7 +192,7 @@ func TestFleetRedisRestart(t *testing.T) {
 	srv := testenv.StartPrivateRedis(t)
 	f := newFleet(t, srv.Addr(), 2, lease)
 	f.create()
-	a, b := f.Start(0, false), f.Start(0, false)
+	a, b := f.Start(t, 0, false), f.Start(t, 0, false)
 	for _, c := range []*fleettest.Proc{a, b} {
 		if l := c.Await(t, 30*time.Second); !strings.HasPrefix(l, "node ") {
 			t.Fatalf("child said %q", l)
@@ -217,8 +211,8 @@ func TestFleetRedisRestart(t *testing.T) {
 	}
 	// They lease again once the pool's fence has passed, and go on.
 	time.Sleep(3 * lease)
-	a.Stop(t)
-	b.Stop(t)
+	a.Finish(t)
+	b.Finish(t)
 	ia, ib := a.IDs(t), b.IDs(t)
 	if n, d := fleettest.Duplicates(ia, ib); d != 0 {
 		t.Fatalf("%d of %d IDs issued twice", d, n)

@@ -15,13 +15,18 @@ import (
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/leasetest"
 	"github.com/idemq/idemq/idgen/redisidgen"
+	"github.com/idemq/idemq/internal/fleettest"
+	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
 )
 
 // redisAddr is a Redis of the examples' own, empty when they start.
 var redisAddr string
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
+func TestMain(m *testing.M) {
+	racechild.Main(fleettest.Roles(newChildLeaser, newChildSegments))
+	os.Exit(run(m))
+}
 
 func run(m *testing.M) int {
 	r, err := testenv.NewPrivateRedis(context.Background())

@@ -7,6 +7,7 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/sqlidgen"
+	"github.com/idemq/idemq/internal/testdb"
 )
 
 // BenchmarkLeaser measures the latency of Renew and of Acquire plus Release
@@ -15,9 +16,9 @@ import (
 // select1-ns/op: the bench table's ratio is the call's cost in round trips.
 func BenchmarkLeaser(b *testing.B) {
 	ctx := context.Background()
-	for _, be := range backends {
-		db := be.open(b)
-		l := newLeaser(b, db, be.dialect, sqlidgen.Config{Pool: "bench", Size: 1024, Lease: time.Minute})
+	for _, be := range testdb.Backends {
+		db := be.Open(b)
+		l := newLeaser(b, db, be.Dialect, sqlidgen.Config{Pool: "bench", Size: 1024, Lease: time.Minute})
 		req := idgen.LeaseRequest{MaxNode: 1023, Owner: "bench"}
 		lease, err := l.Acquire(ctx, req)
 		if err != nil {
@@ -41,7 +42,7 @@ func BenchmarkLeaser(b *testing.B) {
 			}},
 		}
 		for _, c := range calls {
-			b.Run(be.name+"/"+c.name, func(b *testing.B) {
+			b.Run(be.Name+"/"+c.name, func(b *testing.B) {
 				var spent, floor time.Duration
 				n := 0
 				for b.Loop() {

@@ -8,23 +8,24 @@ import (
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/leasetest"
 	"github.com/idemq/idemq/idgen/sqlidgen"
+	"github.com/idemq/idemq/internal/testdb"
 )
 
 func TestConformance(t *testing.T) {
-	for _, b := range append(backends, mysqlOptions) {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range append(testdb.Backends, testdb.MySQLOptions) {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			// One database per dialect: the suite keeps its tests apart
 			// by pool, and the leasers of every pool share the table.
-			db := b.open(t)
-			newLeaser(t, db, b.dialect, sqlidgen.Config{Pool: "migrate", Size: 1})
+			db := b.Open(t)
+			newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "migrate", Size: 1})
 			leasetest.Run(t, func(t *testing.T, p leasetest.Pool) idgen.Leaser {
-				l, err := sqlidgen.New(db, b.dialect, sqlidgen.Config{Pool: p.Name, Size: p.Size, Lease: p.TTL})
+				l, err := sqlidgen.New(db, b.Dialect, sqlidgen.Config{Pool: p.Name, Size: p.Size, Lease: p.TTL})
 				if err != nil {
 					t.Fatal(err)
 				}
 				return l
-			}, leasetest.Features{Owner: owner, TTL: b.suiteTTL()})
+			}, leasetest.Features{Owner: owner, TTL: suiteTTL(b)})
 		})
 	}
 }
@@ -49,8 +50,8 @@ func owner(ctx context.Context, l idgen.Leaser, node int64) (string, error) {
 // with the suite's dozens of parallel writers on a small machine under the
 // race detector, which slows the pure-Go SQLite down many times, one write
 // can wait longer than 300ms and a lease end before the suite expects.
-func (b backend) suiteTTL() time.Duration {
-	if b.dialect == sqlidgen.SQLite {
+func suiteTTL(b testdb.Backend) time.Duration {
+	if b.Dialect == sqlidgen.SQLite {
 		return time.Second
 	}
 	return 0

@@ -9,49 +9,32 @@ package sqlidgen_test
 import (
 	"database/sql"
 	"fmt"
-	"os"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/sqlidgen"
 	"github.com/idemq/idemq/internal/fleettest"
+	"github.com/idemq/idemq/internal/testdb"
 )
-
-func init() {
-	if fleettest.IsChild() {
-		os.Exit(fleettest.Child(newChildLeaser))
-	}
-}
 
 // fleetBackends are the servers fleets run against: each process has its
 // own connections, as separate hosts would.
 // MySQL is MariaDB (testenv.MySQL).
-var fleetBackends = []backend{backendNamed("Postgres"), backendNamed("MySQL")}
-
-// backendNamed returns the backend of backends called name, or one with no
-// driver.
-func backendNamed(name string) backend {
-	i := slices.IndexFunc(backends, func(b backend) bool { return b.name == name })
-	if i < 0 {
-		return backend{name: name}
-	}
-	return backends[i]
-}
+var fleetBackends = []testdb.Backend{testdb.Postgres, testdb.MySQL}
 
 // newChildLeaser is a child's Leaser over the database at DSN, of the
 // backend named BACKEND.
-func newChildLeaser(p fleettest.Pool, getenv func(string) string) (idgen.Leaser, func(), error) {
-	b := backendNamed(getenv("BACKEND"))
-	if b.driver == "" {
-		return nil, nil, fmt.Errorf("no backend %q", b.name)
+func newChildLeaser(p fleettest.Pool, env map[string]string) (idgen.Leaser, func(), error) {
+	b, ok := testdb.Named(env["BACKEND"])
+	if !ok {
+		return nil, nil, fmt.Errorf("no backend %q", env["BACKEND"])
 	}
-	db, err := sql.Open(b.driver, getenv("DSN"))
+	db, err := sql.Open(b.Driver, env["DSN"])
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err := sqlidgen.New(db, b.dialect, sqlidgen.Config{Pool: p.Name, Size: p.Size, Lease: p.Lease})
+	l, err := sqlidgen.New(db, b.Dialect, sqlidgen.Config{Pool: p.Name, Size: p.Size, Lease: p.Lease})
 	if err != nil {
 		db.Close()
 		return nil, nil, err
@@ -60,17 +43,13 @@ func newChildLeaser(p fleettest.Pool, getenv func(string) string) (idgen.Leaser,
 }
 
 // newFleet returns a fleet over a fresh database of b, its table migrated.
-func newFleet(t *testing.T, b backend, size int64, lease time.Duration) *fleettest.Fleet {
+func newFleet(t *testing.T, b testdb.Backend, size int64, lease time.Duration) *fleettest.Fleet {
 	t.Helper()
-	dsn := b.dsn(t)
-	f := fleettest.New(t, size, lease, map[string]string{"BACKEND": b.name, "DSN": dsn})
-	db, err := sql.Open(b.driver, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	dsn := b.DSN(t)
+	f := fleettest.New(t, size, lease, map[string]string{"BACKEND": b.Name, "DSN": dsn})
+	db := b.OpenDSN(t, dsn)
 	p := f.Pool()
-	newLeaser(t, db, b.dialect, sqlidgen.Config{Pool: p.Name, Size: p.Size, Lease: p.Lease})
+	newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: p.Name, Size: p.Size, Lease: p.Lease})
 	return f
 }
 
@@ -78,7 +57,7 @@ func newFleet(t *testing.T, b backend, size int64, lease time.Duration) *fleette
 // at start with ErrNoFreeNode.
 func TestFleetRaceForNodes(t *testing.T) {
 	for _, b := range fleetBackends {
-		t.Run(b.name, func(t *testing.T) { fleettest.RaceForNodes(t, newFleet(t, b, 3, 2*time.Second)) })
+		t.Run(b.Name, func(t *testing.T) { fleettest.RaceForNodes(t, newFleet(t, b, 3, 2*time.Second)) })
 	}
 }
 
@@ -87,6 +66,6 @@ func TestFleetRaceForNodes(t *testing.T) {
 func TestFleetKilledHolder(t *testing.T) {
 	const lease = 2 * time.Second
 	for _, b := range fleetBackends {
-		t.Run(b.name, func(t *testing.T) { fleettest.KilledHolder(t, newFleet(t, b, 1, lease), lease) })
+		t.Run(b.Name, func(t *testing.T) { fleettest.KilledHolder(t, newFleet(t, b, 1, lease), lease) })
 	}
 }

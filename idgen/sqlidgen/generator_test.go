@@ -7,17 +7,18 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/sqlidgen"
+	"github.com/idemq/idemq/internal/testdb"
 )
 
 // TestNewLeased runs generators on leased nodes: they hold different nodes,
 // a third finds none free, and the one that takes over a released node
 // issues IDs after every ID its previous holder issued.
 func TestNewLeased(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			db := b.open(t)
-			l := newLeaser(t, db, b.dialect, sqlidgen.Config{Pool: "gens", Size: 2, Lease: 2 * time.Second})
+			db := b.Open(t)
+			l := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "gens", Size: 2, Lease: 2 * time.Second})
 			cfg, lc := idgen.Config{Layout: idgen.Twitter}, idgen.LeaseConfig{Owner: "test"}
 			g1, err := idgen.NewLeased(t.Context(), l, cfg, lc)
 			if err != nil {
@@ -66,11 +67,11 @@ func TestNewLeased(t *testing.T) {
 // start takes the next id for good, and the start past the layout's node
 // ids fails.
 func TestNewLeasedWorkerNodes(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			db := b.open(t)
-			w := newWorkerNodes(t, db, b.dialect, sqlidgen.WorkerNodesConfig{})
+			db := b.Open(t)
+			w := newWorkerNodes(t, db, b.Dialect, sqlidgen.WorkerNodesConfig{})
 			layout := idgen.Layout{Epoch: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), Unit: time.Second, TimeBits: 31, WorkerBits: 2, SequenceBits: 13}
 			if err := layout.Validate(); err != nil {
 				t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/sqlidgen"
+	"github.com/idemq/idemq/internal/testdb"
 )
 
 const ttl = 300 * time.Millisecond
@@ -126,16 +127,16 @@ func TestDialectString(t *testing.T) {
 // TestMigrate checks that Migrate can run again, and that pools of one
 // table and tables of one database keep apart.
 func TestMigrate(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			db := b.open(t)
-			a := newLeaser(t, db, b.dialect, sqlidgen.Config{Pool: "a", Size: 1})
+			db := b.Open(t)
+			a := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "a", Size: 1})
 			if err := a.Migrate(t.Context()); err != nil {
 				t.Fatalf("second Migrate: %v", err)
 			}
-			other := newLeaser(t, db, b.dialect, sqlidgen.Config{Pool: "b", Size: 1})
-			table := newLeaser(t, db, b.dialect, sqlidgen.Config{Pool: "a", Size: 1, Table: "Other_Table"})
+			other := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "b", Size: 1})
+			table := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "a", Size: 1, Table: "Other_Table"})
 			for _, l := range []*sqlidgen.Leaser{a, other, table} {
 				if lease := acquire(t, l, any0(1, "x")); lease.Node != 0 {
 					t.Fatalf("%+v: node %d, want 0", l.Config(), lease.Node)
@@ -151,15 +152,15 @@ func TestMigrate(t *testing.T) {
 // TestList checks what operators see: held, released and expired rows, on
 // the database's clock, with owners cut to their column.
 func TestList(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			db := b.open(t)
+			db := b.Open(t)
 			// The release and the renewal below must each come within a
 			// lease of its grant; SQLite's writers under the race
 			// detector on a busy machine can take longer than 300ms.
-			ttl := max(ttl, b.suiteTTL())
-			l := newLeaser(t, db, b.dialect, sqlidgen.Config{Pool: "list", Size: 4, Lease: ttl})
+			ttl := max(ttl, suiteTTL(b))
+			l := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "list", Size: 4, Lease: ttl})
 			if rows, err := l.List(t.Context()); err != nil || len(rows) != 0 {
 				t.Fatalf("List of an unused pool = %v, %v", rows, err)
 			}
@@ -224,10 +225,10 @@ func TestList(t *testing.T) {
 // TestHighWaterRounding checks that a mark between microseconds is stored
 // rounded up, never below the true mark.
 func TestHighWaterRounding(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			l := newLeaser(t, b.open(t), b.dialect, sqlidgen.Config{Pool: "round", Size: 1})
+			l := newLeaser(t, b.Open(t), b.Dialect, sqlidgen.Config{Pool: "round", Size: 1})
 			lease := acquire(t, l, any0(1, ""))
 			mark := time.Unix(1_700_000_000, 1) // 1ns past a µs
 			lease, err := l.Renew(t.Context(), lease, mark)
@@ -258,15 +259,15 @@ func TestMaxSize(t *testing.T) {
 	if !errors.Is(err, idgen.ErrInvalidConfig) || !strings.Contains(err.Error(), "WorkerNodes") {
 		t.Errorf("New with Size 1<<22 = %v, want ErrInvalidConfig naming WorkerNodes", err)
 	}
-	for _, b := range backends {
-		if b.dialect == sqlidgen.SQLite {
+	for _, b := range testdb.Backends {
+		if b.Dialect == sqlidgen.SQLite {
 			continue
 		}
-		t.Run(b.name, func(t *testing.T) {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			db := b.open(t)
+			db := b.Open(t)
 			const size = sqlidgen.MaxSize
-			l := newLeaser(t, db, b.dialect, sqlidgen.Config{Pool: "max", Size: size})
+			l := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "max", Size: size})
 			if n := acquire(t, l, any0(size, "first")).Node; n != 0 {
 				t.Errorf("first Acquire granted node %d, want 0", n)
 			}
@@ -299,12 +300,12 @@ func TestMaxSize(t *testing.T) {
 // pool whose rows were deleted is filled again.
 func TestStaticAheadOfNeverUsed(t *testing.T) {
 	const size = 6
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			db := b.open(t)
+			db := b.Open(t)
 			cfg := sqlidgen.Config{Pool: "static", Size: size}
-			a := newLeaser(t, db, b.dialect, cfg)
+			a := newLeaser(t, db, b.Dialect, cfg)
 			static := func(l *sqlidgen.Leaser, node int64) idgen.Lease {
 				t.Helper()
 				lease := acquire(t, l, idgen.LeaseRequest{MaxNode: size - 1, Static: true, Node: node, Owner: "static"})
@@ -327,7 +328,7 @@ func TestStaticAheadOfNeverUsed(t *testing.T) {
 			dynamic(a, 0)
 			// Now every node has a row; another process takes never-used
 			// node 4.
-			other := newLeaser(t, db, b.dialect, cfg)
+			other := newLeaser(t, db, b.Dialect, cfg)
 			four := static(other, 4)
 			dynamic(other, 2, 5)
 			if _, err := a.Acquire(t.Context(), any0(size, "dynamic")); !errors.Is(err, idgen.ErrNoFreeNode) {
@@ -351,11 +352,11 @@ func TestStaticAheadOfNeverUsed(t *testing.T) {
 // TestShrunkPool checks that nodes left above a pool's new size are never
 // granted again, and that a larger pool uses its new ids first.
 func TestShrunkPool(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			db := b.open(t)
-			big := newLeaser(t, db, b.dialect, sqlidgen.Config{Pool: "p", Size: 4})
+			db := b.Open(t)
+			big := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "p", Size: 4})
 			var leases []idgen.Lease
 			for range 4 {
 				leases = append(leases, acquire(t, big, any0(4, "big")))
@@ -365,7 +366,7 @@ func TestShrunkPool(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			small := newLeaser(t, db, b.dialect, sqlidgen.Config{Pool: "p", Size: 2})
+			small := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "p", Size: 2})
 			got := map[int64]bool{}
 			for range 2 {
 				got[acquire(t, small, any0(2, "small")).Node] = true
@@ -376,7 +377,7 @@ func TestShrunkPool(t *testing.T) {
 			if _, err := small.Acquire(t.Context(), any0(2, "small")); !errors.Is(err, idgen.ErrNoFreeNode) {
 				t.Errorf("third Acquire of the shrunk pool = %v, want ErrNoFreeNode", err)
 			}
-			grown := newLeaser(t, db, b.dialect, sqlidgen.Config{Pool: "p", Size: 6})
+			grown := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "p", Size: 6})
 			if n := acquire(t, grown, any0(6, "grown")).Node; n != 4 {
 				t.Errorf("grown pool granted node %d first, want never-used 4", n)
 			}
@@ -446,7 +447,7 @@ func TestUnreachable(t *testing.T) {
 // back. Either way no node stays held by nobody.
 func TestLostAnswer(t *testing.T) {
 	errLost := errors.New("connection reset by peer")
-	for _, b := range backends {
+	for _, b := range testdb.Backends {
 		for _, tc := range []struct {
 			name string
 			// used makes the pool's only node used and free, so that
@@ -460,25 +461,27 @@ func TestLostAnswer(t *testing.T) {
 			{"NeverUsedCallerGone", false, true},
 			{"UsedCallerGone", true, true},
 		} {
-			t.Run(b.name+"/"+tc.name, func(t *testing.T) {
+			t.Run(b.Name+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
 				var (
 					armed  atomic.Bool
 					cancel context.CancelFunc
 				)
-				db := b.openFaulty(t, func(query string) error {
+				db := b.OpenWith(t, &testdb.Hooks{Statement: func(query string) func() error {
 					// A dynamic Acquire grants a node by an UPDATE,
 					// whether it was used or never used.
-					if strings.HasPrefix(query, "UPDATE") && armed.CompareAndSwap(true, false) {
+					if !strings.HasPrefix(query, "UPDATE") || !armed.CompareAndSwap(true, false) {
+						return nil
+					}
+					return func() error {
 						if tc.cancel {
 							cancel()
 						}
 						return errLost
 					}
-					return nil
-				})
+				}})
 				cfg := sqlidgen.Config{Pool: "lost", Size: 1}
-				l := newLeaser(t, db, b.dialect, cfg)
+				l := newLeaser(t, db, b.Dialect, cfg)
 				if tc.used {
 					if err := l.Release(t.Context(), acquire(t, l, any0(1, "first")), time.Unix(1_700_000_000, 0)); err != nil {
 						t.Fatal(err)
@@ -551,13 +554,13 @@ func TestChurn(t *testing.T) {
 		size   = 6
 		rounds = 40
 	)
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			db := b.open(t)
+			db := b.Open(t)
 			db.SetMaxOpenConns(20)
 			cfg := sqlidgen.Config{Pool: "churn", Size: size, Lease: time.Minute}
-			ls := []*sqlidgen.Leaser{newLeaser(t, db, b.dialect, cfg), newLeaser(t, db, b.dialect, cfg)}
+			ls := []*sqlidgen.Leaser{newLeaser(t, db, b.Dialect, cfg), newLeaser(t, db, b.Dialect, cfg)}
 			h := &holders{by: map[int64]int{}}
 			var wg sync.WaitGroup
 			start := time.Now()
@@ -605,18 +608,18 @@ func TestMixedChurn(t *testing.T) {
 		goroutines = 16
 		rounds     = 15
 	)
-	for _, b := range append(backends, mysqlOptions) {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range append(testdb.Backends, testdb.MySQLOptions) {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			db := b.open(t)
+			db := b.Open(t)
 			db.SetMaxOpenConns(goroutines)
 			cfg := sqlidgen.Config{Pool: "mixed", Size: size, Lease: time.Minute}
-			newLeaser(t, db, b.dialect, cfg)
+			newLeaser(t, db, b.Dialect, cfg)
 			h := &holders{by: map[int64]int{}}
 			var wg sync.WaitGroup
 			for g := range goroutines {
 				wg.Go(func() {
-					l, err := sqlidgen.New(db, b.dialect, cfg)
+					l, err := sqlidgen.New(db, b.Dialect, cfg)
 					if err != nil {
 						t.Error(err)
 						return
@@ -663,13 +666,13 @@ func TestRaceFewNodes(t *testing.T) {
 		lease      = 400 * time.Millisecond
 		run        = 2 * time.Second
 	)
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			db := b.open(t)
+			db := b.Open(t)
 			db.SetMaxOpenConns(goroutines)
 			cfg := sqlidgen.Config{Pool: "race", Size: size, Lease: lease}
-			ls := []*sqlidgen.Leaser{newLeaser(t, db, b.dialect, cfg), newLeaser(t, db, b.dialect, cfg), newLeaser(t, db, b.dialect, cfg)}
+			ls := []*sqlidgen.Leaser{newLeaser(t, db, b.Dialect, cfg), newLeaser(t, db, b.Dialect, cfg), newLeaser(t, db, b.Dialect, cfg)}
 			var (
 				wg            sync.WaitGroup
 				mu            sync.Mutex
@@ -758,17 +761,17 @@ func TestMigrateAddsFreeSeq(t *testing.T) {
 			`CREATE INDEX "legacy_lease_free" ON "legacy_lease" (pool, expires_at, node)`,
 		},
 	}
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			db := b.open(t)
+			db := b.Open(t)
 			cfg := sqlidgen.Config{Pool: "legacy", Size: 4, Table: table}
-			l := newLeaser(t, db, b.dialect, cfg)
+			l := newLeaser(t, db, b.Dialect, cfg)
 			var held []idgen.Lease
 			for range 3 {
 				held = append(held, acquire(t, l, any0(4, "before")))
 			}
-			for _, stmt := range legacy[b.dialect] {
+			for _, stmt := range legacy[b.Dialect] {
 				if _, err := db.ExecContext(t.Context(), stmt); err != nil {
 					t.Fatalf("%s: %v", stmt, err)
 				}

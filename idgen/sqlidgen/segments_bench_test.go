@@ -2,12 +2,12 @@ package sqlidgen_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/segment/segmenttest"
 	"github.com/idemq/idemq/idgen/sqlidgen"
+	"github.com/idemq/idemq/internal/testdb"
 )
 
 // BenchmarkSegmentSource measures an ID from a segment allocator over each
@@ -17,38 +17,38 @@ import (
 // segment, and per ID for the baseline.
 func BenchmarkSegmentSource(b *testing.B) {
 	ctx := context.Background()
-	for _, be := range backends {
-		var sent atomic.Int64
-		db := be.openCounting(b, &sent)
-		s := newSegments(b, db, be.dialect, sqlidgen.SegmentsConfig{})
+	for _, be := range testdb.Backends {
+		h := &testdb.Hooks{}
+		db := be.OpenWith(b, h)
+		s := newSegments(b, db, be.Dialect, sqlidgen.SegmentsConfig{})
 		for _, tag := range []string{"bench", "naive"} {
 			if err := s.CreateTag(ctx, segment.Tag{Tag: tag, Step: 1000}); err != nil {
 				b.Fatal(err)
 			}
 		}
-		b.Run(be.name+"/idemq", func(b *testing.B) {
-			segmenttest.BenchAllocator(b, s, "bench", sent.Load)
+		b.Run(be.Name+"/idemq", func(b *testing.B) {
+			segmenttest.BenchAllocator(b, s, "bench", h.RoundTrips)
 		})
 		naive := map[sqlidgen.Dialect]string{
 			sqlidgen.MySQL:    "UPDATE idemq_segment SET max_id = LAST_INSERT_ID(max_id + 1) WHERE biz_tag = ?",
 			sqlidgen.Postgres: "UPDATE idemq_segment SET max_id = max_id + 1 WHERE biz_tag = $1 RETURNING max_id",
 			sqlidgen.SQLite:   "UPDATE idemq_segment SET max_id = max_id + 1 WHERE biz_tag = ? RETURNING max_id",
-		}[be.dialect]
+		}[be.Dialect]
 		name := "/naive-update-returning"
-		if be.dialect == sqlidgen.MySQL {
+		if be.Dialect == sqlidgen.MySQL {
 			name = "/naive-last-insert-id"
 		}
-		b.Run(be.name+name, func(b *testing.B) {
+		b.Run(be.Name+name, func(b *testing.B) {
 			// Prepared, as Segments' UPDATE is: one round trip an ID.
 			stmt, err := db.PrepareContext(ctx, naive)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer stmt.Close()
-			rts := sent.Load()
+			rts := h.RoundTrips()
 			var id int64
 			for b.Loop() {
-				if be.dialect == sqlidgen.MySQL {
+				if be.Dialect == sqlidgen.MySQL {
 					res, err := stmt.ExecContext(ctx, "naive")
 					if err == nil {
 						id, err = res.LastInsertId()
@@ -60,7 +60,7 @@ func BenchmarkSegmentSource(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(sent.Load()-rts)/float64(b.N), "rt/id")
+			b.ReportMetric(float64(h.RoundTrips()-rts)/float64(b.N), "rt/id")
 		})
 	}
 }

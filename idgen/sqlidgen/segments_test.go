@@ -14,6 +14,7 @@ import (
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/segment/segmenttest"
 	"github.com/idemq/idemq/idgen/sqlidgen"
+	"github.com/idemq/idemq/internal/testdb"
 )
 
 // newSegments returns Segments over db, with its table migrated, closed
@@ -32,24 +33,17 @@ func newSegments(tb testing.TB, db *sql.DB, d sqlidgen.Dialect, cfg sqlidgen.Seg
 }
 
 func TestSegmentConformance(t *testing.T) {
-	for _, b := range append(backends, mysqlOptions) {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range append(testdb.Backends, testdb.MySQLOptions) {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			// One database per dialect, as for the leasers; every source
 			// of a test has connections of its own, as another host
 			// would.
-			dsn := b.dsn(t)
-			open := func(t *testing.T) *sql.DB {
-				db, err := sql.Open(b.driver, dsn)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { db.Close() })
-				return db
-			}
-			newSegments(t, open(t), b.dialect, sqlidgen.SegmentsConfig{})
+			dsn := b.DSN(t)
+			open := func(t *testing.T) *sql.DB { return b.OpenDSN(t, dsn) }
+			newSegments(t, open(t), b.Dialect, sqlidgen.SegmentsConfig{})
 			segmenttest.Run(t, func(t *testing.T) segmenttest.Source {
-				s, err := sqlidgen.NewSegments(open(t), b.dialect, sqlidgen.SegmentsConfig{})
+				s, err := sqlidgen.NewSegments(open(t), b.Dialect, sqlidgen.SegmentsConfig{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -61,7 +55,7 @@ func TestSegmentConformance(t *testing.T) {
 }
 
 func TestSegmentsConfig(t *testing.T) {
-	db := backends[0].open(t)
+	db := testdb.SQLite.Open(t)
 	for _, tc := range []struct {
 		name string
 		db   *sql.DB
@@ -147,8 +141,8 @@ func checkDown(t *testing.T, call string, err error, addr, what string) {
 // insert, serves as it is once it has the max_limit column, as the package
 // documentation tells a Leaf user.
 func TestSegmentsLeafTable(t *testing.T) {
-	b := backendNamed("MySQL")
-	db := b.open(t)
+	b := testdb.MySQL
+	db := b.Open(t)
 	ctx := t.Context()
 	for _, stmt := range []string{
 		"CREATE TABLE `leaf_alloc` (\n" +
@@ -167,7 +161,7 @@ func TestSegmentsLeafTable(t *testing.T) {
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
-	s, err := sqlidgen.NewSegments(db, b.dialect, sqlidgen.SegmentsConfig{Table: "leaf_alloc"})
+	s, err := sqlidgen.NewSegments(db, b.Dialect, sqlidgen.SegmentsConfig{Table: "leaf_alloc"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,17 +194,17 @@ func TestSegmentsLeafTable(t *testing.T) {
 // segment. The lost one is never handed out: it costs its IDs, never
 // uniqueness.
 func TestSegmentLostAnswer(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			var drop atomic.Bool
-			db := b.openFaulty(t, func(query string) error {
-				if strings.Contains(query, "SET max_id") && drop.CompareAndSwap(true, false) {
-					return errLost
+			db := b.OpenWith(t, &testdb.Hooks{Statement: func(query string) func() error {
+				if !strings.Contains(query, "SET max_id") || !drop.CompareAndSwap(true, false) {
+					return nil
 				}
-				return nil
-			})
-			s := newSegments(t, db, b.dialect, sqlidgen.SegmentsConfig{})
+				return func() error { return errLost }
+			}})
+			s := newSegments(t, db, b.Dialect, sqlidgen.SegmentsConfig{})
 			ctx := t.Context()
 			if err := s.CreateTag(ctx, segment.Tag{Tag: "lost", Step: 10}); err != nil {
 				t.Fatal(err)
@@ -242,11 +236,11 @@ var errLost = errors.New("answer lost")
 // write: a segment of the stored step fails with ErrInvalidConfig and
 // leaves the counter as it was; one of a given step is reserved.
 func TestSegmentStoredStepZero(t *testing.T) {
-	for _, b := range append(backends, mysqlOptions) {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range append(testdb.Backends, testdb.MySQLOptions) {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			db := b.open(t)
-			s := newSegments(t, db, b.dialect, sqlidgen.SegmentsConfig{})
+			db := b.Open(t)
+			s := newSegments(t, db, b.Dialect, sqlidgen.SegmentsConfig{})
 			ctx := t.Context()
 			if err := s.CreateTag(ctx, segment.Tag{Tag: "zero", MaxID: 5, Step: 10}); err != nil {
 				t.Fatal(err)

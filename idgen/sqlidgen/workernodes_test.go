@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/sqlidgen"
+	"github.com/idemq/idemq/internal/testdb"
 )
 
 func newWorkerNodes(tb testing.TB, db *sql.DB, d sqlidgen.Dialect, cfg sqlidgen.WorkerNodesConfig) *sqlidgen.WorkerNodes {
@@ -122,11 +123,11 @@ func workerRows(t *testing.T, db *sql.DB, table string) map[int64]workerRow {
 // from 1, never granted again, no renewal, and a loud failure naming the fix
 // once the ids pass the layout's largest node.
 func TestWorkerNodes(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			db := b.open(t)
-			w := newWorkerNodes(t, db, b.dialect, sqlidgen.WorkerNodesConfig{Host: "host-a"})
+			db := b.Open(t)
+			w := newWorkerNodes(t, db, b.Dialect, sqlidgen.WorkerNodesConfig{Host: "host-a"})
 			const maxNode = 3 // a 2-bit node field
 			req := idgen.LeaseRequest{MaxNode: maxNode, Owner: "host-a:4242"}
 			var leases []idgen.Lease
@@ -140,7 +141,7 @@ func TestWorkerNodes(t *testing.T) {
 				}
 				leases = append(leases, lease)
 			}
-			rows := workerRows(t, db, quoteTable(b.dialect, sqlidgen.DefaultWorkerTable))
+			rows := workerRows(t, db, quoteTable(b.Dialect, sqlidgen.DefaultWorkerTable))
 			today := time.Now().UTC().Format(time.DateOnly)
 			for id := int64(1); id <= maxNode; id++ {
 				r := rows[id]
@@ -162,7 +163,7 @@ func TestWorkerNodes(t *testing.T) {
 			if err := w.Release(t.Context(), leases[0], time.Now()); err != nil {
 				t.Errorf("Release = %v", err)
 			}
-			after := workerRows(t, db, quoteTable(b.dialect, sqlidgen.DefaultWorkerTable))
+			after := workerRows(t, db, quoteTable(b.Dialect, sqlidgen.DefaultWorkerTable))
 			if after[1].modified == rows[1].modified || after[1].create != rows[1].create {
 				t.Errorf("Release changed row 1 from %+v to %+v, want only a later modified time", rows[1], after[1])
 			}
@@ -183,14 +184,14 @@ func TestWorkerNodes(t *testing.T) {
 
 			// Static nodes and layouts without node bits are refused
 			// without recording a start.
-			n := len(workerRows(t, db, quoteTable(b.dialect, sqlidgen.DefaultWorkerTable)))
+			n := len(workerRows(t, db, quoteTable(b.Dialect, sqlidgen.DefaultWorkerTable)))
 			if _, err := w.Acquire(t.Context(), idgen.LeaseRequest{MaxNode: 1 << 22, Static: true, Node: 7}); !errors.Is(err, idgen.ErrInvalidConfig) {
 				t.Errorf("static Acquire = %v, want ErrInvalidConfig", err)
 			}
 			if _, err := w.Acquire(t.Context(), idgen.LeaseRequest{MaxNode: 0}); !errors.Is(err, idgen.ErrNodeRange) {
 				t.Errorf("Acquire for a layout of one node = %v, want ErrNodeRange", err)
 			}
-			if got := len(workerRows(t, db, quoteTable(b.dialect, sqlidgen.DefaultWorkerTable))); got != n {
+			if got := len(workerRows(t, db, quoteTable(b.Dialect, sqlidgen.DefaultWorkerTable))); got != n {
 				t.Errorf("refused calls recorded %d starts", got-n)
 			}
 		})
@@ -201,12 +202,12 @@ func TestWorkerNodes(t *testing.T) {
 // rows are deleted, only after the counter is reset as the documentation
 // says.
 func TestWorkerNodesNeverReused(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			db := b.open(t)
-			w := newWorkerNodes(t, db, b.dialect, sqlidgen.WorkerNodesConfig{Table: "WORKER_NODE", Port: "8080", Type: sqlidgen.Container})
-			table := quoteTable(b.dialect, "WORKER_NODE")
+			db := b.Open(t)
+			w := newWorkerNodes(t, db, b.Dialect, sqlidgen.WorkerNodesConfig{Table: "WORKER_NODE", Port: "8080", Type: sqlidgen.Container})
+			table := quoteTable(b.Dialect, "WORKER_NODE")
 			req := idgen.LeaseRequest{MaxNode: 1<<22 - 1}
 			for range 3 {
 				if _, err := w.Acquire(t.Context(), req); err != nil {
@@ -224,7 +225,7 @@ func TestWorkerNodesNeverReused(t *testing.T) {
 				t.Errorf("row 4 = %+v", r)
 			}
 			var reset []string
-			switch b.dialect {
+			switch b.Dialect {
 			case sqlidgen.MySQL:
 				reset = []string{`TRUNCATE TABLE ` + table}
 			case sqlidgen.Postgres:
@@ -248,13 +249,13 @@ func TestWorkerNodesNeverReused(t *testing.T) {
 // of its own.
 func TestWorkerNodesConcurrent(t *testing.T) {
 	const starts = 40
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			db := b.open(t)
+			db := b.Open(t)
 			ws := []*sqlidgen.WorkerNodes{
-				newWorkerNodes(t, db, b.dialect, sqlidgen.WorkerNodesConfig{}),
-				newWorkerNodes(t, db, b.dialect, sqlidgen.WorkerNodesConfig{}),
+				newWorkerNodes(t, db, b.Dialect, sqlidgen.WorkerNodesConfig{}),
+				newWorkerNodes(t, db, b.Dialect, sqlidgen.WorkerNodesConfig{}),
 			}
 			var (
 				wg   sync.WaitGroup

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -105,13 +104,13 @@ func busyKeys(t *testing.T, opts []consumer.Option) {
 		sent = append(sent, key)
 	}
 
-	holder := startProc(t, roleHolder, "holder", settings{
+	holder := racechild.Start(t, roleHolder, "holder", settings{
 		Namesrv: f.ns, Redis: f.redisAddr, Topic: topic, Group: group, Instance: "cf-holder-" + f.run,
 		Prefix: f.storePrefix(), Ledger: f.ledger(), Lease: lease,
 	})
 	held := map[string]int{} // key: reconsume count it is held on
 	for len(held) < n {
-		l, ok := holder.next(t, 30*time.Second)
+		l, ok := holder.Next(t, 30*time.Second)
 		if !ok {
 			t.Fatalf("holder exited holding %d of %d keys", len(held), n)
 		}
@@ -136,9 +135,8 @@ func busyKeys(t *testing.T, opts []consumer.Option) {
 	if onLast != lastRetry {
 		t.Fatalf("holder holds %d keys on their last reconsume, want %d", onLast, lastRetry)
 	}
-	holder.signal(t, syscall.SIGKILL)
-	killed := time.Now()
-	holder.wait(t, 10*time.Second)
+	holder.Kill(t)
+	killed := holder.Signalled
 
 	// The taker: the same group, in this process.
 	store, err := newStore(f.rdb, f.storePrefix())

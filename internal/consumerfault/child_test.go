@@ -3,14 +3,10 @@ package consumerfault
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -21,8 +17,29 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/consumer/remoting"
+	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/msgkey"
 )
+
+// settings is what a child needs to know.
+type settings struct {
+	Namesrv  string
+	Proxy    string // the 5.x proxy's gRPC endpoint, for the gRPC roles
+	Redis    string
+	Topic    string
+	Group    string
+	Instance string // the rocketmq client's instance name, unique per client
+	Prefix   string // of the dedupe records
+	Ledger   string
+	Lease    time.Duration
+	// Work is how long a worker's handler takes; it applies its effect
+	// after a fifth of it.
+	Work time.Duration
+	// Shutdown has a worker, on SIGTERM, call the push consumer's Shutdown
+	// (a gRPC worker: its SimpleConsumer's GracefulStop) and exit at once,
+	// instead of draining: the control of the rolling restart.
+	Shutdown bool
+}
 
 // Roles of a child.
 const (
@@ -47,62 +64,27 @@ var failFirst = []byte("fail-first ")
 // drainBound bounds a worker's drain.
 const drainBound = 10 * time.Second
 
-// Exit codes of a child.
-const (
-	exitOK     = 0
-	exitFailed = 1
-)
-
-// runChild runs role and returns the exit code.
-func runChild(role string) int {
-	var s settings
-	if err := json.Unmarshal([]byte(os.Getenv(settingsEnv)), &s); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return exitFailed
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	rdb := redis.NewClient(&redis.Options{Addr: s.Redis})
-	defer rdb.Close()
-	var err error
-	switch role {
-	case roleHolder:
-		err = hold(s, rdb, log)
-	case roleWorker:
-		err = work(s, rdb, log)
-	case roleGRPCHolder:
-		err = grpcHold(s, rdb, log)
-	case roleGRPCTaker:
-		err = grpcTake(s, rdb, log)
-	case roleGRPCWorker:
-		err = grpcWork(s, rdb, log)
-	default:
-		err = fmt.Errorf("unknown role %q", role)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return exitFailed
-	}
-	return exitOK
+// roles are the children's roles, for racechild.Main.
+var roles = map[string]func() error{
+	roleHolder:     role(hold),
+	roleWorker:     role(work),
+	roleGRPCHolder: role(grpcHold),
+	roleGRPCTaker:  role(grpcTake),
+	roleGRPCWorker: role(grpcWork),
 }
 
-// say tells the parent one line.
-func say(format string, args ...any) {
-	sayMu.Lock()
-	defer sayMu.Unlock()
-	fmt.Printf(format+"\n", args...)
-}
-
-var sayMu sync.Mutex
-
-// stdinClosed is closed once standard input ends: the parent is gone, or
-// is done with the child.
-func stdinClosed() <-chan struct{} {
-	c := make(chan struct{})
-	go func() {
-		io.Copy(io.Discard, os.Stdin)
-		close(c)
-	}()
-	return c
+// role is a child's role that runs run with the child's settings, a Redis
+// client of them and a logger to standard error.
+func role(run func(settings, *redis.Client, *slog.Logger) error) func() error {
+	return func() error {
+		var s settings
+		if err := racechild.Settings(&s); err != nil {
+			return err
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: s.Redis})
+		defer rdb.Close()
+		return run(s, rdb, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	}
 }
 
 // start subscribes a push consumer to s.Topic with cb and starts it.
@@ -141,14 +123,14 @@ func hold(s settings, rdb *redis.Client, log *slog.Logger) error {
 	handle := func(ctx context.Context, m *consumer.Message) error {
 		key := msgkey.Of(m)
 		if m.Reconsumed == 0 && bytes.HasPrefix(m.Body, failFirst) {
-			say("failed %s", key)
+			racechild.Say("failed %s", key)
 			return errors.New("the first attempt fails")
 		}
 		// Claimed, its lease renewed in the background: block, the effect
 		// not applied, until killed.
-		say("hold %s %d", key, m.Reconsumed)
+		racechild.Say("hold %s %d", key, m.Reconsumed)
 		<-ctx.Done()
-		say("lost %s %v", key, context.Cause(ctx))
+		racechild.Say("lost %s %v", key, context.Cause(ctx))
 		return context.Cause(ctx)
 	}
 	// Room for every held handler: the client runs at most
@@ -156,8 +138,8 @@ func hold(s settings, rdb *redis.Client, log *slog.Logger) error {
 	if _, err := start(s, remoting.Concurrently(c, handle), rmq.WithMaxReconsumeTimes(1), rmq.WithConsumeGoroutineNums(64)); err != nil {
 		return err
 	}
-	say("ready")
-	<-stdinClosed()
+	racechild.Say("ready")
+	<-racechild.Stopped()
 	return nil
 }
 
@@ -194,7 +176,7 @@ func (w *workLoad) term() {
 	for end := time.Now().Add(time.Second); w.unrecorded.Load() == 0 && time.Now().Before(end); {
 		time.Sleep(time.Millisecond)
 	}
-	say("term running=%d past-effect=%d", w.running.Load(), w.unrecorded.Load())
+	racechild.Say("term running=%d past-effect=%d", w.running.Load(), w.unrecorded.Load())
 }
 
 // work is a worker's life.
@@ -211,10 +193,10 @@ func work(s settings, rdb *redis.Client, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	say("ready")
+	racechild.Say("ready")
 	select {
 	case <-term:
-	case <-stdinClosed():
+	case <-racechild.Stopped():
 		return pc.Shutdown()
 	}
 	load.term()
@@ -229,12 +211,12 @@ func work(s settings, rdb *redis.Client, log *slog.Logger) error {
 	begin := time.Now()
 	err = remoting.Drain(ctx, c, pc)
 	st := c.Stats()
-	say("stats drain=%v delivered=%d completed=%d suppressed=%d failed=%d busy=%d waited=%d held=%d leaselost=%d unrecorded=%d storedown=%d applied=%d",
+	racechild.Say("stats drain=%v delivered=%d completed=%d suppressed=%d failed=%d busy=%d waited=%d held=%d leaselost=%d unrecorded=%d storedown=%d applied=%d",
 		time.Since(begin).Round(time.Millisecond), st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.Failed.Load(), st.Busy.Load(),
 		st.Waited.Load(), st.Canceled.Load(), st.LeaseLost.Load(), st.Unrecorded.Load(), st.StoreDown.Load(), load.applied.Load())
 	if err != nil {
 		// The drain ran out of its bound: the parent reports it.
-		say("drain-error %v", err)
+		racechild.Say("drain-error %v", err)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/consumer/grpcv5"
+	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -79,9 +80,9 @@ func grpcHold(s settings, rdb *redis.Client, log *slog.Logger) error {
 	handle := func(ctx context.Context, m *consumer.Message) error {
 		// Claimed, its lease renewed and the message kept invisible in
 		// the background: block, the effect not applied, until killed.
-		say("hold %s %d", msgkey.Of(m), attempt(m))
+		racechild.Say("hold %s %d", msgkey.Of(m), attempt(m))
 		<-ctx.Done()
-		say("lost %s %v", msgkey.Of(m), context.Cause(ctx))
+		racechild.Say("lost %s %v", msgkey.Of(m), context.Cause(ctx))
 		return context.Cause(ctx)
 	}
 	r, err := grpcv5.Simple(c, sc, handle, grpcv5.SimpleConfig{Workers: 64, InvisibleDuration: grpcInvisible})
@@ -89,8 +90,8 @@ func grpcHold(s settings, rdb *redis.Client, log *slog.Logger) error {
 		return err
 	}
 	go r.Run(context.Background())
-	say("ready")
-	<-stdinClosed()
+	racechild.Say("ready")
+	<-racechild.Stopped()
 	return nil
 }
 
@@ -101,7 +102,7 @@ type recvSaid struct{ golang.SimpleConsumer }
 func (r recvSaid) Receive(ctx context.Context, n int32, d time.Duration) ([]*golang.MessageView, error) {
 	vs, err := r.SimpleConsumer.Receive(ctx, n, d)
 	for _, v := range vs {
-		say("recv %s %d %d", viewKey(v), v.GetDeliveryAttempt(), time.Now().UnixMilli())
+		racechild.Say("recv %s %d %d", viewKey(v), v.GetDeliveryAttempt(), time.Now().UnixMilli())
 	}
 	return vs, err
 }
@@ -120,12 +121,12 @@ func grpcTake(s settings, rdb *redis.Client, log *slog.Logger) error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- r.Run(context.Background()) }()
-	say("ready")
-	<-stdinClosed()
+	racechild.Say("ready")
+	<-racechild.Stopped()
 	r.Close()
 	err = <-done
 	st := c.Stats()
-	say("stats delivered=%d completed=%d suppressed=%d failed=%d waited=%d busy=%d retried=%d held=%d",
+	racechild.Say("stats delivered=%d completed=%d suppressed=%d failed=%d waited=%d busy=%d retried=%d held=%d",
 		st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.Failed.Load(), st.Waited.Load(), st.Busy.Load(),
 		st.Retried.Load(), st.Canceled.Load())
 	return err
@@ -156,10 +157,10 @@ func grpcWork(s settings, rdb *redis.Client, log *slog.Logger) error {
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
 	go r.Run(context.Background())
-	say("ready")
+	racechild.Say("ready")
 	select {
 	case <-term:
-	case <-stdinClosed():
+	case <-racechild.Stopped():
 		r.Close()
 		return sc.GracefulStop()
 	}
@@ -175,13 +176,13 @@ func grpcWork(s settings, rdb *redis.Client, log *slog.Logger) error {
 	stopErr := sc.GracefulStop()
 	st := c.Stats()
 	mu.Lock()
-	say("stats drain=%v attempts=%v delivered=%d completed=%d suppressed=%d failed=%d busy=%d waited=%d held=%d leaselost=%d unrecorded=%d storedown=%d applied=%d",
+	racechild.Say("stats drain=%v attempts=%v delivered=%d completed=%d suppressed=%d failed=%d busy=%d waited=%d held=%d leaselost=%d unrecorded=%d storedown=%d applied=%d",
 		drain.Round(time.Millisecond), attempts, st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.Failed.Load(), st.Busy.Load(),
 		st.Waited.Load(), st.Canceled.Load(), st.LeaseLost.Load(), st.Unrecorded.Load(), st.StoreDown.Load(), load.applied.Load())
 	mu.Unlock()
 	if err != nil {
 		// The drain ran out of its bound: the parent reports it.
-		say("drain-error %v", err)
+		racechild.Say("drain-error %v", err)
 	}
 	return stopErr
 }

@@ -3,7 +3,6 @@ package consumerfault
 import (
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -58,12 +57,12 @@ func TestGRPCKilledHolder(t *testing.T) {
 		Prefix: f.storePrefix(), Ledger: f.ledger(), Lease: lease,
 	}
 	s.Instance = "cf-grpc-holder-" + f.run
-	holder := startProc(t, roleGRPCHolder, "gRPC holder", s)
+	holder := racechild.Start(t, roleGRPCHolder, "gRPC holder", s)
 	held := map[string]int32{}
 	for len(held) < n {
-		l, ok := holder.next(t, 60*time.Second)
+		l, ok := holder.Next(t, 60*time.Second)
 		if !ok {
-			t.Fatalf("holder exited holding %d of %d keys:\n%s", len(held), n, lastLines(holder.errs.String(), 40))
+			t.Fatalf("holder exited holding %d of %d keys", len(held), n)
 		}
 		var key string
 		var attempt int32
@@ -78,17 +77,15 @@ func TestGRPCKilledHolder(t *testing.T) {
 		}
 	}
 	heldAll := time.Since(begin)
-	holder.signal(t, syscall.SIGKILL)
-	killed := time.Now()
-	holder.wait(t, 10*time.Second)
+	holder.Kill(t)
+	killed := holder.Signalled
 
 	s.Instance = "cf-grpc-taker-" + f.run
-	taker := startProc(t, roleGRPCTaker, "gRPC taker", s)
-	taker.expect(t, "ready", 60*time.Second)
+	taker := racechild.Start(t, roleGRPCTaker, "gRPC taker", s)
+	taker.Expect(t, "ready", 60*time.Second)
 	tl := f.settle(sent, dlq, nil, 60*time.Second, 2*time.Second)
-	taker.stdin.Close()
-	code, said := taker.wait(t, 60*time.Second)
-	racechild.CheckExit(t, taker.name, code, taker.errs.String(), racechild.Libraries)
+	taker.Stop()
+	said := taker.Wait(t, 60*time.Second, racechild.Libraries)
 
 	var (
 		stats    string

@@ -81,17 +81,17 @@ func grpcRollingRestart(t *testing.T, exit bool) tally {
 		Prefix: f.storePrefix(), Ledger: f.ledger(), Lease: lease, Work: handling, Shutdown: exit,
 	}
 	started := 0
-	spawn := func() *proc {
+	spawn := func() *racechild.Proc {
 		started++
 		s.Instance = fmt.Sprintf("cf-grpc-worker-%s-%d", f.run, started)
-		return startProc(t, roleGRPCWorker, fmt.Sprintf("gRPC worker %d", started), s)
+		return racechild.Start(t, roleGRPCWorker, fmt.Sprintf("gRPC worker %d", started), s)
 	}
-	var kids [workers]*proc
+	var kids [workers]*racechild.Proc
 	for i := range kids {
 		kids[i] = spawn()
 	}
 	for _, w := range kids {
-		w.expect(t, "ready", 60*time.Second)
+		w.Expect(t, "ready", 60*time.Second)
 	}
 	ready := time.Since(begin)
 
@@ -108,7 +108,7 @@ func grpcRollingRestart(t *testing.T, exit bool) tally {
 	var lastExit time.Time
 	// stopped waits for w, sent SIGTERM, to exit, and returns what it said
 	// on the way out.
-	stopped := func(w *proc) string {
+	stopped := func(w *racechild.Proc) string {
 		t.Helper()
 		term, line, errs := stopWorker(t, w, drainBound+20*time.Second, racechild.Libraries)
 		if !strings.HasSuffix(term, " past-effect=0") {
@@ -119,12 +119,12 @@ func grpcRollingRestart(t *testing.T, exit bool) tally {
 	}
 	for i := range kids {
 		time.Sleep(time.Until(sendStart.Add(time.Duration(i+1) * sendFor / (workers + 1))))
-		kids[i].signal(t, syscall.SIGTERM)
-		termAt = append(termAt, kids[i].signalled.Sub(sendStart).Round(100*time.Millisecond))
+		kids[i].Signal(t, syscall.SIGTERM)
+		termAt = append(termAt, kids[i].Signalled.Sub(sendStart).Round(100*time.Millisecond))
 		restarts = append(restarts, stopped(kids[i]))
-		lastExit = kids[i].exited
+		lastExit = kids[i].Exited
 		kids[i] = spawn()
-		kids[i].expect(t, "ready", 60*time.Second)
+		kids[i].Expect(t, "ready", 60*time.Second)
 	}
 	sent, err := sending()
 	if err != nil {
@@ -142,7 +142,7 @@ func grpcRollingRestart(t *testing.T, exit bool) tally {
 	tl := f.settle(sent, dlq, func() bool { return time.Now().After(back) }, 60*time.Second, 500*time.Millisecond)
 	settled := time.Since(sendStart)
 	for _, w := range kids {
-		w.signal(t, syscall.SIGTERM)
+		w.Signal(t, syscall.SIGTERM)
 	}
 	for _, w := range kids {
 		restarts = append(restarts, stopped(w))

@@ -53,17 +53,17 @@ func rollingRestart(t *testing.T, shutdown bool) tally {
 		Prefix: f.storePrefix(), Ledger: f.ledger(), Lease: lease, Work: handling, Shutdown: shutdown,
 	}
 	started := 0
-	spawn := func() *proc {
+	spawn := func() *racechild.Proc {
 		started++
 		s.Instance = fmt.Sprintf("cf-worker-%s-%d", f.run, started)
-		return startProc(t, roleWorker, fmt.Sprintf("worker %d", started), s)
+		return racechild.Start(t, roleWorker, fmt.Sprintf("worker %d", started), s)
 	}
-	var kids [workers]*proc
+	var kids [workers]*racechild.Proc
 	for i := range kids {
 		kids[i] = spawn()
 	}
 	for _, w := range kids {
-		w.expect(t, "ready", 30*time.Second)
+		w.Expect(t, "ready", 30*time.Second)
 	}
 
 	sendStart := time.Now()
@@ -72,7 +72,7 @@ func rollingRestart(t *testing.T, shutdown bool) tally {
 	var restarts, drainErrs []string
 	// stopped waits for w, sent SIGTERM, to exit, and returns what it said
 	// on the way out.
-	stopped := func(w *proc) string {
+	stopped := func(w *racechild.Proc) string {
 		t.Helper()
 		// The client's Shutdown, which Drain calls too, races inside the
 		// client: it sets its closed flag unsynchronised while a rebalance
@@ -85,10 +85,10 @@ func rollingRestart(t *testing.T, shutdown bool) tally {
 	}
 	for i := range kids {
 		time.Sleep(time.Until(sendStart.Add(time.Duration(i+1) * sendFor / (workers + 1))))
-		kids[i].signal(t, syscall.SIGTERM)
+		kids[i].Signal(t, syscall.SIGTERM)
 		restarts = append(restarts, stopped(kids[i]))
 		kids[i] = spawn()
-		kids[i].expect(t, "ready", 30*time.Second)
+		kids[i].Expect(t, "ready", 30*time.Second)
 	}
 	sent, err := sending()
 	if err != nil {
@@ -96,7 +96,7 @@ func rollingRestart(t *testing.T, shutdown bool) tally {
 	}
 	tl := f.settle(sent, dlq, nil, 60*time.Second, 1500*time.Millisecond)
 	for _, w := range kids {
-		w.signal(t, syscall.SIGTERM)
+		w.Signal(t, syscall.SIGTERM)
 	}
 	for _, w := range kids {
 		restarts = append(restarts, stopped(w))
@@ -155,20 +155,19 @@ func sendPaced(ctx context.Context, p *producer.Producer, topic string, total in
 // exit within bound, and checks its exit by racechild's rule, tolerating
 // races wholly inside libraries. It returns the term line, a line for the
 // test's log, and the drain errors w said, each led by its name.
-func stopWorker(t *testing.T, w *proc, bound time.Duration, libraries []string) (term, line string, drainErrs []string) {
+func stopWorker(t *testing.T, w *racechild.Proc, bound time.Duration, libraries []string) (term, line string, drainErrs []string) {
 	t.Helper()
-	term = w.expect(t, "term ", 10*time.Second)
-	code, rest := w.wait(t, bound)
-	racechild.CheckExit(t, w.name, code, w.errs.String(), libraries)
+	term = w.Expect(t, "term ", 10*time.Second)
+	rest := w.Wait(t, bound, libraries)
 	var said []string
 	for _, l := range rest {
 		if e, ok := strings.CutPrefix(l, "drain-error "); ok {
-			drainErrs = append(drainErrs, w.name+": "+e)
+			drainErrs = append(drainErrs, w.Name()+": "+e)
 		} else {
 			said = append(said, l)
 		}
 	}
-	line = fmt.Sprintf("%s: exited %v after SIGTERM; at SIGTERM handlers %s; %s", w.name,
-		w.exited.Sub(w.signalled).Round(time.Millisecond), term, strings.Join(said, " "))
+	line = fmt.Sprintf("%s: exited %v after SIGTERM; at SIGTERM handlers %s; %s", w.Name(),
+		w.Exited.Sub(w.Signalled).Round(time.Millisecond), term, strings.Join(said, " "))
 	return term, line, drainErrs
 }

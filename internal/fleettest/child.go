@@ -5,28 +5,18 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/racechild"
 )
 
-// childEnv marks a run of a test binary as a fleet child.
-const childEnv = "IDEMQ_FLEET_CHILD"
-
-// envPrefix starts the name of every setting passed to a child.
-const envPrefix = "FLEET_"
-
-// Exit codes of a child.
+// The roles of fleet children.
 const (
-	ExitOK     = 0
-	ExitFailed = 1
-	// ExitNoNode is a child's exit code when it found no free node.
-	ExitNoNode = 3
+	roleLeased   = "fleet-leased"
+	roleSegments = "fleet-segments"
 )
 
 // Pool is the pool of node ids a fleet leases from.
@@ -37,64 +27,76 @@ type Pool struct {
 }
 
 // NewLeaser builds a child's leaser of pool p from the backend settings the
-// parent passed ([New]'s env), which getenv returns by key. close releases
-// whatever it opened.
-type NewLeaser func(p Pool, getenv func(key string) string) (l idgen.Leaser, close func(), err error)
+// parent passed ([New]'s env). close releases whatever it opened.
+type NewLeaser func(p Pool, env map[string]string) (l idgen.Leaser, close func(), err error)
 
-// IsChild reports whether this process is a fleet child.
-func IsChild() bool { return os.Getenv(childEnv) != "" }
+// Roles are the roles a backend's test binary runs as a fleet child, for
+// racechild.Main: a leased generator over newLeaser's leaser ([Fleet]) and
+// a segment allocator over newSource's source ([RunProcesses]).
+func Roles(newLeaser NewLeaser, newSource NewSource) map[string]func() error {
+	return map[string]func() error{
+		roleLeased:   func() error { return leased(newLeaser) },
+		roleSegments: func() error { return segments(newSource) },
+	}
+}
 
-// Child is the whole life of a fleet child; its result is the exit code.
-// It leases a node through newLeaser and issues IDs: the count it was
-// started with, or, with 0, about 64 per millisecond until its standard
-// input closes. It prints "node N" once it holds a node, "fenced" the first
-// time the generator refuses to issue because its lease is not live, and
-// "done" after a clean close.
-func Child(newLeaser NewLeaser) int {
-	getenv := func(k string) string { return os.Getenv(envPrefix + k) }
-	size, _ := strconv.ParseInt(getenv("SIZE"), 10, 64)
-	lease, _ := time.ParseDuration(getenv("LEASE"))
-	count, _ := strconv.Atoi(getenv("COUNT"))
-	leaser, closeLeaser, err := newLeaser(Pool{Name: getenv("POOL"), Size: size, Lease: lease}, getenv)
+// leasedSettings is what a leased child is started with.
+type leasedSettings struct {
+	Pool Pool
+	// Count is the number of IDs to issue; 0, until stopped.
+	Count int
+	// Wait has the child wait for a free node.
+	Wait bool
+	// Out is the file the IDs are written to.
+	Out string
+	Env map[string]string
+}
+
+// leased is the whole life of a leased child. It leases a node through
+// newLeaser and issues IDs: the count it was started with, or, with 0,
+// about 64 per millisecond until stopped. It says "node N" once it holds a
+// node ("no free node" if there is none), "fenced" the first time the
+// generator refuses to issue because its lease is not live, and "done"
+// after a clean close.
+func leased(newLeaser NewLeaser) error {
+	var s leasedSettings
+	if err := racechild.Settings(&s); err != nil {
+		return err
+	}
+	leaser, closeLeaser, err := newLeaser(s.Pool, s.Env)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return ExitFailed
+		return err
 	}
 	defer closeLeaser()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	gen, err := idgen.NewLeased(ctx, leaser, idgen.Config{Rollback: idgen.Wait{Max: time.Minute}},
-		idgen.LeaseConfig{Wait: getenv("WAIT") == "1", Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+		idgen.LeaseConfig{Wait: s.Wait, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	if errors.Is(err, idgen.ErrNoFreeNode) {
-		fmt.Fprintln(os.Stderr, err)
-		return ExitNoNode
+		racechild.Say("no free node")
+		return nil
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return ExitFailed
+		return err
 	}
-	fmt.Printf("node %d\n", gen.Node())
-	f, err := os.Create(getenv("OUT"))
+	racechild.Say("node %d", gen.Node())
+	f, err := os.Create(s.Out)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return ExitFailed
+		return err
 	}
 	w := bufio.NewWriterSize(f, 1<<16)
-	stop := make(chan struct{})
-	if count == 0 {
-		go func() {
-			io.Copy(io.Discard, os.Stdin)
-			close(stop)
-		}()
+	var stop <-chan struct{}
+	if s.Count == 0 {
+		stop = racechild.Stopped()
 	}
 	ids := make([]idgen.ID, 64)
 	var buf [8]byte
 	fenced := false
 	flushed := time.Now()
-	for issued := 0; count == 0 || issued < count; {
+	for issued := 0; s.Count == 0 || issued < s.Count; {
 		n := len(ids)
-		if count > 0 {
-			n = min(n, count-issued)
+		if s.Count > 0 {
+			n = min(n, s.Count-issued)
 		}
 		n, err = gen.Fill(ctx, ids[:n])
 		for _, id := range ids[:n] {
@@ -104,12 +106,11 @@ func Child(newLeaser NewLeaser) int {
 		issued += n
 		if errors.Is(err, idgen.ErrLeaseExpired) && !fenced {
 			fenced = true
-			fmt.Println("fenced")
+			racechild.Say("fenced")
 		} else if err != nil && !errors.Is(err, idgen.ErrLeaseExpired) {
-			fmt.Fprintln(os.Stderr, err)
-			return ExitFailed
+			return err
 		}
-		if count > 0 {
+		if s.Count > 0 {
 			continue
 		}
 		if time.Since(flushed) > 5*time.Millisecond {
@@ -118,22 +119,20 @@ func Child(newLeaser NewLeaser) int {
 		}
 		select {
 		case <-stop:
-			count = -1 // leave the loop
+			s.Count = -1 // leave the loop
 		case <-time.After(time.Millisecond):
 		}
-		if count < 0 {
+		if s.Count < 0 {
 			break
 		}
 	}
 	if err := w.Flush(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return ExitFailed
+		return err
 	}
 	f.Close()
 	if err := gen.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return ExitFailed
+		return err
 	}
-	fmt.Println("done")
-	return ExitOK
+	racechild.Say("done")
+	return nil
 }

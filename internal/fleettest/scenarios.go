@@ -2,7 +2,6 @@ package fleettest
 
 import (
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -16,7 +15,7 @@ func RaceForNodes(t *testing.T, f *Fleet) {
 	t.Helper()
 	var kids []*Proc
 	for range 7 {
-		kids = append(kids, f.Start(0, false))
+		kids = append(kids, f.Start(t, 0, false))
 	}
 	held := map[int64]bool{}
 	refused := 0
@@ -27,13 +26,12 @@ func RaceForNodes(t *testing.T, f *Fleet) {
 				t.Errorf("node %d held by two processes", c.Node)
 			}
 			held[c.Node] = true
-		case l == "":
-			if code := c.Wait(t); code != ExitNoNode {
-				t.Errorf("refused child exited %d, want %d (no free node)", code, ExitNoNode)
-			}
+		case l == "no free node":
+			c.Wait(t, time.Minute, nil)
 			refused++
 		default:
-			t.Errorf("child said %q", l)
+			c.Wait(t, time.Minute, nil)
+			t.Errorf("child said %q, want a node or no free node", l)
 		}
 	}
 	if len(held) != 3 || refused != 4 {
@@ -42,9 +40,7 @@ func RaceForNodes(t *testing.T, f *Fleet) {
 	var sets [][]uint64
 	for _, c := range kids {
 		if c.Node >= 0 {
-			if code := c.Stop(t); code != ExitOK {
-				t.Errorf("holder exited %d", code)
-			}
+			c.Finish(t)
 			sets = append(sets, c.IDs(t))
 		}
 	}
@@ -58,15 +54,14 @@ func RaceForNodes(t *testing.T, f *Fleet) {
 // holder's IDs are all greater than every ID the killed one issued.
 func KilledHolder(t *testing.T, f *Fleet, lease time.Duration) {
 	t.Helper()
-	a := f.Start(0, false)
+	a := f.Start(t, 0, false)
 	if l := a.Await(t, 30*time.Second); l != "node 0" {
 		t.Fatalf("first holder said %q", l)
 	}
 	time.Sleep(lease) // a few renewals
-	a.Signal(t, syscall.SIGKILL)
-	killed := time.Now()
-	a.Wait(t)
-	b := f.Start(0, true)
+	a.Kill(t)
+	killed := a.Signalled
+	b := f.Start(t, 0, true)
 	if l := b.Await(t, 30*time.Second); l != "node 0" {
 		t.Fatalf("next holder said %q", l)
 	}
@@ -78,7 +73,7 @@ func KilledHolder(t *testing.T, f *Fleet, lease time.Duration) {
 		t.Fatalf("node granted again %v after its holder was killed, within its %v lease", waited, lease)
 	}
 	time.Sleep(100 * time.Millisecond)
-	b.Stop(t)
+	b.Finish(t)
 	old, next := a.IDs(t), b.IDs(t)
 	if len(old) == 0 || len(next) == 0 {
 		t.Fatalf("old holder wrote %d IDs, new holder %d", len(old), len(next))

@@ -1,9 +1,17 @@
-// Package racechild runs code that uses a RocketMQ client in a child
-// process of the test binary, and tolerates the data races the clients make
-// with themselves; a race with any other code on either side still fails
-// the test.
+// Package racechild runs parts of a test in child processes of the test
+// binary and judges each child by one rule: it fails on any data race that
+// touches our code, and passes races wholly inside the libraries it names.
 //
-// The gRPC client (github.com/apache/rocketmq-clients/golang/v5 v5.1.4)
+// A child runs either a test ([Test]) or a role of its own ([Start], which
+// [Main] dispatches from TestMain). A role reads its settings ([Settings]),
+// tells its parent lines ([Say]) that the parent reads with deadlines
+// ([Proc.Next], [Proc.Expect]), hears lines from it ([Told]) and stops when
+// the parent closes its standard input ([Stopped], [Proc.Stop]); the parent
+// can also kill, pause and resume it ([Proc.Kill], [Proc.Pause],
+// [Proc.Resume]) and judges its exit ([Proc.Wait]).
+//
+// Races are tolerated for the RocketMQ clients' sake. The gRPC client
+// (github.com/apache/rocketmq-clients/golang/v5 v5.1.4)
 // races with itself: its telemetry goroutine applies the settings the proxy
 // pushes (retry policy, metrics switch) while its requests read them and its
 // settings sync marshals the same structures, from a second after a client
@@ -21,17 +29,18 @@
 // # The rule
 //
 // A child passes when nothing but data races failed it, and each of its
-// races is within [Libraries] ([Race.Within]): both accesses made by their
-// code. "Nothing but data races" is, for a child that runs a test ([Test]), an exit code of
-// 0, or 1 with no failure in its output but the testing package's "race
-// detected during execution of test"; for a child that runs a role of its own
+// races is within the tolerated libraries ([Race.Within]): both accesses
+// made by their code. Those are [Libraries] for a child that runs a test,
+// and what [Proc.Wait] is given for a role. "Nothing but data races" is,
+// for a child that runs a test ([Test]), an exit code of 0, or 1 with no failure in its output but the testing package's "race
+// detected during execution of test"; for a child that runs a role
 // ([CheckExit]), an exit code of 0, or [ExitRace], which the race runtime
 // gives a process that exits 0 after a race. A panic, a crash, a failed
 // assertion, or an exit blamed on races with no race reported fails the
 // parent; so does a single race not tolerated.
 //
-// The package is test support: import it from _test.go files only, so that
-// no user of idemq links it.
+// The package is test support: import it from _test.go files and other
+// test support only, so that no user of idemq links it.
 package racechild
 
 import (

@@ -1,25 +1,49 @@
 package racechild
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemq/idemq/internal/testenv"
 )
 
-// roleEnv, set, makes the test binary run a role instead of the tests.
-const roleEnv = "IDEMQ_RACECHILD_TEST_ROLE"
-
 func TestMain(m *testing.M) {
-	if os.Getenv(roleEnv) == "race" {
-		raceOnce()
-		os.Exit(0)
-	}
+	Main(map[string]func() error{
+		"race": func() error {
+			raceOnce()
+			return nil
+		},
+		"echo": echo,
+		"fail": func() error { return errors.New("the role failed") },
+		"wait": func() error {
+			<-Stopped()
+			return nil
+		},
+	})
 	os.Exit(m.Run())
+}
+
+// echo reads its settings, says them and "ready", says "heard X" for each
+// line X it is told, and "bye" once its parent stops it.
+func echo() error {
+	var s struct{ Greeting string }
+	if err := Settings(&s); err != nil {
+		return err
+	}
+	Say("%s %s", s.Greeting, os.Getenv("ECHO_ENV"))
+	Say("ready")
+	for l := range Told() {
+		Say("heard %s", l)
+	}
+	Say("bye")
+	return nil
 }
 
 var shared int
@@ -281,32 +305,92 @@ func TestRealRace(t *testing.T) {
 		testenv.Missing(t, "the race detector: run go test -race")
 		return
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), roleEnv+"=race", "GORACE=atexit_sleep_ms=0")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	if code := cmd.ProcessState.ExitCode(); code != ExitRace {
-		t.Fatalf("child: %v, exit code %d, want %d:\n%s", err, code, ExitRace, stderr.String())
+	p := Start(t, "race", "racer", nil)
+	r := &recorder{TB: t}
+	p.Wait(r, time.Minute, Libraries)
+	if code := p.cmd.ProcessState.ExitCode(); code != ExitRace {
+		t.Fatalf("child: exit code %d, want %d:\n%s", code, ExitRace, p.Stderr())
 	}
-	races := Parse(stderr.String())
+	races := Parse(p.Stderr())
 	if len(races) != 1 {
-		t.Fatalf("Parse found %d races, want 1:\n%s", len(races), stderr.String())
+		t.Fatalf("Parse found %d races, want 1:\n%s", len(races), p.Stderr())
 	}
 	for _, a := range races[0].Accessors {
 		if !strings.HasPrefix(a, "github.com/idemq/idemq/internal/racechild.raceOnce.func1()") {
 			t.Errorf("accessor %q, want raceOnce's goroutine:\n%s", a, races[0].Report)
 		}
 	}
-	r := &recorder{TB: t}
-	CheckExit(r, "child", ExitRace, stderr.String(), Libraries)
 	if len(r.errors) == 0 {
-		t.Errorf("CheckExit passed a race of ours")
+		t.Errorf("Wait passed a race of ours")
 	}
 }
 
+// TestProtocol runs roles in children: settings and environment reach the
+// child, lines go both ways, closing standard input stops it, and its exit
+// is judged.
+func TestProtocol(t *testing.T) {
+	t.Run("lines", func(t *testing.T) {
+		p := Start(t, "echo", "echo", struct{ Greeting string }{"hello"}, "ECHO_ENV=there")
+		if l, ok := p.Next(t, time.Minute); l != "hello there" || !ok {
+			t.Fatalf("first line %q, %v; want the settings and the environment", l, ok)
+		}
+		p.Expect(t, "ready", time.Minute)
+		p.Tell(t, "one")
+		if got := p.Expect(t, "heard ", time.Minute); got != "one" {
+			t.Fatalf("heard %q, want one", got)
+		}
+		p.Tell(t, "two")
+		p.Stop()
+		if rest := p.Wait(t, time.Minute, nil); !slices.Equal(rest, []string{"heard two", "bye"}) {
+			t.Fatalf("unread lines %q, want heard two, bye", rest)
+		}
+		if l, ok := p.Next(t, time.Minute); ok {
+			t.Fatalf("Next after the exit = %q, want none", l)
+		}
+	})
+	t.Run("stopped", func(t *testing.T) {
+		p := Start(t, "wait", "waiter", nil)
+		p.Tell(t, "dropped")
+		p.Stop()
+		p.Wait(t, time.Minute, nil)
+	})
+	t.Run("failed", func(t *testing.T) {
+		p := Start(t, "fail", "failer", nil)
+		r := &recorder{TB: t}
+		p.Wait(r, time.Minute, nil)
+		if len(r.errors) != 1 || !strings.Contains(r.errors[0], "the role failed") {
+			t.Fatalf("Wait said %q, want the role's error", r.errors)
+		}
+	})
+	t.Run("unknown role", func(t *testing.T) {
+		r := &recorder{TB: t}
+		Start(t, "none", "nobody", nil).Wait(r, time.Minute, nil)
+		if len(r.errors) != 1 || !strings.Contains(r.errors[0], `no role "none"`) {
+			t.Fatalf("Wait said %q, want no such role", r.errors)
+		}
+	})
+	t.Run("paused and killed", func(t *testing.T) {
+		p := Start(t, "echo", "echo", struct{ Greeting string }{"hi"})
+		p.Expect(t, "ready", time.Minute)
+		p.Pause(t)
+		p.Tell(t, "while paused")
+		p.Resume(t)
+		if got := p.Expect(t, "heard ", time.Minute); got != "while paused" {
+			t.Fatalf("heard %q after SIGCONT", got)
+		}
+		p.Kill(t)
+		if _, ok := p.Next(t, time.Minute); ok {
+			t.Fatal("a line after SIGKILL")
+		}
+		if code := p.cmd.ProcessState.ExitCode(); code != -1 {
+			t.Fatalf("exit code %d after SIGKILL, want -1", code)
+		}
+	})
+}
+
 // TestOnlyTestsImportIt checks that no package of the module imports this
-// one from non-test code, so that no user links it.
+// one from non-test code unless it is test support itself (it imports
+// testing), so that no user links it.
 func TestOnlyTestsImportIt(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "github.com/idemq/idemq/...").Output()
 	if err != nil {
@@ -315,10 +399,8 @@ func TestOnlyTestsImportIt(t *testing.T) {
 	const self = "github.com/idemq/idemq/internal/racechild"
 	for line := range strings.Lines(string(out)) {
 		fields := strings.Fields(line)
-		for _, imp := range fields[1:] {
-			if imp == self {
-				t.Errorf("%s imports %s outside its tests", fields[0], self)
-			}
+		if slices.Contains(fields[1:], self) && !slices.Contains(fields[1:], "testing") {
+			t.Errorf("%s imports %s outside its tests and is not test support", fields[0], self)
 		}
 	}
 }

@@ -1,17 +1,12 @@
 package sqldialect_test
 
 import (
-	"database/sql"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql" // "mysql"
-	_ "github.com/jackc/pgx/v5/stdlib" // "pgx"
-	_ "modernc.org/sqlite"             // "sqlite"
-
 	"github.com/idemq/idemq/internal/sqldialect"
+	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
 )
 
@@ -22,26 +17,13 @@ func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
 // gives microseconds since the Unix epoch; Never is before now; Greatest
 // is the larger.
 func TestClock(t *testing.T) {
-	for _, b := range []struct {
-		name    string
-		dialect sqldialect.Dialect
-		driver  string
-		dsn     func(testing.TB) string
-	}{
-		{"SQLite", sqldialect.SQLite, "sqlite", func(tb testing.TB) string { return "file:" + filepath.Join(tb.TempDir(), "clock.db") }},
-		{"MySQL", sqldialect.MySQL, "mysql", testenv.MySQL},
-		{"Postgres", sqldialect.Postgres, "pgx", testenv.Postgres},
-	} {
-		t.Run(b.name, func(t *testing.T) {
-			db, err := sql.Open(b.driver, b.dsn(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			s := sqldialect.Of(b.dialect)
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
+			db := b.Open(t)
+			s := sqldialect.Of(b.Dialect)
 			const later = int64(72 * time.Hour / time.Microsecond)
 			var now, after, never, greatest int64
-			err = db.QueryRowContext(t.Context(), s.Rebind(`SELECT `+s.UnixMicros(s.Now())+`, `+s.UnixMicros(s.After("?"))+`,
+			err := db.QueryRowContext(t.Context(), s.Rebind(`SELECT `+s.UnixMicros(s.Now())+`, `+s.UnixMicros(s.After("?"))+`,
 	CASE WHEN `+s.Never()+` < `+s.Now()+` THEN 1 ELSE 0 END, `+s.Greatest("3", "7")), later).Scan(&now, &after, &never, &greatest)
 			if err != nil {
 				t.Fatal(err)

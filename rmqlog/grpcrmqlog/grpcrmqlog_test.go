@@ -3,50 +3,55 @@ package grpcrmqlog_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	golang "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 
+	"github.com/idemq/idemq/internal/racechild"
 	_ "github.com/idemq/idemq/rmqlog/grpcrmqlog"
 )
 
-// childEnv makes the test binary start a client instead of running tests:
-// "start" as it is, "reset" after the client's ResetLogger.
-const childEnv = "GRPCRMQLOG_TEST_CHILD"
-
+// The child roles start a client: "start" as it is, "reset" after the
+// client's ResetLogger.
 func TestMain(m *testing.M) {
-	if mode := os.Getenv(childEnv); mode != "" {
-		os.Exit(child(mode))
-	}
+	racechild.Main(map[string]func() error{
+		"start": func() error { return startClient(false) },
+		"reset": func() error { return startClient(true) },
+	})
 	os.Exit(m.Run())
 }
 
-// child starts a producer against os.Args[1]'s dead endpoint, with
-// slog.Default writing every level as JSON to standard error, so that
+// startClient starts a producer against the dead endpoint of its settings,
+// with slog.Default writing every level as JSON to standard error, so that
 // only this package's routing decides what appears there.
-func child(mode string) int {
+func startClient(reset bool) error {
+	var endpoint string
+	if err := racechild.Settings(&endpoint); err != nil {
+		return err
+	}
 	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	if mode == "reset" {
+	if reset {
 		golang.ResetLogger()
 	}
 	p, err := golang.NewProducer(&golang.Config{
-		Endpoint:    os.Getenv("GRPCRMQLOG_TEST_ENDPOINT"),
+		Endpoint:    endpoint,
 		Credentials: &credentials.SessionCredentials{},
 	}, golang.WithTopics("nowhere"))
 	if err != nil {
-		return 2
+		return err
 	}
 	if p.Start() == nil {
-		return 3 // nobody listens there
+		return errors.New("the producer started: something listens at " + endpoint)
 	}
-	return 0
+	return nil
 }
 
 // TestTheClientLogsToSlog starts real clients in child processes, each with
@@ -76,19 +81,17 @@ func TestTheClientLogsToSlog(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			home := t.TempDir()
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), childEnv+"="+tt.mode, "GRPCRMQLOG_TEST_ENDPOINT="+dead, "HOME="+home,
-				"rocketmq.client.logLevel="+tt.level)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Run(); err != nil {
-				t.Fatalf("child: %v\n%s%s", err, stdout.Bytes(), stderr.Bytes())
+			p := racechild.Start(t, tt.mode, "client", dead, "HOME="+home, "rocketmq.client.logLevel="+tt.level)
+			said := p.Wait(t, time.Minute, nil)
+			if t.Failed() {
+				t.FailNow()
 			}
-			if stdout.Len() > 0 {
-				t.Errorf("the client wrote to standard output: %s", stdout.Bytes())
+			if len(said) > 0 {
+				t.Errorf("the client wrote to standard output: %q", said)
 			}
+			stderr := p.Stderr()
 			info := false
-			for line := range strings.Lines(stderr.String()) {
+			for line := range strings.Lines(stderr) {
 				var rec struct{ Level, Msg, Source string }
 				if err := json.Unmarshal([]byte(line), &rec); err != nil {
 					t.Fatalf("not a slog record: %q", line)
@@ -103,7 +106,7 @@ func TestTheClientLogsToSlog(t *testing.T) {
 				}
 			}
 			if info != tt.wantInfo {
-				t.Errorf("the client's start on slog: %v, want %v\n%s", info, tt.wantInfo, stderr.Bytes())
+				t.Errorf("the client's start on slog: %v, want %v\n%s", info, tt.wantInfo, stderr)
 			}
 			logs, err := os.ReadFile(filepath.Join(home, "logs", "rocketmq", "rocketmq_client_go.log"))
 			if tt.wantFile != (err == nil) {

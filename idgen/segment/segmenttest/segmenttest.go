@@ -31,11 +31,7 @@
 //   - cancelled contexts: every call fails and changes nothing;
 //   - Tag and Tags: the records, sorted by name.
 //
-// [RunProcesses] is the multi-process check: separate OS processes (the
-// test binary run again, see [IsChild] and [Child]) take IDs of one tag
-// through [segment.New] over sources of their own, and the parent reads
-// back every ID they wrote. [BenchAllocator] measures an
-// allocator over a backend's source.
+// [BenchAllocator] measures an allocator over a backend's source.
 package segmenttest
 
 import (
