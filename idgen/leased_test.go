@@ -192,11 +192,11 @@ func TestLeasedFencesItselfAndResumes(t *testing.T) {
 	// Within the lease less the margin (240ms) IDs keep coming...
 	mustNext(t, g)
 	// ...and after it none.
-	deadline := time.Now().Add(2 * time.Second)
 	var err error
-	for ; err == nil && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	testkit.WaitFor(t, "Next to fail with renewals failing", func() bool {
 		_, err = g.Next(context.Background())
-	}
+		return err != nil
+	})
 	if !errors.Is(err, idgen.ErrLeaseExpired) {
 		t.Fatalf("Next with renewals failing: %v, want ErrLeaseExpired", err)
 	}
@@ -208,14 +208,10 @@ func TestLeasedFencesItselfAndResumes(t *testing.T) {
 	// The replies come back; the store kept the lease all along: it
 	// resumes.
 	m.setFailing(nil)
-	deadline = time.Now().Add(2 * time.Second)
-	for err != nil && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-		_, err = g.Next(context.Background())
-	}
-	if err != nil {
-		t.Fatalf("Next after renewals recovered: %v", err)
-	}
+	testkit.WaitFor(t, "Next to succeed after renewals recovered", func() bool {
+		_, err := g.Next(context.Background())
+		return err == nil
+	})
 }
 
 func TestLeasedLosesLeaseAndLeasesAgain(t *testing.T) {
@@ -225,13 +221,7 @@ func TestLeasedLosesLeaseAndLeasesAgain(t *testing.T) {
 	before := mustNext(t, g)
 	m.steal(first)
 	// The next renewal finds the lease gone and takes the other node.
-	deadline := time.Now().Add(2 * time.Second)
-	for g.Node() == first && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if g.Node() == first {
-		t.Fatalf("still on stolen node %d", first)
-	}
+	testkit.WaitFor(t, "a renewal to leave the stolen node", func() bool { return g.Node() != first })
 	id := mustNext(t, g)
 	if p := g.Config().Layout.Decode(id); p.Node == first || id <= before {
 		t.Fatalf("after losing node %d issued %v", first, p)
