@@ -15,6 +15,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // tripStore is a Batcher over memdedupe (which is not one) that logs its
@@ -267,32 +268,21 @@ func gcStatus(t *testing.T, s dedupe.Store, k string) dedupe.Status {
 // kind pick picks from dedupe.GroupCommitQueued's answer.
 func gcQueued(t *testing.T, g dedupe.Store, pick func(claims, completions, releases int) int, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for pick(dedupe.GroupCommitQueued(g)) != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d calls queued, want %d", pick(dedupe.GroupCommitQueued(g)), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, fmt.Sprintf("%d calls queued", n), func() bool { return pick(dedupe.GroupCommitQueued(g)) == n })
 }
 
 // gcQueuedOr waits until g has a claim queued or returned is closed.
 func gcQueuedOr(t *testing.T, g dedupe.Store, returned <-chan struct{}) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if c, _, _ := dedupe.GroupCommitQueued(g); c == 1 {
-			return
-		}
+	testkit.WaitFor(t, "the claim queued or returned", func() bool {
 		select {
 		case <-returned:
-			return
-		case <-time.After(time.Millisecond):
+			return true
+		default:
+			c, _, _ := dedupe.GroupCommitQueued(g)
+			return c == 1
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("claim neither queued nor returned")
-		}
-	}
+	})
 }
 
 func gcClaims(c, _, _ int) int      { return c }
@@ -866,13 +856,7 @@ func TestGroupCommitContext(t *testing.T) {
 			}
 		}
 		// The round trip was cancelled: it needs no let.
-		deadline := time.Now().Add(10 * time.Second)
-		for len(e.s.ended()) == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("round trip not cancelled after all its callers had gone")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		testkit.WaitFor(t, "the round trip cancelled after all its callers had gone", func() bool { return len(e.s.ended()) > 0 })
 		if got := e.s.ended(); !errors.Is(got[0], context.Canceled) {
 			t.Errorf("round trip ended with %v, want context.Canceled", got[0])
 		}

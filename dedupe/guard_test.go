@@ -16,6 +16,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -79,39 +80,16 @@ func holdKey(t *testing.T, s dedupe.Store, r dedupe.Ref, fp string, lease time.D
 	return dedupe.Ticket{Ref: r, Token: res.Token}
 }
 
-// stepClock is a store's clock that moves only when told to, so that a
-// lease or a retention ends exactly when a test says.
-type stepClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newStepClock() *stepClock {
-	return &stepClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *stepClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // guardEnv is a memory store on a step clock, which a Guard sees through a
 // fault store.
 type guardEnv struct {
-	clock *stepClock
+	clock *testkit.Clock
 	mem   *memdedupe.Store
 	fs    *dedupetest.FaultStore
 }
 
 func newGuardEnv() *guardEnv {
-	clock := newStepClock()
+	clock := testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 0)
 	mem := memdedupe.New(memdedupe.Config{Now: clock.Now})
 	return &guardEnv{clock: clock, mem: mem, fs: dedupetest.NewFaultStore(mem)}
 }
@@ -156,7 +134,7 @@ func TestGuardDo(t *testing.T) {
 	}
 	// endLease runs the store's clock past the guard's lease (30s by
 	// default) without the keeper noticing: its ticks are 10s apart.
-	endLease := func(t *testing.T, e *env, r dedupe.Ref) { e.clock.Advance(time.Minute) }
+	endLease := func(t *testing.T, e *env, r dedupe.Ref) { e.clock.Add(time.Minute) }
 	takeOver := func(t *testing.T, e *env, r dedupe.Ref) {
 		endLease(t, e, r)
 		holdKey(t, e.mem, r, "", held)
@@ -545,7 +523,7 @@ func TestGuardRepeats(t *testing.T) {
 		{name: "Completed", wantFirst: dedupe.Completed, wantRan: true, wantRepeat: dedupe.Suppressed},
 		{name: "Failed", handler: errHandler, wantFirst: dedupe.Failed, wantFirstIs: errHandler, wantRan: true, wantRepeat: dedupe.Busy},
 		{name: "Unrecorded", fault: &dedupetest.Fault{Ops: opsComplete}, wantFirst: dedupe.Unrecorded, wantFirstIs: dedupetest.ErrInjected, wantRan: true, wantRepeat: dedupe.Suppressed},
-		{name: "LeaseLost", during: func(t *testing.T, e *guardEnv, r dedupe.Ref) { e.clock.Advance(time.Hour) },
+		{name: "LeaseLost", during: func(t *testing.T, e *guardEnv, r dedupe.Ref) { e.clock.Add(time.Hour) },
 			wantFirst: dedupe.LeaseLost, wantFirstIs: dedupe.ErrLeaseLost, wantRan: true, wantRepeat: dedupe.Suppressed},
 		{name: "Unguarded", cfg: dedupe.GuardConfig{FailOpen: true}, fault: &dedupetest.Fault{Ops: opsClaim},
 			wantFirst: dedupe.Unguarded, wantFirstIs: dedupetest.ErrInjected, wantRan: true, wantRepeat: dedupe.Suppressed},
@@ -942,7 +920,7 @@ func TestGuardExtends(t *testing.T) {
 						stop()
 					}
 					for range (i+1)*steps/n - i*steps/n {
-						e.clock.Advance(lease / 2)
+						e.clock.Add(lease / 2)
 						// Extensions are counted as they start, one key
 						// after another: 2n more include a whole round
 						// begun after the step.
@@ -1004,7 +982,7 @@ func TestGuardLeaseLost(t *testing.T) {
 					if i != last {
 						return nil
 					}
-					e.clock.Advance(2 * time.Minute) // the store's clock runs past the leases
+					e.clock.Add(2 * time.Minute) // the store's clock runs past the leases
 					holdKey(t, e.mem, items[i].Ref, "", time.Hour)
 					select {
 					case <-ctx.Done():
@@ -1158,17 +1136,14 @@ func (s shards) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration
 func waitLost(t *testing.T, lost, kept *dedupetest.FaultStore, keptKeys int) {
 	t.Helper()
 	nl, nk := lost.Calls(dedupetest.OpExtend), kept.Calls(dedupetest.OpExtend)
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	testkit.WaitFor(t, "the lease given up", func() bool {
 		l, k := lost.Calls(dedupetest.OpExtend), kept.Calls(dedupetest.OpExtend)
 		if l != nl {
 			nl, nk = l, k
-			continue
+			return false
 		}
-		if k >= nk+2*keptKeys {
-			return
-		}
-	}
-	t.Error("the lease was never given up")
+		return k >= nk+2*keptKeys
+	})
 }
 
 // TestGuardLeaseLostOneItem loses the lease of the middle item of a batch,
@@ -1216,7 +1191,7 @@ func TestGuardLeaseLostOneItem(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rest := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
-			clock := newStepClock()
+			clock := testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 0)
 			memB := memdedupe.New(memdedupe.Config{Now: clock.Now})
 			own := dedupetest.NewFaultStore(memB)
 			if !tt.refuse {
@@ -1226,7 +1201,7 @@ func TestGuardLeaseLostOneItem(t *testing.T) {
 			items := itemsOf("", "a", "b", "c")
 			lose := func(t *testing.T) {
 				if tt.refuse {
-					clock.Advance(time.Hour)
+					clock.Add(time.Hour)
 					holdKey(t, memB, items[1].Ref, "", time.Hour)
 				}
 			}

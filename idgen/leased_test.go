@@ -214,15 +214,10 @@ func TestLeasedFencesItselfAndResumes(t *testing.T) {
 	// The replies come back; the store kept the lease all along: it
 	// resumes.
 	m.setFailing(nil)
-	deadline = time.Now().Add(10 * time.Second)
-	for past := false; err != nil && !past; {
-		time.Sleep(5 * time.Millisecond)
-		past = time.Now().After(deadline)
-		_, err = g.Next(context.Background())
-	}
-	if err != nil {
-		t.Fatalf("Next after renewals recovered: %v", err)
-	}
+	testkit.WaitFor(t, "Next to succeed after renewals recovered", func() bool {
+		_, err := g.Next(context.Background())
+		return err == nil
+	})
 }
 
 func TestLeasedLosesLeaseAndLeasesAgain(t *testing.T) {
@@ -232,13 +227,7 @@ func TestLeasedLosesLeaseAndLeasesAgain(t *testing.T) {
 	before := mustNext(t, g)
 	m.steal(first)
 	// The next renewal finds the lease gone and takes the other node.
-	deadline := time.Now().Add(2 * time.Second)
-	for g.Node() == first && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if g.Node() == first {
-		t.Fatalf("still on stolen node %d", first)
-	}
+	testkit.WaitFor(t, "a renewal to leave the stolen node", func() bool { return g.Node() != first })
 	id := mustNext(t, g)
 	if p := g.Config().Layout.Decode(id); p.Node == first || id <= before {
 		t.Fatalf("after losing node %d issued %v", first, p)

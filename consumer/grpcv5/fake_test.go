@@ -16,6 +16,7 @@ import (
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -198,7 +199,7 @@ func startReceiver(t *testing.T, c *consumer.Consumer, f *fakeSimple, h consumer
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- r.run(context.Background()) }()
-	waitFor(t, "Run", func() bool {
+	testkit.WaitFor(t, "Run", func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		return r.state == running
@@ -214,19 +215,6 @@ func startReceiver(t *testing.T, c *consumer.Consumer, f *fakeSimple, h consumer
 	}
 	t.Cleanup(func() { stop() })
 	return r, stop
-}
-
-// waitFor polls cond until it holds, and fails t after a bound far beyond
-// what the tests wait for.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // hold claims key in store for another consumer, for lease.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe/dedupetest"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // TestSimpleAppliesEachKeyOnce receives distinct keys and copies of them:
@@ -34,7 +35,7 @@ func TestSimpleAppliesEachKeyOnce(t *testing.T) {
 		}
 	}
 	startReceiver(t, c, f, l.handle, SimpleConfig{Workers: 4, BatchSize: 3})
-	waitFor(t, "every message acknowledged", func() bool { return len(f.ackedIDs()) == len(ids) })
+	testkit.WaitFor(t, "every message acknowledged", func() bool { return len(f.ackedIDs()) == len(ids) })
 	if got, want := f.ackedIDs(), slices.Sorted(slices.Values(ids)); !slices.Equal(got, want) {
 		t.Errorf("acknowledged %v, want %v", got, want)
 	}
@@ -80,7 +81,7 @@ func TestSimpleRetries(t *testing.T) {
 			v.attempt = tt.attempt
 			f.put(v)
 			startReceiver(t, c, f, l.handle, SimpleConfig{})
-			waitFor(t, "the retry", func() bool { return len(f.changesOf("m1")) == 1 })
+			testkit.WaitFor(t, "the retry", func() bool { return len(f.changesOf("m1")) == 1 })
 			if got := f.changesOf("m1"); got[0] != tt.want {
 				t.Errorf("invisible for %v, want %v", got[0], tt.want)
 			}
@@ -91,7 +92,7 @@ func TestSimpleRetries(t *testing.T) {
 			v2 := newView("m1", "k")
 			v2.attempt = tt.attempt + 1
 			f.put(v2)
-			waitFor(t, "the redelivery acknowledged", func() bool { return len(f.ackedIDs()) == 1 })
+			testkit.WaitFor(t, "the redelivery acknowledged", func() bool { return len(f.ackedIDs()) == 1 })
 			if l.count("k") != 1 {
 				t.Errorf("applied %d times, want 1", l.count("k"))
 			}
@@ -112,7 +113,7 @@ func TestSimpleFaults(t *testing.T) {
 		f.put(newView("m1", "k"))
 		l := newLedger()
 		startReceiver(t, c, f, l.handle, SimpleConfig{})
-		waitFor(t, "the message acknowledged", func() bool { return len(f.ackedIDs()) == 1 })
+		testkit.WaitFor(t, "the message acknowledged", func() bool { return len(f.ackedIDs()) == 1 })
 		if l.count("k") != 1 {
 			t.Errorf("applied %d times, want 1", l.count("k"))
 		}
@@ -125,14 +126,14 @@ func TestSimpleFaults(t *testing.T) {
 		f.put(newView("m1", "k"))
 		l := newLedger()
 		startReceiver(t, c, f, l.handle, SimpleConfig{})
-		waitFor(t, "the retry", func() bool { return len(f.changesOf("m1")) == 1 })
+		testkit.WaitFor(t, "the retry", func() bool { return len(f.changesOf("m1")) == 1 })
 		if len(f.ackedIDs()) != 0 || l.count("k") != 0 || c.Stats().StoreDown.Load() != 1 {
 			t.Errorf("acknowledged %v, applied %d, store down %d; want none, 0, 1", f.ackedIDs(), l.count("k"), c.Stats().StoreDown.Load())
 		}
 		v := newView("m1", "k")
 		v.attempt = 2
 		f.put(v)
-		waitFor(t, "the redelivery acknowledged", func() bool { return len(f.ackedIDs()) == 1 })
+		testkit.WaitFor(t, "the redelivery acknowledged", func() bool { return len(f.ackedIDs()) == 1 })
 		if l.count("k") != 1 {
 			t.Errorf("applied %d times, want 1", l.count("k"))
 		}
@@ -144,7 +145,7 @@ func TestSimpleFaults(t *testing.T) {
 		l := newLedger()
 		r, _ := startReceiver(t, c, f, l.handle, SimpleConfig{})
 		// Out of hand once handled: the acknowledgement was tried.
-		waitFor(t, "the acknowledgement tried", func() bool { return c.Stats().Completed.Load() == 1 && r.inHand() == 0 })
+		testkit.WaitFor(t, "the acknowledgement tried", func() bool { return c.Stats().Completed.Load() == 1 && r.inHand() == 0 })
 		if len(f.ackedIDs()) != 0 {
 			t.Fatalf("acknowledged %v through a failing Ack", f.ackedIDs())
 		}
@@ -154,7 +155,7 @@ func TestSimpleFaults(t *testing.T) {
 		v := newView("m1", "k")
 		v.attempt = 2
 		f.put(v)
-		waitFor(t, "the redelivery acknowledged", func() bool { return len(f.ackedIDs()) == 1 })
+		testkit.WaitFor(t, "the redelivery acknowledged", func() bool { return len(f.ackedIDs()) == 1 })
 		if l.count("k") != 1 || c.Stats().Suppressed.Load() != 1 {
 			t.Errorf("applied %d times, suppressed %d; want 1 and 1", l.count("k"), c.Stats().Suppressed.Load())
 		}
@@ -167,9 +168,9 @@ func TestSimpleFaults(t *testing.T) {
 		l.block = make(chan struct{})
 		startReceiver(t, c, f, l.handle, SimpleConfig{InvisibleDuration: time.Second})
 		// The message is still due for renewal after a failed one.
-		waitFor(t, "two renewals tried", func() bool { return len(f.changesOf("m1")) >= 2 })
+		testkit.WaitFor(t, "two renewals tried", func() bool { return len(f.changesOf("m1")) >= 2 })
 		close(l.block)
-		waitFor(t, "the acknowledgement", func() bool { return len(f.ackedIDs()) == 1 })
+		testkit.WaitFor(t, "the acknowledgement", func() bool { return len(f.ackedIDs()) == 1 })
 		if l.count("k") != 1 || c.Stats().Completed.Load() != 1 {
 			t.Errorf("applied %d times, completed %d; want 1 and 1", l.count("k"), c.Stats().Completed.Load())
 		}
@@ -197,13 +198,13 @@ func TestSimpleNoKey(t *testing.T) {
 			startReceiver(t, c, f, func(context.Context, *consumer.Message) error { ran.Add(1); return nil }, SimpleConfig{Workers: 1})
 			s := c.Stats()
 			if tt.acked {
-				waitFor(t, "both acknowledged", func() bool { return len(f.ackedIDs()) == 2 })
+				testkit.WaitFor(t, "both acknowledged", func() bool { return len(f.ackedIDs()) == 2 })
 				if ran.Load() != 1 || s.Suppressed.Load() != 1 {
 					t.Errorf("ran %d, suppressed %d; want 1, 1", ran.Load(), s.Suppressed.Load())
 				}
 				return
 			}
-			waitFor(t, "both released", func() bool { return len(f.changesOf("m1")) == 2 })
+			testkit.WaitFor(t, "both released", func() bool { return len(f.changesOf("m1")) == 2 })
 			if ran.Load() != 0 || len(f.ackedIDs()) != 0 || s.NoKey.Load() != 2 {
 				t.Errorf("ran %d, acknowledged %d, without key %d; want 0, 0, 2", ran.Load(), len(f.ackedIDs()), s.NoKey.Load())
 			}
@@ -238,7 +239,7 @@ func TestSimpleBusyKey(t *testing.T) {
 			f.put(newView("m1", "k"))
 			cfg := SimpleConfig{InvisibleDuration: 10 * time.Second}
 			startReceiver(t, c, f, l.handle, cfg)
-			waitFor(t, "the wait", func() bool { return c.Stats().Waited.Load() == 1 })
+			testkit.WaitFor(t, "the wait", func() bool { return c.Stats().Waited.Load() == 1 })
 			time.Sleep(lease / 5)
 			switch tt.end {
 			case "complete":
@@ -250,7 +251,7 @@ func TestSimpleBusyKey(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			waitFor(t, "the acknowledgement", func() bool { return len(f.ackedIDs()) == 1 })
+			testkit.WaitFor(t, "the acknowledgement", func() bool { return len(f.ackedIDs()) == 1 })
 			s := c.Stats()
 			if l.count("k") != tt.applied || s.Busy.Load() != 0 || s.Retried.Load() != 0 {
 				t.Errorf("applied %d, busy %d, retried %d; want %d, 0, 0", l.count("k"), s.Busy.Load(), s.Retried.Load(), tt.applied)
@@ -275,14 +276,14 @@ func TestSimpleBusyKeyExtendsInvisibility(t *testing.T) {
 	f := &fakeSimple{}
 	f.put(newView("m1", "k"))
 	startReceiver(t, c, f, newLedger().handle, SimpleConfig{InvisibleDuration: time.Second})
-	waitFor(t, "the extension", func() bool { return len(f.changesOf("m1")) > 0 })
+	testkit.WaitFor(t, "the extension", func() bool { return len(f.changesOf("m1")) > 0 })
 	if d := f.changesOf("m1")[0]; d <= lease || d > lease+leaseMargin {
 		t.Errorf("invisible for %v; want the lease %v and up to %v more", d, lease, leaseMargin)
 	}
 	if err := store.Complete(context.Background(), ticket, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the acknowledgement", func() bool { return len(f.ackedIDs()) == 1 })
+	testkit.WaitFor(t, "the acknowledgement", func() bool { return len(f.ackedIDs()) == 1 })
 	if s := c.Stats(); s.Suppressed.Load() != 1 {
 		t.Errorf("suppressed %d, want 1", s.Suppressed.Load())
 	}
@@ -297,9 +298,9 @@ func TestSimpleRenewsInHand(t *testing.T) {
 	l := newLedger()
 	l.block = make(chan struct{})
 	startReceiver(t, c, f, l.handle, SimpleConfig{InvisibleDuration: time.Second})
-	waitFor(t, "two renewals", func() bool { return len(f.changesOf("m1")) >= 2 })
+	testkit.WaitFor(t, "two renewals", func() bool { return len(f.changesOf("m1")) >= 2 })
 	close(l.block)
-	waitFor(t, "the acknowledgement", func() bool { return len(f.ackedIDs()) == 1 })
+	testkit.WaitFor(t, "the acknowledgement", func() bool { return len(f.ackedIDs()) == 1 })
 	for _, d := range f.changesOf("m1") {
 		if d != time.Second {
 			t.Errorf("renewed for %v, want the invisible duration, 1s", d)
@@ -321,7 +322,7 @@ func TestSimpleDrain(t *testing.T) {
 		l := newLedger()
 		l.block = make(chan struct{})
 		_, stop := startReceiver(t, c, f, l.handle, SimpleConfig{})
-		waitFor(t, "both running", func() bool { return c.Stats().Delivered.Load() == 2 })
+		testkit.WaitFor(t, "both running", func() bool { return c.Stats().Delivered.Load() == 2 })
 		stopped := make(chan error, 1)
 		go func() { stopped <- stop() }()
 		select {
@@ -344,7 +345,7 @@ func TestSimpleDrain(t *testing.T) {
 		c := newConsumer(t, newStore())
 		f := &fakeSimple{longPoll: true}
 		_, stop := startReceiver(t, c, f, newLedger().handle, SimpleConfig{DrainTimeout: 50 * time.Millisecond})
-		waitFor(t, "a receive", func() bool {
+		testkit.WaitFor(t, "a receive", func() bool {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			return len(f.asked) == 1
@@ -369,7 +370,7 @@ func TestSimpleDrain(t *testing.T) {
 		l := newLedger()
 		l.block = make(chan struct{}) // never closed
 		_, stop := startReceiver(t, c, f, l.handle, SimpleConfig{DrainTimeout: 100 * time.Millisecond})
-		waitFor(t, "the handler and the wait", func() bool { return c.Stats().Waited.Load() == 1 && c.Stats().Delivered.Load() == 2 })
+		testkit.WaitFor(t, "the handler and the wait", func() bool { return c.Stats().Waited.Load() == 1 && c.Stats().Delivered.Load() == 2 })
 		err := stop()
 		if !errors.Is(err, ErrDrainTimeout) {
 			t.Errorf("drain: %v, want ErrDrainTimeout", err)

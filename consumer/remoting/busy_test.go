@@ -15,20 +15,8 @@ import (
 	"github.com/idemq/idemq/consumer/remoting"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 )
-
-// waitFor polls cond until it holds, and fails t if it does not within a
-// bound far beyond anything the tests wait for.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
 
 // TestBusyWaitsInProcess delivers a key that another consumer holds for a
 // short lease, where the consumer must not hand it back: the callback waits
@@ -168,7 +156,7 @@ func TestBusyHolderEnds(t *testing.T) {
 				res, err := cb(context.Background(), msg("k"))
 				done <- answer{res, err}
 			}()
-			waitFor(t, "the callback to wait", func() bool { return s.Waited.Load() > 0 })
+			testkit.WaitFor(t, "the callback to wait", func() bool { return s.Waited.Load() > 0 })
 			if err := tt.end(context.Background(), store, tk); err != nil {
 				t.Fatal(err)
 			}
@@ -196,7 +184,7 @@ func TestBusyHolderEndsEarly(t *testing.T) {
 		res, _ := cb(context.Background(), msg("k"))
 		done <- res
 	}()
-	waitFor(t, "the callback to wait", func() bool { return s.Waited.Load() > 0 })
+	testkit.WaitFor(t, "the callback to wait", func() bool { return s.Waited.Load() > 0 })
 	if err := store.Complete(context.Background(), tk, time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +262,7 @@ func TestBusyWaitEndsWithContext(t *testing.T) {
 		res, err := cb(ctx, msg("k"))
 		done <- answer{res, err}
 	}()
-	waitFor(t, "the callback to wait", func() bool { return s.Waited.Load() > 0 })
+	testkit.WaitFor(t, "the callback to wait", func() bool { return s.Waited.Load() > 0 })
 	cancel()
 	a := <-done
 	if a.res != rmq.ConsumeRetryLater || !errors.Is(a.err, context.Canceled) {

@@ -19,6 +19,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -55,26 +56,6 @@ func (r *recorder) records() []logRecord {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.recs)
-}
-
-// clock is a memdedupe clock that tests move by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Unix(1_700_000_000, 0)} }
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 // recordDone records key done for testGroup in store with fingerprint fp,
@@ -118,7 +99,7 @@ func checkTotals(t *testing.T, s *consumer.Stats) {
 // memdedupe store on a clock of its own, and a way to cancel the
 // callback's context.
 type outcomeEnv struct {
-	clk    *clock
+	clk    *testkit.Clock
 	mem    *memdedupe.Store
 	fs     *dedupetest.FaultStore
 	cancel context.CancelFunc
@@ -217,7 +198,7 @@ func TestOutcomes(t *testing.T) {
 		name: "LeaseLost", outcome: dedupe.LeaseLost, ack: true,
 		handler: func(e *outcomeEnv) consumer.Handler {
 			return func(context.Context, *consumer.Message) error {
-				e.clk.add(time.Minute)
+				e.clk.Add(time.Minute)
 				return nil
 			}
 		},
@@ -281,8 +262,8 @@ func TestOutcomes(t *testing.T) {
 				continue
 			}
 			t.Run(mode.name+"/"+tt.name, func(t *testing.T) {
-				clk := newClock()
-				mem := memdedupe.New(memdedupe.Config{Now: clk.now})
+				clk := testkit.NewClock(time.Unix(1_700_000_000, 0), 0)
+				mem := memdedupe.New(memdedupe.Config{Now: clk.Now})
 				e := &outcomeEnv{clk: clk, mem: mem, fs: dedupetest.NewFaultStore(mem)}
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()

@@ -18,6 +18,7 @@ import (
 	"github.com/idemq/idemq/consumer/remoting"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -196,10 +197,10 @@ func TestDrainWaitsForRunningHandler(t *testing.T) {
 			e := newDrainEnv(t)
 			cb := cbk.cb(e.c, e.handle)
 			running := e.deliver(context.Background(), cb, "slow", msg("slow"))
-			waitFor(t, "the handler to run", func() bool { return e.ev.has("run slow") })
+			testkit.WaitFor(t, "the handler to run", func() bool { return e.ev.has("run slow") })
 
 			drained := e.drain(context.Background())
-			waitFor(t, "Drain to wait for the handler", func() bool { return e.ev.has("drain waits") })
+			testkit.WaitFor(t, "Drain to wait for the handler", func() bool { return e.ev.has("drain waits") })
 			late := e.deliver(context.Background(), cb, "late", msg("late"))
 			// Time for a late callback that would not wait to return, and
 			// for a Drain that would not wait to shut the client down.
@@ -255,7 +256,7 @@ func TestDrainHoldsInsteadOfRetrying(t *testing.T) {
 		start: func(e *drainEnv, cb remoting.Callback) <-chan answer {
 			hold(e.t, e.mem, "busy", time.Minute)
 			done := e.deliver(context.Background(), cb, "busy", msg("busy"))
-			waitFor(e.t, "the callback to wait", func() bool { return e.c.Stats().Waited.Load() > 0 })
+			testkit.WaitFor(e.t, "the callback to wait", func() bool { return e.c.Stats().Waited.Load() > 0 })
 			return done
 		},
 		returned: "busy",
@@ -264,7 +265,7 @@ func TestDrainHoldsInsteadOfRetrying(t *testing.T) {
 		start: func(e *drainEnv, cb remoting.Callback) <-chan answer {
 			e.slowErr = errors.New("declined")
 			done := e.deliver(context.Background(), cb, "slow", msg("slow"))
-			waitFor(e.t, "the handler to run", func() bool { return e.ev.has("run slow") })
+			testkit.WaitFor(e.t, "the handler to run", func() bool { return e.ev.has("run slow") })
 			return done
 		},
 		returned: "slow", free: "slow", running: true,
@@ -280,7 +281,7 @@ func TestDrainHoldsInsteadOfRetrying(t *testing.T) {
 				defer cancel()
 				drained := e.drain(ctx)
 				if tt.running {
-					waitFor(t, "Drain to wait for the handler", func() bool { return e.ev.has("drain waits") })
+					testkit.WaitFor(t, "Drain to wait for the handler", func() bool { return e.ev.has("drain waits") })
 				}
 				close(e.release)
 
@@ -342,7 +343,7 @@ func TestDrainTimeout(t *testing.T) {
 				defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 				e := newDrainEnv(t)
 				running := e.deliver(p.ctx(t), cbk.cb(e.c, e.handle), "slow", msg("slow"))
-				waitFor(t, "the handler to run", func() bool { return e.ev.has("run slow") })
+				testkit.WaitFor(t, "the handler to run", func() bool { return e.ev.has("run slow") })
 
 				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 				defer cancel()

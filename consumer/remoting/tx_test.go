@@ -23,6 +23,7 @@ import (
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -111,13 +112,7 @@ func (e *txEnv) idle() {
 	e.t.Helper()
 	// A transaction rolled back because its context ended gives its
 	// connection back from a goroutine of database/sql's, soon after.
-	deadline := time.Now().Add(2 * time.Second)
-	for n := e.db.Stats().InUse; n != 0; n = e.db.Stats().InUse {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%d connections still in use after the delivery", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(e.t, "every connection back in the pool after the delivery", func() bool { return e.db.Stats().InUse == 0 })
 }
 
 // status is the store's answer to a claim of key, which it gives back.

@@ -7,14 +7,15 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // TestSweep checks that expired records are dropped as the store grows, so
 // that memory follows the live records, not every key ever seen, and that
 // the memory a burst took is given back once its records have expired.
 func TestSweep(t *testing.T) {
-	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := New(Config{Now: func() time.Time { return now }})
+	clock := testkit.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), 0)
+	s := New(Config{Now: clock.Now})
 	ctx := context.Background()
 	n := 0
 	claim := func(lease time.Duration) {
@@ -35,7 +36,7 @@ func TestSweep(t *testing.T) {
 			for range minSweep {
 				claim(time.Second)
 			}
-			now = now.Add(time.Minute)
+			clock.Add(time.Minute)
 		}
 		checkTable(t, s)
 		if max := 2*minSweep + live; len(s.recs) > max || s.used > max {

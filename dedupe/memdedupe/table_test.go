@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // TestModel makes random calls on a Store and checks each answer against a
@@ -42,12 +43,12 @@ func TestModel(t *testing.T) {
 			t.Run(tc.name+"/"+size.name, func(t *testing.T) {
 				t.Parallel()
 				rng := rand.New(rand.NewPCG(1, uint64(len(tc.name))))
-				now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-				s := New(Config{Now: func() time.Time { return now }})
+				clock := testkit.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), 0)
+				s := New(Config{Now: clock.Now})
 				if tc.hash != nil {
 					s.hash = tc.hash
 				}
-				runModel(t, rng, s, size.keys, size.steps, size.checkEvery, func() time.Time { return now }, func(d time.Duration) { now = now.Add(d) })
+				runModel(t, rng, s, size.keys, size.steps, size.checkEvery, clock.Now, clock.Add)
 			})
 		}
 	}

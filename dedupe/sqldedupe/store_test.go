@@ -19,6 +19,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -593,13 +594,7 @@ func TestBackgroundCleanup(t *testing.T) {
 			db := b.Open(t)
 			s := newStore(t, db, b.Dialect, sqldedupe.Config{CleanupInterval: 10 * time.Millisecond, CleanupBatch: 2})
 			live := expiredAndLive(t, s)
-			deadline := time.Now().Add(10 * time.Second)
-			for countRows(t, db) > len(live) {
-				if time.Now().After(deadline) {
-					t.Fatalf("%d rows after 10s of background cleanup, want %d", countRows(t, db), len(live))
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			testkit.WaitFor(t, fmt.Sprintf("background cleanup down to %d rows", len(live)), func() bool { return countRows(t, db) <= len(live) })
 			checkLive(t, s, live)
 		})
 	}
@@ -639,13 +634,7 @@ func TestCleanupLogsErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(logs.records()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no cleanup error logged after 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.WaitFor(t, "a cleanup error logged", func() bool { return len(logs.records()) > 0 })
 	r := logs.records()[0]
 	var msg string
 	r.Attrs(func(a slog.Attr) bool {

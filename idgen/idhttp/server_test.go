@@ -315,14 +315,10 @@ func TestSourceDown(t *testing.T) {
 
 		// The allocator retries with backoff: IDs resume at its next try.
 		src.down.Store(false)
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-			if _, ok := take(); ok {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("no ID a minute after the source came back")
-			}
-		}
+		testkit.WaitFor(t, "an ID after the source came back", func() bool {
+			_, ok := take()
+			return ok
+		})
 		if status, body := c.get("/healthz"); status != http.StatusOK {
 			t.Errorf("healthz once the source is back = %d %s", status, body)
 		}

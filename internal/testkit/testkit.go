@@ -56,16 +56,18 @@ func (c *Clock) Add(d time.Duration) { c.ns.Add(int64(d)) }
 // Now returns the clock's time without moving it.
 func (c *Clock) Now() time.Time { return time.Unix(0, c.ns.Load()+c.elapsed()) }
 
-// WaitFor polls cond until it holds. The deadline only keeps a broken
-// component from hanging the test; it times nothing.
+// WaitFor polls cond until it holds: every millisecond at first, then less
+// often, up to every 20ms, so that a condition a server answers costs it
+// little. The minute's deadline only keeps a broken component from hanging
+// the test; it times nothing.
 func WaitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
+	deadline := time.Now().Add(time.Minute)
+	for pause := time.Millisecond; !cond(); pause = min(2*pause, 20*time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("still waiting for %s after 10s", what)
+			t.Fatalf("still waiting for %s after a minute", what)
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(pause)
 	}
 }
 
