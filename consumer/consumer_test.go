@@ -179,8 +179,11 @@ func TestProcessDrain(t *testing.T) {
 	}
 	first := make(chan consumer.Verdict, 1)
 	go func() {
-		first <- c.Process(context.Background(), []consumer.Message{message("m1", "k1", 0)}, slow, consumer.Waiting{})[0]
+		// Noted before it is handed over, so that the events are complete
+		// once both verdicts are in.
+		v := c.Process(context.Background(), []consumer.Message{message("m1", "k1", 0)}, slow, consumer.Waiting{})[0]
 		note("first returned")
+		first <- v
 	}()
 	<-running
 	waiting := make(chan struct{})
@@ -191,9 +194,10 @@ func TestProcessDrain(t *testing.T) {
 	late := make(chan consumer.Verdict, 1)
 	go func() {
 		<-waiting // the drain has begun: it waits for the handler
-		late <- c.Process(context.Background(), []consumer.Message{message("m2", "k2", 0)},
+		v := c.Process(context.Background(), []consumer.Message{message("m2", "k2", 0)},
 			func(context.Context, *consumer.Message) error { t.Error("a handler ran during the drain"); return nil }, consumer.Waiting{})[0]
 		note("late returned")
+		late <- v
 	}()
 	<-waiting
 	close(release) // the handler fails once the drain has begun
