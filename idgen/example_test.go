@@ -87,7 +87,7 @@ func ExampleParseBase62() {
 	fmt.Println(errors.Is(err, idgen.ErrSyntax), err)
 	// Output:
 	// 1541815603606036480 <nil>
-	// true idgen: parse base-62 ID "1ptWyK4WgZ!": invalid character '!' at offset 10: idgen: invalid ID syntax
+	// true idgen: invalid ID syntax: base-62 ID "1ptWyK4WgZ!": invalid character '!' at offset 10
 }
 
 func ExampleNodeFromHostname() {

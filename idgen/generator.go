@@ -160,7 +160,7 @@ func newGenerator(node int64, cfg Config, leased bool) (*Generator, error) {
 		return nil, fmt.Errorf("idgen: layout %q starts %s, after the clock: %w", l.Name, l.Epoch.Format(time.RFC3339), ErrInvalidConfig)
 	}
 	if left := l.EndOfLife().Sub(now); left <= 0 {
-		return nil, fmt.Errorf("idgen: layout %q ended %s: %w", l.Name, l.EndOfLife().Format(time.RFC3339), ErrExhausted)
+		return nil, fmt.Errorf("%w: layout %q ended %s", ErrExhausted, l.Name, l.EndOfLife().Format(time.RFC3339))
 	} else if left < minLife && !cfg.AllowShortLife {
 		return nil, fmt.Errorf("idgen: layout %q ends %s, %.1f years from now, less than ten (set Config.AllowShortLife to accept it): %w",
 			l.Name, l.EndOfLife().Format(time.RFC3339), left.Hours()/year.Hours(), ErrInvalidConfig)
@@ -400,7 +400,7 @@ func park(ctx context.Context, d time.Duration) error {
 // a store it loads the mark on first use and renews the reservation.
 func (g *Generator) extend(ctx context.Context, tick int64) error {
 	if tick > g.p.maxTick {
-		return fmt.Errorf("idgen: layout %q ended %s: %w", g.layout.Name, g.layout.EndOfLife().Format(time.RFC3339), ErrExhausted)
+		return fmt.Errorf("%w: layout %q ended %s", ErrExhausted, g.layout.Name, g.layout.EndOfLife().Format(time.RFC3339))
 	}
 	if g.lease != nil {
 		return g.lease.extend(ctx, g, tick)

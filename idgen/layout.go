@@ -240,10 +240,10 @@ func (l Layout) Report(now time.Time) string {
 // wrap [ErrNodeRange].
 func (l Layout) NodeOf(datacenter, worker int64) (int64, error) {
 	if datacenter < 0 || datacenter > 1<<l.DatacenterBits-1 {
-		return 0, fmt.Errorf("idgen: layout %q: datacenter %d outside 0..%d: %w", l.Name, datacenter, 1<<l.DatacenterBits-1, ErrNodeRange)
+		return 0, fmt.Errorf("%w: layout %q: datacenter %d outside 0..%d", ErrNodeRange, l.Name, datacenter, 1<<l.DatacenterBits-1)
 	}
 	if worker < 0 || worker > 1<<l.WorkerBits-1 {
-		return 0, fmt.Errorf("idgen: layout %q: worker %d outside 0..%d: %w", l.Name, worker, 1<<l.WorkerBits-1, ErrNodeRange)
+		return 0, fmt.Errorf("%w: layout %q: worker %d outside 0..%d", ErrNodeRange, l.Name, worker, 1<<l.WorkerBits-1)
 	}
 	return datacenter<<l.WorkerBits | worker, nil
 }
@@ -312,10 +312,10 @@ func (l Layout) Compose(t time.Time, node, generation, sequence int64) (ID, erro
 		return 0, fmt.Errorf("idgen: layout %q: time %v outside %v..%v: %w", l.Name, t, l.Epoch, l.EndOfLife(), ErrRange)
 	}
 	if generation < 0 || generation >= 1<<l.GenerationBits {
-		return 0, fmt.Errorf("idgen: layout %q: generation %d outside 0..%d: %w", l.Name, generation, 1<<l.GenerationBits-1, ErrRange)
+		return 0, fmt.Errorf("%w: layout %q: generation %d outside 0..%d", ErrRange, l.Name, generation, 1<<l.GenerationBits-1)
 	}
 	if sequence < 0 || sequence >= 1<<l.SequenceBits {
-		return 0, fmt.Errorf("idgen: layout %q: sequence %d outside 0..%d: %w", l.Name, sequence, 1<<l.SequenceBits-1, ErrRange)
+		return 0, fmt.Errorf("%w: layout %q: sequence %d outside 0..%d", ErrRange, l.Name, sequence, 1<<l.SequenceBits-1)
 	}
 	p := l.plan()
 	tick := int64(t.Sub(l.Epoch) / l.Unit)
