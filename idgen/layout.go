@@ -121,7 +121,7 @@ const (
 // [ErrInvalidConfig].
 func (l Layout) Validate() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("idgen: layout %q: %s: %w", l.Name, fmt.Sprintf(format, args...), ErrInvalidConfig)
+		return fmt.Errorf("%w: layout %q: %s", ErrInvalidConfig, l.Name, fmt.Sprintf(format, args...))
 	}
 	for _, f := range []struct {
 		name string
@@ -256,7 +256,7 @@ func (l Layout) splitNode(node int64) (datacenter, worker int64) {
 // checkNode reports a node id the layout cannot hold.
 func (l Layout) checkNode(node int64) error {
 	if node < 0 || node > l.MaxNode() {
-		return fmt.Errorf("idgen: layout %q: node %d outside 0..%d: %w", l.Name, node, l.MaxNode(), ErrNodeRange)
+		return fmt.Errorf("%w: layout %q: node %d outside 0..%d", ErrNodeRange, l.Name, node, l.MaxNode())
 	}
 	return nil
 }
@@ -309,7 +309,7 @@ func (l Layout) Compose(t time.Time, node, generation, sequence int64) (ID, erro
 		return 0, err
 	}
 	if t.Before(l.Epoch) || !t.Before(l.EndOfLife()) {
-		return 0, fmt.Errorf("idgen: layout %q: time %v outside %v..%v: %w", l.Name, t, l.Epoch, l.EndOfLife(), ErrRange)
+		return 0, fmt.Errorf("%w: layout %q: time %v outside %v..%v", ErrRange, l.Name, t, l.Epoch, l.EndOfLife())
 	}
 	if generation < 0 || generation >= 1<<l.GenerationBits {
 		return 0, fmt.Errorf("%w: layout %q: generation %d outside 0..%d", ErrRange, l.Name, generation, 1<<l.GenerationBits-1)
