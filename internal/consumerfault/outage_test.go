@@ -44,9 +44,12 @@ import (
 // nothing.
 //
 // How it fails: the consumer before 5af6cd4 handed every delivery that
-// found the store down back at once (ConsumeRetryLater): measured on main
-// with this scenario, 194 of 300 messages went to the dead-letter queue,
-// each delivered 4 times and answered "store down" every time.
+// found the store down back at once (ConsumeRetryLater). Run against it
+// (4fe793d), this test counted 200 of 300 messages dead-lettered and never
+// applied, each of them delivered 4 times and answered store-down every
+// time (800 deliveries handed back), and 65 claims sent to the dead Redis,
+// the slowest failing after 4.2 s; the new consumer sent it 2 claims and
+// 10 probes.
 func TestStoreOutageSpendsNoRetries(t *testing.T) {
 	if !inChild(t, rocketmq4(t)...) {
 		return
