@@ -36,9 +36,14 @@ const (
 
 // outage is what a Consumer knows of its store being down.
 type outage struct {
-	// open is set from a failed claim until the store answers again; every
-	// claim reads it.
-	open atomic.Bool
+	// epoch counts the outages' openings and closings: odd while one is
+	// open, from a failed claim until the store answers again. Every claim
+	// reads it before it starts, so that an answer to a call that was sent
+	// before the store's state last changed changes nothing: a claim sent
+	// before Redis died that succeeds after another one failed does not
+	// close the outage, nor does a slow failure reopen one that a probe has
+	// just closed.
+	epoch atomic.Uint64
 
 	mu       sync.Mutex
 	since    time.Time
@@ -68,7 +73,8 @@ func (c *Consumer) claim(ctx context.Context, d *delivery, items []dedupe.Item, 
 		// A failed claim runs the handler unguarded: nothing waits.
 		return d.do(ctx, c.guard, items, fn)
 	}
-	if c.outage.open.Load() {
+	epoch := c.outage.epoch.Load()
+	if epoch&1 == 1 {
 		if since, err := c.outage.probing(); err != nil {
 			res := make([]dedupe.Result, len(items))
 			for i, it := range items {
@@ -93,9 +99,9 @@ func (c *Consumer) claim(ctx context.Context, d *delivery, items []dedupe.Item, 
 	}
 	switch {
 	case down:
-		c.storeFailed(ctx, err)
-	case answered && c.outage.open.Load():
-		c.storeAnswered(ctx)
+		c.storeFailed(ctx, err, epoch)
+	case answered && epoch&1 == 1:
+		c.storeAnswered(ctx, epoch)
 	}
 	return res
 }
@@ -105,24 +111,27 @@ func (c *Consumer) claim(ctx context.Context, d *delivery, items []dedupe.Item, 
 func (o *outage) probing() (time.Time, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if !o.open.Load() || o.probe == nil {
+	if o.epoch.Load()&1 == 0 || o.probe == nil {
 		return time.Time{}, nil
 	}
 	return o.since, o.err
 }
 
-// storeFailed notes a claim that failed with err, opening an outage unless
-// one is open.
-func (c *Consumer) storeFailed(ctx context.Context, err error) {
+// storeFailed notes a claim, sent in epoch, that failed with err, opening
+// an outage unless one is open or the store answered since.
+func (c *Consumer) storeFailed(ctx context.Context, err error, epoch uint64) {
 	o := &c.outage
 	o.mu.Lock()
-	o.err = err
-	if o.open.Load() {
+	if cur := o.epoch.Load(); cur != epoch || cur&1 == 1 {
+		if cur&1 == 1 {
+			o.err = err
+		}
 		o.mu.Unlock()
 		return
 	}
 	now := time.Now()
-	o.open.Store(true)
+	o.epoch.Add(1)
+	o.err = err
 	o.since, o.answered = now, make(chan struct{})
 	o.waited, o.handedBack = 0, 0
 	if now.Sub(o.ended) < maxProbe {
@@ -141,17 +150,17 @@ func (c *Consumer) storeFailed(ctx context.Context, err error) {
 		"fix", "check that the store is reachable; a message is handed back after consumer.WithStoreDownWait, except on its last reconsume")
 }
 
-// storeAnswered closes the outage, if one is open: the waiting messages
-// claim again.
-func (c *Consumer) storeAnswered(ctx context.Context) {
+// storeAnswered closes the outage of epoch, if it is still open, on an
+// answer to a call sent during it: the waiting messages claim again.
+func (c *Consumer) storeAnswered(ctx context.Context, epoch uint64) {
 	o := &c.outage
 	o.mu.Lock()
-	if !o.open.Load() {
+	if o.epoch.Load() != epoch {
 		o.mu.Unlock()
 		return
 	}
 	now := time.Now()
-	o.open.Store(false)
+	o.epoch.Add(1)
 	o.ended = now
 	close(o.answered)
 	since, waited, handedBack := o.since, o.waited, o.handedBack
@@ -232,7 +241,7 @@ func (c *Consumer) joinOutage() (<-chan struct{}, bool) {
 	o := &c.outage
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if !o.open.Load() {
+	if o.epoch.Load()&1 == 0 {
 		return nil, false
 	}
 	o.waiters++
@@ -291,7 +300,8 @@ func (c *Consumer) probeStore(ctx context.Context, prev <-chan struct{}, done ch
 			return
 		case <-t.C:
 		}
-		if !o.open.Load() {
+		epoch := o.epoch.Load()
+		if epoch&1 == 0 {
 			continue // a claim got an answer: the waiters are leaving
 		}
 		err := c.store.Extend(ctx, c.probe, lease)
@@ -300,11 +310,13 @@ func (c *Consumer) probeStore(ctx context.Context, prev <-chan struct{}, done ch
 			return
 		case err == nil || errors.Is(err, dedupe.ErrLeaseLost) || errors.Is(err, dedupe.ErrInvalidKey):
 			// An answer, whatever it says.
-			c.storeAnswered(ctx)
+			c.storeAnswered(ctx, epoch)
 		default:
 			o.mu.Lock()
-			o.err = err
-			o.backoff = min(2*o.backoff, maxProbe)
+			if o.epoch.Load() == epoch {
+				o.err = err
+				o.backoff = min(2*o.backoff, maxProbe)
+			}
 			o.mu.Unlock()
 		}
 	}

@@ -299,3 +299,51 @@ func TestStoreOutageBusyKey(t *testing.T) {
 			st.Waited.Load(), st.StoreWaited.Load(), st.Outages.Load(), st.Busy.Load()+st.StoreDown.Load())
 	}
 }
+
+// TestStoreOutageStaleAnswer: a message claimed before the store went down
+// finishes during the outage, its completion failing (unrecorded): the
+// answer its claim got before the outage does not end it. The outage ends
+// once, when the store answers again.
+func TestStoreOutageStaleAnswer(t *testing.T) {
+	store := newSlowProbes()
+	rec := new(records)
+	c := newConsumer(t, store, consumer.WithLogger(slog.New(rec)))
+	running, release := make(chan struct{}), make(chan struct{})
+	var l ledger
+	slow := func(ctx context.Context, m *consumer.Message) error {
+		close(running)
+		<-release
+		return l.handle(ctx, m)
+	}
+	first := processAll(context.Background(), c, []consumer.Message{message("m1", "k1", 0)}, slow, consumer.Waiting{})
+	<-running
+	store.Inject(dedupetest.Fault{})
+	second := processAll(context.Background(), c, []consumer.Message{message("m2", "k2", 0)}, l.handle, consumer.Waiting{})
+	st := c.Stats()
+	testkit.WaitFor(t, "the second message waiting", func() bool { return st.StoreWaited.Load() == 1 })
+	close(release)
+	if v := <-first; v.Outcome != dedupe.Unrecorded {
+		t.Errorf("first verdict %+v, want unrecorded", v)
+	}
+	if len(second) != 0 || st.Outages.Load() != 1 {
+		t.Fatalf("%d verdicts for the waiting message, %d outages; want it waiting in the one outage", len(second), st.Outages.Load())
+	}
+	for _, m := range rec.list() {
+		if isOutageLog(m, "answers again") {
+			t.Fatalf("logged %q while the store was down", m)
+		}
+	}
+	store.Heal()
+	if v := <-second; v.Outcome != dedupe.Completed {
+		t.Errorf("second verdict %+v, want completed", v)
+	}
+	var outage []string
+	for _, m := range rec.list() {
+		if isOutageLog(m, "dedupe store") {
+			outage = append(outage, m)
+		}
+	}
+	if st.Outages.Load() != 1 || len(outage) != 2 {
+		t.Errorf("%d outages, logged %q; want one, logged at its start and end", st.Outages.Load(), outage)
+	}
+}
