@@ -140,8 +140,8 @@ const defaultStoreWait = 10 * time.Minute
 // outage is logged once when it begins and once when it ends, and counted
 // in [Stats.Outages] and [Stats.StoreWaited].
 //
-// The default is as long as a client lets a message wait in a callback
-// without acting on its own: rocketmq-client-go sends a message back (a
+// The default stays under how long a client lets a message wait in a
+// callback without acting on its own: rocketmq-client-go sends a message back (a
 // reconsume spent) once its callback has run for the push consumer's
 // ConsumeTimeout (rmq.WithConsumeTimeout, 15 minutes by default), and a 5.x
 // proxy renews a push consumer's message for 3 hours (its

@@ -169,11 +169,12 @@ func (c *Consumer) storeAnswered(ctx context.Context, epoch uint64) {
 		"group", c.group, "down", now.Sub(since).Round(time.Millisecond), "waited", waited, "handedBack", handedBack)
 }
 
-// awaitStore waits for the store to answer again for a delivery whose
-// waiting items include down store-down ones, after it has waited waited
-// for it: until the store answers (true: claim again), its wait is spent
-// unless it must wait (false: they are handed back), or a drain or the end
-// of ctx stops it (false: every waiting item is Canceled).
+// awaitStore waits for the store to answer again, for a delivery whose
+// waiting items (busy or store-down) include down store-down ones and
+// which has waited *waited for it so far. It returns true once the store
+// answers (claim them again), and false once the wait is spent and need
+// not go on (they are handed back) or a drain or the end of ctx stops it
+// (every waiting item is then Canceled).
 func (c *Consumer) awaitStore(ctx context.Context, of []int, res []dedupe.Result, waiting []int, down int, waited *time.Duration, mustWait bool, first bool, w Waiting) bool {
 	o := &c.outage
 	if first {
