@@ -27,6 +27,10 @@ type Consumer struct {
 	store dedupe.Store // as given, for Tx
 	guard *dedupe.Guard
 	obs   *observer
+	// outage is what the Consumer knows of its store being down (see
+	// outage.go); probe is the ticket its probe asks the store about.
+	outage outage
+	probe  dedupe.Ticket
 
 	// Draining: running counts calls of Process under way; once draining
 	// is set none starts a handler, and held calls wait for shut.
@@ -63,7 +67,7 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
-	probe := dedupe.Ref{Namespace: o.namespace, Group: group, Key: "probe"}
+	probe := dedupe.Ticket{Ref: dedupe.Ref{Namespace: o.namespace, Group: group, Key: probeKey}, Token: probeToken}
 	if err := probe.Validate(); err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
@@ -74,6 +78,9 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	if o.busyWait == 0 {
 		o.busyWait = guard.Config().Lease
 	}
+	if o.storeWait == 0 {
+		o.storeWait = defaultStoreWait
+	}
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
@@ -83,7 +90,7 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	}
 	stop, cancel := context.WithCancel(context.Background())
 	return &Consumer{
-		options: o, group: group, store: store, guard: guard, obs: obs,
+		options: o, group: group, store: store, guard: guard, obs: obs, probe: probe,
 		idle: make(chan struct{}, 1), drain: make(chan struct{}), shut: make(chan struct{}),
 		stop: stop, cancelStop: cancel,
 	}, nil

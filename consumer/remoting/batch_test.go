@@ -230,7 +230,7 @@ func TestBatchStoreDown(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
-			cc, _ := newConsumer(t, fs, append(tt.opts, noWait)...)
+			cc, _ := newConsumer(t, fs, append(tt.opts, noWait, noStoreWait)...)
 			c := newCounter()
 			first := true
 			cb := remoting.Concurrently(cc, func(ctx context.Context, m *consumer.Message) error {

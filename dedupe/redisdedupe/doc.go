@@ -15,6 +15,24 @@
 // Size its memory for (retention × message rate) records of about 100
 // bytes plus the key.
 //
+// # When Redis is down
+//
+// A call fails with the client's error, after the client's own retries:
+// with go-redis's defaults, against a Redis that refuses connections, each
+// call makes 1 + MaxRetries (3) attempts of DialerRetries (5) dials 100 ms
+// apart, about 2 s per failed call on an idle machine and 3.5 s under load;
+// against a host that drops packets each dial waits out DialTimeout (5 s).
+// The consumer (package consumer) does not pay that per message: a claim
+// that fails makes the messages wait in process while one probe at a time
+// asks the store, and messages delivered meanwhile do not call it either.
+// What the client's retries still cost is the calls under way when Redis
+// goes down, and the probe's news that it is back. Give the store a client
+// that fails fast, as [New]'s failFast example does (about 30 ms per failed
+// call against a refused port): DialTimeout 1s, DialerRetries 1 and
+// MaxRetries 1, which keeps one retry for a connection lost mid-call, as
+// every call here is safe to run twice (see [Store]). The store never
+// changes the client's options: the client is the caller's.
+//
 // All records of one (namespace, consumer group) share a Redis Cluster hash
 // slot, so that a batch from one group is one script on one node: spread
 // load across nodes with more groups or namespaces, not more keys. See
