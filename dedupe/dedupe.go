@@ -316,13 +316,16 @@ func ClaimBatch(ctx context.Context, s Store, reqs []ClaimRequest) ([]ClaimResul
 
 // releaseAcquired gives back, as far as the store lets it, the claims a
 // failed batch had taken: the caller never learns their tokens, and they
-// would hold their keys for a whole lease.
+// would hold their keys for a whole lease. Each release has its own
+// GiveBackTimeout: one bound shared by a batch of a hundred ran out on a
+// loaded machine before the last releases were sent.
 func releaseAcquired(ctx context.Context, s Store, reqs []ClaimRequest, res []ClaimResult) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
+	ctx = context.WithoutCancel(ctx)
 	for i, r := range res {
 		if r.Status == Acquired {
-			_ = s.Release(ctx, Ticket{Ref: reqs[i].Ref, Token: r.Token})
+			rctx, cancel := context.WithTimeout(ctx, GiveBackTimeout)
+			_ = s.Release(rctx, Ticket{Ref: reqs[i].Ref, Token: r.Token})
+			cancel()
 		}
 	}
 }
