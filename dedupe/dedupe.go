@@ -107,9 +107,17 @@ func checkPart(what, s string, max int, emptyOK bool) error {
 	case len(s) > max:
 		return fmt.Errorf("%w: %s is %d bytes, limit %d", ErrInvalidKey, what, len(s), max)
 	}
-	// One pass, byte by byte over ASCII, since every message's key is
-	// checked on the hot path; invalid UTF-8 is reported before a control
-	// character, wherever each is.
+	// Every message's key is checked on the hot path, and most are
+	// printable ASCII: one comparison a byte tells.
+	printable := true
+	for i := 0; i < len(s) && printable; i++ {
+		printable = s[i]-0x20 < 0x7f-0x20
+	}
+	if printable {
+		return nil
+	}
+	// Invalid UTF-8 is reported before a control character, wherever
+	// each is.
 	control := rune(-1)
 	for i := 0; i < len(s); {
 		c, size := rune(s[i]), 1

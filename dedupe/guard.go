@@ -121,7 +121,8 @@ type Item struct {
 //     when the earlier one's fn failed, for its key is free again;
 //   - an item whose lease was lost before its turn does not run: Busy,
 //     Wait 0, for another consumer may now hold the key;
-//   - if ctx ends, the items whose turn has not come are Canceled;
+//   - if ctx ends, or [Guard.Interrupt] is called, the items whose turn
+//     has not come are Canceled;
 //   - when the claim fails as a whole, every item is StoreDown, or, with
 //     FailOpen, runs without a claim (Unguarded or Failed).
 //
@@ -132,10 +133,14 @@ type Item struct {
 // [ErrLeaseLost]: fn should stop, for another consumer may take the key
 // over.
 //
-// fn's context carries its item's claim: [TicketFromContext] returns its
-// ticket, and fn may record the key done itself, inside its own SQL
-// transaction, with [CompleteTx]; an item it recorded and whose fn returned
-// nil is not completed again.
+// fn's context carries ctx's values and deadline, and its item's claim:
+// [TicketFromContext] returns its ticket, and fn may record the key done
+// itself, inside its own SQL transaction, with [CompleteTx]; an item it
+// recorded and whose fn returned nil is not completed again. It ends with
+// ctx, when the lease is lost, when [Guard.Interrupt] is called, and once
+// fn has returned. It is made cancellable only when fn first asks for its
+// Done (or it must be cancelled): a fn that never waits on it costs no
+// cancel context, timer or goroutine.
 func (g *Guard) Do(ctx context.Context, items []Item, fn func(ctx context.Context, i int) error) []Result {
 	res := make([]Result, len(items))
 	pending := make([]int, 0, len(items)) // the items to claim
@@ -196,7 +201,9 @@ func firstOf(items []Item, pending []int, seen map[Item]int, i int) int {
 		return -1
 	}
 	for _, p := range pending {
-		if items[p] == items[i] {
+		// The keys first: they are what differs, and comparing the whole
+		// item compares its namespace and group first.
+		if items[p].Ref.Key == items[i].Ref.Key && items[p] == items[i] {
 			return p
 		}
 	}

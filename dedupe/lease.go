@@ -36,7 +36,7 @@ type keeper struct {
 // once the lease is lost, Interrupt is called or fn has returned. That
 // cancellation is made on demand, by the first call of Done or by the
 // cancellation itself: a handler that never asks for Done costs no
-// context of its own.
+// cancel context.
 type lease struct {
 	parent  context.Context
 	c       claim
