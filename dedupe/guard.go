@@ -261,13 +261,16 @@ func (g *Guard) claim(ctx context.Context, items []Item, pending []int, fn func(
 	if acquired == 0 {
 		return nil
 	}
-	held := make([]lease, 0, acquired)
+	held := make([]lease, acquired)
+	n := 0
 	for j, i := range pending {
 		if (errs == nil || errs[j] == nil) && answers[j].Status == Acquired {
-			held = append(held, lease{
-				parent: ctx, guarded: true, i: i,
-				c: claim{ticket: Ticket{Ref: items[i].Ref, Token: answers[j].Token}, retention: g.cfg.Retention},
-			})
+			// Field by field: a lease is large, and copying one in whole
+			// costs a write barrier over all of it.
+			l := &held[n]
+			l.parent, l.guarded, l.i = ctx, true, i
+			l.c.ticket, l.c.retention = Ticket{Ref: items[i].Ref, Token: answers[j].Token}, g.cfg.Retention
+			n++
 		}
 	}
 	return held
@@ -289,7 +292,7 @@ func (g *Guard) unguarded(ctx context.Context, items []Item, pending []int, fn f
 	}
 	ls := make([]lease, len(pending))
 	for j, i := range pending {
-		ls[j] = lease{parent: ctx, i: i}
+		ls[j].parent, ls[j].i = ctx, i
 	}
 	g.keep.add(ls, time.Now())
 	// Deferred so that the contexts end even if fn panics.
