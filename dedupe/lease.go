@@ -298,10 +298,9 @@ func (k *keeper) startExtend(l *lease) {
 func (k *keeper) extend(l *lease, x *extension) {
 	defer close(x.done)
 	sent := time.Now()
-	err := x.ctx.Err()
-	if err == nil {
-		err = k.store.Extend(x.ctx, l.c.ticket, k.lease)
-	}
+	// Sent even if x was aborted or its deadline passed before it
+	// started: a store answers such a call at once, changing nothing.
+	err := k.store.Extend(x.ctx, l.c.ticket, k.lease)
 	x.abort()
 	k.mu.Lock()
 	defer k.mu.Unlock()
