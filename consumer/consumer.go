@@ -39,10 +39,6 @@ type Consumer struct {
 	draining atomic.Bool
 	drain    chan struct{} // closed when draining starts
 	shut     chan struct{} // closed once the drained client is stopped
-	// stop is cancelled when a drain runs out of time: the handlers still
-	// running see their context end.
-	stop       context.Context
-	cancelStop context.CancelFunc
 }
 
 // New returns a Consumer for the consumer group group that records keys in
@@ -88,11 +84,9 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	stop, cancel := context.WithCancel(context.Background())
 	return &Consumer{
 		options: o, group: group, store: store, guard: guard, obs: obs, probe: probe,
 		idle: make(chan struct{}, 1), drain: make(chan struct{}), shut: make(chan struct{}),
-		stop: stop, cancelStop: cancel,
 	}, nil
 }
 

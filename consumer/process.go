@@ -158,7 +158,13 @@ func (c *Consumer) process(ctx context.Context, msgs []Message, h Handler, w Wai
 	c.stats.Delivered.Add(int64(len(msgs)))
 	keys := make([]string, len(msgs))
 	res := make([]dedupe.Result, len(msgs))
-	items := make([]dedupe.Item, 0, len(msgs))
+	// The item of a delivery of one message, the default, takes no
+	// allocation.
+	var one [1]dedupe.Item
+	items := one[:0]
+	if len(msgs) > 1 {
+		items = make([]dedupe.Item, 0, len(msgs))
+	}
 	of := make([]int, 0, len(msgs)) // the message of each item
 	for i := range msgs {
 		key, err := msgs[i].key(c.fallbacks)
@@ -177,11 +183,7 @@ func (c *Consumer) process(ctx context.Context, msgs []Message, h Handler, w Wai
 	}
 	d := c.observe(ctx, msgs, keys)
 	if len(items) > 0 {
-		run := func(ctx context.Context, i int) error {
-			ctx, done := c.stoppable(ctx)
-			defer done()
-			return h(ctx, &msgs[i])
-		}
+		run := func(ctx context.Context, i int) error { return h(ctx, &msgs[i]) }
 		fn := func(ctx context.Context, j int) error { return d.run(ctx, of[j], run) }
 		for j, r := range c.claim(ctx, d, items, fn) {
 			res[of[j]] = r

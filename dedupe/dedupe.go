@@ -106,13 +106,33 @@ func checkPart(what, s string, max int, emptyOK bool) error {
 		return fmt.Errorf("%w: empty %s", ErrInvalidKey, what)
 	case len(s) > max:
 		return fmt.Errorf("%w: %s is %d bytes, limit %d", ErrInvalidKey, what, len(s), max)
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidKey, what)
 	}
-	for _, c := range s {
-		if c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) {
-			return fmt.Errorf("%w: %s holds control character %U", ErrInvalidKey, what, c)
+	// Every message's key is checked on the hot path, and most are
+	// printable ASCII: one comparison a byte tells.
+	printable := true
+	for i := 0; i < len(s) && printable; i++ {
+		printable = s[i]-0x20 < 0x7f-0x20
+	}
+	if printable {
+		return nil
+	}
+	// Invalid UTF-8 is reported before a control character, wherever
+	// each is.
+	control := rune(-1)
+	for i := 0; i < len(s); {
+		c, size := rune(s[i]), 1
+		if c >= utf8.RuneSelf {
+			if c, size = utf8.DecodeRuneInString(s[i:]); c == utf8.RuneError && size == 1 {
+				return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidKey, what)
+			}
 		}
+		if control < 0 && (c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0)) {
+			control = c
+		}
+		i += size
+	}
+	if control >= 0 {
+		return fmt.Errorf("%w: %s holds control character %U", ErrInvalidKey, what, control)
 	}
 	return nil
 }
