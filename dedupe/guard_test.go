@@ -1153,7 +1153,11 @@ func waitLost(t *testing.T, lost, kept *dedupetest.FaultStore, keptKeys int) {
 // success; lost while it runs, its context is cancelled, and the store
 // decides whether its effect was recorded.
 func TestGuardLeaseLostOneItem(t *testing.T) {
-	const lease = 200 * time.Millisecond
+	// The other items' leases must outlive every stall of this process
+	// while one item's is lost: with 200ms, a machine at load 46 stalled
+	// the keeper past a whole lease and the store ended another item's
+	// lease too. (The keeper keeps real time; stepping it is left to do.)
+	const lease = 2 * time.Second
 	tests := []struct {
 		name string
 		// refuse: the store refuses to extend the lease (another consumer
