@@ -41,22 +41,16 @@ func (s *Store) claimOne(ctx context.Context, req dedupe.ClaimRequest) (dedupe.C
 	if !native {
 		return s.claimSlow(ctx, req, it, s.claimByScript)
 	}
-	cmd := setNX(ctx, it.key, it.rec, req.Lease)
+	cmd := setNX(ctx, it.key, it.rec, box(&s.lease, req.Lease))
 	_ = s.client.Process(ctx, cmd)
-	old, err := cmd.Result()
-	switch {
-	case err == redis.Nil:
-		return dedupe.ClaimResult{Status: dedupe.Acquired, Token: it.token()}, nil
+	switch set, err := cmd.Result(); {
 	case err != nil:
 		s.giveBack(ctx, []dedupe.ClaimRequest{req}, []item{it})
 		return dedupe.ClaimResult{}, err
+	case set:
+		return dedupe.ClaimResult{Status: dedupe.Acquired, Token: it.token()}, nil
 	}
-	st, timed := decide(it.rec, req.Fingerprint, old)
-	if !timed {
-		return answer(st, it), nil
-	}
-	it.old, it.status = old, st
-	return s.claimSlow(ctx, req, it, s.timeLeft)
+	return s.claimSlow(ctx, req, it, s.claimFound)
 }
 
 // claimSlow answers the claim it of req with step, a stage of a batch's
@@ -81,13 +75,10 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []dedupe.ClaimRequest) ([]d
 }
 
 // item is one claim of a batch: its index in the batch, its key and the
-// record it writes; and, once its SET found a live record of another
-// owner, that record and the answer it makes.
+// record it writes.
 type item struct {
 	i        int
 	key, rec string
-	old      string
-	status   dedupe.Status
 }
 
 // token is the owner token in the item's record.
@@ -131,44 +122,92 @@ func (s *Store) claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe
 	return res, errs, nil
 }
 
-// claimNative claims items with one pipeline of SET NX GET, then asks the
-// time left of the live records found, if any, in a second.
+// claimNative claims items with one pipeline of SET NX, then reads the
+// records that the SETs found, if any, in a second.
 func (s *Store) claimNative(ctx context.Context, reqs []dedupe.ClaimRequest, items []item, res []dedupe.ClaimResult) error {
-	cmds := make([]*redis.StringCmd, len(items))
+	cmds := make([]*redis.BoolCmd, len(items))
 	pipe := s.client.Pipeline()
 	for j, it := range items {
-		cmds[j] = setNX(ctx, it.key, it.rec, reqs[it.i].Lease)
+		cmds[j] = setNX(ctx, it.key, it.rec, box(&s.lease, reqs[it.i].Lease))
 		_ = pipe.Process(ctx, cmds[j])
 	}
 	_, _ = pipe.Exec(ctx)
-	var timed []item
+	var found []item
 	for j, it := range items {
-		old, err := cmds[j].Result()
-		switch {
-		case err == redis.Nil:
-			res[it.i] = dedupe.ClaimResult{Status: dedupe.Acquired, Token: it.token()}
-			continue
+		switch set, err := cmds[j].Result(); {
 		case err != nil:
 			return err
+		case set:
+			res[it.i] = dedupe.ClaimResult{Status: dedupe.Acquired, Token: it.token()}
+		default:
+			found = append(found, it)
 		}
-		st, t := decide(it.rec, reqs[it.i].Fingerprint, old)
-		if !t {
-			res[it.i] = answer(st, it)
-			continue
-		}
-		it.old, it.status = old, st
-		timed = append(timed, it)
 	}
-	if len(timed) == 0 {
+	if len(found) == 0 {
 		return nil
 	}
-	return s.timeLeft(ctx, reqs, timed, res)
+	return s.claimFound(ctx, reqs, found, res)
 }
 
-// setNX is SET key rec NX PX lease GET: it writes rec where key holds no
-// record and answers what it held (redis.Nil: nothing).
-func setNX(ctx context.Context, key, rec string, lease time.Duration) *redis.StringCmd {
-	return redis.NewStringCmd(ctx, "set", key, rec, "nx", "px", millis(lease), "get")
+// setNX is SET key rec NX PX leaseMillis: it writes rec where key holds no
+// record, and answers true if it did. Not SET NX GET: see [Store].
+func setNX(ctx context.Context, key, rec string, leaseMillis any) *redis.BoolCmd {
+	return redis.NewBoolCmd(ctx, "set", key, rec, "nx", "px", leaseMillis)
+}
+
+// claimFound answers the items whose SET found a record, with one
+// pipeline per batch of GET, PTTL, PEXPIRETIME and GET again per key. A
+// record is never written twice with one value (each holds a token drawn
+// once), so if both GETs find the same record, it stood from one to the
+// other and the times read are its own. A key whose record changed in
+// between, or is gone (completed, released or ran out since the SET), is
+// claimed again by the claim script, which reads a record and its TTL at
+// one instant.
+func (s *Store) claimFound(ctx context.Context, reqs []dedupe.ClaimRequest, items []item, res []dedupe.ClaimResult) error {
+	type reads struct {
+		value, again *redis.StringCmd
+		ttl, expires *redis.IntCmd
+	}
+	rs := make([]reads, len(items))
+	pipe := s.client.Pipeline()
+	for j, it := range items {
+		rs[j] = reads{
+			value:   redis.NewStringCmd(ctx, "get", it.key),
+			ttl:     redis.NewIntCmd(ctx, "pttl", it.key),
+			expires: redis.NewIntCmd(ctx, "pexpiretime", it.key),
+			again:   redis.NewStringCmd(ctx, "get", it.key),
+		}
+		_ = pipe.BatchProcess(ctx, rs[j].value, rs[j].ttl, rs[j].expires, rs[j].again)
+	}
+	_, _ = pipe.Exec(ctx)
+	var changed []item
+	for j, it := range items {
+		v, errV := rs[j].value.Result()
+		again, errA := rs[j].again.Result()
+		for _, err := range []error{errV, errA, rs[j].ttl.Err(), rs[j].expires.Err()} {
+			if err != nil && err != redis.Nil {
+				return err
+			}
+		}
+		if errV != nil || errA != nil || v != again {
+			changed = append(changed, it)
+			continue
+		}
+		ttl, expires := rs[j].ttl.Val(), rs[j].expires.Val()
+		st, timed := decide(it.rec, reqs[it.i].Fingerprint, v)
+		switch {
+		case !timed:
+			res[it.i] = answer(st, it)
+		case ttl > 0 && expires > 0:
+			res[it.i] = dedupe.ClaimResult{Status: st, Until: time.UnixMilli(expires), Remaining: time.Duration(ttl) * time.Millisecond}
+		default:
+			changed = append(changed, it) // about to run out
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	return s.claimByScript(ctx, reqs, changed, res)
 }
 
 // decide answers a claim that tried to write rec, with fingerprint fp, and
@@ -200,57 +239,6 @@ func answer(st dedupe.Status, it item) dedupe.ClaimResult {
 		return dedupe.ClaimResult{Status: st, Token: it.token()}
 	}
 	return dedupe.ClaimResult{Status: st}
-}
-
-// timeLeft answers the items whose SET found a live record done or in
-// flight, with that record's time left: one pipeline of PTTL, PEXPIRETIME
-// and GET per key. The GET checks that the times read are the found
-// record's: a record is never written twice with one value (each holds a
-// token drawn once), so if the GET still finds it, it stood from the SET
-// to the GET. A key whose record changed in between (it was completed,
-// released or ran out) is claimed again by the claim script, which reads a
-// record and its TTL at one instant.
-func (s *Store) timeLeft(ctx context.Context, reqs []dedupe.ClaimRequest, items []item, res []dedupe.ClaimResult) error {
-	type reads struct {
-		ttl, expires *redis.IntCmd
-		value        *redis.StringCmd
-	}
-	rs := make([]reads, len(items))
-	pipe := s.client.Pipeline()
-	for j, it := range items {
-		rs[j] = reads{
-			ttl:     redis.NewIntCmd(ctx, "pttl", it.key),
-			expires: redis.NewIntCmd(ctx, "pexpiretime", it.key),
-			value:   redis.NewStringCmd(ctx, "get", it.key),
-		}
-		_ = pipe.BatchProcess(ctx, rs[j].ttl, rs[j].expires, rs[j].value)
-	}
-	_, _ = pipe.Exec(ctx)
-	var again []item
-	for j, it := range items {
-		ttl, err := rs[j].ttl.Result()
-		if err != nil {
-			return err
-		}
-		expires, err := rs[j].expires.Result()
-		if err != nil {
-			return err
-		}
-		v, err := rs[j].value.Result()
-		if err != nil && err != redis.Nil {
-			return err
-		}
-		if err == redis.Nil || v != it.old || ttl <= 0 || expires <= 0 {
-			again = append(again, it)
-			continue
-		}
-		left := time.Duration(ttl) * time.Millisecond
-		res[it.i] = dedupe.ClaimResult{Status: it.status, Until: time.UnixMilli(expires), Remaining: left}
-	}
-	if len(again) == 0 {
-		return nil
-	}
-	return s.claimByScript(ctx, reqs, again, res)
 }
 
 // claimByScript claims items with claimScript, one per (namespace, group).

@@ -1,13 +1,12 @@
 // Package redisdedupe is a [dedupe.Store] and [dedupe.Batcher] on Redis 5.0
 // or later (its scripts call TIME; the tests run Redis 7). On Redis 7.0 or
-// later a claim is one native command, SET with NX and GET, whose answer
-// the store decides on; before 7.0 it is a Lua script. Complete, Release
-// and Extend are Lua scripts everywhere, because each changes a record
-// only if the caller's token owns it. Every call, and every batch, is one
-// round trip (a claim that finds a live record asks its time left in a
-// second). A record's TTL is its lease while it is processing and its
-// retention once it is done, both by the server's clock: a done key needs
-// no cleanup job.
+// later a claim is one native command, SET with NX; before 7.0 it is a Lua
+// script. Complete, Release and Extend are Lua scripts everywhere, because
+// each changes a record only if the caller's token owns it. Every call,
+// and every batch, is one round trip, but for a claim that finds a key
+// taken, which reads the record in a second. A record's TTL is its lease
+// while it is processing and its retention once it is done, both by the
+// server's clock: a done key needs no cleanup job.
 //
 //	store, err := redisdedupe.New(client, redisdedupe.Config{})
 //

@@ -264,8 +264,8 @@ func claimAll(t *testing.T, s *redisdedupe.Store, reqs []dedupe.ClaimRequest) []
 // TestRoundTrips checks the commands a store sends. Its claims of a batch
 // are one pipeline of SET, whatever groups it spans, after one INFO on its
 // first claim; on the script path, one EVALSHA per group (a pipeline of
-// them when it spans groups) and no INFO. A claim that finds live records
-// asks their time left in a second pipeline. Completions and releases are
+// them when it spans groups) and no INFO. A claim whose SETs find records
+// reads them in a second pipeline. Completions and releases are
 // scripts on either path, sent again by EVAL after Redis lost its scripts.
 func TestRoundTrips(t *testing.T) {
 	ctx := t.Context()
@@ -334,7 +334,7 @@ func TestRoundTrips(t *testing.T) {
 				t.Fatal(err)
 			}
 			check(t, "a claim of done keys", pick(
-				want{nil, []string{"set*32", "get*32 pexpiretime*32 pttl*32"}},
+				want{nil, []string{"set*32", "get*64 pexpiretime*32 pttl*32"}},
 				want{[]string{"evalsha"}, nil}))
 
 			ts = claimAll(t, s, batch(id+"a", id+"b", id+"c"))

@@ -84,8 +84,8 @@ func TestVersionUnknown(t *testing.T) {
 	}
 }
 
-// beforeReads runs a function once, before the next pipeline that reads a
-// claimed record's time left reaches Redis.
+// beforeReads runs a function once, before the next pipeline that reads
+// the records that claims found reaches Redis.
 type beforeReads struct {
 	mu   sync.Mutex
 	f    func()
@@ -107,7 +107,7 @@ func (h *beforeReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		h.mu.Lock()
 		f := h.f
-		if cmds[0].Name() == "pttl" {
+		if slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return c.Name() == "pexpiretime" }) {
 			h.f = nil
 		} else {
 			f = nil
@@ -124,8 +124,8 @@ func (h *beforeReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 }
 
 // TestRecordChanged changes a record between the SET of a claim that found
-// it in flight and the reads of its time left: the claim script then
-// answers for the key as it is.
+// it in flight and the reads of the record found: the claim answers for
+// the record as it is then, by the claim script if it is gone.
 func TestRecordChanged(t *testing.T) {
 	ctx := t.Context()
 	client := newClient(t)
@@ -169,10 +169,7 @@ func TestRecordChanged(t *testing.T) {
 			if err != nil || res.Status != tc.want {
 				t.Fatalf("claim of a record %s under it = %v, %v; want %v", tc.name, res.Status, err, tc.want)
 			}
-			// An extended record is the one the SET found: its times
-			// stand. Another is read again by the script.
-			scripted := slices.Contains(sent, "evalsha")
-			if scripted == (tc.want == dedupe.InFlight) {
+			if scripted := slices.Contains(sent, "evalsha"); scripted != (tc.want == dedupe.Acquired) {
 				t.Errorf("the claim sent %q", sent)
 			}
 			switch res.Status {

@@ -49,28 +49,33 @@ func (c Config) Validate() error {
 //
 // # Commands
 //
-// On Redis 7.0 or later a claim is one native command per key,
+// On Redis 7.0 or later a claim that finds no record is one native
+// command per key,
 //
-//	SET key record NX PX lease GET
+//	SET key record NX PX lease
 //
-// which writes the record where there is none and answers what the key
-// held; the store decides from that answer whether the claim acquired the
-// key, found it done or in flight, or met another payload's fingerprint.
-// Only a claim that finds a live record done or in flight asks more, in a
-// second round trip: the record's PTTL and PEXPIRETIME, and a GET that
-// checks the record is still the one found (should it have changed in
-// between, the claim script below answers for that key). A batch is one
-// pipeline of such commands.
+// A claim whose SET finds a record reads it in a second round trip (GET,
+// PTTL, PEXPIRETIME, and GET again to check that the times read are that
+// record's) and decides on it in the store: its own record (a SET sent
+// again, see below), another payload's fingerprint, done, or in flight.
+// Should the record change between the two GETs, or be gone, the claim
+// script below answers for that key. A batch is one pipeline of SETs, and
+// one of reads for the keys found taken. (SET with GET would answer the
+// record in the same round trip, but answers nil to every claim that
+// acquires, and go-redis (v9.22) spends 17 allocations classifying a nil
+// reply as an error: most claims acquire, few find a record.)
 //
 // Complete, Release and Extend change a record only if the caller's token
 // owns it, a condition Redis 7 cannot check in a native command, so each
 // is a Lua script: one per call, and one per (namespace, group) of a
-// batch. Before Redis 7.0, which refuses NX with GET, claims are a script
-// too. The store tells which it has by INFO server on its first claim (on a
-// cluster or ring, from every master: the lowest version decides) and
-// fails that claim, saying so, if it cannot; it asks again on the next. A
-// server downgraded below 7.0 while a store runs answers its claims with a
-// syntax error until the process restarts.
+// batch. Before Redis 7.0, which lacks PEXPIRETIME (a record's end by the
+// server's clock, which [dedupe.ClaimResult.Until] reports), claims are a
+// script too. The store tells which it has by INFO server on its first
+// claim (on a cluster or ring, from every master: the lowest version
+// decides); if INFO fails, that claim fails saying so, and the next asks
+// again. A server downgraded below 7.0 under a running store answers its
+// claims that find a record with an unknown-command error until the
+// process restarts.
 //
 // Scripts are sent by EVALSHA, and once more by EVAL when Redis has lost
 // them (a restart or SCRIPT FLUSH). A batch that spans groups is split into
@@ -96,6 +101,26 @@ type Store struct {
 	// claims is how the store claims: claimsUnknown until a claim has
 	// asked the server for its version.
 	claims atomic.Int32
+	// lease and retention are the last of each boxed for a command.
+	lease, retention atomic.Pointer[boxedMillis]
+}
+
+// boxedMillis is a duration's milliseconds as a command's argument: a
+// consumer's lease and retention do not change, and boxing each for every
+// call would cost an allocation.
+type boxedMillis struct {
+	d time.Duration
+	v any
+}
+
+// box returns d's milliseconds as an argument, from last if it holds d.
+func box(last *atomic.Pointer[boxedMillis], d time.Duration) any {
+	if b := last.Load(); b != nil && b.d == d {
+		return b.v
+	}
+	b := &boxedMillis{d: d, v: millis(d)}
+	last.Store(b)
+	return b.v
 }
 
 // keyHead is the start of the keys of one (namespace, group).
@@ -138,12 +163,12 @@ func (s *Store) Complete(ctx context.Context, t dedupe.Ticket, retention time.Du
 	if retention <= 0 {
 		return fmt.Errorf("redisdedupe: complete %q: retention %v must be positive", t.Ref, retention)
 	}
-	return s.ownedOne(ctx, "complete", completeScript, t, millis(retention), t.Token)
+	return s.ownedOne(ctx, "complete", completeScript, completeHash, t, box(&s.retention, retention), t.Token)
 }
 
 // Release implements [dedupe.Store].
 func (s *Store) Release(ctx context.Context, t dedupe.Ticket) error {
-	return s.ownedOne(ctx, "release", releaseScript, t, t.Token)
+	return s.ownedOne(ctx, "release", releaseScript, releaseHash, t, t.Token)
 }
 
 // Extend implements [dedupe.Store].
@@ -154,28 +179,48 @@ func (s *Store) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration
 		}
 		return fmt.Errorf("redisdedupe: extend %q: lease %v must be positive", t.Ref, lease)
 	}
-	return s.ownedOne(ctx, "extend", extendScript, t, t.Token, millis(lease))
+	return s.ownedOne(ctx, "extend", extendScript, extendHash, t, t.Token, box(&s.lease, lease))
 }
 
-// ownedOne runs script, which answers {1} if t's token owns its record and
-// {0} if not, over t's key with args. op names the call in errors.
-func (s *Store) ownedOne(ctx context.Context, op string, script *redis.Script, t dedupe.Ticket, args ...any) error {
+// ownedOne runs script, whose hash is sha and which answers {1} if t's
+// token owns its record and {0} if not, over t's key with args. It builds
+// the EVALSHA itself, which saves half the allocations of script.Run on
+// the path of every message. op names the call in errors.
+func (s *Store) ownedOne(ctx context.Context, op string, script *redis.Script, sha any, t dedupe.Ticket, args ...any) error {
 	err := t.Ref.Validate()
 	if err == nil {
 		err = ctx.Err()
 	}
-	var n []int64
 	if err == nil {
-		n, err = script.Run(ctx, s.client, []string{s.Key(t.Ref)}, args...).Int64Slice()
-	}
-	switch {
-	case err == nil && len(n) != 1:
-		err = fmt.Errorf("script answered %d values for 1 key", len(n))
-	case err == nil && n[0] != 1:
-		err = dedupe.ErrLeaseLost
+		cmdArgs := make([]any, 4+len(args))
+		cmdArgs[0], cmdArgs[1], cmdArgs[2], cmdArgs[3] = "evalsha", sha, 1, s.Key(t.Ref)
+		copy(cmdArgs[4:], args)
+		cmd := redis.NewCmd(ctx, cmdArgs...)
+		_ = s.client.Process(ctx, cmd)
+		if noScript(cmd) {
+			// Redis lost its script cache (a restart or SCRIPT FLUSH):
+			// the script never ran, so running it again is safe.
+			cmd = script.Run(ctx, s.client, []string{cmdArgs[3].(string)}, cmdArgs[4:]...)
+		}
+		err = owns(cmd)
 	}
 	if err != nil {
 		return fmt.Errorf("redisdedupe: %s %q: %w", op, t.Ref, err)
+	}
+	return nil
+}
+
+// owns reads the answer of an owned script for one key.
+func owns(cmd *redis.Cmd) error {
+	v, err := cmd.Result()
+	if err != nil {
+		return err
+	}
+	switch n, _ := v.([]any); {
+	case len(n) != 1:
+		return fmt.Errorf("script answered %v for 1 key", v)
+	case n[0] != int64(1):
+		return dedupe.ErrLeaseLost
 	}
 	return nil
 }
@@ -294,7 +339,7 @@ func (s *Store) run(ctx context.Context, script *redis.Script, parts []*part) ([
 	// Exec's error is the first command's; each is checked below.
 	_, _ = pipe.Exec(ctx)
 	for i, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		if noScript(cmd) {
 			// Redis lost its script cache (a restart or SCRIPT FLUSH):
 			// this part never ran, so running it again is safe.
 			cmd = script.Run(ctx, s.client, parts[i].keys, parts[i].args...)
@@ -306,6 +351,14 @@ func (s *Store) run(ctx context.Context, script *redis.Script, parts []*part) ([
 		out[i] = vals
 	}
 	return out, nil
+}
+
+// noScript reports whether an EVALSHA failed because Redis does not hold
+// the script. It looks at the error only if there is one: the look costs
+// an allocation.
+func noScript(cmd *redis.Cmd) bool {
+	err := cmd.Err()
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
 // millis rounds d up to whole milliseconds, Redis's resolution.

@@ -105,3 +105,11 @@ if v and string.sub(v, 1, 27) == 'p' .. ARGV[1] then
 end
 return {0}
 `)
+
+// The hashes of the scripts that a single call runs, boxed once for its
+// EVALSHA.
+var (
+	completeHash any = completeScript.Hash()
+	releaseHash  any = releaseScript.Hash()
+	extendHash   any = extendScript.Hash()
+)

@@ -15,14 +15,14 @@ import (
 // How a Store claims.
 const (
 	claimsUnknown int32 = iota
-	// claimsNative: SET NX GET, on Redis 7.0 or later.
+	// claimsNative: SET NX, then reads with PEXPIRETIME, on Redis 7.0 or
+	// later.
 	claimsNative
-	// claimsScript: claimScript, before Redis 7.0, which refuses NX with
-	// GET.
+	// claimsScript: claimScript, before Redis 7.0.
 	claimsScript
 )
 
-// native reports whether the store claims by SET NX GET, asking the
+// native reports whether the store claims by native commands, asking the
 // server for its version the first time. Concurrent first claims may each
 // ask; a failure is not remembered, so the next claim asks again.
 func (s *Store) native(ctx context.Context) (bool, error) {
