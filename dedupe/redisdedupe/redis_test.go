@@ -70,8 +70,25 @@ func eachPath(t *testing.T, client redis.UniversalClient, f func(t *testing.T, s
 	}
 }
 
+// TestConformance runs the suite on both paths: the native one on the
+// shared test server, among the records of every package's tests, and the
+// script path on a Redis of its own, where the Inspector's tests, which
+// scan every key of the server, take seconds rather than minutes.
 func TestConformance(t *testing.T) {
-	eachPath(t, newClient(t), func(t *testing.T, s *redisdedupe.Store) {
-		dedupetest.Run(t, func(*testing.T) dedupe.Store { return s }, features)
-	})
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			client := newClient(t)
+			if p.name == "Scripts" {
+				client = redis.NewClient(&redis.Options{Addr: testenv.StartPrivateRedis(t).Addr()})
+				t.Cleanup(func() { client.Close() })
+			}
+			s, err := redisdedupe.New(client, redisdedupe.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.use(s)
+			dedupetest.Run(t, func(*testing.T) dedupe.Store { return s }, features)
+		})
+	}
 }
