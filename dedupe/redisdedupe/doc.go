@@ -1,9 +1,12 @@
 // Package redisdedupe is a [dedupe.Store] and [dedupe.Batcher] on Redis 5.0
-// or later (its scripts call TIME; the tests run Redis 7). Every call, and
-// every batch, is one round trip running a Lua script, so a claim and its
-// checks are atomic on the server. A record's TTL is its lease while it is
-// processing and its retention once it is done, both by the server's
-// clock: a done key needs no cleanup job.
+// or later (its scripts call TIME; the tests run Redis 7). On Redis 7.0 or
+// later a claim is one native command, SET with NX; before 7.0 it is a Lua
+// script. Complete, Release and Extend are Lua scripts everywhere, because
+// each changes a record only if the caller's token owns it. Every call,
+// and every batch, is one round trip, but for a claim that finds a key
+// taken, which reads the record in a second. A record's TTL is its lease
+// while it is processing and its retention once it is done, both by the
+// server's clock: a done key needs no cleanup job.
 //
 //	store, err := redisdedupe.New(client, redisdedupe.Config{})
 //
@@ -36,6 +39,6 @@
 // All records of one (namespace, consumer group) share a Redis Cluster hash
 // slot, so that a batch from one group is one script on one node: spread
 // load across nodes with more groups or namespaces, not more keys. See
-// [Store] for the record layout and what happens when go-redis retries, and
-// [Store.List] for what inspecting a group costs.
+// [Store] for the record layout, the commands, and what happens when
+// go-redis retries, and [Store.List] for what inspecting a group costs.
 package redisdedupe
