@@ -71,7 +71,9 @@ func (c Config) Validate() error {
 // batch. (A Complete by a plain SET would write done over the live lease
 // of a consumer that claimed the key after the caller's lease ran out,
 // and over the record of a key whose token never held it, which
-// [dedupe.Store] forbids.) Before Redis 7.0, which lacks PEXPIRETIME (a record's end by the
+// [dedupe.Store] forbids.)
+//
+// Before Redis 7.0, which lacks PEXPIRETIME (a record's end by the
 // server's clock, which [dedupe.ClaimResult.Until] reports), claims are a
 // script too. The store tells which it has by INFO server on its first
 // claim (on a cluster or ring, from every master: the lowest version
