@@ -59,6 +59,7 @@ func KilledHolder(t *testing.T, f *Fleet, lease time.Duration) {
 		t.Fatalf("first holder said %q", l)
 	}
 	time.Sleep(lease) // a few renewals
+	a.AwaitIDs(t)
 	a.Kill(t)
 	killed := a.Signalled
 	b := f.Start(t, 0, true)
@@ -72,7 +73,7 @@ func KilledHolder(t *testing.T, f *Fleet, lease time.Duration) {
 	if waited := time.Since(killed); waited < lease/3 {
 		t.Fatalf("node granted again %v after its holder was killed, within its %v lease", waited, lease)
 	}
-	time.Sleep(100 * time.Millisecond)
+	b.AwaitIDs(t)
 	b.Finish(t)
 	old, next := a.IDs(t), b.IDs(t)
 	if len(old) == 0 || len(next) == 0 {
