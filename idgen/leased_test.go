@@ -234,6 +234,23 @@ func TestLeasedLosesLeaseAndLeasesAgain(t *testing.T) {
 	}
 }
 
+// A lease lost before its first renewal (the process stalled for a lease
+// between the grant and the renewal, as a fleet child did at load 40) fails
+// NewLeased, unless it waits for a node: then it leases one again.
+func TestLeasedLostBeforeFirstRenewal(t *testing.T) {
+	m := newFaultLeaser(t, 3, time.Second)
+	m.loseGrants(1)
+	if _, err := idgen.NewLeased(context.Background(), m, idgen.Config{}, idgen.LeaseConfig{Logger: quiet}); !errors.Is(err, idgen.ErrLeaseLost) {
+		t.Fatalf("NewLeased = %v, want ErrLeaseLost", err)
+	}
+	m.loseGrants(1)
+	g := leasedWith(t, m, idgen.Config{}, idgen.LeaseConfig{Wait: true})
+	if g.Node() != 2 {
+		t.Fatalf("got node %d, want 2: the third granted", g.Node())
+	}
+	mustNext(t, g)
+}
+
 func TestLeasedSwitchWorkerOnRollback(t *testing.T) {
 	m := newFaultLeaser(t, 3, time.Minute)
 	clock := testkit.NewRunningClock(t0)
