@@ -522,6 +522,39 @@ func TestLostAnswer(t *testing.T) {
 	}
 }
 
+// TestStaticAnsweredLate has a static Acquire stall for longer than its
+// lease after the database granted the node: the grant is the caller's,
+// ended, not a node another holds. (MySQL reads the outcome of its static
+// grant with a second statement; it said "held by a live lease" when the
+// lease had ended before that read, which TestList met at load 40.)
+func TestStaticAnsweredLate(t *testing.T) {
+	const lease = 20 * time.Millisecond
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			var stall atomic.Bool
+			db := b.OpenWith(t, &testdb.Hooks{Statement: func(query string) func() error {
+				if !strings.HasPrefix(query, "INSERT") || !stall.CompareAndSwap(true, false) {
+					return nil
+				}
+				return func() error {
+					time.Sleep(5 * lease)
+					return nil
+				}
+			}})
+			l := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "late", Size: 2, Lease: lease})
+			stall.Store(true)
+			got, err := l.Acquire(t.Context(), idgen.LeaseRequest{MaxNode: 1, Static: true, Node: 1})
+			if stall.Load() {
+				t.Fatal("the static grant did not stall")
+			}
+			if err != nil || got.Node != 1 {
+				t.Fatalf("Acquire of static node 1, answered after its lease = %+v, %v; want node 1", got, err)
+			}
+		})
+	}
+}
+
 // holders tracks which goroutine holds each node, by our own bookkeeping,
 // to catch a node held twice at once.
 type holders struct {
