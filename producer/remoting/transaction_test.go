@@ -22,7 +22,10 @@ import (
 // localTx commits or rolls back by body, and records the key each local
 // transaction and each check-back saw. The local transaction of "unknown"
 // commits in its own store (commit) but answers unknown, as if its answer
-// were lost; the check-back then commits the keys found there.
+// were lost; a check-back commits the keys found there. Every committed key
+// is there: a commit whose end reaches the broker after the check time
+// (1 s on the test brokers) is checked back too, and must not be rolled
+// back.
 type localTx struct {
 	mu     sync.Mutex
 	seen   map[string]string // body → key
@@ -38,11 +41,11 @@ func (l *localTx) ExecuteLocalTransaction(m *primitive.Message) primitive.LocalT
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seen[string(m.Body)] = msgkey.Of(m)
-	switch string(m.Body) {
-	case "rollback":
+	if string(m.Body) == "rollback" {
 		return primitive.RollbackMessageState
-	case "unknown":
-		l.commit[msgkey.Of(m)] = true
+	}
+	l.commit[msgkey.Of(m)] = true
+	if string(m.Body) == "unknown" {
 		return primitive.UnkonwnState
 	}
 	return primitive.CommitMessageState
