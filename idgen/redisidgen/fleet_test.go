@@ -87,7 +87,7 @@ func TestFleetStoppedHolder(t *testing.T) {
 	const lease = time.Second
 	f := newFleet(t, testenv.Redis(t), 1, lease)
 	f.create()
-	a := f.Start(t, 0, false)
+	a := f.Start(t, 0, true)
 	if l := a.Await(t, 30*time.Second); l != "node 0" {
 		t.Fatalf("first holder said %q", l)
 	}
@@ -223,7 +223,7 @@ func TestFleetRedisRestart(t *testing.T) {
 	srv := testenv.StartPrivateRedis(t)
 	f := newFleet(t, srv.Addr(), 2, lease)
 	f.create()
-	a, b := f.Start(t, 0, false), f.Start(t, 0, false)
+	a, b := f.Start(t, 0, true), f.Start(t, 0, true)
 	for _, c := range []*fleettest.Proc{a, b} {
 		if l := c.Await(t, 30*time.Second); !strings.HasPrefix(l, "node ") {
 			t.Fatalf("child said %q", l)

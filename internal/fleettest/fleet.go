@@ -87,6 +87,13 @@ func (c *Proc) AwaitIDs(t *testing.T) {
 	})
 }
 
+// LostLease reports whether the child logged (idgen's leaseHolder, to its
+// standard error) that its lease was lost: it stalled past the lease, and
+// another process may have been granted its node meanwhile.
+func (c *Proc) LostLease() bool {
+	return strings.Contains(c.Stderr(), "worker lease lost")
+}
+
 // LeasedAgain reports whether the child logged, past the first from bytes
 // of its standard error, that it renewed or leased again after failing to
 // (idgen's leaseHolder logs so): it may issue IDs from then on.
