@@ -97,13 +97,22 @@ func NewLeased(ctx context.Context, l Leaser, cfg Config, lc LeaseConfig) (*Gene
 		done:   make(chan struct{}),
 	}
 	g.lease = h
-	lease, err := h.acquire(ctx, g)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.install(ctx, g, lease, Lease{}); err != nil {
+	var lease Lease
+	for {
+		if lease, err = h.acquire(ctx, g); err != nil {
+			return nil, err
+		}
+		err = h.install(ctx, g, lease, Lease{})
+		if err == nil {
+			break
+		}
 		h.releaseQuietly(g, lease, lease.HighWater)
-		return nil, fmt.Errorf("idgen: first renewal of node %d: %w", lease.Node, err)
+		// A lease lost before its first renewal (the process stalled
+		// for a lease) issued nothing: a waiting caller waits for a node
+		// again.
+		if !lc.Wait || !errors.Is(err, ErrLeaseLost) {
+			return nil, fmt.Errorf("idgen: first renewal of node %d: %w", lease.Node, err)
+		}
 	}
 	if lease.TTL == 0 {
 		close(h.done)
