@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -52,10 +54,17 @@ const (
 //     options) with a handler that does nothing; dedupe-off-ns/op is a
 //     plain callback answering ConsumeSuccess, naive-ns/op a hand-written
 //     SET NX, handler, SET per message on the same Redis;
+//   - Redis-batch32: the same with up to 32 messages per callback
+//     (WithConsumeMessageBatchMaxSize), the throughput setting;
 //   - MariaDB-tx: ns/op and msgs/s are Consumer.Tx over sqldedupe, whose
 //     handler INSERTs one business row in the transaction that records the
 //     key; plain-insert-ns/op is a handler doing the same INSERT without
 //     dedupe, in autocommit.
+//
+// Each row also has the CPU time per message of this process (the
+// consumer: cpu-µs/msg) and of the store's server (redis-µs/msg, db-µs/msg),
+// read from /proc over the timed window, so that a ratio can be told apart
+// from a machine's load.
 //
 // The bench table shows each peer's ratio; the tax is 1 - 1/ratio, also
 // reported as tax-% (and the peers' msgs/s as <peer>-msgs/s) in go test's
@@ -78,49 +87,55 @@ func BenchmarkEndToEnd(b *testing.B) {
 	start := time.Now()
 	var warmRates []string
 	for i := range e2eWarm / warmTopicSize {
-		rate, err := consumeAll(ns, warm, fmt.Sprintf("bench-warm-%s-%d", run, i), warmTopicSize, plain)
+		res, err := consumeAll(ns, warm, fmt.Sprintf("bench-warm-%s-%d", run, i), warmTopicSize, 1, nil, plain)
 		if err != nil {
 			b.Fatal(err)
 		}
-		warmRates = append(warmRates, fmt.Sprintf("%.0f", rate))
+		warmRates = append(warmRates, fmt.Sprintf("%.0f", res.rate))
 	}
 	warmed := fmt.Sprintf("warm-up: %d messages in %v, at %s msgs/s", e2eWarm/warmTopicSize*warmTopicSize,
 		time.Since(start).Round(time.Millisecond), strings.Join(warmRates, ", "))
 
-	b.Run("Redis/idemq", func(b *testing.B) {
-		b.Log(warmed)
-		store, rdb := newRedisStore(b, "bench-e2e:"+run+":")
-		e2eRun(b, ns, topic, []e2eVariant{
-			{"idemq", func(group string) (remoting.Callback, error) {
-				c, err := consumer.New(store, group)
-				if err != nil {
-					return nil, err
-				}
-				return remoting.Concurrently(c, noopHandler), nil
-			}},
-			{"dedupe-off", func(string) (remoting.Callback, error) { return plain, nil }},
-			{"naive", func(group string) (remoting.Callback, error) {
-				return func(ctx context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
-					for _, m := range msgs {
-						key := "naive:" + group + ":" + msgkey.Of(m)
-						ok, err := rdb.SetNX(ctx, key, "processing", naiveLease).Result()
-						if err != nil || !ok {
-							return rmq.ConsumeRetryLater, fmt.Errorf("SET NX = %v, %v", ok, err)
-						}
-						if err := noopRaw(ctx, m); err != nil {
-							rdb.Del(ctx, key)
-							return rmq.ConsumeRetryLater, err
-						}
-						// The Consumer's default retention.
-						if err := rdb.Set(ctx, key, "done", 72*time.Hour).Err(); err != nil {
-							return rmq.ConsumeRetryLater, err
-						}
+	for _, batch := range []int{1, 32} {
+		name := "Redis"
+		if batch > 1 {
+			name = fmt.Sprintf("Redis-batch%d", batch)
+		}
+		b.Run(name+"/idemq", func(b *testing.B) {
+			b.Log(warmed)
+			store, rdb := newRedisStore(b, "bench-e2e:"+run+":")
+			e2eRun(b, ns, topic, batch, map[string]string{"redis": rdb.Options().Addr}, []e2eVariant{
+				{"idemq", func(group string) (remoting.Callback, error) {
+					c, err := consumer.New(store, group)
+					if err != nil {
+						return nil, err
 					}
-					return rmq.ConsumeSuccess, nil
-				}, nil
-			}},
+					return remoting.Concurrently(c, noopHandler), nil
+				}},
+				{"dedupe-off", func(string) (remoting.Callback, error) { return plain, nil }},
+				{"naive", func(group string) (remoting.Callback, error) {
+					return func(ctx context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
+						for _, m := range msgs {
+							key := "naive:" + group + ":" + msgkey.Of(m)
+							ok, err := rdb.SetNX(ctx, key, "processing", naiveLease).Result()
+							if err != nil || !ok {
+								return rmq.ConsumeRetryLater, fmt.Errorf("SET NX = %v, %v", ok, err)
+							}
+							if err := noopRaw(ctx, m); err != nil {
+								rdb.Del(ctx, key)
+								return rmq.ConsumeRetryLater, err
+							}
+							// The Consumer's default retention.
+							if err := rdb.Set(ctx, key, "done", 72*time.Hour).Err(); err != nil {
+								return rmq.ConsumeRetryLater, err
+							}
+						}
+						return rmq.ConsumeSuccess, nil
+					}, nil
+				}},
+			})
 		})
-	})
+	}
 
 	b.Run("MariaDB-tx/idemq", func(b *testing.B) {
 		db := testdb.MySQL.Open(b)
@@ -141,7 +156,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { ins.Close() })
-		e2eRun(b, ns, topic, []e2eVariant{
+		e2eRun(b, ns, topic, 1, map[string]string{"db": testdb.MySQL.Server(b)}, []e2eVariant{
 			{"idemq", func(group string) (remoting.Callback, error) {
 				c, err := consumer.New(store, group)
 				if err != nil {
@@ -177,12 +192,23 @@ type e2eVariant struct {
 	cb   func(group string) (remoting.Callback, error)
 }
 
-// e2eRun consumes topic once per variant per round, the first variant
-// (ours) and its peers taking turns, and reports the medians: ns/op and
-// msgs/s for the first, <peer>-ns/op and <peer>-msgs/s for the others, and
-// tax-% per peer named "dedupe-off" or "plain-insert".
-func e2eRun(b *testing.B, ns, topic string, variants []e2eVariant) {
-	rates := make([][]float64, len(variants))
+// e2eRun consumes topic once per variant per round, each consumer taking
+// up to batch messages per callback, the first variant (ours) and its peers
+// taking turns, and reports the medians: ns/op, msgs/s and the CPU time per
+// message of this process (the consumer's: cpu-µs/msg) and of each of
+// servers (name → listening address: <name>-µs/msg) for the first variant,
+// the same prefixed "<peer>-" for the others, and tax-% per peer named
+// "dedupe-off" or "plain-insert".
+func e2eRun(b *testing.B, ns, topic string, batch int, servers map[string]string, variants []e2eVariant) {
+	pids := map[string]int{"cpu": os.Getpid()}
+	for name, addr := range servers {
+		pid, err := testkit.ListenerPID(addr)
+		if err != nil {
+			b.Fatalf("%s: %v", name, err)
+		}
+		pids[name] = pid
+	}
+	results := make([][]e2eResult, len(variants))
 	run := fmt.Sprintf("%d", time.Now().UnixNano())
 	for round := range max(b.N, e2eRounds) {
 		for k := range variants {
@@ -193,36 +219,51 @@ func e2eRun(b *testing.B, ns, topic string, variants []e2eVariant) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			rate, err := consumeAll(ns, topic, group, e2eMessages, cb)
+			res, err := consumeAll(ns, topic, group, e2eMessages, batch, pids, cb)
 			if err != nil {
 				b.Fatalf("%s: %v", v.name, err)
 			}
-			rates[i] = append(rates[i], rate)
+			results[i] = append(results[i], res)
 		}
 	}
-	med := make([]float64, len(variants))
 	var log strings.Builder
+	rate := make([]float64, len(variants))
 	for i, v := range variants {
-		med[i] = median(rates[i])
-		fmt.Fprintf(&log, "%s: %.0f msgs/s (rounds:", v.name, med[i])
-		for _, r := range rates[i] {
-			fmt.Fprintf(&log, " %.0f", r)
+		prefix := v.name + "-"
+		if i == 0 {
+			prefix = ""
 		}
-		log.WriteString(")\n")
+		rate[i] = median(results[i], func(r e2eResult) float64 { return r.rate })
+		fmt.Fprintf(&log, "%s: %.0f msgs/s (rounds:", v.name, rate[i])
+		for _, r := range results[i] {
+			fmt.Fprintf(&log, " %.0f", r.rate)
+		}
+		log.WriteString(")")
+		b.ReportMetric(1e9/rate[i], prefix+"ns/op")
+		b.ReportMetric(rate[i], prefix+"msgs/s")
+		for _, name := range slices.Sorted(maps.Keys(pids)) {
+			unit := name + "-µs/msg"
+			if name == "cpu" {
+				unit = "cpu-µs/msg"
+			}
+			cpu := median(results[i], func(r e2eResult) float64 { return r.cpu[name].Seconds() * 1e6 / e2eMessages })
+			fmt.Fprintf(&log, ", %s %.1f", unit, cpu)
+			b.ReportMetric(cpu, prefix+unit)
+		}
+		log.WriteString("\n")
+		if v.name == "dedupe-off" || v.name == "plain-insert" {
+			b.ReportMetric(100*(1-rate[0]/rate[i]), "tax-%")
+		}
 	}
 	b.Log(strings.TrimSpace(log.String()))
-	b.ReportMetric(1e9/med[0], "ns/op")
-	b.ReportMetric(med[0], "msgs/s")
-	for i, v := range variants[1:] {
-		b.ReportMetric(1e9/med[i+1], v.name+"-ns/op")
-		b.ReportMetric(med[i+1], v.name+"-msgs/s")
-		if v.name == "dedupe-off" || v.name == "plain-insert" {
-			b.ReportMetric(100*(1-med[0]/med[i+1]), "tax-%")
-		}
-	}
 }
 
-func median(xs []float64) float64 {
+// median returns the median of f over rs.
+func median[T any](rs []T, f func(T) float64) float64 {
+	var xs []float64
+	for _, r := range rs {
+		xs = append(xs, f(r))
+	}
 	s := slices.Sorted(slices.Values(xs))
 	if n := len(s); n%2 == 0 {
 		return (s[n/2-1] + s[n/2]) / 2
@@ -261,50 +302,78 @@ func fillTopic(b *testing.B, ns, topic, run string, n int) {
 	}
 }
 
+// e2eResult is one consumption of a topic: its rate, and the CPU time that
+// each process of e2eRun's pids spent meanwhile.
+type e2eResult struct {
+	rate float64
+	cpu  map[string]time.Duration
+}
+
 // consumeAll consumes topic from its first offset with a new push consumer
-// of group, with the client's default settings, until cb has acknowledged
-// n messages, and returns the rate from its first callback to then.
-func consumeAll(ns, topic, group string, n int64, cb remoting.Callback) (float64, error) {
+// of group, with the client's default settings but for up to batch messages
+// per callback, until cb has acknowledged n messages, and returns the rate
+// and the CPU time of each of pids from its first callback to then.
+func consumeAll(ns, topic, group string, n int64, batch int, pids map[string]int, cb remoting.Callback) (e2eResult, error) {
 	var (
 		acked atomic.Int64
 		first atomic.Int64 // UnixNano of the first callback
 		end   time.Time
 		once  sync.Once
 		done  = make(chan struct{})
+		res   = e2eResult{cpu: map[string]time.Duration{}}
+		// cpuErr is the first failure to read a process's CPU time.
+		cpuErr error
 	)
+	// cpu adds sign times the CPU time of each of pids to res.cpu.
+	cpu := func(sign time.Duration) {
+		for name, pid := range pids {
+			t, err := testkit.ProcessCPU(pid)
+			if err != nil && cpuErr == nil {
+				cpuErr = err
+			}
+			res.cpu[name] += sign * t
+		}
+	}
 	c, err := rocketmq.NewPushConsumer(
 		rmq.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
 		rmq.WithGroupName(group),
 		rmq.WithInstance(group),
 		rmq.WithConsumeFromWhere(rmq.ConsumeFromFirstOffset),
+		rmq.WithConsumeMessageBatchMaxSize(batch),
 	)
 	if err != nil {
-		return 0, err
+		return res, err
 	}
+	var started sync.Once
 	err = c.Subscribe(topic, rmq.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
-		first.CompareAndSwap(0, time.Now().UnixNano())
-		res, err := cb(ctx, msgs...)
-		if res == rmq.ConsumeSuccess {
+		started.Do(func() {
+			cpu(-1)
+			first.Store(time.Now().UnixNano())
+		})
+		r, err := cb(ctx, msgs...)
+		if r == rmq.ConsumeSuccess {
 			if acked.Add(int64(len(msgs))) >= n {
 				once.Do(func() {
 					end = time.Now()
+					cpu(+1)
 					close(done)
 				})
 			}
 		}
-		return res, err
+		return r, err
 	})
 	if err != nil {
-		return 0, err
+		return res, err
 	}
 	if err := c.Start(); err != nil {
-		return 0, err
+		return res, err
 	}
 	defer c.Shutdown()
 	select {
 	case <-done:
 	case <-time.After(e2eTimeout):
-		return 0, fmt.Errorf("consumed %d of %d messages of %s in %v", acked.Load(), n, topic, e2eTimeout)
+		return res, fmt.Errorf("consumed %d of %d messages of %s in %v", acked.Load(), n, topic, e2eTimeout)
 	}
-	return float64(n) / end.Sub(time.Unix(0, first.Load())).Seconds(), nil
+	res.rate = float64(n) / end.Sub(time.Unix(0, first.Load())).Seconds()
+	return res, cpuErr
 }

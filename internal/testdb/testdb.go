@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"net/url"
 	"path/filepath"
 	"testing"
 
@@ -76,6 +77,28 @@ func Named(name string) (Backend, bool) {
 		}
 	}
 	return Backend{}, false
+}
+
+// Server returns the address (host:port) of b's database server, for a
+// benchmark that charges the server's CPU to its work, or "" for SQLite,
+// which runs in the test's own process.
+func (b Backend) Server(tb testing.TB) string {
+	tb.Helper()
+	switch b.Dialect {
+	case sqldialect.MySQL:
+		cfg, err := mysql.ParseDSN(testenv.MySQL(tb))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return cfg.Addr
+	case sqldialect.Postgres:
+		u, err := url.Parse(testenv.Postgres(tb))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return u.Host
+	}
+	return ""
 }
 
 // Open returns a fresh database of b, closed when tb ends.

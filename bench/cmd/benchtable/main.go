@@ -22,7 +22,8 @@
 // with in one loop, so that a machine's changing load falls on both alike
 // (see consumer/remoting's BenchmarkFingerprint). The peer becomes a row of
 // the group; the B/op and allocs/op of such a pair cover both and are left
-// out.
+// out. The row's other metrics named "<peer>-<unit>" (msgs/s, CPU per
+// message, …) are the peer's and shown in its row.
 package main
 
 import (
@@ -142,7 +143,7 @@ func parse(r io.Reader) (*results, error) {
 			return nil, fmt.Errorf("%q: %w", line, err)
 		}
 		for _, p := range peers {
-			if _, err := g.row(p.name).add(strconv.FormatFloat(p.ns, 'g', -1, 64) + " ns/op"); err != nil {
+			if _, err := g.row(p.name).add(p.metrics); err != nil {
 				return nil, err
 			}
 		}
@@ -166,10 +167,10 @@ func (g *group) row(name string) *row {
 	return g.rows[i]
 }
 
-// peerCost is a "<name>-ns/op" metric.
-type peerCost struct {
-	name string
-	ns   float64
+// peer is a peer's metrics ("value unit" pairs) taken from a row that
+// was timed in turns with it.
+type peer struct {
+	name, metrics string
 }
 
 // cost is the nanoseconds per message where the row counts messages, else
@@ -182,23 +183,30 @@ func (r *row) cost() float64 {
 }
 
 // add folds one run's "value unit" pairs into the running means, and
-// returns the costs of the peers it was timed with.
-func (r *row) add(metrics string) ([]peerCost, error) {
+// returns the metrics of the peers it was timed with.
+func (r *row) add(metrics string) ([]peer, error) {
 	f := strings.Fields(metrics)
 	if len(f)%2 != 0 {
 		return nil, fmt.Errorf("odd number of fields in %q", metrics)
 	}
+	var peers []peer
+	for i := 1; i < len(f); i += 2 {
+		if name, ok := strings.CutSuffix(f[i], "-ns/op"); ok {
+			peers = append(peers, peer{name: name})
+		}
+	}
+	// A longer peer name first, so that "plain-tx-" is not read as "plain-".
+	slices.SortFunc(peers, func(a, b peer) int { return len(b.name) - len(a.name) })
 	r.runs++
+	r.paired = r.paired || len(peers) > 0
 	mean := func(old, v float64) float64 { return old + (v-old)/float64(r.runs) }
-	var peers []peerCost
 	for i := 0; i < len(f); i += 2 {
 		v, err := strconv.ParseFloat(f[i], 64)
 		if err != nil {
 			return nil, err
 		}
-		if name, ok := strings.CutSuffix(f[i+1], "-ns/op"); ok {
-			peers = append(peers, peerCost{name, v})
-			r.paired = true
+		if j := slices.IndexFunc(peers, func(p peer) bool { return strings.HasPrefix(f[i+1], p.name+"-") }); j >= 0 {
+			peers[j].metrics += " " + f[i] + " " + strings.TrimPrefix(f[i+1], peers[j].name+"-")
 			continue
 		}
 		switch f[i+1] {
