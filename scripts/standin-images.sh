@@ -74,13 +74,18 @@ add() {
 	libs "$root" "$@"
 }
 
-# base ROOT makes the skeleton every image has: /tmp, an /etc/passwd with
-# root and the accounts given as name:uid, and the stand-in entry point.
+# base ROOT makes the skeleton every image has: /tmp, /etc/nsswitch.conf,
+# an /etc/passwd with root and the accounts given as name:uid, and the
+# stand-in entry point.
 base() {
 	local root=$1 acct
 	shift
 	mkdir -p "$root"/{etc,tmp,usr/local/bin}
 	chmod 1777 "$root/tmp"
+	# Without nsswitch.conf glibc asks DNS before /etc/hosts: every lookup
+	# of the container's own name (the JVM makes many) waits for a
+	# resolver that may not answer.
+	printf 'passwd: files\ngroup: files\nhosts: files dns\n' >"$root/etc/nsswitch.conf"
 	echo 'root:x:0:0:root:/root:/bin/sh' >"$root/etc/passwd"
 	echo 'root:x:0:' >"$root/etc/group"
 	for acct in "$@"; do
@@ -187,9 +192,6 @@ build_jre() {
 	add "$r" /bin/bash
 	ln -s bash "$r/bin/sh"
 	libs "$r" "$r"/opt/java/bin/* "$r"/opt/java/lib/*.so "$r"/opt/java/lib/server/*.so
-	# Native libraries that jars unpack at run time (5.x's RocksDB JNI)
-	# link the C++ runtime and glibc's split-off libraries.
-	add "$r" /lib/x86_64-linux-gnu/{libstdc++.so.6,libgcc_s.so.1,libpthread.so.0,libdl.so.2,librt.so.1,libm.so.6}
 	chown -R 3000:3000 "$r/home/rocketmq"
 	import "$r" $jre 'ENV PATH=/opt/java/bin:/bin:/usr/bin' 'ENV JAVA_HOME=/opt/java' 'CMD ["sh"]'
 }
@@ -201,27 +203,37 @@ build_jre() {
 # ROCKETMQ_HOME=/home/rocketmq/rocketmq-RELEASE, the working directory its
 # bin.
 build_rocketmq() {
-	local image=$1 release=${1##*:} lib ctx
+	local image=$1 release=${1##*:} lib ctx home jar so
 	lib=$(cd internal/testenv/containers && go run ./rocketmqjars "$release")
 	ctx=$work/rocketmq-$release
-	mkdir -p "$ctx/bin" "$ctx/conf"
-	cp -a "$lib" "$ctx/lib"
-	cp "$here/mqnamesrv" "$here/mqbroker" "$here/runjava" "$ctx/bin/"
+	home=$ctx/home
+	mkdir -p "$home/bin" "$home/conf" "$ctx/native" "$ctx/sysroot"
+	cp -a "$lib" "$home/lib"
+	cp "$here/mqnamesrv" "$here/mqbroker" "$here/runjava" "$home/bin/"
 	# 5.x's proxy reads conf/rmq-proxy.json unless given -pc; this is the
 	# distribution's.
-	case $release in 5.*) cp "$here/rmq-proxy.json" "$ctx/conf/" ;; esac
-	cp internal/testenv/rocketmq/logback.xml "$ctx/conf/logback_namesrv.xml"
-	cp internal/testenv/rocketmq/logback.xml "$ctx/conf/logback_broker.xml"
-	cat >"$work/Containerfile-$release" <<-EOF
+	case $release in 5.*) cp "$here/rmq-proxy.json" "$home/conf/" ;; esac
+	cp internal/testenv/rocketmq/logback.xml "$home/conf/logback_namesrv.xml"
+	cp internal/testenv/rocketmq/logback.xml "$home/conf/logback_broker.xml"
+	# Jars unpack native libraries at run time (5.x: RocksDB's JNI,
+	# netty's tcnative for the proxy): their libraries go into the image
+	# too.
+	for jar in "$home"/lib/*.jar; do
+		so=$("$jdk/bin/jar" tf "$jar" | grep -E '(linux.*(x86_64|64)|linux64)[^/]*\.so$' || true)
+		[ -n "$so" ] && (cd "$ctx/native" && "$jdk/bin/jar" xf "$jar" $so)
+	done
+	libs "$ctx/sysroot" $(find "$ctx/native" -name '*.so')
+	cat >"$ctx/Containerfile" <<-EOF
 		FROM $jre
 		ENV ROCKETMQ_VERSION=$release ROCKETMQ_HOME=/home/rocketmq/rocketmq-$release
-		COPY --chown=3000:3000 . /home/rocketmq/rocketmq-$release/
+		COPY sysroot/ /
+		COPY --chown=3000:3000 home/ /home/rocketmq/rocketmq-$release/
 		USER rocketmq
 		WORKDIR /home/rocketmq/rocketmq-$release/bin
 		EXPOSE 9876 10909 10911 10912 8080 8081
 		LABEL idemq.standin=$(stamp "$image")
 	EOF
-	podman build -q -f "$work/Containerfile-$release" -t "$image" "$ctx" >/dev/null
+	podman build -q -f "$ctx/Containerfile" -t "$image" "$ctx" >/dev/null
 	log "built $image"
 }
 

@@ -21,8 +21,8 @@ import (
 )
 
 // composeUpTimeout bounds waiting for every service to be healthy: a hang
-// guard; the first start of the stack takes well under a minute.
-const composeUpTimeout = 5 * time.Minute
+// guard, not a guess at a loaded machine's speed (four JVMs start).
+const composeUpTimeout = 10 * time.Minute
 
 // composePorts are the host ports docker/compose.yaml publishes.
 var composePorts = []int{6379, 3306, 5432, 9876, 10909, 10911, 10912, 9877, 20909, 20911, 20912, 8081}

@@ -76,7 +76,7 @@ func Image(name string) string {
 // is a hang guard (a dead container is seen at once), not a guess at a
 // loaded machine's speed. It is every wait strategy's own timeout too:
 // theirs default to a minute, less than a JVM's start on a busy machine.
-const startTimeout = 5 * time.Minute
+const startTimeout = 10 * time.Minute
 
 var starters = map[string]func(ctx context.Context, image string, opts []testcontainers.ContainerCustomizer) (*testenv.Server, error){
 	"redis":     startRedis,
