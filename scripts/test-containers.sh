@@ -35,7 +35,9 @@ export DOCKER_HOST=unix://$tmp/podman.sock
 # what they start, by the session label.
 export TESTCONTAINERS_RYUK_DISABLED=true
 export IDEMQ_CONTAINERS_SESSION=${tmp##*/}
-export COMPOSE_PROJECT_NAME=idemq-${IDEMQ_CONTAINERS_SESSION#idemq-containers.}
+# Compose lower-cases project names; the labels hold the lower-cased one.
+COMPOSE_PROJECT_NAME=$(echo "idemq-${IDEMQ_CONTAINERS_SESSION#idemq-containers.}" | tr '[:upper:]' '[:lower:]')
+export COMPOSE_PROJECT_NAME
 service=
 ticker=
 cleanup() {
@@ -94,5 +96,5 @@ step=$(date +%s)
 log "demo in $(($(date +%s) - step)) s"
 
 step=$(date +%s)
-(cd internal/testenv/containers && go test -count=1 -timeout 15m ./...)
+(cd internal/testenv/containers && go test -count=1 -timeout 30m ./...)
 log "harness and compose tests in $(($(date +%s) - step)) s"

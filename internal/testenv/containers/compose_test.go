@@ -1,6 +1,7 @@
 package containers_test
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -44,10 +45,8 @@ func TestCompose(t *testing.T) {
 	if _, err := exec.LookPath(compose[0]); err != nil {
 		testenv.Missing(t, fmt.Sprintf("%s: %v", compose[0], err))
 	}
-	project := os.Getenv("COMPOSE_PROJECT_NAME")
-	if project == "" {
-		project = "idemq-test"
-	}
+	// Compose lower-cases the name it labels containers with.
+	project := strings.ToLower(cmp.Or(os.Getenv("COMPOSE_PROJECT_NAME"), "idemq-test"))
 	repo, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)

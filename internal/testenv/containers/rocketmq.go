@@ -66,7 +66,7 @@ func startRocketMQ(ctx context.Context, image string, opts []testcontainers.Cont
 	if err != nil {
 		return nil, errors.Join(err, r.stop())
 	}
-	return testenv.NewServer("rocketmq", r.nameServer, version,
+	return testenv.NewServer("rocketmq", r.nameServer, release(version),
 		map[string]string{"IDEMQ_ROCKETMQ_NAMESRV": r.nameServer}, 0, r.stop), nil
 }
 
@@ -100,10 +100,16 @@ func startRocketMQ5(ctx context.Context, image string, opts []testcontainers.Con
 		return nil, errors.Join(err, r.stop())
 	}
 	proxyAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(grpcPort))
-	return testenv.NewServer("rocketmq5", proxyAddr, version, map[string]string{
+	return testenv.NewServer("rocketmq5", proxyAddr, release(version), map[string]string{
 		"IDEMQ_ROCKETMQ5_NAMESRV": r.nameServer,
 		"IDEMQ_ROCKETMQ5_PROXY":   proxyAddr,
 	}, 0, r.stop), nil
+}
+
+// release turns the version a broker reports, "V4_9_7", into the release
+// it names, "4.9.7", as testenv's servers give it.
+func release(version string) string {
+	return strings.ReplaceAll(strings.TrimPrefix(version, "V"), "_", ".")
 }
 
 // rocketmqContainers are a name server's and a broker's containers.
