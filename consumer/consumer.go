@@ -27,6 +27,10 @@ type Consumer struct {
 	store dedupe.Store // as given, for Tx
 	guard *dedupe.Guard
 	obs   *observer
+	// outage is what the Consumer knows of its store being down (see
+	// outage.go); probe is the ticket its probe asks the store about.
+	outage outage
+	probe  dedupe.Ticket
 
 	// Draining: running counts calls of Process under way; once draining
 	// is set none starts a handler, and held calls wait for shut.
@@ -35,10 +39,6 @@ type Consumer struct {
 	draining atomic.Bool
 	drain    chan struct{} // closed when draining starts
 	shut     chan struct{} // closed once the drained client is stopped
-	// stop is cancelled when a drain runs out of time: the handlers still
-	// running see their context end.
-	stop       context.Context
-	cancelStop context.CancelFunc
 }
 
 // New returns a Consumer for the consumer group group that records keys in
@@ -63,7 +63,7 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
-	probe := dedupe.Ref{Namespace: o.namespace, Group: group, Key: "probe"}
+	probe := dedupe.Ticket{Ref: dedupe.Ref{Namespace: o.namespace, Group: group, Key: probeKey}, Token: probeToken}
 	if err := probe.Validate(); err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
@@ -74,6 +74,9 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	if o.busyWait == 0 {
 		o.busyWait = guard.Config().Lease
 	}
+	if o.storeWait == 0 {
+		o.storeWait = defaultStoreWait
+	}
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
@@ -81,11 +84,9 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	stop, cancel := context.WithCancel(context.Background())
 	return &Consumer{
-		options: o, group: group, store: store, guard: guard, obs: obs,
+		options: o, group: group, store: store, guard: guard, obs: obs, probe: probe,
 		idle: make(chan struct{}, 1), drain: make(chan struct{}), shut: make(chan struct{}),
-		stop: stop, cancelStop: cancel,
 	}, nil
 }
 

@@ -35,27 +35,6 @@ type claim struct {
 
 type claimKey struct{}
 
-// claimContext is the context a handler runs with: its lease's context,
-// carrying its claim. One allocation rather than a context.WithValue and a
-// claim.
-type claimContext struct {
-	context.Context
-	c claim
-}
-
-func (c *claimContext) Value(key any) any {
-	if key == (claimKey{}) {
-		return &c.c
-	}
-	return c.Context.Value(key)
-}
-
-// withoutClaim hides from fn a claim that ctx may carry from an outer Guard:
-// fn runs unguarded, and must not record someone else's key.
-func withoutClaim(ctx context.Context) context.Context {
-	return context.WithValue(ctx, claimKey{}, (*claim)(nil))
-}
-
 func claimFrom(ctx context.Context) *claim {
 	c, _ := ctx.Value(claimKey{}).(*claim)
 	return c
