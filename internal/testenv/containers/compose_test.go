@@ -5,11 +5,13 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // composeUpTimeout bounds waiting for every service to be healthy: a hang
@@ -28,10 +31,17 @@ const composeUpTimeout = 10 * time.Minute
 // composePorts are the host ports docker/compose.yaml publishes.
 var composePorts = []int{6379, 3306, 5432, 9876, 10909, 10911, 10912, 9877, 20909, 20911, 20912, 8081}
 
+// composeBrokers maps each name server docker/compose.yaml publishes to the
+// broker address it must list (broker.conf, broker5.conf).
+var composeBrokers = map[string]string{"127.0.0.1:9876": "127.0.0.1:10911", "127.0.0.1:9877": "127.0.0.1:20911"}
+
 // TestCompose brings docker/compose.yaml up with both RocketMQ generations,
-// waits until every service's healthcheck passes, runs the example sender
-// and receiver against it (examples/demo.sh) on each name server, checks
-// that every message was applied once, and tears the stack down.
+// waits until every service's healthcheck passes, checks that each name
+// server then accepts connections (a healthcheck that passes early would let
+// the demo meet a refused connection) and waits until it lists its broker,
+// runs the example sender and receiver against it (examples/demo.sh) on each
+// name server, checks that every message was applied once, and tears the
+// stack down.
 //
 // It runs the compose command named by IDEMQ_COMPOSE (default
 // docker-compose, which speaks to DOCKER_HOST): "docker compose" works as
@@ -79,6 +89,22 @@ func TestCompose(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitHealthy(t, cli, project)
+	for _, ns := range slices.Sorted(maps.Keys(composeBrokers)) {
+		// Healthy means listening: a refused connection here is a
+		// healthcheck that passes without its server, as podman made of
+		// ["CMD", "bash", "-c", "echo > …"] by splitting it at spaces.
+		conn, err := net.Dial("tcp", ns)
+		if err != nil {
+			t.Fatalf("name server healthy, yet: %v", err)
+		}
+		conn.Close()
+		// A broker listens a moment before it registers.
+		broker := composeBrokers[ns]
+		testkit.WaitFor(t, ns+" to list "+broker, func() bool {
+			masters, err := testenv.RocketMQMasters(t.Context(), ns)
+			return err == nil && slices.Contains(masters, broker)
+		})
+	}
 
 	// The services answer as the README's IDEMQ_* values say.
 	for _, c := range []struct{ driver, dsn string }{
@@ -94,7 +120,7 @@ func TestCompose(t *testing.T) {
 		}
 		db.Close()
 	}
-	for _, ns := range []string{"127.0.0.1:9876", "127.0.0.1:9877"} {
+	for _, ns := range slices.Sorted(maps.Keys(composeBrokers)) {
 		t.Run("demo on "+ns, func(t *testing.T) { demo(t, repo, ns) })
 	}
 }
