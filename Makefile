@@ -19,7 +19,7 @@ DEMO_RESEND ?= 50
 # under its heartbeat).
 RACE = -race
 
-.PHONY: deps test demo bench vet fmt
+.PHONY: deps test test-containers demo bench vet fmt
 
 deps:
 	./internal/testenv/install-deps.sh
@@ -32,6 +32,13 @@ test: deps
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
 	$(WITH_SERVERS) -- $(GO) test $(RACE) -count=1 -timeout 15m ./...
 
+## test-containers: the container path (testcontainers-go, docker/compose.yaml)
+## on podman with stand-in images built from Debian's packages: see
+## scripts/test-containers.sh
+test-containers: deps
+	cd internal/testenv/containers && $(GO) mod tidy -diff && $(GO) vet ./...
+	./scripts/test-containers.sh
+
 ## demo: a sender that re-sends some messages and a receiver that applies each once
 demo: deps
 	$(WITH_SERVERS) -only redis,rocketmq -- ./examples/demo.sh $(DEMO_N) $(DEMO_RESEND)
@@ -43,6 +50,7 @@ bench: deps
 vet:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd internal/testenv/containers && $(GO) vet ./...
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

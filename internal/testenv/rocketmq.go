@@ -168,7 +168,7 @@ func StartRocketMQCluster(ctx context.Context, dir string, log io.Writer, cfg Ro
 	}
 	// Four ports per broker: its port-2, a spare (the first broker's is the
 	// name server's), its port, its port+1.
-	base, err := rocketmqFreePorts(4 * cfg.Brokers)
+	base, err := RocketMQFreePorts(4 * cfg.Brokers)
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +249,7 @@ func (s *RocketMQServer) writeConfig(nsPort int) error {
 		{filepath.Join(s.dir, "namesrv.conf"), []byte("listenPort=" + strconv.Itoa(nsPort) + "\n")},
 	}
 	for _, b := range s.brokers {
-		conf := rocketmqBrokerConfig(rocketmqClusterName, b.name, s.nameServer, b.port, filepath.Join(s.dir, b.store))
+		conf := RocketMQBrokerConfig(rocketmqClusterName, b.name, s.nameServer, b.port, filepath.Join(s.dir, b.store))
 		files = append(files, file{filepath.Join(s.dir, b.stem+".conf"), []byte(strings.Join(conf, "\n") + "\n")})
 	}
 	for _, f := range files {

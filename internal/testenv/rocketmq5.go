@@ -152,7 +152,7 @@ func StartRocketMQ5(ctx context.Context, dir string, log io.Writer) (*RocketMQ5S
 	}
 	// The broker's port-2, the name server's, the broker's, its port+1,
 	// the proxy's gRPC port and its remoting port.
-	base, err := rocketmqFreePorts(6)
+	base, err := RocketMQFreePorts(6)
 	if err != nil {
 		return nil, err
 	}
@@ -208,21 +208,48 @@ func (s *RocketMQ5Server) start(ctx context.Context, java, lib string, log io.Wr
 	return nil
 }
 
-// writeConfig writes the name server, broker and proxy configuration. The
-// proxy's is JSON read into ProxyConfig by fastjson, which also ignores
-// unknown fields: each one here is a field of 5.x's ProxyConfig.
+// writeConfig writes the name server, broker and proxy configuration.
 func (s *RocketMQ5Server) writeConfig(nsPort, brokerPort, grpcPort, remotingPort int) error {
 	if err := os.MkdirAll(filepath.Join(s.dir, "home", "conf"), 0o755); err != nil {
 		return fmt.Errorf("testenv: rocketmq5: %w", err)
 	}
-	broker := append(rocketmqBrokerConfig(rocketmqClusterName, rocketmq5BrokerName, s.nameServer, brokerPort,
-		filepath.Join(s.dir, "store")),
+	broker, proxy, err := RocketMQ5Config(rocketmqClusterName, rocketmq5BrokerName, s.nameServer, brokerPort, grpcPort, remotingPort,
+		filepath.Join(s.dir, "store"))
+	if err != nil {
+		return err
+	}
+	files := []struct {
+		name string
+		data []byte
+	}{
+		{filepath.Join(s.dir, "namesrv.conf"), []byte("listenPort=" + strconv.Itoa(nsPort) + "\n")},
+		{filepath.Join(s.dir, "broker.conf"), broker},
+		{filepath.Join(s.dir, "proxy.json"), proxy},
+	}
+	for _, f := range files {
+		if err := os.WriteFile(f.name, f.data, 0o644); err != nil {
+			return fmt.Errorf("testenv: rocketmq5: %w", err)
+		}
+	}
+	return nil
+}
+
+// RocketMQ5Config returns the broker configuration (a properties file) and
+// the proxy's (JSON) of a RocketMQ 5.x proxy in Local mode, as
+// [StartRocketMQ5] runs it: broker name in cluster, registered with
+// nameServer at 127.0.0.1:brokerPort, its store under store, the proxy's
+// gRPC server on grpcPort and its remoting server on remotingPort. The
+// proxy's JSON is read into ProxyConfig by fastjson, which ignores unknown
+// fields as the broker ignores unknown keys: each one here is a field of
+// 5.x's ProxyConfig.
+func RocketMQ5Config(cluster, name, nameServer string, brokerPort, grpcPort, remotingPort int, store string) (broker, proxy []byte, err error) {
+	lines := append(RocketMQBrokerConfig(cluster, name, nameServer, brokerPort, store),
 		// Allows topics with the attribute message.type=MIXED.
 		"enableMixedMessageType=true",
 	)
-	proxy, err := json.MarshalIndent(map[string]any{
-		"rocketMQClusterName": rocketmqClusterName,
-		"namesrvAddr":         s.nameServer,
+	proxy, err = json.MarshalIndent(map[string]any{
+		"rocketMQClusterName": cluster,
+		"namesrvAddr":         nameServer,
 		"grpcServerPort":      grpcPort,
 		// The proxy also serves remoting clients here (defaults 8081 and
 		// 8080); tests use the broker's own port, through the name server.
@@ -231,22 +258,9 @@ func (s *RocketMQ5Server) writeConfig(nsPort, brokerPort, grpcPort, remotingPort
 		"enableTopicMessageTypeCheck": false,
 	}, "", "  ")
 	if err != nil {
-		return fmt.Errorf("testenv: rocketmq5: %w", err)
+		return nil, nil, fmt.Errorf("testenv: rocketmq5: %w", err)
 	}
-	files := []struct {
-		name string
-		data []byte
-	}{
-		{filepath.Join(s.dir, "namesrv.conf"), []byte("listenPort=" + strconv.Itoa(nsPort) + "\n")},
-		{filepath.Join(s.dir, "broker.conf"), []byte(strings.Join(broker, "\n") + "\n")},
-		{filepath.Join(s.dir, "proxy.json"), append(proxy, '\n')},
-	}
-	for _, f := range files {
-		if err := os.WriteFile(f.name, f.data, 0o644); err != nil {
-			return fmt.Errorf("testenv: rocketmq5: %w", err)
-		}
-	}
-	return nil
+	return []byte(strings.Join(lines, "\n") + "\n"), append(proxy, '\n'), nil
 }
 
 // NameServer returns the name server address, "127.0.0.1:port".

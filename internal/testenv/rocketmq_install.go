@@ -11,7 +11,7 @@ import (
 	"strings"
 )
 
-// rocketmqPOM resolves the server jars; rocketmqInstall passes
+// rocketmqPOM resolves the server jars; RocketMQInstall passes
 // -Drocketmq.version so that the Go code names the release, and
 // -Drocketmq.proxy for 5.x, whose proxy (and the broker inside it) the
 // pom's "proxy" profile adds.
@@ -19,13 +19,13 @@ import (
 //go:embed rocketmq/pom.xml
 var rocketmqPOM []byte
 
-// rocketmqInstall returns the directory holding the jars of the given
+// RocketMQInstall returns the directory holding the jars of the given
 // release (name server and broker, plus the proxy if proxy is set),
 // resolving them with Maven on first use into
 // $IDEMQ_CACHE_DIR/rocketmq-<version>/lib. They are resolved into a
 // temporary sibling that is renamed into place, so concurrent test processes
 // never see a partial directory; the loser of a race discards its copy.
-func rocketmqInstall(ctx context.Context, version string, proxy bool) (string, error) {
+func RocketMQInstall(ctx context.Context, version string, proxy bool) (string, error) {
 	root := os.Getenv("IDEMQ_CACHE_DIR")
 	if root == "" {
 		userCache, err := os.UserCacheDir()

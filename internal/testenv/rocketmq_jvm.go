@@ -61,11 +61,11 @@ var rocketmqBrokerJVMFlags = []string{
 	"-Drocketmq.broker.diskSpaceCleanForciblyRatio=0.98",
 }
 
-// rocketmqBrokerConfig returns the broker configuration lines both releases
+// RocketMQBrokerConfig returns the broker configuration lines both releases
 // understand. RocketMQ silently ignores unknown keys, so each one is a setter
 // name checked against BrokerConfig, NettyServerConfig and
 // MessageStoreConfig of 4.9.7 and 5.x.
-func rocketmqBrokerConfig(cluster, name, nameServer string, port int, store string) []string {
+func RocketMQBrokerConfig(cluster, name, nameServer string, port int, store string) []string {
 	return []string{
 		"brokerClusterName=" + cluster,
 		"brokerName=" + name,
@@ -196,7 +196,7 @@ func rocketmqTails(dir string, files []string, n int) string {
 	return b.String()
 }
 
-// rocketmqFreePorts returns the first of n consecutive ports that are free
+// RocketMQFreePorts returns the first of n consecutive ports that are free
 // now, checked together on every interface since that is where RocketMQ
 // listens (4.9.7 has no bind address setting). A broker listens on its port
 // and on port-2 and port+1, hence consecutive ports. They are drawn from
@@ -204,7 +204,7 @@ func rocketmqTails(dir string, files []string, n int) string {
 // outgoing connections take ephemeral ports at any moment, and the JVMs bind
 // theirs seconds after the check. Should another process still take one,
 // start-up fails with "Address already in use" in the error.
-func rocketmqFreePorts(n int) (int, error) {
+func RocketMQFreePorts(n int) (int, error) {
 	for range 100 {
 		base := 10000 + rand.IntN(20000-n)
 		var held []net.Listener
@@ -261,7 +261,7 @@ func rocketmqPrepare(ctx context.Context, name, release string, proxy bool, dir 
 	if absDir, err = filepath.Abs(dir); err != nil {
 		return "", "", "", "", nil, fmt.Errorf("testenv: %s: %w", name, err)
 	}
-	if lib, err = rocketmqInstall(ctx, release, proxy); err != nil {
+	if lib, err = RocketMQInstall(ctx, release, proxy); err != nil {
 		return "", "", "", "", nil, err
 	}
 	if version, err = rocketmqJarVersion(lib); err != nil {
