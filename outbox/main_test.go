@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"log/slog"
 	"os"
 	"strconv"
 	"sync"
@@ -25,14 +26,34 @@ func (c *counter) NextKey(context.Context) (string, error) {
 	return "k" + strconv.FormatInt(c.n.Add(1), 10), nil
 }
 
+// env is a fresh, migrated outbox of one backend.
+type env struct {
+	b   testdb.Backend
+	dsn string
+	db  *sql.DB
+	o   *outbox.Outbox
+}
+
+// reopen returns an Outbox over e's table through a pool of its own, as
+// another process has.
+func (e env) reopen(t *testing.T) *outbox.Outbox {
+	t.Helper()
+	o, err := outbox.New(e.b.OpenDSN(t, e.dsn), e.b.Dialect, new(counter), outbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
 // forEachBackend runs test on a fresh, migrated outbox of every backend.
-func forEachBackend(t *testing.T, test func(t *testing.T, b testdb.Backend, db *sql.DB, o *outbox.Outbox)) {
+func forEachBackend(t *testing.T, test func(t *testing.T, e env)) {
 	for _, b := range testdb.Backends {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			db := b.Open(t)
-			o := newOutbox(t, db, b)
-			test(t, b, db, o)
+			e := env{b: b, dsn: b.DSN(t)}
+			e.db = b.OpenDSN(t, e.dsn)
+			e.o = newOutbox(t, e.db, b)
+			test(t, e)
 		})
 	}
 }
@@ -69,6 +90,9 @@ func add(t *testing.T, db *sql.DB, o *outbox.Outbox, msgs ...outbox.Message) []s
 
 func newRelay(t *testing.T, o *outbox.Outbox, s outbox.Sender, cfg outbox.RelayConfig) *outbox.Relay {
 	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	r, err := outbox.NewRelay(o, s, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -131,16 +131,19 @@ VALUES ` + list(row, n))
 
 // candidates selects the rows a claim may take, first by id, at most one
 // parameter's worth: pending, due and not leased, each with every earlier
-// pending row of its ordering key due and not leased too. Those earlier rows
-// then come first in the same selection, so a claim takes a key's rows in
-// order or not at all, and no relay takes a row while an earlier one of its
-// key is leased to another or waits for its backoff.
+// pending row of its ordering key due, not leased and never failed. Those
+// earlier rows then come first in the same selection, so a claim takes a
+// key's rows in order or not at all, and no relay takes a row while an
+// earlier one of its key is leased to another or waits for its backoff. A
+// key whose first row has failed before offers that row alone, so that a
+// failing key with a long backlog cannot fill every claim while the other
+// keys wait.
 func (q queries) candidates(cols string) string {
 	now := q.syn.Now()
 	return `SELECT ` + cols + ` FROM ` + q.table + ` o
 WHERE o.state = 0 AND o.due_at <= ` + now + ` AND o.lease_until <= ` + now + `
 AND (o.ordering = '' OR NOT EXISTS (SELECT 1 FROM ` + q.table + ` p
-	WHERE p.ordering = o.ordering AND p.state = 0 AND p.id < o.id AND (p.due_at > ` + now + ` OR p.lease_until > ` + now + `)))
+	WHERE p.ordering = o.ordering AND p.state = 0 AND p.id < o.id AND (p.due_at > ` + now + ` OR p.lease_until > ` + now + ` OR p.attempts > 0)))
 ORDER BY o.id LIMIT ?`
 }
 

@@ -198,6 +198,11 @@ func (r *Relay) run() {
 		default:
 			wait = r.cfg.PollInterval
 		}
+		select {
+		case <-r.stop:
+			return
+		default:
+		}
 		if r.cfg.CleanupInterval > 0 && !r.cfg.Delete && time.Now().After(nextCleanup) {
 			if _, err := r.o.Cleanup(r.hard, r.cfg.Retention); err != nil {
 				r.cfg.Logger.Error("outbox cleanup", "table", r.o.cfg.Table, "err", err)

@@ -1,13 +1,11 @@
 package outbox_test
 
 import (
-	"database/sql"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 )
@@ -16,7 +14,8 @@ import (
 // and in one that commits: the relay ships exactly the committed ones, with
 // the keys Add returned, their fields intact.
 func TestRollbackShipsNothing(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testdb.Backend, db *sql.DB, o *outbox.Outbox) {
+	forEachBackend(t, func(t *testing.T, e env) {
+		db, o := e.db, e.o
 		ctx := t.Context()
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
@@ -74,7 +73,8 @@ func TestRollbackShipsNothing(t *testing.T) {
 // TestAddRefuses hands Add messages that can never ship: each is refused
 // with its sentinel and nothing of the batch is written.
 func TestAddRefuses(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b testdb.Backend, db *sql.DB, o *outbox.Outbox) {
+	forEachBackend(t, func(t *testing.T, e env) {
+		db, o := e.db, e.o
 		ok := outbox.Message{Topic: "orders", Body: []byte("fine")}
 		for _, tc := range []struct {
 			name string
