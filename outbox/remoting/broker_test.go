@@ -29,9 +29,20 @@ import (
 )
 
 // newSender starts a producer whose queue follows the sharding key and
-// returns a Sender over it.
+// returns a Sender over it, shut down when t ends.
 func newSender(t *testing.T, ns, name string, node int64) *orem.Sender {
 	t.Helper()
+	s, stop, err := startSender(ns, name, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return s
+}
+
+// startSender is newSender for a child process: it returns the function
+// that shuts the producer down.
+func startSender(ns, name string, node int64) (*orem.Sender, func(), error) {
 	rp, err := rocketmq.NewProducer(
 		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
 		rmqproducer.WithGroupName(name),
@@ -40,25 +51,28 @@ func newSender(t *testing.T, ns, name string, node int64) *orem.Sender {
 		rmqproducer.WithRetry(1),
 	)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	if err := rp.Start(); err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
-	t.Cleanup(func() { rp.Shutdown() })
+	stop := func() { rp.Shutdown() }
 	gen, err := idgen.New(node, idgen.Config{})
 	if err != nil {
-		t.Fatal(err)
+		stop()
+		return nil, nil, err
 	}
 	p, err := premoting.New(rp, msgkey.FromIDs(gen))
 	if err != nil {
-		t.Fatal(err)
+		stop()
+		return nil, nil, err
 	}
 	s, err := orem.New(p)
 	if err != nil {
-		t.Fatal(err)
+		stop()
+		return nil, nil, err
 	}
-	return s
+	return s, stop, nil
 }
 
 // TestRelaysShipInOrder runs two relays over one PostgreSQL table into a
