@@ -48,7 +48,9 @@ func (q queries) claimRows(ctx context.Context, db *sql.DB, owner string, lease 
 }
 
 func (q queries) claimPostgres(ctx context.Context, db *sql.DB, owner string, lease time.Duration, n int) ([]row, error) {
-	tx, err := db.BeginTx(ctx, nil)
+	// Read committed, whatever the database's default: the claim must see
+	// the claims committed while it waited for the lock.
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, err
 	}
