@@ -105,4 +105,3 @@ func (o *Outbox) operate(ctx context.Context, what, query string, args []any, id
 	}
 	return 0, fmt.Errorf("outbox: %s: %w", what, err)
 }
-
