@@ -73,14 +73,14 @@ type Outbox struct {
 }
 
 // New returns an Outbox over db, which speaks dialect, stamping keys from
-// keys. It does not touch the database: call [Outbox.Migrate] to create the
-// table, or create it from [Outbox.Schema].
+// keys. keys may be nil for an Outbox that only relays or is operated on,
+// or whose messages all carry their keys; Add then refuses a message
+// without one. New does not touch the database: call [Outbox.Migrate] to
+// create the table, or create it from [Outbox.Schema].
 func New(db *sql.DB, dialect Dialect, keys msgkey.Source, cfg Config) (*Outbox, error) {
 	switch {
 	case db == nil:
 		return nil, errors.New("outbox: nil *sql.DB")
-	case keys == nil:
-		return nil, errors.New("outbox: nil key source")
 	case !sqldialect.Valid(dialect):
 		return nil, fmt.Errorf("outbox: unknown dialect %v", dialect)
 	}
@@ -102,6 +102,14 @@ func (o *Outbox) Migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// nextKey is a new key from the key source.
+func (o *Outbox) nextKey(ctx context.Context) (string, error) {
+	if o.keys == nil {
+		return "", errors.New("no key source: the message must carry its key in " + msgkey.Property)
+	}
+	return o.keys.NextKey(ctx)
 }
 
 // maxRows is the most rows one INSERT carries: 8 parameters a row keep it
@@ -141,7 +149,7 @@ func (o *Outbox) AddBatch(ctx context.Context, tx *sql.Tx, msgs []Message) ([]st
 		if err := msgs[i].check(o.cfg.MaxBody); err != nil {
 			return nil, err
 		}
-		m, err := stamped(ctx, &msgs[i], o.keys.NextKey)
+		m, err := stamped(ctx, &msgs[i], o.nextKey)
 		if err != nil {
 			return nil, fmt.Errorf("outbox: topic %s: %w", m.Topic, err)
 		}

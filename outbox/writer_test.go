@@ -112,3 +112,25 @@ func TestAddRefuses(t *testing.T) {
 		}
 	})
 }
+
+// TestAddWithoutKeySource adds through an Outbox with no key source: a
+// message with its own key is written, one without is refused.
+func TestAddWithoutKeySource(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e env) {
+		o, err := outbox.New(e.db, e.b.Dialect, nil, outbox.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := e.db.BeginTx(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if k, err := o.Add(t.Context(), tx, outbox.Message{Topic: "t", Body: []byte("x"), Properties: map[string]string{msgkey.Property: "own"}}); err != nil || k != "own" {
+			t.Fatalf("Add with a key: %q, %v", k, err)
+		}
+		if _, err := o.Add(t.Context(), tx, outbox.Message{Topic: "t", Body: []byte("x")}); err == nil || !strings.Contains(err.Error(), "no key source") {
+			t.Fatalf("Add without a key: %v", err)
+		}
+	})
+}
