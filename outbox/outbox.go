@@ -91,6 +91,9 @@ func New(db *sql.DB, dialect Dialect, keys msgkey.Source, cfg Config) (*Outbox, 
 	return &Outbox{db: db, keys: keys, cfg: cfg, q: newQueries(dialect, cfg.Table)}, nil
 }
 
+// Table is the name of the outbox's table.
+func (o *Outbox) Table() string { return o.cfg.Table }
+
 // Schema returns the statements that create the table and its indexes.
 func (o *Outbox) Schema() []string { return o.q.schema }
 

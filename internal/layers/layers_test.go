@@ -32,6 +32,7 @@ var rules = []struct {
 	{pkg: "consumer/grpcv5", forbidden: []string{remoting, idemq + "idgen"}},
 	{pkg: "producer/grpcv5", forbidden: []string{remoting, idemq + "dedupe", idemq + "consumer"}},
 	{pkg: "outbox/remoting", forbidden: []string{grpcClient, "google.golang.org/grpc", idemq + "dedupe", idemq + "consumer"}},
+	{pkg: "outbox/outboxotel", forbidden: []string{remoting, grpcClient, "go.opentelemetry.io/otel/sdk"}},
 	{pkg: "outbox/grpcv5", forbidden: []string{remoting, idemq + "dedupe", idemq + "consumer"}},
 	{pkg: "dedupe/redisdedupe", forbidden: []string{remoting, grpcClient, idemq + "idgen"}},
 	{pkg: "dedupe/sqldedupe", forbidden: []string{"github.com/redis", remoting, grpcClient, idemq + "idgen"}},
