@@ -132,6 +132,7 @@ type Relay struct {
 	s   Sender
 	cfg RelayConfig
 
+	sem      chan struct{}   // a slot per send under way, Concurrency in all
 	stop     chan struct{}   // closed by Close: claim nothing more
 	hard     context.Context // ends when draining ends
 	hardStop context.CancelFunc
@@ -153,7 +154,7 @@ func NewRelay(o *Outbox, s Sender, cfg RelayConfig) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Relay{o: o, s: s, cfg: cfg, stop: make(chan struct{}), done: make(chan struct{})}
+	r := &Relay{o: o, s: s, cfg: cfg, sem: make(chan struct{}, cfg.Concurrency), stop: make(chan struct{}), done: make(chan struct{})}
 	r.hard, r.hardStop = context.WithCancel(context.Background())
 	go r.run()
 	return r, nil
@@ -178,17 +179,26 @@ func (r *Relay) Close() error {
 	return nil
 }
 
+// pipeline is how many claims a relay ships at once: the next claim runs
+// while the last one ships, so that the broker never waits for the table.
+// A claim takes no row of a key whose earlier rows another claim holds, so
+// order per key holds across them.
+const pipeline = 2
+
 func (r *Relay) run() {
+	var rounds sync.WaitGroup
 	defer close(r.done)
+	defer rounds.Wait()
 	wait := r.cfg.PollInterval
 	nextCleanup := time.Now()
+	inFlight := make(chan struct{}, pipeline)
 	for {
 		select {
 		case <-r.stop:
 			return
-		default:
+		case inFlight <- struct{}{}:
 		}
-		n, err := r.round()
+		n, err := r.round(&rounds, func() { <-inFlight })
 		switch {
 		case err != nil:
 			r.cfg.Logger.Error("outbox relay", "table", r.o.cfg.Table, "err", err)
@@ -236,34 +246,44 @@ func (c *outcome) add(to *[]int64, rows []row) {
 	}
 }
 
-// round claims a batch, ships it and records what happened; it returns
-// how many rows it claimed.
-func (r *Relay) round() (int, error) {
+// round claims a batch and returns how many rows it claimed; a goroutine
+// counted in rounds ships them, records what happened and then calls done.
+// Without rows, done is called at once.
+func (r *Relay) round(rounds *sync.WaitGroup, done func()) (int, error) {
 	owner := token()
 	start := time.Now()
 	rows, err := r.o.q.claimRows(r.hard, r.o.db, owner, r.cfg.Lease, r.cfg.Batch)
 	if err != nil || len(rows) == 0 {
+		done()
 		return 0, err
 	}
-	// The lease started after start by the database's clock; stopping at
-	// four fifths of it leaves the rest for the last send and the marks.
-	ctx, cancel := context.WithDeadline(r.hard, start.Add(r.cfg.Lease*4/5))
-	defer cancel()
-	var (
-		out outcome
-		wg  sync.WaitGroup
-		sem = make(chan struct{}, r.cfg.Concurrency)
-	)
-	for _, g := range groups(rows) {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			r.ship(ctx, owner, g, &out)
-		}()
-	}
-	wg.Wait()
-	return len(rows), r.finish(owner, &out)
+	rounds.Add(1)
+	go func() {
+		defer rounds.Done()
+		defer done()
+		// The lease started after start by the database's clock; stopping
+		// at four fifths of it leaves the rest for the last send and the
+		// marks.
+		ctx, cancel := context.WithDeadline(r.hard, start.Add(r.cfg.Lease*4/5))
+		defer cancel()
+		var (
+			out outcome
+			wg  sync.WaitGroup
+		)
+		for _, g := range groups(rows) {
+			r.sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-r.sem; wg.Done() }()
+				r.ship(ctx, owner, g, &out)
+			}()
+		}
+		wg.Wait()
+		if err := r.finish(owner, &out); err != nil {
+			r.cfg.Logger.Error("outbox relay", "table", r.o.cfg.Table, "err", err)
+		}
+	}()
+	return len(rows), nil
 }
 
 // groups splits rows, sorted by id, into the runs that must ship in order:
