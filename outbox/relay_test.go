@@ -243,3 +243,32 @@ func TestCloseGivesUpDraining(t *testing.T) {
 type senderFunc func(ctx context.Context, m *outbox.Message) error
 
 func (f senderFunc) Send(ctx context.Context, m *outbox.Message) error { return f(ctx, m) }
+
+// TestBrokerOutage fails every send for a while, as a broker that is down:
+// no row ships or is lost meanwhile, and once sends succeed again every
+// row ships, each key in order.
+func TestBrokerOutage(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e env) {
+		db, o := e.db, e.o
+		const n, keys = 60, 6
+		up := make(chan struct{})
+		rec := &recorder{fail: func(*outbox.Message) error {
+			select {
+			case <-up:
+				return nil
+			default:
+				return errBroker
+			}
+		}}
+		add(t, db, o, orderedMessages(n, keys)...)
+		r := newRelay(t, o, rec, outbox.RelayConfig{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+		waitStats(t, o, "every key's first row to fail twice", func(outbox.Stats) bool { return r.Stats().Retried >= 2*keys })
+		if s, err := o.Stats(t.Context()); err != nil || s.Pending != n || rec.count() != 0 {
+			t.Fatalf("while down: %+v (%v), shipped %d", s, err, rec.count())
+		}
+		close(up)
+		waitStats(t, o, "all sent", func(s outbox.Stats) bool { return s.Sent == n })
+		r.Close()
+		checkOrder(t, rec.sent(), n, keys)
+	})
+}
