@@ -10,11 +10,13 @@
 #   - the consumer's per-message path against a hand-written naive consumer
 #     on Redis, MariaDB, PostgreSQL and SQLite, and end to end through the
 #     real broker against no dedupe (consumer/remoting's BenchmarkPath and
-#     BenchmarkEndToEnd).
+#     BenchmarkEndToEnd);
+#   - the outbox: a business transaction with Add against the same INSERT
+#     by hand, and relays against a plain loop of sends (outbox/...).
 # Extra arguments go to `go test`, e.g. -benchtime 200ms or -count 3.
 set -euo pipefail
 cd "$(dirname "$0")"
 {
 	go test -run '^$' -bench . -benchmem "$@" ./...
-	(cd .. && go test -run '^$' -bench . -benchmem "$@" ./idgen/... ./dedupe/... ./consumer/...)
+	(cd .. && go test -run '^$' -bench . -benchmem "$@" ./idgen/... ./dedupe/... ./consumer/... ./outbox/...)
 } | go run ./cmd/benchtable

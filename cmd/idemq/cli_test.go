@@ -26,7 +26,7 @@ func TestUsage(t *testing.T) {
 		{"bad flag value", []string{"id", "new", "--node", "1", "--count", "many"}, nil, []string{`invalid value "many" for flag --count`}},
 		{"bad boolean", []string{"version", "--json=maybe"}, nil, []string{`invalid boolean value "maybe" for --json`}},
 		{"version arguments", []string{"version", "now"}, nil, []string{"unexpected arguments"}},
-		{"migrate nothing", []string{"migrate", "--store", "sqlite:x.db"}, nil, []string{"name the tables to create", "--dedupe, --workers, --segments, or --all"}},
+		{"migrate nothing", []string{"migrate", "--store", "sqlite:x.db"}, nil, []string{"name the tables to create", "--dedupe, --workers, --segments, --outbox, or --all"}},
 		{"migrate Redis", []string{"migrate", "--all", "--store", "redis://127.0.0.1:1/0"}, nil, []string{"Redis store, which needs no tables", "idemq workers create"}},
 		{"migrate bad table", []string{"migrate", "--dedupe", "--dedupe-table", "a-b", "--store", "sqlite:x.db"}, nil, []string{`--dedupe-table "a-b"`}},
 		{"migrate without store", []string{"migrate", "--all"}, nil, []string{"--store", storeEnv}},

@@ -1,6 +1,7 @@
 // Command idemq generates and decodes IDs, inspects and repairs dedupe
-// stores, lists worker-id leases, manages segment tags, serves IDs over
-// HTTP and creates the SQL tables of all of these.
+// stores, lists worker-id leases, manages segment tags, inspects and
+// repairs transactional outbox tables and ships their rows to RocketMQ,
+// serves IDs over HTTP and creates the SQL tables of all of these.
 //
 // Usage:
 //
@@ -18,7 +19,12 @@
 //	idemq segment create --store URL TAG --step N [--start S] [--max M] [--description D]
 //	idemq segment set-max --store URL TAG MAX
 //	idemq serve --listen ADDR [--store URL] [--node N | --lease-store URL --pool P]
-//	idemq migrate --store URL (--dedupe | --workers | --segments | --all)
+//	idemq outbox stats --store URL
+//	idemq outbox list --store URL [--state pending|sent|parked] [--after ID] [--limit N]
+//	idemq outbox retry --store URL (--all | ID...)
+//	idemq outbox park --store URL [--reason R] (--all | ID...)
+//	idemq relay --store URL (--namesrv ADDR | --proxy ADDR) [--table T] [--batch N] [--concurrency N]
+//	idemq migrate --store URL (--dedupe | --workers | --segments | --outbox | --all)
 //	idemq version
 //
 // Every command takes --help, and --json to print one JSON document instead
@@ -72,8 +78,10 @@ Commands:
   dedupe    inspect a dedupe store: get, list, stats; forget records to reprocess them
   workers   list the leases of a worker-id pool; create a Redis pool
   segment   show, create and cap segment tags (Leaf's segment mode)
+  outbox    inspect a transactional outbox table: stats, list; retry and park rows
+  relay     ship an outbox table's rows to RocketMQ
   serve     serve IDs over HTTP
-  migrate   create the SQL tables of dedupe records, worker-id leases and segment tags
+  migrate   create the SQL tables of dedupe records, worker-id leases, segment tags and outboxes
   version   print the module version and the Go release that built it
 
 Every command takes --help, and --json for one JSON document instead of a table;
@@ -104,12 +112,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		cmd = workersCmd
 	case "segment":
 		cmd = segmentCmd
+	case "outbox":
+		cmd = outboxCmd
 	case "migrate":
 		cmd = migrateCmd
 	case "version", "--version":
 		cmd = versionCmd
 	case "serve":
 		return serveCmd(ctx, args[1:], stdout, stderr)
+	case "relay":
+		return relayCmd(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "idemq: unknown command %q\n\n%s", args[0], usage)
 		return exitUsage

@@ -9,13 +9,15 @@ import (
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/idgen/sqlidgen"
 	"github.com/idemq/idemq/internal/sqldialect"
+	"github.com/idemq/idemq/outbox"
 )
 
 const migrateDoc = `Create the SQL tables that consumers, ID generators and the other commands
 use, unless they exist: the dedupe records (--dedupe, package
 dedupe/sqldedupe), the worker-id leases (--workers, idgen/sqlidgen's
 Leaser; one table holds every pool) and the segment tags (--segments,
-idgen/sqlidgen's Segments). Name at least one, or --all. Each package's own
+idgen/sqlidgen's Segments) and the transactional outbox (--outbox, package
+outbox). Name at least one, or --all. Each package's own
 Migrate runs, so the tables are the ones a program calling it would make,
 and running the command again changes nothing. A SQLite file is created if
 missing.
@@ -37,6 +39,7 @@ var (
 	dedupeTables   = tableKind{"dedupe", "dedupe-table", sqldedupe.DefaultTable, "dedupe records", "sqldedupe's Store.Migrate", migrateDedupe}
 	workersTables  = tableKind{"workers", "pool-table", sqlidgen.DefaultTable, "worker-id leases", "sqlidgen's Leaser.Migrate", migrateWorkers}
 	segmentsTables = tableKind{"segments", "segment-table", sqlidgen.DefaultSegmentTable, "segment tags", "sqlidgen's Segments.Migrate", migrateSegments}
+	outboxTables   = tableKind{"outbox", "outbox-table", outbox.DefaultTable, "outbox messages", "outbox's Outbox.Migrate", migrateOutbox}
 )
 
 // missingTable adds to err, when it says that an SQL table does not exist,
@@ -54,10 +57,10 @@ func missingTable(err error, k tableKind, table string) error {
 }
 
 func migrateCmd(ctx context.Context, e *env, args []string) error {
-	f := newFlags("idemq migrate", "--store URL (--dedupe | --workers | --segments | --all) [flags]", migrateDoc)
+	f := newFlags("idemq migrate", "--store URL (--dedupe | --workers | --segments | --outbox | --all) [flags]", migrateDoc)
 	storeURL := storeFlag(f.FlagSet)
 	all := f.Bool("all", false, "create every table below")
-	kinds := []tableKind{dedupeTables, workersTables, segmentsTables}
+	kinds := []tableKind{dedupeTables, workersTables, segmentsTables, outboxTables}
 	selected := make([]*bool, len(kinds))
 	tables := make([]*string, len(kinds))
 	for i, k := range kinds {
@@ -66,6 +69,7 @@ func migrateCmd(ctx context.Context, e *env, args []string) error {
 	tables[0] = f.String(dedupeTables.tableFlag, dedupeTables.defaultTable, "SQL `table` of the dedupe records (--table of 'idemq dedupe')")
 	tables[1] = f.String(workersTables.tableFlag, workersTables.defaultTable, "SQL `table` of the worker-id leases (--table of 'idemq workers list' and 'idemq id new', --pool-table of 'idemq serve')")
 	tables[2] = f.String(segmentsTables.tableFlag, segmentsTables.defaultTable, "SQL `table` of the segment tags (--table of 'idemq segment' and 'idemq serve')")
+	tables[3] = f.String(outboxTables.tableFlag, outboxTables.defaultTable, "SQL `table` of the outbox messages (--table of 'idemq outbox')")
 	rest, err := f.parse(e, args)
 	if err != nil {
 		return err
@@ -80,7 +84,7 @@ func migrateCmd(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	if len(todo) == 0 {
-		return f.usageErr("name the tables to create: --dedupe, --workers, --segments, or --all")
+		return f.usageErr("name the tables to create: --dedupe, --workers, --segments, --outbox, or --all")
 	}
 	for _, i := range todo {
 		if !sqldialect.ValidTable(*tables[i]) {
@@ -151,4 +155,12 @@ func migrateSegments(ctx context.Context, db *sql.DB, d sqldialect.Dialect, tabl
 	}
 	defer s.Close()
 	return s.Migrate(ctx)
+}
+
+func migrateOutbox(ctx context.Context, db *sql.DB, d sqldialect.Dialect, table string) error {
+	o, err := outbox.New(db, d, nil, outbox.Config{Table: table})
+	if err != nil {
+		return err
+	}
+	return o.Migrate(ctx)
 }

@@ -40,8 +40,8 @@ func testMigrate(t *testing.T, b backend) {
 		tables []string
 	}{
 		{"one", []string{"--dedupe"}, []string{"idemq_dedupe"}},
-		{"all", []string{"--all"}, []string{"idemq_dedupe", "idemq_worker_lease", "idemq_segment"}},
-		{"again", []string{"--all"}, []string{"idemq_dedupe", "idemq_worker_lease", "idemq_segment"}},
+		{"all", []string{"--all"}, []string{"idemq_dedupe", "idemq_worker_lease", "idemq_segment", "idemq_outbox"}},
+		{"again", []string{"--all"}, []string{"idemq_dedupe", "idemq_worker_lease", "idemq_segment", "idemq_outbox"}},
 		{"named", []string{"--workers", "--segments", "--pool-table", "leases2", "--segment-table", "leaf_alloc", "--dedupe-table", "unused"}, []string{"leases2", "leaf_alloc"}},
 	}
 	for _, tt := range tests {
@@ -63,6 +63,7 @@ func testMigrate(t *testing.T, b backend) {
 		{"workers", "list", "--pool", "p", "--table", "leases2"},
 		{"segment", "show"},
 		{"segment", "show", "--table", "leaf_alloc"},
+		{"outbox", "stats"},
 	} {
 		if r := idemq(t, nil, append(args, "--store", store)...); r.code != 0 {
 			t.Errorf("%q after migrate: %v", args, r)

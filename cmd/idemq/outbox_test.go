@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/outbox"
+)
+
+// TestOutbox creates an outbox table with migrate, writes rows into it as a
+// service would, and parks, lists, retries and counts them through the
+// built binary, on each SQL store.
+func TestOutbox(t *testing.T) {
+	for _, b := range backends[1:] { // the SQL stores
+		t.Run(b.name, func(t *testing.T) {
+			storeURL := b.url(t)
+			cli := func(args ...string) result {
+				t.Helper()
+				return idemq(t, nil, append(args[:2:2], append([]string{"--store", storeURL}, args[2:]...)...)...)
+			}
+			if r := idemq(t, nil, "migrate", "--store", storeURL, "--outbox"); r.code != 0 {
+				t.Fatalf("migrate: %v", r)
+			}
+			addOutboxRows(t, storeURL, 3)
+
+			var st struct {
+				Pending, Sent, Parked int64
+				OldestPendingSeconds  float64 `json:"oldest_pending_seconds"`
+			}
+			mustJSON(t, cli("outbox", "stats", "--json"), &st)
+			if st.Pending != 3 || st.Parked != 0 || st.OldestPendingSeconds < 0 {
+				t.Fatalf("stats: %+v", st)
+			}
+			var changed map[string]int64
+			mustJSON(t, cli("outbox", "park", "--all", "--reason", "audit", "--json"), &changed)
+			if changed["parked"] != 3 {
+				t.Fatalf("park --all: %v", changed)
+			}
+			var list struct{ Rows []outboxRow }
+			mustJSON(t, cli("outbox", "list", "--json"), &list)
+			if len(list.Rows) != 3 || list.Rows[0].Key != "order-0" || list.Rows[0].LastError != "audit" || list.Rows[0].State != "parked" || list.Rows[0].Topic != "orders" {
+				t.Fatalf("list: %+v", list)
+			}
+			first := fmt.Sprint(list.Rows[0].ID)
+			mustJSON(t, cli("outbox", "retry", first, "--json"), &changed)
+			if changed["retried"] != 1 {
+				t.Fatalf("retry %s: %v", first, changed)
+			}
+			mustJSON(t, cli("outbox", "list", "--state", "pending", "--json"), &list)
+			if len(list.Rows) != 1 || list.Rows[0].Key != "order-0" {
+				t.Fatalf("pending after retry: %+v", list)
+			}
+			r := cli("outbox", "stats")
+			if r.code != 0 || !regexp.MustCompile(`(?m)^1 +0 +2 `).MatchString(r.stdout) {
+				t.Errorf("stats table:\n%v", r)
+			}
+			r = cli("outbox", "list")
+			if r.code != 0 || !strings.Contains(r.stdout, "order-2") || !strings.Contains(r.stdout, "audit") {
+				t.Errorf("list table:\n%v", r)
+			}
+			wantFail(t, cli("outbox", "stats", "--table", "nope"), exitFailure, `table "nope" does not exist`, "idemq migrate --outbox --outbox-table nope")
+		})
+	}
+}
+
+// addOutboxRows adds n rows keyed order-0, order-1... to the outbox at
+// storeURL, in one transaction.
+func addOutboxRows(t *testing.T, storeURL string, n int) {
+	t.Helper()
+	addr, err := resolveStore(storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := addr.openSQL(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	o, err := outbox.New(db, addr.Dialect, nil, outbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(tx *sql.Tx) { tx.Rollback() }(tx)
+	for i := range n {
+		m := outbox.Message{Topic: "orders", Body: []byte("x"), Properties: map[string]string{msgkey.Property: fmt.Sprintf("order-%d", i)}}
+		if _, err := o.Add(context.Background(), tx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOutboxBadInput runs outbox commands that cannot run: exit 2 before
+// any store is reached.
+func TestOutboxBadInput(t *testing.T) {
+	store := "mysql://u@127.0.0.1:1/db"
+	for _, tt := range []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"retry without ids", []string{"retry"}, "want row ids, or --all"},
+		{"park ids and all", []string{"park", "--all", "3"}, "not both"},
+		{"retry bad id", []string{"retry", "x"}, `row id "x"`},
+		{"list bad state", []string{"list", "--state", "done"}, `--state "done"`},
+		{"list bad limit", []string{"list", "--limit", "0"}, "--limit 0"},
+		{"stats arguments", []string{"stats", "x"}, "unexpected arguments"},
+		{"unknown subcommand", []string{"drop"}, `unknown subcommand "drop"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			wantFail(t, inProcess(t, "", append([]string{"outbox"}, append(tt.args, "--store", store)...)...), exitUsage, tt.msg)
+		})
+	}
+	wantFail(t, inProcess(t, "", "outbox", "stats", "--store", "redis://127.0.0.1:1/0"), exitUsage, "an outbox is a table in the service's SQL database")
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
+	golang "github.com/apache/rocketmq-clients/golang/v5"
+	"github.com/apache/rocketmq-clients/golang/v5/credentials"
+
+	"github.com/idemq/idemq/outbox"
+	outboxgrpc "github.com/idemq/idemq/outbox/grpcv5"
+	outboxremoting "github.com/idemq/idemq/outbox/remoting"
+	producergrpc "github.com/idemq/idemq/producer/grpcv5"
+	producerremoting "github.com/idemq/idemq/producer/remoting"
+)
+
+const relayDoc = `Ship the committed rows of a transactional outbox table (package outbox) to
+RocketMQ until SIGINT or SIGTERM: through a name server with the remoting
+client (--namesrv), or through a 5.x proxy with the gRPC client (--proxy).
+Run as many relays over one table as you like: each row is claimed by one at
+a time, and rows with the same ordering key ship in order. Every row carries
+the key it was stamped with when it was added.
+
+It prints "relaying" once it runs. On SIGINT or SIGTERM it stops claiming,
+ships the rows it holds for up to --drain-timeout, prints what it shipped and
+exits. Logs go to stderr: warnings and errors only, unless --log-level says
+otherwise.`
+
+// rowKeys is the key source of the relay's producer: an outbox row carries
+// its key from Add, so the producer is never asked for a new one.
+type rowKeys struct{}
+
+func (rowKeys) NextKey(context.Context) (string, error) {
+	return "", errors.New("an outbox row without a key: rows carry the key Add stamped")
+}
+
+// relayCmd runs `idemq relay`, which main's run dispatches to, and returns
+// the exit status: 0 after a clean shutdown on SIGINT or SIGTERM (the end
+// of ctx), 1 when it cannot start, 2 for a usage error.
+func relayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return report(relay(ctx, args, stdout, stderr), stderr)
+}
+
+func relay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newOutboxFlags("idemq relay", "--store URL (--namesrv ADDR | --proxy ADDR) [flags]", relayDoc)
+	f.Lookup("json").Usage = "log JSON lines instead of text"
+	f.Lookup("timeout").Usage = "give up starting after `D`: opening the store, starting the client"
+	namesrv := f.String("namesrv", "", "RocketMQ name server `address` (host:port), for the remoting client")
+	proxy := f.String("proxy", "", "RocketMQ 5.x proxy `address` (host:port), for the gRPC client")
+	batch := f.Int("batch", 100, "most `rows` one claim takes")
+	concurrency := f.Int("concurrency", 16, "ordering `keys` shipped at once")
+	lease := f.Duration("lease", 30*time.Second, "how long a claim holds its rows")
+	poll := f.Duration("poll-interval", 20*time.Millisecond, "how long an idle relay waits before it looks for rows again")
+	minBackoff := f.Duration("min-backoff", 100*time.Millisecond, "wait before a failed row is sent again, doubling with each failure")
+	maxBackoff := f.Duration("max-backoff", time.Minute, "longest wait before a failed row is sent again")
+	del := f.Bool("delete", false, "delete shipped rows instead of marking them sent")
+	retention := f.Duration("retention", 24*time.Hour, "how long rows marked sent stay")
+	drain := f.Duration("drain-timeout", 10*time.Second, "on SIGINT or SIGTERM, how long the rows held may take to ship")
+	logLevel := f.String("log-level", "warn", "log `level`: debug, info, warn or error")
+	e := &env{stdout: stdout}
+	rest, err := f.parse(e, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(rest) > 0:
+		return f.usageErr("unexpected arguments %q", rest)
+	case (*namesrv == "") == (*proxy == ""):
+		return f.usageErr("give --namesrv ADDR (remoting client) or --proxy ADDR (gRPC client)")
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return f.usageErr("--log-level %q: want debug, info, warn or error", *logLevel)
+	}
+	cfg := outbox.RelayConfig{Batch: *batch, Concurrency: *concurrency, PollInterval: *poll, Lease: *lease,
+		MinBackoff: *minBackoff, MaxBackoff: *maxBackoff, Delete: *del, Retention: *retention, DrainTimeout: *drain}
+	if err := cfg.Validate(); err != nil {
+		return f.usageErr("%v", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(stderr, opts)
+	if *f.json {
+		h = slog.NewJSONHandler(stderr, opts)
+	}
+	cfg.Logger = slog.New(h)
+
+	startCtx, cancel := f.context(ctx)
+	defer cancel()
+	o, addr, closeFn, err := f.open(startCtx)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	if _, err := o.Stats(startCtx); err != nil {
+		return f.failure("relay", addr, err)
+	}
+	var (
+		s    outbox.Sender
+		stop func()
+		to   string
+	)
+	if *namesrv != "" {
+		s, stop, err = remotingSender(*namesrv)
+		to = "name server " + *namesrv
+	} else {
+		s, stop, err = grpcSender(*proxy)
+		to = "proxy " + *proxy
+	}
+	if err != nil {
+		return fmt.Errorf("relay: start the client for %s: %w", to, err)
+	}
+	defer stop()
+	r, err := outbox.NewRelay(o, s, cfg)
+	if err != nil {
+		return f.usageErr("%v", err)
+	}
+	fmt.Fprintf(stdout, "relaying %s at %s to %s\n", o.Table(), addr, to)
+	<-ctx.Done()
+	r.Close()
+	st := r.Stats()
+	fmt.Fprintf(stdout, "stopped: shipped %d, retried %d, parked %d, lease lost %d\n", st.Shipped, st.Retried, st.Parked, st.LeaseLost)
+	return nil
+}
+
+// remotingSender starts a remoting producer whose queue follows the
+// sharding key, and returns the Sender over it and its stop.
+func remotingSender(namesrv string) (outbox.Sender, func(), error) {
+	rp, err := rocketmq.NewProducer(
+		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{namesrv})),
+		rmqproducer.WithGroupName("idemq_relay"),
+		rmqproducer.WithInstanceName(fmt.Sprintf("idemq-relay-%d", os.Getpid())),
+		rmqproducer.WithQueueSelector(rmqproducer.NewHashQueueSelector()),
+	)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := rp.Start(); err != nil {
+		return nil, nil, err
+	}
+	stop := func() { rp.Shutdown() }
+	p, err := producerremoting.New(rp, rowKeys{})
+	if err == nil {
+		var s *outboxremoting.Sender
+		if s, err = outboxremoting.New(p); err == nil {
+			return s, stop, nil
+		}
+	}
+	stop()
+	return nil, nil, err
+}
+
+// grpcSender starts a gRPC producer on proxy and returns the Sender over
+// it and its stop.
+func grpcSender(proxy string) (outbox.Sender, func(), error) {
+	gp, err := golang.NewProducer(&golang.Config{Endpoint: proxy, Credentials: &credentials.SessionCredentials{}})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := gp.Start(); err != nil {
+		return nil, nil, err
+	}
+	stop := func() { gp.GracefulStop() }
+	p, err := producergrpc.New(gp, rowKeys{})
+	if err == nil {
+		var s *outboxgrpc.Sender
+		if s, err = outboxgrpc.New(p); err == nil {
+			return s, stop, nil
+		}
+	}
+	stop()
+	return nil, nil, err
+}

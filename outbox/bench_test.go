@@ -1,0 +1,141 @@
+package outbox_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemq/idemq/internal/sqldialect"
+	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/outbox"
+)
+
+// body200 is a 200-byte message body.
+var body200 = []byte(strings.Repeat("x", 200))
+
+// BenchmarkAdd measures a business transaction that adds one message
+// (idemq-outbox) against one that runs the same INSERT of its own (insert),
+// and one that adds a batch of 100 (idemq-batch100, per message): BEGIN, the
+// statement, COMMIT.
+func BenchmarkAdd(b *testing.B) {
+	for _, be := range testdb.Backends {
+		b.Run(be.Name, func(b *testing.B) {
+			db := be.Open(b)
+			o, err := outbox.New(db, be.Dialect, new(counter), outbox.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := o.Migrate(ctx); err != nil {
+				b.Fatal(err)
+			}
+			// The same row by hand: an INSERT into a table of the outbox's
+			// shape, with a key of the same length.
+			plain := strings.ReplaceAll(o.Schema()[0], o.Table(), "plain")
+			if _, err := db.ExecContext(ctx, plain); err != nil {
+				b.Fatal(err)
+			}
+			syn := sqldialect.Of(be.Dialect)
+			insert := syn.Rebind(`INSERT INTO plain (topic, tags, msg_keys, k, ordering, props, body, state, attempts, due_at, lease_until, owner, last_error, created_at)
+VALUES (?, '', ?, ?, '', ?, ?, 0, 0, ` + syn.Now() + `, ` + syn.Now() + `, '', '', ` + syn.Now() + `)`)
+			keys := new(counter)
+			msg := outbox.Message{Topic: "orders", Body: body200}
+			inTx := func(b *testing.B, f func(tx *sql.Tx) error) {
+				tx, err := db.BeginTx(ctx, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := f(tx); err != nil {
+					b.Fatal(err)
+				}
+				if err := tx.Commit(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.Run("insert", func(b *testing.B) {
+				for b.Loop() {
+					k, _ := keys.NextKey(ctx)
+					inTx(b, func(tx *sql.Tx) error {
+						_, err := tx.ExecContext(ctx, insert, "orders", k, k, `{"IDEMQ_KEY":"`+k+`"}`, body200)
+						return err
+					})
+				}
+			})
+			b.Run("idemq-outbox", func(b *testing.B) {
+				for b.Loop() {
+					inTx(b, func(tx *sql.Tx) error {
+						_, err := o.Add(ctx, tx, msg)
+						return err
+					})
+				}
+			})
+			b.Run("idemq-batch100", func(b *testing.B) {
+				msgs := make([]outbox.Message, 100)
+				for i := range msgs {
+					msgs[i] = msg
+				}
+				for b.Loop() {
+					inTx(b, func(tx *sql.Tx) error {
+						_, err := o.AddBatch(ctx, tx, msgs)
+						return err
+					})
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(100*b.N), "ns/msg")
+			})
+		})
+	}
+}
+
+// BenchmarkRelay measures a relay shipping b.N rows of 200 bytes that wait
+// in the table, through a Sender that does nothing: what the table costs a
+// relay, per message.
+func BenchmarkRelay(b *testing.B) {
+	for _, be := range testdb.Backends {
+		b.Run(be.Name, func(b *testing.B) {
+			db := be.Open(b)
+			o, err := outbox.New(db, be.Dialect, new(counter), outbox.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := o.Migrate(ctx); err != nil {
+				b.Fatal(err)
+			}
+			msgs := make([]outbox.Message, 256)
+			for i := range msgs {
+				msgs[i] = outbox.Message{Topic: "orders", Body: body200, OrderingKey: fmt.Sprint("k", i%64)}
+			}
+			for left := b.N; left > 0; left -= len(msgs) {
+				tx, err := db.BeginTx(ctx, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := o.AddBatch(ctx, tx, msgs[:min(left, len(msgs))]); err != nil {
+					b.Fatal(err)
+				}
+				if err := tx.Commit(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			r, err := outbox.NewRelay(o, senderFunc(func(context.Context, *outbox.Message) error { return nil }),
+				outbox.RelayConfig{Batch: 256, Delete: true, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for {
+				if st := r.Stats(); st.Shipped >= int64(b.N) {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			b.StopTimer()
+			r.Close()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
+}

@@ -1,0 +1,152 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/idemq/idemq/internal/sqldialect"
+)
+
+// row is a claimed row.
+type row struct {
+	id       int64
+	msg      Message
+	attempts int
+}
+
+// claim leases at most n shippable rows to owner for lease and returns them
+// by id. Claims are serialized across relays (a PostgreSQL advisory lock
+// held by the claiming transaction, a MySQL named lock, SQLite's single
+// writer), so that each one sees the leases of the claims before it and
+// takes a key's rows only while no other relay holds an earlier one.
+func (q queries) claimRows(ctx context.Context, db *sql.DB, owner string, lease time.Duration, n int) ([]row, error) {
+	var (
+		rows []row
+		err  error
+	)
+	switch q.d {
+	case sqldialect.Postgres:
+		rows, err = q.claimPostgres(ctx, db, owner, lease, n)
+	case sqldialect.MySQL:
+		rows, err = q.claimMySQL(ctx, db, owner, lease, n)
+	default:
+		var rs *sql.Rows
+		if rs, err = db.QueryContext(ctx, q.claim(), owner, sqldialect.Micros(lease), n); err == nil {
+			rows, err = scanRows(rs)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("outbox: claim: %w", err)
+	}
+	slices.SortFunc(rows, func(a, b row) int { return int(a.id - b.id) })
+	return rows, nil
+}
+
+func (q queries) claimPostgres(ctx context.Context, db *sql.DB, owner string, lease time.Duration, n int) ([]row, error) {
+	// Read committed, whatever the database's default: the claim must see
+	// the claims committed while it waited for the lock.
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	// Two keys: a class of idemq's own, then the table, so that no other
+	// user of advisory locks shares it.
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(1768189297, hashtext($1))`, q.name); err != nil {
+		return nil, err
+	}
+	rs, err := tx.QueryContext(ctx, q.claim(), owner, sqldialect.Micros(lease), n)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := scanRows(rs)
+	if err != nil {
+		return nil, err
+	}
+	return rows, tx.Commit()
+}
+
+// claimMySQL reads the candidates and leases them under a named lock: MySQL
+// cannot UPDATE a table by a LIMITed subquery over itself. The lock belongs
+// to the session, so a relay that dies mid-claim drops it with its
+// connection.
+func (q queries) claimMySQL(ctx context.Context, db *sql.DB, owner string, lease time.Duration, n int) ([]row, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	const name = `CONCAT('idemq_outbox:', SHA1(CONCAT(IFNULL(DATABASE(), ''), '.', ?)))`
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(`+name+`, 10)`, q.name).Scan(&got); err != nil {
+		return nil, err
+	}
+	if got.Int64 != 1 {
+		return nil, nil // another relay claims for long: try again later
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `DO RELEASE_LOCK(`+name+`)`, q.name)
+	rs, err := conn.QueryContext(ctx, q.candidates(columns), n)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := scanRows(rs)
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	args := []any{owner, sqldialect.Micros(lease)}
+	for _, r := range rows {
+		args = append(args, r.id)
+	}
+	res, err := conn.ExecContext(ctx, q.claimIDs(len(rows)), args...)
+	if err != nil {
+		return nil, err
+	}
+	if k, err := res.RowsAffected(); err != nil || k == int64(len(rows)) {
+		return rows, err
+	}
+	// An operator changed rows between the read and the lease: keep those
+	// the lease took.
+	rs, err = conn.QueryContext(ctx, q.owned(len(rows)), append([]any{owner}, args[2:]...)...)
+	if err != nil {
+		return nil, err
+	}
+	mine := map[int64]bool{}
+	for rs.Next() {
+		var id int64
+		if err := rs.Scan(&id); err != nil {
+			rs.Close()
+			return nil, err
+		}
+		mine[id] = true
+	}
+	if err := rs.Close(); err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(rows, func(r row) bool { return !mine[r.id] }), nil
+}
+
+// scanRows reads rows of [columns] and closes rs.
+func scanRows(rs *sql.Rows) ([]row, error) {
+	defer rs.Close()
+	var rows []row
+	for rs.Next() {
+		var (
+			r           row
+			keys, props string
+		)
+		if err := rs.Scan(&r.id, &r.msg.Topic, &r.msg.Tags, &keys, &r.msg.OrderingKey, &props, &r.msg.Body, &r.attempts); err != nil {
+			return nil, err
+		}
+		r.msg.Keys = strings.Fields(keys)
+		if err := json.Unmarshal([]byte(props), &r.msg.Properties); err != nil {
+			return nil, fmt.Errorf("row %d: properties: %w", r.id, err)
+		}
+		rows = append(rows, r)
+	}
+	return rows, rs.Err()
+}

@@ -1,0 +1,165 @@
+package outbox_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/outbox"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
+
+// counter is a key source: 1, 2, 3...
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) NextKey(context.Context) (string, error) {
+	return "k" + strconv.FormatInt(c.n.Add(1), 10), nil
+}
+
+// env is a fresh, migrated outbox of one backend.
+type env struct {
+	b   testdb.Backend
+	dsn string
+	db  *sql.DB
+	o   *outbox.Outbox
+}
+
+// reopen returns an Outbox over e's table through a pool of its own, as
+// another process has.
+func (e env) reopen(t *testing.T) *outbox.Outbox {
+	t.Helper()
+	o, err := outbox.New(e.b.OpenDSN(t, e.dsn), e.b.Dialect, new(counter), outbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// forEachBackend runs test on a fresh, migrated outbox of every backend.
+func forEachBackend(t *testing.T, test func(t *testing.T, e env)) {
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			e := env{b: b, dsn: b.DSN(t)}
+			e.db = b.OpenDSN(t, e.dsn)
+			e.o = newOutbox(t, e.db, b)
+			test(t, e)
+		})
+	}
+}
+
+func newOutbox(t *testing.T, db *sql.DB, b testdb.Backend) *outbox.Outbox {
+	t.Helper()
+	o, err := outbox.New(db, b.Dialect, new(counter), outbox.Config{MaxBody: 1 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// add commits msgs in one transaction and returns their keys.
+func add(t *testing.T, db *sql.DB, o *outbox.Outbox, msgs ...outbox.Message) []string {
+	t.Helper()
+	tx, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	keys, err := o.AddBatch(t.Context(), tx, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+func newRelay(t *testing.T, o *outbox.Outbox, s outbox.Sender, cfg outbox.RelayConfig) *outbox.Relay {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	r, err := outbox.NewRelay(o, s, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// recorder is a Sender that keeps what it was given, in order, and fails
+// the sends that fail says to.
+type recorder struct {
+	mu       sync.Mutex
+	got      []outbox.Message
+	inFlight map[string]bool
+	fail     func(m *outbox.Message) error
+	overlap  []string // keys sent while another send of them ran
+}
+
+func (r *recorder) Send(ctx context.Context, m *outbox.Message) error {
+	r.mu.Lock()
+	if r.inFlight == nil {
+		r.inFlight = map[string]bool{}
+	}
+	if r.inFlight[m.Key()] {
+		r.overlap = append(r.overlap, m.Key())
+	}
+	r.inFlight[m.Key()] = true
+	r.mu.Unlock()
+	var err error
+	if r.fail != nil {
+		err = r.fail(m)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.inFlight, m.Key())
+	if err == nil {
+		r.got = append(r.got, *m)
+	}
+	return err
+}
+
+func (r *recorder) sent() []outbox.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]outbox.Message(nil), r.got...)
+}
+
+func (r *recorder) count() int { return len(r.sent()) }
+
+var errBroker = errors.New("broker busy")
+
+// waitStats waits until the table's stats satisfy cond.
+func waitStats(t *testing.T, o *outbox.Outbox, what string, cond func(outbox.Stats) bool) outbox.Stats {
+	t.Helper()
+	var s outbox.Stats
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var err error
+		if s, err = o.Stats(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if cond(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting for %s after a minute: %+v", what, s)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

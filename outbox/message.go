@@ -1,0 +1,123 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/idemq/idemq/msgkey"
+)
+
+// Message is one message to ship: what a RocketMQ message holds, plus the
+// row's ordering key and delay.
+type Message struct {
+	// Topic is the RocketMQ topic: letters, digits, '_', '-', '%' and '|',
+	// at most 127 bytes (RocketMQ's own rule).
+	Topic string
+	// Tags is the message's tag, for consumers' filters. Optional.
+	Tags string
+	// Keys are the message's keys, which the broker indexes. The message
+	// key ([msgkey.Property]) is added to them when it is stamped.
+	Keys []string
+	// Body is the payload: not empty, at most [Config.MaxBody] bytes.
+	Body []byte
+	// Properties are user properties. A key in [msgkey.Property] is kept
+	// as the message's key (a business key such as an order number).
+	Properties map[string]string
+	// OrderingKey orders messages: rows with the same non-empty ordering
+	// key ship one after another in the order they were added, and a row
+	// that fails holds back the later rows of its key (not of other keys).
+	// It is also the sharding key (remoting) or message group (gRPC) that
+	// puts them in one queue of an orderly topic. Empty: no order.
+	OrderingKey string
+	// Delay holds the row back: it ships no sooner than Delay after Add, by
+	// the database's clock. With an ordering key it holds back the later
+	// rows of that key too. Zero ships at once.
+	Delay time.Duration
+}
+
+// Key returns the message's key, or "" before it is stamped.
+func (m *Message) Key() string { return m.Properties[msgkey.Property] }
+
+// Errors that Add returns for input that can never ship, so that a bad
+// message fails the caller's transaction rather than parks in the table.
+// An invalid message key wraps [msgkey.ErrInvalid].
+var (
+	ErrInvalidTopic   = errors.New("outbox: invalid topic")
+	ErrTooLarge       = errors.New("outbox: message body too large")
+	ErrInvalidMessage = errors.New("outbox: invalid message")
+)
+
+// maxTopic is RocketMQ's limit on a topic's length (TopicValidator).
+const maxTopic = 127
+
+// maxField bounds tags and ordering keys: they sit in index-sized columns.
+const maxField = 255
+
+var topicRule = regexp.MustCompile(`^[%|a-zA-Z0-9_-]+$`)
+
+// reservedChar reports characters that cannot travel in a property or tag:
+// RocketMQ separates properties with \x01 and \x02.
+func reservedChar(s string) bool {
+	return strings.ContainsFunc(s, unicode.IsControl) || !utf8.ValidString(s)
+}
+
+// check reports why m cannot ship, before its key is stamped.
+func (m *Message) check(maxBody int) error {
+	switch {
+	case m.Topic == "" || len(m.Topic) > maxTopic || !topicRule.MatchString(m.Topic):
+		return fmt.Errorf("%w: %q: want 1 to %d of letters, digits, _ - %% |", ErrInvalidTopic, m.Topic, maxTopic)
+	case len(m.Body) == 0:
+		return fmt.Errorf("%w: empty body", ErrInvalidMessage)
+	case len(m.Body) > maxBody:
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(m.Body), maxBody)
+	case len(m.Tags) > maxField || reservedChar(m.Tags):
+		return fmt.Errorf("%w: tags %q", ErrInvalidMessage, m.Tags)
+	case len(m.OrderingKey) > maxField || reservedChar(m.OrderingKey):
+		return fmt.Errorf("%w: ordering key %q", ErrInvalidMessage, m.OrderingKey)
+	case m.Delay < 0:
+		return fmt.Errorf("%w: negative delay %v", ErrInvalidMessage, m.Delay)
+	}
+	for _, k := range m.Keys {
+		// Keys travel space-separated, under the rules of a message key.
+		if err := msgkey.Validate(k); err != nil {
+			return fmt.Errorf("%w: keys: %w", ErrInvalidMessage, err)
+		}
+	}
+	for name, v := range m.Properties {
+		if name == "" || reservedChar(name) || reservedChar(v) {
+			return fmt.Errorf("%w: property %q", ErrInvalidMessage, name)
+		}
+	}
+	return nil
+}
+
+// stamped returns a copy of m with its key stamped by msgkey's rule: the
+// key m carries, else one from next. m itself is not changed.
+func stamped(ctx context.Context, m *Message, next func(context.Context) (string, error)) (Message, error) {
+	c := *m
+	c.Properties = maps.Clone(m.Properties)
+	if c.Properties == nil {
+		c.Properties = map[string]string{}
+	}
+	c.Keys = slices.Clone(m.Keys)
+	if _, err := msgkey.Stamp(ctx, stampable{&c}, next); err != nil {
+		return Message{}, err
+	}
+	return c, nil
+}
+
+// stampable fits a *Message to msgkey.Stamp.
+type stampable struct{ m *Message }
+
+func (s stampable) GetProperty(name string) string { return s.m.Properties[name] }
+func (s stampable) SetProperty(name, value string) { s.m.Properties[name] = value }
+func (s stampable) Keys() []string                 { return s.m.Keys }
+func (s stampable) SetKeys(keys []string)          { s.m.Keys = keys }

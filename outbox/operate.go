@@ -1,0 +1,107 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// State is where a row is in its life.
+type State int
+
+// The states of a row.
+const (
+	Pending State = statePending // waiting to ship (or for its backoff)
+	Sent    State = stateSent    // shipped, kept for its retention
+	Parked  State = stateParked  // set aside: refused, out of attempts, or parked by an operator
+)
+
+func (s State) String() string {
+	switch s {
+	case Pending:
+		return "pending"
+	case Sent:
+		return "sent"
+	case Parked:
+		return "parked"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// Row is a row of the table as an operator sees it.
+type Row struct {
+	ID          int64
+	State       State
+	Key         string // the message key
+	Topic       string
+	OrderingKey string
+	Attempts    int    // failed sends
+	LastError   string // the last failure's, or the parking's, reason
+	// Age is how long ago the row was added, by the database's clock.
+	Age time.Duration
+}
+
+// List returns at most limit rows in state, oldest first, from the one
+// after id after (0: from the first).
+func (o *Outbox) List(ctx context.Context, state State, after int64, limit int) ([]Row, error) {
+	syn := o.q.syn
+	rs, err := o.db.QueryContext(ctx, syn.Rebind(`SELECT id, state, k, topic, ordering, attempts, last_error, `+
+		syn.UnixMicros(syn.Now())+` - `+syn.UnixMicros("created_at")+`
+FROM `+o.q.table+` WHERE state = ? AND id > ? ORDER BY id LIMIT ?`), int(state), after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: list: %w", err)
+	}
+	defer rs.Close()
+	var rows []Row
+	for rs.Next() {
+		var (
+			r   Row
+			age int64
+		)
+		if err := rs.Scan(&r.ID, &r.State, &r.Key, &r.Topic, &r.OrderingKey, &r.Attempts, &r.LastError, &age); err != nil {
+			return nil, fmt.Errorf("outbox: list: %w", err)
+		}
+		r.Age = time.Duration(age) * time.Microsecond
+		rows = append(rows, r)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: list: %w", err)
+	}
+	return rows, nil
+}
+
+// Retry puts parked rows back to ship at once, their attempts forgotten,
+// and returns how many it put back: the rows ids name, or every parked row
+// without ids. A retried row ships behind the pending rows of its ordering
+// key that came before it, and ahead of those after it.
+func (o *Outbox) Retry(ctx context.Context, ids ...int64) (int64, error) {
+	return o.operate(ctx, "retry", `UPDATE `+o.q.table+` SET state = 0, attempts = 0, due_at = `+o.q.syn.Now()+`
+WHERE state = 2`, nil, ids)
+}
+
+// Park sets pending rows that no relay holds aside with reason, and
+// returns how many it parked: the rows ids name, or every such row
+// without ids. A parked row ships no more until [Outbox.Retry], and holds
+// back no row of its ordering key.
+func (o *Outbox) Park(ctx context.Context, reason string, ids ...int64) (int64, error) {
+	return o.operate(ctx, "park", `UPDATE `+o.q.table+` SET state = 2, last_error = ?
+WHERE state = 0 AND lease_until <= `+o.q.syn.Now(), []any{reason}, ids)
+}
+
+// operate runs an operator's UPDATE, narrowed to ids if there are any.
+func (o *Outbox) operate(ctx context.Context, what, query string, args []any, ids []int64) (int64, error) {
+	if len(ids) > 0 {
+		query += ` AND id IN (` + list("?", len(ids)) + `)`
+		for _, id := range ids {
+			args = append(args, id)
+		}
+	}
+	res, err := o.db.ExecContext(ctx, o.q.syn.Rebind(query), args...)
+	if err == nil {
+		var n int64
+		if n, err = res.RowsAffected(); err == nil {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("outbox: %s: %w", what, err)
+}

@@ -1,0 +1,210 @@
+package outbox
+
+import (
+	"strings"
+	"time"
+
+	"github.com/idemq/idemq/internal/sqldialect"
+)
+
+// Row states, as stored.
+const (
+	statePending = 0
+	stateSent    = 1
+	stateParked  = 2
+)
+
+// queries are one table's statements in one dialect. Every time they store
+// or compare is the database's now (see package sqldialect).
+type queries struct {
+	d      sqldialect.Dialect
+	syn    sqldialect.Syntax
+	table  string // quoted
+	name   string // as configured, for lock names
+	schema []string
+}
+
+// columns are what a claim reads of a row, in the order scanRow reads them.
+const columns = "id, topic, tags, msg_keys, ordering, props, body, attempts"
+
+func newQueries(d sqldialect.Dialect, table string) queries {
+	syn := sqldialect.Of(d)
+	q := queries{d: d, syn: syn, table: syn.Quote(table), name: table}
+	t, ix := q.table, func(suffix string) string { return syn.Quote(table + suffix) }
+	switch d {
+	case sqldialect.MySQL:
+		// VARBINARY compares byte for byte, as ordering keys must.
+		q.schema = []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
+	id          BIGINT NOT NULL AUTO_INCREMENT,
+	topic       VARBINARY(255) NOT NULL,
+	tags        VARBINARY(255) NOT NULL,
+	msg_keys    BLOB           NOT NULL,
+	k           VARBINARY(255) NOT NULL,
+	ordering    VARBINARY(255) NOT NULL,
+	props       BLOB           NOT NULL,
+	body        LONGBLOB       NOT NULL,
+	state       TINYINT        NOT NULL,
+	attempts    INT            NOT NULL,
+	due_at      DATETIME(6)    NOT NULL,
+	lease_until DATETIME(6)    NOT NULL,
+	owner       VARBINARY(32)  NOT NULL,
+	last_error  BLOB           NOT NULL,
+	created_at  DATETIME(6)    NOT NULL,
+	sent_at     DATETIME(6)    NULL,
+	PRIMARY KEY (id),
+	KEY ` + ix("_state") + ` (state, id),
+	KEY ` + ix("_ordering") + ` (ordering, state, id),
+	KEY ` + ix("_sent") + ` (state, sent_at)
+) ENGINE = InnoDB`}
+	case sqldialect.Postgres:
+		q.schema = []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
+	id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	topic       text        NOT NULL,
+	tags        text        NOT NULL,
+	msg_keys    text        NOT NULL,
+	k           text        NOT NULL,
+	ordering    text        NOT NULL,
+	props       text        NOT NULL,
+	body        bytea       NOT NULL,
+	state       smallint    NOT NULL,
+	attempts    integer     NOT NULL,
+	due_at      timestamptz NOT NULL,
+	lease_until timestamptz NOT NULL,
+	owner       text        NOT NULL,
+	last_error  text        NOT NULL,
+	created_at  timestamptz NOT NULL,
+	sent_at     timestamptz
+)`,
+			`CREATE INDEX IF NOT EXISTS ` + ix("_state") + ` ON ` + t + ` (state, id)`,
+			`CREATE INDEX IF NOT EXISTS ` + ix("_ordering") + ` ON ` + t + ` (ordering, state, id)`,
+			`CREATE INDEX IF NOT EXISTS ` + ix("_sent") + ` ON ` + t + ` (state, sent_at)`,
+		}
+	default:
+		// AUTOINCREMENT never reuses the id of a deleted row.
+		q.schema = []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
+	id          INTEGER PRIMARY KEY AUTOINCREMENT,
+	topic       TEXT    NOT NULL,
+	tags        TEXT    NOT NULL,
+	msg_keys    TEXT    NOT NULL,
+	k           TEXT    NOT NULL,
+	ordering    TEXT    NOT NULL,
+	props       TEXT    NOT NULL,
+	body        BLOB    NOT NULL,
+	state       INTEGER NOT NULL,
+	attempts    INTEGER NOT NULL,
+	due_at      INTEGER NOT NULL,
+	lease_until INTEGER NOT NULL,
+	owner       TEXT    NOT NULL,
+	last_error  TEXT    NOT NULL,
+	created_at  INTEGER NOT NULL,
+	sent_at     INTEGER
+)`,
+			`CREATE INDEX IF NOT EXISTS ` + ix("_state") + ` ON ` + t + ` (state, id)`,
+			`CREATE INDEX IF NOT EXISTS ` + ix("_ordering") + ` ON ` + t + ` (ordering, state, id)`,
+			`CREATE INDEX IF NOT EXISTS ` + ix("_sent") + ` ON ` + t + ` (state, sent_at)`,
+		}
+	}
+	return q
+}
+
+// micros is d in microseconds for a statement: 0 stays 0.
+func micros(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return sqldialect.Micros(d)
+}
+
+// list returns n copies of item separated by commas.
+func list(item string, n int) string {
+	return strings.TrimSuffix(strings.Repeat(item+", ", n), ", ")
+}
+
+// insert writes n rows of 8 parameters each: topic, tags, keys, key,
+// ordering key, properties, body, delay in µs.
+func (q queries) insert(n int) string {
+	now := q.syn.Now()
+	row := "(?, ?, ?, ?, ?, ?, ?, 0, 0, " + q.syn.After("?") + ", " + q.syn.Never() + ", '', '', " + now + ")"
+	return q.syn.Rebind(`INSERT INTO ` + q.table + ` (topic, tags, msg_keys, k, ordering, props, body, state, attempts, due_at, lease_until, owner, last_error, created_at)
+VALUES ` + list(row, n))
+}
+
+// candidates selects the rows a claim may take, first by id, at most one
+// parameter's worth: pending, due and not leased, each with every earlier
+// pending row of its ordering key due, not leased and never failed. Those
+// earlier rows then come first in the same selection, so a claim takes a
+// key's rows in order or not at all, and no relay takes a row while an
+// earlier one of its key is leased to another or waits for its backoff. A
+// key whose first row has failed before offers that row alone, so that a
+// failing key with a long backlog cannot fill every claim while the other
+// keys wait.
+func (q queries) candidates(cols string) string {
+	now := q.syn.Now()
+	return `SELECT ` + cols + ` FROM ` + q.table + ` o
+WHERE o.state = 0 AND o.due_at <= ` + now + ` AND o.lease_until <= ` + now + `
+AND (o.ordering = '' OR NOT EXISTS (SELECT 1 FROM ` + q.table + ` p
+	WHERE p.ordering = o.ordering AND p.state = 0 AND p.id < o.id AND (p.due_at > ` + now + ` OR p.lease_until > ` + now + ` OR p.attempts > 0)))
+ORDER BY o.id LIMIT ?`
+}
+
+// claim (PostgreSQL and SQLite) leases the candidates to an owner in one
+// statement: owner, lease in µs, limit.
+func (q queries) claim() string {
+	return q.syn.Rebind(`UPDATE ` + q.table + ` SET owner = ?, lease_until = ` + q.syn.After("?") + `
+WHERE id IN (` + q.candidates("o.id") + `)
+RETURNING ` + columns)
+}
+
+// claimIDs (MySQL) leases rows by id to an owner, if still free: owner,
+// lease in µs, then n ids.
+func (q queries) claimIDs(n int) string {
+	now := q.syn.Now()
+	return `UPDATE ` + q.table + ` SET owner = ?, lease_until = ` + q.syn.After("?") + `
+WHERE id IN (` + list("?", n) + `) AND state = 0 AND lease_until <= ` + now
+}
+
+// owned (MySQL) reads which of n ids an owner holds: owner, then the ids.
+func (q queries) owned(n int) string {
+	return `SELECT id FROM ` + q.table + ` WHERE owner = ? AND id IN (` + list("?", n) + `)`
+}
+
+// sent marks n rows an owner holds sent: owner, then the ids.
+func (q queries) sent(n int) string {
+	now := q.syn.Now()
+	return q.syn.Rebind(`UPDATE ` + q.table + ` SET state = 1, sent_at = ` + now + `, owner = '', lease_until = ` + q.syn.Never() + `
+WHERE owner = ? AND id IN (` + list("?", n) + `)`)
+}
+
+// remove deletes n rows an owner holds: owner, then the ids.
+func (q queries) remove(n int) string {
+	return q.syn.Rebind(`DELETE FROM ` + q.table + ` WHERE owner = ? AND id IN (` + list("?", n) + `)`)
+}
+
+// release hands back n rows an owner holds, untouched: owner, then ids.
+func (q queries) release(n int) string {
+	return q.syn.Rebind(`UPDATE ` + q.table + ` SET owner = '', lease_until = ` + q.syn.Never() + `
+WHERE owner = ? AND id IN (` + list("?", n) + `)`)
+}
+
+// retry puts a row an owner holds back for a backoff: backoff in µs, the
+// error, owner, id.
+func (q queries) retry() string {
+	return q.syn.Rebind(`UPDATE ` + q.table + ` SET attempts = attempts + 1, due_at = ` + q.syn.After("?") + `, last_error = ?, owner = '', lease_until = ` + q.syn.Never() + `
+WHERE owner = ? AND id = ?`)
+}
+
+// park parks a row an owner holds: the reason, owner, id.
+func (q queries) park() string {
+	return q.syn.Rebind(`UPDATE ` + q.table + ` SET state = 2, attempts = attempts + 1, last_error = ?, owner = '', lease_until = ` + q.syn.Never() + `
+WHERE owner = ? AND id = ?`)
+}
+
+// cleanup deletes at most a limit of rows sent before a time: the
+// retention in µs (negative), the limit.
+func (q queries) cleanup() string {
+	old := `state = 1 AND sent_at <= ` + q.syn.After("?")
+	if q.d == sqldialect.MySQL {
+		return `DELETE FROM ` + q.table + ` WHERE ` + old + ` LIMIT ?`
+	}
+	return q.syn.Rebind(`DELETE FROM ` + q.table + ` WHERE id IN (SELECT id FROM ` + q.table + ` WHERE ` + old + ` LIMIT ?)`)
+}

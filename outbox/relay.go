@@ -1,0 +1,424 @@
+package outbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Sender ships messages to RocketMQ; packages outbox/remoting and
+// outbox/grpcv5 implement it over each client's producer adapter. It must
+// be safe for concurrent use: a relay ships the rows of different ordering
+// keys at once.
+type Sender interface {
+	// Send ships m and returns once the broker has stored it. m carries its
+	// key in [msgkey.Property] and among its Keys, and no Delay (the relay
+	// waited it out). An error wrapping [ErrRefused] says the broker will
+	// never take m, and the relay parks the row; any other error is retried
+	// after a backoff. ctx ends when the relay's lease on the row nears its
+	// end or the relay stops draining; Send must return by then.
+	Send(ctx context.Context, m *Message) error
+}
+
+// ErrRefused marks a [Sender]'s error for a message the broker refuses for
+// good (too large, illegal): the relay parks its row instead of retrying.
+var ErrRefused = errors.New("outbox: refused by the broker")
+
+// RelayConfig holds a Relay's optional settings. The zero value works.
+type RelayConfig struct {
+	// Batch is the most rows one claim takes. Default 100.
+	Batch int
+	// Concurrency is how many ordering keys a relay ships at once (rows
+	// without an ordering key are one key each). Default 16.
+	Concurrency int
+	// PollInterval is how long an idle relay waits before it looks for rows
+	// again. Default 20 ms.
+	PollInterval time.Duration
+	// Lease is how long a claim holds its rows: no other relay takes them
+	// before it ends. A relay sends nothing of a claim past four fifths of
+	// it (by its own monotonic clock, from before the claim), so a relay
+	// that stalls longer than the lease may ship a row again, with the same
+	// key, but never at the same time as another. Default 30 s.
+	Lease time.Duration
+	// MinBackoff and MaxBackoff bound the wait before a failed row is sent
+	// again: it doubles from MinBackoff with each failed attempt, up to
+	// MaxBackoff. The failed row holds back the later rows of its ordering
+	// key meanwhile. Defaults 100 ms and 1 min.
+	MinBackoff, MaxBackoff time.Duration
+	// MaxAttempts parks a row after that many failed sends. Default 0:
+	// only a refusal ([ErrRefused]) parks a row, and other failures (a
+	// broker that is down) are retried for as long as they last.
+	MaxAttempts int
+	// Delete deletes shipped rows instead of marking them sent.
+	Delete bool
+	// Retention is how long rows marked sent stay in the table, for
+	// operators, before the cleanup deletes them. Default 24 h.
+	Retention time.Duration
+	// CleanupInterval is how often the relay deletes sent rows past their
+	// retention. Negative disables it. Default one minute.
+	CleanupInterval time.Duration
+	// DrainTimeout bounds Close: the rows a relay has claimed are shipped
+	// until then, and the rest handed back unsent. Default 10 s.
+	DrainTimeout time.Duration
+	// Logger receives the errors the relay meets, which have no caller to
+	// return to. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *RelayConfig) setDefaults() {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if c.Batch == 0 {
+		c.Batch = 100
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 16
+	}
+	def(&c.PollInterval, 20*time.Millisecond)
+	def(&c.Lease, 30*time.Second)
+	def(&c.MinBackoff, 100*time.Millisecond)
+	def(&c.MaxBackoff, time.Minute)
+	def(&c.Retention, 24*time.Hour)
+	def(&c.CleanupInterval, time.Minute)
+	def(&c.DrainTimeout, 10*time.Second)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Validate reports settings that cannot work.
+func (c RelayConfig) Validate() error {
+	switch {
+	case c.Batch <= 0 || c.Batch > maxRows:
+		return fmt.Errorf("outbox: batch %d: want 1 to %d", c.Batch, maxRows)
+	case c.Concurrency <= 0:
+		return fmt.Errorf("outbox: concurrency %d must be positive", c.Concurrency)
+	case c.PollInterval <= 0 || c.Lease <= 0 || c.DrainTimeout <= 0 || c.Retention <= 0:
+		return errors.New("outbox: poll interval, lease, drain timeout and retention must be positive")
+	case c.MinBackoff <= 0 || c.MaxBackoff < c.MinBackoff:
+		return fmt.Errorf("outbox: backoff %v to %v: want 0 < min <= max", c.MinBackoff, c.MaxBackoff)
+	case c.MaxAttempts < 0:
+		return fmt.Errorf("outbox: max attempts %d must not be negative", c.MaxAttempts)
+	}
+	return nil
+}
+
+// RelayStats counts what a relay did since it started.
+type RelayStats struct {
+	Shipped int64 // rows shipped and marked sent (or deleted)
+	Retried int64 // failed sends, each put back for a backoff
+	Parked  int64 // rows parked: refused by the broker, or out of attempts
+	// LeaseLost counts rows shipped after another relay could have taken
+	// them (the lease ended before they were marked): they may ship twice,
+	// with the same key.
+	LeaseLost int64
+}
+
+// Relay ships an outbox's rows to RocketMQ through a [Sender], from
+// [NewRelay] until [Relay.Close]. Several relays, in one process or many,
+// share one table: each row is claimed by one relay at a time, under a
+// lease, and rows with the same ordering key ship in order.
+type Relay struct {
+	o   *Outbox
+	s   Sender
+	cfg RelayConfig
+
+	sem      chan struct{}   // a slot per send under way, Concurrency in all
+	stop     chan struct{}   // closed by Close: claim nothing more
+	hard     context.Context // ends when draining ends
+	hardStop context.CancelFunc
+	done     chan struct{}
+	once     sync.Once
+
+	shipped, retried, parked, leaseLost atomic.Int64
+}
+
+// NewRelay starts a relay that ships o's rows through s until Close.
+func NewRelay(o *Outbox, s Sender, cfg RelayConfig) (*Relay, error) {
+	switch {
+	case o == nil:
+		return nil, errors.New("outbox: nil *Outbox")
+	case s == nil:
+		return nil, errors.New("outbox: nil Sender")
+	}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Relay{o: o, s: s, cfg: cfg, sem: make(chan struct{}, cfg.Concurrency), stop: make(chan struct{}), done: make(chan struct{})}
+	r.hard, r.hardStop = context.WithCancel(context.Background())
+	go r.run()
+	return r, nil
+}
+
+// Stats returns what r did so far.
+func (r *Relay) Stats() RelayStats {
+	return RelayStats{Shipped: r.shipped.Load(), Retried: r.retried.Load(), Parked: r.parked.Load(), LeaseLost: r.leaseLost.Load()}
+}
+
+// Close stops claiming rows, ships those already claimed for up to
+// [RelayConfig.DrainTimeout], hands back the rest unsent, and returns when
+// the relay has stopped. Calling it again does nothing.
+func (r *Relay) Close() error {
+	r.once.Do(func() {
+		close(r.stop)
+		t := time.AfterFunc(r.cfg.DrainTimeout, r.hardStop)
+		<-r.done
+		t.Stop()
+		r.hardStop()
+	})
+	return nil
+}
+
+// pipeline is how many claims a relay ships at once: the next claim runs
+// while the last one ships, so that the broker never waits for the table.
+// A claim takes no row of a key whose earlier rows another claim holds, so
+// order per key holds across them.
+const pipeline = 2
+
+func (r *Relay) run() {
+	var rounds sync.WaitGroup
+	defer close(r.done)
+	defer rounds.Wait()
+	wait := r.cfg.PollInterval
+	nextCleanup := time.Now()
+	inFlight := make(chan struct{}, pipeline)
+	for {
+		select {
+		case <-r.stop:
+			return
+		case inFlight <- struct{}{}:
+		}
+		n, err := r.round(&rounds, func() { <-inFlight })
+		switch {
+		case err != nil:
+			r.cfg.Logger.Error("outbox relay", "table", r.o.cfg.Table, "err", err)
+			wait = min(max(2*wait, r.cfg.MinBackoff), r.cfg.MaxBackoff)
+		case n == r.cfg.Batch:
+			wait = 0 // more rows are waiting
+		default:
+			wait = r.cfg.PollInterval
+		}
+		select {
+		case <-r.stop:
+			return
+		default:
+		}
+		if r.cfg.CleanupInterval > 0 && !r.cfg.Delete && time.Now().After(nextCleanup) {
+			if _, err := r.o.Cleanup(r.hard, r.cfg.Retention); err != nil {
+				r.cfg.Logger.Error("outbox cleanup", "table", r.o.cfg.Table, "err", err)
+			}
+			nextCleanup = time.Now().Add(r.cfg.CleanupInterval)
+		}
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-r.stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// outcome collects what the shipping of one claim did to its rows.
+type outcome struct {
+	mu      sync.Mutex
+	sent    []int64
+	release []int64
+}
+
+func (c *outcome) add(to *[]int64, rows []row) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range rows {
+		*to = append(*to, r.id)
+	}
+}
+
+// round claims a batch and returns how many rows it claimed; a goroutine
+// counted in rounds ships them, records what happened and then calls done.
+// Without rows, done is called at once.
+func (r *Relay) round(rounds *sync.WaitGroup, done func()) (int, error) {
+	owner := token()
+	start := time.Now()
+	rows, err := r.o.q.claimRows(r.hard, r.o.db, owner, r.cfg.Lease, r.cfg.Batch)
+	if err != nil || len(rows) == 0 {
+		done()
+		return 0, err
+	}
+	rounds.Add(1)
+	go func() {
+		defer rounds.Done()
+		defer done()
+		// The lease started after start by the database's clock; stopping
+		// at four fifths of it leaves the rest for the last send and the
+		// marks.
+		ctx, cancel := context.WithDeadline(r.hard, start.Add(r.cfg.Lease*4/5))
+		defer cancel()
+		var (
+			out outcome
+			wg  sync.WaitGroup
+		)
+		for _, g := range groups(rows) {
+			r.sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-r.sem; wg.Done() }()
+				r.ship(ctx, owner, g, &out)
+			}()
+		}
+		wg.Wait()
+		if err := r.finish(owner, &out); err != nil {
+			r.cfg.Logger.Error("outbox relay", "table", r.o.cfg.Table, "err", err)
+		}
+	}()
+	return len(rows), nil
+}
+
+// groups splits rows, sorted by id, into the runs that must ship in order:
+// one per ordering key, and one per row without one.
+func groups(rows []row) [][]row {
+	var (
+		gs [][]row
+		at = map[string]int{}
+	)
+	for _, r := range rows {
+		if r.msg.OrderingKey == "" {
+			gs = append(gs, []row{r})
+			continue
+		}
+		i, ok := at[r.msg.OrderingKey]
+		if !ok {
+			i = len(gs)
+			at[r.msg.OrderingKey] = i
+			gs = append(gs, nil)
+		}
+		gs[i] = append(gs[i], r)
+	}
+	return gs
+}
+
+// ship sends g's rows in order. A row that fails is put back for a backoff,
+// and the rows after it are handed back: they wait for it.
+func (r *Relay) ship(ctx context.Context, owner string, g []row, out *outcome) {
+	for i := range g {
+		row := &g[i]
+		if ctx.Err() != nil {
+			out.add(&out.release, g[i:])
+			return
+		}
+		err := r.s.Send(ctx, &row.msg)
+		switch {
+		case err == nil:
+			out.add(&out.sent, g[i:i+1])
+		case ctx.Err() != nil:
+			// Lease or drain over: whether the broker stored it is unknown;
+			// it ships again later, with the same key.
+			out.add(&out.release, g[i:])
+			return
+		case errors.Is(err, ErrRefused) || r.cfg.MaxAttempts > 0 && row.attempts+1 >= r.cfg.MaxAttempts:
+			r.mark(r.o.q.park(), "park", reason(err), owner, row.id)
+			r.parked.Add(1)
+			r.cfg.Logger.Warn("outbox: row parked", "table", r.o.cfg.Table, "id", row.id, "key", row.msg.Key(), "err", err)
+		default:
+			r.mark(r.o.q.retry(), "retry", micros(r.backoff(row.attempts)), reason(err), owner, row.id)
+			r.retried.Add(1)
+			out.add(&out.release, g[i+1:])
+			return
+		}
+	}
+}
+
+// backoff is the wait after a row's attempts+1st failure.
+func (r *Relay) backoff(attempts int) time.Duration {
+	d := r.cfg.MinBackoff
+	for range min(attempts, 40) {
+		if d >= r.cfg.MaxBackoff {
+			break
+		}
+		d *= 2
+	}
+	return min(d, r.cfg.MaxBackoff)
+}
+
+// reason is an error as a row keeps it: bounded.
+func reason(err error) string {
+	s := err.Error()
+	if len(s) > 1000 {
+		s = s[:1000]
+	}
+	return s
+}
+
+// dbTimeout bounds each statement that records an outcome; they run even
+// while the relay stops, so that shipped rows are marked.
+const dbTimeout = 10 * time.Second
+
+// mark runs a statement on one row of a claim, logging its failure: the row
+// stays leased then, and ships again when the lease ends.
+func (r *Relay) mark(query, what string, args ...any) {
+	ctx, cancel := context.WithTimeout(context.Background(), dbTimeout)
+	defer cancel()
+	if _, err := r.o.db.ExecContext(ctx, query, args...); err != nil {
+		r.cfg.Logger.Error("outbox relay: "+what, "table", r.o.cfg.Table, "err", err)
+	}
+}
+
+// finish marks the shipped rows sent (or deletes them) and hands back the
+// rows not tried.
+func (r *Relay) finish(owner string, out *outcome) error {
+	ctx, cancel := context.WithTimeout(context.Background(), dbTimeout)
+	defer cancel()
+	var errs []error
+	if n := len(out.sent); n > 0 {
+		q := r.o.q.sent(n)
+		if r.cfg.Delete {
+			q = r.o.q.remove(n)
+		}
+		res, err := r.o.db.ExecContext(ctx, q, ids(owner, out.sent)...)
+		if err == nil {
+			var k int64
+			if k, err = res.RowsAffected(); err == nil {
+				r.shipped.Add(k)
+				r.leaseLost.Add(int64(n) - k)
+			}
+		}
+		errs = append(errs, err)
+	}
+	if n := len(out.release); n > 0 {
+		_, err := r.o.db.ExecContext(ctx, r.o.q.release(n), ids(owner, out.release)...)
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("outbox: record shipment: %w", err)
+	}
+	return nil
+}
+
+// ids returns owner then the ids, as statement arguments.
+func ids(owner string, ids []int64) []any {
+	args := make([]any, 0, 1+len(ids))
+	args = append(args, owner)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	return args
+}
+
+// token returns a fresh owner token: 128 random bits.
+func token() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,274 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemq/idemq/outbox"
+)
+
+// orderedMessages returns n messages spread over keys ordering keys, each
+// body "<key>/<i>" with i counting up within its key.
+func orderedMessages(n, keys int) []outbox.Message {
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		k := fmt.Sprintf("key%d", i%keys)
+		msgs[i] = outbox.Message{Topic: "orders", OrderingKey: k, Body: fmt.Appendf(nil, "%s/%d", k, i/keys)}
+	}
+	return msgs
+}
+
+// checkOrder fails t unless got holds every one of n ordered messages
+// (orderedMessages) exactly once and each key's in order.
+func checkOrder(t *testing.T, got []outbox.Message, n, keys int) {
+	t.Helper()
+	next := map[string]int{}
+	for _, m := range got {
+		k, i, _ := strings.Cut(string(m.Body), "/")
+		if want := fmt.Sprint(next[k]); i != want {
+			t.Fatalf("%s: shipped %s/%s when %s/%s was next", m.OrderingKey, k, i, k, want)
+		}
+		next[k]++
+	}
+	if len(got) != n {
+		t.Fatalf("shipped %d messages, want %d", len(got), n)
+	}
+}
+
+// TestFailureHoldsBackItsKeyOnly fails the first sends of one row: the
+// later rows of its key wait for it, other keys flow meanwhile, and every
+// key ships in order.
+func TestFailureHoldsBackItsKeyOnly(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e env) {
+		db, o := e.db, e.o
+		const n, keys = 60, 3
+		var (
+			mu       sync.Mutex
+			failures int
+			release  = make(chan struct{})
+		)
+		rec := &recorder{fail: func(m *outbox.Message) error {
+			if string(m.Body) != "key0/2" {
+				return nil
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			select {
+			case <-release:
+				return nil
+			default:
+				failures++
+				return errBroker
+			}
+		}}
+		add(t, db, o, orderedMessages(n, keys)...)
+		r := newRelay(t, o, rec, outbox.RelayConfig{Batch: 7, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+		// While key0/2 fails, keys 1 and 2 ship whole, key0 up to it.
+		waitStats(t, o, "the other keys shipped", func(s outbox.Stats) bool { return s.Sent == n-(n/keys-2) })
+		close(release)
+		waitStats(t, o, "all shipped", func(s outbox.Stats) bool { return s.Sent == n })
+		r.Close()
+		checkOrder(t, rec.sent(), n, keys)
+		if st := r.Stats(); st.Retried == 0 || int(st.Retried) != failures || st.Shipped != n {
+			t.Errorf("relay stats %+v after %d failures", st, failures)
+		}
+	})
+}
+
+// TestPoisonRowParked refuses one row for good: it is parked with its
+// reason, counted, and the rows after it, of its key and others, ship.
+func TestPoisonRowParked(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e env) {
+		db, o := e.db, e.o
+		rec := &recorder{fail: func(m *outbox.Message) error {
+			if string(m.Body) == "key1/1" {
+				return fmt.Errorf("CODE: 13 body too large: %w", outbox.ErrRefused)
+			}
+			return nil
+		}}
+		add(t, db, o, orderedMessages(12, 3)...)
+		r := newRelay(t, o, rec, outbox.RelayConfig{})
+		s := waitStats(t, o, "the poison row parked", func(s outbox.Stats) bool { return s.Pending == 0 })
+		r.Close()
+		if s.Parked != 1 || s.Sent != 11 {
+			t.Fatalf("stats %+v: want 1 parked, 11 sent", s)
+		}
+		if st := r.Stats(); st.Parked != 1 || st.Shipped != 11 || st.Retried != 0 {
+			t.Errorf("relay stats %+v", st)
+		}
+		var reason string
+		if err := db.QueryRowContext(t.Context(), `SELECT last_error FROM idemq_outbox WHERE state = 2`).Scan(&reason); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(reason, "CODE: 13") {
+			t.Errorf("parked with reason %q", reason)
+		}
+	})
+}
+
+// TestRelaysShareTable runs three relays over one table: every row ships
+// once, each key in order, and no row is sent by two relays at once.
+func TestRelaysShareTable(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e env) {
+		db, o := e.db, e.o
+		const n, keys = 240, 12
+		rec := new(recorder)
+		add(t, db, o, orderedMessages(n/2, keys)...)
+		var relays []*outbox.Relay
+		for range 3 {
+			relays = append(relays, newRelay(t, e.reopen(t), rec, outbox.RelayConfig{Batch: 16, Concurrency: 4}))
+		}
+		add(t, db, o, orderedMessages(n, keys)[n/2:]...)
+		waitStats(t, o, "all shipped", func(s outbox.Stats) bool { return s.Sent == n })
+		for _, r := range relays {
+			r.Close()
+		}
+		checkOrder(t, rec.sent(), n, keys)
+		if len(rec.overlap) > 0 {
+			t.Errorf("sent while another send ran: %v", rec.overlap)
+		}
+	})
+}
+
+// TestDelayHoldsRowBack adds a row delayed by an hour: it stays pending,
+// and holds back the later rows of its key, while other rows ship.
+func TestDelayHoldsRowBack(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e env) {
+		db, o := e.db, e.o
+		add(t, db, o,
+			outbox.Message{Topic: "t", Body: []byte("later"), OrderingKey: "a", Delay: time.Hour},
+			outbox.Message{Topic: "t", Body: []byte("behind"), OrderingKey: "a"},
+			outbox.Message{Topic: "t", Body: []byte("now"), OrderingKey: "b"},
+			outbox.Message{Topic: "t", Body: []byte("unordered")})
+		rec := new(recorder)
+		r := newRelay(t, o, rec, outbox.RelayConfig{})
+		s := waitStats(t, o, "two sent", func(s outbox.Stats) bool { return s.Sent == 2 })
+		r.Close()
+		if s.Pending != 2 || rec.count() != 2 {
+			t.Fatalf("stats %+v, shipped %d", s, rec.count())
+		}
+		for _, m := range rec.sent() {
+			if b := string(m.Body); b != "now" && b != "unordered" {
+				t.Errorf("shipped %q", b)
+			}
+		}
+	})
+}
+
+// TestDeleteAndCleanup ships with Delete, which leaves no row, and without,
+// whose sent rows Cleanup deletes once past their retention.
+func TestDeleteAndCleanup(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e env) {
+		db, o := e.db, e.o
+		add(t, db, o, orderedMessages(5, 2)...)
+		r := newRelay(t, o, new(recorder), outbox.RelayConfig{Delete: true})
+		waitStats(t, o, "all deleted", func(s outbox.Stats) bool { return s == outbox.Stats{} })
+		r.Close()
+		if st := r.Stats(); st.Shipped != 5 {
+			t.Fatalf("relay stats %+v", st)
+		}
+
+		add(t, db, o, orderedMessages(5, 2)...)
+		r = newRelay(t, o, new(recorder), outbox.RelayConfig{CleanupInterval: -1})
+		waitStats(t, o, "all sent", func(s outbox.Stats) bool { return s.Sent == 5 })
+		r.Close()
+		if n, err := o.Cleanup(t.Context(), time.Hour); err != nil || n != 0 {
+			t.Fatalf("Cleanup with an hour's retention deleted %d (%v)", n, err)
+		}
+		time.Sleep(2 * time.Millisecond) // past a millisecond's retention on SQLite's clock
+		if n, err := o.Cleanup(t.Context(), time.Millisecond); err != nil || n != 5 {
+			t.Fatalf("Cleanup deleted %d (%v), want 5", n, err)
+		}
+	})
+}
+
+// TestCloseDrains closes a relay while sends of its claim are blocked: the
+// running sends finish and their rows are marked; Close returns.
+func TestCloseDrains(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e env) {
+		db, o := e.db, e.o
+		started, unblock := make(chan struct{}, 10), make(chan struct{})
+		rec := &recorder{fail: func(*outbox.Message) error {
+			started <- struct{}{}
+			<-unblock
+			return nil
+		}}
+		add(t, db, o, orderedMessages(4, 4)...)
+		r := newRelay(t, o, rec, outbox.RelayConfig{})
+		for range 4 {
+			<-started
+		}
+		closed := make(chan struct{})
+		go func() { r.Close(); close(closed) }()
+		close(unblock)
+		<-closed
+		if s, err := o.Stats(t.Context()); err != nil || s.Sent != 4 {
+			t.Fatalf("after Close: %+v (%v)", s, err)
+		}
+	})
+}
+
+// TestCloseGivesUpDraining closes a relay whose sends never return until
+// their context ends: Close returns after the drain timeout and the rows
+// stay pending for the next relay.
+func TestCloseGivesUpDraining(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e env) {
+		db, o := e.db, e.o
+		started := make(chan context.Context, 10)
+		s := senderFunc(func(ctx context.Context, m *outbox.Message) error {
+			started <- ctx
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		add(t, db, o, orderedMessages(2, 2)...)
+		r := newRelay(t, o, s, outbox.RelayConfig{DrainTimeout: 10 * time.Millisecond})
+		<-started
+		<-started
+		r.Close()
+		st, err := o.Stats(t.Context())
+		if err != nil || st.Pending != 2 {
+			t.Fatalf("after Close: %+v (%v)", st, err)
+		}
+		rec := new(recorder)
+		r = newRelay(t, o, rec, outbox.RelayConfig{})
+		waitStats(t, o, "the rows shipped by the next relay", func(s outbox.Stats) bool { return s.Sent == 2 })
+		r.Close()
+	})
+}
+
+type senderFunc func(ctx context.Context, m *outbox.Message) error
+
+func (f senderFunc) Send(ctx context.Context, m *outbox.Message) error { return f(ctx, m) }
+
+// TestBrokerOutage fails every send for a while, as a broker that is down:
+// no row ships or is lost meanwhile, and once sends succeed again every
+// row ships, each key in order.
+func TestBrokerOutage(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e env) {
+		db, o := e.db, e.o
+		const n, keys = 60, 6
+		up := make(chan struct{})
+		rec := &recorder{fail: func(*outbox.Message) error {
+			select {
+			case <-up:
+				return nil
+			default:
+				return errBroker
+			}
+		}}
+		add(t, db, o, orderedMessages(n, keys)...)
+		r := newRelay(t, o, rec, outbox.RelayConfig{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+		waitStats(t, o, "every key's first row to fail twice", func(outbox.Stats) bool { return r.Stats().Retried >= 2*keys })
+		if s, err := o.Stats(t.Context()); err != nil || s.Pending != n || rec.count() != 0 {
+			t.Fatalf("while down: %+v (%v), shipped %d", s, err, rec.count())
+		}
+		close(up)
+		waitStats(t, o, "all sent", func(s outbox.Stats) bool { return s.Sent == n })
+		r.Close()
+		checkOrder(t, rec.sent(), n, keys)
+	})
+}

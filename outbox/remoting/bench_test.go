@@ -1,0 +1,198 @@
+package remoting_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/outbox"
+)
+
+// BenchmarkShip ships b.N messages of 200 bytes to the real 4.x broker:
+// through a relay from rows waiting in a MariaDB or PostgreSQL table
+// (idemq-relay-*), against a plain loop that sends the same messages from
+// as many goroutines as the relay's Concurrency, with no table in between
+// (plain). Reported per message.
+func BenchmarkShip(b *testing.B) {
+	const concurrency = 16
+	ns := testenv.RocketMQ(b)
+	topic := fmt.Sprintf("outbox-bench-%d-%d", os.Getpid(), time.Now().UnixNano())
+	if err := testenv.CreateRocketMQTopic(context.Background(), ns, topic, 4); err != nil {
+		b.Fatal(err)
+	}
+	body := []byte(strings.Repeat("x", 200))
+	b.Run("plain", func(b *testing.B) {
+		s, stop, err := startSender(ns, topic+"-plain", 20)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer stop()
+		var wg sync.WaitGroup
+		next := make(chan struct{})
+		b.ResetTimer()
+		for range concurrency {
+			wg.Go(func() {
+				for range next {
+					m := outbox.Message{Topic: topic, Body: body, Properties: map[string]string{}}
+					if err := s.Send(context.Background(), &m); err != nil {
+						b.Error(err)
+					}
+				}
+			})
+		}
+		for range b.N {
+			next <- struct{}{}
+		}
+		close(next)
+		wg.Wait()
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	})
+	for _, be := range []testdb.Backend{testdb.MySQL, testdb.Postgres} {
+		b.Run("idemq-relay-"+be.Name, func(b *testing.B) {
+			db := be.Open(b)
+			gen, err := idgen.New(21, idgen.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			o, err := outbox.New(db, be.Dialect, msgkey.FromIDs(gen), outbox.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := o.Migrate(ctx); err != nil {
+				b.Fatal(err)
+			}
+			msgs := make([]outbox.Message, 256)
+			for i := range msgs {
+				msgs[i] = outbox.Message{Topic: topic, Body: body}
+			}
+			for left := b.N; left > 0; left -= len(msgs) {
+				tx, err := db.BeginTx(ctx, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := o.AddBatch(ctx, tx, msgs[:min(left, len(msgs))]); err != nil {
+					b.Fatal(err)
+				}
+				if err := tx.Commit(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			s, stop, err := startSender(ns, topic+"-relay-"+be.Name, 22)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer stop()
+			b.ResetTimer()
+			r, err := outbox.NewRelay(o, s, outbox.RelayConfig{Batch: 256, Concurrency: concurrency, Delete: true, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for r.Stats().Shipped < int64(b.N) {
+				time.Sleep(time.Millisecond)
+			}
+			b.StopTimer()
+			r.Close()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
+}
+
+// timing is a Sender that records, after each send, how long ago its
+// message's row was added: the time is the body's first field.
+type timing struct {
+	outbox.Sender
+	mu   sync.Mutex
+	lags []time.Duration
+}
+
+func (s *timing) Send(ctx context.Context, m *outbox.Message) error {
+	err := s.Sender.Send(ctx, m)
+	if err == nil {
+		var ns int64
+		fmt.Sscan(string(m.Body), &ns)
+		s.mu.Lock()
+		s.lags = append(s.lags, time.Since(time.Unix(0, ns)))
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// BenchmarkCommitToBroker commits one row of 200 bytes a millisecond (1k
+// msgs/s) into a MariaDB or PostgreSQL outbox while a relay ships them to
+// the real 4.x broker, and reports the time from each row's transaction
+// (just before its INSERT and COMMIT) to the broker's answer to its send:
+// p50 and p99, in ms.
+func BenchmarkCommitToBroker(b *testing.B) {
+	ns := testenv.RocketMQ(b)
+	topic := fmt.Sprintf("outbox-lag-%d-%d", os.Getpid(), time.Now().UnixNano())
+	if err := testenv.CreateRocketMQTopic(context.Background(), ns, topic, 4); err != nil {
+		b.Fatal(err)
+	}
+	for _, be := range []testdb.Backend{testdb.MySQL, testdb.Postgres} {
+		b.Run("idemq-"+be.Name, func(b *testing.B) {
+			db := be.Open(b)
+			gen, err := idgen.New(23, idgen.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			o, err := outbox.New(db, be.Dialect, msgkey.FromIDs(gen), outbox.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := o.Migrate(ctx); err != nil {
+				b.Fatal(err)
+			}
+			s, stop, err := startSender(ns, topic+"-"+be.Name, 24)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer stop()
+			ts := &timing{Sender: s}
+			r, err := outbox.NewRelay(o, ts, outbox.RelayConfig{Delete: true, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			tick := time.NewTicker(time.Millisecond)
+			defer tick.Stop()
+			b.ResetTimer()
+			for range b.N {
+				<-tick.C
+				tx, err := db.BeginTx(ctx, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				body := fmt.Appendf(nil, "%d ", time.Now().UnixNano())
+				body = append(body, strings.Repeat("x", 200-len(body))...)
+				if _, err := o.Add(ctx, tx, outbox.Message{Topic: topic, Body: body}); err != nil {
+					b.Fatal(err)
+				}
+				if err := tx.Commit(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for r.Stats().Shipped < int64(b.N) {
+				time.Sleep(time.Millisecond)
+			}
+			b.StopTimer()
+			ts.mu.Lock()
+			lags := slices.Clone(ts.lags)
+			ts.mu.Unlock()
+			slices.Sort(lags)
+			b.ReportMetric(float64(lags[len(lags)/2])/1e6, "p50-ms")
+			b.ReportMetric(float64(lags[len(lags)*99/100])/1e6, "p99-ms")
+		})
+	}
+}

@@ -1,0 +1,269 @@
+package remoting_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/racechild"
+	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/outbox"
+	orem "github.com/idemq/idemq/outbox/remoting"
+	premoting "github.com/idemq/idemq/producer/remoting"
+)
+
+// newSender starts a producer whose queue follows the sharding key and
+// returns a Sender over it, shut down when t ends.
+func newSender(t *testing.T, ns, name string, node int64) *orem.Sender {
+	t.Helper()
+	s, stop, err := startSender(ns, name, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return s
+}
+
+// startSender is newSender for a child process: it returns the function
+// that shuts the producer down.
+func startSender(ns, name string, node int64) (*orem.Sender, func(), error) {
+	rp, err := rocketmq.NewProducer(
+		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		rmqproducer.WithGroupName(name),
+		rmqproducer.WithInstanceName(name),
+		rmqproducer.WithQueueSelector(rmqproducer.NewHashQueueSelector()),
+		rmqproducer.WithRetry(1),
+	)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := rp.Start(); err != nil {
+		return nil, nil, err
+	}
+	stop := func() { rp.Shutdown() }
+	gen, err := idgen.New(node, idgen.Config{})
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	p, err := premoting.New(rp, msgkey.FromIDs(gen))
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	s, err := orem.New(p)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return s, stop, nil
+}
+
+// TestRelaysShipInOrder runs two relays over one PostgreSQL table into a
+// real 4.x broker: every message arrives, with the key Add returned; each
+// ordering key's messages sit in one queue in the order they were added;
+// and a body the broker refuses is parked with its reason while the rows
+// after it flow.
+func TestRelaysShipInOrder(t *testing.T) {
+	if !racechild.Test(t, "IDEMQ_ROCKETMQ_NAMESRV="+testenv.RocketMQ(t), "IDEMQ_POSTGRES_DSN="+testenv.Postgres(t)) {
+		return
+	}
+	ns := testenv.RocketMQ(t)
+	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
+	topic := "outbox-" + run
+	got := consumeTopic(t, ns, topic, 4)
+
+	b := testdb.Postgres
+	dsn := b.DSN(t)
+	open := func() (*outbox.Outbox, *sql.DB) {
+		gen, err := idgen.New(1, idgen.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := b.OpenDSN(t, dsn)
+		o, err := outbox.New(db, b.Dialect, msgkey.FromIDs(gen), outbox.Config{MaxBody: 8 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o, db
+	}
+	writer, db := open()
+	if err := writer.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	const n, keys = 200, 8
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		k := fmt.Sprintf("order-%d", i%keys)
+		msgs[i] = outbox.Message{Topic: topic, Tags: "created", OrderingKey: k, Body: fmt.Appendf(nil, "%s/%d", k, i/keys)}
+	}
+	poison := make([]byte, 4<<20+1) // over the broker's maxMessageSize, and incompressible
+	rand.Read(poison)
+	msgs[keys+1] = outbox.Message{Topic: topic, OrderingKey: msgs[keys+1].OrderingKey, Body: poison}
+
+	tx, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added, err := writer.AddBatch(t.Context(), tx, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	quiet := slog.New(slog.DiscardHandler)
+	for i := range 2 {
+		o, _ := open()
+		r, err := outbox.NewRelay(o, newSender(t, ns, fmt.Sprintf("%s-relay%d", topic, i), int64(10+i)), outbox.RelayConfig{Batch: 20, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+	}
+	recv := got.await(t, "every message but the poison", func(ms []*primitive.MessageExt) bool { return len(ms) >= n-1 })
+	waitPending(t, writer)
+
+	byKey := map[string]*primitive.MessageExt{}
+	for _, m := range recv {
+		byKey[msgkey.Of(m)] = m
+	}
+	for i, k := range added {
+		m, ok := byKey[k]
+		if i == keys+1 {
+			if ok {
+				t.Errorf("the poison row arrived")
+			}
+			continue
+		}
+		if !ok || string(m.Body) != string(msgs[i].Body) || !strings.Contains(" "+m.GetKeys()+" ", " "+k+" ") || m.GetTags() != "created" {
+			t.Fatalf("message %d (key %s) arrived as %v", i, k, m)
+		}
+	}
+	if len(recv) != n-1 {
+		t.Errorf("received %d messages, want %d: a duplicate", len(recv), n-1)
+	}
+	// Order: each key's messages in one queue, offsets rising in body order.
+	slices.SortFunc(recv, func(a, b *primitive.MessageExt) int { return int(a.QueueOffset - b.QueueOffset) })
+	queue, next := map[string]int{}, map[string]int{}
+	for _, m := range recv {
+		k, i, _ := strings.Cut(string(m.Body), "/")
+		if q, ok := queue[k]; ok && q != m.Queue.QueueId {
+			t.Fatalf("%s in queues %d and %d", k, q, m.Queue.QueueId)
+		}
+		queue[k] = m.Queue.QueueId
+		if k == msgs[keys+1].OrderingKey && next[k] == 1 {
+			next[k]++ // the parked row
+		}
+		if want := fmt.Sprint(next[k]); i != want {
+			t.Fatalf("%s/%s arrived when %s/%s was next", k, i, k, want)
+		}
+		next[k]++
+	}
+	st, err := writer.Stats(t.Context())
+	if err != nil || st.Parked != 1 || st.Sent != n-1 {
+		t.Fatalf("stats %+v (%v): want 1 parked, %d sent", st, err, n-1)
+	}
+	var reason string
+	if err := db.QueryRowContext(t.Context(), `SELECT last_error FROM idemq_outbox WHERE state = 2`).Scan(&reason); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(reason, "CODE: 13") {
+		t.Errorf("parked with reason %q", reason)
+	}
+	t.Logf("%sshipped %d messages through two relays", racechild.Figure, n-1)
+}
+
+// waitPending waits until o has no pending row.
+func waitPending(t *testing.T, o *outbox.Outbox) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := o.Stats(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Pending == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rows still pending: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// received holds what a push consumer of a test topic was given.
+type received struct {
+	mu   sync.Mutex
+	msgs []*primitive.MessageExt
+}
+
+// consumeTopic creates topic with queues queues and consumes it from its
+// first offset until t ends.
+func consumeTopic(t *testing.T, ns, topic string, queues int) *received {
+	t.Helper()
+	if err := testenv.CreateRocketMQTopic(t.Context(), ns, topic, queues); err != nil {
+		t.Fatal(err)
+	}
+	r := new(received)
+	c, err := rocketmq.NewPushConsumer(
+		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		rmqconsumer.WithGroupName(topic+"-reader"),
+		rmqconsumer.WithInstance(topic+"-reader"),
+		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Subscribe(topic, rmqconsumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.msgs = append(r.msgs, msgs...)
+		return rmqconsumer.ConsumeSuccess, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Shutdown() })
+	return r
+}
+
+// await returns what was received once done says it is all, failing t
+// with what if that takes over 30s.
+func (r *received) await(t *testing.T, what string, done func([]*primitive.MessageExt) bool) []*primitive.MessageExt {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r.mu.Lock()
+		msgs := slices.Clone(r.msgs)
+		r.mu.Unlock()
+		if done(msgs) {
+			return msgs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: received %d messages", what, len(msgs))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

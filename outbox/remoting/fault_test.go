@@ -1,0 +1,202 @@
+package remoting_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/racechild"
+	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/outbox"
+)
+
+// roleRelay is a relay process: it ships its table's rows until told to
+// stop, then closes the relay.
+const roleRelay = "relay"
+
+// relaySettings are a relay process's settings.
+type relaySettings struct {
+	Namesrv, DSN, Name string
+	Node               int64
+	Lease, Pause       time.Duration // Pause: before each send
+	// Midway is after how many sends the relay says "midway".
+	Midway int64
+}
+
+// slowSender pauses before each send and says "midway" after Midway sends.
+type slowSender struct {
+	outbox.Sender
+	pause  time.Duration
+	midway int64
+	sends  atomic.Int64
+}
+
+func (s *slowSender) Send(ctx context.Context, m *outbox.Message) error {
+	time.Sleep(s.pause)
+	err := s.Sender.Send(ctx, m)
+	if err == nil && s.sends.Add(1) == s.midway {
+		racechild.Say("midway")
+	}
+	return err
+}
+
+func runRelay() error {
+	var s relaySettings
+	if err := racechild.Settings(&s); err != nil {
+		return err
+	}
+	db, err := sql.Open("pgx", s.DSN)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	gen, err := idgen.New(s.Node, idgen.Config{})
+	if err != nil {
+		return err
+	}
+	o, err := outbox.New(db, outbox.Postgres, msgkey.FromIDs(gen), outbox.Config{})
+	if err != nil {
+		return err
+	}
+	sender, stop, err := startSender(s.Namesrv, s.Name, s.Node)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	r, err := outbox.NewRelay(o, &slowSender{Sender: sender, pause: s.Pause, midway: s.Midway},
+		outbox.RelayConfig{Batch: 20, Concurrency: 2, Lease: s.Lease, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	racechild.Say("started")
+	<-racechild.Stopped()
+	r.Close()
+	st := r.Stats()
+	racechild.Say("stats %d %d", st.Shipped, st.LeaseLost)
+	return nil
+}
+
+// TestRelayProcessesKilledAndPaused ships 600 rows of 12 ordering keys
+// from one PostgreSQL table through three relay processes into a real
+// broker. One is killed with SIGKILL mid-batch and replaced; another is
+// SIGSTOPped past its lease and resumed. Nothing is lost; every copy the
+// broker holds carries its row's key; each key's messages first arrive in
+// the order they were added.
+func TestRelayProcessesKilledAndPaused(t *testing.T) {
+	if !racechild.Test(t, "IDEMQ_ROCKETMQ_NAMESRV="+testenv.RocketMQ(t), "IDEMQ_POSTGRES_DSN="+testenv.Postgres(t)) {
+		return
+	}
+	const (
+		n, keys = 600, 12
+		lease   = 2 * time.Second
+	)
+	ns := testenv.RocketMQ(t)
+	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
+	topic := "outbox-fault-" + run
+	got := consumeTopic(t, ns, topic, 4)
+
+	b := testdb.Postgres
+	dsn := b.DSN(t)
+	db := b.OpenDSN(t, dsn)
+	gen, err := idgen.New(1, idgen.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := outbox.New(db, b.Dialect, msgkey.FromIDs(gen), outbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		k := fmt.Sprintf("order-%d", i%keys)
+		msgs[i] = outbox.Message{Topic: topic, OrderingKey: k, Body: fmt.Appendf(nil, "%s/%d", k, i/keys)}
+	}
+	tx, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added, err := o.AddBatch(t.Context(), tx, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	start := func(i int) *racechild.Proc {
+		s := relaySettings{Namesrv: ns, DSN: dsn, Name: fmt.Sprintf("%s-relay%d", topic, i), Node: int64(10 + i),
+			Lease: lease, Pause: 20 * time.Millisecond, Midway: 30}
+		p := racechild.Start(t, roleRelay, fmt.Sprintf("relay %d", i), s)
+		p.Expect(t, "started", time.Minute)
+		return p
+	}
+	killed, paused, steady := start(0), start(1), start(2)
+	killed.Expect(t, "midway", time.Minute)
+	killed.Kill(t)
+	paused.Expect(t, "midway", time.Minute)
+	paused.Pause(t)
+	time.Sleep(lease + time.Second) // past the paused relay's lease
+	paused.Resume(t)
+	replacement := start(3)
+
+	recv := got.await(t, "every row", func(ms []*primitive.MessageExt) bool {
+		seen := map[string]bool{}
+		for _, m := range ms {
+			seen[msgkey.Of(m)] = true
+		}
+		return len(seen) == n
+	})
+	var shipped, lost int64
+	for _, p := range []*racechild.Proc{paused, steady, replacement} {
+		p.Stop()
+		var s, l int64
+		fmt.Sscanf(p.Expect(t, "stats ", time.Minute), "%d %d", &s, &l)
+		shipped, lost = shipped+s, lost+l
+		p.Wait(t, time.Minute, racechild.Libraries)
+	}
+
+	want := map[string]string{}
+	for i, k := range added {
+		want[k] = string(msgs[i].Body)
+	}
+	for _, m := range recv {
+		if body, ok := want[msgkey.Of(m)]; !ok || body != string(m.Body) {
+			t.Fatalf("received %q with key %q, not the row's", m.Body, msgkey.Of(m))
+		}
+	}
+	// Each key's first copies, in queue order, follow the order of Add.
+	slices.SortFunc(recv, func(a, b *primitive.MessageExt) int { return int(a.QueueOffset - b.QueueOffset) })
+	first, next := map[string]bool{}, map[string]int{}
+	for _, m := range recv {
+		if first[string(m.Body)] {
+			continue
+		}
+		first[string(m.Body)] = true
+		k, i, _ := strings.Cut(string(m.Body), "/")
+		if want := fmt.Sprint(next[k]); i != want {
+			t.Fatalf("%s/%s first arrived when %s/%s was next", k, i, k, want)
+		}
+		next[k]++
+	}
+	st, err := o.Stats(t.Context())
+	if err != nil || st.Pending != 0 || st.Sent != n {
+		t.Fatalf("stats %+v (%v)", st, err)
+	}
+	t.Logf("%s%d rows, %d copies received (%d duplicates); the surviving relays marked %d, %d after their lease ended",
+		racechild.Figure, n, len(recv), len(recv)-n, shipped, lost)
+}

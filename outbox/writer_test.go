@@ -1,0 +1,136 @@
+package outbox_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/outbox"
+)
+
+// TestRollbackShipsNothing adds messages in a transaction that rolls back
+// and in one that commits: the relay ships exactly the committed ones, with
+// the keys Add returned, their fields intact.
+func TestRollbackShipsNothing(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e env) {
+		db, o := e.db, e.o
+		ctx := t.Context()
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := o.Add(ctx, tx, outbox.Message{Topic: "orders", Body: []byte("rolled back")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		msgs := []outbox.Message{
+			{Topic: "orders", Tags: "created", Keys: []string{"order-1"}, Body: []byte("one"),
+				Properties: map[string]string{"tenant": "a"}, OrderingKey: "order-1"},
+			{Topic: "orders", Body: []byte("two"), Properties: map[string]string{msgkey.Property: "business-2"}},
+			{Topic: "payments", Body: []byte("three")},
+		}
+		keys := add(t, db, o, msgs...)
+		if keys[1] != "business-2" {
+			t.Errorf("a caller's key became %q", keys[1])
+		}
+		if msgs[0].Properties[msgkey.Property] != "" || len(msgs[0].Keys) != 1 {
+			t.Errorf("Add changed the caller's message: %+v", msgs[0])
+		}
+		rec := new(recorder)
+		r := newRelay(t, o, rec, outbox.RelayConfig{})
+		waitStats(t, o, "three rows sent", func(s outbox.Stats) bool { return s.Sent == 3 })
+		r.Close()
+		got := rec.sent()
+		if len(got) != 3 {
+			t.Fatalf("shipped %d messages, want 3: %+v", len(got), got)
+		}
+		byKey := map[string]outbox.Message{}
+		for _, m := range got {
+			byKey[m.Key()] = m
+		}
+		for i, k := range keys {
+			m, ok := byKey[k]
+			if !ok {
+				t.Fatalf("key %s not shipped; shipped %+v", k, got)
+			}
+			if m.Topic != msgs[i].Topic || string(m.Body) != string(msgs[i].Body) || !slices.Contains(m.Keys, k) || m.OrderingKey != msgs[i].OrderingKey {
+				t.Errorf("message %d shipped as %+v", i, m)
+			}
+		}
+		if m := byKey[keys[0]]; m.Tags != "created" || m.Properties["tenant"] != "a" || !slices.Contains(m.Keys, "order-1") {
+			t.Errorf("first message lost fields: %+v", m)
+		}
+		if st := r.Stats(); st.Shipped != 3 || st.Parked != 0 || st.LeaseLost != 0 {
+			t.Errorf("relay stats %+v", st)
+		}
+	})
+}
+
+// TestAddRefuses hands Add messages that can never ship: each is refused
+// with its sentinel and nothing of the batch is written.
+func TestAddRefuses(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e env) {
+		db, o := e.db, e.o
+		ok := outbox.Message{Topic: "orders", Body: []byte("fine")}
+		for _, tc := range []struct {
+			name string
+			m    outbox.Message
+			want error
+		}{
+			{"oversized body", outbox.Message{Topic: "t", Body: make([]byte, 1<<10+1)}, outbox.ErrTooLarge},
+			{"empty body", outbox.Message{Topic: "t"}, outbox.ErrInvalidMessage},
+			{"empty topic", outbox.Message{Body: []byte("x")}, outbox.ErrInvalidTopic},
+			{"topic with a space", outbox.Message{Topic: "a b", Body: []byte("x")}, outbox.ErrInvalidTopic},
+			{"long topic", outbox.Message{Topic: strings.Repeat("t", 128), Body: []byte("x")}, outbox.ErrInvalidTopic},
+			{"key with a space", outbox.Message{Topic: "t", Body: []byte("x"), Properties: map[string]string{msgkey.Property: "a b"}}, msgkey.ErrInvalid},
+			{"key too long", outbox.Message{Topic: "t", Body: []byte("x"), Properties: map[string]string{msgkey.Property: strings.Repeat("k", msgkey.MaxLen+1)}}, msgkey.ErrInvalid},
+			{"property with a separator", outbox.Message{Topic: "t", Body: []byte("x"), Properties: map[string]string{"p": "a\x01b"}}, outbox.ErrInvalidMessage},
+			{"keys with a space", outbox.Message{Topic: "t", Body: []byte("x"), Keys: []string{"a b"}}, outbox.ErrInvalidMessage},
+			{"negative delay", outbox.Message{Topic: "t", Body: []byte("x"), Delay: -1}, outbox.ErrInvalidMessage},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				tx, err := db.BeginTx(t.Context(), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback()
+				_, err = o.AddBatch(t.Context(), tx, []outbox.Message{ok, tc.m})
+				if !errors.Is(err, tc.want) {
+					t.Fatalf("AddBatch: %v, want %v", err, tc.want)
+				}
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+		if s, err := o.Stats(t.Context()); err != nil || s != (outbox.Stats{}) {
+			t.Fatalf("after refusals the table holds %+v (%v)", s, err)
+		}
+	})
+}
+
+// TestAddWithoutKeySource adds through an Outbox with no key source: a
+// message with its own key is written, one without is refused.
+func TestAddWithoutKeySource(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e env) {
+		o, err := outbox.New(e.db, e.b.Dialect, nil, outbox.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := e.db.BeginTx(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if k, err := o.Add(t.Context(), tx, outbox.Message{Topic: "t", Body: []byte("x"), Properties: map[string]string{msgkey.Property: "own"}}); err != nil || k != "own" {
+			t.Fatalf("Add with a key: %q, %v", k, err)
+		}
+		if _, err := o.Add(t.Context(), tx, outbox.Message{Topic: "t", Body: []byte("x")}); err == nil || !strings.Contains(err.Error(), "no key source") {
+			t.Fatalf("Add without a key: %v", err)
+		}
+	})
+}
