@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync/atomic"
+	"time"
 
 	"github.com/idemq/idemq/dedupe"
 )
@@ -18,14 +19,14 @@ type Handler func(ctx context.Context, msg *Message) error
 // Consumer runs handlers at most once per (consumer group, message key) on
 // top of a [dedupe.Store]: the one entry point of the receiving side. The
 // client adapters run every delivered message through [Consumer.Process];
-// [Consumer.Tx] makes a handler that writes through a SQL transaction, and
-// [Consumer.Drain] stops a client without cutting off a running handler.
+// [WithTx] and [Consumer.Tx] run handlers that write through a SQL
+// transaction, and [Consumer.Drain] stops a client without cutting off a
+// running handler.
 // It is safe for concurrent use.
 type Consumer struct {
 	options
 	group string
-	store dedupe.Store // as given, for Tx
-	guard *dedupe.Guard
+	guard guard
 	obs   *observer
 
 	// Draining: running counts calls of Process under way; once draining
@@ -67,12 +68,12 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	if err := probe.Validate(); err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	guard, err := dedupe.NewGuard(dedupe.WithGroupCommit(store), o.guard)
+	guard, lease, err := newGuard(store, o)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	if o.busyWait == 0 {
-		o.busyWait = guard.Config().Lease
+		o.busyWait = lease
 	}
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -83,10 +84,29 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	}
 	stop, cancel := context.WithCancel(context.Background())
 	return &Consumer{
-		options: o, group: group, store: store, guard: guard, obs: obs,
+		options: o, group: group, guard: guard, obs: obs,
 		idle: make(chan struct{}, 1), drain: make(chan struct{}), shut: make(chan struct{}),
 		stop: stop, cancelStop: cancel,
 	}, nil
+}
+
+// guard runs handlers under claims: a *dedupe.Guard, or a *dedupe.TxGuard
+// for a Consumer made [WithTx].
+type guard interface {
+	Do(ctx context.Context, items []dedupe.Item, fn func(ctx context.Context, i int) error) []dedupe.Result
+}
+
+// newGuard returns the guard of a Consumer over store with o, and the
+// lease of its config.
+func newGuard(store dedupe.Store, o options) (guard, time.Duration, error) {
+	if o.tx {
+		return newTxGuard(store, o.guard)
+	}
+	g, err := dedupe.NewGuard(dedupe.WithGroupCommit(store), o.guard)
+	if err != nil {
+		return nil, 0, err
+	}
+	return g, g.Config().Lease, nil
 }
 
 // Stats returns the counters the Consumer updates (those given with

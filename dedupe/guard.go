@@ -124,9 +124,7 @@ type Item struct {
 // over.
 //
 // fn's context carries its item's claim: [TicketFromContext] returns its
-// ticket, and fn may record the key done itself, inside its own SQL
-// transaction, with [CompleteTx]; an item it recorded and whose fn returned
-// nil is not completed again.
+// ticket.
 func (g *Guard) Do(ctx context.Context, items []Item, fn func(ctx context.Context, i int) error) []Result {
 	res := make([]Result, len(items))
 	pending := make([]int, 0, len(items)) // the items to claim
@@ -156,20 +154,27 @@ func (g *Guard) Do(ctx context.Context, items []Item, fn func(ctx context.Contex
 		}
 	}
 	for _, r := range repeats {
-		switch first := res[r.first]; first.Outcome {
-		case Completed, Suppressed, LeaseLost, Unrecorded, Unguarded:
-			res[r.i] = Result{Outcome: Suppressed}
-		case Failed:
-			res[r.i] = Result{Outcome: Busy, Err: fmt.Errorf("dedupe: %s repeats item %d of the batch, whose handler failed", items[r.i].Ref, r.first)}
-		default:
-			res[r.i] = first
-		}
+		res[r.i] = repeated(res[r.first], items[r.i].Ref, r.first)
 	}
 	return res
 }
 
 // repeat is an item whose Ref and Fingerprint are those of an earlier one.
 type repeat struct{ i, first int }
+
+// repeated is the Result of an item of ref that repeats item first, whose
+// Result is r: Suppressed when first's effect was applied, Busy (Wait 0)
+// when its handler failed, for its key is free again, and r when it did
+// not run.
+func repeated(r Result, ref Ref, first int) Result {
+	switch r.Outcome {
+	case Completed, Suppressed, LeaseLost, Unrecorded, Unguarded:
+		return Result{Outcome: Suppressed}
+	case Failed:
+		return Result{Outcome: Busy, Err: fmt.Errorf("dedupe: %s repeats item %d of the batch, whose handler failed", ref, first)}
+	}
+	return r
+}
 
 // scanLimit is the largest batch whose repeats are found by a scan: most
 // are small (a push consumer delivers one message at a time by default,
@@ -195,15 +200,14 @@ func firstOf(items []Item, pending []int, seen map[Item]int, i int) int {
 }
 
 // heldItem is an item whose claim was acquired: its index, its ticket,
-// whether its handler ran, whether the handler recorded the key itself
-// ([CompleteTx]) and the error of its handler, or why it did not run.
+// whether its handler ran and the error of its handler, or why it did not
+// run.
 type heldItem struct {
-	i        int
-	t        Ticket
-	ran      bool
-	recorded bool
-	err      error
-	notRun   Outcome // when !ran
+	i      int
+	t      Ticket
+	ran    bool
+	err    error
+	notRun Outcome // when !ran
 }
 
 // claim claims the pending items and returns those acquired; it sets the
@@ -287,7 +291,6 @@ func (g *Guard) runHeld(ctx context.Context, held []heldItem, start time.Time, f
 			h.notRun, h.err = Busy, fmt.Errorf("dedupe: %s not run: %w", h.t.Ref, context.Cause(hctx))
 		default:
 			h.ran, h.err = true, fn(hctx, h.i)
-			h.recorded = k.recorded(n)
 		}
 	}
 }
@@ -297,20 +300,11 @@ func (g *Guard) runHeld(ctx context.Context, held []heldItem, start time.Time, f
 func (g *Guard) settle(ctx context.Context, held []heldItem, res []Result) {
 	var done, undone []heldItem
 	for _, h := range held {
-		switch {
-		case h.ran && h.err == nil && h.recorded:
-			// Recorded in fn's transaction, which committed: completing
-			// again would cost a round trip, and its failure would report
-			// a recorded effect as unrecorded.
-			res[h.i] = Result{Outcome: Completed}
-		case h.ran && h.err == nil:
+		if h.ran && h.err == nil {
 			done = append(done, h)
-		default:
+		} else {
 			undone = append(undone, h)
 		}
-	}
-	if len(done) == 0 && len(undone) == 0 {
-		return
 	}
 	cctx := ctx
 	if ctx.Done() != nil {

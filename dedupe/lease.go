@@ -50,7 +50,7 @@ func (g *Guard) keep(ctx context.Context, held []heldItem, start time.Time) *kee
 		l := &k.ls[n]
 		var cctx context.Context
 		cctx, l.cancel = context.WithCancelCause(ctx)
-		l.hctx = claimContext{Context: cctx, c: claim{ticket: h.t, retention: g.cfg.Retention}}
+		l.hctx = claimContext{Context: cctx, c: claim{ticket: h.t}}
 		l.held, l.lastErr = start, errNoAnswer
 	}
 	k.mu.Lock()
@@ -61,10 +61,6 @@ func (g *Guard) keep(ctx context.Context, held []heldItem, start time.Time) *kee
 
 // context is the context the handler of held item n runs with.
 func (k *keeper) context(n int) context.Context { return &k.ls[n].hctx }
-
-// recorded reports whether the handler of held item n recorded its key
-// itself ([CompleteTx]).
-func (k *keeper) recorded(n int) bool { return k.ls[n].hctx.c.completed.Load() }
 
 // stop ends the extensions, waits for one under way, and releases the
 // handlers' contexts.

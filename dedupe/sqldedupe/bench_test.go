@@ -45,10 +45,11 @@ func ordersSQL(d sqldedupe.Dialect, n int) (create, insert string) {
 }
 
 // BenchmarkClaimComplete measures whole messages: claim, then complete, with
-// batches of 1 and 32, beside the naive baseline and the transactional mode
-// (the business rows and the done records committed together, a CompleteTx
-// per message). msgs/s is the throughput of one consumer; stmts/msg counts
-// the statements it sent.
+// batches of 1 and 32, beside the naive baseline; and the transactional
+// mode (the key claimed in the business transaction, one commit per
+// message) beside a plain INSERT of the business row, in autocommit and in
+// a transaction. msgs/s is the throughput of one consumer; stmts/msg
+// counts the statements it sent (BEGIN and COMMIT included).
 func BenchmarkClaimComplete(b *testing.B) {
 	for _, be := range testdb.Backends {
 		b.Run(be.Name, func(b *testing.B) {
@@ -88,32 +89,52 @@ func BenchmarkClaimComplete(b *testing.B) {
 					}
 				})
 			})
-			for _, size := range []int{1, 32} {
-				b.Run(fmt.Sprintf("idemq-tx-batch=%d", size), func(b *testing.B) {
-					_, insert := ordersSQL(be.Dialect, size)
-					ins := prepare(b, db, insert)
-					measure(b, h, size, func(ctx context.Context) {
-						ts := claimAll(b, s, keys.next(size))
-						ids := make([]any, size)
-						for i, t := range ts {
-							ids[i] = t.Token // unique, like an order id
-						}
-						tx, err := db.BeginTx(ctx, nil)
-						if err != nil {
-							b.Fatal(err)
-						}
-						if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, ids...); err != nil {
-							b.Fatal(err)
-						}
-						for _, t := range ts {
-							checkAll(b, nil, s.CompleteTx(ctx, tx, t, time.Hour))
-						}
-						if err := tx.Commit(); err != nil {
-							b.Fatal(err)
-						}
-					})
+			// The transactional mode, one commit per message: BEGIN, the
+			// claim of the key, the business INSERT, COMMIT; beside the
+			// same business INSERT in autocommit and in a transaction of
+			// its own.
+			_, insert := ordersSQL(be.Dialect, 1)
+			ins := prepare(b, db, insert)
+			b.Run("idemq-tx", func(b *testing.B) {
+				measure(b, h, 1, func(ctx context.Context) {
+					ref := keys.next(1)[0].Ref
+					tx, err := s.BeginTx(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					res, err := s.ClaimTx(ctx, tx, ref, "", time.Hour)
+					if err != nil || res.Status != dedupe.Acquired {
+						b.Fatalf("ClaimTx = %v, %v", res.Status, err)
+					}
+					if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, res.Token); err != nil {
+						b.Fatal(err)
+					}
+					if err := tx.Commit(); err != nil {
+						b.Fatal(err)
+					}
 				})
-			}
+			})
+			b.Run("plain-insert", func(b *testing.B) {
+				measure(b, h, 1, func(ctx context.Context) {
+					if _, err := ins.ExecContext(ctx, rand.Text()); err != nil {
+						b.Fatal(err)
+					}
+				})
+			})
+			b.Run("plain-tx", func(b *testing.B) {
+				measure(b, h, 1, func(ctx context.Context) {
+					tx, err := db.BeginTx(ctx, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, rand.Text()); err != nil {
+						b.Fatal(err)
+					}
+					if err := tx.Commit(); err != nil {
+						b.Fatal(err)
+					}
+				})
+			})
 		})
 	}
 }

@@ -2,6 +2,7 @@ package sqldedupe
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
@@ -50,11 +51,39 @@ func (l *sqlite) schema() []string { return l.ddl }
 // upsert always updates a conflicting row, to itself while its record is
 // live, so that RETURNING answers for every key.
 func (l *sqlite) upsert(ctx context.Context, r runner, rows []upsertRow) (map[dedupe.Ref]record, error) {
-	q := `INSERT INTO ` + l.table + ` (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
-VALUES ` + list("(?, ?, ?, 'processing', ?, ?, "+lite.After("?")+", "+liteNow+", "+liteNow+")", len(rows)) + `
+	return l.write(ctx, r, rows, stateProcessing)
+}
+
+// claimTx is upsert of a done record. SQLite has no lock timeout of its
+// own: a transaction waits for the database's write lock as long as the
+// connection's busy timeout, at its first write (the claim) or, begun
+// IMMEDIATE, at BEGIN.
+func (l *sqlite) claimTx(ctx context.Context, r runner, row upsertRow) (record, error) {
+	recs, err := l.write(ctx, r, []upsertRow{row}, stateDone)
+	if err != nil {
+		return record{}, err
+	}
+	rec, ok := recs[row.ref]
+	if !ok {
+		return record{}, fmt.Errorf("the database answered no record for %q", row.ref)
+	}
+	return rec, nil
+}
+
+func (l *sqlite) claimTxSQL() string { return l.writeSQL(1, stateDone) }
+
+// writeSQL is the statement of write for n rows.
+func (l *sqlite) writeSQL(n int, state string) string {
+	return `INSERT INTO ` + l.table + ` (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
+VALUES ` + list("(?, ?, ?, '"+state+"', ?, ?, "+lite.After("?")+", "+liteNow+", "+liteNow+")", n) + `
 ON CONFLICT (namespace, grp, k) DO UPDATE SET
 	` + takeover("", liteNow) + `
 RETURNING namespace, grp, k, state, token, fingerprint, expires_at, ` + liteNow
+}
+
+// write is upsert of records in state.
+func (l *sqlite) write(ctx context.Context, r runner, rows []upsertRow, state string) (map[dedupe.Ref]record, error) {
+	q := l.writeSQL(len(rows), state)
 	args := make([]any, 0, 6*len(rows))
 	for _, row := range rows {
 		args = append(args, row.ref.Namespace, row.ref.Group, row.ref.Key, row.token, row.fp, sqldialect.Micros(row.lease))
