@@ -511,7 +511,7 @@ func TestTxRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	noop := func(context.Context, *sql.Tx, *consumer.Message) error { return nil }
-	c, err := consumer.New(store, txGroup, consumer.WithTx())
+	c, err := consumer.New(store, txGroup, consumer.WithTx(), consumer.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -520,6 +520,22 @@ func TestTxRejects(t *testing.T) {
 	}
 	if _, err := consumer.New(store, "", consumer.WithTx()); !errors.Is(err, dedupe.ErrInvalidKey) {
 		t.Errorf("New with an empty group = %v, want ErrInvalidKey", err)
+	}
+	// Keys that cannot be stored are refused before any transaction, the
+	// handler not run.
+	ran := false
+	h, err := c.Tx(func(context.Context, *sql.Tx, *consumer.Message) error { ran = true; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := []consumer.Message{{ID: "no-key"}, {ID: "control", Properties: map[string]string{msgkey.Property: "a\x01b"}}}
+	for i, v := range c.Process(t.Context(), bad, h, consumer.Waiting{}) {
+		if v.Action != consumer.Retry || v.Outcome != dedupe.InvalidKey || v.Err == nil {
+			t.Errorf("message %s = %+v; want invalid-key, retried, with the reason", bad[i].ID, v)
+		}
+	}
+	if ran {
+		t.Error("the handler ran for a message whose key cannot be stored")
 	}
 	// A Consumer without transactions has none to give a TxHandler.
 	plain, err := consumer.New(store, txGroup, consumer.WithLogger(slog.New(slog.DiscardHandler)))
@@ -530,7 +546,7 @@ func TestTxRejects(t *testing.T) {
 		t.Errorf("Tx on a Consumer without WithTx = %v; want an error naming WithTx", err)
 	}
 	// Nor does another Consumer's Process.
-	h, err := c.Tx(noop)
+	h, err = c.Tx(noop)
 	if err != nil {
 		t.Fatal(err)
 	}
