@@ -39,8 +39,11 @@ type TxHandler func(ctx context.Context, tx *sql.Tx, msg *Message) error
 //     on the key's row lock for that transaction's outcome: suppressed if
 //     it commits, run if it rolls back. Past the store's lock timeout
 //     (sqldedupe.Config.LockTimeout) the key is busy, and is waited for
-//     in process as any busy key ([WithBusyWait]), so a holder that is
-//     stalled (not dead) costs the duplicate no retry;
+//     in process as any busy key ([WithBusyWait]): a holder stalled (not
+//     dead) for less than the busy wait costs the duplicate no retry, and
+//     none ever costs it its last. (How long the holder goes on is
+//     unknown, so a busy key handed back returns at the first delay
+//     level.)
 //   - a consumer that dies mid-handler leaves nothing behind: the database
 //     rolls its transaction back when its connection closes, and the
 //     redelivery finds the key free at once.

@@ -5,6 +5,9 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,65 +91,125 @@ func BenchmarkClaimComplete(b *testing.B) {
 
 // BenchmarkClaimTx measures the transactional mode, one commit per
 // message: BEGIN, the claim of the key in the transaction (Store.BeginTx,
-// Store.ClaimTx), the business INSERT, COMMIT; beside handlers without
+// Store.ClaimTx), the business INSERT, COMMIT; against handlers without
 // dedupe doing the same INSERT in autocommit (plain-insert: one statement,
 // one commit) and in a transaction of their own (plain-tx: BEGIN, INSERT,
-// COMMIT). msgs/s is the throughput of one goroutine; stmts/msg counts
-// the statements sent, BEGIN and COMMIT aside.
+// COMMIT), from 1 and 20 goroutines (SQLite, one writer at a time: 1).
+// The three take turns in phases (see turns), so that the load of a shared
+// machine falls on all alike: ns/op is ours per message, <peer>-ns/op the
+// peers', which the bench table shows as ratios; stmts/msg counts our
+// statements, BEGIN and COMMIT aside. The pool keeps an idle connection per
+// goroutine.
 func BenchmarkClaimTx(b *testing.B) {
 	for _, be := range testdb.Backends {
 		b.Run(be.Name, func(b *testing.B) {
 			h := &testdb.Hooks{}
 			db := be.OpenWith(b, h)
+			db.SetMaxIdleConns(32)
 			s := newStore(b, db, be.Dialect, sqldedupe.Config{})
 			create, insert := ordersSQL(be.Dialect)
 			if _, err := db.Exec(create); err != nil {
 				b.Fatal(err)
 			}
 			ins := prepare(b, db, insert)
-			keys := &keySource{group: rand.Text()}
-			b.Run("idemq", func(b *testing.B) {
-				measure(b, h, 1, func(ctx context.Context) {
-					ref := keys.next(1)[0].Ref
-					tx, err := s.BeginTx(ctx)
-					if err != nil {
-						b.Fatal(err)
-					}
-					res, err := s.ClaimTx(ctx, tx, ref, "", time.Hour)
-					if err != nil || res.Status != dedupe.Acquired {
-						b.Fatalf("ClaimTx = %v, %v", res.Status, err)
-					}
-					if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, res.Token); err != nil {
-						b.Fatal(err)
-					}
-					if err := tx.Commit(); err != nil {
-						b.Fatal(err)
-					}
+			group := rand.Text()
+			var next atomic.Int64 // the next unused key number
+			idemq := func(ctx context.Context) error {
+				ref := dedupe.Ref{Namespace: "bench", Group: group, Key: strconv.FormatInt(next.Add(1), 10)}
+				tx, err := s.BeginTx(ctx)
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback()
+				res, err := s.ClaimTx(ctx, tx, ref, "", time.Hour)
+				if err != nil || res.Status != dedupe.Acquired {
+					return fmt.Errorf("ClaimTx = %v, %v", res.Status, err)
+				}
+				if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, res.Token); err != nil {
+					return err
+				}
+				return tx.Commit()
+			}
+			plainInsert := func(ctx context.Context) error {
+				_, err := ins.ExecContext(ctx, rand.Text())
+				return err
+			}
+			plainTx := func(ctx context.Context) error {
+				tx, err := db.BeginTx(ctx, nil)
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback()
+				if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, rand.Text()); err != nil {
+					return err
+				}
+				return tx.Commit()
+			}
+			gs := []int{1, 20}
+			if be.Dialect == sqldedupe.SQLite {
+				gs = gs[:1]
+			}
+			for _, g := range gs {
+				b.Run(fmt.Sprintf("goroutines=%d/idemq", g), func(b *testing.B) {
+					turns(b, h, g, []namedOp{{"", idemq}, {"plain-insert", plainInsert}, {"plain-tx", plainTx}})
 				})
-			})
-			b.Run("plain-insert", func(b *testing.B) {
-				measure(b, h, 1, func(ctx context.Context) {
-					if _, err := ins.ExecContext(ctx, rand.Text()); err != nil {
-						b.Fatal(err)
-					}
-				})
-			})
-			b.Run("plain-tx", func(b *testing.B) {
-				measure(b, h, 1, func(ctx context.Context) {
-					tx, err := db.BeginTx(ctx, nil)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, rand.Text()); err != nil {
-						b.Fatal(err)
-					}
-					if err := tx.Commit(); err != nil {
-						b.Fatal(err)
-					}
-				})
-			})
+			}
 		})
 	}
+}
+
+// namedOp is one message's work, named for its peer metric ("" for ours).
+type namedOp struct {
+	name string
+	op   func(context.Context) error
+}
+
+// turns runs b.N messages of each of ops from g goroutines at a time, in
+// phases of an eighth of b.N (at least 256) that take turns (whoever went
+// first goes last next), and reports the wall time per message: ns/op and
+// msgs/s for ops[0], <name>-ns/op for the others, and ops[0]'s statements
+// per message.
+func turns(b *testing.B, h *testdb.Hooks, g int, ops []namedOp) {
+	ctx := b.Context()
+	spent := make([]time.Duration, len(ops))
+	var stmts int64
+	phase := max(b.N/8, min(b.N, 256))
+	b.ResetTimer()
+	for round, done := 0, 0; done < b.N; round++ {
+		n := min(phase, b.N-done)
+		for k := range ops {
+			i := (round + k) % len(ops)
+			before := h.Runs.Load()
+			start := time.Now()
+			var left atomic.Int64
+			left.Store(int64(n))
+			var wg sync.WaitGroup
+			for range g {
+				wg.Go(func() {
+					for left.Add(-1) >= 0 {
+						if err := ops[i].op(ctx); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			spent[i] += time.Since(start)
+			if i == 0 {
+				stmts += h.Runs.Load() - before
+			}
+		}
+		done += n
+	}
+	b.StopTimer()
+	ns := float64(spent[0].Nanoseconds()) / float64(b.N)
+	b.ReportMetric(ns, "ns/op")
+	b.ReportMetric(1e9/ns, "msgs/s")
+	for i, o := range ops[1:] {
+		b.ReportMetric(float64(spent[i+1].Nanoseconds())/float64(b.N), o.name+"-ns/op")
+	}
+	b.ReportMetric(float64(stmts)/float64(b.N), "stmts/msg")
 }
 
 // measure runs op, which handles msgs messages, in b.Loop and reports the

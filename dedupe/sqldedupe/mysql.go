@@ -97,10 +97,7 @@ func (m *mysql) upsert(ctx context.Context, r runner, rows []upsertRow) (map[ded
 // was: the claim is sent again without it, and so is every later one.
 func (m *mysql) claimTx(ctx context.Context, r runner, row upsertRow) (record, error) {
 	rows := []upsertRow{row}
-	prefix := m.lockWait
-	if m.noSetStatement.Load() {
-		prefix = ""
-	}
+	prefix := m.claimPrefix()
 	recs, err := m.write(ctx, r, rows, stateDone, prefix)
 	if err != nil && prefix != "" && sqldialect.MySQLError(err, 1064) {
 		m.noSetStatement.Store(true)
@@ -116,12 +113,15 @@ func (m *mysql) claimTx(ctx context.Context, r runner, row upsertRow) (record, e
 	return rec, nil
 }
 
-func (m *mysql) claimTxSQL() string {
-	prefix := m.lockWait
+func (m *mysql) claimTxSQL() string { return m.writeSQL(1, stateDone, m.claimPrefix()) }
+
+// claimPrefix is what precedes the claim in a transaction: SET STATEMENT
+// until the server refuses it.
+func (m *mysql) claimPrefix() string {
 	if m.noSetStatement.Load() {
-		prefix = ""
+		return ""
 	}
-	return m.writeSQL(1, stateDone, prefix)
+	return m.lockWait
 }
 
 // writeSQL is the statement of write for n rows.
