@@ -41,9 +41,9 @@ type TxHandler func(ctx context.Context, tx *sql.Tx, msg *Message) error
 //     (sqldedupe.Config.LockTimeout) the key is busy, and is waited for
 //     in process as any busy key ([WithBusyWait]): a holder stalled (not
 //     dead) for less than the busy wait costs the duplicate no retry, and
-//     none ever costs it its last. (How long the holder goes on is
+//     none ever costs it its last. How long the holder goes on is
 //     unknown, so a busy key handed back returns at the first delay
-//     level.)
+//     level;
 //   - a consumer that dies mid-handler leaves nothing behind: the database
 //     rolls its transaction back when its connection closes, and the
 //     redelivery finds the key free at once.
