@@ -24,10 +24,11 @@ import (
 type mysql struct {
 	table string // quoted
 	ddl   []string
-	// lockWait prefixes a claim in a transaction with MariaDB's SET
+	// claimSQL is the claim in a transaction, with MariaDB's SET
 	// STATEMENT, which sets innodb_lock_wait_timeout for that statement
-	// alone; noSetStatement is set once the server has refused it.
-	lockWait       string
+	// alone, and without it, once the server has refused it
+	// (noSetStatement).
+	claimSQL       [2]string
 	noSetStatement atomic.Bool
 }
 
@@ -48,10 +49,8 @@ func myKeys(n int, cols ...string) string {
 
 func newMySQL(table string, lockTimeout time.Duration) *mysql {
 	t := my.Quote(table)
-	return &mysql{
+	m := &mysql{
 		table: t,
-		// Whole seconds, rounded up: the variable's unit.
-		lockWait: fmt.Sprintf("SET STATEMENT innodb_lock_wait_timeout = %d FOR ", int64((lockTimeout+time.Second-1)/time.Second)),
 		ddl: []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
 	namespace   VARBINARY(64)  NOT NULL,
 	grp         VARBINARY(255) NOT NULL,
@@ -66,6 +65,10 @@ func newMySQL(table string, lockTimeout time.Duration) *mysql {
 	KEY ` + my.Quote(table+"_expires_at") + ` (expires_at)
 ) ENGINE = InnoDB`},
 	}
+	// Whole seconds, rounded up: the variable's unit.
+	lockWait := fmt.Sprintf("SET STATEMENT innodb_lock_wait_timeout = %d FOR ", int64((lockTimeout+time.Second-1)/time.Second))
+	m.claimSQL = [2]string{m.writeSQL(1, stateDone, lockWait), m.writeSQL(1, stateDone, "")}
+	return m
 }
 
 func (m *mysql) schema() []string { return m.ddl }
@@ -88,7 +91,7 @@ func (m *mysql) schema() []string { return m.ddl }
 // ones before it: token is decided first, against the old row, and the other
 // columns follow it.
 func (m *mysql) upsert(ctx context.Context, r runner, rows []upsertRow) (map[dedupe.Ref]record, error) {
-	return m.write(ctx, r, rows, stateProcessing, "")
+	return m.write(ctx, r, m.writeSQL(len(rows), stateProcessing, ""), rows)
 }
 
 // claimTx is upsert of a done record under MariaDB's SET STATEMENT, which
@@ -97,11 +100,11 @@ func (m *mysql) upsert(ctx context.Context, r runner, rows []upsertRow) (map[ded
 // was: the claim is sent again without it, and so is every later one.
 func (m *mysql) claimTx(ctx context.Context, r runner, row upsertRow) (record, error) {
 	rows := []upsertRow{row}
-	prefix := m.claimPrefix()
-	recs, err := m.write(ctx, r, rows, stateDone, prefix)
-	if err != nil && prefix != "" && sqldialect.MySQLError(err, 1064) {
+	q := m.claimTxSQL()
+	recs, err := m.write(ctx, r, q, rows)
+	if err != nil && q == m.claimSQL[0] && sqldialect.MySQLError(err, 1064) {
 		m.noSetStatement.Store(true)
-		recs, err = m.write(ctx, r, rows, stateDone, "")
+		recs, err = m.write(ctx, r, m.claimTxSQL(), rows)
 	}
 	if err != nil {
 		return record{}, err
@@ -113,15 +116,11 @@ func (m *mysql) claimTx(ctx context.Context, r runner, row upsertRow) (record, e
 	return rec, nil
 }
 
-func (m *mysql) claimTxSQL() string { return m.writeSQL(1, stateDone, m.claimPrefix()) }
-
-// claimPrefix is what precedes the claim in a transaction: SET STATEMENT
-// until the server refuses it.
-func (m *mysql) claimPrefix() string {
+func (m *mysql) claimTxSQL() string {
 	if m.noSetStatement.Load() {
-		return ""
+		return m.claimSQL[1]
 	}
-	return m.lockWait
+	return m.claimSQL[0]
 }
 
 // writeSQL is the statement of write for n rows.
@@ -137,9 +136,8 @@ ON DUPLICATE KEY UPDATE
 	expires_at = IF(token = VALUES(token), VALUES(expires_at), expires_at)`
 }
 
-// write is upsert of records in state, its statement preceded by prefix.
-func (m *mysql) write(ctx context.Context, r runner, rows []upsertRow, state, prefix string) (map[dedupe.Ref]record, error) {
-	q := m.writeSQL(len(rows), state, prefix)
+// write is upsert with q, writeSQL's statement for rows.
+func (m *mysql) write(ctx context.Context, r runner, q string, rows []upsertRow) (map[dedupe.Ref]record, error) {
 	args := make([]any, 0, 6*len(rows))
 	refs := make([]dedupe.Ref, len(rows))
 	for i, row := range rows {
@@ -178,8 +176,9 @@ func (m *mysql) write(ctx context.Context, r runner, rows []upsertRow, state, pr
 			gone = append(gone, row)
 		}
 	}
+	// Only a claim outside a transaction, upsert's, gets here.
 	err = r.inTx(ctx, func(r runner) error {
-		again, err := m.write(ctx, r, gone, state, prefix)
+		again, err := m.upsert(ctx, r, gone)
 		maps.Copy(recs, again)
 		return err
 	})

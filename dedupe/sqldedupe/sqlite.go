@@ -15,8 +15,9 @@ import (
 // Times are INTEGER µs since the Unix epoch, in whole milliseconds: the
 // resolution of SQLite's clock.
 type sqlite struct {
-	table string // quoted
-	ddl   []string
+	table    string // quoted
+	ddl      []string
+	claimSQL string // claimTx's
 }
 
 var (
@@ -26,7 +27,7 @@ var (
 
 func newSQLite(table string) *sqlite {
 	t := lite.Quote(table)
-	return &sqlite{
+	l := &sqlite{
 		table: t,
 		ddl: []string{
 			`CREATE TABLE IF NOT EXISTS ` + t + ` (
@@ -44,6 +45,8 @@ func newSQLite(table string) *sqlite {
 			`CREATE INDEX IF NOT EXISTS ` + lite.Quote(table+"_expires_at") + ` ON ` + t + ` (expires_at)`,
 		},
 	}
+	l.claimSQL = l.writeSQL(1, stateDone)
+	return l
 }
 
 func (l *sqlite) schema() []string { return l.ddl }
@@ -51,7 +54,7 @@ func (l *sqlite) schema() []string { return l.ddl }
 // upsert always updates a conflicting row, to itself while its record is
 // live, so that RETURNING answers for every key.
 func (l *sqlite) upsert(ctx context.Context, r runner, rows []upsertRow) (map[dedupe.Ref]record, error) {
-	return l.write(ctx, r, rows, stateProcessing)
+	return l.write(ctx, r, l.writeSQL(len(rows), stateProcessing), rows)
 }
 
 // claimTx is upsert of a done record. SQLite has no lock timeout of its
@@ -59,7 +62,7 @@ func (l *sqlite) upsert(ctx context.Context, r runner, rows []upsertRow) (map[de
 // connection's busy timeout, at its first write (the claim) or, begun
 // IMMEDIATE, at BEGIN.
 func (l *sqlite) claimTx(ctx context.Context, r runner, row upsertRow) (record, error) {
-	recs, err := l.write(ctx, r, []upsertRow{row}, stateDone)
+	recs, err := l.write(ctx, r, l.claimSQL, []upsertRow{row})
 	if err != nil {
 		return record{}, err
 	}
@@ -70,7 +73,7 @@ func (l *sqlite) claimTx(ctx context.Context, r runner, row upsertRow) (record, 
 	return rec, nil
 }
 
-func (l *sqlite) claimTxSQL() string { return l.writeSQL(1, stateDone) }
+func (l *sqlite) claimTxSQL() string { return l.claimSQL }
 
 // writeSQL is the statement of write for n rows.
 func (l *sqlite) writeSQL(n int, state string) string {
@@ -81,9 +84,8 @@ ON CONFLICT (namespace, grp, k) DO UPDATE SET
 RETURNING namespace, grp, k, state, token, fingerprint, expires_at, ` + liteNow
 }
 
-// write is upsert of records in state.
-func (l *sqlite) write(ctx context.Context, r runner, rows []upsertRow, state string) (map[dedupe.Ref]record, error) {
-	q := l.writeSQL(len(rows), state)
+// write is upsert with q, writeSQL's statement for rows.
+func (l *sqlite) write(ctx context.Context, r runner, q string, rows []upsertRow) (map[dedupe.Ref]record, error) {
 	args := make([]any, 0, 6*len(rows))
 	for _, row := range rows {
 		args = append(args, row.ref.Namespace, row.ref.Group, row.ref.Key, row.token, row.fp, sqldialect.Micros(row.lease))

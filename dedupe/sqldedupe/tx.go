@@ -60,7 +60,8 @@ func (s *Store) BeginTx(ctx context.Context) (*sql.Tx, error) {
 // owner took with Claim answers InFlight, with the time it has left, and an
 // expired record is taken over.
 func (s *Store) ClaimTx(ctx context.Context, tx *sql.Tx, ref dedupe.Ref, fingerprint string, retention time.Duration) (dedupe.ClaimResult, error) {
-	what := fmt.Sprintf("claim %q in a transaction", ref)
+	// Formatted on failure only: this is every message's path.
+	what := func() string { return fmt.Sprintf("claim %q in a transaction", ref) }
 	var err error
 	switch {
 	case retention <= 0:
@@ -71,7 +72,7 @@ func (s *Store) ClaimTx(ctx context.Context, tx *sql.Tx, ref dedupe.Ref, fingerp
 		err = dedupe.ClaimRequest{Ref: ref, Lease: retention, Fingerprint: fingerprint}.Validate()
 	}
 	if err := start(ctx, err); err != nil {
-		return dedupe.ClaimResult{}, fmt.Errorf("sqldedupe: %s: %w", what, err)
+		return dedupe.ClaimResult{}, fmt.Errorf("sqldedupe: %s: %w", what(), err)
 	}
 	row := upsertRow{ref: ref, fp: fingerprint, lease: retention, token: rand.Text()}
 	rec, err := s.d.claimTx(ctx, runner{s: s, tx: tx}, row)
@@ -79,9 +80,9 @@ func (s *Store) ClaimTx(ctx context.Context, tx *sql.Tx, ref dedupe.Ref, fingerp
 	case err == nil:
 		return answer(row, rec), nil
 	case ctx.Err() == nil && (sqldialect.LockTimeout(err) || sqldialect.RolledBack(err)):
-		return dedupe.ClaimResult{}, fmt.Errorf("sqldedupe: %s: %w: %w", what, dedupe.ErrInFlight, err)
+		return dedupe.ClaimResult{}, fmt.Errorf("sqldedupe: %s: %w: %w", what(), dedupe.ErrInFlight, err)
 	}
-	return dedupe.ClaimResult{}, fail(ctx, what, err)
+	return dedupe.ClaimResult{}, fail(ctx, what(), err)
 }
 
 // errNilTx is what ClaimTx answers for a nil transaction, rather than

@@ -37,7 +37,7 @@ func TestClaimTxWithoutSetStatement(t *testing.T) {
 	if m.noSetStatement.Load() {
 		t.Fatal("MariaDB refused SET STATEMENT")
 	}
-	m.lockWait = "SET STATEMENTS innodb_lock_wait_timeout = 1 FOR "
+	m.claimSQL[0] = "SET STATEMENTS innodb_lock_wait_timeout = 1 FOR " + m.claimSQL[1]
 	claim("b")
 	if !m.noSetStatement.Load() {
 		t.Fatal("the refused SET STATEMENT is still tried")
