@@ -18,75 +18,87 @@ const (
 	busyMargin  = 10 * time.Millisecond
 )
 
-// awaitBusy waits in process for the keys that other consumers hold (the
-// results that are Busy) and runs their messages once they are free, until
-// none is busy, or the busy wait is spent and every busy key can be
-// redelivered no sooner than its lease ends without spending a message's
-// last reconsume. A drain or the end of ctx stops the wait: the messages
-// are held, neither acknowledged nor sent back.
-func (c *Consumer) awaitBusy(ctx context.Context, d *delivery, msgs []Message, items []dedupe.Item, of []int, res []dedupe.Result, run func(context.Context, int) error, w Waiting) {
-	var waited time.Duration
+// await waits in process for the keys that other consumers hold (the
+// results that are Busy) and for a store that is down (those that are
+// StoreDown), claiming them again, and running their messages, once the
+// keys are free or the store answers, until none is left waiting, or the
+// waits are spent: a busy key can then be redelivered no sooner than its
+// lease ends, and a message the store failed after the broker's delay for
+// its attempt, neither on a message's last reconsume. A drain or the end
+// of ctx stops the wait: the messages are held, neither acknowledged nor
+// sent back.
+func (c *Consumer) await(ctx context.Context, d *delivery, msgs []Message, items []dedupe.Item, of []int, res []dedupe.Result, run func(context.Context, int) error, w Waiting) {
+	var waited, downWaited time.Duration
 	poll := minBusyPoll
+	countedBusy, countedDown := false, false
 	for round := 0; ; round++ {
-		var busy []int // items
+		var waiting []int // items
+		busy, down := 0, 0
 		wait, longest := time.Duration(-1), time.Duration(0)
 		mustWait := w.Always
 		for j, i := range of {
-			r := res[i]
-			if r.Outcome != dedupe.Busy {
+			switch r := res[i]; {
+			case r.Outcome == dedupe.Busy:
+				busy++
+				if wait < 0 || r.Wait < wait {
+					wait = r.Wait
+				}
+				longest = max(longest, r.Wait)
+			case r.Outcome == dedupe.StoreDown && !c.options.guard.FailOpen:
+				down++
+			default:
 				continue
 			}
-			busy = append(busy, j)
-			if wait < 0 || r.Wait < wait {
-				wait = r.Wait
-			}
-			longest = max(longest, r.Wait)
+			waiting = append(waiting, j)
 			if msgs[i].Reconsumed >= c.maxReconsume {
 				mustWait = true
 			}
 		}
-		if len(busy) == 0 {
+		if len(waiting) == 0 {
 			return
 		}
-		if !mustWait && waited >= c.busyWait && c.levelFor(longest) > 0 {
-			return // redelivered no sooner than the longest lease ends
-		}
-		if round > 0 || wait > 0 {
-			// A holder in this process, or one that finishes early, frees
-			// the key long before its lease ends: ask again soon at first,
-			// then less often, and once more just after the lease's end.
-			wait = min(max(wait+busyMargin, minBusyPoll), poll)
-			poll = min(2*poll, maxBusyPoll)
-		}
-		if !mustWait && waited < c.busyWait {
-			wait = min(wait, c.busyWait-waited)
-		}
-		if round == 0 {
-			c.stats.Waited.Add(int64(len(busy)))
-		}
-		if w.Extend != nil {
-			for _, j := range busy {
-				w.Extend(of[j], res[of[j]].Wait)
+		if down > 0 {
+			// Busy keys cannot be claimed until the store answers either.
+			if !c.awaitStore(ctx, of, res, waiting, down, &downWaited, mustWait, !countedDown, w) {
+				return
 			}
-		}
-		if !c.sleep(ctx, wait) {
-			err := ErrDraining
-			if ctx.Err() != nil {
-				err = context.Cause(ctx)
+			countedDown = true
+		} else {
+			if !mustWait && waited >= c.busyWait && c.levelFor(longest) > 0 {
+				return // redelivered no sooner than the longest lease ends
 			}
-			for _, j := range busy {
-				res[of[j]] = dedupe.Result{Outcome: dedupe.Canceled, Err: err}
+			if round > 0 || wait > 0 {
+				// A holder in this process, or one that finishes early, frees
+				// the key long before its lease ends: ask again soon at first,
+				// then less often, and once more just after the lease's end.
+				wait = min(max(wait+busyMargin, minBusyPoll), poll)
+				poll = min(2*poll, maxBusyPoll)
 			}
-			return
+			if !mustWait && waited < c.busyWait {
+				wait = min(wait, c.busyWait-waited)
+			}
+			if !countedBusy {
+				c.stats.Waited.Add(int64(busy))
+				countedBusy = true
+			}
+			if w.Extend != nil {
+				for _, j := range waiting {
+					w.Extend(of[j], res[of[j]].Wait)
+				}
+			}
+			if !c.sleep(ctx, wait) {
+				cancelWaiting(ctx, of, res, waiting)
+				return
+			}
+			waited += wait
 		}
-		waited += wait
 
-		again := make([]dedupe.Item, len(busy))
-		for k, j := range busy {
+		again := make([]dedupe.Item, len(waiting))
+		for k, j := range waiting {
 			again[k] = items[j]
 		}
-		for k, r := range d.do(ctx, c.guard, again, func(ctx context.Context, k int) error { return run(ctx, busy[k]) }) {
-			res[of[busy[k]]] = r
+		for k, r := range c.claim(ctx, d, again, func(ctx context.Context, k int) error { return run(ctx, waiting[k]) }) {
+			res[of[waiting[k]]] = r
 		}
 	}
 }

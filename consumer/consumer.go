@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync/atomic"
-	"time"
 
 	"github.com/idemq/idemq/dedupe"
 )
@@ -26,8 +25,13 @@ type Handler func(ctx context.Context, msg *Message) error
 type Consumer struct {
 	options
 	group string
+	store dedupe.Store // as given, for the outage probe
 	guard guard
 	obs   *observer
+	// outage is what the Consumer knows of its store being down (see
+	// outage.go); probe is the ticket its probe asks the store about.
+	outage outage
+	probe  dedupe.Ticket
 
 	// Draining: running counts calls of Process under way; once draining
 	// is set none starts a handler, and held calls wait for shut.
@@ -36,10 +40,6 @@ type Consumer struct {
 	draining atomic.Bool
 	drain    chan struct{} // closed when draining starts
 	shut     chan struct{} // closed once the drained client is stopped
-	// stop is cancelled when a drain runs out of time: the handlers still
-	// running see their context end.
-	stop       context.Context
-	cancelStop context.CancelFunc
 }
 
 // New returns a Consumer for the consumer group group that records keys in
@@ -64,16 +64,19 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
-	probe := dedupe.Ref{Namespace: o.namespace, Group: group, Key: "probe"}
+	probe := dedupe.Ticket{Ref: dedupe.Ref{Namespace: o.namespace, Group: group, Key: probeKey}, Token: probeToken}
 	if err := probe.Validate(); err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	guard, lease, err := newGuard(store, o)
+	guard, err := newGuard(store, o)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	if o.busyWait == 0 {
-		o.busyWait = lease
+		o.busyWait = guard.Config().Lease
+	}
+	if o.storeWait == 0 {
+		o.storeWait = defaultStoreWait
 	}
 	if err := o.validate(); err != nil {
 		return nil, err
@@ -82,11 +85,9 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	stop, cancel := context.WithCancel(context.Background())
 	return &Consumer{
-		options: o, group: group, guard: guard, obs: obs,
+		options: o, group: group, store: store, guard: guard, obs: obs, probe: probe,
 		idle: make(chan struct{}, 1), drain: make(chan struct{}), shut: make(chan struct{}),
-		stop: stop, cancelStop: cancel,
 	}, nil
 }
 
@@ -94,19 +95,16 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 // for a Consumer made [WithTx].
 type guard interface {
 	Do(ctx context.Context, items []dedupe.Item, fn func(ctx context.Context, i int) error) []dedupe.Result
+	Interrupt(cause error)
+	Config() dedupe.GuardConfig
 }
 
-// newGuard returns the guard of a Consumer over store with o, and the
-// lease of its config.
-func newGuard(store dedupe.Store, o options) (guard, time.Duration, error) {
+// newGuard returns the guard of a Consumer over store with o.
+func newGuard(store dedupe.Store, o options) (guard, error) {
 	if o.tx {
 		return newTxGuard(store, o.guard)
 	}
-	g, err := dedupe.NewGuard(dedupe.WithGroupCommit(store), o.guard)
-	if err != nil {
-		return nil, 0, err
-	}
-	return g, g.Config().Lease, nil
+	return dedupe.NewGuard(dedupe.WithGroupCommit(store), o.guard)
 }
 
 // Stats returns the counters the Consumer updates (those given with

@@ -31,14 +31,15 @@ var decisions = [...]decision{
 	dedupe.Suppressed: {act: Ack, count: func(s *Stats) *atomic.Int64 { return &s.Suppressed }},
 	// The handler's own error: the caller logs it if it wants.
 	dedupe.Failed: {act: Retry, failed: true, count: func(s *Stats) *atomic.Int64 { return &s.Failed }},
-	// Reached only once waiting in process stopped (see awaitBusy).
+	// Reached only once waiting in process stopped (see await).
 	dedupe.Busy: {act: Retry, count: func(s *Stats) *atomic.Int64 { return &s.Busy }},
 	dedupe.Reused: {act: Retry, failed: true, count: func(s *Stats) *atomic.Int64 { return &s.Reused },
 		level: slog.LevelError, msg: "idemq: key reused for a different payload; not running the message, retrying it until the broker dead-letters it",
 		fix: "give each payload its own key, or consumer.WithoutFingerprint() if one message's body changes between sends"},
-	dedupe.StoreDown: {act: Retry, failed: true, count: func(s *Stats) *atomic.Int64 { return &s.StoreDown },
-		level: slog.LevelWarn, msg: "idemq: dedupe store failed; retrying the message",
-		fix: "check that the store is reachable; nothing was run or lost"},
+	// Reached only once waiting in process for the store stopped (see
+	// awaitStore). Not logged per message: the outage is, once when claims
+	// begin to fail and once when the store answers again (outage.go).
+	dedupe.StoreDown: {act: Retry, failed: true, count: func(s *Stats) *atomic.Int64 { return &s.StoreDown }},
 	dedupe.InvalidKey: {act: Retry, failed: true, count: func(s *Stats) *atomic.Int64 { return &s.InvalidKey },
 		level: slog.LevelError, msg: "idemq: message key cannot be deduplicated; retrying it until the broker dead-letters it",
 		fix: "stamp messages with package producer, or configure consumer.WithKeyFallback"},

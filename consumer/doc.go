@@ -33,7 +33,12 @@
 // twice or gone unrecorded (lease-lost, unrecorded): alert on them.
 //
 // A key that another consumer holds is waited for in process, and never
-// costs a message its last reconsume ([WithBusyWait]). Messages delivered
+// costs a message its last reconsume ([WithBusyWait]). So is a store that
+// is down: the messages whose claims failed wait while one probe asks the
+// store, and run once it answers, spending nothing on an outage shorter
+// than [WithStoreDownWait] (10 minutes by default) and never a message's
+// last reconsume; the outage is logged when it begins and when it ends, not
+// per message. Messages delivered
 // together, and with a [dedupe.Batcher] concurrent deliveries too, share
 // store round trips. [Consumer.Drain] stops a client without cutting off a
 // running handler.

@@ -15,7 +15,9 @@ import (
 //     (the client may keep delivering until step 3: what it delivers is
 //     held);
 //  2. the handlers under way finish, and their keys are recorded, as long
-//     as ctx allows; when ctx ends first, their contexts are cancelled;
+//     as ctx allows; when ctx ends first, their contexts are cancelled
+//     ([dedupe.Guard.Interrupt]; [dedupe.TxGuard.Interrupt] [WithTx]) and
+//     no handler starts any more;
 //  3. stop stops the client (a remoting push consumer's Shutdown, which
 //     persists the offsets of what was acknowledged);
 //  4. the held calls return, their messages unacknowledged, after the
@@ -32,13 +34,12 @@ func (c *Consumer) Drain(ctx context.Context, stop func() error) error {
 	close(c.drain)
 	err := c.awaitIdle(ctx)
 	if err != nil {
-		c.cancelStop()
+		c.guard.Interrupt(errDrainTimedOut)
 	}
 	if serr := stop(); serr != nil {
 		err = errors.Join(err, fmt.Errorf("consumer: drain: stop the client: %w", serr))
 	}
 	close(c.shut)
-	c.cancelStop()
 	return err
 }
 
@@ -72,21 +73,6 @@ func (c *Consumer) leave() {
 		case c.idle <- struct{}{}:
 		default:
 		}
-	}
-}
-
-// stoppable returns the context a handler runs with: ctx, also cancelled
-// when a drain runs out of time, and a function to call once the handler
-// has returned. Only the handler's context is: the store's calls keep the
-// client's, which the remoting client never cancels, for a database driver
-// watches a cancellable context with a goroutine of its own per statement
-// (go-sql-driver/mysql: some 40 µs a statement here).
-func (c *Consumer) stoppable(ctx context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	unhook := context.AfterFunc(c.stop, func() { cancel(errDrainTimedOut) })
-	return ctx, func() {
-		unhook()
-		cancel(nil)
 	}
 }
 

@@ -23,6 +23,7 @@ type options struct {
 	stats         *Stats
 	logger        *slog.Logger
 	busyWait      time.Duration
+	storeWait     time.Duration
 	maxReconsume  int32
 	delayLevels   []time.Duration
 	telemetry     telemetryOptions
@@ -47,6 +48,8 @@ func (o *options) validate() error {
 	switch {
 	case o.busyWait < 0:
 		return fmt.Errorf("consumer: busy wait %v must not be negative", o.busyWait)
+	case o.storeWait < 0:
+		return fmt.Errorf("consumer: store-down wait %v must not be negative", o.storeWait)
 	case o.maxReconsume < 1:
 		return fmt.Errorf("consumer: max reconsume times %d must be at least 1 (the client's setting; -1, unlimited, is for orderly consumers, which always wait in process)", o.maxReconsume)
 	case len(o.delayLevels) == 0:
@@ -121,11 +124,56 @@ func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.
 // message in hand meanwhile always waits ([Waiting.Always]).
 func WithBusyWait(d time.Duration) Option { return optionFunc(func(o *options) { o.busyWait = d }) }
 
+// defaultStoreWait is the default of [WithStoreDownWait].
+const defaultStoreWait = 10 * time.Minute
+
+// WithStoreDownWait bounds how long one delivery waits in process for a
+// dedupe store that is down (its claim failed: the store-down outcome)
+// before it is handed back for a redelivery, which spends a reconsume.
+// Default 10 minutes.
+//
+// While the store is down, a Consumer asks it again with one probe at a
+// time, 50 ms after the failure and then twice as long after each failure
+// up to every 5 s; the waiting messages, and those delivered meanwhile,
+// do not call the store, and claim again as soon as the probe (or any
+// claim) gets an answer. An outage that ends while a message waits spends
+// nothing: the message runs, or is suppressed, in the same delivery. The
+// outage is logged once when it begins and once when it ends, and counted
+// in [Stats.Outages] and [Stats.StoreWaited].
+//
+// The default stays under how long a client lets a message wait in a
+// callback without acting on its own: rocketmq-client-go sends a message back (a
+// reconsume spent) once its callback has run for the push consumer's
+// ConsumeTimeout (rmq.WithConsumeTimeout, 15 minutes by default), and a 5.x
+// proxy renews a push consumer's message for 3 hours (its
+// renewMaxTimeMillis) before it makes it visible again. Keep the wait under
+// the consume timeout. As with a busy key, a message on its last reconsume
+// (see [WithMaxReconsumeTimes]), and every message of an adapter that keeps
+// it in hand ([Waiting.Always]: gRPC simple consumers, orderly consumers),
+// waits for as long as the store is down, so an outage never sends a
+// message to the dead-letter queue by itself — except that the remoting
+// client, past its consume timeout, sends a message on its last reconsume
+// there on its own, while this process still runs it once the store
+// answers (a copy the dead-letter queue keeps; raise the consume timeout
+// above the longest outage to be ridden out).
+//
+// So a remoting push consumer with MaxReconsumeTimes r rides out an outage
+// of at least r × (wait + the broker's delay for the attempt) + its consume
+// timeout without a message reaching the dead-letter queue: with the
+// defaults (r = 16, delays of 10 s to 2 h) more than 7 hours; with r = 3
+// and 1 s delay levels, more than 45 minutes. A drain, or the end of the
+// delivery's context, stops the wait: the messages are held, as for a busy
+// key. With [dedupe.GuardConfig.FailOpen] nothing waits: a claim that
+// fails runs the handler unguarded.
+func WithStoreDownWait(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.storeWait = d })
+}
+
 // WithMaxReconsumeTimes tells the Consumer the client's reconsume limit (a
 // remoting push consumer's MaxReconsumeTimes, a 5.x group's retryMaxTimes;
 // default 16, the clients' default): a message redelivered that many times
-// goes to the dead-letter queue on its next failure, so a busy key on its
-// last reconsume is waited for in process.
+// goes to the dead-letter queue on its next failure, so a busy key, or a
+// store that is down, on its last reconsume is waited for in process.
 func WithMaxReconsumeTimes(n int32) Option {
 	return optionFunc(func(o *options) { o.maxReconsume = n })
 }

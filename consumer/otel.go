@@ -28,7 +28,12 @@ import (
 //   - idemq.consumer.claim.duration (histogram, seconds): one sample per
 //     claim round trip, which a delivered batch's messages share;
 //   - idemq.consumer.handler.duration (histogram, seconds): one sample per
-//     handler run (attribute group).
+//     handler run (attribute group);
+//   - idemq.consumer.store.waits (counter): messages that waited in process
+//     for the dedupe store to answer again, once per delivery (attribute
+//     group; [Stats.StoreWaited]);
+//   - idemq.consumer.store.outages (counter): times the store stopped
+//     answering claims (attribute group; [Stats.Outages]).
 //
 // Spans, under the tracer of the same name: one span per message, as the
 // OpenTelemetry messaging conventions have a consumer do and as a user of
@@ -99,8 +104,12 @@ type observer struct {
 	messages  metric.Int64Counter
 	claimed   metric.Float64Histogram
 	handled   metric.Float64Histogram
+	waits     metric.Int64Counter
+	outages   metric.Int64Counter
 	byOutcome [len(decisions)][]metric.AddOption
 	inGroup   []metric.RecordOption
+	// addInGroup is inGroup for counters.
+	addInGroup []metric.AddOption
 
 	tracer trace.Tracer // nil: spans are never recorded
 	// unset is otel's global provider while no SDK is installed, when the
@@ -132,11 +141,21 @@ func newObserver(t telemetryOptions, group string) (*observer, error) {
 		metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
 		return nil, err
 	}
+	if ob.waits, err = m.Int64Counter("idemq.consumer.store.waits", metric.WithUnit("{message}"),
+		metric.WithDescription("Messages that waited in process for the dedupe store to answer again, once per delivery.")); err != nil {
+		return nil, err
+	}
+	if ob.outages, err = m.Int64Counter("idemq.consumer.store.outages", metric.WithUnit("{outage}"),
+		metric.WithDescription("Times the dedupe store stopped answering claims.")); err != nil {
+		return nil, err
+	}
 	for _, out := range dedupe.Outcomes {
 		set := attribute.NewSet(attribute.String("outcome", out.String()), attribute.String("group", group))
 		ob.byOutcome[out] = []metric.AddOption{metric.WithAttributeSet(set)}
 	}
-	ob.inGroup = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("group", group)))}
+	inGroup := metric.WithAttributeSet(attribute.NewSet(attribute.String("group", group)))
+	ob.inGroup = []metric.RecordOption{inGroup}
+	ob.addInGroup = []metric.AddOption{inGroup}
 
 	if _, off := t.tracers.(noop.TracerProvider); !off {
 		ob.tracer = t.tracers.Tracer(instrumentationName)

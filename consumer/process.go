@@ -20,7 +20,7 @@ import (
 //	failed       Retry   (the handler's error is returned to the client)
 //	busy         Retry   only once waiting in process is spent, no sooner than the holder's lease ends
 //	reused       Retry   error (the key is recorded with another body)
-//	store-down   Retry   warn (fail-closed; with FailOpen the handler runs: unguarded)
+//	store-down   Retry   only once waiting in process for the store is spent (fail-closed; with FailOpen the handler runs: unguarded)
 //	invalid-key  Retry   error (no key, or one that cannot be stored)
 //	lease-lost   Ack     error (the effect may have been applied twice)
 //	unrecorded   Ack     error (the effect ran; its record failed)
@@ -28,7 +28,9 @@ import (
 //	canceled     Hold    (a drain: left for the queue's next owner)
 //
 // A lease-lost or unrecorded message is acknowledged because a retry
-// cannot undo an effect that ran; alert on their counts.
+// cannot undo an effect that ran; alert on their counts. A store that is
+// down is logged once when claims begin to fail and once when it answers
+// again, not per message (see [WithStoreDownWait]).
 type Action uint8
 
 const (
@@ -62,38 +64,41 @@ type Verdict struct {
 }
 
 // Waiting says how [Consumer.Process] waits in process for a key that
-// another consumer holds.
+// another consumer holds, or for a store that is down.
 type Waiting struct {
-	// Always waits until the holder ends, however long: for a client that
-	// keeps the message in hand meanwhile and would spend a delivery
-	// attempt handing it back. Otherwise a busy key is waited for up to
-	// [WithBusyWait], and past it only on the message's last reconsume or
-	// when no delay level covers the holder's lease; then it is retried.
+	// Always waits until the holder ends, or the store answers, however
+	// long: for a client that keeps the message in hand meanwhile and would
+	// spend a delivery attempt handing it back. Otherwise a busy key is
+	// waited for up to [WithBusyWait], and past it only on the message's
+	// last reconsume or when no delay level covers the holder's lease; a
+	// store that is down up to [WithStoreDownWait], and past it only on the
+	// message's last reconsume; then the message is retried.
 	Always bool
 	// Extend, if set, is called before each wait with the index of a
 	// waiting message and how long its key's holder still holds it (zero
-	// when unknown), so that the client keeps the message from being
-	// delivered elsewhere meanwhile. It runs in the calling goroutine.
+	// when unknown, and while the store is down), so that the client keeps
+	// the message from being delivered elsewhere meanwhile. It runs in the
+	// calling goroutine.
 	Extend func(i int, lease time.Duration)
 }
 
 // Process is the path of every delivered message, the one entry point the
 // client adapters call. It runs the messages delivered together: their keys
 // are claimed in one store round trip, h runs for each message whose key is
-// acquired, keys held elsewhere are waited for as w says, and the decision
-// table decides each message once — its [Verdict], its [Stats] counters,
-// its log record and its span. The client does with each message what its
-// Verdict's Action says.
+// acquired, keys held elsewhere and a store that is down are waited for as
+// w says, and the decision table decides each message once — its
+// [Verdict], its [Stats] counters, its log record and its span. The client
+// does with each message what its Verdict's Action says.
 //
 // The contract:
 //
 //   - h is called at most once per message, in the calling goroutine, with
 //     a pointer into msgs: for the messages whose keys are acquired at once
 //     in msgs' order, then for each that waited for a busy key once it is
-//     free; its context carries the message's claim (a lease lost cancels
-//     it), ends with ctx, and ends when a [Consumer.Drain] runs out of
-//     time; a panic in h is recovered as a [PanicError] and fails that
-//     message only;
+//     free, or for the store once it answers; its context carries the
+//     message's claim (a lease lost cancels it), ends with ctx, and ends
+//     when a [Consumer.Drain] runs out of time; a panic in h is recovered
+//     as a [PanicError] and fails that message only;
 //   - when ctx ends, waiting stops and the messages not run yet are Held;
 //   - once a Drain has begun, h runs no more: the messages of a call that
 //     starts then, and those of a call under way that are not acknowledged,
@@ -153,7 +158,13 @@ func (c *Consumer) process(ctx context.Context, msgs []Message, h Handler, w Wai
 	c.stats.Delivered.Add(int64(len(msgs)))
 	keys := make([]string, len(msgs))
 	res := make([]dedupe.Result, len(msgs))
-	items := make([]dedupe.Item, 0, len(msgs))
+	// The item of a delivery of one message, the default, takes no
+	// allocation.
+	var one [1]dedupe.Item
+	items := one[:0]
+	if len(msgs) > 1 {
+		items = make([]dedupe.Item, 0, len(msgs))
+	}
 	of := make([]int, 0, len(msgs)) // the message of each item
 	for i := range msgs {
 		key, err := msgs[i].key(c.fallbacks)
@@ -172,16 +183,12 @@ func (c *Consumer) process(ctx context.Context, msgs []Message, h Handler, w Wai
 	}
 	d := c.observe(ctx, msgs, keys)
 	if len(items) > 0 {
-		run := func(ctx context.Context, i int) error {
-			ctx, done := c.stoppable(ctx)
-			defer done()
-			return h(ctx, &msgs[i])
-		}
+		run := func(ctx context.Context, i int) error { return h(ctx, &msgs[i]) }
 		fn := func(ctx context.Context, j int) error { return d.run(ctx, of[j], run) }
-		for j, r := range d.do(ctx, c.guard, items, fn) {
+		for j, r := range c.claim(ctx, d, items, fn) {
 			res[of[j]] = r
 		}
-		c.awaitBusy(ctx, d, msgs, items, of, res, fn, w)
+		c.await(ctx, d, msgs, items, of, res, fn, w)
 	}
 
 	vs := make([]Verdict, len(msgs))

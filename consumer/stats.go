@@ -26,8 +26,16 @@ type Stats struct {
 	// Reused counts deliveries not run, and retried, because their key was
 	// recorded with a different payload fingerprint.
 	Reused atomic.Int64
-	// StoreDown counts deliveries retried because the store failed.
+	// StoreDown counts deliveries retried because the store failed and
+	// kept failing while they waited (see [WithStoreDownWait]).
 	StoreDown atomic.Int64
+	// StoreWaited counts messages that waited in process for the store to
+	// answer again (once per delivery); most then run or are suppressed in
+	// the same delivery.
+	StoreWaited atomic.Int64
+	// Outages counts the times the store stopped answering claims, from the
+	// first failed claim until the store answers again.
+	Outages atomic.Int64
 	// InvalidKey counts messages retried for lack of a usable key: none,
 	// or one that fails validation.
 	InvalidKey atomic.Int64

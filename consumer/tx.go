@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/idemq/idemq/dedupe"
 )
@@ -64,18 +63,13 @@ type TxHandler func(ctx context.Context, tx *sql.Tx, msg *Message) error
 // it), and the messages of a batch take one transaction each.
 func WithTx() Option { return optionFunc(func(o *options) { o.tx = true }) }
 
-// newTxGuard returns the guard of a Consumer made [WithTx] over store, and
-// the lease of its config.
-func newTxGuard(store dedupe.Store, cfg dedupe.GuardConfig) (guard, time.Duration, error) {
+// newTxGuard returns the guard of a Consumer made [WithTx] over store.
+func newTxGuard(store dedupe.Store, cfg dedupe.GuardConfig) (guard, error) {
 	tc, ok := store.(dedupe.TxClaimer)
 	if !ok {
-		return nil, 0, fmt.Errorf("WithTx: the store (%T) cannot claim keys in a transaction; use a SQL store (sqldedupe)", store)
+		return nil, fmt.Errorf("WithTx: the store (%T) cannot claim keys in a transaction; use a SQL store (sqldedupe)", store)
 	}
-	g, err := dedupe.NewTxGuard(tc, cfg)
-	if err != nil {
-		return nil, 0, err
-	}
-	return g, g.Config().Lease, nil
+	return dedupe.NewTxGuard(tc, cfg)
 }
 
 // Tx returns a [Handler] that runs h in the transaction of each message

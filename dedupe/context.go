@@ -6,34 +6,14 @@ import (
 )
 
 // claim is what a [Guard] or a [TxGuard] holds while fn runs, reachable
-// from fn's context: the ticket of its key (a zero Token when fn runs
-// without one, unguarded) and, under a TxGuard, fn's transaction.
+// from fn's context (its lease): the ticket of its key (a zero Token when
+// fn runs without one, unguarded) and, under a TxGuard, fn's transaction.
 type claim struct {
 	ticket Ticket
 	tx     *sql.Tx
 }
 
 type claimKey struct{}
-
-// claimContext is the context a handler runs with, carrying its claim.
-// One allocation rather than a context.WithValue and a claim.
-type claimContext struct {
-	context.Context
-	c claim
-}
-
-func (c *claimContext) Value(key any) any {
-	if key == (claimKey{}) {
-		return &c.c
-	}
-	return c.Context.Value(key)
-}
-
-// withoutClaim hides from fn a claim that ctx may carry from an outer Guard:
-// fn runs unguarded, and must not see someone else's key.
-func withoutClaim(ctx context.Context) context.Context {
-	return context.WithValue(ctx, claimKey{}, (*claim)(nil))
-}
 
 func claimFrom(ctx context.Context) *claim {
 	c, _ := ctx.Value(claimKey{}).(*claim)

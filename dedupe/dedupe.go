@@ -119,13 +119,33 @@ func checkPart(what, s string, max int, emptyOK bool) error {
 		return fmt.Errorf("%w: empty %s", ErrInvalidKey, what)
 	case len(s) > max:
 		return fmt.Errorf("%w: %s is %d bytes, limit %d", ErrInvalidKey, what, len(s), max)
-	case !utf8.ValidString(s):
-		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidKey, what)
 	}
-	for _, c := range s {
-		if c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) {
-			return fmt.Errorf("%w: %s holds control character %U", ErrInvalidKey, what, c)
+	// Every message's key is checked on the hot path, and most are
+	// printable ASCII: one comparison a byte tells.
+	printable := true
+	for i := 0; i < len(s) && printable; i++ {
+		printable = s[i]-0x20 < 0x7f-0x20
+	}
+	if printable {
+		return nil
+	}
+	// Invalid UTF-8 is reported before a control character, wherever
+	// each is.
+	control := rune(-1)
+	for i := 0; i < len(s); {
+		c, size := rune(s[i]), 1
+		if c >= utf8.RuneSelf {
+			if c, size = utf8.DecodeRuneInString(s[i:]); c == utf8.RuneError && size == 1 {
+				return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidKey, what)
+			}
 		}
+		if control < 0 && (c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0)) {
+			control = c
+		}
+		i += size
+	}
+	if control >= 0 {
+		return fmt.Errorf("%w: %s holds control character %U", ErrInvalidKey, what, control)
 	}
 	return nil
 }
@@ -329,13 +349,16 @@ func ClaimBatch(ctx context.Context, s Store, reqs []ClaimRequest) ([]ClaimResul
 
 // releaseAcquired gives back, as far as the store lets it, the claims a
 // failed batch had taken: the caller never learns their tokens, and they
-// would hold their keys for a whole lease.
+// would hold their keys for a whole lease. Each release has its own
+// GiveBackTimeout: one bound shared by a batch of a hundred ran out on a
+// loaded machine before the last releases were sent.
 func releaseAcquired(ctx context.Context, s Store, reqs []ClaimRequest, res []ClaimResult) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
+	ctx = context.WithoutCancel(ctx)
 	for i, r := range res {
 		if r.Status == Acquired {
-			_ = s.Release(ctx, Ticket{Ref: reqs[i].Ref, Token: r.Token})
+			rctx, cancel := context.WithTimeout(ctx, GiveBackTimeout)
+			_ = s.Release(rctx, Ticket{Ref: reqs[i].Ref, Token: r.Token})
+			cancel()
 		}
 	}
 }

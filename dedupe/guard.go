@@ -67,6 +67,7 @@ func (c GuardConfig) Validate() error {
 type Guard struct {
 	store Store
 	cfg   GuardConfig
+	keep  keeper
 }
 
 // NewGuard returns a Guard over store.
@@ -78,11 +79,19 @@ func NewGuard(store Store, cfg GuardConfig) (*Guard, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Guard{store: store, cfg: cfg}, nil
+	return &Guard{store: store, cfg: cfg, keep: keeper{store: store, lease: cfg.Lease, extendEvery: cfg.ExtendEvery}}, nil
 }
 
 // Config returns the Guard's settings, defaults filled in.
 func (g *Guard) Config() GuardConfig { return g.cfg }
+
+// Interrupt cancels, with cause, the context of every fn that g runs now,
+// under a claim or without one, for an owner that stops and will wait for
+// them no longer, such as a consumer whose drain ran out of time. From then
+// on no fn starts: the items whose turn comes are Canceled, with cause.
+// The claims are still completed or released as their fns return. Only the
+// first call's cause counts.
+func (g *Guard) Interrupt(cause error) { g.keep.interrupt(cause) }
 
 // Item is one message given to [Guard.Do].
 type Item struct {
@@ -112,7 +121,8 @@ type Item struct {
 //     when the earlier one's fn failed, for its key is free again;
 //   - an item whose lease was lost before its turn does not run: Busy,
 //     Wait 0, for another consumer may now hold the key;
-//   - if ctx ends, the items whose turn has not come are Canceled;
+//   - if ctx ends, or [Guard.Interrupt] is called, the items whose turn
+//     has not come are Canceled;
 //   - when the claim fails as a whole, every item is StoreDown, or, with
 //     FailOpen, runs without a claim (Unguarded or Failed).
 //
@@ -123,8 +133,12 @@ type Item struct {
 // [ErrLeaseLost]: fn should stop, for another consumer may take the key
 // over.
 //
-// fn's context carries its item's claim: [TicketFromContext] returns its
-// ticket.
+// fn's context carries ctx's values and deadline, and its item's claim:
+// [TicketFromContext] returns its ticket. It ends with
+// ctx, when the lease is lost, when [Guard.Interrupt] is called, and once
+// fn has returned. It is made cancellable only when fn first asks for its
+// Done (or it must be cancelled): a fn that never waits on it costs no
+// cancel context, timer or goroutine.
 func (g *Guard) Do(ctx context.Context, items []Item, fn func(ctx context.Context, i int) error) []Result {
 	res := make([]Result, len(items))
 	pending := make([]int, 0, len(items)) // the items to claim
@@ -192,56 +206,53 @@ func firstOf(items []Item, pending []int, seen map[Item]int, i int) int {
 		return -1
 	}
 	for _, p := range pending {
-		if items[p] == items[i] {
+		// The keys first: they are what differs, and comparing the whole
+		// item compares its namespace and group first.
+		if items[p].Ref.Key == items[i].Ref.Key && items[p] == items[i] {
 			return p
 		}
 	}
 	return -1
 }
 
-// heldItem is an item whose claim was acquired: its index, its ticket,
-// whether its handler ran and the error of its handler, or why it did not
-// run.
-type heldItem struct {
-	i      int
-	t      Ticket
-	ran    bool
-	err    error
-	notRun Outcome // when !ran
-}
-
-// claim claims the pending items and returns those acquired; it sets the
-// result of every other pending item. When the claim fails as a whole with
-// FailOpen, that means running fn for each without a claim.
-func (g *Guard) claim(ctx context.Context, items []Item, pending []int, fn func(context.Context, int) error, res []Result) []heldItem {
-	answers, errs, err := g.claimAll(ctx, items, pending)
-	if err != nil {
-		for _, i := range pending {
-			switch {
-			case ctx.Err() != nil:
-				// Not the store's fault: the caller stopped waiting.
-				res[i] = Result{Outcome: Canceled, Err: context.Cause(ctx)}
-				continue
-			case !g.cfg.FailOpen:
-				res[i] = Result{Outcome: StoreDown, Err: fmt.Errorf("dedupe: claim %s: %w", items[i].Ref, err)}
-				continue
-			}
-			if ferr := fn(withoutClaim(ctx), i); ferr != nil {
-				res[i] = Result{Outcome: Failed, Err: ferr}
-			} else {
-				res[i] = Result{Outcome: Unguarded, Err: fmt.Errorf("dedupe: claim %s: %w", items[i].Ref, err)}
-			}
+// claim claims the pending items and returns the leases of those acquired;
+// it sets the result of every other pending item. When the claim fails as
+// a whole with FailOpen, that means running fn for each without a claim.
+func (g *Guard) claim(ctx context.Context, items []Item, pending []int, fn func(context.Context, int) error, res []Result) []lease {
+	var (
+		answers []ClaimResult
+		errs    []error
+		err     error
+		// A single claim's answer: no slices to allocate.
+		one    [1]ClaimResult
+		oneErr [1]error
+	)
+	if len(pending) == 1 {
+		it := items[pending[0]]
+		one[0], err = g.store.Claim(ctx, ClaimRequest{Ref: it.Ref, Lease: g.cfg.Lease, Fingerprint: it.Fingerprint})
+		if errors.Is(err, ErrInvalidKey) {
+			oneErr[0], err, errs = err, nil, oneErr[:]
 		}
+		answers = one[:]
+	} else {
+		reqs := make([]ClaimRequest, len(pending))
+		for j, i := range pending {
+			reqs[j] = ClaimRequest{Ref: items[i].Ref, Lease: g.cfg.Lease, Fingerprint: items[i].Fingerprint}
+		}
+		answers, errs, err = ClaimBatch(ctx, g.store, reqs)
+	}
+	if err != nil {
+		g.unguarded(ctx, items, pending, fn, res, err)
 		return nil
 	}
-	held := make([]heldItem, 0, len(pending))
+	acquired := 0
 	for j, i := range pending {
 		a := answers[j]
 		switch {
 		case errs != nil && errs[j] != nil:
 			res[i] = Result{Outcome: InvalidKey, Err: errs[j]}
 		case a.Status == Acquired:
-			held = append(held, heldItem{i: i, t: Ticket{Ref: items[i].Ref, Token: a.Token}})
+			acquired++
 		case a.Status == Done:
 			res[i] = Result{Outcome: Suppressed}
 		case a.Status == InFlight:
@@ -252,58 +263,98 @@ func (g *Guard) claim(ctx context.Context, items []Item, pending []int, fn func(
 			res[i] = Result{Outcome: StoreDown, Err: fmt.Errorf("dedupe: claim %s answered %v", items[i].Ref, a.Status)}
 		}
 	}
+	if acquired == 0 {
+		return nil
+	}
+	held := make([]lease, acquired)
+	n := 0
+	for j, i := range pending {
+		if (errs == nil || errs[j] == nil) && answers[j].Status == Acquired {
+			// Field by field: a lease is large, and copying one in whole
+			// costs a write barrier over all of it.
+			l := &held[n]
+			l.parent, l.kept, l.i = ctx, true, i
+			l.c.ticket = Ticket{Ref: items[i].Ref, Token: answers[j].Token}
+			n++
+		}
+	}
 	return held
 }
 
-// claimAll asks the store about the pending items: one Claim for one item,
-// one ClaimBatch for more. errs is nil when no item has an error of its own.
-func (g *Guard) claimAll(ctx context.Context, items []Item, pending []int) ([]ClaimResult, []error, error) {
-	req := func(i int) ClaimRequest {
-		return ClaimRequest{Ref: items[i].Ref, Lease: g.cfg.Lease, Fingerprint: items[i].Fingerprint}
-	}
-	if len(pending) == 1 {
-		a, err := g.store.Claim(ctx, req(pending[0]))
-		if errors.Is(err, ErrInvalidKey) {
-			return []ClaimResult{{}}, []error{err}, nil
+// unguarded sets the results of the pending items when their claim failed
+// with err: StoreDown, or, with FailOpen, what fn did without a claim.
+func (g *Guard) unguarded(ctx context.Context, items []Item, pending []int, fn func(context.Context, int) error, res []Result, err error) {
+	if ctx.Err() != nil || !g.cfg.FailOpen {
+		for _, i := range pending {
+			if ctx.Err() != nil {
+				// Not the store's fault: the caller stopped waiting.
+				res[i] = Result{Outcome: Canceled, Err: context.Cause(ctx)}
+			} else {
+				res[i] = Result{Outcome: StoreDown, Err: fmt.Errorf("dedupe: claim %s: %w", items[i].Ref, err)}
+			}
 		}
-		return []ClaimResult{a}, nil, err
+		return
 	}
-	reqs := make([]ClaimRequest, len(pending))
+	ls := make([]lease, len(pending))
 	for j, i := range pending {
-		reqs[j] = req(i)
+		ls[j].parent, ls[j].i = ctx, i
 	}
-	return ClaimBatch(ctx, g.store, reqs)
+	g.keep.add(ls, time.Now())
+	// Deferred so that the contexts end even if fn panics.
+	defer g.keep.remove(ls)
+	for j := range ls {
+		l := &ls[j]
+		i := l.i
+		switch {
+		case ctx.Err() != nil:
+			res[i] = Result{Outcome: Canceled, Err: context.Cause(ctx)}
+		case l.Err() != nil:
+			// Interrupted.
+			res[i] = Result{Outcome: Canceled, Err: context.Cause(l)}
+		default:
+			if ferr := fn(l, i); ferr != nil {
+				res[i] = Result{Outcome: Failed, Err: ferr}
+			} else {
+				res[i] = Result{Outcome: Unguarded, Err: fmt.Errorf("dedupe: claim %s: %w", items[i].Ref, err)}
+			}
+		}
+	}
 }
 
 // runHeld keeps the leases of held, taken at or after start, alive while it
 // runs fn for each item in order, and stops keeping them before it returns.
-func (g *Guard) runHeld(ctx context.Context, held []heldItem, start time.Time, fn func(context.Context, int) error) {
-	k := g.keep(ctx, held, start)
+func (g *Guard) runHeld(ctx context.Context, held []lease, start time.Time, fn func(context.Context, int) error) {
+	g.keep.add(held, start)
 	// Deferred so that the extensions end even if fn panics.
-	defer k.stop()
+	defer g.keep.remove(held)
 	for n := range held {
-		h := &held[n]
-		hctx := k.context(n)
+		l := &held[n]
 		switch {
 		case ctx.Err() != nil:
-			h.notRun, h.err = Canceled, context.Cause(ctx)
-		case hctx.Err() != nil:
-			h.notRun, h.err = Busy, fmt.Errorf("dedupe: %s not run: %w", h.t.Ref, context.Cause(hctx))
+			l.notRun, l.err = Canceled, context.Cause(ctx)
+		case l.Err() != nil:
+			cause := context.Cause(l)
+			if errors.Is(cause, ErrLeaseLost) {
+				l.notRun, l.err = Busy, fmt.Errorf("dedupe: %s not run: %w", l.c.ticket.Ref, cause)
+			} else {
+				// Interrupted.
+				l.notRun, l.err = Canceled, cause
+			}
 		default:
-			h.ran, h.err = true, fn(hctx, h.i)
+			l.ran, l.err = true, fn(l, l.i)
 		}
 	}
 }
 
 // settle completes the claims of the items of held whose handler succeeded
 // and releases the others, and sets every item's result.
-func (g *Guard) settle(ctx context.Context, held []heldItem, res []Result) {
-	var done, undone []heldItem
-	for _, h := range held {
-		if h.ran && h.err == nil {
-			done = append(done, h)
+func (g *Guard) settle(ctx context.Context, held []lease, res []Result) {
+	var nDone, nUndone int
+	for n := range held {
+		if held[n].toComplete() {
+			nDone++
 		} else {
-			undone = append(undone, h)
+			nUndone++
 		}
 	}
 	cctx := ctx
@@ -317,27 +368,40 @@ func (g *Guard) settle(ctx context.Context, held []heldItem, res []Result) {
 		cctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), g.cfg.CleanupTimeout)
 		defer cancel()
 	}
-	if len(done) > 0 {
-		errs, err := g.settleAll(cctx, done, true)
+	if nDone > 0 {
+		errs, err := g.settleAll(cctx, held, nDone, true)
 		if err != nil && !errors.Is(err, ErrLeaseLost) && cctx.Err() == nil {
 			// Complete with the same token is idempotent: one retry turns a
 			// dropped connection into a recorded success.
-			errs, err = g.settleAll(cctx, done, true)
+			errs, err = g.settleAll(cctx, held, nDone, true)
 		}
-		for n, h := range done {
+		n := 0
+		for k := range held {
+			h := &held[k]
+			if !h.toComplete() {
+				continue
+			}
 			switch err := itemErr(errs, err, n); {
 			case err == nil:
 				res[h.i] = Result{Outcome: Completed}
 			case errors.Is(err, ErrLeaseLost):
-				res[h.i] = Result{Outcome: LeaseLost, Err: fmt.Errorf("dedupe: complete %s: %w", h.t.Ref, err)}
+				res[h.i] = Result{Outcome: LeaseLost, Err: fmt.Errorf("dedupe: complete %s: %w", h.c.ticket.Ref, err)}
 			default:
-				res[h.i] = Result{Outcome: Unrecorded, Err: fmt.Errorf("dedupe: complete %s: %w", h.t.Ref, err)}
+				res[h.i] = Result{Outcome: Unrecorded, Err: fmt.Errorf("dedupe: complete %s: %w", h.c.ticket.Ref, err)}
 			}
+			n++
 		}
 	}
-	if len(undone) > 0 {
-		errs, err := g.settleAll(cctx, undone, false)
-		for n, h := range undone {
+	if nUndone > 0 {
+		errs, err := g.settleAll(cctx, held, nUndone, false)
+		n := 0
+		for k := range held {
+			h := &held[k]
+			if !h.toRelease() {
+				continue
+			}
+			itemErr := itemErr(errs, err, n)
+			n++
 			if !h.ran {
 				// It keeps the reason it did not run; a failed release
 				// changes nothing, for the lease expires by itself.
@@ -345,30 +409,46 @@ func (g *Guard) settle(ctx context.Context, held []heldItem, res []Result) {
 				continue
 			}
 			runErr := h.err
-			if err := itemErr(errs, err, n); err != nil && !errors.Is(err, ErrLeaseLost) {
+			if itemErr != nil && !errors.Is(itemErr, ErrLeaseLost) {
 				// The lease expires by itself; the redelivery claims it then.
-				runErr = fmt.Errorf("%w (and release failed: %v)", runErr, err)
+				runErr = fmt.Errorf("%w (and release failed: %v)", runErr, itemErr)
 			}
 			res[h.i] = Result{Outcome: Failed, Err: runErr}
 		}
 	}
 }
 
-// settleAll completes (or releases) the claims of hs: one call for one
-// item, one batch call for more.
-func (g *Guard) settleAll(ctx context.Context, hs []heldItem, complete bool) ([]error, error) {
-	if len(hs) == 1 {
-		var err error
-		if complete {
-			err = g.store.Complete(ctx, hs[0].t, g.cfg.Retention)
-		} else {
-			err = g.store.Release(ctx, hs[0].t)
-		}
-		return nil, err
+// toComplete reports whether l's claim is to be completed: its fn
+// succeeded.
+func (l *lease) toComplete() bool { return l.ran && l.err == nil }
+
+// toRelease reports whether l's claim is to be released: its fn failed or
+// did not run.
+func (l *lease) toRelease() bool { return !l.ran || l.err != nil }
+
+// settleAll completes (complete) or releases the claims of the n items
+// of held that are to be: one call for one item, one batch call for more,
+// whose errors are in held's order.
+func (g *Guard) settleAll(ctx context.Context, held []lease, n int, complete bool) ([]error, error) {
+	pick := (*lease).toRelease
+	if complete {
+		pick = (*lease).toComplete
 	}
-	ts := make([]Ticket, len(hs))
-	for n, h := range hs {
-		ts[n] = h.t
+	if n == 1 {
+		for k := range held {
+			if h := &held[k]; pick(h) {
+				if complete {
+					return nil, g.store.Complete(ctx, h.c.ticket, g.cfg.Retention)
+				}
+				return nil, g.store.Release(ctx, h.c.ticket)
+			}
+		}
+	}
+	ts := make([]Ticket, 0, n)
+	for k := range held {
+		if h := &held[k]; pick(h) {
+			ts = append(ts, h.c.ticket)
+		}
 	}
 	if complete {
 		return CompleteBatch(ctx, g.store, ts, g.cfg.Retention)

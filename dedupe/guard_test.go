@@ -1153,7 +1153,11 @@ func waitLost(t *testing.T, lost, kept *dedupetest.FaultStore, keptKeys int) {
 // success; lost while it runs, its context is cancelled, and the store
 // decides whether its effect was recorded.
 func TestGuardLeaseLostOneItem(t *testing.T) {
-	const lease = 200 * time.Millisecond
+	// The other items' leases must outlive every stall of this process
+	// while one item's is lost: with 200ms, a machine at load 46 stalled
+	// the keeper past a whole lease and the store ended another item's
+	// lease too. (The keeper keeps real time; stepping it is left to do.)
+	const lease = 2 * time.Second
 	tests := []struct {
 		name string
 		// refuse: the store refuses to extend the lease (another consumer
@@ -1420,6 +1424,124 @@ func TestGuardPanic(t *testing.T) {
 			}
 			goleak.VerifyNone(t)
 		})
+	}
+}
+
+// TestGuardInterrupt interrupts a Guard while the first of three items
+// runs, under a claim or without one (FailOpen, the store down): that
+// handler's context ends with Interrupt's cause, the later items do not
+// run and are Canceled with it, every claim is released, and a Do after
+// the interrupt runs no handler.
+func TestGuardInterrupt(t *testing.T) {
+	errStop := errors.New("test: stop")
+	for _, unguarded := range []bool{false, true} {
+		t.Run(fmt.Sprint("Unguarded=", unguarded), func(t *testing.T) {
+			mem := memdedupe.New(memdedupe.Config{})
+			fs := dedupetest.NewFaultStore(mem)
+			if unguarded {
+				fs.Inject(dedupetest.Fault{Ops: opsClaim})
+			}
+			g := newGuard(t, fs, dedupe.GuardConfig{Lease: time.Minute, FailOpen: unguarded})
+			items := itemsOf("", keysOf(3)...)
+			var ran []int
+			res := g.Do(t.Context(), items, func(ctx context.Context, i int) error {
+				ran = append(ran, i)
+				g.Interrupt(errStop)
+				g.Interrupt(errors.New("test: a second cause, ignored"))
+				select {
+				case <-ctx.Done():
+				case <-time.After(5 * time.Second):
+					t.Error("handler context not cancelled by Interrupt")
+				}
+				if cause := context.Cause(ctx); cause != errStop {
+					t.Errorf("handler context cause = %v, want Interrupt's", cause)
+				}
+				return ctx.Err()
+			})
+			if !slices.Equal(ran, []int{0}) {
+				t.Errorf("handler ran for items %v, want [0]", ran)
+			}
+			checkResult(t, "item 0", res[0], dedupe.Failed, context.Canceled)
+			for i := 1; i < len(items); i++ {
+				checkResult(t, fmt.Sprint("item ", i), res[i], dedupe.Canceled, errStop)
+			}
+			fs.Heal() // the store is back
+			res = g.Do(t.Context(), items, func(_ context.Context, i int) error {
+				t.Errorf("handler ran for item %d after the interrupt", i)
+				return nil
+			})
+			for i, r := range res {
+				checkResult(t, fmt.Sprint("after: item ", i), r, dedupe.Canceled, errStop)
+				if got := statusOf(t, mem, items[i].Ref); got != dedupe.Acquired {
+					t.Errorf("item %d: after Do, Claim = %v, want acquired", i, got)
+				}
+			}
+		})
+	}
+}
+
+// TestGuardHandlerContext checks the context a handler runs with, which
+// the Guard makes cancellable only once asked to: it carries Do's values
+// and deadline; a context derived from it ends with the cause of a lost
+// lease; and once Do has returned it is done, whether or not its Done was
+// asked for while the handler ran.
+func TestGuardHandlerContext(t *testing.T) {
+	type key struct{}
+	e := newGuardEnv()
+	g := newGuard(t, e.fs, dedupe.GuardConfig{Lease: time.Minute, ExtendEvery: 5 * time.Millisecond})
+	deadline := time.Now().Add(time.Hour)
+	ctx, cancel := context.WithDeadline(context.WithValue(t.Context(), key{}, "v"), deadline)
+	defer cancel()
+	items := itemsOf("", keysOf(3)...)
+	kept := make([]context.Context, len(items))
+	res := g.Do(ctx, items, func(ctx context.Context, i int) error {
+		kept[i] = ctx
+		if v := ctx.Value(key{}); v != "v" {
+			t.Errorf("item %d: value %v, want Do's", i, v)
+		}
+		if d, ok := ctx.Deadline(); !ok || !d.Equal(deadline) {
+			t.Errorf("item %d: deadline %v, %v; want Do's", i, d, ok)
+		}
+		if tk, ok := dedupe.TicketFromContext(ctx); !ok || tk.Ref != items[i].Ref {
+			t.Errorf("item %d: ticket %v, %v; want its own", i, tk, ok)
+		}
+		switch i {
+		case 1:
+			_ = ctx.Done() // asked for: made cancellable now
+		case 2:
+			derived, stop := context.WithCancel(ctx)
+			defer stop()
+			e.clock.Add(2 * time.Minute) // the store's clock runs past the lease
+			holdKey(t, e.mem, items[i].Ref, "", time.Hour)
+			select {
+			case <-derived.Done():
+			case <-time.After(5 * time.Second):
+				t.Error("derived context not cancelled after the lease was lost")
+			}
+			if cause := context.Cause(derived); !errors.Is(cause, dedupe.ErrLeaseLost) {
+				t.Errorf("derived context cause = %v, want ErrLeaseLost", cause)
+			}
+			return context.Cause(ctx)
+		}
+		if err := ctx.Err(); err != nil {
+			t.Errorf("item %d: context ended while the handler ran: %v", i, err)
+		}
+		return nil
+	})
+	for i := range 2 {
+		// The store's clock ran past their leases too.
+		checkResult(t, fmt.Sprint("item ", i), res[i], dedupe.LeaseLost, dedupe.ErrLeaseLost)
+	}
+	checkResult(t, "item 2", res[2], dedupe.Failed, dedupe.ErrLeaseLost)
+	for i, c := range kept {
+		select {
+		case <-c.Done():
+		default:
+			t.Errorf("item %d: context not done after Do", i)
+		}
+		if err := c.Err(); !errors.Is(err, context.Canceled) {
+			t.Errorf("item %d: after Do, Err = %v, want Canceled", i, err)
+		}
 	}
 }
 

@@ -58,6 +58,9 @@ type TxClaimer interface {
 type TxGuard struct {
 	store TxClaimer
 	cfg   GuardConfig
+	// keep holds the contexts of the fns running, for Interrupt; it
+	// extends nothing.
+	keep keeper
 }
 
 // NewTxGuard returns a TxGuard over store. Of cfg it uses Retention and
@@ -77,6 +80,12 @@ func NewTxGuard(store TxClaimer, cfg GuardConfig) (*TxGuard, error) {
 
 // Config returns the TxGuard's settings, defaults filled in.
 func (g *TxGuard) Config() GuardConfig { return g.cfg }
+
+// Interrupt cancels, with cause, the context of every fn that g runs now,
+// as [Guard.Interrupt] does. From then on no transaction begins: the items
+// whose turn comes are Canceled, with cause. A fn that returns nil all the
+// same has its transaction committed. Only the first call's cause counts.
+func (g *TxGuard) Interrupt(cause error) { g.keep.interrupt(cause) }
 
 // Do runs fn(ctx, i) for each of items whose key it claims, one item after
 // the other, each in a transaction of its own, and returns what it did with
@@ -102,8 +111,10 @@ func (g *TxGuard) Config() GuardConfig { return g.cfg }
 // as Guard.Do answers it, without a transaction.
 //
 // fn's context carries its transaction ([TxFromContext]) and its claim's
-// ticket ([TicketFromContext]). fn must neither commit nor roll back the
-// transaction. A panic in fn rolls the transaction back and is not
+// ticket ([TicketFromContext]); as under Guard.Do, it ends with ctx, when
+// [TxGuard.Interrupt] is called and once fn has returned, and is made
+// cancellable only when fn asks for its Done. fn must neither commit nor
+// roll back the transaction. A panic in fn rolls the transaction back and is not
 // recovered: recover in fn.
 func (g *TxGuard) Do(ctx context.Context, items []Item, fn func(ctx context.Context, i int) error) []Result {
 	res := make([]Result, len(items))
@@ -135,6 +146,17 @@ func (g *TxGuard) Do(ctx context.Context, items []Item, fn func(ctx context.Cont
 // run claims it in a transaction of its own and, once acquired, runs fn
 // for item i in it and commits.
 func (g *TxGuard) run(ctx context.Context, it Item, i int, fn func(context.Context, int) error) Result {
+	// fn's context, registered before the transaction begins, so that
+	// after an Interrupt no transaction begins either.
+	ls := make([]lease, 1)
+	l := &ls[0]
+	l.parent, l.i = ctx, i
+	g.keep.add(ls, time.Time{})
+	// Deferred so that the context ends even if fn panics.
+	defer g.keep.remove(ls)
+	if l.Err() != nil {
+		return Result{Outcome: Canceled, Err: context.Cause(l)}
+	}
 	tx, err := g.store.BeginTx(ctx)
 	if err != nil {
 		return notRun(ctx, "begin a transaction for "+it.Ref.String(), err)
@@ -147,7 +169,7 @@ func (g *TxGuard) run(ctx context.Context, it Item, i int, fn func(context.Conte
 	case err == nil:
 	case g.cfg.FailOpen && ctx.Err() == nil && !errors.Is(err, ErrInvalidKey) && !errors.Is(err, ErrInFlight):
 		tx.Rollback()
-		return g.unguarded(ctx, it, i, fn, err)
+		return g.unguarded(ctx, it, l, fn, err)
 	default:
 		return notRun(ctx, "claim "+it.Ref.String(), err)
 	}
@@ -162,31 +184,37 @@ func (g *TxGuard) run(ctx context.Context, it Item, i int, fn func(context.Conte
 	default:
 		return Result{Outcome: StoreDown, Err: fmt.Errorf("dedupe: claim %s answered %v", it.Ref, a.Status)}
 	}
-	if err := fn(&claimContext{Context: ctx, c: claim{ticket: Ticket{Ref: it.Ref, Token: a.Token}, tx: tx}}, i); err != nil {
-		return Result{Outcome: Failed, Err: err}
-	}
-	if err := tx.Commit(); err != nil {
-		return Result{Outcome: Failed, Err: fmt.Errorf("dedupe: commit %s: %w", it.Ref, err)}
-	}
-	return Result{Outcome: Completed}
+	l.c = claim{ticket: Ticket{Ref: it.Ref, Token: a.Token}, tx: tx}
+	return g.commit(ctx, it, l, fn, tx, Result{Outcome: Completed})
 }
 
-// unguarded runs fn for item i without a claim, in a transaction of its
+// unguarded runs fn for l's item without a claim, in a transaction of its
 // own, because the claim failed with cause.
-func (g *TxGuard) unguarded(ctx context.Context, it Item, i int, fn func(context.Context, int) error, cause error) Result {
+func (g *TxGuard) unguarded(ctx context.Context, it Item, l *lease, fn func(context.Context, int) error, cause error) Result {
 	tx, err := g.store.BeginTx(ctx)
 	if err != nil {
 		return notRun(ctx, "begin a transaction for "+it.Ref.String(), err)
 	}
 	defer tx.Rollback()
 	// No ticket: fn sees no claim, not even an outer Guard's.
-	if err := fn(&claimContext{Context: ctx, c: claim{tx: tx}}, i); err != nil {
+	l.c = claim{tx: tx}
+	return g.commit(ctx, it, l, fn, tx, Result{Outcome: Unguarded, Err: fmt.Errorf("dedupe: claim %s: %w", it.Ref, cause)})
+}
+
+// commit runs fn for l's item with l as its context, unless ctx ended or
+// g was interrupted meanwhile, and commits tx: ok once it committed. The
+// caller rolls tx back otherwise.
+func (g *TxGuard) commit(ctx context.Context, it Item, l *lease, fn func(context.Context, int) error, tx *sql.Tx, ok Result) Result {
+	if ctx.Err() != nil || l.Err() != nil {
+		return Result{Outcome: Canceled, Err: context.Cause(l)}
+	}
+	if err := fn(l, l.i); err != nil {
 		return Result{Outcome: Failed, Err: err}
 	}
 	if err := tx.Commit(); err != nil {
 		return Result{Outcome: Failed, Err: fmt.Errorf("dedupe: commit %s: %w", it.Ref, err)}
 	}
-	return Result{Outcome: Unguarded, Err: fmt.Errorf("dedupe: claim %s: %w", it.Ref, cause)}
+	return ok
 }
 
 // notRun is the Result of an item whose handler did not run because what

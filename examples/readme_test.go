@@ -1,6 +1,7 @@
 package examples_test
 
 import (
+	"go/format"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,36 +10,107 @@ import (
 	"testing"
 )
 
-// snippetRE finds the README's Go blocks that say which Example they come
-// from: "from `<package dir>`'s `<Example>`", then the block.
-var snippetRE = regexp.MustCompile("(?s)from\\s+`([^`]+)`'s `(Example[^`]*)`[^`]*?```go\n(.*?)```")
+var (
+	// goBlockRE finds the README's Go blocks.
+	goBlockRE = regexp.MustCompile("(?s)```go\n(.*?)```")
+	// sourceRE finds where a block says it comes from, in the text before
+	// it: "from `<package dir>`'s `<Example>`".
+	sourceRE = regexp.MustCompile("from\\s+`([^`]+)`'s\\s+`(Example[^`]*)`")
+)
 
-// TestREADMESnippetsAreExamples keeps the README's snippets in step with
-// the compiled, tested Example functions they are cut from: each must be a
-// run of whole lines of its Example's body, after an optional import block
-// whose every line is an import of the Example's file.
-func TestREADMESnippetsAreExamples(t *testing.T) {
+// partMarker begins the comment that opens a block which is not a whole
+// program; the comment says what the program defines before it.
+const partMarker = "// Part of a program"
+
+// A snippet is one Go block of the README and the Example it is cut from.
+type snippet struct {
+	// dir and name are the Example's package directory and function.
+	dir, name string
+	// code is the block as the README shows it.
+	code string
+}
+
+// program reports whether the snippet is a whole program.
+func (s snippet) program() bool { return strings.HasPrefix(s.code, "package main\n") }
+
+// readmeSnippets returns the README's Go blocks, failing t for one that
+// does not say which Example it comes from.
+func readmeSnippets(t *testing.T) []snippet {
+	t.Helper()
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := snippetRE.FindAllStringSubmatch(string(readme), -1)
-	if len(found) == 0 {
-		t.Fatal("no README snippet names its Example")
+	text := string(readme)
+	var out []snippet
+	prev := 0
+	for _, m := range goBlockRE.FindAllStringSubmatchIndex(text, -1) {
+		code := text[m[2]:m[3]]
+		src := sourceRE.FindAllStringSubmatch(text[prev:m[0]], -1)
+		prev = m[1]
+		if src == nil {
+			t.Errorf("README Go block names no Example it comes from (\"from `dir`'s `ExampleX`\" before it):\n%s", code)
+			continue
+		}
+		last := src[len(src)-1]
+		out = append(out, snippet{dir: last[1], name: last[2], code: code})
 	}
-	for _, m := range found {
-		dir, name, snippet := m[1], m[2], m[3]
-		imports, body := example(t, filepath.Join("..", dir), name)
-		if block, rest, ok := strings.Cut(snippet, ")\n\n"); ok && strings.HasPrefix(block, "import (\n") {
-			for _, l := range strings.Split(strings.TrimPrefix(block, "import (\n"), "\n") {
+	if len(out) == 0 {
+		t.Fatal("README has no Go block")
+	}
+	return out
+}
+
+// TestREADMESnippetsAreExamples keeps the README's Go blocks in step with
+// the compiled, tested Example functions they are cut from. A block is
+// either a whole program, package main whose main is its Example's whole
+// body, or a part of one: a comment that begins with partMarker, then an
+// optional import block, then a run of whole lines of the Example's body.
+// Every import a block shows is one of its Example's file.
+func TestREADMESnippetsAreExamples(t *testing.T) {
+	for _, s := range readmeSnippets(t) {
+		imports, body := example(t, filepath.Join("..", s.dir), s.name)
+		checkImports := func(block string) {
+			for _, l := range strings.Split(block, "\n") {
 				if l = strings.TrimSpace(l); l != "" && !slices.Contains(imports, l) {
-					t.Errorf("README snippet from %s's %s imports %s, which its file does not", dir, name, l)
+					t.Errorf("README snippet from %s's %s imports %s, which its file does not", s.dir, s.name, l)
 				}
 			}
-			snippet = rest
 		}
-		if !strings.Contains("\n"+body, "\n"+snippet) {
-			t.Errorf("README snippet from %s's %s is not a part of it; copy it again:\n%s", dir, name, snippet)
+		if s.program() {
+			if formatted, err := format.Source([]byte(s.code)); err != nil || string(formatted) != s.code {
+				t.Errorf("README program from %s's %s is not gofmt-formatted (%v)", s.dir, s.name, err)
+			}
+			rest, ok := strings.CutPrefix(s.code, "package main\n\nimport (\n")
+			block, rest, ok2 := strings.Cut(rest, "\n)\n\nfunc main() {\n")
+			main, ok3 := strings.CutSuffix(rest, "}\n")
+			if !ok || !ok2 || !ok3 {
+				t.Errorf("README program from %s's %s is not package main, one import block and func main", s.dir, s.name)
+				continue
+			}
+			checkImports(block)
+			lines := strings.Split(main, "\n")
+			for i, l := range lines {
+				lines[i] = strings.TrimPrefix(l, "\t")
+			}
+			if strings.Join(lines, "\n") != body {
+				t.Errorf("README program from %s's %s is not its whole body; copy it again:\n%s", s.dir, s.name, main)
+			}
+			continue
+		}
+		code, ok := strings.CutPrefix(s.code, partMarker)
+		if !ok {
+			t.Errorf("README snippet from %s's %s is neither a program (package main) nor marked %q:\n%s", s.dir, s.name, partMarker, s.code)
+			continue
+		}
+		// The marker's comment ends at its first blank line.
+		_, code, _ = strings.Cut(code, "\n\n")
+		if block, rest, ok := strings.Cut(code, ")\n\n"); ok && strings.HasPrefix(block, "import (\n") {
+			checkImports(strings.TrimPrefix(block, "import (\n"))
+			code = rest
+		}
+		if !strings.Contains("\n"+body, "\n"+code) {
+			t.Errorf("README snippet from %s's %s is not a part of it; copy it again:\n%s", s.dir, s.name, code)
 		}
 	}
 }

@@ -87,7 +87,7 @@ func ExampleParseBase62() {
 	fmt.Println(errors.Is(err, idgen.ErrSyntax), err)
 	// Output:
 	// 1541815603606036480 <nil>
-	// true idgen: parse base-62 ID "1ptWyK4WgZ!": invalid character '!' at offset 10: idgen: invalid ID syntax
+	// true idgen: invalid ID syntax: base-62 ID "1ptWyK4WgZ!": invalid character '!' at offset 10
 }
 
 func ExampleNodeFromHostname() {
@@ -98,7 +98,7 @@ func ExampleNodeFromHostname() {
 	fmt.Println(err)
 	// Output:
 	// 7 <nil>
-	// idgen: host name "ingest-2048": idgen: layout "twitter": node 2048 outside 0..1023: idgen: node id out of range
+	// idgen: node id out of range: layout "twitter": node 2048 outside 0..1023 (host name "ingest-2048")
 }
 
 func ExampleBumpGeneration() {
@@ -187,7 +187,7 @@ func ExampleFileStore() {
 	id, _ := second.Next(context.Background())
 	fmt.Println(id > last)
 	// Output:
-	// idgen: node 0: clock 1h0m0s behind the last ID: idgen: clock moved backwards
+	// idgen: clock moved backwards: node 0: clock 1h0m0s behind the last ID
 	// true
 }
 

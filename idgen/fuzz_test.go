@@ -22,7 +22,9 @@ func checkParseError(t *testing.T, err error, in string) {
 		in = in[:40] + "..."
 	}
 	msg := err.Error()
-	if !strings.HasPrefix(msg, "idgen: parse ") || !strings.Contains(msg, strconv.Quote(in)) || !(errors.Is(err, idgen.ErrSyntax) || errors.Is(err, idgen.ErrRange)) {
+	// The sentinel first, so that the package is named once.
+	lead := strings.HasPrefix(msg, idgen.ErrSyntax.Error()+": ") || strings.HasPrefix(msg, idgen.ErrRange.Error()+": ")
+	if !lead || !strings.Contains(msg, " ID "+strconv.Quote(in)+": ") || !(errors.Is(err, idgen.ErrSyntax) || errors.Is(err, idgen.ErrRange)) {
 		t.Fatalf("error for %q: %v", in, err)
 	}
 }

@@ -141,7 +141,7 @@ func newGenerator(node int64, cfg Config, leased bool) (*Generator, error) {
 		return nil, err
 	}
 	if cfg.Reserve < 0 {
-		return nil, fmt.Errorf("idgen: negative Reserve %v: %w", cfg.Reserve, ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: negative Reserve %v", ErrInvalidConfig, cfg.Reserve)
 	}
 	if cfg.Store != nil && cfg.Reserve == 0 {
 		cfg.Reserve = defaultReserve
@@ -157,13 +157,13 @@ func newGenerator(node int64, cfg Config, leased bool) (*Generator, error) {
 	}
 	now := time.Unix(0, g.nanos())
 	if now.Before(l.Epoch) {
-		return nil, fmt.Errorf("idgen: layout %q starts %s, after the clock: %w", l.Name, l.Epoch.Format(time.RFC3339), ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: layout %q starts %s, after the clock", ErrInvalidConfig, l.Name, l.Epoch.Format(time.RFC3339))
 	}
 	if left := l.EndOfLife().Sub(now); left <= 0 {
-		return nil, fmt.Errorf("idgen: layout %q ended %s: %w", l.Name, l.EndOfLife().Format(time.RFC3339), ErrExhausted)
+		return nil, fmt.Errorf("%w: layout %q ended %s", ErrExhausted, l.Name, l.EndOfLife().Format(time.RFC3339))
 	} else if left < minLife && !cfg.AllowShortLife {
-		return nil, fmt.Errorf("idgen: layout %q ends %s, %.1f years from now, less than ten (set Config.AllowShortLife to accept it): %w",
-			l.Name, l.EndOfLife().Format(time.RFC3339), left.Hours()/year.Hours(), ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: layout %q ends %s, %.1f years from now, less than ten (set Config.AllowShortLife to accept it)",
+			ErrInvalidConfig, l.Name, l.EndOfLife().Format(time.RFC3339), left.Hours()/year.Hours())
 	}
 	if b, ok := cfg.Rollback.(Borrow); ok {
 		g.maxAhead = int64(b.MaxAhead / l.Unit)
@@ -400,7 +400,7 @@ func park(ctx context.Context, d time.Duration) error {
 // a store it loads the mark on first use and renews the reservation.
 func (g *Generator) extend(ctx context.Context, tick int64) error {
 	if tick > g.p.maxTick {
-		return fmt.Errorf("idgen: layout %q ended %s: %w", g.layout.Name, g.layout.EndOfLife().Format(time.RFC3339), ErrExhausted)
+		return fmt.Errorf("%w: layout %q ended %s", ErrExhausted, g.layout.Name, g.layout.EndOfLife().Format(time.RFC3339))
 	}
 	if g.lease != nil {
 		return g.lease.extend(ctx, g, tick)
@@ -513,7 +513,7 @@ func (g *Generator) rollback(ctx context.Context, old, now int64) (ID, error) {
 		}
 	}
 	if now == beforeEpoch {
-		return 0, fmt.Errorf("idgen: clock %s before the epoch of layout %q: %w", time.Unix(0, g.nanos()).UTC().Format(time.RFC3339Nano), g.layout.Name, ErrClockBackwards)
+		return 0, fmt.Errorf("%w: clock %s before the epoch of layout %q", ErrClockBackwards, time.Unix(0, g.nanos()).UTC().Format(time.RFC3339Nano), g.layout.Name)
 	}
 	last := old >> g.p.timeShift
 	// Under Borrow the generator can go on once the clock is within
@@ -542,7 +542,7 @@ func (g *Generator) rollback(ctx context.Context, old, now int64) (ID, error) {
 		case SwitchWorker:
 			return -1, g.lease.switchLease(ctx, g)
 		}
-		return 0, fmt.Errorf("idgen: node %d: clock %v behind the last ID: %w", old&g.p.nodeMask>>g.p.nodeShift, behind, ErrClockBackwards)
+		return 0, fmt.Errorf("%w: node %d: clock %v behind the last ID", ErrClockBackwards, old&g.p.nodeMask>>g.p.nodeShift, behind)
 	}
 }
 

@@ -112,7 +112,8 @@ func parseError(format, input, reason string, err error) error {
 	if len(input) > 40 {
 		input = input[:40] + "..."
 	}
-	return fmt.Errorf("idgen: parse %s ID %s: %s: %w", format, strconv.Quote(input), reason, err)
+	// err names the package already.
+	return fmt.Errorf("%w: %s ID %s: %s", err, format, strconv.Quote(input), reason)
 }
 
 func badChar(c byte, i int) string {

@@ -121,7 +121,7 @@ const (
 // [ErrInvalidConfig].
 func (l Layout) Validate() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("idgen: layout %q: %s: %w", l.Name, fmt.Sprintf(format, args...), ErrInvalidConfig)
+		return fmt.Errorf("%w: layout %q: %s", ErrInvalidConfig, l.Name, fmt.Sprintf(format, args...))
 	}
 	for _, f := range []struct {
 		name string
@@ -240,10 +240,10 @@ func (l Layout) Report(now time.Time) string {
 // wrap [ErrNodeRange].
 func (l Layout) NodeOf(datacenter, worker int64) (int64, error) {
 	if datacenter < 0 || datacenter > 1<<l.DatacenterBits-1 {
-		return 0, fmt.Errorf("idgen: layout %q: datacenter %d outside 0..%d: %w", l.Name, datacenter, 1<<l.DatacenterBits-1, ErrNodeRange)
+		return 0, fmt.Errorf("%w: layout %q: datacenter %d outside 0..%d", ErrNodeRange, l.Name, datacenter, 1<<l.DatacenterBits-1)
 	}
 	if worker < 0 || worker > 1<<l.WorkerBits-1 {
-		return 0, fmt.Errorf("idgen: layout %q: worker %d outside 0..%d: %w", l.Name, worker, 1<<l.WorkerBits-1, ErrNodeRange)
+		return 0, fmt.Errorf("%w: layout %q: worker %d outside 0..%d", ErrNodeRange, l.Name, worker, 1<<l.WorkerBits-1)
 	}
 	return datacenter<<l.WorkerBits | worker, nil
 }
@@ -256,7 +256,7 @@ func (l Layout) splitNode(node int64) (datacenter, worker int64) {
 // checkNode reports a node id the layout cannot hold.
 func (l Layout) checkNode(node int64) error {
 	if node < 0 || node > l.MaxNode() {
-		return fmt.Errorf("idgen: layout %q: node %d outside 0..%d: %w", l.Name, node, l.MaxNode(), ErrNodeRange)
+		return fmt.Errorf("%w: layout %q: node %d outside 0..%d", ErrNodeRange, l.Name, node, l.MaxNode())
 	}
 	return nil
 }
@@ -309,13 +309,13 @@ func (l Layout) Compose(t time.Time, node, generation, sequence int64) (ID, erro
 		return 0, err
 	}
 	if t.Before(l.Epoch) || !t.Before(l.EndOfLife()) {
-		return 0, fmt.Errorf("idgen: layout %q: time %v outside %v..%v: %w", l.Name, t, l.Epoch, l.EndOfLife(), ErrRange)
+		return 0, fmt.Errorf("%w: layout %q: time %v outside %v..%v", ErrRange, l.Name, t, l.Epoch, l.EndOfLife())
 	}
 	if generation < 0 || generation >= 1<<l.GenerationBits {
-		return 0, fmt.Errorf("idgen: layout %q: generation %d outside 0..%d: %w", l.Name, generation, 1<<l.GenerationBits-1, ErrRange)
+		return 0, fmt.Errorf("%w: layout %q: generation %d outside 0..%d", ErrRange, l.Name, generation, 1<<l.GenerationBits-1)
 	}
 	if sequence < 0 || sequence >= 1<<l.SequenceBits {
-		return 0, fmt.Errorf("idgen: layout %q: sequence %d outside 0..%d: %w", l.Name, sequence, 1<<l.SequenceBits-1, ErrRange)
+		return 0, fmt.Errorf("%w: layout %q: sequence %d outside 0..%d", ErrRange, l.Name, sequence, 1<<l.SequenceBits-1)
 	}
 	p := l.plan()
 	tick := int64(t.Sub(l.Epoch) / l.Unit)

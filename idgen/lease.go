@@ -111,7 +111,7 @@ func (l Lease) validate(layout Layout) error {
 		return fmt.Errorf("idgen: leaser granted node %d: %w", l.Node, err)
 	}
 	if l.TTL < 0 {
-		return fmt.Errorf("idgen: leaser granted node %d for a negative TTL %v: %w", l.Node, l.TTL, ErrInvalidConfig)
+		return fmt.Errorf("%w: leaser granted node %d for a negative TTL %v", ErrInvalidConfig, l.Node, l.TTL)
 	}
 	return nil
 }

@@ -69,13 +69,13 @@ const (
 func NewLeased(ctx context.Context, l Leaser, cfg Config, lc LeaseConfig) (*Generator, error) {
 	switch {
 	case l == nil:
-		return nil, fmt.Errorf("idgen: NewLeased without a Leaser: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: NewLeased without a Leaser", ErrInvalidConfig)
 	case cfg.Store != nil:
-		return nil, fmt.Errorf("idgen: a leased generator keeps its high-water mark in the lease; leave Config.Store nil: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: a leased generator keeps its high-water mark in the lease; leave Config.Store nil", ErrInvalidConfig)
 	case lc.Node != 0 && !lc.Static:
-		return nil, fmt.Errorf("idgen: LeaseConfig.Node %d without LeaseConfig.Static: set Static to register that node, or leave Node 0 to lease any free node: %w", lc.Node, ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: LeaseConfig.Node %d without LeaseConfig.Static: set Static to register that node, or leave Node 0 to lease any free node", ErrInvalidConfig, lc.Node)
 	case lc.Margin < 0:
-		return nil, fmt.Errorf("idgen: negative LeaseConfig.Margin %v: %w", lc.Margin, ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: negative LeaseConfig.Margin %v", ErrInvalidConfig, lc.Margin)
 	}
 	if lc.Owner == "" {
 		host, _ := os.Hostname()
@@ -97,13 +97,22 @@ func NewLeased(ctx context.Context, l Leaser, cfg Config, lc LeaseConfig) (*Gene
 		done:   make(chan struct{}),
 	}
 	g.lease = h
-	lease, err := h.acquire(ctx, g)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.install(ctx, g, lease, Lease{}); err != nil {
+	var lease Lease
+	for {
+		if lease, err = h.acquire(ctx, g); err != nil {
+			return nil, err
+		}
+		err = h.install(ctx, g, lease, Lease{})
+		if err == nil {
+			break
+		}
 		h.releaseQuietly(g, lease, lease.HighWater)
-		return nil, fmt.Errorf("idgen: first renewal of node %d: %w", lease.Node, err)
+		// A lease lost before its first renewal (the process stalled
+		// for a lease) issued nothing: a waiting caller waits for a node
+		// again.
+		if !lc.Wait || !errors.Is(err, ErrLeaseLost) {
+			return nil, fmt.Errorf("idgen: first renewal of node %d: %w", lease.Node, err)
+		}
 	}
 	if lease.TTL == 0 {
 		close(h.done)
@@ -157,17 +166,17 @@ func (h *leaseHolder) acquire(ctx context.Context, g *Generator) (Lease, error) 
 		if err == nil {
 			err = lease.validate(g.layout)
 			if err == nil && h.req.Static && lease.Node != h.req.Node {
-				err = fmt.Errorf("idgen: leaser granted node %d for static node %d: %w", lease.Node, h.req.Node, ErrInvalidConfig)
+				err = fmt.Errorf("%w: leaser granted node %d for static node %d", ErrInvalidConfig, lease.Node, h.req.Node)
 			}
 			if err == nil && lease.TTL > 0 && h.cfg.Margin >= lease.TTL/2 {
-				err = fmt.Errorf("idgen: LeaseConfig.Margin %v is not less than half the lease %v: %w", h.cfg.Margin, lease.TTL, ErrInvalidConfig)
+				err = fmt.Errorf("%w: LeaseConfig.Margin %v is not less than half the lease %v", ErrInvalidConfig, h.cfg.Margin, lease.TTL)
 			}
 			if err == nil && lease.TTL > 0 && h.window(lease.TTL) < 2*g.layout.Unit {
-				err = fmt.Errorf("idgen: a lease of %v less its margin is shorter than two %v ticks of layout %q; lengthen the leaser's lease: %w", lease.TTL, g.layout.Unit, g.layout.Name, ErrInvalidConfig)
+				err = fmt.Errorf("%w: a lease of %v less its margin is shorter than two %v ticks of layout %q; lengthen the leaser's lease", ErrInvalidConfig, lease.TTL, g.layout.Unit, g.layout.Name)
 			}
 			if b, ok := g.policy.(Borrow); err == nil && ok && lease.TTL > 0 && h.window(lease.TTL) < b.MaxAhead+2*g.layout.Unit {
-				err = fmt.Errorf("idgen: a lease of %v less its margin leaves a window of %v, too short to borrow Borrow.MaxAhead %v ahead of the clock; lengthen the leaser's lease or lower MaxAhead: %w",
-					lease.TTL, h.window(lease.TTL), b.MaxAhead, ErrInvalidConfig)
+				err = fmt.Errorf("%w: a lease of %v less its margin leaves a window of %v, too short to borrow Borrow.MaxAhead %v ahead of the clock; lengthen the leaser's lease or lower MaxAhead",
+					ErrInvalidConfig, lease.TTL, h.window(lease.TTL), b.MaxAhead)
 			}
 			if err != nil {
 				h.releaseQuietly(g, lease, lease.HighWater)
@@ -193,7 +202,7 @@ func (h *leaseHolder) live(g *Generator) error {
 	if p := h.lastErr.Load(); p != nil {
 		why = (*p).Error()
 	}
-	return fmt.Errorf("idgen: node %d: %w (last failure: %s)", g.Node(), ErrLeaseExpired, why)
+	return fmt.Errorf("%w: node %d (last failure: %s)", ErrLeaseExpired, g.Node(), why)
 }
 
 // extend makes tick issuable: beyond the window of the last renewal (the
@@ -214,7 +223,7 @@ func (h *leaseHolder) extend(ctx context.Context, g *Generator, tick int64) erro
 	if tick <= g.limit.Load() {
 		return nil
 	}
-	return fmt.Errorf("idgen: node %d: the clock is past the window its renewal opened: %w", g.Node(), ErrLeaseExpired)
+	return fmt.Errorf("%w: node %d: the clock is past the window its renewal opened", ErrLeaseExpired, g.Node())
 }
 
 // renew renews the lease and raises the node's high-water mark to the end
@@ -233,7 +242,7 @@ func (h *leaseHolder) renew(ctx context.Context, g *Generator) error {
 	}
 	lease, err := h.leaser.Renew(ctx, cur, mark)
 	if err == nil && (lease.Node != cur.Node || lease.Token != cur.Token || lease.TTL <= 0) {
-		err = fmt.Errorf("idgen: leaser renewed node %d as node %d, token %q, TTL %v: %w", cur.Node, lease.Node, lease.Token, lease.TTL, ErrInvalidConfig)
+		err = fmt.Errorf("%w: leaser renewed node %d as node %d, token %q, TTL %v", ErrInvalidConfig, cur.Node, lease.Node, lease.Token, lease.TTL)
 	}
 	if err != nil {
 		err = fmt.Errorf("idgen: renew the lease of node %d: %w", cur.Node, err)

@@ -22,6 +22,7 @@ type faultLeaser struct {
 	refusing error            // Acquire fails with it
 	during   func()           // Acquire calls it first: a slow round trip
 	stolen   map[string]bool  // tokens whose node someone else took
+	lose     int              // grants to steal at once: their holder stalled
 	tokens   map[int64]string // the latest token granted per node
 	renewals int
 	marks    map[int64]time.Time // the last mark written per node
@@ -59,6 +60,10 @@ func (f *faultLeaser) Acquire(ctx context.Context, req idgen.LeaseRequest) (idge
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.tokens[l.Node] = l.Token
+	if f.lose > 0 {
+		f.lose--
+		f.stolen[l.Token] = true
+	}
 	return l, nil
 }
 
@@ -111,6 +116,15 @@ func (f *faultLeaser) steal(node int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stolen[f.tokens[node]] = true
+}
+
+// loseGrants makes the next n leases granted lost before their holder
+// renews them, as when it stalled past the lease between the grant and
+// the renewal and someone else took the node.
+func (f *faultLeaser) loseGrants(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lose = n
 }
 
 func (f *faultLeaser) setFailing(err error) {

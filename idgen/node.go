@@ -15,11 +15,12 @@ import (
 func NodeFromEnv(l Layout, key string) (int64, error) {
 	v, ok := os.LookupEnv(key)
 	if !ok || v == "" {
-		return 0, fmt.Errorf("idgen: environment variable %s not set: %w", key, ErrNoNode)
+		return 0, fmt.Errorf("%w: environment variable %s not set", ErrNoNode, key)
 	}
 	node, err := parseNode(l, strings.TrimSpace(v))
 	if err != nil {
-		return 0, fmt.Errorf("idgen: node id from %s=%q: %w", key, v, err)
+		// err names the package already.
+		return 0, fmt.Errorf("%w (node id from %s=%q)", err, key, v)
 	}
 	return node, nil
 }
@@ -53,14 +54,15 @@ func NodeFromHostname(l Layout, hostname string) (int64, error) {
 	name, _, _ := strings.Cut(hostname, ".")
 	ordinal, why := podOrdinal(name)
 	if why != "" {
-		return 0, fmt.Errorf("idgen: host name %q is not a StatefulSet pod's name: %s; take a leased node id (idgen.NewLeased with redisidgen or sqlidgen) or set one with NodeFromEnv: %w", hostname, why, ErrNoNode)
+		return 0, fmt.Errorf("%w: host name %q is not a StatefulSet pod's name: %s; take a leased node id (idgen.NewLeased with redisidgen or sqlidgen) or set one with NodeFromEnv", ErrNoNode, hostname, why)
 	}
 	n, err := strconv.ParseInt(ordinal, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("idgen: host name %q: ordinal out of range: %w", hostname, ErrNodeRange)
+		return 0, fmt.Errorf("%w: host name %q: ordinal out of range", ErrNodeRange, hostname)
 	}
 	if err := l.checkNode(n); err != nil {
-		return 0, fmt.Errorf("idgen: host name %q: %w", hostname, err)
+		// err names the package already.
+		return 0, fmt.Errorf("%w (host name %q)", err, hostname)
 	}
 	return n, nil
 }
@@ -108,16 +110,16 @@ func parseNode(l Layout, s string) (int64, error) {
 	num := func(s string) (int64, error) {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if errors.Is(err, strconv.ErrRange) {
-			return 0, fmt.Errorf("%s: %w", s, ErrNodeRange)
+			return 0, fmt.Errorf("%w: %s", ErrNodeRange, s)
 		}
 		if err != nil {
-			return 0, fmt.Errorf("%q is not an integer: %w", s, ErrSyntax)
+			return 0, fmt.Errorf("%w: %q is not an integer", ErrSyntax, s)
 		}
 		return n, nil
 	}
 	if dc, w, ok := strings.Cut(s, ":"); ok {
 		if dc == "" || w == "" {
-			return 0, fmt.Errorf("%q is not datacenter:worker: %w", s, ErrSyntax)
+			return 0, fmt.Errorf("%w: %q is not datacenter:worker", ErrSyntax, s)
 		}
 		d, err := num(dc)
 		if err != nil {

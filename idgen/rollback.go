@@ -65,7 +65,7 @@ func (SwitchWorker) rollbackPolicy()   {}
 // validatePolicy checks a policy chain against the layout.
 func validatePolicy(p RollbackPolicy, l Layout, top, leased bool) error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("idgen: rollback policy: %s: %w", fmt.Sprintf(format, args...), ErrInvalidConfig)
+		return fmt.Errorf("%w: rollback policy: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
 	}
 	switch p := p.(type) {
 	case nil:

@@ -20,7 +20,8 @@
 // client's producer, a [msgkey.Source]) as parameters and have no other
 // settings. There is no default key source: [msgkey.FromIDs] over an ID
 // generator (package idgen, on a node id of the process's own) is the usual
-// one.
+// one. Package producer/remoting's ExampleProducer is a whole sender, its
+// node leased from Redis.
 package producer
 
 import (

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -103,7 +104,7 @@ func (f *flags) parse(e *env, args []string) ([]string, error) {
 				f.usage(e.stdout)
 				return nil, errHelp
 			}
-			return nil, f.usageErr("%v", err)
+			return nil, f.usageErr("%s", doubleDash(err.Error()))
 		}
 		rest := f.Args()
 		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
@@ -119,11 +120,46 @@ func (f *flags) parse(e *env, args []string) ([]string, error) {
 // usage prints the subcommand's help to w.
 func (f *flags) usage(w io.Writer) {
 	fmt.Fprintf(w, "Usage: %s %s\n\n%s\n\nFlags:\n", f.path, f.synopsis, strings.TrimSpace(f.doc))
-	f.SetOutput(w)
-	f.PrintDefaults()
-	f.SetOutput(io.Discard)
+	f.printDefaults(w)
 	fmt.Fprint(w, "\nExit status: 0 success, 1 failure, 2 usage error.\n")
 }
+
+// printDefaults prints the flags as PrintDefaults does, but with the double
+// dash the command's synopses, documentation and README use: the flag
+// package takes either and prints one dash.
+func (f *flags) printDefaults(w io.Writer) {
+	f.VisitAll(func(fl *flag.Flag) {
+		name, usage := flag.UnquoteUsage(fl)
+		fmt.Fprintf(w, "  --%s", fl.Name)
+		if name != "" {
+			fmt.Fprintf(w, " %s", name)
+		}
+		fmt.Fprintf(w, "\n    \t%s", strings.ReplaceAll(usage, "\n", "\n    \t"))
+		switch fl.DefValue {
+		case "", "false", "0", "0s":
+		default:
+			if g, ok := fl.Value.(flag.Getter); ok {
+				if _, ok := g.Get().(string); ok {
+					fmt.Fprintf(w, " (default %q)", fl.DefValue)
+					break
+				}
+			}
+			fmt.Fprintf(w, " (default %s)", fl.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
+}
+
+// doubleDash rewrites the flag package's error messages, which name a flag
+// with one dash ("flag provided but not defined: -nodes"), to the double
+// dash the help shows.
+func doubleDash(msg string) string {
+	return flagNameRE.ReplaceAllString(msg, "$1--$2")
+}
+
+// flagNameRE finds a flag name in the flag package's errors: after "flag",
+// "for" or a colon, one dash and a letter.
+var flagNameRE = regexp.MustCompile(`((?:^|flag|for|:) )-([A-Za-z])`)
 
 // usageErr returns a usageError that points at the subcommand's help.
 func (f *flags) usageErr(format string, a ...any) error {

@@ -99,7 +99,7 @@ func (f *dedupeFlags) open(ctx context.Context) (dedupe.Inspector, *storeAddr, f
 // failure describes err of an operation on the store at addr.
 func (f *dedupeFlags) failure(addr *storeAddr, err error) error {
 	if addr.IsSQL() {
-		return missingTable(err, *f.table)
+		return missingTable(err, dedupeTables, *f.table)
 	}
 	return err
 }

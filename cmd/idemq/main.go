@@ -1,6 +1,6 @@
 // Command idemq generates and decodes IDs, inspects and repairs dedupe
-// stores, lists worker-id leases, manages segment tags and serves IDs over
-// HTTP.
+// stores, lists worker-id leases, manages segment tags, serves IDs over
+// HTTP and creates the SQL tables of all of these.
 //
 // Usage:
 //
@@ -13,10 +13,13 @@
 //	idemq dedupe stats --store URL --group G
 //	idemq dedupe forget --store URL --group G [--yes-reprocess] KEY...
 //	idemq workers list --store URL --pool P
+//	idemq workers create --store URL --pool P [--layout L | --pool-size N] [--lease D]
 //	idemq segment show --store URL [TAG]
 //	idemq segment create --store URL TAG --step N [--start S] [--max M] [--description D]
 //	idemq segment set-max --store URL TAG MAX
 //	idemq serve --listen ADDR [--store URL] [--node N | --lease-store URL --pool P]
+//	idemq migrate --store URL (--dedupe | --workers | --segments | --all)
+//	idemq version
 //
 // Every command takes --help, and --json to print one JSON document instead
 // of a table. Flags may follow arguments; "--" ends the flags. A store is a
@@ -62,16 +65,19 @@ func main() {
 const usage = `idemq: IDs and idempotent RocketMQ consumption.
 
 Usage:
-  idemq <command> <subcommand> [flags] [args]
+  idemq <command> [<subcommand>] [flags] [args]
 
 Commands:
   id        generate (new), decode and describe (layouts) snowflake IDs
   dedupe    inspect a dedupe store: get, list, stats; forget records to reprocess them
-  workers   list the leases of a worker-id pool
+  workers   list the leases of a worker-id pool; create a Redis pool
   segment   show, create and cap segment tags (Leaf's segment mode)
   serve     serve IDs over HTTP
+  migrate   create the SQL tables of dedupe records, worker-id leases and segment tags
+  version   print the module version and the Go release that built it
 
-Every command takes --help, and --json for one JSON document instead of a table.
+Every command takes --help, and --json for one JSON document instead of a table;
+'idemq --version' is 'idemq version'.
 Stores are URLs given by --store or $IDEMQ_STORE: redis://, rediss://, mysql://,
 postgres://, sqlite:. There is no default store.
 
@@ -98,6 +104,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		cmd = workersCmd
 	case "segment":
 		cmd = segmentCmd
+	case "migrate":
+		cmd = migrateCmd
+	case "version", "--version":
+		cmd = versionCmd
 	case "serve":
 		return serveCmd(ctx, args[1:], stdout, stderr)
 	default:

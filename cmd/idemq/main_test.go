@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -119,7 +120,7 @@ func mustJSON(t testing.TB, r result, v any) {
 }
 
 // wantFail checks that r exited with code and that its stderr holds every
-// one of msgs.
+// one of msgs, and names no package twice.
 func wantFail(t testing.TB, r result, code int, msgs ...string) {
 	t.Helper()
 	if r.code != code {
@@ -130,6 +131,27 @@ func wantFail(t testing.TB, r result, code int, msgs ...string) {
 			t.Errorf("stderr lacks %q:\n%s", m, r.stderr)
 		}
 	}
+	if p := doubledPrefix(r.stderr); p != "" {
+		t.Errorf("stderr names %q twice; wrap a package's own sentinel without its prefix again:\n%s", p, r.stderr)
+	}
+}
+
+// prefixRE finds the package prefixes of the errors the command prints.
+var prefixRE = regexp.MustCompile(`\b(dedupe|redisdedupe|sqldedupe|memdedupe|idgen|redisidgen|sqlidgen|memidgen|segment|cached|scramble|idhttp|msgkey|sqldialect): `)
+
+// doubledPrefix returns a package prefix that one line of stderr holds
+// twice ("redisidgen: list pool: redisidgen: no such pool"), or "".
+func doubledPrefix(stderr string) string {
+	for _, line := range strings.Split(stderr, "\n") {
+		seen := map[string]bool{}
+		for _, m := range prefixRE.FindAllStringSubmatch(line, -1) {
+			if seen[m[1]] {
+				return m[1]
+			}
+			seen[m[1]] = true
+		}
+	}
+	return ""
 }
 
 // A backend is a real store and the URL the command takes for it.

@@ -86,7 +86,7 @@ func (f *segmentFlags) open(ctx context.Context, create bool) (segmentStore, *st
 func (f *segmentFlags) failure(op string, addr *storeAddr, err error) error {
 	err = fmt.Errorf("%s: %s at %s: %w", strings.TrimPrefix(f.path, "idemq "), op, addr, err)
 	if addr.IsSQL() {
-		err = missingTable(err, *f.table)
+		err = missingTable(err, segmentsTables, *f.table)
 	}
 	switch {
 	case errors.Is(err, segment.ErrInvalidConfig), errors.Is(err, idgen.ErrInvalidConfig):

@@ -216,27 +216,25 @@ func (a *storeAddr) unreachable(err error) error {
 	return fmt.Errorf("%s store at %s: %w; check that the server runs and that %s names it", a.Kind, a.Redacted, err, named)
 }
 
-// missingTable adds advice to err when it says that an SQL table does not
-// exist: the tables are made by the programs that write them (or by the
-// commands that create), so a missing one is a wrong --table or database.
-func missingTable(err error, table string) error {
-	if sqldialect.MissingTable(err) {
-		return fmt.Errorf("%w; table %q is not in this database: check --table and the store URL's database", err, table)
-	}
-	return err
-}
-
 // openRedis returns a client of the Redis store, which has answered a PING.
 // The caller, which has checked a.Kind, closes it.
 func (a *storeAddr) openRedis(ctx context.Context) (*redis.Client, error) {
 	c := redis.NewClient(a.Redis)
+	if err := a.pingRedis(ctx, c); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// pingRedis checks that c, a client of the Redis store, reaches it.
+func (a *storeAddr) pingRedis(ctx context.Context, c *redis.Client) error {
 	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
-		c.Close()
-		return nil, a.unreachable(err)
+		return a.unreachable(err)
 	}
-	return c, nil
+	return nil
 }
 
 // openSQL returns the SQL store's database, which has answered a ping. The

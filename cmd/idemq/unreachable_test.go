@@ -65,7 +65,8 @@ func TestUnreachable(t *testing.T) {
 }
 
 // TestMissingTable reads an SQL database that has none of the tables: each
-// command exits 1 naming the table and what to check.
+// command exits 1 saying that the table does not exist and how to create
+// it.
 func TestMissingTable(t *testing.T) {
 	sqlite := backend{"SQLite", func(t testing.TB) string {
 		path := filepath.Join(t.TempDir(), "empty.db")
@@ -78,17 +79,18 @@ func TestMissingTable(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			store := b.url(t)
 			for _, c := range []struct {
-				args  []string
-				table string
+				args           []string
+				table, migrate string
 			}{
-				{[]string{"dedupe", "stats", "--group", "g"}, "idemq_dedupe"},
-				{[]string{"dedupe", "list", "--group", "g", "--table", "dedupe2"}, "dedupe2"},
-				{[]string{"workers", "list", "--pool", "p"}, "idemq_worker_lease"},
-				{[]string{"segment", "show"}, "idemq_segment"},
-				{[]string{"segment", "show", "--table", "leaf_alloc"}, "leaf_alloc"},
+				{[]string{"dedupe", "stats", "--group", "g"}, "idemq_dedupe", "'idemq migrate --dedupe'"},
+				{[]string{"dedupe", "list", "--group", "g", "--table", "dedupe2"}, "dedupe2", "'idemq migrate --dedupe --dedupe-table dedupe2'"},
+				{[]string{"workers", "list", "--pool", "p"}, "idemq_worker_lease", "'idemq migrate --workers'"},
+				{[]string{"segment", "show"}, "idemq_segment", "'idemq migrate --segments'"},
+				{[]string{"segment", "show", "--table", "leaf_alloc"}, "leaf_alloc", "'idemq migrate --segments --segment-table leaf_alloc'"},
+				{[]string{"segment", "set-max", "t", "5"}, "idemq_segment", "'idemq migrate --segments'"},
 			} {
 				r := idemq(t, nil, append(c.args, "--store", store)...)
-				wantFail(t, r, exitFailure, `table "`+c.table+`" is not in this database`, "check --table")
+				wantFail(t, r, exitFailure, `table "`+c.table+`" does not exist in this database`, "create it with "+c.migrate, "Migrate in Go")
 			}
 		})
 	}

@@ -17,8 +17,9 @@ import (
 )
 
 func workersCmd(ctx context.Context, e *env, args []string) error {
-	return dispatch(ctx, e, "idemq workers", "Inspect worker-id pools (idgen/redisidgen, idgen/sqlidgen).", []subcommand{
+	return dispatch(ctx, e, "idemq workers", "Inspect worker-id pools (idgen/redisidgen, idgen/sqlidgen); create a Redis pool.", []subcommand{
 		{"list", "list the leases of a pool: node, owner, lease end, high-water mark", workersList},
+		{"create", "create a Redis pool, ready to lease at once", workersCreate},
 	}, args)
 }
 
@@ -71,6 +72,9 @@ func workersList(ctx context.Context, e *env, args []string) error {
 	switch l := leaser.(type) {
 	case *redisidgen.Leaser:
 		infos, err := l.List(ctx)
+		if errors.Is(err, redisidgen.ErrNoPool) {
+			return fmt.Errorf("workers list at %s: %w. The pool was never created and no generator has leased a node from it yet, or Redis lost its data. The first generator to lease from it creates it, after waiting one lease; 'idemq workers create --pool %s' creates it now", addr, err, *pool)
+		}
 		if err != nil {
 			return fmt.Errorf("workers list at %s: %w", addr, err)
 		}
@@ -80,7 +84,7 @@ func workersList(ctx context.Context, e *env, args []string) error {
 	case *sqlidgen.Leaser:
 		rows, err := l.List(ctx)
 		if err != nil {
-			return missingTable(fmt.Errorf("workers list at %s: %w", addr, err), *table)
+			return missingTable(fmt.Errorf("workers list at %s: %w", addr, err), workersTables, *table)
 		}
 		for _, r := range rows {
 			out = append(out, workerLease{r.Node, r.Owner, r.Held, fmtTime(r.Expires), fmtTime(r.HighWater)})
@@ -94,6 +98,82 @@ func workersList(ctx context.Context, e *env, args []string) error {
 		for _, l := range out {
 			fmt.Fprintf(w, "%d\t%s\t%t\t%s\t%s\n", l.Node, l.Owner, l.Held, l.LeaseEnd, l.HighWater)
 		}
+	})
+}
+
+const workersCreateDoc = `Create a worker-id pool in Redis, ready to lease at once. Without it, the
+first lease of a pool Redis has no record of waits one lease (see
+idgen/redisidgen): the wait that protects the holders of a pool whose records
+Redis lost. Run it once, from a deployment step, before any generator uses the
+pool: creating a pool whose records were lost while holders still issue IDs
+would hand their nodes out twice, which is why a pool that exists is refused.
+
+Every leaser of a pool must use its size and lease: a generator's layout must
+hold the pool's node ids. An SQL pool needs no creating, only its table (see
+'idemq migrate --workers').`
+
+func workersCreate(ctx context.Context, e *env, args []string) error {
+	f := newFlags("idemq workers create", "--store URL --pool P [--layout L | --pool-size N] [--lease D] [flags]", workersCreateDoc)
+	storeURL := storeFlag(f.FlagSet)
+	pool := f.String("pool", "", "worker-id `pool` name (required)")
+	layoutName := layoutFlag(f)
+	poolSize := f.Int64("pool-size", 0, "node ids in the pool (default the --layout's node count)")
+	lease := f.Duration("lease", 0, "lease length (default 10s)")
+	namespace := f.String("namespace", "idemq", "Redis key namespace of the pool")
+	rest, err := f.parse(e, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return f.usageErr("unexpected arguments %q", rest)
+	}
+	if *pool == "" {
+		return f.usageErr("--pool is required: the name of the worker-id pool")
+	}
+	l, err := layoutByName(f, *layoutName)
+	if err != nil {
+		return err
+	}
+	if *poolSize == 0 {
+		*poolSize = l.MaxNode() + 1
+	}
+	addr, err := resolveStore(*storeURL)
+	if err != nil {
+		return err
+	}
+	if addr.IsSQL() {
+		return f.usageErr("%s is an SQL store, whose pools need no creating: create the table of every pool with 'idemq migrate --workers'", addr)
+	}
+	rdb := redis.NewClient(addr.Redis)
+	defer rdb.Close()
+	// New does no I/O: settings that cannot work fail before the store
+	// is reached.
+	leaser, err := redisidgen.New(rdb, redisidgen.Config{Pool: *pool, Size: *poolSize, Lease: *lease, Namespace: *namespace})
+	if err != nil {
+		return f.usageErr("%v", err)
+	}
+	ctx, cancel := f.context(ctx)
+	defer cancel()
+	if err := addr.pingRedis(ctx, rdb); err != nil {
+		return err
+	}
+	if err := leaser.Create(ctx); err != nil {
+		return fmt.Errorf("workers create at %s: %w", addr, err)
+	}
+	// What the pool recorded, which every leaser of it must be given.
+	size, leaseLen, err := redisPoolMeta(ctx, rdb, poolConfig{pool: *pool, namespace: *namespace})
+	if err != nil {
+		return fmt.Errorf("workers create at %s: %w", addr, err)
+	}
+	out := struct {
+		Pool string `json:"pool"`
+		Size int64  `json:"size"`
+		// LeaseMS is the lease in milliseconds, as the pool keeps it.
+		LeaseMS int64 `json:"lease_ms"`
+	}{*pool, size, leaseLen.Milliseconds()}
+	return f.emit(e, out, func(w io.Writer) {
+		fmt.Fprintln(w, "POOL\tNODE IDS\tLEASE")
+		fmt.Fprintf(w, "%s\t0-%d\t%v\n", out.Pool, out.Size-1, leaseLen)
 	})
 }
 

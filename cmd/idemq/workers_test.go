@@ -119,10 +119,55 @@ func testLeasedIDsAndWorkers(t *testing.T, b backend) {
 	wantFail(t, r, exitFailure, "lease a node of pool", pool, "no node came free within --timeout 1s")
 }
 
-// TestWorkersNoPool lists a Redis pool that does not exist.
+// TestWorkersNoPool lists a Redis pool that does not exist: the command
+// says so once, why that may be and how to create it.
 func TestWorkersNoPool(t *testing.T) {
-	r := idemq(t, nil, "workers", "list", "--store", redisBackend.url(t), "--pool", unique("nopool"))
-	wantFail(t, r, exitFailure, "no such pool")
+	pool := unique("nopool")
+	r := idemq(t, nil, "workers", "list", "--store", redisBackend.url(t), "--pool", pool)
+	wantFail(t, r, exitFailure, `redisidgen: no such pool "`+pool+`"`, "never created", "'idemq workers create --pool "+pool+"'")
+}
+
+// TestWorkersCreate creates a Redis pool, which then lists no leases and
+// grants its first at once, and refuses to create it again.
+func TestWorkersCreate(t *testing.T) {
+	storeURL, pool := redisBackend.url(t), unique("pool")
+	var created struct {
+		Pool    string `json:"pool"`
+		Size    int64  `json:"size"`
+		LeaseMS int64  `json:"lease_ms"`
+	}
+	mustJSON(t, idemq(t, nil, "workers", "create", "--store", storeURL, "--pool", pool, "--layout", "js-safe", "--lease", "5s", "--json"), &created)
+	if created.Pool != pool || created.Size != idgen.JSSafe.MaxNode()+1 || created.LeaseMS != 5000 {
+		t.Errorf("created %+v, want pool %s of %d node ids, lease 5000 ms", created, pool, idgen.JSSafe.MaxNode()+1)
+	}
+	var leases []workerLease
+	mustJSON(t, idemq(t, nil, "workers", "list", "--store", storeURL, "--pool", pool, "--json"), &leases)
+	if len(leases) != 0 {
+		t.Errorf("a new pool lists %+v", leases)
+	}
+
+	// A created pool grants at once: a pool without a record would
+	// refuse a leaser that does not wait for one lease.
+	addr, err := parseStore(storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	leaser, closeLeaser, err := openLeaser(ctx, addr, poolConfig{pool: pool, namespace: "idemq"}, idgen.JSSafe, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeLeaser()
+	lease, err := leaser.Acquire(ctx, idgen.LeaseRequest{MaxNode: idgen.JSSafe.MaxNode(), Owner: "test"})
+	if err != nil {
+		t.Fatalf("first lease of a created pool: %v", err)
+	}
+	if err := leaser.Release(ctx, lease, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+
+	r := idemq(t, nil, "workers", "create", "--store", storeURL, "--pool", pool)
+	wantFail(t, r, exitFailure, "redisidgen: pool exists", pool)
 }
 
 // TestLeaseFullPool asks id new and serve for a node of an SQLite pool

@@ -27,10 +27,12 @@ type Listener struct {
 // FAILURE has the client make the message visible after the group's retry
 // policy's delay for its attempt, which spends an attempt. A busy key is
 // waited for in process up to consumer.WithBusyWait (by default a whole
-// lease, which a dead holder lets run out), and on the message's last
-// attempt as long as it is held (tell the Consumer the group's
-// retryMaxTimes with consumer.WithMaxReconsumeTimes); only then is it
-// answered FAILURE.
+// lease, which a dead holder lets run out), and a dedupe store that is
+// down up to consumer.WithStoreDownWait (10 minutes by default; the proxy
+// keeps a message in a listener invisible for up to 3 hours), and either
+// on the message's last attempt as long as it lasts (tell the Consumer the
+// group's retryMaxTimes with consumer.WithMaxReconsumeTimes); only then is
+// it answered FAILURE.
 func Push(c *consumer.Consumer, h consumer.Handler) (*Listener, error) {
 	if c == nil || h == nil {
 		return nil, errors.New("grpcv5: Push: nil Consumer or Handler")
@@ -118,7 +120,8 @@ func (l *listener[V]) consume(v V) bool {
 	l.running.Add(1)
 	defer l.running.Add(-1)
 	// A busy key is waited for up to consumer.WithBusyWait (a lease by
-	// default), and on the message's last attempt as long as it is held
+	// default), a store that is down up to consumer.WithStoreDownWait, and
+	// on the message's last attempt as long as either lasts
 	// (consumer.WithMaxReconsumeTimes: the group's retryMaxTimes).
 	vs := l.c.Process(l.ctx, []consumer.Message{describe(v)}, l.h, consumer.Waiting{})
 	return vs[0].Action == consumer.Ack

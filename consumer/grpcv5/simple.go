@@ -97,7 +97,9 @@ var (
 // this process lives: it stays in hand, its invisible duration extended to
 // at least the holder's remaining lease plus a margin, until the holder
 // completes the key (the message is suppressed and acknowledged) or
-// releases it or dies (the key is claimed and the handler runs). Should
+// releases it or dies (the key is claimed and the handler runs). Nor does
+// one whose claim finds the dedupe store down: it stays in hand, renewed,
+// until the store answers again, however long that takes. Should
 // this process die meanwhile, the message comes back once the holder's
 // lease has ended. Unlike the remoting client's offsets, a 5.x receipt
 // cannot be handed back unspent: a message a drain runs out of time for,

@@ -101,8 +101,9 @@ func TestSimpleRetries(t *testing.T) {
 }
 
 // TestSimpleFaults: a Receive that fails is tried again after a pause and
-// loses nothing; a store that is down runs nothing and retries the message,
-// which its redelivery then completes; a failed acknowledgement leaves the
+// loses nothing; a store that is down runs nothing, and the message waits in
+// hand, unacknowledged and not retried, until the store answers, then runs
+// once; a failed acknowledgement leaves the
 // key recorded done, so the message the proxy hands out again is
 // suppressed, not run twice; a renewal that fails is tried again and
 // harms nothing in hand.
@@ -120,22 +121,23 @@ func TestSimpleFaults(t *testing.T) {
 	})
 	t.Run("StoreDown", func(t *testing.T) {
 		fs := dedupetest.NewFaultStore(newStore())
-		fs.Inject(dedupetest.Fault{Ops: dedupetest.OpClaim | dedupetest.OpClaimBatch, Nth: 1})
+		fs.Inject(dedupetest.Fault{})
 		c := newConsumer(t, fs)
 		f := &fakeSimple{}
 		f.put(newView("m1", "k"))
 		l := newLedger()
 		startReceiver(t, c, f, l.handle, SimpleConfig{})
-		testkit.WaitFor(t, "the retry", func() bool { return len(f.changesOf("m1")) == 1 })
-		if len(f.ackedIDs()) != 0 || l.count("k") != 0 || c.Stats().StoreDown.Load() != 1 {
-			t.Errorf("acknowledged %v, applied %d, store down %d; want none, 0, 1", f.ackedIDs(), l.count("k"), c.Stats().StoreDown.Load())
+		testkit.WaitFor(t, "the message waiting for the store", func() bool { return c.Stats().StoreWaited.Load() == 1 })
+		// In hand, it spends nothing while it waits: no retry, however
+		// long the store stays down (a probe asks it meanwhile).
+		testkit.WaitFor(t, "a probe", func() bool { return fs.Calls(dedupetest.OpExtend) > 0 })
+		if len(f.ackedIDs()) != 0 || len(f.changesOf("m1")) != 0 || l.count("k") != 0 {
+			t.Errorf("acknowledged %v, changed %v, applied %d; want none, none, 0", f.ackedIDs(), f.changesOf("m1"), l.count("k"))
 		}
-		v := newView("m1", "k")
-		v.attempt = 2
-		f.put(v)
-		testkit.WaitFor(t, "the redelivery acknowledged", func() bool { return len(f.ackedIDs()) == 1 })
-		if l.count("k") != 1 {
-			t.Errorf("applied %d times, want 1", l.count("k"))
+		fs.Heal()
+		testkit.WaitFor(t, "the message acknowledged", func() bool { return len(f.ackedIDs()) == 1 })
+		if st := c.Stats(); l.count("k") != 1 || st.StoreDown.Load() != 0 || st.Completed.Load() != 1 || len(f.changesOf("m1")) != 0 {
+			t.Errorf("applied %d, store down %d, completed %d, changed %v; want 1, 0, 1, none", l.count("k"), st.StoreDown.Load(), st.Completed.Load(), f.changesOf("m1"))
 		}
 	})
 	t.Run("AckFails", func(t *testing.T) {

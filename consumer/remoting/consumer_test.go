@@ -130,6 +130,10 @@ func orderly(c *consumer.Consumer, h consumer.Handler) remoting.Callback {
 // once, unless it must be waited for.
 var noWait = consumer.WithBusyWait(time.Millisecond)
 
+// noStoreWait is a store-down wait short enough that a message whose claim
+// failed is handed back at once, unless it must wait.
+var noStoreWait = consumer.WithStoreDownWait(time.Nanosecond)
+
 func TestDuplicateIsSuppressed(t *testing.T) {
 	c, cb, stats, _ := setup(t, memdedupe.New(memdedupe.Config{}))
 	for range 3 {
@@ -279,7 +283,7 @@ func TestStoreDown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
-			c, cb, _, _ := setup(t, fs, append(tc.opts, noWait)...)
+			c, cb, _, _ := setup(t, fs, append(tc.opts, noWait, noStoreWait)...)
 			fs.Inject(tc.fault)
 			if res, err := cb(context.Background(), msg("k")); res != tc.wantRes {
 				t.Fatalf("got %v (%v), want %v", res, err, tc.wantRes)

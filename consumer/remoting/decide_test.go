@@ -129,8 +129,11 @@ func TestOutcomes(t *testing.T) {
 		fix    string
 		key    *string
 		// withErr: the record's err is set.
-		withErr   bool
-		skipOrder bool // orderly consumers wait for busy keys
+		withErr bool
+		// outage: the record is the outage's, logged when claims begin to
+		// fail, which names the group and no message.
+		outage    bool
+		skipOrder bool // orderly consumers wait for busy keys and the store
 		delay     int  // the delay level asked for
 	}{{
 		name: "Completed", outcome: dedupe.Completed, ack: true,
@@ -171,13 +174,14 @@ func TestOutcomes(t *testing.T) {
 		counter: func(s *consumer.Stats) *atomic.Int64 { return &s.Reused },
 		logged:  true, level: slog.LevelError, fix: "WithoutFingerprint",
 	}, {
-		name: "StoreDown", outcome: dedupe.StoreDown,
+		name: "StoreDown", outcome: dedupe.StoreDown, opts: []consumer.Option{noStoreWait},
 		arrange: func(t *testing.T, e *outcomeEnv) []*primitive.MessageExt {
 			e.fs.Inject(dedupetest.Fault{Ops: dedupetest.OpClaim})
 			return nil
 		},
 		counter: func(s *consumer.Stats) *atomic.Int64 { return &s.StoreDown },
-		logged:  true, level: slog.LevelWarn, fix: "reachable", withErr: true,
+		logged:  true, level: slog.LevelWarn, fix: "reachable", withErr: true, outage: true,
+		skipOrder: true,
 	}, {
 		name: "InvalidKeyMissing", outcome: dedupe.InvalidKey,
 		arrange: func(*testing.T, *outcomeEnv) []*primitive.MessageExt {
@@ -324,7 +328,12 @@ func TestOutcomes(t *testing.T) {
 				if r.level != tt.level || !strings.HasPrefix(r.msg, "idemq: ") {
 					t.Errorf("logged %v %q, want level %v", r.level, r.msg, tt.level)
 				}
-				if r.attrs["group"] != testGroup || r.attrs["key"] != key || r.attrs["msgId"] != msgs[len(msgs)-1].MsgId || r.attrs["topic"] != "orders" {
+				switch {
+				case tt.outage:
+					if r.attrs["group"] != testGroup || r.attrs["key"] != nil || r.attrs["msgId"] != nil {
+						t.Errorf("logged %v, want group %q and no message", r.attrs, testGroup)
+					}
+				case r.attrs["group"] != testGroup || r.attrs["key"] != key || r.attrs["msgId"] != msgs[len(msgs)-1].MsgId || r.attrs["topic"] != "orders":
 					t.Errorf("logged %v, want group %q, key %q, msgId and topic", r.attrs, testGroup, key)
 				}
 				if fix, _ := r.attrs["fix"].(string); !strings.Contains(fix, tt.fix) {

@@ -21,9 +21,11 @@
 // consumer.WithKeyFallback([UniqKey], consumer.MsgID). Tell the Consumer
 // the push consumer's rmq.WithMaxReconsumeTimes
 // (consumer.WithMaxReconsumeTimes) and a broker's non-default
-// messageDelayLevel (consumer.WithDelayLevels), so that a busy key is never
-// handed back on a message's last reconsume nor sooner than its holder's
-// lease ends.
+// messageDelayLevel (consumer.WithDelayLevels), so that a busy key, or a
+// store that is down, is never handed back on a message's last reconsume,
+// nor a busy key sooner than its holder's lease ends; keep
+// consumer.WithStoreDownWait under the push consumer's
+// rmq.WithConsumeTimeout (15 minutes by default).
 //
 // Linking the package routes the client's logs to slog at warn (see
 // package rmqlog).

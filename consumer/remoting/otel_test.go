@@ -60,7 +60,7 @@ func TestTelemetry(t *testing.T) {
 	c, err := consumer.New(store, otelGroup,
 		consumer.WithMeterProvider(mp), consumer.WithTracerProvider(tp),
 		consumer.WithLogger(slog.New(slog.DiscardHandler)),
-		consumer.WithBusyWait(time.Nanosecond))
+		consumer.WithBusyWait(time.Nanosecond), consumer.WithStoreDownWait(time.Nanosecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +145,21 @@ func TestTelemetry(t *testing.T) {
 		} {
 			if got[out.String()] != n {
 				t.Errorf("counter %s = %d, Stats says %d", out, got[out.String()], n)
+			}
+		}
+
+		// The store-down message waited (for a nanosecond) in the one
+		// outage, which the next claim's answer closed.
+		for name, n := range map[string]int64{"idemq.consumer.store.waits": s.StoreWaited.Load(), "idemq.consumer.store.outages": s.Outages.Load()} {
+			var sum int64
+			for _, dp := range findMetric[metricdata.Sum[int64]](t, rm, name).DataPoints {
+				if g, _ := dp.Attributes.Value("group"); g.AsString() != otelGroup {
+					t.Errorf("%s counted with group %q, want %q", name, g.AsString(), otelGroup)
+				}
+				sum += dp.Value
+			}
+			if sum != 1 || n != 1 {
+				t.Errorf("%s = %d, Stats says %d; want 1", name, sum, n)
 			}
 		}
 

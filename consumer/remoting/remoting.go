@@ -27,7 +27,12 @@ type Callback = func(context.Context, ...*primitive.MessageExt) (rmq.ConsumeResu
 // again. The callback answers ConsumeRetryLater if any message must be
 // retried (the client resends the whole batch), else ConsumeSuccess; a
 // busy key's batch comes back at the first delay level no shorter than the
-// holder's remaining lease.
+// holder's remaining lease. A batch whose claims find the store down waits
+// in the callback until the store answers, up to
+// consumer.WithStoreDownWait (10 minutes by default, under the push
+// consumer's ConsumeTimeout of 15, past which the client sends a message in
+// a callback back on its own), and on a message's last reconsume for as
+// long as the store is down.
 func Concurrently(c *consumer.Consumer, h consumer.Handler) Callback {
 	return func(ctx context.Context, exts ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
 		a := sum(c.Process(ctx, messages(exts), h, consumer.Waiting{}))
@@ -45,8 +50,8 @@ func Concurrently(c *consumer.Consumer, h consumer.Handler) Callback {
 // consumer (rmq.WithConsumerOrder). On failure it suspends the queue (for
 // [WithSuspend]) and redelivers the same message: returning
 // ConsumeRetryLater in orderly mode would let the next success commit past
-// the failed message. A busy key is always waited for in process, for a
-// suspension spends a reconsume too.
+// the failed message. A busy key, and a store that is down, are always
+// waited for in process, for a suspension spends a reconsume too.
 //
 // A message that can never succeed — no key, an invalid key, a reused key
 // with another payload — holds its queue until the client's reconsume limit,

@@ -455,7 +455,7 @@ func TestTxStoreDown(t *testing.T) {
 				t.Parallel()
 				e := newTxEnv(t, d)
 				down := &downStore{txStore: e.store}
-				a, stats := e.consumer(down, tt.h(e), consumer.WithGuard(dedupe.GuardConfig{FailOpen: tt.failOpen}))
+				a, stats := e.consumer(down, tt.h(e), consumer.WithGuard(dedupe.GuardConfig{FailOpen: tt.failOpen}), noStoreWait)
 				res, err := a(t.Context(), msg("order-1"))
 				if res != tt.wantRes {
 					t.Fatalf("delivery = %v, %v; want %v", res, err, tt.wantRes)

@@ -853,6 +853,35 @@ func testFingerprint(s *suite) {
 			s.want(r, other, dedupe.Conflict)
 		}
 	})
+	s.Run("Batch", func(t *testing.T) {
+		// Within a batch, a key's later claims meet the record its first
+		// one wrote, as single calls one after another would.
+		s := s.sub(t)
+		r := s.ref("k")
+		reqs := []dedupe.ClaimRequest{
+			{Ref: r, Lease: long, Fingerprint: fa},
+			{Ref: r, Lease: long, Fingerprint: fb},
+			{Ref: r, Lease: long, Fingerprint: fa},
+			{Ref: r, Lease: long},
+		}
+		check := func(want ...dedupe.Status) []dedupe.ClaimResult {
+			t.Helper()
+			res, errs, err := dedupe.ClaimBatch(s.Context(), s.store, reqs)
+			if err != nil {
+				t.Fatalf("ClaimBatch: %v", err)
+			}
+			for i, w := range want {
+				if errs[i] != nil || res[i].Status != w {
+					t.Errorf("ClaimBatch item %d (fingerprint %q) = %v, %v; want %v", i, reqs[i].Fingerprint, res[i].Status, errs[i], w)
+				}
+				s.checkResult(r, res[i], long)
+			}
+			return res
+		}
+		res := check(dedupe.Acquired, dedupe.Conflict, dedupe.InFlight, dedupe.InFlight)
+		s.complete(dedupe.Ticket{Ref: r, Token: res[0].Token}, long, nil)
+		check(dedupe.Done, dedupe.Conflict, dedupe.Done, dedupe.Done)
+	})
 	s.Run("Invalid", func(t *testing.T) {
 		s := s.sub(t)
 		r := s.ref("k")

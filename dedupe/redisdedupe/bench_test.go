@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,27 +26,42 @@ const (
 )
 
 // BenchmarkClaimComplete measures the happy path of a consumer — claim a
-// message, then complete it — through the store in batches of 1 and 32, and
-// through the naive protocol of dedupe middleware without scripts or batches
-// (SET NX to claim, SET to complete: two round trips per message and no
-// owner token). Each runs with one consumer goroutine ("serial") and with 8
-// ("parallel"), and reports msgs/s; compare them within one run.
+// message, then complete it — through the store in batches of 1 and 32, on
+// its native path and on its script path (as on Redis before 7.0), and
+// through the naive protocol of dedupe middleware without scripts or
+// batches (SET NX to claim, SET to complete: two round trips per message
+// and no owner token). Each runs with one consumer goroutine ("serial")
+// and with 8 ("parallel"), and reports msgs/s; compare them within one
+// run.
 func BenchmarkClaimComplete(b *testing.B) {
 	client := newClient(b)
-	s, err := redisdedupe.New(client, redisdedupe.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	stores := benchStores(b, client)
 	for _, mode := range []string{"serial", "parallel"} {
 		for _, size := range []int{1, 32} {
-			b.Run(fmt.Sprintf("%s/idemq-batch=%d", mode, size), func(b *testing.B) {
-				run(b, goroutines[mode], size, storeCycle(s, size))
-			})
+			for _, p := range paths {
+				b.Run(fmt.Sprintf("%s/idemq-%s-batch=%d", mode, p.name, size), func(b *testing.B) {
+					run(b, client, goroutines[mode], size, storeCycle(stores[p.name], size))
+				})
+			}
 		}
 		b.Run(mode+"/naive", func(b *testing.B) {
-			run(b, goroutines[mode], 1, naiveCycle(client))
+			run(b, client, goroutines[mode], 1, naiveCycle(client))
 		})
 	}
+}
+
+// benchStores returns a store over client per path, by the path's name.
+func benchStores(b *testing.B, client *redis.Client) map[string]*redisdedupe.Store {
+	stores := map[string]*redisdedupe.Store{}
+	for _, p := range paths {
+		s, err := redisdedupe.New(client, redisdedupe.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.use(s)
+		stores[p.name] = s
+	}
+	return stores
 }
 
 // A cycle claims and completes size fresh keys, whose names start with
@@ -55,10 +72,14 @@ type cycle func(ctx context.Context, prefix string, first int) error
 var goroutines = map[string]int{"serial": 1, "parallel": 8}
 
 // run runs c over size fresh keys at a time, b.N times in all from n
-// goroutines, reports the messages per second and returns the messages.
-func run(b *testing.B, n, size int, c cycle) int64 {
+// goroutines, reports the messages per second, the CPU time per message
+// of this process and of client's Redis server (from INFO cpu: read it on
+// a Redis that serves the benchmark alone), and returns the messages. CPU
+// times stay comparable on a loaded machine, where msgs/s do not.
+func run(b *testing.B, client *redis.Client, n, size int, c cycle) int64 {
 	ctx := b.Context()
 	prefix := rand.Text()
+	cpu0, redis0 := processCPU(b), serverCPU(b, client)
 	var next atomic.Int64 // the next unused key number
 	one := func() {
 		if err := c(ctx, prefix, int(next.Add(int64(size)))-size); err != nil {
@@ -80,8 +101,40 @@ func run(b *testing.B, n, size int, c cycle) int64 {
 			}
 		})
 	}
-	b.ReportMetric(float64(next.Load())/b.Elapsed().Seconds(), "msgs/s")
+	msgs := float64(next.Load())
+	b.ReportMetric(msgs/b.Elapsed().Seconds(), "msgs/s")
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(time.Microsecond)/msgs, "cpu-µs/msg")
+	b.ReportMetric(float64(serverCPU(b, client)-redis0)/float64(time.Microsecond)/msgs, "redis-cpu-µs/msg")
 	return next.Load()
+}
+
+// processCPU returns the CPU time this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// serverCPU returns the CPU time client's Redis server has used.
+func serverCPU(b *testing.B, client *redis.Client) time.Duration {
+	info, err := client.Info(b.Context(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum time.Duration
+	for line := range strings.Lines(info) {
+		name, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if name == "used_cpu_sys" || name == "used_cpu_user" {
+			sec, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("INFO cpu: %s", line)
+			}
+			sum += time.Duration(sec * float64(time.Second))
+		}
+	}
+	return sum
 }
 
 // storeCycle claims size keys through s and completes them: with Claim and

@@ -12,7 +12,7 @@ import (
 // through dedupe.WithGroupCommit, whose coalesced round trips must answer
 // as the Store's own calls do.
 func TestGroupCommitConformance(t *testing.T) {
-	dedupetest.Run(t, func(t *testing.T) dedupe.Store {
-		return dedupe.WithGroupCommit(newStore(t, redisdedupe.Config{}))
-	}, dedupetest.Features{Batcher: true})
+	eachPath(t, newClient(t), func(t *testing.T, s *redisdedupe.Store) {
+		dedupetest.Run(t, func(*testing.T) dedupe.Store { return dedupe.WithGroupCommit(s) }, dedupetest.Features{Batcher: true})
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -191,44 +192,50 @@ func TestRecord(t *testing.T) {
 	}
 }
 
-// countHook records the scripts and pipelines a client runs, leaving out
+// countHook records the commands and pipelines a client runs, leaving out
 // the commands that set up connections.
 type countHook struct {
 	mu        sync.Mutex
 	cmds      []string
-	pipelines [][]string
+	pipelines []string
 }
 
 func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if strings.HasPrefix(cmd.Name(), "eval") {
-			h.mu.Lock()
-			h.cmds = append(h.cmds, cmd.Name())
-			h.mu.Unlock()
-		}
+		h.mu.Lock()
+		h.cmds = append(h.cmds, cmd.Name())
+		h.mu.Unlock()
 		return next(ctx, cmd)
 	}
 }
 
 func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		var names []string
-		for _, c := range cmds {
-			names = append(names, c.Name())
-		}
-		if !strings.HasPrefix(names[0], "eval") {
-			return next(ctx, cmds)
-		}
 		h.mu.Lock()
-		h.pipelines = append(h.pipelines, names)
+		h.pipelines = append(h.pipelines, tally(cmds))
 		h.mu.Unlock()
 		return next(ctx, cmds)
 	}
 }
 
-func (h *countHook) take() (cmds []string, pipelines [][]string) {
+// tally sums up a pipeline as its commands' names with their counts, in
+// order of name: "evalsha*3" or "get*2 pexpiretime*2 pttl*2".
+func tally(cmds []redis.Cmder) string {
+	n := map[string]int{}
+	for _, c := range cmds {
+		n[c.Name()]++
+	}
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(n)) {
+		out = append(out, fmt.Sprintf("%s*%d", name, n[name]))
+	}
+	return strings.Join(out, " ")
+}
+
+// take returns what the client ran since the last take.
+func (h *countHook) take() (cmds, pipelines []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cmds, pipelines = h.cmds, h.pipelines
@@ -254,8 +261,12 @@ func claimAll(t *testing.T, s *redisdedupe.Store, reqs []dedupe.ClaimRequest) []
 	return ts
 }
 
-// TestRoundTrips checks that a batch is one EVALSHA, or one pipeline of one
-// EVALSHA per group when it spans groups, also after Redis lost its scripts.
+// TestRoundTrips checks the commands a store sends. Its claims of a batch
+// are one pipeline of SET, whatever groups it spans, after one INFO on its
+// first claim; on the script path, one EVALSHA per group (a pipeline of
+// them when it spans groups) and no INFO. A claim whose SETs find records
+// reads them in a second pipeline. Completions and releases are
+// scripts on either path, sent again by EVAL after Redis lost its scripts.
 func TestRoundTrips(t *testing.T) {
 	ctx := t.Context()
 	// A Redis of its own: SCRIPT FLUSH below is server-wide, and the other
@@ -264,56 +275,93 @@ func TestRoundTrips(t *testing.T) {
 	t.Cleanup(func() { client.Close() })
 	hook := &countHook{}
 	client.AddHook(hook)
-	s, err := redisdedupe.New(client, redisdedupe.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	batch := func(groups ...string) []dedupe.ClaimRequest {
-		var reqs []dedupe.ClaimRequest
-		for i := range 32 {
-			g := groups[i%len(groups)]
-			reqs = append(reqs, dedupe.ClaimRequest{Ref: dedupe.Ref{Namespace: "trips", Group: g, Key: fmt.Sprint(i)}, Lease: time.Minute})
+	type want struct{ cmds, pipelines []string }
+	check := func(t *testing.T, what string, w want) {
+		t.Helper()
+		if cmds, pipes := hook.take(); !slices.Equal(cmds, w.cmds) || !slices.Equal(pipes, w.pipelines) {
+			t.Errorf("%s sent %q and pipelines %q; want %q and %q", what, cmds, pipes, w.cmds, w.pipelines)
 		}
-		return reqs
 	}
-	id := t.Name() + fmt.Sprint(time.Now().UnixNano())
-
-	// Load the scripts.
-	ts := claimAll(t, s, batch(id+"warm"))
-	if errs, err := s.CompleteBatch(ctx, ts[:16], time.Minute); err != nil || errs[0] != nil {
-		t.Fatal(errs, err)
-	}
-	if errs, err := s.ReleaseBatch(ctx, ts[16:]); err != nil || errs[0] != nil {
-		t.Fatal(errs, err)
-	}
-	hook.take()
-
-	ts = claimAll(t, s, batch(id+"one"))
-	if _, err := s.CompleteBatch(ctx, ts, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if cmds, pipes := hook.take(); len(cmds) != 2 || cmds[0] != "evalsha" || cmds[1] != "evalsha" || len(pipes) != 0 {
-		t.Errorf("claim and complete of one group sent %v and pipelines %v; want two evalsha", cmds, pipes)
-	}
-
-	ts = claimAll(t, s, batch(id+"a", id+"b", id+"c"))
-	if _, err := s.ReleaseBatch(ctx, ts); err != nil {
-		t.Fatal(err)
-	}
-	if cmds, pipes := hook.take(); len(cmds) != 0 || len(pipes) != 2 || len(pipes[0]) != 3 || len(pipes[1]) != 3 {
-		t.Errorf("claim and release over three groups sent %v and pipelines %v; want two pipelines of three", cmds, pipes)
-	}
-
-	// After SCRIPT FLUSH each part runs once more, through EVAL: had it run
-	// twice, its keys would answer in flight.
-	for _, groups := range [][]string{{id + "flush1"}, {id + "flush2", id + "flush3"}} {
-		if err := client.ScriptFlush(ctx).Err(); err != nil {
-			t.Fatal(err)
+	for _, p := range paths {
+		native := p.name == "Native"
+		// pick returns the native path's answer or the script path's.
+		pick := func(n, s want) want {
+			if native {
+				return n
+			}
+			return s
 		}
-		claimAll(t, s, batch(groups...))
-		if cmds, _ := hook.take(); !slices.Contains(cmds, "eval") {
-			t.Errorf("after SCRIPT FLUSH the store sent %v, want an eval", cmds)
-		}
+		t.Run(p.name, func(t *testing.T) {
+			s, err := redisdedupe.New(client, redisdedupe.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.use(s)
+			batch := func(groups ...string) []dedupe.ClaimRequest {
+				var reqs []dedupe.ClaimRequest
+				for i := range 32 {
+					g := groups[i%len(groups)]
+					reqs = append(reqs, dedupe.ClaimRequest{Ref: dedupe.Ref{Namespace: "trips", Group: g, Key: fmt.Sprint(i)}, Lease: time.Minute})
+				}
+				return reqs
+			}
+			id := t.Name() + fmt.Sprint(time.Now().UnixNano())
+
+			// Load the scripts.
+			ts := claimAll(t, s, batch(id+"warm"))
+			if errs, err := s.CompleteBatch(ctx, ts[:16], time.Minute); err != nil || errs[0] != nil {
+				t.Fatal(errs, err)
+			}
+			if errs, err := s.ReleaseBatch(ctx, ts[16:]); err != nil || errs[0] != nil {
+				t.Fatal(errs, err)
+			}
+			infos, _ := hook.take()
+			infos = slices.DeleteFunc(infos, func(name string) bool { return name != "info" })
+			if want := pick(want{cmds: []string{"info"}}, want{}).cmds; !slices.Equal(infos, want) {
+				t.Errorf("the first claims sent %q, want %q", infos, want)
+			}
+
+			one := batch(id + "one")
+			ts = claimAll(t, s, one)
+			if _, err := s.CompleteBatch(ctx, ts, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			check(t, "claim and complete of one group", pick(
+				want{[]string{"evalsha"}, []string{"set*32"}},
+				want{[]string{"evalsha", "evalsha"}, nil}))
+
+			if _, _, err := s.ClaimBatch(ctx, one); err != nil {
+				t.Fatal(err)
+			}
+			check(t, "a claim of done keys", pick(
+				want{nil, []string{"set*32", "get*64 pexpiretime*32 pttl*32"}},
+				want{[]string{"evalsha"}, nil}))
+
+			ts = claimAll(t, s, batch(id+"a", id+"b", id+"c"))
+			if _, err := s.ReleaseBatch(ctx, ts); err != nil {
+				t.Fatal(err)
+			}
+			check(t, "claim and release over three groups", pick(
+				want{nil, []string{"set*32", "evalsha*3"}},
+				want{nil, []string{"evalsha*3", "evalsha*3"}}))
+
+			// After SCRIPT FLUSH each part runs once more, through EVAL:
+			// had it run twice, its keys would answer in flight, or lose
+			// their lease.
+			for _, groups := range [][]string{{id + "flush1"}, {id + "flush2", id + "flush3"}} {
+				if err := client.ScriptFlush(ctx).Err(); err != nil {
+					t.Fatal(err)
+				}
+				ts := claimAll(t, s, batch(groups...))
+				errs, err := s.CompleteBatch(ctx, ts, time.Minute)
+				if err != nil || slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+					t.Fatalf("CompleteBatch after SCRIPT FLUSH = %v, %v", errs, err)
+				}
+				if cmds, _ := hook.take(); !slices.Contains(cmds, "eval") {
+					t.Errorf("after SCRIPT FLUSH the store sent %v, want an eval", cmds)
+				}
+			}
+		})
 	}
 }
 
@@ -354,9 +402,9 @@ func TestUnreachable(t *testing.T) {
 	}
 }
 
-// loseFirstPipeline, once armed, lets the next pipeline of scripts reach
-// Redis, then reports it failed, as a connection dropped before the answers
-// arrive.
+// loseFirstPipeline, once armed, lets the next pipeline of claims (SET or
+// EVALSHA) reach Redis, then reports it failed, as a connection dropped
+// before the answers arrive.
 type loseFirstPipeline struct {
 	mu    sync.Mutex
 	armed bool
@@ -370,7 +418,7 @@ func (h *loseFirstPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) 
 		err := next(ctx, cmds)
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		if !h.armed || !strings.HasPrefix(cmds[0].Name(), "eval") {
+		if name := cmds[0].Name(); !h.armed || name != "set" && name != "evalsha" {
 			return err
 		}
 		h.armed = false
@@ -386,13 +434,22 @@ func (h *loseFirstPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) 
 // pipeline runs on Redis but whose answer is lost: the claims it took are
 // given back, so the keys can be claimed at once instead of after a lease.
 func TestLostPipelineGivesClaimsBack(t *testing.T) {
-	client := newClient(t)
-	hook := &loseFirstPipeline{}
-	client.AddHook(hook)
-	s, err := redisdedupe.New(client, redisdedupe.Config{Prefix: "lost:" + rand.Text() + ":"})
-	if err != nil {
-		t.Fatal(err)
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			client := newClient(t)
+			hook := &loseFirstPipeline{}
+			client.AddHook(hook)
+			s, err := redisdedupe.New(client, redisdedupe.Config{Prefix: "lost:" + rand.Text() + ":"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.use(s)
+			testLostPipeline(t, s, hook)
+		})
 	}
+}
+
+func testLostPipeline(t *testing.T, s *redisdedupe.Store, hook *loseFirstPipeline) {
 	batch := func(keys ...string) []dedupe.ClaimRequest {
 		var reqs []dedupe.ClaimRequest
 		for _, g := range []string{"g1", "g2"} {
@@ -402,7 +459,8 @@ func TestLostPipelineGivesClaimsBack(t *testing.T) {
 		}
 		return reqs
 	}
-	// Load the scripts, so that the lost pipeline really claims.
+	// Load the scripts and learn the server's version, so that the lost
+	// pipeline really claims.
 	if _, _, err := s.ClaimBatch(t.Context(), batch("warm")); err != nil {
 		t.Fatal(err)
 	}

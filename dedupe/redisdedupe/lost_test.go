@@ -12,12 +12,18 @@ import (
 	"github.com/idemq/idemq/internal/testenv"
 )
 
-// TestClaimAnswerLost drops the connection after Redis ran a claim's script
-// and before its answer arrives. go-redis sends the command again on a new
-// connection (MaxRetries, 3 by default) with the same token; the claim must
-// take the record it wrote as its own, not answer in flight to its own
-// caller and block the key for a whole lease.
+// TestClaimAnswerLost drops the connection after Redis ran a claim's SET or
+// script and before its answer arrives. go-redis sends the command again on
+// a new connection (MaxRetries, 3 by default) with the same token; the
+// claim must take the record it wrote as its own, not answer in flight to
+// its own caller and block the key for a whole lease.
 func TestClaimAnswerLost(t *testing.T) {
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) { testClaimAnswerLost(t, p.use) })
+	}
+}
+
+func testClaimAnswerLost(t *testing.T, use func(*redisdedupe.Store)) {
 	tests := []struct {
 		name   string
 		groups []string // a batch spanning groups is a pipeline
@@ -35,6 +41,7 @@ func TestClaimAnswerLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	use(s)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var reqs []dedupe.ClaimRequest
@@ -43,8 +50,9 @@ func TestClaimAnswerLost(t *testing.T) {
 					reqs = append(reqs, dedupe.ClaimRequest{Ref: dedupe.Ref{Namespace: tc.name, Group: g, Key: k}, Lease: time.Hour})
 				}
 			}
-			// A claim of other keys first loads the script and leaves a
-			// connection in the pool, so the armed claim runs as is.
+			// A claim of other keys first loads the script (or learns the
+			// server's version) and leaves a connection in the pool, so
+			// the armed claim runs as is.
 			warm := make([]dedupe.ClaimRequest, len(reqs))
 			for i, r := range reqs {
 				warm[i] = r

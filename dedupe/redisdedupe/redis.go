@@ -2,10 +2,10 @@ package redisdedupe
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -45,27 +45,92 @@ func (c Config) Validate() error {
 // where namespace and group have '%', '{', '}' and ':' percent-encoded so
 // that no two Refs share a key, and the message key follows verbatim. Its
 // value is the state ('p' processing or 'd' done), the 26-byte owner token
-// and the payload fingerprint. Tokens are compared inside the scripts: a
-// consumer whose lease ran out can neither complete, release nor extend a
-// claim that someone else holds.
+// and the payload fingerprint; its TTL is the lease or the retention.
 //
-// The scripts are sent by EVALSHA, and once more by EVAL when Redis has lost
+// # Commands
+//
+// On Redis 7.0 or later a claim that finds no record is one native
+// command per key,
+//
+//	SET key record NX PX lease
+//
+// A claim whose SET finds a record reads it in a second round trip (GET,
+// PTTL, PEXPIRETIME, and GET again to check that the times read are that
+// record's) and decides on it in the store: its own record (a SET sent
+// again, see below), another payload's fingerprint, done, or in flight.
+// Should the record change between the two GETs, or be gone, the claim
+// script below answers for that key. A batch is one pipeline of SETs, and
+// one of reads for the keys found taken. (SET with GET would answer the
+// record in the same round trip, but answers nil to every claim that
+// acquires, and go-redis (v9.22) spends 17 allocations classifying a nil
+// reply as an error: most claims acquire, few find a record.)
+//
+// Complete, Release and Extend change a record only if the caller's token
+// owns it, a condition Redis 7 cannot check in a native command, so each
+// is a Lua script: one per call, and one per (namespace, group) of a
+// batch. (A Complete by a plain SET would write done over the live lease
+// of a consumer that claimed the key after the caller's lease ran out,
+// and over the record of a key whose token never held it, which
+// [dedupe.Store] forbids.)
+//
+// Before Redis 7.0, which lacks PEXPIRETIME (a record's end by the
+// server's clock, which [dedupe.ClaimResult.Until] reports), claims are a
+// script too. The store tells which it has by INFO server on its first
+// claim (on a cluster or ring, from every master: the lowest version
+// decides); if INFO fails, that claim fails saying so, and the next asks
+// again. A server downgraded below 7.0 under a running store answers its
+// claims that find a record with an unknown-command error until the
+// process restarts.
+//
+// Scripts are sent by EVALSHA, and once more by EVAL when Redis has lost
 // them (a restart or SCRIPT FLUSH). A batch that spans groups is split into
-// one script per group, all sent in one pipeline: one round trip on a single
-// server, one per node (in parallel) on a cluster.
+// one script per group, all sent in one pipeline: one round trip on a
+// single server, one per node (in parallel) on a cluster.
 //
 // go-redis sends a command again when its connection drops before the
-// answer arrives (Options.MaxRetries, 3 by default), so a script may run
-// twice. Every call is safe to run twice: a claim's token is drawn once per
-// call, and a claim that finds its own record answers Acquired with that
-// token rather than in flight to its own caller, which would block the key
-// for a whole lease; a Complete run again succeeds. Only a Release run again
-// answers [dedupe.ErrLeaseLost], its record being gone already. A claim
-// that fails after all gives back what it may have taken, so its keys are
-// free at once.
+// answer arrives (Options.MaxRetries, 3 by default), so a claim or script
+// may run twice. Every call is safe to run twice: a claim's token is drawn
+// once per call, and a claim that finds its own record answers Acquired
+// with that token rather than in flight to its own caller, which would
+// block the key for a whole lease; a Complete run again succeeds. Only a
+// Release run again answers [dedupe.ErrLeaseLost], its record being gone
+// already. A claim that fails after all gives back what it may have taken,
+// so its keys are free at once.
 type Store struct {
 	client redis.UniversalClient
 	prefix string
+	// head caches the start of the keys of the (namespace, group) last
+	// used, which a store mostly serves alone: a key then costs one
+	// allocation instead of encoding its hash tag again.
+	head atomic.Pointer[keyHead]
+	// claims is how the store claims: claimsUnknown until a claim has
+	// asked the server for its version.
+	claims atomic.Int32
+	// lease and retention are the last of each boxed for a command.
+	lease, retention atomic.Pointer[boxedMillis]
+}
+
+// boxedMillis is a duration's milliseconds as a command's argument: a
+// consumer's lease and retention do not change, and boxing each for every
+// call would cost an allocation.
+type boxedMillis struct {
+	d time.Duration
+	v any
+}
+
+// box returns d's milliseconds as an argument, from last if it holds d.
+func box(last *atomic.Pointer[boxedMillis], d time.Duration) any {
+	if b := last.Load(); b != nil && b.d == d {
+		return b.v
+	}
+	b := &boxedMillis{d: d, v: millis(d)}
+	last.Store(b)
+	return b.v
+}
+
+// keyHead is the start of the keys of one (namespace, group).
+type keyHead struct {
+	ns, group, head string
 }
 
 var (
@@ -74,7 +139,8 @@ var (
 )
 
 // New returns a Store that keeps its records through client, which the
-// caller owns: the Store never closes it.
+// caller owns: the Store never closes it. It does not reach the server: the
+// first claim asks for its version.
 func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisdedupe: nil client")
@@ -89,149 +155,91 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 // Key returns the Redis key that holds r's record, for operators and tools
 // that inspect the store.
 func (s *Store) Key(r dedupe.Ref) string {
-	return s.prefix + rediskey.HashTag(r.Namespace, r.Group) + ":" + r.Key
-}
-
-// Claim implements [dedupe.Store].
-func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
-	res, errs, err := s.claim(ctx, []dedupe.ClaimRequest{req})
-	switch {
-	case err != nil:
-		return dedupe.ClaimResult{}, fmt.Errorf("redisdedupe: claim %q: %w", req.Ref, err)
-	case errs[0] != nil:
-		return dedupe.ClaimResult{}, errs[0]
+	h := s.head.Load()
+	if h == nil || h.ns != r.Namespace || h.group != r.Group {
+		h = &keyHead{ns: r.Namespace, group: r.Group, head: s.prefix + rediskey.HashTag(r.Namespace, r.Group) + ":"}
+		s.head.Store(h)
 	}
-	return res[0], nil
+	return h.head + r.Key
 }
 
 // Complete implements [dedupe.Store].
 func (s *Store) Complete(ctx context.Context, t dedupe.Ticket, retention time.Duration) error {
-	errs, err := s.complete(ctx, []dedupe.Ticket{t}, retention)
-	return single("complete", t.Ref, errs, err)
+	if retention <= 0 {
+		return fmt.Errorf("redisdedupe: complete %q: retention %v must be positive", t.Ref, retention)
+	}
+	return s.ownedOne(ctx, "complete", completeScript, completeHash, t, box(&s.retention, retention), t.Token)
 }
 
 // Release implements [dedupe.Store].
 func (s *Store) Release(ctx context.Context, t dedupe.Ticket) error {
-	errs, err := s.owned(ctx, "release", releaseScript, []dedupe.Ticket{t})
-	return single("release", t.Ref, errs, err)
-}
-
-// single turns a batch of one's answer into a single call's.
-func single(op string, r dedupe.Ref, errs []error, err error) error {
-	if err != nil {
-		return fmt.Errorf("redisdedupe: %s %q: %w", op, r, err)
-	}
-	return errs[0]
+	return s.ownedOne(ctx, "release", releaseScript, releaseHash, t, t.Token)
 }
 
 // Extend implements [dedupe.Store].
 func (s *Store) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
-	err := t.Ref.Validate()
-	if err == nil && lease <= 0 {
-		err = fmt.Errorf("lease %v must be positive", lease)
+	if lease <= 0 {
+		if err := t.Ref.Validate(); err != nil {
+			return fmt.Errorf("redisdedupe: extend %q: %w", t.Ref, err)
+		}
+		return fmt.Errorf("redisdedupe: extend %q: lease %v must be positive", t.Ref, lease)
 	}
+	return s.ownedOne(ctx, "extend", extendScript, extendHash, t, t.Token, box(&s.lease, lease))
+}
+
+// ownedOne runs script, whose hash is sha and which answers {1} if t's
+// token owns its record and {0} if not, over t's key with args. It builds
+// the EVALSHA itself, which saves half the allocations of script.Run on
+// the path of every message. op names the call in errors.
+func (s *Store) ownedOne(ctx context.Context, op string, script *redis.Script, sha any, t dedupe.Ticket, args ...any) error {
+	err := t.Ref.Validate()
 	if err == nil {
 		err = ctx.Err()
 	}
 	if err == nil {
-		var n int64
-		n, err = extendScript.Run(ctx, s.client, []string{s.Key(t.Ref)}, t.Token, millis(lease)).Int64()
-		if err == nil && n == 0 {
-			err = dedupe.ErrLeaseLost
+		cmdArgs := make([]any, 4+len(args))
+		cmdArgs[0], cmdArgs[1], cmdArgs[2], cmdArgs[3] = "evalsha", sha, 1, s.Key(t.Ref)
+		copy(cmdArgs[4:], args)
+		cmd := redis.NewCmd(ctx, cmdArgs...)
+		_ = s.client.Process(ctx, cmd)
+		if noScript(cmd) {
+			// Redis lost its script cache (a restart or SCRIPT FLUSH):
+			// the script never ran, so running it again is safe.
+			cmd = script.Run(ctx, s.client, []string{cmdArgs[3].(string)}, cmdArgs[4:]...)
 		}
+		err = owns(cmd)
 	}
 	if err != nil {
-		return fmt.Errorf("redisdedupe: extend %q: %w", t.Ref, err)
+		return fmt.Errorf("redisdedupe: %s %q: %w", op, t.Ref, err)
 	}
 	return nil
 }
 
-// ClaimBatch implements [dedupe.Batcher].
-func (s *Store) ClaimBatch(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
-	res, errs, err := s.claim(ctx, reqs)
+// owns reads the answer of an owned script for one key.
+func owns(cmd *redis.Cmd) error {
+	v, err := cmd.Result()
 	if err != nil {
-		return nil, nil, fmt.Errorf("redisdedupe: claim batch of %d: %w", len(reqs), err)
+		return err
 	}
-	return res, errs, nil
-}
-
-func (s *Store) claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
-	for _, r := range reqs {
-		if r.Lease <= 0 {
-			return nil, nil, fmt.Errorf("%q: lease %v must be positive", r.Ref, r.Lease)
-		}
+	switch n, _ := v.([]any); {
+	case len(n) != 1:
+		return fmt.Errorf("script answered %v for 1 key", v)
+	case n[0] != int64(1):
+		return dedupe.ErrLeaseLost
 	}
-	errs := make([]error, len(reqs))
-	parts := split("claim", len(reqs), func(i int) dedupe.Ref { return reqs[i].Ref }, errs, func(i int) error { return reqs[i].Validate() })
-	for _, p := range parts {
-		for _, i := range p.idx {
-			p.keys = append(p.keys, s.Key(reqs[i].Ref))
-			p.args = append(p.args, "p"+rand.Text()+reqs[i].Fingerprint, millis(reqs[i].Lease))
-		}
-	}
-	out, err := s.run(ctx, claimScript, parts)
-	if err != nil {
-		s.giveBack(ctx, reqs, parts)
-		return nil, nil, err
-	}
-	res := make([]dedupe.ClaimResult, len(reqs))
-	for pi, p := range parts {
-		vals := out[pi]
-		if len(vals) != 2+2*len(p.idx) {
-			return nil, nil, fmt.Errorf("script answered %d values for %d keys", len(vals), len(p.idx))
-		}
-		now := time.UnixMicro(vals[0]*1e6 + vals[1])
-		for j, i := range p.idx {
-			code, ms := vals[2+2*j], vals[3+2*j]
-			left := time.Duration(max(ms, 1)) * time.Millisecond
-			switch code {
-			case codeAcquired:
-				res[i] = dedupe.ClaimResult{Status: dedupe.Acquired, Token: p.args[2*j].(string)[1 : 1+tokenLen]}
-			case codeDone:
-				res[i] = dedupe.ClaimResult{Status: dedupe.Done, Until: now.Add(left), Remaining: left}
-			case codeInFlight:
-				res[i] = dedupe.ClaimResult{Status: dedupe.InFlight, Until: now.Add(left), Remaining: left}
-			case codeConflict:
-				res[i] = dedupe.ClaimResult{Status: dedupe.Conflict}
-			default:
-				return nil, nil, fmt.Errorf("script answered code %d", code)
-			}
-		}
-	}
-	return res, errs, nil
-}
-
-// giveBack releases, as far as Redis lets it, what a failed claim may have
-// acquired: its scripts may have run before the failure (a lost answer, or
-// one part of a pipeline failing), and their tokens never reach the caller. Release
-// deletes a record only if it holds the token, so releasing a claim that
-// never happened is harmless.
-func (s *Store) giveBack(ctx context.Context, reqs []dedupe.ClaimRequest, parts []*part) {
-	var ts []dedupe.Ticket
-	for _, p := range parts {
-		for j, i := range p.idx {
-			ts = append(ts, dedupe.Ticket{Ref: reqs[i].Ref, Token: p.args[2*j].(string)[1 : 1+tokenLen]})
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dedupe.GiveBackTimeout)
-	defer cancel()
-	_, _ = s.owned(ctx, "release", releaseScript, ts)
+	return nil
 }
 
 // CompleteBatch implements [dedupe.Batcher].
 func (s *Store) CompleteBatch(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
-	errs, err := s.complete(ctx, ts, retention)
+	if retention <= 0 {
+		return nil, fmt.Errorf("redisdedupe: complete batch of %d: retention %v must be positive", len(ts), retention)
+	}
+	errs, err := s.owned(ctx, "complete", completeScript, ts, millis(retention))
 	if err != nil {
 		return nil, fmt.Errorf("redisdedupe: complete batch of %d: %w", len(ts), err)
 	}
 	return errs, nil
-}
-
-func (s *Store) complete(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
-	if retention <= 0 {
-		return nil, fmt.Errorf("retention %v must be positive", retention)
-	}
-	return s.owned(ctx, "complete", completeScript, ts, millis(retention))
 }
 
 // ReleaseBatch implements [dedupe.Batcher].
@@ -247,7 +255,15 @@ func (s *Store) ReleaseBatch(ctx context.Context, ts []dedupe.Ticket) ([]error, 
 // before the tokens in each part's arguments. op names the call in errors.
 func (s *Store) owned(ctx context.Context, op string, script *redis.Script, ts []dedupe.Ticket, head ...any) ([]error, error) {
 	errs := make([]error, len(ts))
-	parts := split(op, len(ts), func(i int) dedupe.Ref { return ts[i].Ref }, errs, func(i int) error { return ts[i].Ref.Validate() })
+	valid := make([]int, 0, len(ts))
+	for i, t := range ts {
+		if err := t.Ref.Validate(); err != nil {
+			errs[i] = fmt.Errorf("redisdedupe: %s %q: %w", op, t.Ref, err)
+			continue
+		}
+		valid = append(valid, i)
+	}
+	parts := split(valid, func(i int) dedupe.Ref { return ts[i].Ref })
 	for _, p := range parts {
 		p.args = append(p.args, head...)
 		for _, i := range p.idx {
@@ -273,8 +289,8 @@ func (s *Store) owned(ctx context.Context, op string, script *redis.Script, ts [
 }
 
 // part is the share of a batch whose keys share one hash tag, and so one
-// cluster slot: its namespace and group, the items' indexes in the batch,
-// their keys and the script's arguments.
+// cluster slot: its namespace and group, the items' indexes, their keys
+// and the script's arguments.
 type part struct {
 	ns, group string
 	idx       []int
@@ -282,16 +298,12 @@ type part struct {
 	args      []any
 }
 
-// split checks the batch's n items with valid, recording failures of op in
-// errs, and groups the valid ones by (namespace, group) in batch order. A
-// batch rarely spans more than a few groups, so a linear search is fastest.
-func split(op string, n int, ref func(int) dedupe.Ref, errs []error, valid func(int) error) []*part {
+// split groups the items idx by their refs' (namespace, group), in order.
+// A batch rarely spans more than a few groups, so a linear search is
+// fastest.
+func split(idx []int, ref func(int) dedupe.Ref) []*part {
 	var parts []*part
-	for i := range n {
-		if err := valid(i); err != nil {
-			errs[i] = fmt.Errorf("redisdedupe: %s %q: %w", op, ref(i), err)
-			continue
-		}
+	for _, i := range idx {
 		r := ref(i)
 		var p *part
 		for _, q := range parts {
@@ -332,7 +344,7 @@ func (s *Store) run(ctx context.Context, script *redis.Script, parts []*part) ([
 	// Exec's error is the first command's; each is checked below.
 	_, _ = pipe.Exec(ctx)
 	for i, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		if noScript(cmd) {
 			// Redis lost its script cache (a restart or SCRIPT FLUSH):
 			// this part never ran, so running it again is safe.
 			cmd = script.Run(ctx, s.client, parts[i].keys, parts[i].args...)
@@ -344,6 +356,14 @@ func (s *Store) run(ctx context.Context, script *redis.Script, parts []*part) ([
 		out[i] = vals
 	}
 	return out, nil
+}
+
+// noScript reports whether an EVALSHA failed because Redis does not hold
+// the script. It looks at the error only if there is one: the look costs
+// an allocation.
+func noScript(cmd *redis.Cmd) bool {
+	err := cmd.Err()
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
 // millis rounds d up to whole milliseconds, Redis's resolution.

@@ -40,8 +40,55 @@ func newStore(t testing.TB, cfg redisdedupe.Config) *redisdedupe.Store {
 	return s
 }
 
+// paths are the two ways a Store claims, both run on the test server (a
+// Redis 7): by native commands, as on Redis 7.0 or later, and by the claim
+// script, as before 7.0.
+var paths = []struct {
+	name string
+	use  func(*redisdedupe.Store)
+}{
+	{"Native", func(*redisdedupe.Store) {}},
+	{"Scripts", redisdedupe.UseScripts},
+}
+
+// features are what the conformance suite expects of a Store.
+var features = dedupetest.Features{Batcher: true, Inspector: true, UnorderedList: true}
+
+// eachPath runs f as a parallel subtest per path, with a store on that
+// path over client.
+func eachPath(t *testing.T, client redis.UniversalClient, f func(t *testing.T, s *redisdedupe.Store)) {
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := redisdedupe.New(client, redisdedupe.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.use(s)
+			f(t, s)
+		})
+	}
+}
+
+// TestConformance runs the suite on both paths: the native one on the
+// shared test server, among the records of every package's tests, and the
+// script path on a Redis of its own, where the Inspector's tests, which
+// scan every key of the server, take seconds rather than minutes.
 func TestConformance(t *testing.T) {
-	dedupetest.Run(t, func(t *testing.T) dedupe.Store {
-		return newStore(t, redisdedupe.Config{})
-	}, dedupetest.Features{Batcher: true, Inspector: true, UnorderedList: true})
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			client := newClient(t)
+			if p.name == "Scripts" {
+				client = redis.NewClient(&redis.Options{Addr: testenv.StartPrivateRedis(t).Addr()})
+				t.Cleanup(func() { client.Close() })
+			}
+			s, err := redisdedupe.New(client, redisdedupe.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.use(s)
+			dedupetest.Run(t, func(*testing.T) dedupe.Store { return s }, features)
+		})
+	}
 }

@@ -95,12 +95,21 @@ return out
 `)
 
 // extendScript sets KEYS[1]'s TTL to ARGV[2] milliseconds if token ARGV[1]
-// owns it and it is processing. It returns 1 if it did and 0 otherwise.
+// owns it and it is processing. It returns {1} if it did and {0}
+// otherwise, as the batch scripts answer for one key.
 var extendScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v and string.sub(v, 1, 27) == 'p' .. ARGV[1] then
 	redis.call('PEXPIRE', KEYS[1], ARGV[2])
-	return 1
+	return {1}
 end
-return 0
+return {0}
 `)
+
+// The hashes of the scripts that a single call runs, boxed once for its
+// EVALSHA.
+var (
+	completeHash any = completeScript.Hash()
+	releaseHash  any = releaseScript.Hash()
+	extendHash   any = extendScript.Hash()
+)

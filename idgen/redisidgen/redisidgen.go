@@ -244,7 +244,8 @@ func (l *Leaser) Create(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("redisidgen: create pool %q: %w", l.pool, err)
 	case res.code == codeExists:
-		return fmt.Errorf("redisidgen: create pool %q: %w", l.pool, ErrPoolExists)
+		// ErrPoolExists names the package already.
+		return fmt.Errorf("%w: Redis holds keys of pool %q", ErrPoolExists, l.pool)
 	case res.code != codeOK:
 		return fmt.Errorf("redisidgen: create pool %q: %w", l.pool, res.err())
 	}
@@ -277,7 +278,8 @@ func (l *Leaser) List(ctx context.Context) ([]LeaseInfo, error) {
 	switch res.code {
 	case codeOK:
 	case codeMissing:
-		return fail(ErrNoPool)
+		// ErrNoPool names the package already.
+		return nil, fmt.Errorf("%w %q: Redis has no record of it", ErrNoPool, l.pool)
 	default:
 		return fail(res.err())
 	}

@@ -2,6 +2,7 @@ package sqlidgen_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log"
@@ -54,8 +55,14 @@ func ExampleSegments() {
 // UPDATE per segment, loading the next one in the background.
 func ExampleSegments_allocator() {
 	ctx := context.Background()
-	db, remove := openExample()
-	defer remove()
+	// A real program opens a file, with the settings the package
+	// documentation gives. One connection keeps ":memory:" one database.
+	db, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		log.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	defer db.Close()
 	src, err := sqlidgen.NewSegments(db, sqlidgen.SQLite, sqlidgen.SegmentsConfig{})
 	if err != nil {
 		log.Fatal(err)

@@ -35,9 +35,15 @@ type leaseSQL struct {
 	pick, grant string
 	// static takes one node if it is free or was never used.
 	// PostgreSQL and SQLite return its high-water mark when it was taken;
-	// MySQL returns nothing (owned reads the outcome). Parameters: pool,
+	// MySQL returns nothing (took reads the outcome). Parameters: pool,
 	// node, token, owner, lease µs.
 	static string
+	// took reads whether token was granted node, its lease live or not,
+	// and the node's mark: the outcome of MySQL's static. A lease that
+	// ended before this read (the caller stalled for a lease between the
+	// two statements) was still granted to token, not held by another.
+	// Parameters: token, pool, node.
+	took string
 	// owned reads whether token holds node's live lease and its mark.
 	// Parameters: token, pool, node.
 	owned string
@@ -248,6 +254,7 @@ WHERE expires_at <= ` + c.Now() + `
 RETURNING high_water`
 	}
 	q.owned = `SELECT token = ? AND expires_at > ` + c.Now() + `, high_water FROM ` + t + ` WHERE pool = ? AND node = ?`
+	q.took = `SELECT token = ?, high_water FROM ` + t + ` WHERE pool = ? AND node = ?`
 
 	raised := c.Greatest("high_water", "?")
 	if d == MySQL {
@@ -292,7 +299,7 @@ FROM ` + t + ` WHERE pool = ? AND token <> '' ORDER BY node`
 		q.addSeq = `ALTER TABLE ` + t + ` ADD COLUMN free_seq INTEGER NOT NULL DEFAULT 0`
 	}
 
-	for _, s := range []*string{&q.fill, &q.probe, &q.take, &q.pick, &q.grant, &q.static, &q.owned, &q.renew, &q.release, &q.nextSeq, &q.byToken, &q.list, &q.hasSeq} {
+	for _, s := range []*string{&q.fill, &q.probe, &q.take, &q.pick, &q.grant, &q.static, &q.took, &q.owned, &q.renew, &q.release, &q.nextSeq, &q.byToken, &q.list, &q.hasSeq} {
 		*s = c.Rebind(*s)
 	}
 	return q

@@ -251,7 +251,7 @@ func (l *Leaser) acquireStatic(ctx context.Context, node int64, token, owner str
 		if _, err := l.db.ExecContext(ctx, l.q.static, args...); err != nil {
 			return idgen.Lease{}, err
 		}
-		err := l.db.QueryRowContext(ctx, l.q.owned, token, l.cfg.Pool, node).Scan(&ok, &mark)
+		err := l.db.QueryRowContext(ctx, l.q.took, token, l.cfg.Pool, node).Scan(&ok, &mark)
 		if err != nil {
 			return idgen.Lease{}, err
 		}

@@ -55,9 +55,10 @@ type leasedSettings struct {
 // leased is the whole life of a leased child. It leases a node through
 // newLeaser and issues IDs: the count it was started with, or, with 0,
 // about 64 per millisecond until stopped. It says "node N" once it holds a
-// node ("no free node" if there is none), "fenced" the first time the
-// generator refuses to issue because its lease is not live, and "done"
-// after a clean close.
+// node ("no free node" if there is none; "lost at start" if, not waiting,
+// it stalled past the lease it was granted before renewing it), "fenced"
+// the first time the generator refuses to issue because its lease is not
+// live, and "done" after a clean close.
 func leased(newLeaser NewLeaser) error {
 	var s leasedSettings
 	if err := racechild.Settings(&s); err != nil {
@@ -74,6 +75,10 @@ func leased(newLeaser NewLeaser) error {
 		idgen.LeaseConfig{Wait: s.Wait, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	if errors.Is(err, idgen.ErrNoFreeNode) {
 		racechild.Say("no free node")
+		return nil
+	}
+	if errors.Is(err, idgen.ErrLeaseLost) {
+		racechild.Say("lost at start")
 		return nil
 	}
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/internal/racechild"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // Fleet runs leased generators in children of the test binary against one
@@ -73,6 +74,31 @@ func (c *Proc) Await(t *testing.T, timeout time.Duration) string {
 		c.Node, _ = strconv.ParseInt(n, 10, 64)
 	}
 	return l
+}
+
+// AwaitIDs waits until the child has written an ID. Saying "node N" is no
+// proof that it issued one: on a loaded machine a child can stall for
+// longer than any pause the test would take for granted.
+func (c *Proc) AwaitIDs(t *testing.T) {
+	t.Helper()
+	testkit.WaitFor(t, c.Name()+" to write an ID", func() bool {
+		fi, err := os.Stat(c.out)
+		return err == nil && fi.Size() >= 8
+	})
+}
+
+// LostLease reports whether the child logged (idgen's leaseHolder, to its
+// standard error) that its lease was lost: it stalled past the lease, and
+// another process may have been granted its node meanwhile.
+func (c *Proc) LostLease() bool {
+	return strings.Contains(c.Stderr(), "worker lease lost")
+}
+
+// LeasedAgain reports whether the child logged, past the first from bytes
+// of its standard error, that it renewed or leased again after failing to
+// (idgen's leaseHolder logs so): it may issue IDs from then on.
+func (c *Proc) LeasedAgain(from int) bool {
+	return strings.Contains(c.Stderr()[from:], "worker lease renewed again")
 }
 
 // Finish asks a child issuing until stopped to finish, waits for it and

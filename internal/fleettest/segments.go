@@ -71,7 +71,11 @@ func segments(newSource NewSource) error {
 	defer closeSource()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	a, err := segment.New(ctx, src, s.Tag, segment.Config{MaxStep: s.MaxStep})
+	// Eight children load segments of one tag, each load a write that
+	// waits its turn (SQLite has one writer); on a loaded machine a turn can
+	// take longer than the default 5s. The children check uniqueness, not
+	// latency: a load is bounded only by the child's budget.
+	a, err := segment.New(ctx, src, s.Tag, segment.Config{MaxStep: s.MaxStep, LoadTimeout: 5 * time.Minute})
 	if err != nil {
 		return err
 	}

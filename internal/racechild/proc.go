@@ -116,14 +116,9 @@ func (p *Proc) Next(t testing.TB, timeout time.Duration) (string, bool) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
-		p.mu.Lock()
-		if len(p.lines) > 0 {
-			l := p.lines[0]
-			p.lines = p.lines[1:]
-			p.mu.Unlock()
+		if l, ok := p.Said(); ok {
 			return l, true
 		}
-		p.mu.Unlock()
 		select {
 		case <-p.done:
 			p.mu.Lock()
@@ -137,6 +132,19 @@ func (p *Proc) Next(t testing.TB, timeout time.Duration) (string, bool) {
 			t.Fatalf("%s said nothing for %v", p.name, timeout)
 		}
 	}
+}
+
+// Said returns the child's next line without waiting, if it said one that
+// was not read yet.
+func (p *Proc) Said() (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.lines) == 0 {
+		return "", false
+	}
+	l := p.lines[0]
+	p.lines = p.lines[1:]
+	return l, true
 }
 
 // Expect returns the rest of the child's next line that starts with

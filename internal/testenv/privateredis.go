@@ -7,26 +7,31 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 	"testing"
 )
 
 // PrivateRedis is a redis-server of its own for a test that restarts it.
-// It keeps nothing on disk, so a restart loses every key, as a Redis
-// without persistence does (or a failover to an empty replica), and comes
-// back on the same address.
+// By default it keeps nothing on disk, so a restart loses every key, as a
+// Redis without persistence does (or a failover to an empty replica), and
+// comes back on the same address.
 type PrivateRedis struct {
 	bin, dir string
 	port     int
+	args     []string // added to redis-server's command line
 
 	mu sync.Mutex
 	p  *process
 }
 
-// StartPrivateRedis starts a PrivateRedis that is stopped when tb ends. A
-// missing redis-server skips tb, or fails it under CI=true (see [Missing]).
-func StartPrivateRedis(tb testing.TB) *PrivateRedis {
+// StartPrivateRedis starts a PrivateRedis that is stopped when tb ends,
+// with args added to redis-server's command line: "--appendonly", "yes",
+// "--appendfsync", "always" makes one that keeps every key it acknowledged
+// across [PrivateRedis.Kill] and [PrivateRedis.Start]. A missing
+// redis-server skips tb, or fails it under CI=true (see [Missing]).
+func StartPrivateRedis(tb testing.TB, args ...string) *PrivateRedis {
 	tb.Helper()
-	r, err := NewPrivateRedis(tb.Context())
+	r, err := NewPrivateRedis(tb.Context(), args...)
 	if err != nil {
 		Missing(tb, err.Error())
 		return nil
@@ -40,8 +45,9 @@ func StartPrivateRedis(tb testing.TB) *PrivateRedis {
 }
 
 // NewPrivateRedis starts a PrivateRedis for code without a testing.TB, such
-// as a TestMain that serves examples. The caller stops it.
-func NewPrivateRedis(ctx context.Context) (*PrivateRedis, error) {
+// as a TestMain that serves examples, with args as [StartPrivateRedis]
+// takes them. The caller stops it.
+func NewPrivateRedis(ctx context.Context, args ...string) (*PrivateRedis, error) {
 	bin, err := findBinary(nil, "redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("private redis: %w (Debian package redis-server)", err)
@@ -54,10 +60,10 @@ func NewPrivateRedis(ctx context.Context) (*PrivateRedis, error) {
 	if err != nil {
 		return nil, fmt.Errorf("private redis: %w", err)
 	}
-	r := &PrivateRedis{bin: bin, dir: dir, port: port}
+	r := &PrivateRedis{bin: bin, dir: dir, port: port, args: args}
 	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
 	defer cancel()
-	if r.p, err = launchRedis(ctx, io.Discard, bin, dir, port); err != nil {
+	if r.p, err = launchRedis(ctx, io.Discard, bin, dir, port, args...); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("private redis: %w", err)
 	}
@@ -67,8 +73,9 @@ func NewPrivateRedis(ctx context.Context) (*PrivateRedis, error) {
 // Addr is the server's host:port; it stays the same across restarts.
 func (r *PrivateRedis) Addr() string { return hostPort(r.port) }
 
-// Restart stops the server, losing every key, and starts an empty one on
-// the same port. Clients see their connections closed and reconnect.
+// Restart stops the server, losing every key (unless started with
+// persistence), and starts it again on the same port. Clients see their
+// connections closed and reconnect.
 func (r *PrivateRedis) Restart(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -79,10 +86,46 @@ func (r *PrivateRedis) Restart(ctx context.Context) error {
 		r.p = nil
 		return fmt.Errorf("private redis: %w", err)
 	}
-	p, err := launchRedis(ctx, io.Discard, r.bin, r.dir, r.port)
+	p, err := launchRedis(ctx, io.Discard, r.bin, r.dir, r.port, r.args...)
 	if err != nil {
 		r.p = nil
 		return fmt.Errorf("private redis: restart on port %d: %w", r.port, err)
+	}
+	r.p = p
+	return nil
+}
+
+// Kill kills the server with SIGKILL, as a crash does, and leaves it down
+// until [PrivateRedis.Start]: clients see their connections reset and new
+// ones refused.
+func (r *PrivateRedis) Kill() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.p == nil {
+		return errors.New("private redis: kill: not running")
+	}
+	r.p.signal = syscall.SIGKILL
+	err := r.p.stop()
+	r.p = nil
+	if err != nil {
+		return fmt.Errorf("private redis: kill: %w", err)
+	}
+	return nil
+}
+
+// Start starts the server again on the same port after Kill, with what it
+// had persisted (nothing, unless started with persistence).
+func (r *PrivateRedis) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.p != nil {
+		return errors.New("private redis: start: already running")
+	}
+	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
+	defer cancel()
+	p, err := launchRedis(ctx, io.Discard, r.bin, r.dir, r.port, r.args...)
+	if err != nil {
+		return fmt.Errorf("private redis: start on port %d: %w", r.port, err)
 	}
 	r.p = p
 	return nil

@@ -44,6 +44,10 @@ func mustParse(s string) idgen.ID {
 // Redis.)
 func ExampleProducer() {
 	ctx := context.Background()
+	// Each sending process needs a node id no other holds: leased from a
+	// pool in Redis while it runs. The first lease of a pool Redis has no
+	// record of waits one lease (10s) unless the pool was created once
+	// with `idemq workers create --pool senders`.
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer client.Close()
 	leaser, err := redisidgen.New(client, redisidgen.Config{Pool: "senders", Size: idgen.Twitter.MaxNode() + 1})
@@ -54,7 +58,8 @@ func ExampleProducer() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer gen.Close()
+	defer gen.Close() // releases the node
+
 	rp, err := rocketmq.NewProducer(rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{"127.0.0.1:9876"})))
 	if err != nil {
 		log.Fatal(err)

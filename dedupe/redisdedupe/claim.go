@@ -1,0 +1,319 @@
+package redisdedupe
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemq/idemq/dedupe"
+)
+
+// Claim implements [dedupe.Store].
+func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
+	res, err := s.claimOne(ctx, req)
+	if err != nil {
+		return dedupe.ClaimResult{}, fmt.Errorf("redisdedupe: claim %q: %w", req.Ref, err)
+	}
+	return res, nil
+}
+
+// claimOne is Claim without the batch's slices, which would double the
+// allocations of a consumer's commonest call.
+func (s *Store) claimOne(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
+	if req.Lease <= 0 {
+		return dedupe.ClaimResult{}, fmt.Errorf("lease %v must be positive", req.Lease)
+	}
+	if err := req.Validate(); err != nil {
+		return dedupe.ClaimResult{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return dedupe.ClaimResult{}, err
+	}
+	native, err := s.native(ctx)
+	if err != nil {
+		return dedupe.ClaimResult{}, err
+	}
+	it := item{key: s.Key(req.Ref), rec: newRecord(req.Fingerprint)}
+	if !native {
+		return s.claimSlow(ctx, req, it, s.claimByScript)
+	}
+	cmd := setNX(ctx, it.key, it.rec, box(&s.lease, req.Lease))
+	_ = s.client.Process(ctx, cmd)
+	switch set, err := cmd.Result(); {
+	case err != nil:
+		s.giveBack(ctx, []dedupe.ClaimRequest{req}, []item{it})
+		return dedupe.ClaimResult{}, err
+	case set:
+		return dedupe.ClaimResult{Status: dedupe.Acquired, Token: it.token()}, nil
+	}
+	return s.claimSlow(ctx, req, it, s.claimFound)
+}
+
+// claimSlow answers the claim it of req with step, a stage of a batch's
+// claim, as a batch of one.
+func (s *Store) claimSlow(ctx context.Context, req dedupe.ClaimRequest, it item,
+	step func(context.Context, []dedupe.ClaimRequest, []item, []dedupe.ClaimResult) error) (dedupe.ClaimResult, error) {
+	reqs, items, res := []dedupe.ClaimRequest{req}, []item{it}, make([]dedupe.ClaimResult, 1)
+	if err := step(ctx, reqs, items, res); err != nil {
+		s.giveBack(ctx, reqs, items)
+		return dedupe.ClaimResult{}, err
+	}
+	return res[0], nil
+}
+
+// ClaimBatch implements [dedupe.Batcher].
+func (s *Store) ClaimBatch(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
+	res, errs, err := s.claim(ctx, reqs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("redisdedupe: claim batch of %d: %w", len(reqs), err)
+	}
+	return res, errs, nil
+}
+
+// item is one claim of a batch: its index in the batch, its key and the
+// record it writes.
+type item struct {
+	i        int
+	key, rec string
+}
+
+// token is the owner token in the item's record.
+func (it item) token() string { return it.rec[1 : 1+tokenLen] }
+
+func (s *Store) claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
+	for _, r := range reqs {
+		if r.Lease <= 0 {
+			return nil, nil, fmt.Errorf("%q: lease %v must be positive", r.Ref, r.Lease)
+		}
+	}
+	errs := make([]error, len(reqs))
+	items := make([]item, 0, len(reqs))
+	for i, r := range reqs {
+		if err := r.Validate(); err != nil {
+			errs[i] = fmt.Errorf("redisdedupe: claim %q: %w", r.Ref, err)
+			continue
+		}
+		items = append(items, item{i: i, key: s.Key(r.Ref), rec: newRecord(r.Fingerprint)})
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	res := make([]dedupe.ClaimResult, len(reqs))
+	if len(items) == 0 {
+		return res, errs, nil
+	}
+	native, err := s.native(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if native {
+		err = s.claimNative(ctx, reqs, items, res)
+	} else {
+		err = s.claimByScript(ctx, reqs, items, res)
+	}
+	if err != nil {
+		s.giveBack(ctx, reqs, items)
+		return nil, nil, err
+	}
+	return res, errs, nil
+}
+
+// claimNative claims items with one pipeline of SET NX, then reads the
+// records that the SETs found, if any, in a second.
+func (s *Store) claimNative(ctx context.Context, reqs []dedupe.ClaimRequest, items []item, res []dedupe.ClaimResult) error {
+	cmds := make([]*redis.BoolCmd, len(items))
+	pipe := s.client.Pipeline()
+	for j, it := range items {
+		cmds[j] = setNX(ctx, it.key, it.rec, box(&s.lease, reqs[it.i].Lease))
+		_ = pipe.Process(ctx, cmds[j])
+	}
+	_, _ = pipe.Exec(ctx)
+	var found []item
+	for j, it := range items {
+		switch set, err := cmds[j].Result(); {
+		case err != nil:
+			return err
+		case set:
+			res[it.i] = dedupe.ClaimResult{Status: dedupe.Acquired, Token: it.token()}
+		default:
+			found = append(found, it)
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	return s.claimFound(ctx, reqs, found, res)
+}
+
+// setNX is SET key rec NX PX leaseMillis: it writes rec where key holds no
+// record, and answers true if it did. Not SET NX GET: see [Store].
+func setNX(ctx context.Context, key, rec string, leaseMillis any) *redis.BoolCmd {
+	return redis.NewBoolCmd(ctx, "set", key, rec, "nx", "px", leaseMillis)
+}
+
+// claimFound answers the items whose SET found a record, with one
+// pipeline per batch of GET, PTTL, PEXPIRETIME and GET again per key. A
+// record is never written twice with one value (each holds a token drawn
+// once), so if both GETs find the same record, it stood from one to the
+// other and the times read are its own. A key whose record changed in
+// between, or is gone (completed, released or ran out since the SET), is
+// claimed again by the claim script, which reads a record and its TTL at
+// one instant.
+func (s *Store) claimFound(ctx context.Context, reqs []dedupe.ClaimRequest, items []item, res []dedupe.ClaimResult) error {
+	type reads struct {
+		value, again *redis.StringCmd
+		ttl, expires *redis.IntCmd
+	}
+	rs := make([]reads, len(items))
+	pipe := s.client.Pipeline()
+	for j, it := range items {
+		rs[j] = reads{
+			value:   redis.NewStringCmd(ctx, "get", it.key),
+			ttl:     redis.NewIntCmd(ctx, "pttl", it.key),
+			expires: redis.NewIntCmd(ctx, "pexpiretime", it.key),
+			again:   redis.NewStringCmd(ctx, "get", it.key),
+		}
+		_ = pipe.BatchProcess(ctx, rs[j].value, rs[j].ttl, rs[j].expires, rs[j].again)
+	}
+	_, _ = pipe.Exec(ctx)
+	var changed []item
+	for j, it := range items {
+		v, errV := rs[j].value.Result()
+		again, errA := rs[j].again.Result()
+		for _, err := range []error{errV, errA, rs[j].ttl.Err(), rs[j].expires.Err()} {
+			if err != nil && err != redis.Nil {
+				return err
+			}
+		}
+		if errV != nil || errA != nil || v != again {
+			changed = append(changed, it)
+			continue
+		}
+		ttl, expires := rs[j].ttl.Val(), rs[j].expires.Val()
+		st, timed := decide(it.rec, reqs[it.i].Fingerprint, v)
+		switch {
+		case !timed:
+			res[it.i] = answer(st, it)
+		case ttl > 0 && expires > 0:
+			res[it.i] = dedupe.ClaimResult{Status: st, Until: time.UnixMilli(expires), Remaining: time.Duration(ttl) * time.Millisecond}
+		default:
+			changed = append(changed, it) // about to run out
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	return s.claimByScript(ctx, reqs, changed, res)
+}
+
+// decide answers a claim that tried to write rec, with fingerprint fp, and
+// found old: its own record, written by an earlier send of the same
+// command (go-redis sends a command again when an answer is lost, and the
+// token is fresh per claim, so no other claim wrote it); a fingerprint
+// that conflicts, as [dedupe.FingerprintsConflict] says; or a live record
+// done or in flight, whose answer needs its time left (timed).
+func decide(rec, fp, old string) (st dedupe.Status, timed bool) {
+	if old == rec {
+		return dedupe.Acquired, false
+	}
+	var had string
+	if len(old) > 1+tokenLen {
+		had = old[1+tokenLen:]
+	}
+	if dedupe.FingerprintsConflict(had, fp) {
+		return dedupe.Conflict, false
+	}
+	if strings.HasPrefix(old, "d") {
+		return dedupe.Done, true
+	}
+	return dedupe.InFlight, true
+}
+
+// answer is the result of an untimed decision for it.
+func answer(st dedupe.Status, it item) dedupe.ClaimResult {
+	if st == dedupe.Acquired {
+		return dedupe.ClaimResult{Status: st, Token: it.token()}
+	}
+	return dedupe.ClaimResult{Status: st}
+}
+
+// claimByScript claims items with claimScript, one per (namespace, group).
+func (s *Store) claimByScript(ctx context.Context, reqs []dedupe.ClaimRequest, items []item, res []dedupe.ClaimResult) error {
+	idx := make([]int, len(items))
+	for j := range items {
+		idx[j] = j
+	}
+	parts := split(idx, func(j int) dedupe.Ref { return reqs[items[j].i].Ref })
+	for _, p := range parts {
+		for _, j := range p.idx {
+			p.keys = append(p.keys, items[j].key)
+			p.args = append(p.args, items[j].rec, millis(reqs[items[j].i].Lease))
+		}
+	}
+	out, err := s.run(ctx, claimScript, parts)
+	if err != nil {
+		return err
+	}
+	for pi, p := range parts {
+		vals := out[pi]
+		if len(vals) != 2+2*len(p.idx) {
+			return fmt.Errorf("script answered %d values for %d keys", len(vals), len(p.idx))
+		}
+		now := time.UnixMicro(vals[0]*1e6 + vals[1])
+		for n, j := range p.idx {
+			it := items[j]
+			code, ms := vals[2+2*n], vals[3+2*n]
+			left := time.Duration(max(ms, 1)) * time.Millisecond
+			switch code {
+			case codeAcquired:
+				res[it.i] = dedupe.ClaimResult{Status: dedupe.Acquired, Token: it.token()}
+			case codeDone:
+				res[it.i] = dedupe.ClaimResult{Status: dedupe.Done, Until: now.Add(left), Remaining: left}
+			case codeInFlight:
+				res[it.i] = dedupe.ClaimResult{Status: dedupe.InFlight, Until: now.Add(left), Remaining: left}
+			case codeConflict:
+				res[it.i] = dedupe.ClaimResult{Status: dedupe.Conflict}
+			default:
+				return fmt.Errorf("script answered code %d", code)
+			}
+		}
+	}
+	return nil
+}
+
+// giveBack releases, as far as Redis lets it, what a failed claim may have
+// acquired: its commands may have run before the failure (a lost answer,
+// or one part of a pipeline failing), and their tokens never reach the
+// caller. Release deletes a record only if it holds the token, so
+// releasing a claim that never happened is harmless.
+func (s *Store) giveBack(ctx context.Context, reqs []dedupe.ClaimRequest, items []item) {
+	ts := make([]dedupe.Ticket, len(items))
+	for j, it := range items {
+		ts[j] = dedupe.Ticket{Ref: reqs[it.i].Ref, Token: it.token()}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dedupe.GiveBackTimeout)
+	defer cancel()
+	_, _ = s.owned(ctx, "release", releaseScript, ts)
+}
+
+// tokenChars are the characters of a token, as [rand.Text] draws them.
+const tokenChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+
+// newRecord returns a processing record with fingerprint fp and a fresh
+// token of tokenLen characters (130 random bits), built in one allocation.
+func newRecord(fp string) string {
+	var src [tokenLen]byte
+	_, _ = rand.Read(src[:]) // never fails
+	var b strings.Builder
+	b.Grow(1 + tokenLen + len(fp))
+	b.WriteByte('p')
+	for _, c := range src {
+		b.WriteByte(tokenChars[c%32])
+	}
+	b.WriteString(fp)
+	return b.String()
+}
