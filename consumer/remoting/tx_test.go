@@ -475,6 +475,58 @@ func TestTxStoreDown(t *testing.T) {
 	}
 }
 
+// TestTxStoreDownWaits fails a transactional Consumer's first claim and
+// probe as if the database were unreachable: the message waits in process, as any
+// store-down message, and runs once the store answers, in the same
+// delivery, its effect and its key committed once.
+func TestTxStoreDownWaits(t *testing.T) {
+	for _, d := range txBackends {
+		t.Run(d.Name, func(t *testing.T) {
+			t.Parallel()
+			e := newTxEnv(t, d)
+			down := &flakyStore{txStore: e.store}
+			down.failing.Store(2)
+			a, stats := e.consumer(down, e.applier("A"))
+			if res, err := a(t.Context(), msg("order-1")); res != rmq.ConsumeSuccess {
+				t.Fatalf("delivery = %v, %v; want success once the store answers", res, err)
+			}
+			e.idle()
+			if got := e.applied("order-1"); !slices.Equal(got, []string{"A"}) {
+				t.Fatalf("applied by %q, want [A]", got)
+			}
+			if s := e.status("order-1"); s != dedupe.Done {
+				t.Fatalf("key %v, want done", s)
+			}
+			if w, o := stats.StoreWaited.Load(), stats.Outages.Load(); w != 1 || o != 1 {
+				t.Fatalf("store waited %d, outages %d; want 1, 1", w, o)
+			}
+		})
+	}
+}
+
+// flakyStore is a txStore whose next failing calls (claims, and the
+// Consumer's probes, which extend) fail as if it were unreachable.
+type flakyStore struct {
+	txStore
+	failing atomic.Int32
+}
+
+var errUnreachable = errors.New("store unreachable")
+
+func (s *flakyStore) ClaimTx(ctx context.Context, tx *sql.Tx, ref dedupe.Ref, fp string, retention time.Duration) (dedupe.ClaimResult, error) {
+	if s.failing.Add(-1) >= 0 {
+		return dedupe.ClaimResult{}, errUnreachable
+	}
+	return s.txStore.ClaimTx(ctx, tx, ref, fp, retention)
+}
+
+func (s *flakyStore) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
+	if s.failing.Add(-1) >= 0 {
+		return errUnreachable
+	}
+	return s.txStore.Extend(ctx, t, lease)
+}
+
 func applierA(e *txEnv) consumer.TxHandler { return e.applier("A") }
 
 // declined applies as A, then fails.

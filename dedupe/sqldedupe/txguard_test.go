@@ -182,6 +182,72 @@ func TestTxGuardPanic(t *testing.T) {
 	}
 }
 
+// TestTxGuardInterrupt interrupts a TxGuard while the first of three items
+// runs, as a drain that ran out of time does: that handler's context ends
+// with Interrupt's cause and its transaction rolls back when it fails, the
+// later items are Canceled with the cause without a transaction, every key
+// stays free, and a Do after the interrupt runs no handler. The handler's
+// context is done once Do has returned.
+func TestTxGuardInterrupt(t *testing.T) {
+	errStop := errors.New("test: stop")
+	for _, b := range testdb.Backends {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			e := newTxEnv(t, b, sqldedupe.Config{})
+			g := newTxGuard(t, e.s, dedupe.GuardConfig{})
+			items := []dedupe.Item{item("a", ""), item("b", ""), item("c", "")}
+			w := &writer{e: e, items: items}
+			var kept context.Context
+			res := g.Do(t.Context(), items, func(ctx context.Context, i int) error {
+				kept = ctx
+				if err := w.fn(ctx, i); err != nil {
+					return err
+				}
+				g.Interrupt(errStop)
+				g.Interrupt(errors.New("test: a second cause, ignored"))
+				select {
+				case <-ctx.Done():
+				case <-time.After(5 * time.Second):
+					t.Error("handler context not cancelled by Interrupt")
+				}
+				if cause := context.Cause(ctx); cause != errStop {
+					t.Errorf("handler context cause = %v, want Interrupt's", cause)
+				}
+				return ctx.Err()
+			})
+			if !slices.Equal(w.ran, []int{0}) {
+				t.Errorf("handler ran for items %v, want [0]", w.ran)
+			}
+			if r := res[0]; r.Outcome != dedupe.Failed || !errors.Is(r.Err, context.Canceled) {
+				t.Errorf("item 0 = %v, %v; want failed, context canceled", r.Outcome, r.Err)
+			}
+			for i := 1; i < len(items); i++ {
+				if r := res[i]; r.Outcome != dedupe.Canceled || !errors.Is(r.Err, errStop) {
+					t.Errorf("item %d = %v, %v; want canceled with Interrupt's cause", i, r.Outcome, r.Err)
+				}
+			}
+			if kept.Err() == nil {
+				t.Error("the handler's context is not done after Do returned")
+			}
+			res = g.Do(t.Context(), items, func(_ context.Context, i int) error {
+				t.Errorf("handler ran for item %d after the interrupt", i)
+				return nil
+			})
+			for i, r := range res {
+				if r.Outcome != dedupe.Canceled || !errors.Is(r.Err, errStop) {
+					t.Errorf("after: item %d = %v, %v; want canceled with Interrupt's cause", i, r.Outcome, r.Err)
+				}
+			}
+			if e.ordered("a") {
+				t.Error("the interrupted handler's write is there")
+			}
+			for _, it := range items {
+				e.free(it.Ref)
+			}
+		})
+	}
+}
+
 // faultyStore is a Store whose BeginTx or ClaimTx fail as told.
 type faultyStore struct {
 	*sqldedupe.Store
