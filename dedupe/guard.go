@@ -134,11 +134,11 @@ type Item struct {
 // over.
 //
 // fn's context carries ctx's values and deadline, and its item's claim:
-// [TicketFromContext] returns its ticket. It ends with
-// ctx, when the lease is lost, when [Guard.Interrupt] is called, and once
-// fn has returned. It is made cancellable only when fn first asks for its
-// Done (or it must be cancelled): a fn that never waits on it costs no
-// cancel context, timer or goroutine.
+// [TicketFromContext] returns its ticket. It ends with ctx, when the lease
+// is lost, when [Guard.Interrupt] is called, and once fn has returned. It
+// is made cancellable only when fn first asks for its Done (or it must be
+// cancelled): a fn that never waits on it costs no cancel context, timer
+// or goroutine.
 func (g *Guard) Do(ctx context.Context, items []Item, fn func(ctx context.Context, i int) error) []Result {
 	res := make([]Result, len(items))
 	pending := make([]int, 0, len(items)) // the items to claim

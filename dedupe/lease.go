@@ -36,10 +36,9 @@ type keeper struct {
 // claim, what the keeper needs to keep the claim alive, and what Do learns
 // of the item. It is the context fn runs with: Do's context, carrying the
 // claim, cancelled once the lease is lost, Interrupt is called or fn has
-// returned. That
-// cancellation is made on demand, by the first call of Done or by the
-// cancellation itself: a handler that never asks for Done costs no
-// cancel context.
+// returned. That cancellation is made on demand, by the first call of Done
+// or by the cancellation itself: a handler that never asks for Done costs
+// no cancel context.
 type lease struct {
 	parent context.Context
 	// c is fn's claim: zero when fn runs without one (FailOpen), which
