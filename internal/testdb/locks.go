@@ -11,15 +11,25 @@ import (
 // lock another transaction holds, so that a test can go on once a claim
 // blocks instead of sleeping; ok is false on SQLite, which cannot tell.
 // It counts only the sessions of db's database: other tests share the
-// server.
+// server. On MySQL it counts the writes under way in other sessions too
+// (see below): a caller that holds the rows they write knows that they
+// wait.
 func (b Backend) LockWaits(tb testing.TB, db *sql.DB) (n int, ok bool) {
 	tb.Helper()
 	var q string
 	switch b.Dialect {
 	case sqldialect.MySQL:
-		q = `SELECT COUNT(*) FROM information_schema.innodb_trx t
-JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id
-WHERE t.trx_state = 'LOCK WAIT' AND p.db = DATABASE()`
+		// MariaDB 10.11 does not always list a waiting transaction in
+		// innodb_trx: a claim that waited a minute for a row another
+		// transaction had inserted was in neither innodb_trx nor
+		// innodb_lock_waits, its session in the processlist executing,
+		// state Update. A write under way in another session counts too:
+		// while the caller's transaction holds the row it writes, it
+		// waits.
+		q = `SELECT COUNT(*) FROM information_schema.processlist p
+LEFT JOIN information_schema.innodb_trx t ON t.trx_mysql_thread_id = p.id
+WHERE p.db = DATABASE() AND p.id <> CONNECTION_ID()
+AND (t.trx_state = 'LOCK WAIT' OR (p.command IN ('Query', 'Execute') AND p.state = 'Update'))`
 	case sqldialect.Postgres:
 		q = `SELECT COUNT(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE NOT l.granted AND a.datname = current_database()`
