@@ -18,14 +18,15 @@ type Handler func(ctx context.Context, msg *Message) error
 // Consumer runs handlers at most once per (consumer group, message key) on
 // top of a [dedupe.Store]: the one entry point of the receiving side. The
 // client adapters run every delivered message through [Consumer.Process];
-// [Consumer.Tx] makes a handler that writes through a SQL transaction, and
-// [Consumer.Drain] stops a client without cutting off a running handler.
+// [WithTx] and [Consumer.Tx] run handlers that write through a SQL
+// transaction, and [Consumer.Drain] stops a client without cutting off a
+// running handler.
 // It is safe for concurrent use.
 type Consumer struct {
 	options
 	group string
-	store dedupe.Store // as given, for Tx
-	guard *dedupe.Guard
+	store dedupe.Store // as given, for the outage probe
+	guard guard
 	obs   *observer
 	// outage is what the Consumer knows of its store being down (see
 	// outage.go); probe is the ticket its probe asks the store about.
@@ -67,7 +68,7 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	if err := probe.Validate(); err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	guard, err := dedupe.NewGuard(dedupe.WithGroupCommit(store), o.guard)
+	guard, err := newGuard(store, o)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
@@ -88,6 +89,22 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 		options: o, group: group, store: store, guard: guard, obs: obs, probe: probe,
 		idle: make(chan struct{}, 1), drain: make(chan struct{}), shut: make(chan struct{}),
 	}, nil
+}
+
+// guard runs handlers under claims: a *dedupe.Guard, or a *dedupe.TxGuard
+// for a Consumer made [WithTx].
+type guard interface {
+	Do(ctx context.Context, items []dedupe.Item, fn func(ctx context.Context, i int) error) []dedupe.Result
+	Interrupt(cause error)
+	Config() dedupe.GuardConfig
+}
+
+// newGuard returns the guard of a Consumer over store with o.
+func newGuard(store dedupe.Store, o options) (guard, error) {
+	if o.tx {
+		return newTxGuard(store, o.guard)
+	}
+	return dedupe.NewGuard(dedupe.WithGroupCommit(store), o.guard)
 }
 
 // Stats returns the counters the Consumer updates (those given with

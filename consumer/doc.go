@@ -41,6 +41,14 @@
 // per message. Messages delivered
 // together, and with a [dedupe.Batcher] concurrent deliveries too, share
 // store round trips. [Consumer.Drain] stops a client without cutting off a
-// running handler, and [Consumer.Tx] records the key in the handler's own
-// SQL transaction, so that its writes apply exactly once.
+// running handler.
+//
+// # Transactions
+//
+// A Consumer made [WithTx] claims each message's key as the first statement
+// of a SQL transaction that its handler ([Consumer.Tx]) writes through: one
+// commit applies the handler's writes and records the key, a rollback
+// undoes both, and the key's row lock, not a lease, keeps duplicates out
+// meanwhile. Its writes apply exactly once, at the cost of one commit per
+// message, like a handler without dedupe that commits its own.
 package consumer

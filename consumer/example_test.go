@@ -14,10 +14,10 @@ import (
 	"github.com/idemq/idemq/msgkey"
 )
 
-// A payment is written in the transaction Tx hands the handler, with the
-// record that its message is done. The first attempt fails after its write,
-// which rolls back; the retry pays; the duplicate is acknowledged without
-// paying again.
+// A payment is written in the transaction Tx hands the handler, whose first
+// statement recorded its message's key: one commit applies both. The first
+// attempt fails after its write, which rolls back with the key; the retry
+// pays; the duplicate is acknowledged without paying again.
 func ExampleConsumer_Tx() {
 	ctx := context.Background()
 	// A real program opens a file; see package sqldedupe. One connection
@@ -40,7 +40,7 @@ func ExampleConsumer_Tx() {
 		log.Fatal(err)
 	}
 
-	c, err := consumer.New(store, "billing")
+	c, err := consumer.New(store, "billing", consumer.WithTx())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func ExampleConsumer_Tx() {
 		}
 		return nil
 	}
-	h, err := c.Tx(db, pay)
+	h, err := c.Tx(pay)
 	if err != nil {
 		log.Fatal(err)
 	}

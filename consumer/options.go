@@ -27,6 +27,7 @@ type options struct {
 	maxReconsume  int32
 	delayLevels   []time.Duration
 	telemetry     telemetryOptions
+	tx            bool
 }
 
 // defaultMaxReconsume is the clients' default: rocketmq-client-go's

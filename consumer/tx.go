@@ -9,90 +9,88 @@ import (
 	"github.com/idemq/idemq/dedupe"
 )
 
-// TxHandler processes one message inside tx, a transaction on the database
-// given to [Consumer.Tx]. A nil error commits its writes together with the
-// record that the message is done; any error (or panic) rolls both back and
-// asks for a redelivery. It must neither commit nor roll back tx.
+// TxHandler processes one message inside tx, the transaction whose first
+// statement claimed the message's key (see [WithTx]). A nil error commits
+// its writes together with the record that the message is done; any error
+// (or panic) rolls both back and asks for a redelivery. It must neither
+// commit nor roll back tx.
 type TxHandler func(ctx context.Context, tx *sql.Tx, msg *Message) error
 
-// Tx returns a [Handler] that applies h's writes exactly once: it begins a
-// transaction on db, runs h in it, records the message's key done in the
-// same transaction and commits. Run the result as any handler, through a
-// client adapter. The Consumer's store must record keys in db: a
-// [dedupe.TxCompleter] such as *sqldedupe.Store.
+// WithTx makes the Consumer transactional: the effects a handler writes to
+// the database that the store keeps its records in are applied exactly
+// once, at one commit per message. The store must be a
+// [dedupe.TxClaimer], such as *sqldedupe.Store; [New] fails otherwise.
+// Default off.
 //
-// The key is claimed first, as for any handler: a key already done is
-// acknowledged and one held by another consumer is waited for. Then, per
-// run:
+// Each message runs in a transaction of its own on that database
+// ([dedupe.TxGuard]), whose first statement inserts the message's key,
+// done; the handler, made with [Consumer.Tx], writes through it. Then:
 //
-//   - success: h's writes and the record commit, then the message is
-//     acknowledged;
-//   - an error or panic in h, a failed record or a failed commit: the
-//     transaction rolls back, the claim is released and the message is
-//     retried, so the redelivery runs at once;
-//   - a lease lost before the commit (another consumer may have taken the
-//     key over): recording fails with [dedupe.ErrLeaseLost] inside the
-//     transaction, or h's context is cancelled, and the transaction rolls
-//     back: the other consumer's run is the one that counts. Once
-//     recorded, the key's row stays locked until the commit, so no one can
-//     take it over in between;
-//   - a commit whose answer was lost: the message is retried, and the
-//     record tells the redelivery what happened: done if the commit took
-//     effect, free to run again if not.
+//   - success: one commit applies the handler's writes and records the
+//     key, and the message is acknowledged;
+//   - an error or panic in the handler, or a failed commit: the
+//     transaction rolls back, the key's record with the writes, and the
+//     message is retried; the redelivery runs at once. A commit whose
+//     answer was lost is retried too, and its redelivery finds the key
+//     done if the commit took effect;
+//   - a redelivery of a done key is acknowledged (suppressed);
+//   - a duplicate delivered while another transaction holds the key waits
+//     on the key's row lock for that transaction's outcome: suppressed if
+//     it commits, run if it rolls back. Past the store's lock timeout
+//     (sqldedupe.Config.LockTimeout) the key is busy, and is waited for
+//     in process as any busy key ([WithBusyWait]): a holder stalled (not
+//     dead) for less than the busy wait costs the duplicate no retry, and
+//     none ever costs it its last. How long the holder goes on is
+//     unknown, so a busy key handed back returns at the first delay
+//     level;
+//   - a consumer that dies mid-handler leaves nothing behind: the database
+//     rolls its transaction back when its connection closes, and the
+//     redelivery finds the key free at once.
 //
-// So h's writes through the transaction are applied exactly once; anything
-// else it does (a call to another service, a message sent) is not covered
-// and may run once per attempt. With [dedupe.GuardConfig.FailOpen] and the
-// store unreachable, the transaction commits without a record.
-func (c *Consumer) Tx(db *sql.DB, h TxHandler) (Handler, error) {
-	if db == nil || h == nil {
-		return nil, errors.New("consumer: Tx: nil *sql.DB or handler")
-	}
-	store, ok := c.store.(dedupe.TxCompleter)
+// The row lock is the lease: it holds the key until the transaction ends,
+// however long the handler runs, so [dedupe.GuardConfig]'s Lease (which
+// still sets WithBusyWait's default), ExtendEvery and CleanupTimeout do
+// not apply, and no message is ever lease-lost or unrecorded. A key that
+// a Consumer without WithTx claims in the same table is busy until its
+// lease ends, and done keys and expired records are shared alike. With
+// FailOpen, a claim that fails runs the handler in a transaction without a
+// record: unguarded.
+//
+// The handler's writes through the transaction are applied exactly once;
+// anything else it does (a call to another service, a message sent) is
+// not covered and may run once per attempt. Every handler of the Consumer
+// runs in a transaction, a plain [Handler] too (it then holds its key in
+// it), and the messages of a batch take one transaction each.
+func WithTx() Option { return optionFunc(func(o *options) { o.tx = true }) }
+
+// newTxGuard returns the guard of a Consumer made [WithTx] over store.
+func newTxGuard(store dedupe.Store, cfg dedupe.GuardConfig) (guard, error) {
+	tc, ok := store.(dedupe.TxClaimer)
 	if !ok {
-		return nil, fmt.Errorf("consumer: Tx: the store (%T) cannot record keys in a transaction; use a SQL store (sqldedupe) on the same database", c.store)
+		return nil, fmt.Errorf("WithTx: the store (%T) cannot claim keys in a transaction; use a SQL store (sqldedupe)", store)
+	}
+	return dedupe.NewTxGuard(tc, cfg)
+}
+
+// Tx returns a [Handler] that runs h in the transaction of each message
+// (see [WithTx]): run it as any handler, through a client adapter, on c,
+// which must have been made WithTx.
+func (c *Consumer) Tx(h TxHandler) (Handler, error) {
+	switch {
+	case h == nil:
+		return nil, errors.New("consumer: Tx: nil handler")
+	case !c.tx:
+		return nil, errors.New("consumer: Tx: the Consumer runs no transactions; create it with consumer.WithTx()")
 	}
 	return func(ctx context.Context, msg *Message) error {
-		return inTx(ctx, db, store, h, msg)
+		tx, ok := dedupe.TxFromContext(ctx)
+		if !ok {
+			return errNoTx
+		}
+		return h(ctx, tx, msg)
 	}, nil
 }
 
-// inTx runs h in a transaction that also records the claim the Guard holds
-// in ctx. An error means that nothing was committed, except after a failed
-// Commit, whose outcome is unknown: then the record tells the redelivery
-// (the Guard's release of a done key changes nothing).
-func inTx(ctx context.Context, db *sql.DB, store dedupe.TxCompleter, h TxHandler, msg *Message) error {
-	// ctx is cancelled once the Guard learns that the lease was lost, which
-	// makes database/sql roll the transaction back.
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("consumer: begin transaction: %w", err)
-	}
-	// Undoes everything on an error or a panic in h; a no-op after Commit.
-	defer tx.Rollback()
-	if err := h(ctx, tx, msg); err != nil {
-		return err
-	}
-	// Without a claim the Guard runs h unguarded (FailOpen), and there is
-	// nothing to record.
-	if _, claimed := dedupe.TicketFromContext(ctx); claimed {
-		// Last, so that the record's row stays locked for as short as can be.
-		// A lease lost by now fails here and rolls h's writes back.
-		if err := dedupe.CompleteTx(ctx, tx, store); err != nil {
-			return fmt.Errorf("consumer: record in transaction: %w", withCause(ctx, err))
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("consumer: commit: %w", withCause(ctx, err))
-	}
-	return nil
-}
-
-// withCause adds why ctx ended to err: a bare "context canceled" would hide
-// that the Guard cancelled it because the lease was lost.
-func withCause(ctx context.Context, err error) error {
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
-		return fmt.Errorf("%w (%v)", err, cause)
-	}
-	return err
-}
+// errNoTx is the answer of a Tx handler run where no transaction is: by
+// another Consumer, or called directly.
+var errNoTx = errors.New("consumer: Tx handler run without its transaction; run it through the Consumer whose Tx made it")

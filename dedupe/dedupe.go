@@ -24,6 +24,17 @@
 // while its handler still runs, another consumer may claim the key: the first
 // owner's Complete then fails with [ErrLeaseLost], the one case in which a side
 // effect may have run twice; it is reported, never hidden.
+//
+// # Transactions
+//
+// A handler whose effects are writes to the SQL database that holds the
+// records can have them applied exactly once, at one commit per message: a
+// [TxGuard] claims the key as the first statement of the handler's own
+// transaction, on a [TxClaimer] store, and the commit records the key done
+// with the handler's writes. The claimed row's lock is the lease: a
+// duplicate waits for the transaction's outcome (done, or free again), and
+// a consumer that dies mid-handler leaves nothing behind, for its
+// transaction rolls back with its connection.
 package dedupe
 
 import (
@@ -54,7 +65,9 @@ var (
 	// ErrConflict reports a key that is already recorded with a different
 	// payload fingerprint of the same kind (see [ClaimRequest.Fingerprint]).
 	ErrConflict = errors.New("dedupe: key reused with a different payload")
-	// ErrInFlight reports a key held by another owner's live lease.
+	// ErrInFlight reports a key held by another owner's live lease, or, for
+	// a claim inside a transaction ([TxClaimer]), by another transaction
+	// that did not end within the store's lock timeout.
 	ErrInFlight = errors.New("dedupe: key in flight")
 )
 

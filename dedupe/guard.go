@@ -134,13 +134,11 @@ type Item struct {
 // over.
 //
 // fn's context carries ctx's values and deadline, and its item's claim:
-// [TicketFromContext] returns its ticket, and fn may record the key done
-// itself, inside its own SQL transaction, with [CompleteTx]; an item it
-// recorded and whose fn returned nil is not completed again. It ends with
-// ctx, when the lease is lost, when [Guard.Interrupt] is called, and once
-// fn has returned. It is made cancellable only when fn first asks for its
-// Done (or it must be cancelled): a fn that never waits on it costs no
-// cancel context, timer or goroutine.
+// [TicketFromContext] returns its ticket. It ends with ctx, when the lease
+// is lost, when [Guard.Interrupt] is called, and once fn has returned. It
+// is made cancellable only when fn first asks for its Done (or it must be
+// cancelled): a fn that never waits on it costs no cancel context, timer
+// or goroutine.
 func (g *Guard) Do(ctx context.Context, items []Item, fn func(ctx context.Context, i int) error) []Result {
 	res := make([]Result, len(items))
 	pending := make([]int, 0, len(items)) // the items to claim
@@ -170,20 +168,27 @@ func (g *Guard) Do(ctx context.Context, items []Item, fn func(ctx context.Contex
 		}
 	}
 	for _, r := range repeats {
-		switch first := res[r.first]; first.Outcome {
-		case Completed, Suppressed, LeaseLost, Unrecorded, Unguarded:
-			res[r.i] = Result{Outcome: Suppressed}
-		case Failed:
-			res[r.i] = Result{Outcome: Busy, Err: fmt.Errorf("dedupe: %s repeats item %d of the batch, whose handler failed", items[r.i].Ref, r.first)}
-		default:
-			res[r.i] = first
-		}
+		res[r.i] = repeated(res[r.first], items[r.i].Ref, r.first)
 	}
 	return res
 }
 
 // repeat is an item whose Ref and Fingerprint are those of an earlier one.
 type repeat struct{ i, first int }
+
+// repeated is the Result of an item of ref that repeats item first, whose
+// Result is r: Suppressed when first's effect was applied, Busy (Wait 0)
+// when its handler failed, for its key is free again, and r when it did
+// not run.
+func repeated(r Result, ref Ref, first int) Result {
+	switch r.Outcome {
+	case Completed, Suppressed, LeaseLost, Unrecorded, Unguarded:
+		return Result{Outcome: Suppressed}
+	case Failed:
+		return Result{Outcome: Busy, Err: fmt.Errorf("dedupe: %s repeats item %d of the batch, whose handler failed", ref, first)}
+	}
+	return r
+}
 
 // scanLimit is the largest batch whose repeats are found by a scan: most
 // are small (a push consumer delivers one message at a time by default,
@@ -268,8 +273,8 @@ func (g *Guard) claim(ctx context.Context, items []Item, pending []int, fn func(
 			// Field by field: a lease is large, and copying one in whole
 			// costs a write barrier over all of it.
 			l := &held[n]
-			l.parent, l.guarded, l.i = ctx, true, i
-			l.c.ticket, l.c.retention = Ticket{Ref: items[i].Ref, Token: answers[j].Token}, g.cfg.Retention
+			l.parent, l.kept, l.i = ctx, true, i
+			l.c.ticket = Ticket{Ref: items[i].Ref, Token: answers[j].Token}
 			n++
 		}
 	}
@@ -337,7 +342,6 @@ func (g *Guard) runHeld(ctx context.Context, held []lease, start time.Time, fn f
 			}
 		default:
 			l.ran, l.err = true, fn(l, l.i)
-			l.recorded = l.c.completed.Load()
 		}
 	}
 }
@@ -347,20 +351,11 @@ func (g *Guard) runHeld(ctx context.Context, held []lease, start time.Time, fn f
 func (g *Guard) settle(ctx context.Context, held []lease, res []Result) {
 	var nDone, nUndone int
 	for n := range held {
-		switch h := &held[n]; {
-		case h.ran && h.err == nil && h.recorded:
-			// Recorded in fn's transaction, which committed: completing
-			// again would cost a round trip, and its failure would report
-			// a recorded effect as unrecorded.
-			res[h.i] = Result{Outcome: Completed}
-		case h.ran && h.err == nil:
+		if held[n].toComplete() {
 			nDone++
-		default:
+		} else {
 			nUndone++
 		}
-	}
-	if nDone == 0 && nUndone == 0 {
-		return
 	}
 	cctx := ctx
 	if ctx.Done() != nil {
@@ -424,8 +419,8 @@ func (g *Guard) settle(ctx context.Context, held []lease, res []Result) {
 }
 
 // toComplete reports whether l's claim is to be completed: its fn
-// succeeded and did not record the key itself.
-func (l *lease) toComplete() bool { return l.ran && l.err == nil && !l.recorded }
+// succeeded.
+func (l *lease) toComplete() bool { return l.ran && l.err == nil }
 
 // toRelease reports whether l's claim is to be released: its fn failed or
 // did not run.

@@ -14,8 +14,10 @@ import (
 // their first extension is due, and then a lease has cost a link in a list.
 // The timer fires when the earliest lease is due; an extension runs on a
 // goroutine of its own, so that a store slow to answer for one key delays
-// no other key's extension. It also holds the contexts of fns run without a
-// claim (FailOpen), so that [Guard.Interrupt] reaches every running fn.
+// no other key's extension. It also holds the contexts of fns whose claim
+// it does not extend (run without a claim under FailOpen, or held by a
+// [TxGuard]'s row lock), so that Interrupt reaches every running fn; those
+// never set the timer.
 type keeper struct {
 	store       Store
 	lease       time.Duration
@@ -30,17 +32,21 @@ type keeper struct {
 	interrupted error
 }
 
-// lease is an item of [Guard.Do] whose fn is to run: its claim, what the
-// keeper needs to keep the claim alive, and what Do learns of the item. It
-// is the context fn runs with: Do's context, carrying the claim, cancelled
-// once the lease is lost, Interrupt is called or fn has returned. That
-// cancellation is made on demand, by the first call of Done or by the
-// cancellation itself: a handler that never asks for Done costs no
-// cancel context.
+// lease is an item of [Guard.Do] or [TxGuard.Do] whose fn is to run: its
+// claim, what the keeper needs to keep the claim alive, and what Do learns
+// of the item. It is the context fn runs with: Do's context, carrying the
+// claim, cancelled once the lease is lost, Interrupt is called or fn has
+// returned. That cancellation is made on demand, by the first call of Done
+// or by the cancellation itself: a handler that never asks for Done costs
+// no cancel context.
 type lease struct {
-	parent  context.Context
-	c       claim
-	guarded bool // false: fn runs without a claim (FailOpen)
+	parent context.Context
+	// c is fn's claim: zero when fn runs without one (FailOpen), which
+	// hides a claim that Do's context may carry from an outer Guard.
+	c claim
+	// kept: the keeper extends the claim, a Guard's. Not when fn runs
+	// without a claim, nor under a TxGuard, whose row lock holds the key.
+	kept bool
 
 	mu    sync.Mutex // guards making inner and setting ended
 	inner atomic.Pointer[cancelable]
@@ -58,14 +64,12 @@ type lease struct {
 	lost    bool
 	ext     *extension // the extension under way, if any
 
-	// Do's record of the item: its index, whether fn ran, whether fn
-	// recorded the key itself ([CompleteTx]), fn's error or why it did not
-	// run.
-	i        int
-	ran      bool
-	recorded bool
-	err      error
-	notRun   Outcome // when !ran
+	// Do's record of the item: its index, whether fn ran, fn's error or
+	// why it did not run.
+	i      int
+	ran    bool
+	err    error
+	notRun Outcome // when !ran
 }
 
 // cancelable is a lease's context once it can be cancelled.
@@ -124,12 +128,6 @@ func (l *lease) Err() error {
 // once there is one, so that context.Cause finds the lease's cause.
 func (l *lease) Value(key any) any {
 	if key == (claimKey{}) {
-		if !l.guarded {
-			// Hides a claim that Do's context may carry from an outer
-			// Guard: fn runs unguarded, and must not record someone
-			// else's key.
-			return (*claim)(nil)
-		}
 		return &l.c
 	}
 	if c := l.inner.Load(); c != nil {
@@ -187,7 +185,7 @@ func (k *keeper) add(ls []lease, start time.Time) {
 			k.head.prev = l
 		}
 		k.head = l
-		if l.guarded && (first.IsZero() || l.due.Before(first)) {
+		if l.kept && (first.IsZero() || l.due.Before(first)) {
 			first = l.due
 		}
 	}
@@ -261,7 +259,7 @@ func (k *keeper) tick() {
 	now := time.Now()
 	next := time.Time{}
 	for l := k.head; l != nil; l = l.next {
-		if !l.guarded || l.lost || l.ext != nil {
+		if !l.kept || l.lost || l.ext != nil {
 			// An extension under way sets the timer once it returns.
 			continue
 		}

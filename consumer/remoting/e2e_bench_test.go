@@ -2,7 +2,6 @@ package remoting_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"maps"
 	"os"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/consumer/remoting"
-	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/internal/testkit"
@@ -54,12 +52,8 @@ const (
 //     options) with a handler that does nothing; dedupe-off-ns/op is a
 //     plain callback answering ConsumeSuccess, naive-ns/op a hand-written
 //     SET NX, handler, SET per message on the same Redis;
-//   - Redis-batch32: the same with up to 32 messages per callback
-//     (WithConsumeMessageBatchMaxSize), the throughput setting;
-//   - MariaDB-tx: ns/op and msgs/s are Consumer.Tx over sqldedupe, whose
-//     handler INSERTs one business row in the transaction that records the
-//     key; plain-insert-ns/op is a handler doing the same INSERT without
-//     dedupe, in autocommit.
+//   - SQLite-tx, MySQL-tx (MariaDB), Postgres-tx: the transactional mode
+//     against plain handlers; see benchTxEndToEnd.
 //
 // Each row also has the CPU time per message of this process (the
 // consumer: cpu-µs/msg) and of the store's server (redis-µs/msg, db-µs/msg),
@@ -137,52 +131,9 @@ func BenchmarkEndToEnd(b *testing.B) {
 		})
 	}
 
-	b.Run("MariaDB-tx/idemq", func(b *testing.B) {
-		db := testdb.MySQL.Open(b)
-		db.SetMaxIdleConns(64) // every callback goroutine keeps its connection
-		store, err := sqldedupe.New(db, sqldedupe.MySQL, sqldedupe.Config{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { store.Close() })
-		if err := store.Migrate(b.Context()); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := db.ExecContext(b.Context(), "CREATE TABLE bench_rows (grp VARCHAR(64) NOT NULL, k VARCHAR(64) NOT NULL, PRIMARY KEY (grp, k))"); err != nil {
-			b.Fatal(err)
-		}
-		ins, err := db.Prepare("INSERT INTO bench_rows (grp, k) VALUES (?, ?)")
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { ins.Close() })
-		e2eRun(b, ns, topic, 1, map[string]string{"db": testdb.MySQL.Server(b)}, []e2eVariant{
-			{"idemq", func(group string) (remoting.Callback, error) {
-				c, err := consumer.New(store, group)
-				if err != nil {
-					return nil, err
-				}
-				h, err := c.Tx(db, func(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
-					_, err := tx.StmtContext(ctx, ins).ExecContext(ctx, group, msgkey.Of(m))
-					return err
-				})
-				if err != nil {
-					return nil, err
-				}
-				return remoting.Concurrently(c, h), nil
-			}},
-			{"plain-insert", func(group string) (remoting.Callback, error) {
-				return func(ctx context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
-					for _, m := range msgs {
-						if _, err := ins.ExecContext(ctx, group, msgkey.Of(m)); err != nil {
-							return rmq.ConsumeRetryLater, err
-						}
-					}
-					return rmq.ConsumeSuccess, nil
-				}, nil
-			}},
-		})
-	})
+	for _, d := range testdb.Backends {
+		b.Run(d.Name+"-tx/idemq", func(b *testing.B) { benchTxEndToEnd(b, ns, topic, d) })
+	}
 }
 
 // e2eVariant is one way of consuming: its name, and the callback of a

@@ -16,9 +16,10 @@ import (
 )
 
 // TestEndToEndTxEachRowCommittedOnce is TestEndToEndEachMessageAppliedOnce
-// with Consumer.Tx over MariaDB: the effect is a row written in the transaction
-// that records the key, after which the ledger's handler fails some keys
-// once, rolling their row back. Each consumer opens its own pool and store,
+// with transactional consumers (consumer.WithTx) over MariaDB: the effect is
+// a row written in the transaction whose first statement claimed the key,
+// after which the ledger's handler fails some keys once, rolling their row
+// back with the key. Each consumer opens its own pool and store,
 // as a process of its own would. The table must end with one row per
 // message. (In a child process: see inChild.)
 func TestEndToEndTxEachRowCommittedOnce(t *testing.T) {
@@ -50,12 +51,12 @@ func TestEndToEndTxEachRowCommittedOnce(t *testing.T) {
 			return nil, nil, err
 		}
 		t.Cleanup(func() { store.Close() })
-		c, err := consumer.New(store, group, consumer.WithStats(stats))
+		c, err := consumer.New(store, group, consumer.WithTx(), consumer.WithStats(stats))
 		if err != nil {
 			return nil, nil, err
 		}
 		return c, func(h consumer.Handler) remoting.Callback {
-			pay, err := c.Tx(db, func(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
+			pay, err := c.Tx(func(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
 				k := msgkey.Of(m)
 				mu.Lock()
 				keys[k] = true

@@ -22,6 +22,13 @@ type sqlDialect interface {
 	// record the statement kept (which may have ended since, if read by a
 	// later statement). rows hold distinct keys.
 	upsert(ctx context.Context, r runner, rows []upsertRow) (map[dedupe.Ref]record, error)
+	// claimTx claims row's key as the first statement of r's transaction:
+	// as upsert, but the record it writes is done, kept for row.lease,
+	// and a wait for another transaction's lock on the key's row is bounded
+	// by the Store's lock timeout where the database allows.
+	claimTx(ctx context.Context, r runner, row upsertRow) (record, error)
+	// claimTxSQL is the statement the next claimTx sends.
+	claimTxSQL() string
 	// complete marks the records ts own done for retention and reports which
 	// keys ts owned. ts hold distinct keys.
 	complete(ctx context.Context, r runner, ts []dedupe.Ticket, retention time.Duration) (map[dedupe.Ref]bool, error)

@@ -26,9 +26,26 @@
 // is one statement (a batch one per 256 keys; see [Store.ClaimBatch]), and
 // one the database rolls back to break a deadlock runs again.
 //
-// [Store.CompleteTx] records a claimed key done inside the handler's own
-// transaction, so that its writes and the record commit together or not at
-// all; the consumer's transactional handler (consumer.Consumer.Tx) uses it.
+// # Transactions
+//
+// [Store.ClaimTx] claims a key as the first statement of the handler's own
+// transaction ([Store.BeginTx]), writing its record done: one commit applies
+// the handler's writes and records the key, or a rollback undoes both, and
+// the row's lock holds the key meanwhile. The consumer's transactional mode
+// (consumer.WithTx, through dedupe.TxGuard) claims so. A duplicate waits for
+// the holder's outcome up to [Config.LockTimeout], then is busy; a consumer
+// that dies holding a key leaves nothing behind, for the database rolls its
+// transaction back when its connection closes. Records of both kinds share
+// the table: a lease taken with [Store.Claim] keeps a key busy for a
+// transaction until it ends, and the other way round.
+//
+// On SQLite there is one writer at a time: a transaction holds the whole
+// database's write lock from its first write (the claim), or from BEGIN
+// IMMEDIATE, to its end, so transactions run one after another, and a
+// duplicate waits for the holder's outcome at its own BEGIN or claim. Busy
+// there means that the write lock stayed taken for the connection's busy
+// timeout (SQLITE_BUSY), whoever held it: the key is asked about again,
+// as any busy key, without costing a retry.
 //
 // Records stay in the table after their lease or retention ends, until a
 // claim takes one over or the background cleanup deletes it

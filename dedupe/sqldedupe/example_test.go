@@ -59,10 +59,12 @@ func Example() {
 	// delivery 2: done
 }
 
-// A handler whose effects live in the same database records the key done in
-// its own transaction: the payment and the record commit together, and the
-// redelivery finds the key done.
-func ExampleStore_CompleteTx() {
+// A handler whose effects live in the same database claims the key in its
+// own transaction, as its first statement: one commit applies the payment
+// and records the key done, and the redelivery finds it done. (The
+// consumer's transactional mode, consumer.WithTx, does this for every
+// message; see dedupe.TxGuard.)
+func ExampleStore_ClaimTx() {
 	ctx := context.Background()
 	db := openExample()
 	defer db.Close()
@@ -78,35 +80,31 @@ func ExampleStore_CompleteTx() {
 		log.Fatal(err)
 	}
 
-	pay := func(t dedupe.Ticket, cents int) error {
-		tx, err := db.BeginTx(ctx, nil)
+	ref := dedupe.Ref{Group: "billing", Key: "order-42"}
+	deliver := func(cents int) (string, error) {
+		tx, err := store.BeginTx(ctx)
 		if err != nil {
-			return err
+			return "", err
 		}
 		defer tx.Rollback() // after Commit, a no-op
-		if _, err := tx.Exec("INSERT INTO payments VALUES (?, ?)", t.Key, cents); err != nil {
-			return err
+		res, err := store.ClaimTx(ctx, tx, ref, "", 72*time.Hour)
+		if err != nil {
+			return "", err
 		}
-		if err := store.CompleteTx(ctx, tx, t, 72*time.Hour); err != nil {
-			return err
+		if res.Status != dedupe.Acquired {
+			return fmt.Sprintf("%v, acknowledged", res.Status), nil
 		}
-		return tx.Commit()
+		if _, err := tx.Exec("INSERT INTO payments VALUES (?, ?)", ref.Key, cents); err != nil {
+			return "", err
+		}
+		return "paid", tx.Commit()
 	}
-
-	ref := dedupe.Ref{Group: "billing", Key: "order-42"}
 	for delivery := 1; delivery <= 2; delivery++ {
-		res, err := store.Claim(ctx, dedupe.ClaimRequest{Ref: ref, Lease: 30 * time.Second})
+		what, err := deliver(1999)
 		if err != nil {
 			log.Fatal(err)
 		}
-		if res.Status != dedupe.Acquired {
-			fmt.Printf("delivery %d: %v, acknowledged\n", delivery, res.Status)
-			continue
-		}
-		if err := pay(dedupe.Ticket{Ref: ref, Token: res.Token}, 1999); err != nil {
-			log.Fatal(err)
-		}
-		fmt.Printf("delivery %d: paid\n", delivery)
+		fmt.Printf("delivery %d: %s\n", delivery, what)
 	}
 	var n int
 	if err := db.QueryRow("SELECT COUNT(*) FROM payments").Scan(&n); err != nil {

@@ -2,8 +2,10 @@ package sqldedupe
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
@@ -22,6 +24,12 @@ import (
 type mysql struct {
 	table string // quoted
 	ddl   []string
+	// claimSQL is the claim in a transaction, with MariaDB's SET
+	// STATEMENT, which sets innodb_lock_wait_timeout for that statement
+	// alone, and without it, once the server has refused it
+	// (noSetStatement).
+	claimSQL       [2]string
+	noSetStatement atomic.Bool
 }
 
 var (
@@ -39,9 +47,9 @@ func myKeys(n int, cols ...string) string {
 	return "(" + strings.Join(cols, ", ") + ") IN (" + list("("+list("?", len(cols))+")", n) + ")"
 }
 
-func newMySQL(table string) *mysql {
+func newMySQL(table string, lockTimeout time.Duration) *mysql {
 	t := my.Quote(table)
-	return &mysql{
+	m := &mysql{
 		table: t,
 		ddl: []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
 	namespace   VARBINARY(64)  NOT NULL,
@@ -57,6 +65,10 @@ func newMySQL(table string) *mysql {
 	KEY ` + my.Quote(table+"_expires_at") + ` (expires_at)
 ) ENGINE = InnoDB`},
 	}
+	// Whole seconds, rounded up: the variable's unit.
+	lockWait := fmt.Sprintf("SET STATEMENT innodb_lock_wait_timeout = %d FOR ", int64((lockTimeout+time.Second-1)/time.Second))
+	m.claimSQL = [2]string{m.writeSQL(1, stateDone, lockWait), m.writeSQL(1, stateDone, "")}
+	return m
 }
 
 func (m *mysql) schema() []string { return m.ddl }
@@ -79,8 +91,42 @@ func (m *mysql) schema() []string { return m.ddl }
 // ones before it: token is decided first, against the old row, and the other
 // columns follow it.
 func (m *mysql) upsert(ctx context.Context, r runner, rows []upsertRow) (map[dedupe.Ref]record, error) {
-	q := `INSERT INTO ` + m.table + ` (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
-VALUES ` + list("(?, ?, ?, 'processing', ?, ?, "+my.After("?")+", "+myNow+", "+myNow+")", len(rows)) + `
+	return m.write(ctx, r, m.writeSQL(len(rows), stateProcessing, ""), rows)
+}
+
+// claimTx is upsert of a done record under MariaDB's SET STATEMENT, which
+// bounds the claim's lock wait. A server that does not know it (MySQL)
+// answers error 1064, a syntax error, which leaves the transaction as it
+// was: the claim is sent again without it, and so is every later one.
+func (m *mysql) claimTx(ctx context.Context, r runner, row upsertRow) (record, error) {
+	rows := []upsertRow{row}
+	q := m.claimTxSQL()
+	recs, err := m.write(ctx, r, q, rows)
+	if err != nil && q == m.claimSQL[0] && sqldialect.MySQLError(err, 1064) {
+		m.noSetStatement.Store(true)
+		recs, err = m.write(ctx, r, m.claimTxSQL(), rows)
+	}
+	if err != nil {
+		return record{}, err
+	}
+	rec, ok := recs[row.ref]
+	if !ok {
+		return record{}, fmt.Errorf("the database answered no record for %q", row.ref)
+	}
+	return rec, nil
+}
+
+func (m *mysql) claimTxSQL() string {
+	if m.noSetStatement.Load() {
+		return m.claimSQL[1]
+	}
+	return m.claimSQL[0]
+}
+
+// writeSQL is the statement of write for n rows.
+func (m *mysql) writeSQL(n int, state, prefix string) string {
+	return prefix + `INSERT INTO ` + m.table + ` (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
+VALUES ` + list("(?, ?, ?, '"+state+"', ?, ?, "+my.After("?")+", "+myNow+", "+myNow+")", n) + `
 ON DUPLICATE KEY UPDATE
 	token = IF(expires_at > ` + myNow + `, IF(LAST_INSERT_ID(1), token, token), VALUES(token)),
 	state = IF(token = VALUES(token), VALUES(state), state),
@@ -88,6 +134,10 @@ ON DUPLICATE KEY UPDATE
 	created_at = IF(token = VALUES(token), VALUES(created_at), created_at),
 	updated_at = IF(token = VALUES(token), VALUES(updated_at), updated_at),
 	expires_at = IF(token = VALUES(token), VALUES(expires_at), expires_at)`
+}
+
+// write is upsert with q, writeSQL's statement for rows.
+func (m *mysql) write(ctx context.Context, r runner, q string, rows []upsertRow) (map[dedupe.Ref]record, error) {
 	args := make([]any, 0, 6*len(rows))
 	refs := make([]dedupe.Ref, len(rows))
 	for i, row := range rows {
@@ -126,6 +176,7 @@ ON DUPLICATE KEY UPDATE
 			gone = append(gone, row)
 		}
 	}
+	// Only a claim outside a transaction, upsert's, gets here.
 	err = r.inTx(ctx, func(r runner) error {
 		again, err := m.upsert(ctx, r, gone)
 		maps.Copy(recs, again)

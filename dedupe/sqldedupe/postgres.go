@@ -3,6 +3,8 @@ package sqldedupe
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
@@ -14,14 +16,15 @@ import (
 type postgres struct {
 	ddl                                           []string
 	upsertSQL, completeSQL, releaseSQL, extendSQL string
-	cleanupSQL                                    string
+	claimTxQuery, cleanupSQL                      string
 }
 
 var pg = sqldialect.Of(sqldialect.Postgres)
 
-func newPostgres(table string) *postgres {
+func newPostgres(table string, lockTimeout time.Duration) *postgres {
 	t := pg.Quote(table)
 	now := pg.Now()
+	lockMillis := strconv.FormatInt(max(lockTimeout.Milliseconds(), 1), 10)
 	return &postgres{
 		ddl: []string{
 			`CREATE TABLE IF NOT EXISTS ` + t + ` (
@@ -49,6 +52,21 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigi
 ON CONFLICT (namespace, grp, k) DO UPDATE SET
 	` + takeover("d.", now) + `
 RETURNING d.namespace, d.grp, d.k, d.state, d.token, d.fingerprint, ` + pg.UnixMicros("d.expires_at") + `, ` + pg.UnixMicros(now),
+		// The claim in a caller's transaction, of one key: a done record.
+		// Its CTE sets lock_timeout before the row is written, which is
+		// when the statement waits for another transaction's claim of the
+		// key, and RETURNING, evaluated once the row is written, sets it
+		// back, so that the timeout bounds the claim and not the caller's
+		// statements after it; a statement that fails ends the transaction
+		// anyway. One statement rather than a SET LOCAL before it: a round
+		// trip less per message.
+		claimTxQuery: `WITH cfg AS (SELECT current_setting('lock_timeout') AS was, set_config('lock_timeout', '` + lockMillis + `', true))
+INSERT INTO ` + t + ` AS d (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
+SELECT $1::text, $2::text, $3::text, 'done', $4::text, $5::text, ` + pg.After("$6") + `, ` + now + `, ` + now + ` FROM cfg
+ON CONFLICT (namespace, grp, k) DO UPDATE SET
+	` + takeover("d.", now) + `
+RETURNING d.state, d.token, d.fingerprint, ` + pg.UnixMicros("d.expires_at") + `, ` + pg.UnixMicros(now) + `,
+	set_config('lock_timeout', (SELECT was FROM cfg), true)`,
 		// Complete and Release go through the primary key's arbiter too, as
 		// an INSERT whose conflicting row is updated only if the ticket owns
 		// it. An UPDATE or DELETE joined to the unnested batch would leave
@@ -127,6 +145,30 @@ func (p *postgres) upsert(ctx context.Context, r runner, rows []upsertRow) (map[
 		return nil, err
 	}
 	return scanRecords(res)
+}
+
+func (p *postgres) claimTxSQL() string { return p.claimTxQuery }
+
+func (p *postgres) claimTx(ctx context.Context, r runner, row upsertRow) (record, error) {
+	rows, err := r.query(ctx, p.claimTxQuery, row.ref.Namespace, row.ref.Group, row.ref.Key, row.token, row.fp, sqldialect.Micros(row.lease))
+	if err != nil {
+		return record{}, err
+	}
+	defer rows.Close()
+	var (
+		rec      record
+		restored string
+	)
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return record{}, err
+		}
+		return record{}, fmt.Errorf("the database answered no record for %q", row.ref)
+	}
+	if err := rows.Scan(&rec.state, &rec.token, &rec.fp, &rec.expires, &rec.now, &restored); err != nil {
+		return record{}, err
+	}
+	return rec, rows.Close()
 }
 
 func (p *postgres) complete(ctx context.Context, r runner, ts []dedupe.Ticket, retention time.Duration) (map[dedupe.Ref]bool, error) {

@@ -2,6 +2,7 @@ package sqldedupe
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
@@ -14,8 +15,9 @@ import (
 // Times are INTEGER µs since the Unix epoch, in whole milliseconds: the
 // resolution of SQLite's clock.
 type sqlite struct {
-	table string // quoted
-	ddl   []string
+	table    string // quoted
+	ddl      []string
+	claimSQL string // claimTx's
 }
 
 var (
@@ -25,7 +27,7 @@ var (
 
 func newSQLite(table string) *sqlite {
 	t := lite.Quote(table)
-	return &sqlite{
+	l := &sqlite{
 		table: t,
 		ddl: []string{
 			`CREATE TABLE IF NOT EXISTS ` + t + ` (
@@ -43,6 +45,8 @@ func newSQLite(table string) *sqlite {
 			`CREATE INDEX IF NOT EXISTS ` + lite.Quote(table+"_expires_at") + ` ON ` + t + ` (expires_at)`,
 		},
 	}
+	l.claimSQL = l.writeSQL(1, stateDone)
+	return l
 }
 
 func (l *sqlite) schema() []string { return l.ddl }
@@ -50,11 +54,38 @@ func (l *sqlite) schema() []string { return l.ddl }
 // upsert always updates a conflicting row, to itself while its record is
 // live, so that RETURNING answers for every key.
 func (l *sqlite) upsert(ctx context.Context, r runner, rows []upsertRow) (map[dedupe.Ref]record, error) {
-	q := `INSERT INTO ` + l.table + ` (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
-VALUES ` + list("(?, ?, ?, 'processing', ?, ?, "+lite.After("?")+", "+liteNow+", "+liteNow+")", len(rows)) + `
+	return l.write(ctx, r, l.writeSQL(len(rows), stateProcessing), rows)
+}
+
+// claimTx is upsert of a done record. SQLite has no lock timeout of its
+// own: a transaction waits for the database's write lock as long as the
+// connection's busy timeout, at its first write (the claim) or, begun
+// IMMEDIATE, at BEGIN.
+func (l *sqlite) claimTx(ctx context.Context, r runner, row upsertRow) (record, error) {
+	recs, err := l.write(ctx, r, l.claimSQL, []upsertRow{row})
+	if err != nil {
+		return record{}, err
+	}
+	rec, ok := recs[row.ref]
+	if !ok {
+		return record{}, fmt.Errorf("the database answered no record for %q", row.ref)
+	}
+	return rec, nil
+}
+
+func (l *sqlite) claimTxSQL() string { return l.claimSQL }
+
+// writeSQL is the statement of write for n rows.
+func (l *sqlite) writeSQL(n int, state string) string {
+	return `INSERT INTO ` + l.table + ` (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
+VALUES ` + list("(?, ?, ?, '"+state+"', ?, ?, "+lite.After("?")+", "+liteNow+", "+liteNow+")", n) + `
 ON CONFLICT (namespace, grp, k) DO UPDATE SET
 	` + takeover("", liteNow) + `
 RETURNING namespace, grp, k, state, token, fingerprint, expires_at, ` + liteNow
+}
+
+// write is upsert with q, writeSQL's statement for rows.
+func (l *sqlite) write(ctx context.Context, r runner, q string, rows []upsertRow) (map[dedupe.Ref]record, error) {
 	args := make([]any, 0, 6*len(rows))
 	for _, row := range rows {
 		args = append(args, row.ref.Namespace, row.ref.Group, row.ref.Key, row.token, row.fp, sqldialect.Micros(row.lease))

@@ -49,6 +49,20 @@ type Config struct {
 	// Logger receives the background cleanup's errors, which have no caller
 	// to return to. Default slog.Default().
 	Logger *slog.Logger
+	// LockTimeout bounds how long [Store.ClaimTx] waits for a key that
+	// another transaction holds, before it answers that the key is busy
+	// (dedupe.ErrInFlight): a duplicate delivered while the first runs
+	// waits for its outcome that long, then the consumer asks again. It
+	// applies to the claim alone, not to the rest of the transaction:
+	// PostgreSQL's lock_timeout, restored within the statement, and
+	// MariaDB's innodb_lock_wait_timeout, set for the statement, in whole
+	// seconds. MySQL has no way to set it for one statement: there the wait
+	// is the session's innodb_lock_wait_timeout (50 s unless the DSN sets
+	// it, for example innodb_lock_wait_timeout=5 with
+	// github.com/go-sql-driver/mysql). On SQLite, which locks the whole
+	// database for one writer, the wait is the connection's busy timeout
+	// (see the package documentation). Default 5s.
+	LockTimeout time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -64,6 +78,9 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.LockTimeout == 0 {
+		c.LockTimeout = 5 * time.Second
+	}
 }
 
 // Validate reports settings that cannot work.
@@ -73,6 +90,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("sqldedupe: table name %q: want %s", c.Table, sqldialect.TableRule)
 	case c.CleanupBatch <= 0:
 		return fmt.Errorf("sqldedupe: cleanup batch %d must be positive", c.CleanupBatch)
+	case c.LockTimeout < 0:
+		return fmt.Errorf("sqldedupe: lock timeout %v must be positive", c.LockTimeout)
 	}
 	return nil
 }
@@ -142,9 +161,9 @@ func New(db *sql.DB, dialect Dialect, cfg Config) (*Store, error) {
 	var d sqlDialect
 	switch dialect {
 	case MySQL:
-		d = newMySQL(cfg.Table)
+		d = newMySQL(cfg.Table, cfg.LockTimeout)
 	case Postgres:
-		d = newPostgres(cfg.Table)
+		d = newPostgres(cfg.Table, cfg.LockTimeout)
 	case SQLite:
 		d = newSQLite(cfg.Table)
 	default:

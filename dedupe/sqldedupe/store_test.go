@@ -146,6 +146,26 @@ func TestStatements(t *testing.T) {
 		}
 		return ts
 	}
+	// claimInTx claims ref in a transaction of its own, which it commits or
+	// rolls back.
+	claimInTx := func(t *testing.T, e env, ref dedupe.Ref, commit bool) dedupe.ClaimResult {
+		t.Helper()
+		tx, err := e.s.BeginTx(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		res, err := e.s.ClaimTx(t.Context(), tx, ref, "", long)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if commit {
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return res
+	}
 	batch := func(refs []dedupe.Ref) []dedupe.ClaimRequest {
 		var reqs []dedupe.ClaimRequest
 		for _, r := range refs {
@@ -281,21 +301,25 @@ func TestStatements(t *testing.T) {
 		},
 		want: 1,
 	}, {
-		name:  "CompleteTx",
-		setup: func(t *testing.T, e env) any { return claimAll(t, e, refs(e, "k", 1)) },
-		do: func(t *testing.T, e env, v any) {
-			tx, err := e.db.BeginTx(t.Context(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := e.s.CompleteTx(t.Context(), tx, v.([]dedupe.Ticket)[0], long); err != nil {
-				t.Fatal(err)
-			}
-			if err := tx.Commit(); err != nil {
-				t.Fatal(err)
+		// BEGIN and COMMIT are not statements here.
+		name: "ClaimTxFresh",
+		do: func(t *testing.T, e env, _ any) {
+			if res := claimInTx(t, e, refs(e, "k", 1)[0], true); res.Status != dedupe.Acquired {
+				t.Fatalf("ClaimTx = %v, want acquired", res.Status)
 			}
 		},
 		want: 1,
+	}, {
+		name: "ClaimTxDone",
+		setup: func(t *testing.T, e env) any {
+			return claimInTx(t, e, refs(e, "k", 1)[0], true)
+		},
+		do: func(t *testing.T, e env, _ any) {
+			if res := claimInTx(t, e, refs(e, "k", 1)[0], false); res.Status != dedupe.Done {
+				t.Fatalf("ClaimTx = %v, want done", res.Status)
+			}
+		},
+		want: 1, mysql: 2,
 	}}
 	for _, b := range testdb.Backends {
 		t.Run(b.Name, func(t *testing.T) {
@@ -490,13 +514,14 @@ func TestDeadlineWhileLocked(t *testing.T) {
 			db := b.OpenWith(t, &testdb.Hooks{Opaque: true})
 			s := newStore(t, db, b.Dialect, sqldedupe.Config{})
 			ref := dedupe.Ref{Group: "g", Key: "k"}
-			held := acquire(t, s, ref, long)
-			tx, err := db.BeginTx(t.Context(), nil)
+			// A transaction's claim holds the key's row locked until it
+			// ends.
+			tx, err := s.BeginTx(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.CompleteTx(t.Context(), tx, held, long); err != nil {
-				t.Fatal(err)
+			if res, err := s.ClaimTx(t.Context(), tx, ref, "", long); err != nil || res.Status != dedupe.Acquired {
+				t.Fatalf("ClaimTx = %v, %v; want acquired", res.Status, err)
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 			defer cancel()
@@ -506,9 +531,6 @@ func TestDeadlineWhileLocked(t *testing.T) {
 				t.Errorf("Claim of a locked key past its deadline = %v, want DeadlineExceeded", err)
 			}
 			if err := tx.Rollback(); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Release(t.Context(), held); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(2 * lease)

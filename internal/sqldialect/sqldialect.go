@@ -214,8 +214,31 @@ func RolledBack(err error) bool {
 	if errors.As(err, &coded) {
 		return strings.HasPrefix(coded.SQLState(), "40")
 	}
-	return mysqlError(err, 1213)
+	return MySQLError(err, 1213)
 }
+
+// LockTimeout reports an error with which a statement gave up waiting for
+// a lock that another transaction holds: MySQL's error 1205
+// (innodb_lock_wait_timeout ran out; MySQL rolls back the statement, not
+// the transaction), PostgreSQL's SQLSTATE 55P03 (lock_timeout), or
+// SQLite's SQLITE_BUSY (the connection's busy timeout ran out while
+// another connection held the database's one write lock).
+func LockTimeout(err error) bool {
+	var coded sqlState
+	if errors.As(err, &coded) {
+		return coded.SQLState() == "55P03"
+	}
+	// modernc.org/sqlite's errors have Code(), the result code (its low
+	// byte the primary code, 5 for SQLITE_BUSY); other drivers say it.
+	var lite interface{ Code() int }
+	if errors.As(err, &lite) {
+		return lite.Code()&0xff == sqliteBusy
+	}
+	return MySQLError(err, 1205) || strings.Contains(err.Error(), "database is locked")
+}
+
+// sqliteBusy is SQLite's primary result code SQLITE_BUSY.
+const sqliteBusy = 5
 
 // MissingTable reports an error that says a table does not exist:
 // PostgreSQL's SQLSTATE 42P01, MySQL's error 1146, or SQLite's "no such
@@ -225,14 +248,14 @@ func MissingTable(err error) bool {
 	if errors.As(err, &coded) {
 		return coded.SQLState() == "42P01"
 	}
-	return mysqlError(err, 1146) || strings.Contains(err.Error(), "no such table")
+	return MySQLError(err, 1146) || strings.Contains(err.Error(), "no such table")
 }
 
-// mysqlError reports whether err is MySQL's error number n.
+// MySQLError reports whether err is MySQL's error number n.
 // go-sql-driver/mysql keeps the number in a field that only its own type
 // reads, and shows it in the message as "Error 1213 (40001): ...", or
 // "Error 1213: ..." without a SQLSTATE.
-func mysqlError(err error, n int) bool {
+func MySQLError(err error, n int) bool {
 	msg, code := err.Error(), "Error "+strconv.Itoa(n)
 	return strings.Contains(msg, code+" (") || strings.Contains(msg, code+":")
 }

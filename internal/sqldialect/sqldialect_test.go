@@ -175,3 +175,38 @@ func TestMissingTable(t *testing.T) {
 		})
 	}
 }
+
+// sqliteError looks like modernc.org/sqlite's errors.
+type sqliteError struct{ code int }
+
+func (e *sqliteError) Error() string { return fmt.Sprintf("database is locked (%d)", e.code) }
+func (e *sqliteError) Code() int     { return e.code }
+
+// TestLockTimeout classifies errors by what the drivers report;
+// sqldedupe's transaction tests meet the real ones.
+func TestLockTimeout(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"MySQL", &mysqlError{1205, "HY000"}, true},
+		{"MySQLWrapped", fmt.Errorf("claim: %w", &mysqlError{1205, "HY000"}), true},
+		{"MySQLDeadlock", &mysqlError{1213, "40001"}, false},
+		{"MySQL12050", &mysqlError{12050, "HY000"}, false},
+		{"Postgres", &pgError{"55P03"}, true},
+		{"PostgresDeadlock", &pgError{"40P01"}, false},
+		{"SQLiteBusy", &sqliteError{5}, true},
+		{"SQLiteBusySnapshot", &sqliteError{517}, true},
+		{"SQLiteLocked", &sqliteError{6}, false},
+		{"SQLiteText", errors.New("database is locked"), true},
+		{"Context", context.DeadlineExceeded, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := sqldialect.LockTimeout(tc.err); got != tc.want {
+				t.Errorf("LockTimeout(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,43 @@
+package dedupe
+
+import (
+	"context"
+	"database/sql"
+)
+
+// claim is what a [Guard] or a [TxGuard] holds while fn runs, reachable
+// from fn's context (its lease): the ticket of its key (a zero Token when
+// fn runs without one, unguarded) and, under a TxGuard, fn's transaction.
+type claim struct {
+	ticket Ticket
+	tx     *sql.Tx
+}
+
+type claimKey struct{}
+
+func claimFrom(ctx context.Context) *claim {
+	c, _ := ctx.Value(claimKey{}).(*claim)
+	return c
+}
+
+// TicketFromContext returns the ticket of the claim that a [Guard] or a
+// [TxGuard] holds while it runs fn with ctx (or a context derived from
+// it). ok is false outside their Do, and when FailOpen runs fn without a
+// claim.
+func TicketFromContext(ctx context.Context) (t Ticket, ok bool) {
+	if c := claimFrom(ctx); c != nil && c.ticket.Token != "" {
+		return c.ticket, true
+	}
+	return Ticket{}, false
+}
+
+// TxFromContext returns the transaction in which a [TxGuard] runs fn with
+// ctx (or a context derived from it): the one whose first statement
+// claimed fn's key, or, when FailOpen runs fn without a claim, a plain one.
+// ok is false outside TxGuard.Do.
+func TxFromContext(ctx context.Context) (tx *sql.Tx, ok bool) {
+	if c := claimFrom(ctx); c != nil && c.tx != nil {
+		return c.tx, true
+	}
+	return nil, false
+}

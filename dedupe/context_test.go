@@ -1,0 +1,84 @@
+package dedupe_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dedupe/dedupetest"
+	"github.com/idemq/idemq/dedupe/memdedupe"
+)
+
+func TestTicketFromContext(t *testing.T) {
+	if tk, ok := dedupe.TicketFromContext(t.Context()); ok {
+		t.Errorf("TicketFromContext outside a Guard = %v, true", tk)
+	}
+	if tx, ok := dedupe.TxFromContext(t.Context()); ok {
+		t.Errorf("TxFromContext outside a TxGuard = %v, true", tx)
+	}
+	for _, n := range sizes {
+		t.Run(fmt.Sprint("Size", n), func(t *testing.T) {
+			mem := memdedupe.New(memdedupe.Config{})
+			items := itemsOf("", keysOf(n)...)
+			res := newGuard(t, mem, dedupe.GuardConfig{}).Do(t.Context(), items, func(ctx context.Context, i int) error {
+				tk, ok := dedupe.TicketFromContext(ctx)
+				if !ok || tk.Ref != items[i].Ref {
+					return fmt.Errorf("TicketFromContext = %v, %v; want item %d's", tk, ok, i)
+				}
+				// A Guard runs fn in no transaction (package sqldedupe
+				// tests the TxGuard, which does).
+				if tx, ok := dedupe.TxFromContext(ctx); ok {
+					return fmt.Errorf("TxFromContext under a Guard = %v, true", tx)
+				}
+				// Contexts derived from fn's carry it too.
+				dctx, cancel := context.WithTimeout(ctx, time.Minute)
+				defer cancel()
+				if got, _ := dedupe.TicketFromContext(dctx); got != tk {
+					return fmt.Errorf("TicketFromContext of a derived context = %v, want %v", got, tk)
+				}
+				// It holds the owner's token: it, and only it, can extend
+				// the lease.
+				forged := dedupe.Ticket{Ref: tk.Ref, Token: tk.Token + "x"}
+				if err := mem.Extend(ctx, forged, time.Hour); !errors.Is(err, dedupe.ErrLeaseLost) {
+					return fmt.Errorf("Extend with a forged token: %v, want ErrLeaseLost", err)
+				}
+				return mem.Extend(ctx, tk, time.Hour)
+			})
+			for i, r := range res {
+				checkResult(t, fmt.Sprint("item ", i), r, dedupe.Completed)
+			}
+		})
+	}
+}
+
+// TestTicketFromContextUnguarded runs a handler without a claim, the store
+// being down and the guard failing open, inside another guard's handler:
+// it sees no ticket, not even the outer guard's, which the outer handler
+// still sees afterwards.
+func TestTicketFromContextUnguarded(t *testing.T) {
+	down := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
+	down.Inject(dedupetest.Fault{Ops: opsClaim})
+	inner := newGuard(t, down, dedupe.GuardConfig{FailOpen: true})
+	outer := newGuard(t, memdedupe.New(memdedupe.Config{}), dedupe.GuardConfig{})
+	outerItems := itemsOf("", "outer")
+	res := outer.Do(t.Context(), outerItems, func(ctx context.Context, _ int) error {
+		for i, r := range inner.Do(ctx, itemsOf("", keysOf(2)...), func(ctx context.Context, i int) error {
+			if tk, ok := dedupe.TicketFromContext(ctx); ok {
+				return fmt.Errorf("unguarded item %d: TicketFromContext = %v, true", i, tk)
+			}
+			return nil
+		}) {
+			if r.Outcome != dedupe.Unguarded {
+				return fmt.Errorf("inner item %d: %v, %v; want unguarded", i, r.Outcome, r.Err)
+			}
+		}
+		if tk, ok := dedupe.TicketFromContext(ctx); !ok || tk.Ref != outerItems[0].Ref {
+			return fmt.Errorf("outer: TicketFromContext = %v, %v; want its own", tk, ok)
+		}
+		return nil
+	})
+	checkResult(t, "outer", res[0], dedupe.Completed)
+}
