@@ -20,9 +20,11 @@ import (
 
 // TestBusyWaitsInProcess delivers a key that another consumer holds for a
 // short lease, where the consumer must not hand it back: the callback waits
-// in process until the lease ends, then runs the message.
+// in process until the lease ends, then runs the message. Each case needs
+// its claim to come before the holder's lease ends, so the lease is long
+// enough for a loaded machine and the cases wait for it side by side.
 func TestBusyWaitsInProcess(t *testing.T) {
-	const lease = 300 * time.Millisecond
+	const lease = 2 * time.Second
 	short := consumer.WithBusyWait(time.Millisecond)
 	tests := []struct {
 		name       string
@@ -36,12 +38,13 @@ func TestBusyWaitsInProcess(t *testing.T) {
 		{name: "LastReconsume", opts: []consumer.Option{short, consumer.WithMaxReconsumeTimes(3)}, reconsumed: 3},
 		{name: "PastLastReconsume", opts: []consumer.Option{short, consumer.WithMaxReconsumeTimes(3)}, reconsumed: 7},
 		// No delay level is as long as the remaining lease.
-		{name: "NoLevelCovers", opts: []consumer.Option{short, consumer.WithDelayLevels(100*time.Millisecond, 100*time.Millisecond)}},
+		{name: "NoLevelCovers", opts: []consumer.Option{short, consumer.WithDelayLevels(time.Millisecond, time.Millisecond)}},
 		// A suspension would spend a reconsume too.
 		{name: "Orderly", opts: []consumer.Option{short}, orderly: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			store := memdedupe.New(memdedupe.Config{})
 			heldAt := time.Now()
 			hold(t, store, "k", lease)
