@@ -33,6 +33,10 @@
 // live relays ship a row at the same time. A relay that dies leaves its
 // rows leased until the lease ends; another takes them then.
 //
+// An idle relay polls the table ([RelayConfig].PollInterval); on
+// PostgreSQL, package outbox/pgwake wakes it by LISTEN/NOTIFY as soon as
+// rows are committed ([RelayConfig].Wake).
+//
 // # Poison rows
 //
 // A message the broker refuses for good (the [Sender] wraps [ErrRefused])

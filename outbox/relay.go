@@ -69,6 +69,12 @@ type RelayConfig struct {
 	// Logger receives the errors the relay meets, which have no caller to
 	// return to. Default slog.Default().
 	Logger *slog.Logger
+	// Wake, when set, tells the relay that rows were committed: a waiting
+	// relay looks for rows at once instead of when its PollInterval (or
+	// backoff) ends, which then only bounds how late a lost wake-up makes
+	// it. Package outbox/pgwake wakes relays by PostgreSQL's
+	// LISTEN/NOTIFY.
+	Wake <-chan struct{}
 }
 
 func (c *RelayConfig) setDefaults() {
@@ -225,6 +231,8 @@ func (r *Relay) run() {
 			case <-r.stop:
 				t.Stop()
 				return
+			case <-r.cfg.Wake: // a nil Wake never is
+				t.Stop()
 			case <-t.C:
 			}
 		}

@@ -272,3 +272,20 @@ func TestBrokerOutage(t *testing.T) {
 		checkOrder(t, rec.sent(), n, keys)
 	})
 }
+
+// TestWakeEndsTheWait gives a relay an hour's poll interval: once idle, it
+// ships a row added later only because Wake tells it to look.
+func TestWakeEndsTheWait(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e env) {
+		db, o := e.db, e.o
+		rec := &recorder{}
+		wake := make(chan struct{}, 1)
+		add(t, db, o, orderedMessages(1, 1)...)
+		newRelay(t, o, rec, outbox.RelayConfig{PollInterval: time.Hour, Wake: wake})
+		waitStats(t, o, "the first row sent", func(s outbox.Stats) bool { return s.Sent == 1 })
+		add(t, db, o, orderedMessages(2, 1)[1])
+		wake <- struct{}{}
+		waitStats(t, o, "the row added after a wake sent", func(s outbox.Stats) bool { return s.Sent == 2 })
+		checkOrder(t, rec.sent(), 2, 1)
+	})
+}

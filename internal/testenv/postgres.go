@@ -35,32 +35,51 @@ func Postgres(tb testing.TB) string {
 }
 
 func startPostgres(ctx context.Context, dir string, log io.Writer) (*Server, error) {
-	bins := []string{"/usr/lib/postgresql/17/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/15/bin"}
-	initdb, err := findBinary(bins, "initdb")
+	server, cred, err := initPostgres(ctx, dir)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %w (Debian package postgresql)", err)
-	}
-	server := filepath.Join(filepath.Dir(initdb), "postgres")
-	cred, err := postgresCredential(dir)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
-	}
-	data := filepath.Join(dir, "data")
-	if err := run(ctx, cred, initdb, "-D", data, "-U", "postgres", "--auth=trust",
-		"--no-sync", "-E", "UTF8", "--no-instructions"); err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
+		return nil, err
 	}
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
+	p, dsn, version, err := launchPostgres(ctx, log, server, cred, dir, port)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{Name: "postgres", Addr: dsn, Version: "PostgreSQL " + version, stop: p.stop}, nil
+}
+
+// initPostgres makes a data directory in dir and returns the server binary
+// and the account to run it as.
+func initPostgres(ctx context.Context, dir string) (string, *syscall.Credential, error) {
+	bins := []string{"/usr/lib/postgresql/17/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/15/bin"}
+	initdb, err := findBinary(bins, "initdb")
+	if err != nil {
+		return "", nil, fmt.Errorf("postgres: %w (Debian package postgresql)", err)
+	}
+	cred, err := postgresCredential(dir)
+	if err != nil {
+		return "", nil, fmt.Errorf("postgres: %w", err)
+	}
+	if err := run(ctx, cred, initdb, "-D", filepath.Join(dir, "data"), "-U", "postgres", "--auth=trust",
+		"--no-sync", "-E", "UTF8", "--no-instructions"); err != nil {
+		return "", nil, fmt.Errorf("postgres: %w", err)
+	}
+	return filepath.Join(filepath.Dir(initdb), "postgres"), cred, nil
+}
+
+// launchPostgres starts server on the data directory initPostgres made in
+// dir, listening on port, and returns once it answers, with its DSN and
+// version.
+func launchPostgres(ctx context.Context, log io.Writer, server string, cred *syscall.Credential, dir string, port int) (*process, string, string, error) {
 	// Durability is traded for speed: the data dir dies with the test run.
 	p, err := startProcess(log, filepath.Join(dir, "postgres.log"), cred, server,
-		"-D", data, "-p", strconv.Itoa(port), "-k", dir,
+		"-D", filepath.Join(dir, "data"), "-p", strconv.Itoa(port), "-k", dir,
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off", "-c", "max_connections=300")
 	if err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
+		return nil, "", "", fmt.Errorf("postgres: %w", err)
 	}
 	p.signal = syscall.SIGINT // fast shutdown
 	dsn := fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", hostPort(port))
@@ -70,9 +89,9 @@ func startPostgres(ctx context.Context, dir string, log io.Writer) (*Server, err
 	})
 	if err != nil {
 		p.stop()
-		return nil, fmt.Errorf("postgres: %w", err)
+		return nil, "", "", fmt.Errorf("postgres: %w", err)
 	}
-	return &Server{Name: "postgres", Addr: dsn, Version: "PostgreSQL " + version, stop: p.stop}, nil
+	return p, dsn, version, nil
 }
 
 // postgresCredential returns the user to run PostgreSQL as: it refuses to

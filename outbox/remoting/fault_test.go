@@ -5,15 +5,24 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/idemq/idemq/consumer"
+	cremoting "github.com/idemq/idemq/consumer/remoting"
+	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testdb"
@@ -93,9 +102,12 @@ func runRelay() error {
 // broker. One is killed with SIGKILL mid-batch and replaced; another is
 // SIGSTOPped past its lease and resumed. Nothing is lost; every copy the
 // broker holds carries its row's key; each key's messages first arrive in
-// the order they were added.
+// the order they were added; and an idemq consumer (package consumer over
+// a Redis dedupe store) in front of the topic applies each key once, every
+// duplicate suppressed.
 func TestRelayProcessesKilledAndPaused(t *testing.T) {
-	if !racechild.Test(t, "IDEMQ_ROCKETMQ_NAMESRV="+testenv.RocketMQ(t), "IDEMQ_POSTGRES_DSN="+testenv.Postgres(t)) {
+	if !racechild.Test(t, "IDEMQ_ROCKETMQ_NAMESRV="+testenv.RocketMQ(t), "IDEMQ_POSTGRES_DSN="+testenv.Postgres(t),
+		"IDEMQ_REDIS_ADDR="+testenv.Redis(t)) {
 		return
 	}
 	const (
@@ -106,6 +118,7 @@ func TestRelayProcessesKilledAndPaused(t *testing.T) {
 	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 	topic := "outbox-fault-" + run
 	got := consumeTopic(t, ns, topic, 4)
+	effects := applyOnce(t, ns, topic, run)
 
 	b := testdb.Postgres
 	dsn := b.DSN(t)
@@ -197,6 +210,104 @@ func TestRelayProcessesKilledAndPaused(t *testing.T) {
 	if err != nil || st.Pending != 0 || st.Sent != n {
 		t.Fatalf("stats %+v (%v)", st, err)
 	}
+
+	// The relays are stopped: the broker holds its last copy. The idemq
+	// consumer handles each, and applies each key once.
+	got.mu.Lock()
+	copies := len(got.msgs)
+	got.mu.Unlock()
+	cs := effects.c.Stats()
+	for deadline := time.Now().Add(30 * time.Second); cs.Completed.Load()+cs.Suppressed.Load() < int64(copies); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the idemq consumer handled %d of %d copies (%d applied, %d suppressed)",
+				cs.Completed.Load()+cs.Suppressed.Load(), copies, cs.Completed.Load(), cs.Suppressed.Load())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	applied := effects.counts()
+	var missing, doubled int
+	for _, k := range added {
+		switch applied[k] {
+		case 0:
+			missing++
+		case 1:
+		default:
+			doubled++
+		}
+	}
+	if missing != 0 || doubled != 0 || len(applied) != n {
+		t.Errorf("the idemq consumer applied %d keys: %d of the %d rows' keys never, %d more than once", len(applied), missing, n, doubled)
+	}
 	t.Logf("%s%d rows, %d copies received (%d duplicates); the surviving relays marked %d, %d after their lease ended",
-		racechild.Figure, n, len(recv), len(recv)-n, shipped, lost)
+		racechild.Figure, n, copies, copies-n, shipped, lost)
+	t.Logf("%sidemq consumer: delivered %d, applied %d keys once each (%d lost, %d doubled), suppressed %d",
+		racechild.Figure, cs.Delivered.Load(), len(applied), missing, doubled, cs.Suppressed.Load())
+}
+
+// effects is what an idemq consumer of a test topic applied: how many
+// times its handler ran for each key.
+type effects struct {
+	c       *consumer.Consumer
+	mu      sync.Mutex
+	applied map[string]int
+}
+
+func (e *effects) counts() map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return maps.Clone(e.applied)
+}
+
+// applyOnce consumes topic, from its first offset until t ends, through
+// an idemq consumer over a Redis dedupe store on the shared Redis (its
+// records under a prefix of run's), counting each key's effects.
+func applyOnce(t *testing.T, ns, topic, run string) *effects {
+	t.Helper()
+	group := topic + "-idemq"
+	// The retry topic exists before the consumer starts, which otherwise
+	// learns of it only at its 30 s route refresh.
+	if err := testenv.CreateRocketMQTopic(t.Context(), ns, "%RETRY%"+group, 1); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(t)})
+	t.Cleanup(func() { rdb.Close() })
+	store, err := redisdedupe.New(rdb, redisdedupe.Config{Prefix: "outbox-fault:" + run + ":"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The records need to outlive the test only: the Redis is shared.
+	c, err := consumer.New(store, group, consumer.WithGuard(dedupe.GuardConfig{Lease: 10 * time.Second, Retention: 10 * time.Minute}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &effects{c: c, applied: map[string]int{}}
+	cb := cremoting.Concurrently(c, func(_ context.Context, m *consumer.Message) error {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.applied[msgkey.Of(m)]++
+		return nil
+	})
+	pc, err := rocketmq.NewPushConsumer(
+		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		rmqconsumer.WithGroupName(group),
+		rmqconsumer.WithInstance(group),
+		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Subscribe(topic, rmqconsumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
+		return cb(ctx, msgs...)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		cremoting.Drain(ctx, c, pc)
+	})
+	return e
 }

@@ -1,0 +1,131 @@
+package pgwake_test
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/outbox"
+	"github.com/idemq/idemq/outbox/pgwake"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
+
+// bodies is a Sender that keeps the bodies it was given.
+type bodies struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (b *bodies) Send(_ context.Context, m *outbox.Message) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.got = append(b.got, string(m.Body))
+	return nil
+}
+
+func (b *bodies) await(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b.mu.Lock()
+		got := len(b.got)
+		b.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rows shipped, want %d", got, n)
+		}
+	}
+}
+
+// TestWakeAcrossRestart runs a relay that polls once an hour over a
+// PostgreSQL of the test's own: committed rows ship only because the
+// trigger's notification wakes it, also after the server restarted and
+// the listener connected again; a rolled-back row ships nothing.
+func TestWakeAcrossRestart(t *testing.T) {
+	pg := testenv.StartPrivatePostgres(t)
+	db, err := sql.Open("pgx", pg.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	gen, err := idgen.New(1, idgen.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := outbox.New(db, outbox.Postgres, msgkey.FromIDs(gen), outbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if err := o.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // Install replaces what it installed
+		if err := pgwake.Install(ctx, db, outbox.DefaultTable); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := pgwake.Listen(ctx, pg.DSN(), outbox.DefaultTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	got := new(bodies)
+	r, err := outbox.NewRelay(o, got, outbox.RelayConfig{PollInterval: time.Hour, Wake: l.C(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+
+	// add adds a row with body in a transaction it commits or rolls back.
+	// A transaction that fails before its commit (a pooled connection the
+	// restart closed) added nothing and is tried again.
+	add := func(body string, commit bool) {
+		t.Helper()
+		for attempt := 0; ; attempt++ {
+			tx, err := db.BeginTx(ctx, nil)
+			if err == nil {
+				if _, err = o.Add(ctx, tx, outbox.Message{Topic: "orders", Body: []byte(body)}); err == nil {
+					if !commit {
+						tx.Rollback()
+						return
+					}
+					if err := tx.Commit(); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				tx.Rollback()
+			}
+			if attempt == 10 {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	add("first", true) // perhaps shipped by the relay's first look
+	got.await(t, 1)
+	add("second", true) // shipped by a wake: the relay waits an hour
+	got.await(t, 2)
+	add("rolled back", false)
+	if err := pg.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	add("after the restart", true)
+	got.await(t, 3)
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	if want := []string{"first", "second", "after the restart"}; !slices.Equal(got.got, want) {
+		t.Errorf("shipped %q, want %q", got.got, want)
+	}
+}
