@@ -64,7 +64,7 @@ type TxHandler func(ctx context.Context, tx *sql.Tx, msg *Message) error
 func WithTx() Option { return optionFunc(func(o *options) { o.tx = true }) }
 
 // newTxGuard returns the guard of a Consumer made [WithTx] over store.
-func newTxGuard(store dedupe.Store, cfg dedupe.GuardConfig) (guard, error) {
+func newTxGuard(store dedupe.Store, cfg dedupe.GuardConfig) (*dedupe.TxGuard, error) {
 	tc, ok := store.(dedupe.TxClaimer)
 	if !ok {
 		return nil, fmt.Errorf("WithTx: the store (%T) cannot claim keys in a transaction; use a SQL store (sqldedupe)", store)
