@@ -11,13 +11,13 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // BenchmarkProcess measures the consumer path's own cost against a bare
@@ -122,9 +122,9 @@ func benchProcess(b *testing.B, batch, g int) {
 		for k := range 2 {
 			s := &sides[(round+k)%2]
 			runtime.ReadMemStats(&before)
-			cpu := cpuTime(b)
+			cpu := testkit.OwnCPU(b)
 			elapsed, err := runCalls(bufs, n, &next, s.s)
-			s.cpu += cpuTime(b) - cpu
+			s.cpu += testkit.OwnCPU(b) - cpu
 			runtime.ReadMemStats(&after)
 			if err != nil {
 				b.Fatal(err)
@@ -150,15 +150,6 @@ func benchProcess(b *testing.B, batch, g int) {
 	b.ReportMetric(bareAllocs, "bare-allocs/msg")
 	b.ReportMetric(cpu/bareCPU, "x-bare-cpu")
 	b.ReportMetric(allocs/bareAllocs, "x-bare-allocs")
-}
-
-// cpuTime is the CPU time the process has used so far, user and system.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // runCalls makes n calls of s, from a goroutine per buffer of messages,

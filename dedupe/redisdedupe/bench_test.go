@@ -1,3 +1,5 @@
+//go:build unix
+
 package redisdedupe_test
 
 import (
@@ -8,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // Leases and retention in the benchmarks: short, so that the records of a
@@ -79,7 +81,7 @@ var goroutines = map[string]int{"serial": 1, "parallel": 8}
 func run(b *testing.B, client *redis.Client, n, size int, c cycle) int64 {
 	ctx := b.Context()
 	prefix := rand.Text()
-	cpu0, redis0 := processCPU(b), serverCPU(b, client)
+	cpu0, redis0 := testkit.OwnCPU(b), serverCPU(b, client)
 	var next atomic.Int64 // the next unused key number
 	one := func() {
 		if err := c(ctx, prefix, int(next.Add(int64(size)))-size); err != nil {
@@ -103,18 +105,9 @@ func run(b *testing.B, client *redis.Client, n, size int, c cycle) int64 {
 	}
 	msgs := float64(next.Load())
 	b.ReportMetric(msgs/b.Elapsed().Seconds(), "msgs/s")
-	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(time.Microsecond)/msgs, "cpu-µs/msg")
+	b.ReportMetric(float64(testkit.OwnCPU(b)-cpu0)/float64(time.Microsecond)/msgs, "cpu-µs/msg")
 	b.ReportMetric(float64(serverCPU(b, client)-redis0)/float64(time.Microsecond)/msgs, "redis-cpu-µs/msg")
 	return next.Load()
-}
-
-// processCPU returns the CPU time this process has used.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // serverCPU returns the CPU time client's Redis server has used.

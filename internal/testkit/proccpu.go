@@ -15,33 +15,75 @@ import (
 // every Linux architecture Go runs on.
 const userHZ = 100
 
-// ProcessCPU returns the user plus system CPU time the process pid has used
-// so far, from /proc (10 ms resolution), so that a benchmark can charge a
-// server's CPU to the messages it served.
+// ProcessCPU returns the user plus system CPU time that the process pid
+// and its descendants have used so far, from /proc (10 ms resolution), so
+// that a benchmark can charge a server's CPU to the messages it served:
+// PostgreSQL serves each connection from a child process of the one that
+// listens.
 func ProcessCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
 	if err != nil {
 		return 0, err
 	}
+	parent := map[int]int{}
+	cpu := map[int]time.Duration{}
+	for _, p := range stats {
+		id, ppid, t, err := readStat(p)
+		if err != nil {
+			if id == pid {
+				return 0, err
+			}
+			continue // a process that ended meanwhile
+		}
+		parent[id], cpu[id] = ppid, t
+	}
+	if _, ok := cpu[pid]; !ok {
+		return 0, fmt.Errorf("no process %d", pid)
+	}
+	var total time.Duration
+	for id, t := range cpu {
+		for p := id; p > 1; p = parent[p] {
+			if p == pid {
+				total += t
+				break
+			}
+		}
+	}
+	return total, nil
+}
+
+// readStat reads a /proc/PID/stat file: the process's id, its parent's,
+// and its user plus system CPU time, those of its children that it waited
+// for included.
+func readStat(path string) (pid, ppid int, cpu time.Duration, err error) {
+	pid, _ = strconv.Atoi(strings.Split(path, "/")[2])
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return pid, 0, 0, err
+	}
 	// The command name in parentheses may hold spaces; the fields after it
-	// start at state (field 3), so utime (14) and stime (15) are 11 and 12.
+	// start at state (field 3): ppid (4) is 1, utime to cstime (14–17)
+	// are 11 to 14.
 	i := strings.LastIndexByte(string(b), ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+		return pid, 0, 0, fmt.Errorf("%s: unexpected format", path)
 	}
 	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	if len(f) < 15 {
+		return pid, 0, 0, fmt.Errorf("%s: unexpected format", path)
+	}
+	if ppid, err = strconv.Atoi(f[1]); err != nil {
+		return pid, 0, 0, fmt.Errorf("%s: %w", path, err)
 	}
 	var ticks int64
-	for _, s := range f[11:13] {
+	for _, s := range f[11:15] {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+			return pid, 0, 0, fmt.Errorf("%s: %w", path, err)
 		}
 		ticks += n
 	}
-	return time.Duration(ticks) * time.Second / userHZ, nil
+	return pid, ppid, time.Duration(ticks) * time.Second / userHZ, nil
 }
 
 // ListenerPID returns the process that listens on the TCP address addr

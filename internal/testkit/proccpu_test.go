@@ -5,6 +5,7 @@ package testkit
 import (
 	"net"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 )
@@ -23,11 +24,28 @@ func TestListenerPIDAndProcessCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for spin := time.Now(); time.Since(spin) < 50*time.Millisecond; {
+	// Spin until a tick of CPU time shows, however busy the machine.
+	after := before
+	for start := time.Now(); after <= before; {
+		for spin := time.Now(); time.Since(spin) < 10*time.Millisecond; {
+		}
+		if after, err = ProcessCPU(pid); err != nil {
+			t.Fatal(err)
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatalf("ProcessCPU still %v after a minute of spinning", after)
+		}
 	}
-	after, err := ProcessCPU(pid)
-	if err != nil || after <= before {
-		t.Fatalf("ProcessCPU after 50 ms of spinning: %v then %v, %v", before, after, err)
+	// A child's CPU time counts too, while it runs and after it ended.
+	child := exec.Command("sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done")
+	if err := child.Run(); err != nil {
+		t.Fatal(err)
+	}
+	withChild, err := ProcessCPU(pid)
+	// /proc counts whole ticks of 10 ms where the child's own account does not.
+	childCPU := child.ProcessState.UserTime() + child.ProcessState.SystemTime()
+	if err != nil || withChild-after < childCPU-20*time.Millisecond {
+		t.Errorf("ProcessCPU after a child's loop of %v: %v then %v, %v", childCPU, after, withChild, err)
 	}
 	ln.Close()
 	if _, err := ListenerPID(ln.Addr().String()); err == nil {
