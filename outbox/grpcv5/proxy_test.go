@@ -1,15 +1,12 @@
 package grpcv5_test
 
 import (
-	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +17,7 @@ import (
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testenv/grpcread"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 	ogrpc "github.com/idemq/idemq/outbox/grpcv5"
@@ -36,7 +34,7 @@ func TestRelayThroughTheProxy(t *testing.T) {
 		return
 	}
 	topic := fmt.Sprintf("outbox-grpc-%d-%d", os.Getpid(), time.Now().UnixNano())
-	got := receiveTopic(t, topic)
+	got := grpcread.Topic(t, topic)
 
 	rp, err := golang.NewProducer(&golang.Config{Endpoint: ep.Proxy, Credentials: &credentials.SessionCredentials{}}, golang.WithTopics(topic))
 	if err != nil {
@@ -93,7 +91,7 @@ func TestRelayThroughTheProxy(t *testing.T) {
 	}
 	t.Cleanup(func() { r.Close() })
 
-	views := got.await(t, "every row but the poison", func(vs []*golang.MessageView) bool { return len(vs) >= n-1 })
+	views := got.Await(t, "every row but the poison", func(vs []*golang.MessageView) bool { return len(vs) >= n-1 })
 	byKey := map[string]*golang.MessageView{}
 	for _, v := range views {
 		byKey[msgkey.Of(msgkey.Properties(v.GetProperties()))] = v
@@ -128,85 +126,5 @@ func TestRelayThroughTheProxy(t *testing.T) {
 	}
 	if !strings.Contains(reason, "exceeds") && !strings.Contains(reason, "41301") {
 		t.Errorf("parked with reason %q", reason)
-	}
-}
-
-// received holds what a SimpleConsumer of a test topic was given.
-type received struct {
-	mu    sync.Mutex
-	views []*golang.MessageView
-}
-
-// receiveTopic creates topic (one queue) and a group for it on the test
-// proxy's broker, and receives and acks the topic's messages with a
-// SimpleConsumer until t ends.
-func receiveTopic(t *testing.T, topic string) *received {
-	t.Helper()
-	ep := testenv.RocketMQ5(t)
-	testenv.RocketMQ5Topic(t, topic, 1)
-	group := topic + "-reader"
-	testenv.RocketMQGroup(t, ep.NameServer, group, 0)
-	// The proxy refuses a receive whose await is under 3 s.
-	sc, err := golang.NewSimpleConsumer(&golang.Config{
-		Endpoint:      ep.Proxy,
-		ConsumerGroup: group,
-		Credentials:   &credentials.SessionCredentials{},
-	},
-		golang.WithSimpleAwaitDuration(5*time.Second),
-		golang.WithSimpleSubscriptionExpressions(map[string]*golang.FilterExpression{topic: golang.SUB_ALL}),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r := new(received)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for ctx.Err() == nil {
-			views, err := sc.Receive(ctx, 16, 20*time.Second)
-			if err != nil {
-				var st *golang.ErrRpcStatus
-				if !errors.As(err, &st) && ctx.Err() == nil {
-					time.Sleep(100 * time.Millisecond) // not "no new message": do not spin
-				}
-				continue
-			}
-			for _, v := range views {
-				if err := sc.Ack(ctx, v); err != nil && ctx.Err() == nil {
-					t.Errorf("ack %s: %v", v.GetMessageId(), err)
-				}
-			}
-			r.mu.Lock()
-			r.views = append(r.views, views...)
-			r.mu.Unlock()
-		}
-	})
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		sc.GracefulStop()
-	})
-	return r
-}
-
-// await returns what was received once done says it is all, failing t with
-// what if that takes over 30 s.
-func (r *received) await(t *testing.T, what string, done func([]*golang.MessageView) bool) []*golang.MessageView {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r.mu.Lock()
-		views := slices.Clone(r.views)
-		r.mu.Unlock()
-		if done(views) {
-			return views
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: received %d messages", what, len(views))
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -1,7 +1,6 @@
 package remoting_test
 
 import (
-	"context"
 	"crypto/rand"
 	"database/sql"
 	"fmt"
@@ -9,12 +8,10 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
-	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 
@@ -22,6 +19,7 @@ import (
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testenv/remotingread"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 	orem "github.com/idemq/idemq/outbox/remoting"
@@ -87,7 +85,7 @@ func TestRelaysShipInOrder(t *testing.T) {
 	ns := testenv.RocketMQ(t)
 	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 	topic := "outbox-" + run
-	got := consumeTopic(t, ns, topic, 4)
+	got := remotingread.Topic(t, ns, topic, 4)
 
 	b := testdb.Postgres
 	dsn := b.DSN(t)
@@ -138,7 +136,7 @@ func TestRelaysShipInOrder(t *testing.T) {
 		}
 		t.Cleanup(func() { r.Close() })
 	}
-	recv := got.await(t, "every message but the poison", func(ms []*primitive.MessageExt) bool { return len(ms) >= n-1 })
+	recv := got.Await(t, "every message but the poison", func(ms []*primitive.MessageExt) bool { return len(ms) >= n-1 })
 	waitPending(t, writer)
 
 	byKey := map[string]*primitive.MessageExt{}
@@ -207,63 +205,5 @@ func waitPending(t *testing.T, o *outbox.Outbox) {
 			t.Fatalf("rows still pending: %+v", st)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// received holds what a push consumer of a test topic was given.
-type received struct {
-	mu   sync.Mutex
-	msgs []*primitive.MessageExt
-}
-
-// consumeTopic creates topic with queues queues and consumes it from its
-// first offset until t ends.
-func consumeTopic(t *testing.T, ns, topic string, queues int) *received {
-	t.Helper()
-	if err := testenv.CreateRocketMQTopic(t.Context(), ns, topic, queues); err != nil {
-		t.Fatal(err)
-	}
-	r := new(received)
-	c, err := rocketmq.NewPushConsumer(
-		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		rmqconsumer.WithGroupName(topic+"-reader"),
-		rmqconsumer.WithInstance(topic+"-reader"),
-		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = c.Subscribe(topic, rmqconsumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.msgs = append(r.msgs, msgs...)
-		return rmqconsumer.ConsumeSuccess, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Shutdown() })
-	return r
-}
-
-// await returns what was received once done says it is all, failing t
-// with what if that takes over 30s.
-func (r *received) await(t *testing.T, what string, done func([]*primitive.MessageExt) bool) []*primitive.MessageExt {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r.mu.Lock()
-		msgs := slices.Clone(r.msgs)
-		r.mu.Unlock()
-		if done(msgs) {
-			return msgs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: received %d messages", what, len(msgs))
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

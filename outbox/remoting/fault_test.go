@@ -27,6 +27,7 @@ import (
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testenv/remotingread"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 )
@@ -117,7 +118,7 @@ func TestRelayProcessesKilledAndPaused(t *testing.T) {
 	ns := testenv.RocketMQ(t)
 	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 	topic := "outbox-fault-" + run
-	got := consumeTopic(t, ns, topic, 4)
+	got := remotingread.Topic(t, ns, topic, 4)
 	effects := applyOnce(t, ns, topic, run)
 
 	b := testdb.Postgres
@@ -167,7 +168,7 @@ func TestRelayProcessesKilledAndPaused(t *testing.T) {
 	paused.Resume(t)
 	replacement := start(3)
 
-	recv := got.await(t, "every row", func(ms []*primitive.MessageExt) bool {
+	recv := got.Await(t, "every row", func(ms []*primitive.MessageExt) bool {
 		seen := map[string]bool{}
 		for _, m := range ms {
 			seen[msgkey.Of(m)] = true
@@ -213,9 +214,7 @@ func TestRelayProcessesKilledAndPaused(t *testing.T) {
 
 	// The relays are stopped: the broker holds its last copy. The idemq
 	// consumer handles each, and applies each key once.
-	got.mu.Lock()
-	copies := len(got.msgs)
-	got.mu.Unlock()
+	copies := len(got.Snapshot())
 	cs := effects.c.Stats()
 	for deadline := time.Now().Add(30 * time.Second); cs.Completed.Load()+cs.Suppressed.Load() < int64(copies); {
 		if time.Now().After(deadline) {

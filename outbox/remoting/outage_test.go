@@ -17,6 +17,7 @@ import (
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testenv/remotingread"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 )
@@ -53,7 +54,7 @@ func TestBrokerDownDatabaseRestarted(t *testing.T) {
 	started := time.Since(begin)
 	ns := mq.NameServer()
 	topic := fmt.Sprintf("outbox-outage-%d-%d", os.Getpid(), time.Now().UnixNano())
-	got := consumeTopic(t, ns, topic, 4)
+	got := remotingread.Topic(t, ns, topic, 4)
 
 	db, err := sql.Open("pgx", pg.DSN())
 	if err != nil {
@@ -112,13 +113,11 @@ func TestBrokerDownDatabaseRestarted(t *testing.T) {
 		}
 	}
 	count := func() int {
-		got.mu.Lock()
-		defer got.mu.Unlock()
-		return len(got.msgs)
+		return len(got.Snapshot())
 	}
 
 	add(60, 10*time.Millisecond)
-	got.await(t, "the rows before the outage", func(ms []*primitive.MessageExt) bool { return len(ms) >= 60 })
+	got.Await(t, "the rows before the outage", func(ms []*primitive.MessageExt) bool { return len(ms) >= 60 })
 	if err := mq.KillBroker(0); err != nil {
 		t.Fatal(err)
 	}
@@ -156,9 +155,7 @@ func TestBrokerDownDatabaseRestarted(t *testing.T) {
 
 	var recv []*primitive.MessageExt
 	for deadline := time.Now().Add(2 * time.Minute); ; {
-		got.mu.Lock()
-		recv = slices.Clone(got.msgs)
-		got.mu.Unlock()
+		recv = got.Snapshot()
 		seen := map[string]bool{}
 		for _, m := range recv {
 			seen[msgkey.Of(m)] = true

@@ -16,6 +16,7 @@ import (
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testenv/grpcread"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/producer/grpcv5"
 )
@@ -53,87 +54,6 @@ func startProducer(t *testing.T, topic string, checker *golang.TransactionChecke
 		t.Fatal(err)
 	}
 	return p
-}
-
-// received holds what a SimpleConsumer of a test topic was given.
-type received struct {
-	mu    sync.Mutex
-	views []*golang.MessageView
-}
-
-// receiveTopic creates topic (one queue) and a group for it on the test
-// proxy's broker, and receives and acks the topic's messages with a
-// SimpleConsumer until t ends.
-func receiveTopic(t *testing.T, topic string) *received {
-	t.Helper()
-	ep := testenv.RocketMQ5(t)
-	testenv.RocketMQ5Topic(t, topic, 1)
-	group := topic + "-reader"
-	testenv.RocketMQGroup(t, ep.NameServer, group, 0)
-	// The proxy refuses a receive whose await is under 3 s with
-	// ILLEGAL_POLLING_TIME (seen with 2 s on 5.5.0).
-	sc, err := golang.NewSimpleConsumer(&golang.Config{
-		Endpoint:      ep.Proxy,
-		ConsumerGroup: group,
-		Credentials:   &credentials.SessionCredentials{},
-	},
-		golang.WithSimpleAwaitDuration(5*time.Second),
-		golang.WithSimpleSubscriptionExpressions(map[string]*golang.FilterExpression{topic: golang.SUB_ALL}),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r := new(received)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for ctx.Err() == nil {
-			views, err := sc.Receive(ctx, 16, 20*time.Second)
-			if err != nil {
-				var st *golang.ErrRpcStatus
-				if !errors.As(err, &st) && ctx.Err() == nil {
-					time.Sleep(100 * time.Millisecond) // not "no new message": do not spin
-				}
-				continue
-			}
-			for _, v := range views {
-				if err := sc.Ack(ctx, v); err != nil && ctx.Err() == nil {
-					t.Errorf("ack %s: %v", v.GetMessageId(), err)
-				}
-			}
-			r.mu.Lock()
-			r.views = append(r.views, views...)
-			r.mu.Unlock()
-		}
-	})
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		sc.GracefulStop()
-	})
-	return r
-}
-
-// await returns what was received once done says it is all, failing t with
-// what if that takes over 30 s.
-func (r *received) await(t *testing.T, what string, done func([]*golang.MessageView) bool) []*golang.MessageView {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r.mu.Lock()
-		views := slices.Clone(r.views)
-		r.mu.Unlock()
-		if done(views) {
-			return views
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: received %d messages: %v", what, len(views), bodies(views))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // bodies counts views by body.
@@ -192,7 +112,7 @@ func TestThroughTheProxy(t *testing.T) {
 // whose preset key cannot travel (refused, never arrives).
 func testSends(t *testing.T) {
 	topic := runName("send")
-	got := receiveTopic(t, topic)
+	got := grpcread.Topic(t, topic)
 	p := startProducer(t, topic, nil)
 	ctx := t.Context()
 
@@ -225,7 +145,7 @@ func testSends(t *testing.T) {
 	if key(plain) == "" || key(async) == "" || key(plain) == key(async) {
 		t.Fatalf("keys %q and %q: want two distinct stamped keys", key(plain), key(async))
 	}
-	views := got.await(t, "two copies of each and the business key", func(vs []*golang.MessageView) bool {
+	views := got.Await(t, "two copies of each and the business key", func(vs []*golang.MessageView) bool {
 		n := bodies(vs)
 		return n["sync"] >= 2 && n["async"] >= 2 && n["business"] >= 1
 	})
@@ -280,7 +200,7 @@ func (c *checker) askedAbout() []string {
 // deliveries than check-backs.
 func testTransactions(t *testing.T) {
 	topic := runName("tx")
-	got := receiveTopic(t, topic)
+	got := grpcread.Topic(t, topic)
 	c := &checker{commit: map[string]bool{}}
 	p := startProducer(t, topic, &golang.TransactionChecker{Check: c.check})
 	ctx := t.Context()
@@ -322,7 +242,7 @@ func testTransactions(t *testing.T) {
 		}
 	}
 	begin := time.Now() // the unresolved half message was just sent
-	views := got.await(t, "the committed and the checked-back messages", func(vs []*golang.MessageView) bool {
+	views := got.Await(t, "the committed and the checked-back messages", func(vs []*golang.MessageView) bool {
 		n := bodies(vs)
 		return n["commit"] > 0 && n["unknown"] > 0
 	})
@@ -330,7 +250,7 @@ func testTransactions(t *testing.T) {
 	// A delivered rollback or a repeated check-back shows within a few
 	// check intervals (1 s on the test broker).
 	time.Sleep(4 * time.Second)
-	views = got.await(t, "", func([]*golang.MessageView) bool { return true })
+	views = got.Await(t, "", func([]*golang.MessageView) bool { return true })
 	checkKey(t, views, "commit", key(sent["commit"]))
 	checkKey(t, views, "unknown", key(sent["unknown"]))
 	n := bodies(views)

@@ -6,20 +6,18 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
-	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testenv/remotingread"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/producer/remoting"
 )
@@ -92,7 +90,7 @@ func TestResendKeepsKeyOnTheWire(t *testing.T) { forEachBroker(t, testResendKeep
 func testResendKeepsKeyOnTheWire(t *testing.T, ns string) {
 	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 	topic := "producer-" + run
-	got := consumeTopic(t, ns, topic)
+	got := remotingread.Topic(t, ns, topic, 1)
 
 	p := startProducer(t, ns, "producer-"+run)
 	m := primitive.NewMessage(topic, []byte("pay order 42"))
@@ -101,7 +99,7 @@ func testResendKeepsKeyOnTheWire(t *testing.T, ns string) {
 			t.Fatal(err)
 		}
 	}
-	msgs := got.await(t, "two copies", func(ms []*primitive.MessageExt) bool { return len(ms) >= 2 })
+	msgs := got.Await(t, "two copies", func(ms []*primitive.MessageExt) bool { return len(ms) >= 2 })
 	checkKey(t, msgs, "pay order 42", msgkey.Of(m))
 }
 
@@ -148,7 +146,7 @@ func TestAsyncAndOneWayStampTheKey(t *testing.T) { forEachBroker(t, testAsyncAnd
 func testAsyncAndOneWayStampTheKey(t *testing.T, ns string) {
 	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 	topic := "producer-ways-" + run
-	got := consumeTopic(t, ns, topic)
+	got := remotingread.Topic(t, ns, topic, 1)
 
 	p := startProducer(t, ns, "producer-ways-"+run)
 	ctx := context.Background()
@@ -171,70 +169,12 @@ func testAsyncAndOneWayStampTheKey(t *testing.T, ns string) {
 	if msgkey.Of(async) == "" || msgkey.Of(oneWay) == "" || msgkey.Of(async) == msgkey.Of(oneWay) {
 		t.Fatalf("keys %q and %q: want two distinct stamped keys", msgkey.Of(async), msgkey.Of(oneWay))
 	}
-	msgs := got.await(t, "two copies of each", func(ms []*primitive.MessageExt) bool {
+	msgs := got.Await(t, "two copies of each", func(ms []*primitive.MessageExt) bool {
 		n := bodies(ms)
 		return n["async"] >= 2 && n["one-way"] >= 2
 	})
 	checkKey(t, msgs, "async", msgkey.Of(async))
 	checkKey(t, msgs, "one-way", msgkey.Of(oneWay))
-}
-
-// received holds what a push consumer of a test topic was given.
-type received struct {
-	mu   sync.Mutex
-	msgs []*primitive.MessageExt
-}
-
-// consumeTopic creates topic, with one queue, on the brokers of the name
-// server at ns and consumes it from its first offset until t ends.
-func consumeTopic(t *testing.T, ns, topic string) *received {
-	t.Helper()
-	if err := testenv.CreateRocketMQTopic(t.Context(), ns, topic, 1); err != nil {
-		t.Fatal(err)
-	}
-	r := new(received)
-	c, err := rocketmq.NewPushConsumer(
-		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		rmqconsumer.WithGroupName(topic+"-reader"),
-		rmqconsumer.WithInstance(topic+"-reader"),
-		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = c.Subscribe(topic, rmqconsumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.msgs = append(r.msgs, msgs...)
-		return rmqconsumer.ConsumeSuccess, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Shutdown() })
-	return r
-}
-
-// await returns what was received once done says it is all, failing t
-// with what if that takes over 30s.
-func (r *received) await(t *testing.T, what string, done func([]*primitive.MessageExt) bool) []*primitive.MessageExt {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r.mu.Lock()
-		msgs := slices.Clone(r.msgs)
-		r.mu.Unlock()
-		if done(msgs) {
-			return msgs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: received %d messages", what, len(msgs))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // bodies counts msgs by body.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/racechild"
+	"github.com/idemq/idemq/internal/testenv/remotingread"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/producer/remoting"
 )
@@ -106,7 +107,7 @@ func TestTransactionStampsBeforeTheHalfMessage(t *testing.T) {
 func testTransactionStampsBeforeTheHalfMessage(t *testing.T, ns string) {
 	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 	topic := "producer-tx-" + run
-	got := consumeTopic(t, ns, topic)
+	got := remotingread.Topic(t, ns, topic, 1)
 	l := newLocalTx()
 	p := startTransactional(t, ns, "producer-tx-"+run, l)
 
@@ -144,7 +145,7 @@ func testTransactionStampsBeforeTheHalfMessage(t *testing.T, ns string) {
 	// so "after" can be handed over before "commit", which the queue holds
 	// before it (seen on 5.x at load 30: "after" at queue offset 1 arrived
 	// 52ms before "commit" at offset 0).
-	msgs := got.await(t, "the committed messages", func(ms []*primitive.MessageExt) bool {
+	msgs := got.Await(t, "the committed messages", func(ms []*primitive.MessageExt) bool {
 		n := bodies(ms)
 		return n["commit"] > 0 && n["after"] > 0
 	})
@@ -174,7 +175,7 @@ func TestTransactionCheckBack(t *testing.T) { forEachBroker(t, testTransactionCh
 func testTransactionCheckBack(t *testing.T, ns string) {
 	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 	topic := "producer-check-" + run
-	got := consumeTopic(t, ns, topic)
+	got := remotingread.Topic(t, ns, topic, 1)
 	l := newLocalTx()
 	p := startTransactional(t, ns, "producer-check-"+run, l)
 
@@ -191,11 +192,11 @@ func testTransactionCheckBack(t *testing.T, ns string) {
 	if res.State != primitive.UnkonwnState || key == "" || seen != key {
 		t.Fatalf("local transaction %v saw key %q, message key %q: want unknown and the same key", res.State, seen, key)
 	}
-	got.await(t, "the checked-back message", func(ms []*primitive.MessageExt) bool { return bodies(ms)["unknown"] > 0 })
+	got.Await(t, "the checked-back message", func(ms []*primitive.MessageExt) bool { return bodies(ms)["unknown"] > 0 })
 	t.Logf(racechild.Figure+"the check-back's commit arrived %v after the half message", time.Since(begin).Round(time.Millisecond))
 	// A second delivery would show within a few check intervals (1 s).
 	time.Sleep(4 * time.Second)
-	msgs := got.await(t, "", func([]*primitive.MessageExt) bool { return true })
+	msgs := got.Await(t, "", func([]*primitive.MessageExt) bool { return true })
 	checkKey(t, msgs, "unknown", key)
 	asked := l.askedAbout()
 	for _, k := range asked {
