@@ -19,6 +19,7 @@ var clients = map[string]string{
 	"rocketmq-client-go/v2":      "github.com/apache/rocketmq-client-go/v2",
 	"rocketmq-clients/golang/v5": "github.com/apache/rocketmq-clients/golang/v5",
 	"go-redis/v9":                "github.com/redis/go-redis/v9",
+	"pgx/v5":                     "github.com/jackc/pgx/v5",
 	"OpenTelemetry API":          "go.opentelemetry.io/otel",
 }
 

@@ -189,6 +189,34 @@ func TestRelaysShipInOrder(t *testing.T) {
 	t.Logf("%sshipped %d messages through two relays", racechild.Figure, n-1)
 }
 
+// checkShipped checks that every message of recv carries the key and body
+// of a row (want: body by key), and that each ordering key's rows, bodies
+// "<ordering key>/<n>", first arrived in the order they were added (n = 0,
+// 1, …), a key's rows going to one queue.
+func checkShipped(t *testing.T, recv []*primitive.MessageExt, want map[string]string) {
+	t.Helper()
+	for _, m := range recv {
+		if body, ok := want[msgkey.Of(m)]; !ok || body != string(m.Body) {
+			t.Fatalf("received %q with key %q, not the row's", m.Body, msgkey.Of(m))
+		}
+	}
+	// Each key's first copies, in queue order, follow the order of Add.
+	recv = slices.Clone(recv)
+	slices.SortFunc(recv, func(a, b *primitive.MessageExt) int { return int(a.QueueOffset - b.QueueOffset) })
+	first, next := map[string]bool{}, map[string]int{}
+	for _, m := range recv {
+		if first[string(m.Body)] {
+			continue
+		}
+		first[string(m.Body)] = true
+		k, i, _ := strings.Cut(string(m.Body), "/")
+		if want := fmt.Sprint(next[k]); i != want {
+			t.Fatalf("%s/%s first arrived when %s/%s was next", k, i, k, want)
+		}
+		next[k]++
+	}
+}
+
 // waitPending waits until o has no pending row.
 func waitPending(t *testing.T, o *outbox.Outbox) {
 	t.Helper()

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -188,25 +186,7 @@ func TestRelayProcessesKilledAndPaused(t *testing.T) {
 	for i, k := range added {
 		want[k] = string(msgs[i].Body)
 	}
-	for _, m := range recv {
-		if body, ok := want[msgkey.Of(m)]; !ok || body != string(m.Body) {
-			t.Fatalf("received %q with key %q, not the row's", m.Body, msgkey.Of(m))
-		}
-	}
-	// Each key's first copies, in queue order, follow the order of Add.
-	slices.SortFunc(recv, func(a, b *primitive.MessageExt) int { return int(a.QueueOffset - b.QueueOffset) })
-	first, next := map[string]bool{}, map[string]int{}
-	for _, m := range recv {
-		if first[string(m.Body)] {
-			continue
-		}
-		first[string(m.Body)] = true
-		k, i, _ := strings.Cut(string(m.Body), "/")
-		if want := fmt.Sprint(next[k]); i != want {
-			t.Fatalf("%s/%s first arrived when %s/%s was next", k, i, k, want)
-		}
-		next[k]++
-	}
+	checkShipped(t, recv, want)
 	st, err := o.Stats(t.Context())
 	if err != nil || st.Pending != 0 || st.Sent != n {
 		t.Fatalf("stats %+v (%v)", st, err)

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -169,25 +167,7 @@ func TestBrokerDownDatabaseRestarted(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	drained := time.Since(restarted)
-	for _, m := range recv {
-		if body, ok := want[msgkey.Of(m)]; !ok || body != string(m.Body) {
-			t.Fatalf("received %q with key %q, not the row's", m.Body, msgkey.Of(m))
-		}
-	}
-	// Each key's first copies, in queue order, follow the order of Add.
-	slices.SortFunc(recv, func(a, b *primitive.MessageExt) int { return int(a.QueueOffset - b.QueueOffset) })
-	first, next := map[string]bool{}, map[string]int{}
-	for _, m := range recv {
-		if first[string(m.Body)] {
-			continue
-		}
-		first[string(m.Body)] = true
-		k, i, _ := strings.Cut(string(m.Body), "/")
-		if want := fmt.Sprint(next[k]); i != want {
-			t.Fatalf("%s/%s first arrived when %s/%s was next", k, i, k, want)
-		}
-		next[k]++
-	}
+	checkShipped(t, recv, want)
 	waitPending(t, o)
 	if st, err := o.Stats(t.Context()); err != nil || st.Sent != int64(n) || st.Parked != 0 {
 		t.Fatalf("stats %+v (%v), want %d sent", st, err, n)
