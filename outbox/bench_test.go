@@ -5,12 +5,17 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/outbox"
 )
 
@@ -92,11 +97,14 @@ VALUES (?, '', ?, ?, '', ?, ?, 0, 0, ` + syn.Now() + `, ` + syn.Now() + `, '', '
 
 // BenchmarkRelay measures a relay shipping b.N rows of 200 bytes that wait
 // in the table, through a Sender that does nothing: what the table costs a
-// relay, per message.
+// relay, per message. It reports the database round trips, the test
+// process's CPU and the database server's (its processes' together) per
+// message.
 func BenchmarkRelay(b *testing.B) {
 	for _, be := range testdb.Backends {
 		b.Run(be.Name, func(b *testing.B) {
-			db := be.Open(b)
+			var h testdb.Hooks
+			db := be.OpenWith(b, &h)
 			o, err := outbox.New(db, be.Dialect, new(counter), outbox.Config{})
 			if err != nil {
 				b.Fatal(err)
@@ -121,6 +129,8 @@ func BenchmarkRelay(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			server := serverCPU(b, be)
+			trips, self := h.RoundTrips(), selfCPU()
 			b.ResetTimer()
 			r, err := outbox.NewRelay(o, senderFunc(func(context.Context, *outbox.Message) error { return nil }),
 				outbox.RelayConfig{Batch: 256, Delete: true, Logger: slog.New(slog.DiscardHandler)})
@@ -135,7 +145,59 @@ func BenchmarkRelay(b *testing.B) {
 			}
 			b.StopTimer()
 			r.Close()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			n := float64(b.N)
+			b.ReportMetric(n/b.Elapsed().Seconds(), "msgs/s")
+			b.ReportMetric(float64(h.RoundTrips()-trips)/n, "trips/msg")
+			b.ReportMetric(float64((selfCPU()-self).Microseconds())/n, "test-µs/msg")
+			if server != nil {
+				b.ReportMetric(float64(server().Microseconds())/n, "db-µs/msg")
+			}
 		})
 	}
+}
+
+// selfCPU is the CPU time (user and system) this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// serverCPU returns a function that returns the CPU time be's server has
+// used since: the listening process and its children (PostgreSQL's
+// backends), or nil without a server or without access to its processes.
+func serverCPU(b *testing.B, be testdb.Backend) func() time.Duration {
+	addr := be.Server(b)
+	if addr == "" {
+		return nil
+	}
+	pid, err := testkit.ListenerPID(addr)
+	if err != nil {
+		b.Logf("server CPU not measured: %v", err)
+		return nil
+	}
+	tree := func() time.Duration {
+		pids := []int{pid}
+		stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+		for _, f := range stats {
+			s, err := os.ReadFile(f)
+			i := strings.LastIndexByte(string(s), ')')
+			if err != nil || i < 0 {
+				continue
+			}
+			fs := strings.Fields(string(s[i+1:]))
+			if len(fs) > 1 && fs[1] == strconv.Itoa(pid) {
+				p, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+				pids = append(pids, p)
+			}
+		}
+		var sum time.Duration
+		for _, p := range pids {
+			t, _ := testkit.ProcessCPU(p)
+			sum += t
+		}
+		return sum
+	}
+	start := tree()
+	return func() time.Duration { return tree() - start }
 }

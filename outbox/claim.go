@@ -60,7 +60,11 @@ func (q queries) claimPostgres(ctx context.Context, db *sql.DB, owner string, le
 	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(1768189297, hashtext($1))`, q.name); err != nil {
 		return nil, err
 	}
-	rs, err := tx.QueryContext(ctx, q.claim(), owner, sqldialect.Micros(lease), n)
+	ids, err := q.choose(ctx, tx, n)
+	if err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	rs, err := tx.QueryContext(ctx, q.claimIDs(len(ids)), leaseArgs(owner, lease, ids)...)
 	if err != nil {
 		return nil, err
 	}
@@ -71,8 +75,7 @@ func (q queries) claimPostgres(ctx context.Context, db *sql.DB, owner string, le
 	return rows, tx.Commit()
 }
 
-// claimMySQL reads the candidates and leases them under a named lock: MySQL
-// cannot UPDATE a table by a LIMITed subquery over itself. The lock belongs
+// claimMySQL chooses and leases rows under a named lock. The lock belongs
 // to the session, so a relay that dies mid-claim drops it with its
 // connection.
 func (q queries) claimMySQL(ctx context.Context, db *sql.DB, owner string, lease time.Duration, n int) ([]row, error) {
@@ -90,44 +93,87 @@ func (q queries) claimMySQL(ctx context.Context, db *sql.DB, owner string, lease
 		return nil, nil // another relay claims for long: try again later
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), `DO RELEASE_LOCK(`+name+`)`, q.name)
-	rs, err := conn.QueryContext(ctx, q.candidates(columns), n)
+	ids, err := q.choose(ctx, conn, n)
+	if err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	args := leaseArgs(owner, lease, ids)
+	if _, err := conn.ExecContext(ctx, q.claimIDs(len(ids)), args...); err != nil {
+		return nil, err
+	}
+	// Those the lease took: an operator may have changed rows between the
+	// choice and the lease.
+	rs, err := conn.QueryContext(ctx, q.owned(len(ids)), append([]any{owner}, args[2:]...)...)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := scanRows(rs)
-	if err != nil || len(rows) == 0 {
-		return nil, err
-	}
-	args := []any{owner, sqldialect.Micros(lease)}
-	for _, r := range rows {
-		args = append(args, r.id)
-	}
-	res, err := conn.ExecContext(ctx, q.claimIDs(len(rows)), args...)
-	if err != nil {
-		return nil, err
-	}
-	if k, err := res.RowsAffected(); err != nil || k == int64(len(rows)) {
-		return rows, err
-	}
-	// An operator changed rows between the read and the lease: keep those
-	// the lease took.
-	rs, err = conn.QueryContext(ctx, q.owned(len(rows)), append([]any{owner}, args[2:]...)...)
-	if err != nil {
-		return nil, err
-	}
-	mine := map[int64]bool{}
-	for rs.Next() {
-		var id int64
-		if err := rs.Scan(&id); err != nil {
-			rs.Close()
+	return scanRows(rs)
+}
+
+// querier is a connection or a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// choose returns the ids of the first n pending rows by id that a claim
+// may take, by the rule of [queries.candidates]: a row due and not leased,
+// unless an earlier pending row of its ordering key is not due, is leased
+// or has failed before. It reads the pending rows in id order, a page at a
+// time and without their messages, so that each claim reads each row
+// once: the candidates query, which looks back over a key's earlier rows
+// for each row, costs the square of a key's backlog.
+func (q queries) choose(ctx context.Context, db querier, n int) ([]int64, error) {
+	var (
+		ids     []int64
+		blocked = map[string]bool{}
+		after   int64
+		page    = 2 * n
+	)
+	for {
+		rs, err := db.QueryContext(ctx, q.pending(), after, page)
+		if err != nil {
 			return nil, err
 		}
-		mine[id] = true
+		read := 0
+		for rs.Next() {
+			var (
+				id       int64
+				ordering string
+				attempts int
+				free     int
+			)
+			if err := rs.Scan(&id, &ordering, &attempts, &free); err != nil {
+				rs.Close()
+				return nil, err
+			}
+			read, after = read+1, id
+			if len(ids) == n || ordering != "" && blocked[ordering] {
+				continue
+			}
+			if free == 1 {
+				ids = append(ids, id)
+			}
+			if ordering != "" && (free == 0 || attempts > 0) {
+				blocked[ordering] = true
+			}
+		}
+		if err := rs.Close(); err != nil {
+			return nil, err
+		}
+		if len(ids) == n || read < page {
+			return ids, nil
+		}
 	}
-	if err := rs.Close(); err != nil {
-		return nil, err
+}
+
+// leaseArgs are [queries.claimIDs]'s arguments.
+func leaseArgs(owner string, lease time.Duration, ids []int64) []any {
+	args := make([]any, 0, 2+len(ids))
+	args = append(args, owner, sqldialect.Micros(lease))
+	for _, id := range ids {
+		args = append(args, id)
 	}
-	return slices.DeleteFunc(rows, func(r row) bool { return !mine[r.id] }), nil
+	return args
 }
 
 // scanRows reads rows of [columns] and closes rs.

@@ -147,7 +147,7 @@ AND (o.ordering = '' OR NOT EXISTS (SELECT 1 FROM ` + q.table + ` p
 ORDER BY o.id LIMIT ?`
 }
 
-// claim (PostgreSQL and SQLite) leases the candidates to an owner in one
+// claim (SQLite) leases the candidates to an owner in one
 // statement: owner, lease in µs, limit.
 func (q queries) claim() string {
 	return q.syn.Rebind(`UPDATE ` + q.table + ` SET owner = ?, lease_until = ` + q.syn.After("?") + `
@@ -155,17 +155,33 @@ WHERE id IN (` + q.candidates("o.id") + `)
 RETURNING ` + columns)
 }
 
-// claimIDs (MySQL) leases rows by id to an owner, if still free: owner,
-// lease in µs, then n ids.
-func (q queries) claimIDs(n int) string {
+// pending (MySQL and PostgreSQL) reads a page of pending rows by id, from
+// after an id, without their messages: id, ordering key, attempts, and
+// whether the row is due and not leased (1 or 0). Parameters: the id, the
+// limit.
+func (q queries) pending() string {
 	now := q.syn.Now()
-	return `UPDATE ` + q.table + ` SET owner = ?, lease_until = ` + q.syn.After("?") + `
-WHERE id IN (` + list("?", n) + `) AND state = 0 AND lease_until <= ` + now
+	return q.syn.Rebind(`SELECT id, ordering, attempts, CASE WHEN due_at <= ` + now + ` AND lease_until <= ` + now + ` THEN 1 ELSE 0 END
+FROM ` + q.table + ` WHERE state = 0 AND id > ? ORDER BY id LIMIT ?`)
 }
 
-// owned (MySQL) reads which of n ids an owner holds: owner, then the ids.
+// claimIDs leases rows by id to an owner, if still pending and free:
+// owner, lease in µs, then n ids. On PostgreSQL it returns the rows it
+// leased, as [columns].
+func (q queries) claimIDs(n int) string {
+	now := q.syn.Now()
+	s := `UPDATE ` + q.table + ` SET owner = ?, lease_until = ` + q.syn.After("?") + `
+WHERE id IN (` + list("?", n) + `) AND state = 0 AND lease_until <= ` + now
+	if q.d == sqldialect.Postgres {
+		s += ` RETURNING ` + columns
+	}
+	return q.syn.Rebind(s)
+}
+
+// owned (MySQL) reads the rows of n ids an owner holds, as [columns]:
+// owner, then the ids.
 func (q queries) owned(n int) string {
-	return `SELECT id FROM ` + q.table + ` WHERE owner = ? AND id IN (` + list("?", n) + `)`
+	return `SELECT ` + columns + ` FROM ` + q.table + ` WHERE owner = ? AND id IN (` + list("?", n) + `)`
 }
 
 // sent marks n rows an owner holds sent: owner, then the ids.

@@ -144,6 +144,10 @@ type Relay struct {
 	hardStop context.CancelFunc
 	done     chan struct{}
 	once     sync.Once
+	// recorded is signalled when a claim's rows are recorded: a relay
+	// whose claim found no row (the keys' earlier rows in the other claim
+	// under way) looks again then, not a poll interval later.
+	recorded chan struct{}
 
 	shipped, retried, parked, leaseLost atomic.Int64
 }
@@ -160,7 +164,7 @@ func NewRelay(o *Outbox, s Sender, cfg RelayConfig) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Relay{o: o, s: s, cfg: cfg, sem: make(chan struct{}, cfg.Concurrency), stop: make(chan struct{}), done: make(chan struct{})}
+	r := &Relay{o: o, s: s, cfg: cfg, sem: make(chan struct{}, cfg.Concurrency), stop: make(chan struct{}), done: make(chan struct{}), recorded: make(chan struct{}, 1)}
 	r.hard, r.hardStop = context.WithCancel(context.Background())
 	go r.run()
 	return r, nil
@@ -233,6 +237,8 @@ func (r *Relay) run() {
 				return
 			case <-r.cfg.Wake: // a nil Wake never is
 				t.Stop()
+			case <-r.recorded:
+				t.Stop()
 			case <-t.C:
 			}
 		}
@@ -289,6 +295,10 @@ func (r *Relay) round(rounds *sync.WaitGroup, done func()) (int, error) {
 		wg.Wait()
 		if err := r.finish(owner, &out); err != nil {
 			r.cfg.Logger.Error("outbox relay", "table", r.o.cfg.Table, "err", err)
+		}
+		select {
+		case r.recorded <- struct{}{}:
+		default:
 		}
 	}()
 	return len(rows), nil

@@ -10,6 +10,7 @@ import (
 	"github.com/idemq/idemq/idgen/sqlidgen"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/outbox"
+	"github.com/idemq/idemq/outbox/pgwake"
 )
 
 const migrateDoc = `Create the SQL tables that consumers, ID generators and the other commands
@@ -17,7 +18,9 @@ use, unless they exist: the dedupe records (--dedupe, package
 dedupe/sqldedupe), the worker-id leases (--workers, idgen/sqlidgen's
 Leaser; one table holds every pool) and the segment tags (--segments,
 idgen/sqlidgen's Segments) and the transactional outbox (--outbox, package
-outbox). Name at least one, or --all. Each package's own
+outbox; on PostgreSQL, --notify adds the trigger by which 'idemq relay
+--notify' is woken when rows are committed, package outbox/pgwake). Name at
+least one, or --all. Each package's own
 Migrate runs, so the tables are the ones a program calling it would make,
 and running the command again changes nothing. A SQLite file is created if
 missing.
@@ -70,6 +73,7 @@ func migrateCmd(ctx context.Context, e *env, args []string) error {
 	tables[1] = f.String(workersTables.tableFlag, workersTables.defaultTable, "SQL `table` of the worker-id leases (--table of 'idemq workers list' and 'idemq id new', --pool-table of 'idemq serve')")
 	tables[2] = f.String(segmentsTables.tableFlag, segmentsTables.defaultTable, "SQL `table` of the segment tags (--table of 'idemq segment' and 'idemq serve')")
 	tables[3] = f.String(outboxTables.tableFlag, outboxTables.defaultTable, "SQL `table` of the outbox messages (--table of 'idemq outbox')")
+	notify := f.Bool("notify", false, "with --outbox, PostgreSQL only: also install the trigger that wakes 'idemq relay --notify' when rows are committed (package outbox/pgwake)")
 	rest, err := f.parse(e, args)
 	if err != nil {
 		return err
@@ -86,6 +90,9 @@ func migrateCmd(ctx context.Context, e *env, args []string) error {
 	if len(todo) == 0 {
 		return f.usageErr("name the tables to create: --dedupe, --workers, --segments, --outbox, or --all")
 	}
+	if *notify && !*all && !*selected[3] {
+		return f.usageErr("--notify installs a trigger on the outbox table: give --outbox (or --all) with it")
+	}
 	for _, i := range todo {
 		if !sqldialect.ValidTable(*tables[i]) {
 			return f.usageErr("--%s %q: want %s", kinds[i].tableFlag, *tables[i], sqldialect.TableRule)
@@ -97,6 +104,9 @@ func migrateCmd(ctx context.Context, e *env, args []string) error {
 	}
 	if !addr.IsSQL() {
 		return f.usageErr("%s is a Redis store, which needs no tables: a worker-id pool is made by its first lease, or by 'idemq workers create'", addr)
+	}
+	if *notify && addr.Dialect != sqldialect.Postgres {
+		return f.usageErr("--notify: %s is not PostgreSQL: LISTEN/NOTIFY wakes relays on PostgreSQL only; other stores' relays poll", addr)
 	}
 	ctx, cancel := f.context(ctx)
 	defer cancel()
@@ -119,6 +129,12 @@ func migrateCmd(ctx context.Context, e *env, args []string) error {
 			return fmt.Errorf("migrate: create the table of the %s at %s: %w", k.holds, addr, err)
 		}
 		out.Tables = append(out.Tables, created{table, k.holds})
+		if k.flag == outboxTables.flag && *notify {
+			if err := pgwake.Install(ctx, db, table); err != nil {
+				return fmt.Errorf("migrate: install the wake-up trigger at %s: %w", addr, err)
+			}
+			out.Tables = append(out.Tables, created{table, "wake-up trigger for 'idemq relay --notify'"})
+		}
 	}
 	return f.emit(e, out, func(w io.Writer) {
 		fmt.Fprintln(w, "TABLE\tHOLDS")

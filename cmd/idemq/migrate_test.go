@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/sqlidgen"
+	"github.com/idemq/idemq/outbox/pgwake"
 )
 
 type migrateOutput struct {
@@ -29,6 +31,36 @@ func TestMigrate(t *testing.T) {
 			testMigrate(t, b)
 		})
 	}
+}
+
+// TestMigrateNotify installs pgwake's trigger with the outbox table on
+// PostgreSQL: a row added then notifies the table's channel. Other stores,
+// and --notify without the outbox, are usage errors.
+func TestMigrateNotify(t *testing.T) {
+	store := postgresBackend.url(t)
+	var out migrateOutput
+	mustJSON(t, idemq(t, nil, "migrate", "--store", store, "--json", "--outbox", "--notify"), &out)
+	if len(out.Tables) != 2 || out.Tables[1].Table != "idemq_outbox" || !strings.Contains(out.Tables[1].Holds, "trigger") {
+		t.Fatalf("migrate --outbox --notify: %+v", out.Tables)
+	}
+	addr, err := resolveStore(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := pgwake.Listen(context.Background(), addr.DSN, "idemq_outbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	addOutboxRows(t, store, 1)
+	select {
+	case <-l.C():
+	case <-time.After(time.Minute):
+		t.Fatal("no notification a minute after a row was added")
+	}
+
+	wantFail(t, inProcess(t, "", "migrate", "--store", sqliteBackend.url(t), "--outbox", "--notify"), exitUsage, "is not PostgreSQL")
+	wantFail(t, inProcess(t, "", "migrate", "--store", store, "--dedupe", "--notify"), exitUsage, "give --outbox")
 }
 
 func testMigrate(t *testing.T, b backend) {

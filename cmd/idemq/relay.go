@@ -15,8 +15,10 @@ import (
 	golang "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 
+	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/outbox"
 	outboxgrpc "github.com/idemq/idemq/outbox/grpcv5"
+	"github.com/idemq/idemq/outbox/pgwake"
 	outboxremoting "github.com/idemq/idemq/outbox/remoting"
 	producergrpc "github.com/idemq/idemq/producer/grpcv5"
 	producerremoting "github.com/idemq/idemq/producer/remoting"
@@ -65,6 +67,7 @@ func relay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	retention := f.Duration("retention", 24*time.Hour, "how long rows marked sent stay")
 	drain := f.Duration("drain-timeout", 10*time.Second, "on SIGINT or SIGTERM, how long the rows held may take to ship")
 	logLevel := f.String("log-level", "warn", "log `level`: debug, info, warn or error")
+	notify := f.Bool("notify", false, "PostgreSQL only: look for rows as soon as they are committed, woken by LISTEN/NOTIFY through the trigger that 'idemq migrate --outbox --notify' installs (package outbox/pgwake); --poll-interval then only bounds how late a lost wake-up makes the relay")
 	e := &env{stdout: stdout}
 	rest, err := f.parse(e, args)
 	if err != nil {
@@ -75,6 +78,11 @@ func relay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return f.usageErr("unexpected arguments %q", rest)
 	case (*namesrv == "") == (*proxy == ""):
 		return f.usageErr("give --namesrv ADDR (remoting client) or --proxy ADDR (gRPC client)")
+	}
+	if *notify {
+		if addr, err := resolveStore(*f.store); err == nil && addr.Dialect != sqldialect.Postgres {
+			return f.usageErr("--notify: %s is not PostgreSQL: LISTEN/NOTIFY wakes relays on PostgreSQL only; other stores are polled every --poll-interval", addr)
+		}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -101,6 +109,14 @@ func relay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer closeFn()
 	if _, err := o.Stats(startCtx); err != nil {
 		return f.failure("relay", addr, err)
+	}
+	if *notify {
+		l, err := pgwake.Listen(startCtx, addr.DSN, o.Table())
+		if err != nil {
+			return fmt.Errorf("relay: listen for new rows at %s: %w", addr, err)
+		}
+		defer l.Close()
+		cfg.Wake = l.C()
 	}
 	var (
 		s    outbox.Sender

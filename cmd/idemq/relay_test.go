@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -80,6 +81,63 @@ func TestRelay(t *testing.T) {
 	}
 }
 
+// TestRelayNotify runs 'idemq relay --notify' over a PostgreSQL outbox that
+// 'idemq migrate --outbox --notify' made, polling once an hour: rows added
+// after it shipped the first ones, and so waits for its next poll, ship
+// too, so it was woken by their commit.
+func TestRelayNotify(t *testing.T) {
+	ns := testenv.RocketMQ(t)
+	store := postgresBackend.url(t)
+	if r := idemq(t, nil, "migrate", "--store", store, "--outbox", "--notify"); r.code != 0 {
+		t.Fatalf("migrate: %v", r)
+	}
+	cmd := exec.Command(binary(t), "relay", "--store", store, "--namesrv", ns, "--notify", "--poll-interval", "1h")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "relaying idemq_outbox at ") {
+		err := cmd.Wait()
+		t.Fatalf("first line %q, %v; stderr:\n%s", lines.Text(), err, stderr.String())
+	}
+	addOutboxRows(t, store, 3)
+	addr, err := resolveStore(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := addr.openSQL(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	o, err := outbox.New(db, addr.Dialect, nil, outbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sent := range []int64{3, 6} {
+		if sent > 3 {
+			addOutboxRows(t, store, 3)
+		}
+		testkit.WaitFor(t, fmt.Sprint(sent, " rows sent"), func() bool {
+			st, err := o.Stats(context.Background())
+			return err == nil && st.Sent == sent
+		})
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v; stderr:\n%s", err, stderr.String())
+	}
+}
+
 // TestRelayBadInput runs relays that cannot start: exit 2 before any store
 // or broker is reached.
 func TestRelayBadInput(t *testing.T) {
@@ -93,6 +151,7 @@ func TestRelayBadInput(t *testing.T) {
 		{"both brokers", []string{"--namesrv", "a:1", "--proxy", "b:2"}, "give --namesrv ADDR"},
 		{"bad batch", []string{"--namesrv", "a:1", "--batch", "0"}, "batch 0"},
 		{"bad level", []string{"--namesrv", "a:1", "--log-level", "loud"}, `--log-level "loud"`},
+		{"notify on SQLite", []string{"--namesrv", "a:1", "--notify"}, "--notify: sqlite:///nonexistent/dir/x.db is not PostgreSQL"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			wantFail(t, inProcess(t, "", append([]string{"relay", "--store", store}, tt.args...)...), exitUsage, tt.msg)
