@@ -47,6 +47,11 @@ func startSender(ns, name string, node int64) (*orem.Sender, func(), error) {
 		rmqproducer.WithInstanceName(name),
 		rmqproducer.WithQueueSelector(rmqproducer.NewHashQueueSelector()),
 		rmqproducer.WithRetry(1),
+		// TestRelaysShipInOrder's poison row is 4 MiB of random bytes: on
+		// a loaded machine its upload outlasted the client's 3 s default,
+		// whose timeout (retried, and cutting the connection other keys'
+		// sends shared) then stood where the broker's refusal should be.
+		rmqproducer.WithSendMsgTimeout(time.Minute),
 	)
 	if err != nil {
 		return nil, nil, err
