@@ -16,7 +16,9 @@
 # Extra arguments go to `go test`, e.g. -benchtime 200ms or -count 3.
 set -euo pipefail
 cd "$(dirname "$0")"
+# -timeout: consumer/remoting's end-to-end rows alone take about 9 minutes,
+# near go test's default of 10 per package on a loaded machine.
 {
-	go test -run '^$' -bench . -benchmem "$@" ./...
-	(cd .. && go test -run '^$' -bench . -benchmem "$@" ./idgen/... ./dedupe/... ./consumer/... ./outbox/...)
+	go test -run '^$' -bench . -benchmem -timeout 60m "$@" ./...
+	(cd .. && go test -run '^$' -bench . -benchmem -timeout 60m "$@" ./idgen/... ./dedupe/... ./consumer/... ./outbox/...)
 } | go run ./cmd/benchtable
