@@ -18,7 +18,11 @@ func TestNewLeased(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			db := b.Open(t)
-			l := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "gens", Size: 2, Lease: 2 * time.Second})
+			// Nothing here waits for a lease to end (Close releases the
+			// node): a long lease keeps a loaded machine's pause between
+			// the acquire and its first renewal (over 2 s once, at load
+			// 19) from losing it.
+			l := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "gens", Size: 2, Lease: time.Minute})
 			cfg, lc := idgen.Config{Layout: idgen.Twitter}, idgen.LeaseConfig{Owner: "test"}
 			g1, err := idgen.NewLeased(t.Context(), l, cfg, lc)
 			if err != nil {
