@@ -84,7 +84,7 @@ func TestFleetKilledHolder(t *testing.T) {
 // SIGSTOP a holder past its lease, let another process take the node,
 // SIGCONT: the stopped one issues nothing until it holds a lease again.
 func TestFleetStoppedHolder(t *testing.T) {
-	const lease = time.Second
+	const lease = 5 * time.Second
 	f := newFleet(t, testenv.Redis(t), 1, lease)
 	f.create()
 	a := f.Start(t, 0, true)
@@ -102,18 +102,16 @@ func TestFleetStoppedHolder(t *testing.T) {
 		t.Fatalf("next holder said %q", l)
 	}
 	b.AwaitIDs(t)
-	// The pool is full only while the new holder renews in time: one that
-	// stalls past its lease (seen at load 40) loses the node, and the
-	// resumed holder may lease it again, perhaps before it is first
-	// refused, and rightly issue IDs after the new holder's. What it
-	// issued is then not judged, but the IDs must still be distinct.
+	// The pool is full only while the new holder renews in time; the
+	// lease is long against a loaded machine's pauses (over 2 s were
+	// measured at load 40) so that it does.
 	logged := len(a.Stderr()) // it is stopped
-	notJudged := func() {
+	leasedAgain := func() {
 		t.Helper()
 		if n, d := fleettest.Duplicates(a.IDs(t), b.IDs(t)); d != 0 {
-			t.Fatalf("%d of %d IDs issued twice", d, n)
+			t.Errorf("%d of %d IDs issued twice", d, n)
 		}
-		t.Skip("not judged: the new holder stalled past its lease, and the resumed holder leased the node again")
+		t.Fatalf("the resumed holder leased node 0 again while the new holder should hold it: the new holder stalled past its lease of %v, or the pool let a second holder in", lease)
 	}
 	a.Resume(t)
 	said := ""
@@ -124,7 +122,7 @@ func TestFleetStoppedHolder(t *testing.T) {
 	if said == "" {
 		a.Finish(t)
 		b.Finish(t)
-		notJudged()
+		leasedAgain()
 	}
 	if said != "fenced" {
 		t.Fatalf("resumed holder said %q, want fenced", said)
@@ -133,7 +131,7 @@ func TestFleetStoppedHolder(t *testing.T) {
 	a.Finish(t)
 	b.Finish(t)
 	if a.LeasedAgain(logged) {
-		notJudged()
+		leasedAgain()
 	}
 	stopped, next := a.IDs(t), b.IDs(t)
 	if n, d := fleettest.Duplicates(stopped, next); d != 0 {

@@ -3,7 +3,6 @@ package sqlidgen_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/leasetest"
@@ -25,7 +24,7 @@ func TestConformance(t *testing.T) {
 					t.Fatal(err)
 				}
 				return l
-			}, leasetest.Features{Owner: owner, TTL: suiteTTL(b)})
+			}, leasetest.Features{Owner: owner})
 		})
 	}
 }
@@ -42,17 +41,4 @@ func owner(ctx context.Context, l idgen.Leaser, node int64) (string, error) {
 		}
 	}
 	return "", nil
-}
-
-// suiteTTL is the lease the conformance suite grants on b: its default,
-// 300ms, but for SQLite. SQLite runs one writer at a time, and a statement
-// that finds the lock taken sleeps in its busy handler, up to 100ms a try;
-// with the suite's dozens of parallel writers on a small machine under the
-// race detector, which slows the pure-Go SQLite down many times, one write
-// can wait longer than 300ms and a lease end before the suite expects.
-func suiteTTL(b testdb.Backend) time.Duration {
-	if b.Dialect == sqlidgen.SQLite {
-		return time.Second
-	}
-	return 0
 }
