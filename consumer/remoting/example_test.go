@@ -16,6 +16,7 @@ import (
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/consumer/remoting"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
+	"github.com/idemq/idemq/msgkey"
 )
 
 // A push consumer whose handler runs at most once per key, and that drains
@@ -37,12 +38,16 @@ func Example() {
 	pc, err := rocketmq.NewPushConsumer(
 		rmq.WithNsResolver(primitive.NewPassthroughResolver([]string{"127.0.0.1:9876"})),
 		rmq.WithGroupName("order-service"),
+		// A new group reads the topic from its start: no earlier order is skipped.
+		rmq.WithConsumeFromWhere(rmq.ConsumeFromFirstOffset),
 	)
 	if err != nil {
 		log.Fatal(err)
 	}
 	handle := func(ctx context.Context, msg *consumer.Message) error {
-		return nil // apply the order; an error has the message redelivered
+		// Apply the order here; an error has the message redelivered.
+		log.Printf("applied order with key %s", msgkey.Of(msg))
+		return nil
 	}
 	if err := pc.Subscribe("orders", rmq.MessageSelector{}, remoting.Concurrently(c, handle)); err != nil {
 		log.Fatal(err)
