@@ -38,8 +38,6 @@ func Example() {
 	pc, err := rocketmq.NewPushConsumer(
 		rmq.WithNsResolver(primitive.NewPassthroughResolver([]string{"127.0.0.1:9876"})),
 		rmq.WithGroupName("order-service"),
-		// A new group reads the topic from its start: no earlier order is skipped.
-		rmq.WithConsumeFromWhere(rmq.ConsumeFromFirstOffset),
 	)
 	if err != nil {
 		log.Fatal(err)
