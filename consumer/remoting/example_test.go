@@ -16,6 +16,7 @@ import (
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/consumer/remoting"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
+	"github.com/idemq/idemq/msgkey"
 )
 
 // A push consumer whose handler runs at most once per key, and that drains
@@ -42,7 +43,9 @@ func Example() {
 		log.Fatal(err)
 	}
 	handle := func(ctx context.Context, msg *consumer.Message) error {
-		return nil // apply the order; an error has the message redelivered
+		// Apply the order here; an error has the message redelivered.
+		log.Printf("applied order with key %s", msgkey.Of(msg))
+		return nil
 	}
 	if err := pc.Subscribe("orders", rmq.MessageSelector{}, remoting.Concurrently(c, handle)); err != nil {
 		log.Fatal(err)
