@@ -67,7 +67,7 @@ func (f *redisFleet) create() {
 // N processes race for M < N node ids: exactly M hold one, the others fail
 // at start with ErrNoFreeNode.
 func TestFleetRaceForNodes(t *testing.T) {
-	f := newFleet(t, testenv.Redis(t), 3, 2*time.Second)
+	f := newFleet(t, testenv.Redis(t), 3, 10*time.Second)
 	f.create()
 	fleettest.RaceForNodes(t, f.Fleet)
 }

@@ -57,7 +57,7 @@ func newFleet(t *testing.T, b testdb.Backend, size int64, lease time.Duration) *
 // at start with ErrNoFreeNode.
 func TestFleetRaceForNodes(t *testing.T) {
 	for _, b := range fleetBackends {
-		t.Run(b.Name, func(t *testing.T) { fleettest.RaceForNodes(t, newFleet(t, b, 3, 2*time.Second)) })
+		t.Run(b.Name, func(t *testing.T) { fleettest.RaceForNodes(t, newFleet(t, b, 3, 10*time.Second)) })
 	}
 }
 

@@ -11,9 +11,9 @@ import (
 
 // RaceForNodes starts 7 processes on f, a pool of 3 node ids: exactly 3
 // hold one, the others fail at start with ErrNoFreeNode, and no ID repeats.
-// A process that stalls past its lease while the others start (seen at
-// load 77) may lose its node to a later one, rightly: then only the IDs
-// are judged.
+// The lease should be long against a loaded machine's pauses (processes
+// stalled past a lease of 2 s at load 77): nothing waits for it to end,
+// and a process that lost its node fails the test as a stall.
 func RaceForNodes(t *testing.T, f *Fleet) {
 	t.Helper()
 	var kids []*Proc
@@ -54,7 +54,7 @@ func RaceForNodes(t *testing.T, f *Fleet) {
 		t.Fatalf("%d IDs, %d duplicates", n, d)
 	}
 	if lost > 0 {
-		t.Skipf("not judged: %d processes stalled past a lease during the race; %d held nodes %v, %d were refused", lost, len(sets), holders, refused)
+		t.Fatalf("%d processes lost their leases during the race: the machine stalled past a lease; %d held nodes %v, %d were refused", lost, len(sets), holders, refused)
 	}
 	for _, node := range twice {
 		t.Errorf("node %d held by two processes", node)
