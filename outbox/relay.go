@@ -358,14 +358,24 @@ func groups(rows []row, batch bool) [][]row {
 			k = "t" + r.msg.Topic
 		}
 		i, ok := at[k]
-		if !ok || r.msg.OrderingKey == "" && batchLen(append(gs[i], r)) <= len(gs[i]) {
+		if !ok {
 			i = len(gs)
 			at[k] = i
 			gs = append(gs, nil)
 		}
 		gs[i] = append(gs[i], r)
 	}
-	return gs
+	if !batch {
+		return gs
+	}
+	var cut [][]row
+	for _, g := range gs {
+		for n := batchLen(g); g[0].msg.OrderingKey == "" && n < len(g); n = batchLen(g) {
+			cut, g = append(cut, g[:n]), g[n:]
+		}
+		cut = append(cut, g)
+	}
+	return cut
 }
 
 // batchLen is how many of g's first rows go in one batch: at least one, at
