@@ -136,24 +136,38 @@ func BenchmarkShip(b *testing.B) {
 	}
 }
 
-// timing is a Sender that records, after each send, how long ago its
-// message's row was added: the time is the body's first field.
+// timing is a BatchSender that records, after each send, how long ago each
+// of its messages' rows was added: the time is the body's first field.
 type timing struct {
-	outbox.Sender
+	outbox.BatchSender
 	mu   sync.Mutex
 	lags []time.Duration
 }
 
 func (s *timing) Send(ctx context.Context, m *outbox.Message) error {
-	err := s.Sender.Send(ctx, m)
+	err := s.BatchSender.Send(ctx, m)
 	if err == nil {
-		var ns int64
-		fmt.Sscan(string(m.Body), &ns)
-		s.mu.Lock()
-		s.lags = append(s.lags, time.Since(time.Unix(0, ns)))
-		s.mu.Unlock()
+		s.record(m)
 	}
 	return err
+}
+
+func (s *timing) SendBatch(ctx context.Context, msgs []*outbox.Message) error {
+	err := s.BatchSender.SendBatch(ctx, msgs)
+	if err == nil {
+		s.record(msgs...)
+	}
+	return err
+}
+
+func (s *timing) record(msgs ...*outbox.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range msgs {
+		var ns int64
+		fmt.Sscan(string(m.Body), &ns)
+		s.lags = append(s.lags, time.Since(time.Unix(0, ns)))
+	}
 }
 
 // BenchmarkCommitToBroker commits one row of 200 bytes a millisecond (1k
@@ -196,7 +210,7 @@ func BenchmarkCommitToBroker(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer stop()
-			ts := &timing{Sender: s}
+			ts := &timing{BatchSender: s}
 			cfg := outbox.RelayConfig{Delete: true, Logger: slog.New(slog.DiscardHandler)}
 			if c.notify {
 				if err := pgwake.Install(ctx, db, outbox.DefaultTable); err != nil {
