@@ -40,7 +40,8 @@
 // A relay whose Sender is a [BatchSender] ships many rows a call: the rows
 // of a claim without an ordering key go by topic, and each ordering key's
 // rows in order, in batches the broker stores whole or not at all. A
-// failed batch is retried as its rows would have been one by one.
+// failed batch is retried with a backoff as its rows would have been one
+// by one, and a row that failed before is sent alone.
 //
 // # Poison rows
 //

@@ -380,12 +380,18 @@ func groups(rows []row, batch bool) [][]row {
 
 // batchLen is how many of g's first rows go in one batch: at least one, at
 // most maxBatchRows, of one topic, of at most maxBatchBytes together. A row
-// too large to share a batch goes alone.
+// too large to share a batch goes alone, and so does a row that failed
+// before: a failed batch charges an attempt to each of its rows (or, for an
+// ordering key, to its first), and sent alone they are charged for their
+// own failures only, so that MaxAttempts parks the row that fails.
 func batchLen(g []row) int {
+	if g[0].attempts > 0 {
+		return 1
+	}
 	size := 0
 	for i := range g {
 		size += wireSize(&g[i].msg)
-		if i == maxBatchRows || i > 0 && (size > maxBatchBytes || g[i].msg.Topic != g[0].msg.Topic) {
+		if i == maxBatchRows || i > 0 && (size > maxBatchBytes || g[i].msg.Topic != g[0].msg.Topic || g[i].attempts > 0) {
 			return i
 		}
 	}

@@ -163,6 +163,42 @@ func TestPoisonAmongUnorderedRows(t *testing.T) {
 	})
 }
 
+// TestMaxAttemptsParksTheFailingRow fails every send of one row of an
+// ordering key and of one row without a key, neither refused: each is
+// parked once out of attempts, and every other row ships. Sent in batches,
+// the rows sharing a failing row's batch are charged an attempt each, then
+// sent alone, so that only the row that fails runs out.
+func TestMaxAttemptsParksTheFailingRow(t *testing.T) {
+	forEachSender(t, func(t *testing.T, e env, wrap func(*recorder) outbox.Sender) {
+		db, o := e.db, e.o
+		msgs := orderedMessages(30, 3)
+		for i := range 10 {
+			msgs = append(msgs, outbox.Message{Topic: "orders", Body: fmt.Appendf(nil, "free/%d", i)})
+		}
+		rec := &recorder{fail: func(m *outbox.Message) error {
+			if b := string(m.Body); b == "key0/2" || b == "free/4" {
+				return errBroker
+			}
+			return nil
+		}}
+		add(t, db, o, msgs...)
+		r := newRelay(t, o, wrap(rec), outbox.RelayConfig{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+		s := waitStats(t, o, "the failing rows parked", func(s outbox.Stats) bool { return s.Pending == 0 })
+		r.Close()
+		if s.Parked != 2 || s.Sent != int64(len(msgs)-2) {
+			t.Fatalf("stats %+v: want 2 parked, %d sent", s, len(msgs)-2)
+		}
+		for _, m := range rec.sent() {
+			if b := string(m.Body); b == "key0/2" || b == "free/4" {
+				t.Fatalf("%s shipped", b)
+			}
+		}
+		if got := len(rec.sent()); got != len(msgs)-2 {
+			t.Errorf("sent %d messages, want %d", got, len(msgs)-2)
+		}
+	})
+}
+
 // TestRelaysShareTable runs three relays over one table: every row ships
 // once, each key in order, and no row is sent by two relays at once.
 func TestRelaysShareTable(t *testing.T) {
