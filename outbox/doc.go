@@ -37,11 +37,18 @@
 // PostgreSQL, package outbox/pgwake wakes it by LISTEN/NOTIFY as soon as
 // rows are committed ([RelayConfig].Wake).
 //
+// A relay whose Sender is a [BatchSender] ships many rows a call: the rows
+// of a claim without an ordering key go by topic, and each ordering key's
+// rows in order, in batches the broker stores whole or not at all. A
+// failed batch is retried with a backoff as its rows would have been one
+// by one, and a row that failed before is sent alone.
+//
 // # Poison rows
 //
 // A message the broker refuses for good (the [Sender] wraps [ErrRefused])
 // is parked with its reason and counted ([RelayStats].Parked), and the rows
-// after it flow on. Input that can never ship is refused by Add itself.
+// after it flow on. A refused batch is sent again row by row, so that only
+// the row the broker refuses alone is parked. Input that can never ship is refused by Add itself.
 //
 // The package links no RocketMQ client: packages outbox/remoting and
 // outbox/grpcv5 implement [Sender] over the producer adapters.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
@@ -112,26 +113,88 @@ type recorder struct {
 }
 
 func (r *recorder) Send(ctx context.Context, m *outbox.Message) error {
+	return r.send([]*outbox.Message{m})
+}
+
+// send records msgs, all or none, as a broker stores a batch: the first
+// error fail returns for one of them fails them all.
+func (r *recorder) send(msgs []*outbox.Message) error {
 	r.mu.Lock()
 	if r.inFlight == nil {
 		r.inFlight = map[string]bool{}
 	}
-	if r.inFlight[m.Key()] {
-		r.overlap = append(r.overlap, m.Key())
+	for _, m := range msgs {
+		if r.inFlight[m.Key()] {
+			r.overlap = append(r.overlap, m.Key())
+		}
+		r.inFlight[m.Key()] = true
 	}
-	r.inFlight[m.Key()] = true
 	r.mu.Unlock()
 	var err error
-	if r.fail != nil {
-		err = r.fail(m)
+	for _, m := range msgs {
+		if r.fail != nil && err == nil {
+			err = r.fail(m)
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.inFlight, m.Key())
-	if err == nil {
-		r.got = append(r.got, *m)
+	for _, m := range msgs {
+		delete(r.inFlight, m.Key())
+		if err == nil {
+			r.got = append(r.got, *m)
+		}
 	}
 	return err
+}
+
+// batchRecorder is a recorder that takes batches too, and checks that each
+// keeps the BatchSender contract.
+type batchRecorder struct {
+	*recorder
+	batches atomic.Int64
+	broken  atomic.Value // string: how a batch broke the contract
+}
+
+func (b *batchRecorder) SendBatch(ctx context.Context, msgs []*outbox.Message) error {
+	b.batches.Add(1)
+	for _, m := range msgs {
+		if len(msgs) < 2 || m.Topic != msgs[0].Topic || m.OrderingKey != msgs[0].OrderingKey || m.Delay != 0 {
+			b.broken.Store(fmt.Sprintf("a batch of %d: %+v", len(msgs), *m))
+		}
+	}
+	return b.send(msgs)
+}
+
+// check fails t if b took no batch, or one that broke the contract.
+func (b *batchRecorder) check(t *testing.T) {
+	t.Helper()
+	if b.batches.Load() == 0 {
+		t.Error("no batch sent")
+	}
+	if s, _ := b.broken.Load().(string); s != "" {
+		t.Errorf("broke the BatchSender contract: %s", s)
+	}
+}
+
+// forEachSender runs test as forEachBackend does, once with a Sender that
+// ships one message a call (wrap returns the recorder itself) and once
+// with a BatchSender (wrap returns a batchRecorder over it).
+func forEachSender(t *testing.T, test func(t *testing.T, e env, wrap func(*recorder) outbox.Sender)) {
+	t.Run("send", func(t *testing.T) {
+		forEachBackend(t, func(t *testing.T, e env) {
+			test(t, e, func(r *recorder) outbox.Sender { return r })
+		})
+	})
+	t.Run("batch", func(t *testing.T) {
+		forEachBackend(t, func(t *testing.T, e env) {
+			var b *batchRecorder
+			test(t, e, func(r *recorder) outbox.Sender {
+				b = &batchRecorder{recorder: r}
+				return b
+			})
+			b.check(t)
+		})
+	})
 }
 
 func (r *recorder) sent() []outbox.Message {

@@ -26,6 +26,28 @@ type Sender interface {
 	Send(ctx context.Context, m *Message) error
 }
 
+// BatchSender is a [Sender] that also ships several messages in one call,
+// which a relay uses when its Sender has it: a broker stores a batch in one
+// write, so that a relay ships many times the rows a second of one send a
+// row.
+type BatchSender interface {
+	Sender
+	// SendBatch ships msgs, two or more, and returns once the broker has
+	// stored them all. The relay hands it messages of one topic, none
+	// delayed, and either all without an ordering key or all of one, in
+	// the order they must arrive; SendBatch puts them in one queue (the
+	// ordering key's), in that order, and the broker stores all of them
+	// or none. Each carries its own key, as in Send.
+	//
+	// Errors mean what they mean for Send, for the batch as a whole: an
+	// error wrapping [ErrRefused] says the broker will never take the
+	// batch, and the relay sends its messages one by one to find the one
+	// to park; any other error, the batch is retried after a backoff (a
+	// broker that stored it before failing to answer gets it again, with
+	// the same keys). ctx is as for Send.
+	SendBatch(ctx context.Context, msgs []*Message) error
+}
+
 // ErrRefused marks a [Sender]'s error for a message the broker refuses for
 // good (too large, illegal): the relay parks its row instead of retrying.
 var ErrRefused = errors.New("outbox: refused by the broker")
@@ -136,6 +158,7 @@ type RelayStats struct {
 type Relay struct {
 	o   *Outbox
 	s   Sender
+	bs  BatchSender // s, when it ships batches; else nil
 	cfg RelayConfig
 
 	sem      chan struct{}   // a slot per send under way, Concurrency in all
@@ -165,6 +188,7 @@ func NewRelay(o *Outbox, s Sender, cfg RelayConfig) (*Relay, error) {
 		return nil, err
 	}
 	r := &Relay{o: o, s: s, cfg: cfg, sem: make(chan struct{}, cfg.Concurrency), stop: make(chan struct{}), done: make(chan struct{}), recorded: make(chan struct{}, 1)}
+	r.bs, _ = s.(BatchSender)
 	r.hard, r.hardStop = context.WithCancel(context.Background())
 	go r.run()
 	return r, nil
@@ -284,12 +308,12 @@ func (r *Relay) round(rounds *sync.WaitGroup, done func()) (int, error) {
 			out outcome
 			wg  sync.WaitGroup
 		)
-		for _, g := range groups(rows) {
+		for _, g := range groups(rows, r.bs != nil) {
 			r.sem <- struct{}{}
 			wg.Add(1)
 			go func() {
 				defer func() { <-r.sem; wg.Done() }()
-				r.ship(ctx, owner, g, &out)
+				r.ship(ctx, owner, g, r.bs != nil, &out)
 			}()
 		}
 		wg.Wait()
@@ -304,58 +328,165 @@ func (r *Relay) round(rounds *sync.WaitGroup, done func()) (int, error) {
 	return len(rows), nil
 }
 
-// groups splits rows, sorted by id, into the runs that must ship in order:
-// one per ordering key, and one per row without one.
-func groups(rows []row) [][]row {
+// Bounds on a batch a relay hands to [BatchSender.SendBatch]: with rows of
+// 200 bytes, 64 make sends of about 20 KiB, and a claim of 256 rows of one
+// topic keeps four of them under way at once. The size, as estimated by
+// wireSize, stays a quarter of the broker's default maxMessageSize (4 MiB),
+// which bounds a batch's whole body, properties and all.
+const (
+	maxBatchRows  = 64
+	maxBatchBytes = 1 << 20
+)
+
+// groups splits rows, sorted by id, into the runs that each ship in order,
+// one run after another: one per ordering key, and one per row without one.
+// With batch, the rows without an ordering key go by topic instead, cut
+// into runs of one batch each (batchLen); a key's run is cut into batches
+// as it ships.
+func groups(rows []row, batch bool) [][]row {
 	var (
 		gs [][]row
-		at = map[string]int{}
+		at = map[string]int{} // ordering key, or topic of rows without one
 	)
 	for _, r := range rows {
+		k := "k" + r.msg.OrderingKey
 		if r.msg.OrderingKey == "" {
-			gs = append(gs, []row{r})
-			continue
+			if !batch {
+				gs = append(gs, []row{r})
+				continue
+			}
+			k = "t" + r.msg.Topic
 		}
-		i, ok := at[r.msg.OrderingKey]
+		i, ok := at[k]
 		if !ok {
 			i = len(gs)
-			at[r.msg.OrderingKey] = i
+			at[k] = i
 			gs = append(gs, nil)
 		}
 		gs[i] = append(gs[i], r)
 	}
-	return gs
+	if !batch {
+		return gs
+	}
+	var cut [][]row
+	for _, g := range gs {
+		for n := batchLen(g); g[0].msg.OrderingKey == "" && n < len(g); n = batchLen(g) {
+			cut, g = append(cut, g[:n]), g[n:]
+		}
+		cut = append(cut, g)
+	}
+	return cut
 }
 
-// ship sends g's rows in order. A row that fails is put back for a backoff,
-// and the rows after it are handed back: they wait for it.
-func (r *Relay) ship(ctx context.Context, owner string, g []row, out *outcome) {
+// batchLen is how many of g's first rows go in one batch: at least one, at
+// most maxBatchRows, of one topic, of at most maxBatchBytes together. A row
+// too large to share a batch goes alone, and so does a row that failed
+// before: a failed batch charges an attempt to each of its rows (or, for an
+// ordering key, to its first), and sent alone they are charged for their
+// own failures only, so that MaxAttempts parks the row that fails.
+func batchLen(g []row) int {
+	if g[0].attempts > 0 {
+		return 1
+	}
+	size := 0
 	for i := range g {
-		row := &g[i]
-		if ctx.Err() != nil {
-			out.add(&out.release, g[i:])
-			return
+		size += wireSize(&g[i].msg)
+		if i == maxBatchRows || i > 0 && (size > maxBatchBytes || g[i].msg.Topic != g[0].msg.Topic || g[i].attempts > 0) {
+			return i
 		}
-		err := r.s.Send(ctx, &row.msg)
+	}
+	return len(g)
+}
+
+// wireSize bounds what m adds to a batch on the wire: its body, properties,
+// keys and tags, and the fixed fields and separators around them.
+func wireSize(m *Message) int {
+	n := 64 + len(m.Body) + len(m.Tags) + len(m.OrderingKey)
+	for _, k := range m.Keys {
+		n += 1 + len(k)
+	}
+	for name, v := range m.Properties {
+		n += 2 + len(name) + len(v)
+	}
+	return n
+}
+
+// ship sends g's rows in order, in batches when r has a BatchSender (the
+// rows of a run without an ordering key are one batch already). A row that
+// fails is put back for a backoff; in a run of one ordering key the rows
+// after it are handed back, as they wait for it. It reports whether it got
+// through g: false when it handed back the rest.
+func (r *Relay) ship(ctx context.Context, owner string, g []row, batch bool, out *outcome) bool {
+	ordered := g[0].msg.OrderingKey != ""
+	for len(g) > 0 {
+		if ctx.Err() != nil {
+			out.add(&out.release, g)
+			return false
+		}
+		n := 1
+		if batch {
+			n = batchLen(g)
+		}
+		b := g[:n]
+		err := r.send(ctx, b)
 		switch {
 		case err == nil:
-			out.add(&out.sent, g[i:i+1])
+			out.add(&out.sent, b)
 		case ctx.Err() != nil:
 			// Lease or drain over: whether the broker stored it is unknown;
 			// it ships again later, with the same key.
-			out.add(&out.release, g[i:])
-			return
-		case errors.Is(err, ErrRefused) || r.cfg.MaxAttempts > 0 && row.attempts+1 >= r.cfg.MaxAttempts:
-			r.mark(r.o.q.park(), "park", reason(err), owner, row.id)
-			r.parked.Add(1)
-			r.cfg.Logger.Warn("outbox: row parked", "table", r.o.cfg.Table, "id", row.id, "key", row.msg.Key(), "err", err)
+			out.add(&out.release, g)
+			return false
+		case n > 1 && errors.Is(err, ErrRefused):
+			// One row, or their sum, is refused: row by row, only a row
+			// the broker refuses alone parks.
+			if !r.ship(ctx, owner, b, false, out) {
+				out.add(&out.release, g[n:])
+				return false
+			}
+		case !ordered:
+			// Rows without an ordering key fail each on its own.
+			for i := range b {
+				r.fail(owner, &b[i], err)
+			}
 		default:
-			r.mark(r.o.q.retry(), "retry", micros(r.backoff(row.attempts)), reason(err), owner, row.id)
-			r.retried.Add(1)
-			out.add(&out.release, g[i+1:])
-			return
+			// The batch failed as its first row would have alone.
+			if !r.fail(owner, &b[0], err) {
+				out.add(&out.release, g[1:])
+				return false
+			}
+			n = 1 // the rest of the batch goes again, after the parked row
 		}
+		g = g[n:]
 	}
+	return true
+}
+
+// send ships b's messages: one by Send, more by SendBatch.
+func (r *Relay) send(ctx context.Context, b []row) error {
+	if len(b) == 1 {
+		return r.s.Send(ctx, &b[0].msg)
+	}
+	msgs := make([]*Message, len(b))
+	for i := range b {
+		msgs[i] = &b[i].msg
+	}
+	return r.bs.SendBatch(ctx, msgs)
+}
+
+// fail records err, a failed send of row: the row is parked if the broker
+// refused it or it is out of attempts, and reported true; else it is put
+// back for a backoff.
+func (r *Relay) fail(owner string, row *row, err error) (parked bool) {
+	if errors.Is(err, ErrRefused) || r.cfg.MaxAttempts > 0 && row.attempts+1 >= r.cfg.MaxAttempts {
+		r.mark(r.o.q.park(), "park", reason(err), owner, row.id)
+		r.parked.Add(1)
+		r.cfg.Logger.Warn("outbox: row parked", "table", r.o.cfg.Table, "id", row.id, "key", row.msg.Key(), "err", err)
+		return true
+	}
+	r.mark(r.o.q.retry(), "retry", micros(r.backoff(row.attempts)), reason(err), owner, row.id)
+	r.retried.Add(1)
+	return false
 }
 
 // backoff is the wait after a row's attempts+1st failure.

@@ -41,9 +41,10 @@ func checkOrder(t *testing.T, got []outbox.Message, n, keys int) {
 
 // TestFailureHoldsBackItsKeyOnly fails the first sends of one row: the
 // later rows of its key wait for it, other keys flow meanwhile, and every
-// key ships in order.
+// key ships in order. Sent in batches, the rows of its key sharing its
+// batch wait for it too.
 func TestFailureHoldsBackItsKeyOnly(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, e env) {
+	forEachSender(t, func(t *testing.T, e env, wrap func(*recorder) outbox.Sender) {
 		db, o := e.db, e.o
 		const n, keys = 60, 3
 		var (
@@ -66,9 +67,18 @@ func TestFailureHoldsBackItsKeyOnly(t *testing.T) {
 			}
 		}}
 		add(t, db, o, orderedMessages(n, keys)...)
-		r := newRelay(t, o, rec, outbox.RelayConfig{Batch: 7, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
-		// While key0/2 fails, keys 1 and 2 ship whole, key0 up to it.
-		waitStats(t, o, "the other keys shipped", func(s outbox.Stats) bool { return s.Sent == n-(n/keys-2) })
+		s := wrap(rec)
+		r := newRelay(t, o, s, outbox.RelayConfig{Batch: 7, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+		// While key0/2 fails, keys 1 and 2 ship whole, key0 up to it (sent
+		// alone) or up to the start of its batch.
+		want := int64(n - (n/keys - 2))
+		if _, ok := s.(outbox.BatchSender); ok {
+			want = n - n/keys
+		}
+		waitStats(t, o, "the other keys shipped", func(s outbox.Stats) bool { return s.Sent >= want })
+		if st, err := o.Stats(t.Context()); err != nil || st.Sent > n-(n/keys-2) {
+			t.Fatalf("stats %+v (%v): key0/2 or a later row of key0 shipped while it failed", st, err)
+		}
 		close(release)
 		waitStats(t, o, "all shipped", func(s outbox.Stats) bool { return s.Sent == n })
 		r.Close()
@@ -80,9 +90,11 @@ func TestFailureHoldsBackItsKeyOnly(t *testing.T) {
 }
 
 // TestPoisonRowParked refuses one row for good: it is parked with its
-// reason, counted, and the rows after it, of its key and others, ship.
+// reason, counted, and the rows after it, of its key and others, ship,
+// once each. Sent in batches, its batch is refused whole and sent again
+// row by row.
 func TestPoisonRowParked(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, e env) {
+	forEachSender(t, func(t *testing.T, e env, wrap func(*recorder) outbox.Sender) {
 		db, o := e.db, e.o
 		rec := &recorder{fail: func(m *outbox.Message) error {
 			if string(m.Body) == "key1/1" {
@@ -91,7 +103,7 @@ func TestPoisonRowParked(t *testing.T) {
 			return nil
 		}}
 		add(t, db, o, orderedMessages(12, 3)...)
-		r := newRelay(t, o, rec, outbox.RelayConfig{})
+		r := newRelay(t, o, wrap(rec), outbox.RelayConfig{})
 		s := waitStats(t, o, "the poison row parked", func(s outbox.Stats) bool { return s.Pending == 0 })
 		r.Close()
 		if s.Parked != 1 || s.Sent != 11 {
@@ -99,6 +111,9 @@ func TestPoisonRowParked(t *testing.T) {
 		}
 		if st := r.Stats(); st.Parked != 1 || st.Shipped != 11 || st.Retried != 0 {
 			t.Errorf("relay stats %+v", st)
+		}
+		if got := rec.sent(); len(got) != 11 {
+			t.Errorf("sent %d messages, want 11: a row twice", len(got))
 		}
 		var reason string
 		if err := db.QueryRowContext(t.Context(), `SELECT last_error FROM idemq_outbox WHERE state = 2`).Scan(&reason); err != nil {
@@ -110,17 +125,92 @@ func TestPoisonRowParked(t *testing.T) {
 	})
 }
 
+// TestPoisonAmongUnorderedRows refuses one of many rows without an
+// ordering key, of two topics: it alone is parked, and every other row
+// ships once. Sent in batches, they go by topic, the poison's batch row by
+// row after the broker refuses it.
+func TestPoisonAmongUnorderedRows(t *testing.T) {
+	forEachSender(t, func(t *testing.T, e env, wrap func(*recorder) outbox.Sender) {
+		db, o := e.db, e.o
+		const n = 150
+		msgs := make([]outbox.Message, n)
+		for i := range msgs {
+			msgs[i] = outbox.Message{Topic: fmt.Sprint("t", i%2), Body: fmt.Appendf(nil, "m%d", i)}
+		}
+		rec := &recorder{fail: func(m *outbox.Message) error {
+			if string(m.Body) == "m77" {
+				return fmt.Errorf("CODE: 13 body too large: %w", outbox.ErrRefused)
+			}
+			return nil
+		}}
+		add(t, db, o, msgs...)
+		r := newRelay(t, o, wrap(rec), outbox.RelayConfig{Batch: 200})
+		s := waitStats(t, o, "the poison row parked", func(s outbox.Stats) bool { return s.Pending == 0 })
+		r.Close()
+		if s.Parked != 1 || s.Sent != n-1 {
+			t.Fatalf("stats %+v: want 1 parked, %d sent", s, n-1)
+		}
+		seen := map[string]bool{}
+		for _, m := range rec.sent() {
+			if seen[string(m.Body)] || string(m.Body) == "m77" {
+				t.Fatalf("%s sent twice or the poison sent", m.Body)
+			}
+			seen[string(m.Body)] = true
+		}
+		if len(seen) != n-1 {
+			t.Errorf("sent %d rows, want %d", len(seen), n-1)
+		}
+	})
+}
+
+// TestMaxAttemptsParksTheFailingRow fails every send of one row of an
+// ordering key and of one row without a key, neither refused: each is
+// parked once out of attempts, and every other row ships. Sent in batches,
+// the rows sharing a failing row's batch are charged an attempt each, then
+// sent alone, so that only the row that fails runs out.
+func TestMaxAttemptsParksTheFailingRow(t *testing.T) {
+	forEachSender(t, func(t *testing.T, e env, wrap func(*recorder) outbox.Sender) {
+		db, o := e.db, e.o
+		msgs := orderedMessages(30, 3)
+		for i := range 10 {
+			msgs = append(msgs, outbox.Message{Topic: "orders", Body: fmt.Appendf(nil, "free/%d", i)})
+		}
+		rec := &recorder{fail: func(m *outbox.Message) error {
+			if b := string(m.Body); b == "key0/2" || b == "free/4" {
+				return errBroker
+			}
+			return nil
+		}}
+		add(t, db, o, msgs...)
+		r := newRelay(t, o, wrap(rec), outbox.RelayConfig{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+		s := waitStats(t, o, "the failing rows parked", func(s outbox.Stats) bool { return s.Pending == 0 })
+		r.Close()
+		if s.Parked != 2 || s.Sent != int64(len(msgs)-2) {
+			t.Fatalf("stats %+v: want 2 parked, %d sent", s, len(msgs)-2)
+		}
+		for _, m := range rec.sent() {
+			if b := string(m.Body); b == "key0/2" || b == "free/4" {
+				t.Fatalf("%s shipped", b)
+			}
+		}
+		if got := len(rec.sent()); got != len(msgs)-2 {
+			t.Errorf("sent %d messages, want %d", got, len(msgs)-2)
+		}
+	})
+}
+
 // TestRelaysShareTable runs three relays over one table: every row ships
 // once, each key in order, and no row is sent by two relays at once.
 func TestRelaysShareTable(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, e env) {
+	forEachSender(t, func(t *testing.T, e env, wrap func(*recorder) outbox.Sender) {
 		db, o := e.db, e.o
 		const n, keys = 240, 12
 		rec := new(recorder)
+		s := wrap(rec)
 		add(t, db, o, orderedMessages(n/2, keys)...)
 		var relays []*outbox.Relay
 		for range 3 {
-			relays = append(relays, newRelay(t, e.reopen(t), rec, outbox.RelayConfig{Batch: 16, Concurrency: 4}))
+			relays = append(relays, newRelay(t, e.reopen(t), s, outbox.RelayConfig{Batch: 16, Concurrency: 4}))
 		}
 		add(t, db, o, orderedMessages(n, keys)[n/2:]...)
 		waitStats(t, o, "all shipped", func(s outbox.Stats) bool { return s.Sent == n })

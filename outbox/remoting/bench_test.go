@@ -21,112 +21,153 @@ import (
 
 // BenchmarkShip ships b.N messages of 200 bytes to the real 4.x broker:
 // through a relay from rows waiting in a MariaDB or PostgreSQL table
-// (idemq-relay-*), against a plain loop that sends the same messages from
-// as many goroutines as the relay's Concurrency, with no table in between
-// (plain). Reported per message.
+// (idemq-relay-*, sending batches; idemq-relay-single-*, through a Sender
+// that hides SendBatch, one send a row), against plain loops that send the
+// same messages from as many goroutines as the relay's Concurrency, with no
+// table in between: one message a send (plain), or batches of the relay's
+// largest (plain-batch). Reported per message.
 func BenchmarkShip(b *testing.B) {
-	const concurrency = 16
+	const concurrency, batch = 16, 64
 	ns := testenv.RocketMQ(b)
 	topic := fmt.Sprintf("outbox-bench-%d-%d", os.Getpid(), time.Now().UnixNano())
 	if err := testenv.CreateRocketMQTopic(context.Background(), ns, topic, 4); err != nil {
 		b.Fatal(err)
 	}
 	body := []byte(strings.Repeat("x", 200))
-	b.Run("plain", func(b *testing.B) {
-		s, stop, err := startSender(ns, topic+"-plain", 20)
-		if err != nil {
-			b.Fatal(err)
+	for _, size := range []int{1, batch} {
+		name := "plain"
+		if size > 1 {
+			name = "plain-batch"
 		}
-		defer stop()
-		var wg sync.WaitGroup
-		next := make(chan struct{})
-		b.ResetTimer()
-		for range concurrency {
-			wg.Go(func() {
-				for range next {
-					m := outbox.Message{Topic: topic, Body: body, Properties: map[string]string{}}
-					if err := s.Send(context.Background(), &m); err != nil {
-						b.Error(err)
-					}
-				}
-			})
-		}
-		for range b.N {
-			next <- struct{}{}
-		}
-		close(next)
-		wg.Wait()
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
-	})
-	for _, be := range []testdb.Backend{testdb.MySQL, testdb.Postgres} {
-		b.Run("idemq-relay-"+be.Name, func(b *testing.B) {
-			db := be.Open(b)
-			gen, err := idgen.New(21, idgen.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			o, err := outbox.New(db, be.Dialect, msgkey.FromIDs(gen), outbox.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
-			if err := o.Migrate(ctx); err != nil {
-				b.Fatal(err)
-			}
-			msgs := make([]outbox.Message, 256)
-			for i := range msgs {
-				msgs[i] = outbox.Message{Topic: topic, Body: body}
-			}
-			for left := b.N; left > 0; left -= len(msgs) {
-				tx, err := db.BeginTx(ctx, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := o.AddBatch(ctx, tx, msgs[:min(left, len(msgs))]); err != nil {
-					b.Fatal(err)
-				}
-				if err := tx.Commit(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			s, stop, err := startSender(ns, topic+"-relay-"+be.Name, 22)
+		b.Run(name, func(b *testing.B) {
+			s, stop, err := startSender(ns, topic+"-"+name, 20)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer stop()
+			var wg sync.WaitGroup
+			next := make(chan int) // how many messages the next send takes
 			b.ResetTimer()
-			r, err := outbox.NewRelay(o, s, outbox.RelayConfig{Batch: 256, Concurrency: concurrency, Delete: true, Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				b.Fatal(err)
+			for range concurrency {
+				wg.Go(func() {
+					for n := range next {
+						msgs := make([]*outbox.Message, n)
+						for i := range msgs {
+							msgs[i] = &outbox.Message{Topic: topic, Body: body, Properties: map[string]string{}}
+						}
+						var err error
+						if n == 1 {
+							err = s.Send(context.Background(), msgs[0])
+						} else {
+							err = s.SendBatch(context.Background(), msgs)
+						}
+						if err != nil {
+							b.Error(err)
+						}
+					}
+				})
 			}
-			for r.Stats().Shipped < int64(b.N) {
-				time.Sleep(time.Millisecond)
+			for left := b.N; left > 0; left -= size {
+				next <- min(left, size)
 			}
-			b.StopTimer()
-			r.Close()
+			close(next)
+			wg.Wait()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 		})
 	}
+	for _, single := range []bool{false, true} {
+		for _, be := range []testdb.Backend{testdb.MySQL, testdb.Postgres} {
+			name := "idemq-relay-" + be.Name
+			if single {
+				name = "idemq-relay-single-" + be.Name
+			}
+			b.Run(name, func(b *testing.B) {
+				db := be.Open(b)
+				gen, err := idgen.New(21, idgen.Config{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				o, err := outbox.New(db, be.Dialect, msgkey.FromIDs(gen), outbox.Config{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx := context.Background()
+				if err := o.Migrate(ctx); err != nil {
+					b.Fatal(err)
+				}
+				msgs := make([]outbox.Message, 256)
+				for i := range msgs {
+					msgs[i] = outbox.Message{Topic: topic, Body: body}
+				}
+				for left := b.N; left > 0; left -= len(msgs) {
+					tx, err := db.BeginTx(ctx, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := o.AddBatch(ctx, tx, msgs[:min(left, len(msgs))]); err != nil {
+						b.Fatal(err)
+					}
+					if err := tx.Commit(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				s, stop, err := startSender(ns, topic+"-"+name, 22)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer stop()
+				var sender outbox.Sender = s
+				if single {
+					sender = struct{ outbox.Sender }{s} // SendBatch hidden
+				}
+				b.ResetTimer()
+				r, err := outbox.NewRelay(o, sender, outbox.RelayConfig{Batch: 256, Concurrency: concurrency, Delete: true, Logger: slog.New(slog.DiscardHandler)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for r.Stats().Shipped < int64(b.N) {
+					time.Sleep(time.Millisecond)
+				}
+				b.StopTimer()
+				r.Close()
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			})
+		}
+	}
 }
 
-// timing is a Sender that records, after each send, how long ago its
-// message's row was added: the time is the body's first field.
+// timing is a BatchSender that records, after each send, how long ago each
+// of its messages' rows was added: the time is the body's first field.
 type timing struct {
-	outbox.Sender
+	outbox.BatchSender
 	mu   sync.Mutex
 	lags []time.Duration
 }
 
 func (s *timing) Send(ctx context.Context, m *outbox.Message) error {
-	err := s.Sender.Send(ctx, m)
+	err := s.BatchSender.Send(ctx, m)
 	if err == nil {
-		var ns int64
-		fmt.Sscan(string(m.Body), &ns)
-		s.mu.Lock()
-		s.lags = append(s.lags, time.Since(time.Unix(0, ns)))
-		s.mu.Unlock()
+		s.record(m)
 	}
 	return err
+}
+
+func (s *timing) SendBatch(ctx context.Context, msgs []*outbox.Message) error {
+	err := s.BatchSender.SendBatch(ctx, msgs)
+	if err == nil {
+		s.record(msgs...)
+	}
+	return err
+}
+
+func (s *timing) record(msgs ...*outbox.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range msgs {
+		var ns int64
+		fmt.Sscan(string(m.Body), &ns)
+		s.lags = append(s.lags, time.Since(time.Unix(0, ns)))
+	}
 }
 
 // BenchmarkCommitToBroker commits one row of 200 bytes a millisecond (1k
@@ -169,7 +210,7 @@ func BenchmarkCommitToBroker(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer stop()
-			ts := &timing{Sender: s}
+			ts := &timing{BatchSender: s}
 			cfg := outbox.RelayConfig{Delete: true, Logger: slog.New(slog.DiscardHandler)}
 			if c.notify {
 				if err := pgwake.Install(ctx, db, outbox.DefaultTable); err != nil {

@@ -194,6 +194,130 @@ func TestRelaysShipInOrder(t *testing.T) {
 	t.Logf("%sshipped %d messages through two relays", racechild.Figure, n-1)
 }
 
+// TestBatchWithPoisonRow ships rows of three ordering keys and rows
+// without one through a relay that sends batches to a real 4.x broker; one
+// row of a key and one without carry a property over the broker's 32 KiB
+// limit on a message's properties, small enough to share a batch. The
+// broker refuses their batches whole; the relay sends those again row by
+// row: only the two poison rows park, and every other row arrives once,
+// each key's in order, in one queue.
+func TestBatchWithPoisonRow(t *testing.T) {
+	if !racechild.Test(t, "IDEMQ_ROCKETMQ_NAMESRV="+testenv.RocketMQ(t), "IDEMQ_MYSQL_DSN="+testenv.MySQL(t)) {
+		return
+	}
+	ns := testenv.RocketMQ(t)
+	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
+	topic := "outbox-batch-" + run
+	got := remotingread.Topic(t, ns, topic, 4)
+
+	b := testdb.MySQL
+	db := b.Open(t)
+	gen, err := idgen.New(3, idgen.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := outbox.New(db, b.Dialect, msgkey.FromIDs(gen), outbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	const n, keys = 120, 3
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		if i%4 == 3 { // a quarter without an ordering key
+			msgs[i] = outbox.Message{Topic: topic, Body: fmt.Appendf(nil, "free/%d", i)}
+			continue
+		}
+		k := fmt.Sprintf("order-%d", i%keys)
+		msgs[i] = outbox.Message{Topic: topic, OrderingKey: k, Body: fmt.Appendf(nil, "%s/%d", k, i)}
+	}
+	big := map[string]string{"note": strings.Repeat("x", 40<<10)}
+	poison := []int{31, 40} // order-1's, and one without a key
+	for _, i := range poison {
+		msgs[i].Properties = big
+	}
+	tx, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added, err := o.AddBatch(t.Context(), tx, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := outbox.NewRelay(o, newSender(t, ns, topic+"-relay", 30), outbox.RelayConfig{Batch: 200, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	recv := got.Await(t, "every message but the poison", func(ms []*primitive.MessageExt) bool { return len(ms) >= n-len(poison) })
+	waitPending(t, o)
+	r.Close()
+
+	want := map[string]string{}
+	for i, k := range added {
+		if !slices.Contains(poison, i) {
+			want[k] = string(msgs[i].Body)
+		}
+	}
+	if len(recv) != len(want) {
+		t.Fatalf("received %d messages, want %d", len(recv), len(want))
+	}
+	seen := map[string]bool{}
+	for _, m := range recv {
+		if seen[msgkey.Of(m)] {
+			t.Fatalf("%s arrived twice", m.Body)
+		}
+		seen[msgkey.Of(m)] = true
+	}
+	// Order: each key's bodies in rising row number, in one queue.
+	slices.SortFunc(recv, func(a, b *primitive.MessageExt) int { return int(a.QueueOffset - b.QueueOffset) })
+	queue, last := map[string]int{}, map[string]int{}
+	for _, m := range recv {
+		if msgkey.Of(m) == "" || want[msgkey.Of(m)] != string(m.Body) {
+			t.Fatalf("received %q with key %q, not the row's", m.Body, msgkey.Of(m))
+		}
+		k, i, _ := strings.Cut(string(m.Body), "/")
+		if k == "free" {
+			continue
+		}
+		var row int
+		fmt.Sscan(i, &row)
+		if q, ok := queue[k]; ok && (q != m.Queue.QueueId || row <= last[k]) {
+			t.Fatalf("%s after %s/%d, in queue %d after %d", m.Body, k, last[k], m.Queue.QueueId, q)
+		}
+		queue[k], last[k] = m.Queue.QueueId, row
+	}
+	st, err := o.Stats(t.Context())
+	if err != nil || st.Parked != int64(len(poison)) || st.Sent != int64(len(want)) {
+		t.Fatalf("stats %+v (%v): want %d parked, %d sent", st, err, len(poison), len(want))
+	}
+	rs := r.Stats()
+	if rs.Parked != int64(len(poison)) || rs.Retried != 0 {
+		t.Errorf("relay stats %+v", rs)
+	}
+	// Parked by the broker's answer to each alone.
+	rows, err := db.QueryContext(t.Context(), `SELECT last_error FROM idemq_outbox WHERE state = 2`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var reason string
+		if err := rows.Scan(&reason); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(reason, "CODE: 13") {
+			t.Errorf("parked with reason %q", reason)
+		}
+	}
+	t.Logf("%sshipped %d messages in batches, parked %d", racechild.Figure, len(want), len(poison))
+}
+
 // checkShipped checks that every message of recv carries the key and body
 // of a row (want: body by key), and that each ordering key's rows, bodies
 // "<ordering key>/<n>", first arrived in the order they were added (n = 0,

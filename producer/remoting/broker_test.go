@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,14 +23,14 @@ import (
 	"github.com/idemq/idemq/producer/remoting"
 )
 
-func startProducer(t *testing.T, ns, name string) *remoting.Producer {
+func startProducer(t *testing.T, ns, name string, opts ...rmqproducer.Option) *remoting.Producer {
 	t.Helper()
-	rp, err := rocketmq.NewProducer(
+	rp, err := rocketmq.NewProducer(append([]rmqproducer.Option{
 		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
 		rmqproducer.WithGroupName(name),
 		rmqproducer.WithInstanceName(name),
 		rmqproducer.WithRetry(1),
-	)
+	}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,6 +176,71 @@ func testAsyncAndOneWayStampTheKey(t *testing.T, ns string) {
 	})
 	checkKey(t, msgs, "async", msgkey.Of(async))
 	checkKey(t, msgs, "one-way", msgkey.Of(oneWay))
+}
+
+// TestBatchGoesToItsShardingKeysQueue sends batches of messages sharing a
+// sharding key through a producer that picks queues by it, to a topic of
+// four queues: every message lands in the queue of its key, alone or in a
+// batch, in the order sent, each with its own key (a message that carried
+// one keeps it).
+func TestBatchGoesToItsShardingKeysQueue(t *testing.T) {
+	forEachBroker(t, testBatchGoesToItsShardingKeysQueue)
+}
+
+func testBatchGoesToItsShardingKeysQueue(t *testing.T, ns string) {
+	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
+	topic := "producer-batch-" + run
+	got := remotingread.Topic(t, ns, topic, 4)
+
+	p := startProducer(t, ns, "producer-batch-"+run, rmqproducer.WithQueueSelector(rmqproducer.NewHashQueueSelector()))
+	const keys, rounds, size = 3, 3, 4
+	var sent []*primitive.Message
+	for r := range rounds {
+		for k := range keys {
+			batch := make([]*primitive.Message, size)
+			for i := range batch {
+				batch[i] = primitive.NewMessage(topic, fmt.Appendf(nil, "k%d/%d", k, r*size+i))
+				batch[i].WithShardingKey(fmt.Sprint("k", k))
+			}
+			if r == 0 && k == 0 {
+				batch[1].WithProperty(msgkey.Property, "order-42")
+			}
+			if _, err := p.SendSync(context.Background(), batch...); err != nil {
+				t.Fatal(err)
+			}
+			sent = append(sent, batch...)
+		}
+		m := primitive.NewMessage(topic, fmt.Appendf(nil, "k0/alone%d", r))
+		m.WithShardingKey("k0")
+		if _, err := p.SendSync(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, m)
+	}
+	if k := msgkey.Of(sent[1]); k != "order-42" {
+		t.Fatalf("the message carrying key order-42 was sent with %q", k)
+	}
+	msgs := got.Await(t, "every message", func(ms []*primitive.MessageExt) bool { return len(ms) >= len(sent) })
+	for _, m := range sent {
+		checkKey(t, msgs, string(m.Body), msgkey.Of(m))
+	}
+	slices.SortFunc(msgs, func(a, b *primitive.MessageExt) int { return int(a.QueueOffset - b.QueueOffset) })
+	queue, order := map[string]int{}, map[string][]string{}
+	for _, m := range msgs {
+		k, _, _ := strings.Cut(string(m.Body), "/")
+		if q, ok := queue[k]; ok && q != m.Queue.QueueId {
+			t.Fatalf("%s in queues %d and %d", k, q, m.Queue.QueueId)
+		}
+		queue[k] = m.Queue.QueueId
+		order[k] = append(order[k], string(m.Body))
+	}
+	for _, m := range sent {
+		k, _, _ := strings.Cut(string(m.Body), "/")
+		if len(order[k]) == 0 || order[k][0] != string(m.Body) {
+			t.Fatalf("%s arrived out of order: %v", m.Body, order[k])
+		}
+		order[k] = order[k][1:]
+	}
 }
 
 // bodies counts msgs by body.

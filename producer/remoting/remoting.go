@@ -21,6 +21,7 @@ import (
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/producer"
@@ -79,21 +80,43 @@ func (m message) SetProperty(name, value string) { m.WithProperty(name, value) }
 func (m message) Keys() []string                 { return strings.Fields(m.GetKeys()) }
 func (m message) SetKeys(keys []string)          { m.WithKeys(keys) }
 
-// SendSync stamps msgs and sends them. The client retries a failed attempt
-// internally with the same key; a caller that sends the same messages again
-// after an error keeps their keys too.
+// batched returns what the client is to send for msgs: msgs, or, for
+// several messages of one topic and one sharding key, a batch of them that
+// carries the key. The client batches several messages itself, but into a
+// message with no properties, which a queue selector by sharding key
+// (NewHashQueueSelector) puts in a random queue rather than the key's. Each
+// message in a batch keeps its own properties and Keys.
+func batched(msgs []*primitive.Message) []*primitive.Message {
+	if len(msgs) < 2 || msgs[0].GetShardingKey() == "" {
+		return msgs
+	}
+	for _, m := range msgs[1:] {
+		if m.Topic != msgs[0].Topic || m.GetShardingKey() != msgs[0].GetShardingKey() {
+			return msgs
+		}
+	}
+	b := &primitive.Message{Topic: msgs[0].Topic, Queue: msgs[0].Queue, Body: rmqproducer.MarshalMessageBatch(msgs...), Batch: true}
+	b.WithShardingKey(msgs[0].GetShardingKey())
+	return []*primitive.Message{b}
+}
+
+// SendSync stamps msgs and sends them: several, of one topic, go as one
+// batch, which the broker stores whole or not at all, in one queue (the
+// sharding key's, when they share one). The client retries a failed
+// attempt internally with the same keys; a caller that sends the same
+// messages again after an error keeps their keys too.
 func (p *Producer) SendSync(ctx context.Context, msgs ...*primitive.Message) (*primitive.SendResult, error) {
 	if err := p.Stamp(ctx, msgs...); err != nil {
 		return nil, err
 	}
-	res, err := p.p.SendSync(ctx, msgs...)
+	res, err := p.p.SendSync(ctx, batched(msgs)...)
 	if err != nil {
 		return res, fmt.Errorf("remoting: send to %s: %w", msgs[0].Topic, err)
 	}
 	return res, nil
 }
 
-// SendAsync stamps msgs and sends them without waiting. done is called at
+// SendAsync stamps msgs and sends them, as SendSync does, without waiting. done is called at
 // most once, and not at all when SendAsync returns an error. (After a failed
 // send, rocketmq-client-go v2.1.2 called its callback with the error and then
 // went on to a nil dereference that its own recover caught; the guard here
@@ -105,13 +128,14 @@ func (p *Producer) SendAsync(ctx context.Context, done func(context.Context, *pr
 	var once sync.Once
 	return p.p.SendAsync(ctx, func(ctx context.Context, res *primitive.SendResult, err error) {
 		once.Do(func() { done(ctx, res, err) })
-	}, msgs...)
+	}, batched(msgs)...)
 }
 
-// SendOneWay stamps msgs and sends them without waiting for the broker.
+// SendOneWay stamps msgs and sends them, as SendSync does, without waiting
+// for the broker.
 func (p *Producer) SendOneWay(ctx context.Context, msgs ...*primitive.Message) error {
 	if err := p.Stamp(ctx, msgs...); err != nil {
 		return err
 	}
-	return p.p.SendOneWay(ctx, msgs...)
+	return p.p.SendOneWay(ctx, batched(msgs)...)
 }
