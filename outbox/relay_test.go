@@ -379,3 +379,32 @@ func TestWakeEndsTheWait(t *testing.T) {
 		checkOrder(t, rec.sent(), 2, 1)
 	})
 }
+
+// TestRelayConfigValidate checks the bounds Validate sets, from a config
+// with every duration set.
+func TestRelayConfigValidate(t *testing.T) {
+	valid := outbox.RelayConfig{Batch: 100, Concurrency: 16, PollInterval: time.Millisecond, Lease: time.Second,
+		MinBackoff: time.Millisecond, MaxBackoff: time.Second, Retention: time.Hour, DrainTimeout: time.Second}
+	for _, tc := range []struct {
+		name   string
+		change func(*outbox.RelayConfig)
+		ok     bool
+	}{
+		{"Valid", func(*outbox.RelayConfig) {}, true},
+		{"LargestBatch", func(c *outbox.RelayConfig) { c.Batch = 1024 }, true},
+		{"BatchTooLarge", func(c *outbox.RelayConfig) { c.Batch = 1025 }, false},
+		{"NoBatch", func(c *outbox.RelayConfig) { c.Batch = 0 }, false},
+		{"NegativeConcurrency", func(c *outbox.RelayConfig) { c.Concurrency = -1 }, false},
+		{"NoLease", func(c *outbox.RelayConfig) { c.Lease = 0 }, false},
+		{"BackoffsCrossed", func(c *outbox.RelayConfig) { c.MinBackoff = 2 * time.Second }, false},
+		{"NegativeMaxAttempts", func(c *outbox.RelayConfig) { c.MaxAttempts = -1 }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := valid
+			tc.change(&c)
+			if err := c.Validate(); (err == nil) != tc.ok {
+				t.Fatalf("Validate() = %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
+}

@@ -121,7 +121,7 @@ func BenchmarkShip(b *testing.B) {
 					sender = struct{ outbox.Sender }{s} // SendBatch hidden
 				}
 				b.ResetTimer()
-				r, err := outbox.NewRelay(o, sender, outbox.RelayConfig{Batch: 256, Concurrency: concurrency, Delete: true, Logger: slog.New(slog.DiscardHandler)})
+				r, err := outbox.NewRelay(o, sender, outbox.RelayConfig{Batch: 1024, Concurrency: concurrency, Delete: true, Logger: slog.New(slog.DiscardHandler)})
 				if err != nil {
 					b.Fatal(err)
 				}
