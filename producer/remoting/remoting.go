@@ -116,11 +116,12 @@ func (p *Producer) SendSync(ctx context.Context, msgs ...*primitive.Message) (*p
 	return res, nil
 }
 
-// SendAsync stamps msgs and sends them, as SendSync does, without waiting. done is called at
-// most once, and not at all when SendAsync returns an error. (After a failed
-// send, rocketmq-client-go v2.1.2 called its callback with the error and then
-// went on to a nil dereference that its own recover caught; the guard here
-// keeps a second call from ever reaching done, whatever the client version.)
+// SendAsync stamps msgs and sends them, as SendSync does, without waiting.
+// done is called at most once, and not at all when SendAsync returns an
+// error. (After a failed send, rocketmq-client-go v2.1.2 called its
+// callback with the error and then went on to a nil dereference that its own
+// recover caught; the guard here keeps a second call from ever reaching done,
+// whatever the client version.)
 func (p *Producer) SendAsync(ctx context.Context, done func(context.Context, *primitive.SendResult, error), msgs ...*primitive.Message) error {
 	if err := p.Stamp(ctx, msgs...); err != nil {
 		return err
