@@ -11,10 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
-	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 	"github.com/idemq/idemq/outbox/pgwake"
 )
@@ -83,18 +81,8 @@ func BenchmarkShip(b *testing.B) {
 			}
 			b.Run(name, func(b *testing.B) {
 				db := be.Open(b)
-				gen, err := idgen.New(21, idgen.Config{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				o, err := outbox.New(db, be.Dialect, msgkey.FromIDs(gen), outbox.Config{})
-				if err != nil {
-					b.Fatal(err)
-				}
+				o := migrated(b, db, be.Dialect, 21)
 				ctx := context.Background()
-				if err := o.Migrate(ctx); err != nil {
-					b.Fatal(err)
-				}
 				msgs := make([]outbox.Message, 256)
 				for i := range msgs {
 					msgs[i] = outbox.Message{Topic: topic, Body: body}
@@ -193,18 +181,8 @@ func BenchmarkCommitToBroker(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			dsn := be.DSN(b)
 			db := be.OpenDSN(b, dsn)
-			gen, err := idgen.New(23, idgen.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			o, err := outbox.New(db, be.Dialect, msgkey.FromIDs(gen), outbox.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
+			o := migrated(b, db, be.Dialect, 23)
 			ctx := context.Background()
-			if err := o.Migrate(ctx); err != nil {
-				b.Fatal(err)
-			}
 			s, stop, err := startSender(ns, topic+"-"+be.Name, 24)
 			if err != nil {
 				b.Fatal(err)

@@ -212,17 +212,7 @@ func TestBatchWithPoisonRow(t *testing.T) {
 
 	b := testdb.MySQL
 	db := b.Open(t)
-	gen, err := idgen.New(3, idgen.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := outbox.New(db, b.Dialect, msgkey.FromIDs(gen), outbox.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	o := migrated(t, db, b.Dialect, 3)
 	const n, keys = 120, 3
 	msgs := make([]outbox.Message, n)
 	for i := range msgs {

@@ -122,17 +122,7 @@ func TestRelayProcessesKilledAndPaused(t *testing.T) {
 	b := testdb.Postgres
 	dsn := b.DSN(t)
 	db := b.OpenDSN(t, dsn)
-	gen, err := idgen.New(1, idgen.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := outbox.New(db, b.Dialect, msgkey.FromIDs(gen), outbox.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	o := migrated(t, db, b.Dialect, 1)
 	msgs := make([]outbox.Message, n)
 	for i := range msgs {
 		k := fmt.Sprintf("order-%d", i%keys)

@@ -1,13 +1,17 @@
 package remoting_test
 
 import (
+	"database/sql"
 	"os"
 	"testing"
 
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
+	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/outbox"
 )
 
 func TestMain(m *testing.M) {
@@ -15,4 +19,22 @@ func TestMain(m *testing.M) {
 	// A child runs its role and exits.
 	racechild.Main(map[string]func() error{roleRelay: runRelay})
 	os.Exit(testenv.Run(m))
+}
+
+// migrated returns an outbox over db, its table made, whose keys come from
+// a snowflake generator on node.
+func migrated(tb testing.TB, db *sql.DB, d outbox.Dialect, node int64) *outbox.Outbox {
+	tb.Helper()
+	gen, err := idgen.New(node, idgen.Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	o, err := outbox.New(db, d, msgkey.FromIDs(gen), outbox.Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := o.Migrate(tb.Context()); err != nil {
+		tb.Fatal(err)
+	}
+	return o
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/internal/testenv/remotingread"
@@ -59,17 +58,7 @@ func TestBrokerDownDatabaseRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	gen, err := idgen.New(1, idgen.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := outbox.New(db, outbox.Postgres, msgkey.FromIDs(gen), outbox.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	o := migrated(t, db, outbox.Postgres, 1)
 	r, err := outbox.NewRelay(o, newSender(t, ns, topic+"-relay", 10), outbox.RelayConfig{
 		Batch: 20, Lease: 5 * time.Second, MaxBackoff: time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
