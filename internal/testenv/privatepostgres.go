@@ -2,12 +2,8 @@ package testenv
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"os"
-	"sync"
-	"syscall"
 	"testing"
 )
 
@@ -15,13 +11,8 @@ import (
 // restarts it. It keeps its data across a restart, as a server restarted
 // for an upgrade or a failover does; clients see their connections closed.
 type PrivatePostgres struct {
-	server, dir string
-	cred        *syscall.Credential
-	port        int
-	dsn         string
-
-	mu sync.Mutex
-	p  *process
+	privateServer
+	dsn string
 }
 
 // StartPrivatePostgres starts a PrivatePostgres that is stopped when tb
@@ -35,16 +26,25 @@ func StartPrivatePostgres(tb testing.TB) *PrivatePostgres {
 	}
 	ctx, cancel := context.WithTimeout(tb.Context(), StartTimeout)
 	defer cancel()
-	r := &PrivatePostgres{dir: dir}
-	r.server, r.cred, err = initPostgres(ctx, dir)
+	server, cred, err := initPostgres(ctx, dir)
+	var port int
 	if err == nil {
-		r.port, err = freePort()
-	}
-	if err == nil {
-		r.p, r.dsn, _, err = launchPostgres(ctx, io.Discard, r.server, r.cred, dir, r.port)
+		port, err = freePort()
 	}
 	if err != nil {
 		os.RemoveAll(dir)
+		Missing(tb, err.Error())
+		return nil
+	}
+	r := &PrivatePostgres{privateServer: privateServer{name: "private postgres", dir: dir, port: port}}
+	r.launch = func(ctx context.Context) (*process, error) {
+		p, dsn, _, err := launchPostgres(ctx, io.Discard, server, cred, dir, port)
+		if r.dsn == "" { // the first launch's: DSN reads it unlocked later
+			r.dsn = dsn
+		}
+		return p, err
+	}
+	if err := r.begin(ctx); err != nil {
 		Missing(tb, err.Error())
 		return nil
 	}
@@ -62,35 +62,4 @@ func (r *PrivatePostgres) DSN() string { return r.dsn }
 
 // Restart stops the server (a fast shutdown: sessions are ended, open
 // transactions rolled back) and starts it again on the same port.
-func (r *PrivatePostgres) Restart(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.p == nil {
-		return errors.New("private postgres: restart after stop")
-	}
-	if err := r.p.stop(); err != nil {
-		r.p = nil
-		return fmt.Errorf("private postgres: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
-	defer cancel()
-	p, _, _, err := launchPostgres(ctx, io.Discard, r.server, r.cred, r.dir, r.port)
-	if err != nil {
-		return fmt.Errorf("private postgres: restart on port %d: %w", r.port, err)
-	}
-	r.p = p
-	return nil
-}
-
-// Stop stops the server and removes its directory. It is safe to call
-// more than once.
-func (r *PrivatePostgres) Stop() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var err error
-	if r.p != nil {
-		err = r.p.stop()
-		r.p = nil
-	}
-	return errors.Join(err, os.RemoveAll(r.dir))
-}
+func (r *PrivatePostgres) Restart(ctx context.Context) error { return r.restart(ctx) }

@@ -2,12 +2,9 @@ package testenv
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"sync"
-	"syscall"
 	"testing"
 )
 
@@ -16,12 +13,7 @@ import (
 // Redis without persistence does (or a failover to an empty replica), and
 // comes back on the same address.
 type PrivateRedis struct {
-	bin, dir string
-	port     int
-	args     []string // added to redis-server's command line
-
-	mu sync.Mutex
-	p  *process
+	privateServer
 }
 
 // StartPrivateRedis starts a PrivateRedis that is stopped when tb ends,
@@ -60,12 +52,12 @@ func NewPrivateRedis(ctx context.Context, args ...string) (*PrivateRedis, error)
 	if err != nil {
 		return nil, fmt.Errorf("private redis: %w", err)
 	}
-	r := &PrivateRedis{bin: bin, dir: dir, port: port, args: args}
-	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
-	defer cancel()
-	if r.p, err = launchRedis(ctx, io.Discard, bin, dir, port, args...); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("private redis: %w", err)
+	r := &PrivateRedis{privateServer{name: "private redis", dir: dir, port: port,
+		launch: func(ctx context.Context) (*process, error) {
+			return launchRedis(ctx, io.Discard, bin, dir, port, args...)
+		}}}
+	if err := r.begin(ctx); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -76,70 +68,13 @@ func (r *PrivateRedis) Addr() string { return hostPort(r.port) }
 // Restart stops the server, losing every key (unless started with
 // persistence), and starts it again on the same port. Clients see their
 // connections closed and reconnect.
-func (r *PrivateRedis) Restart(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.p == nil {
-		return errors.New("private redis: restart after stop")
-	}
-	if err := r.p.stop(); err != nil {
-		r.p = nil
-		return fmt.Errorf("private redis: %w", err)
-	}
-	p, err := launchRedis(ctx, io.Discard, r.bin, r.dir, r.port, r.args...)
-	if err != nil {
-		r.p = nil
-		return fmt.Errorf("private redis: restart on port %d: %w", r.port, err)
-	}
-	r.p = p
-	return nil
-}
+func (r *PrivateRedis) Restart(ctx context.Context) error { return r.restart(ctx) }
 
 // Kill kills the server with SIGKILL, as a crash does, and leaves it down
 // until [PrivateRedis.Start]: clients see their connections reset and new
 // ones refused.
-func (r *PrivateRedis) Kill() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.p == nil {
-		return errors.New("private redis: kill: not running")
-	}
-	r.p.signal = syscall.SIGKILL
-	err := r.p.stop()
-	r.p = nil
-	if err != nil {
-		return fmt.Errorf("private redis: kill: %w", err)
-	}
-	return nil
-}
+func (r *PrivateRedis) Kill() error { return r.kill() }
 
 // Start starts the server again on the same port after Kill, with what it
 // had persisted (nothing, unless started with persistence).
-func (r *PrivateRedis) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.p != nil {
-		return errors.New("private redis: start: already running")
-	}
-	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
-	defer cancel()
-	p, err := launchRedis(ctx, io.Discard, r.bin, r.dir, r.port, r.args...)
-	if err != nil {
-		return fmt.Errorf("private redis: start on port %d: %w", r.port, err)
-	}
-	r.p = p
-	return nil
-}
-
-// Stop stops the server and removes its directory. It is safe to call
-// more than once.
-func (r *PrivateRedis) Stop() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var err error
-	if r.p != nil {
-		err = r.p.stop()
-		r.p = nil
-	}
-	return errors.Join(err, os.RemoveAll(r.dir))
-}
+func (r *PrivateRedis) Start(ctx context.Context) error { return r.start(ctx) }
