@@ -68,9 +68,9 @@ func TestOutbox(t *testing.T) {
 	}
 }
 
-// addOutboxRows adds n rows keyed order-0, order-1... to the outbox at
-// storeURL, in one transaction.
-func addOutboxRows(t *testing.T, storeURL string, n int) {
+// openOutbox opens the outbox at storeURL, without a key source, until t
+// ends.
+func openOutbox(t *testing.T, storeURL string) (*outbox.Outbox, *sql.DB) {
 	t.Helper()
 	addr, err := resolveStore(storeURL)
 	if err != nil {
@@ -80,11 +80,19 @@ func addOutboxRows(t *testing.T, storeURL string, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { db.Close() })
 	o, err := outbox.New(db, addr.Dialect, nil, outbox.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return o, db
+}
+
+// addOutboxRows adds n rows keyed order-0, order-1... to the outbox at
+// storeURL, in one transaction.
+func addOutboxRows(t *testing.T, storeURL string, n int) {
+	t.Helper()
+	o, db := openOutbox(t, storeURL)
 	tx, err := db.Begin()
 	if err != nil {
 		t.Fatal(err)

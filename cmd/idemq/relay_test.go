@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/internal/testkit"
-	"github.com/idemq/idemq/outbox"
 )
 
 // TestRelay runs 'idemq relay' over a SQLite outbox into the real 4.x
@@ -28,56 +26,14 @@ func TestRelay(t *testing.T) {
 	}
 	addOutboxRows(t, store, 3)
 
-	cmd := exec.Command(binary(t), "relay", "--store", store, "--namesrv", ns)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	lines := bufio.NewScanner(stdout)
-	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "relaying idemq_outbox at ") {
-		err := cmd.Wait() // before reading what it wrote to stderr
-		t.Fatalf("first line %q, %v; stderr:\n%s", lines.Text(), err, stderr.String())
-	}
-
-	addr, err := resolveStore(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := addr.openSQL(context.Background(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	o, err := outbox.New(db, addr.Dialect, nil, outbox.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := startRelay(t, "--store", store, "--namesrv", ns)
+	o, _ := openOutbox(t, store)
 	testkit.WaitFor(t, "the rows sent", func() bool {
 		st, err := o.Stats(context.Background())
 		return err == nil && st.Sent == 3
 	})
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if !lines.Scan() || lines.Text() != "stopped: shipped 3, retried 0, parked 0, lease lost 0" {
-		t.Errorf("last line %q", lines.Text())
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		if errors.As(err, &ee) || err != nil {
-			t.Fatalf("exit after SIGTERM: %v; stderr:\n%s", err, stderr.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("idemq relay still running a minute after SIGTERM")
+	if last := r.stop(t); last != "stopped: shipped 3, retried 0, parked 0, lease lost 0" {
+		t.Errorf("last line %q", last)
 	}
 }
 
@@ -91,36 +47,9 @@ func TestRelayNotify(t *testing.T) {
 	if r := idemq(t, nil, "migrate", "--store", store, "--outbox", "--notify"); r.code != 0 {
 		t.Fatalf("migrate: %v", r)
 	}
-	cmd := exec.Command(binary(t), "relay", "--store", store, "--namesrv", ns, "--notify", "--poll-interval", "1h")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	lines := bufio.NewScanner(stdout)
-	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "relaying idemq_outbox at ") {
-		err := cmd.Wait()
-		t.Fatalf("first line %q, %v; stderr:\n%s", lines.Text(), err, stderr.String())
-	}
+	r := startRelay(t, "--store", store, "--namesrv", ns, "--notify", "--poll-interval", "1h")
 	addOutboxRows(t, store, 3)
-	addr, err := resolveStore(store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := addr.openSQL(context.Background(), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	o, err := outbox.New(db, addr.Dialect, nil, outbox.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o, _ := openOutbox(t, store)
 	for _, sent := range []int64{3, 6} {
 		if sent > 3 {
 			addOutboxRows(t, store, 3)
@@ -130,12 +59,62 @@ func TestRelayNotify(t *testing.T) {
 			return err == nil && st.Sent == sent
 		})
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	r.stop(t)
+}
+
+// relayProc is a running 'idemq relay'.
+type relayProc struct {
+	cmd    *exec.Cmd
+	lines  *bufio.Scanner // its stdout
+	stderr bytes.Buffer
+}
+
+// startRelay starts 'idemq relay' with args, killed when t ends, and waits
+// for its first line, which says it relays.
+func startRelay(t *testing.T, args ...string) *relayProc {
+	t.Helper()
+	r := &relayProc{cmd: exec.Command(binary(t), append([]string{"relay"}, args...)...)}
+	r.cmd.Stderr = &r.stderr
+	stdout, err := r.cmd.StdoutPipe()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("exit after SIGTERM: %v; stderr:\n%s", err, stderr.String())
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { r.cmd.Process.Kill() })
+	r.lines = bufio.NewScanner(stdout)
+	if !r.lines.Scan() || !strings.HasPrefix(r.lines.Text(), "relaying idemq_outbox at ") {
+		err := r.cmd.Wait() // before reading what it wrote to stderr
+		t.Fatalf("first line %q, %v; stderr:\n%s", r.lines.Text(), err, r.stderr.String())
+	}
+	return r
+}
+
+// stop sends the relay SIGTERM, fails t unless it exits 0 within a
+// minute, and returns the last line it wrote.
+func (r *relayProc) stop(t *testing.T) string {
+	t.Helper()
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	last := ""
+	done := make(chan error, 1)
+	go func() {
+		for r.lines.Scan() { // to the end, before Wait closes the pipe
+			last = r.lines.Text()
+		}
+		done <- r.cmd.Wait()
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v; stderr:\n%s", err, r.stderr.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("idemq relay still running a minute after SIGTERM")
+	}
+	return last
 }
 
 // TestRelayBadInput runs relays that cannot start: exit 2 before any store
