@@ -48,7 +48,12 @@ func (e env) reopen(t *testing.T) *outbox.Outbox {
 
 // forEachBackend runs test on a fresh, migrated outbox of every backend.
 func forEachBackend(t *testing.T, test func(t *testing.T, e env)) {
-	for _, b := range testdb.Backends {
+	forBackends(t, testdb.Backends, test)
+}
+
+// forBackends runs test on a fresh, migrated outbox of each of bs.
+func forBackends(t *testing.T, bs []testdb.Backend, test func(t *testing.T, e env)) {
+	for _, b := range bs {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			e := env{b: b, dsn: b.DSN(t)}

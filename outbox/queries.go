@@ -31,9 +31,16 @@ func newQueries(d sqldialect.Dialect, table string) queries {
 	syn := sqldialect.Of(d)
 	q := queries{d: d, syn: syn, table: syn.Quote(table), name: table}
 	t, ix := q.table, func(suffix string) string { return syn.Quote(table + suffix) }
+	// Only SQLite's claim looks a key's earlier rows up (candidates), by
+	// an index on (ordering, state, id); MySQL and PostgreSQL read the
+	// pending rows in order instead (choose) and spare every write that
+	// index.
 	switch d {
 	case sqldialect.MySQL:
-		// VARBINARY compares byte for byte, as ordering keys must.
+		// VARBINARY compares byte for byte, as ordering keys must. The
+		// owner is fixed-width, as tokens are (32 hex digits), so that a
+		// lease rewrites a row in place: a VARBINARY owner growing from ''
+		// made InnoDB reorganize pages, at 3 to 7 times the claim's cost.
 		q.schema = []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
 	id          BIGINT NOT NULL AUTO_INCREMENT,
 	topic       VARBINARY(255) NOT NULL,
@@ -47,16 +54,18 @@ func newQueries(d sqldialect.Dialect, table string) queries {
 	attempts    INT            NOT NULL,
 	due_at      DATETIME(6)    NOT NULL,
 	lease_until DATETIME(6)    NOT NULL,
-	owner       VARBINARY(32)  NOT NULL,
+	owner       CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
 	last_error  BLOB           NOT NULL,
 	created_at  DATETIME(6)    NOT NULL,
 	sent_at     DATETIME(6)    NULL,
 	PRIMARY KEY (id),
 	KEY ` + ix("_state") + ` (state, id),
-	KEY ` + ix("_ordering") + ` (ordering, state, id),
 	KEY ` + ix("_sent") + ` (state, sent_at)
 ) ENGINE = InnoDB`}
 	case sqldialect.Postgres:
+		// A fill factor of 50 leaves room in each page for a lease's new
+		// row version, which then needs no index entries (a HOT update):
+		// the lease's UPDATE costs about 40 % less.
 		q.schema = []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
 	id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	topic       text        NOT NULL,
@@ -74,9 +83,8 @@ func newQueries(d sqldialect.Dialect, table string) queries {
 	last_error  text        NOT NULL,
 	created_at  timestamptz NOT NULL,
 	sent_at     timestamptz
-)`,
+) WITH (fillfactor = 50)`,
 			`CREATE INDEX IF NOT EXISTS ` + ix("_state") + ` ON ` + t + ` (state, id)`,
-			`CREATE INDEX IF NOT EXISTS ` + ix("_ordering") + ` ON ` + t + ` (ordering, state, id)`,
 			`CREATE INDEX IF NOT EXISTS ` + ix("_sent") + ` ON ` + t + ` (state, sent_at)`,
 		}
 	default:

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemq/idemq/internal/sqldialect"
 )
 
 // Sender ships messages to RocketMQ; packages outbox/remoting and
@@ -296,7 +299,11 @@ func (c *outcome) add(to *[]int64, rows []row) {
 func (r *Relay) round(rounds *sync.WaitGroup, done func()) (int, error) {
 	owner := token()
 	start := time.Now()
-	rows, err := r.o.q.claimRows(r.hard, r.o.db, owner, r.cfg.Lease, r.cfg.Batch)
+	// A claim the database rolled back to break a deadlock with another
+	// relay's marks runs again rather than waiting out a backoff.
+	rows, err := sqldialect.Retry(r.hard, func() ([]row, error) {
+		return r.o.q.claimRows(r.hard, r.o.db, owner, r.cfg.Lease, r.cfg.Batch)
+	})
 	if err != nil || len(rows) == 0 {
 		done()
 		return 0, err
@@ -525,9 +532,17 @@ const dbTimeout = 10 * time.Second
 func (r *Relay) mark(query, what string, args ...any) {
 	ctx, cancel := context.WithTimeout(context.Background(), dbTimeout)
 	defer cancel()
-	if _, err := r.o.db.ExecContext(ctx, query, args...); err != nil {
+	if _, err := r.exec(ctx, query, args...); err != nil {
 		r.cfg.Logger.Error("outbox relay: "+what, "table", r.o.cfg.Table, "err", err)
 	}
+}
+
+// exec runs a statement that records an outcome, again while the database
+// rolls it back to break a deadlock: on MySQL, two relays' (or one relay's
+// two claims') marks of different rows deadlock now and then, and a mark
+// lost so would leave its rows leased, to ship again when the lease ends.
+func (r *Relay) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return sqldialect.Retry(ctx, func() (sql.Result, error) { return r.o.db.ExecContext(ctx, query, args...) })
 }
 
 // finish marks the shipped rows sent (or deletes them) and hands back the
@@ -541,7 +556,7 @@ func (r *Relay) finish(owner string, out *outcome) error {
 		if r.cfg.Delete {
 			q = r.o.q.remove(n)
 		}
-		res, err := r.o.db.ExecContext(ctx, q, ids(owner, out.sent)...)
+		res, err := r.exec(ctx, q, ids(owner, out.sent)...)
 		if err == nil {
 			var k int64
 			if k, err = res.RowsAffected(); err == nil {
@@ -552,7 +567,7 @@ func (r *Relay) finish(owner string, out *outcome) error {
 		errs = append(errs, err)
 	}
 	if n := len(out.release); n > 0 {
-		_, err := r.o.db.ExecContext(ctx, r.o.q.release(n), ids(owner, out.release)...)
+		_, err := r.exec(ctx, r.o.q.release(n), ids(owner, out.release)...)
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -571,7 +586,8 @@ func ids(owner string, ids []int64) []any {
 	return args
 }
 
-// token returns a fresh owner token: 128 random bits.
+// token returns a fresh owner token: 128 random bits in 32 hex digits, the
+// width of the owner column on MySQL.
 func token() string {
 	b := make([]byte, 16)
 	rand.Read(b)

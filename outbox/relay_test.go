@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemq/idemq/internal/sqldialect"
+	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/outbox"
 )
 
@@ -327,6 +329,80 @@ func TestCloseGivesUpDraining(t *testing.T) {
 		r = newRelay(t, o, rec, outbox.RelayConfig{})
 		waitStats(t, o, "the rows shipped by the next relay", func(s outbox.Stats) bool { return s.Sent == 2 })
 		r.Close()
+	})
+}
+
+// TestMarkRetriedAfterDeadlock deadlocks a relay's marking of the rows it
+// shipped with a transaction of the test's, and makes the relay the
+// victim: the mark runs again and the rows are marked sent, not left
+// leased (for an hour here) to ship again when the lease ends.
+func TestMarkRetriedAfterDeadlock(t *testing.T) {
+	forBackends(t, []testdb.Backend{testdb.MySQL, testdb.Postgres}, func(t *testing.T, e env) {
+		ctx, db, o := t.Context(), e.db, e.o
+		syn := sqldialect.Of(e.b.Dialect)
+		add(t, db, o, outbox.Message{Topic: "orders", Body: []byte("a")}, outbox.Message{Topic: "orders", Body: []byte("b")})
+		rows, err := o.List(ctx, outbox.Pending, 0, 2)
+		if err != nil || len(rows) != 2 {
+			t.Fatalf("List = %v, %v", rows, err)
+		}
+		started, unblock := make(chan struct{}, 2), make(chan struct{})
+		rec := &recorder{fail: func(*outbox.Message) error {
+			started <- struct{}{}
+			<-unblock
+			return nil
+		}}
+		newRelay(t, o, rec, outbox.RelayConfig{Lease: time.Hour})
+		<-started
+		<-started
+
+		// On MySQL a deadlock's victim is the transaction that changed
+		// fewer rows, so the test's changes many of a table of its own;
+		// PostgreSQL aborts the one that waited first, the relay's.
+		if _, err := db.ExecContext(ctx, `CREATE TABLE ballast (n INTEGER)`); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		exec := func(what, query string, args ...any) {
+			if _, err := tx.ExecContext(ctx, syn.Rebind(query), args...); err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+		}
+		exec("ballast", `INSERT INTO ballast (n) VALUES `+strings.TrimSuffix(strings.Repeat("(1), ", 1000), ", "))
+		touch := `UPDATE ` + syn.Quote(o.Table()) + ` SET last_error = 'test' WHERE id = ?`
+		exec("lock the second row", touch, rows[1].ID)
+		close(unblock) // the relay marks both rows: it locks the first, waits for the second
+		// The relay's mark waits for a lock: pg_locks shows it, MariaDB's
+		// INNODB_TRX does not list autocommitted statements, so its
+		// process list shows the mark and the status counts a wait.
+		waiting := `SELECT COUNT(*) FROM pg_locks WHERE NOT granted`
+		if e.b.Dialect == sqldialect.MySQL {
+			waiting = `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE db = DATABASE() AND info LIKE 'UPDATE%'
+AND (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'INNODB_ROW_LOCK_CURRENT_WAITS') > 0`
+		}
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+			var n int
+			if err := db.QueryRowContext(ctx, waiting).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the relay's mark never waited for the second row")
+			}
+		}
+		exec("lock the first row (this transaction was the deadlock's victim, not the relay)", touch, rows[0].ID)
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		waitStats(t, o, "the rows marked sent", func(s outbox.Stats) bool { return s.Sent == 2 })
+		if n := rec.count(); n != 2 {
+			t.Fatalf("%d sends, want 2", n)
+		}
 	})
 }
 

@@ -441,18 +441,14 @@ func (s *Store) upsert(ctx context.Context, rows []upsertRow) ([]dedupe.ClaimRes
 }
 
 // retry runs do again while the database rolls it back to break a deadlock
-// (see [sqldialect.RolledBack]), so that no call fails because other clients
-// make progress: nothing do wrote stands, and what it wrote before in
-// autocommitted statements is done again to the same effect. Inside a
-// caller's transaction the rollback took the caller's work too, so the
-// error is the caller's to handle.
+// ([sqldialect.Retry]), so that no call fails because other clients make
+// progress. Inside a caller's transaction the rollback took the caller's
+// work too, so the error is the caller's to handle.
 func retry[T any](ctx context.Context, r runner, do func() (T, error)) (T, error) {
-	for {
-		v, err := do()
-		if err == nil || r.tx != nil || ctx.Err() != nil || !sqldialect.RolledBack(err) {
-			return v, err
-		}
+	if r.tx != nil {
+		return do()
 	}
+	return sqldialect.Retry(ctx, do)
 }
 
 // oneStatement reports whether rows fit one upsert: few enough, and no key

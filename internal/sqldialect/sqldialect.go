@@ -14,6 +14,7 @@
 package sqldialect
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -215,6 +216,21 @@ func RolledBack(err error) bool {
 		return strings.HasPrefix(coded.SQLState(), "40")
 	}
 	return MySQLError(err, 1213)
+}
+
+// Retry runs do again while the database rolls it back to break a deadlock
+// or a serialization conflict ([RolledBack]) and ctx lasts, so that work
+// does not fail because other clients make progress. do must be work that
+// runs alone, in autocommitted statements or a transaction of its own: a
+// rolled back attempt left nothing behind, and what it committed before
+// is done again to the same effect.
+func Retry[T any](ctx context.Context, do func() (T, error)) (T, error) {
+	for {
+		v, err := do()
+		if err == nil || ctx.Err() != nil || !RolledBack(err) {
+			return v, err
+		}
+	}
 }
 
 // LockTimeout reports an error with which a statement gave up waiting for

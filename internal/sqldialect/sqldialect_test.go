@@ -150,6 +150,42 @@ func TestRolledBack(t *testing.T) {
 	}
 }
 
+// TestRetry checks that work runs again while the database rolls it back
+// to break a deadlock, and not after any other error or once ctx ends.
+func TestRetry(t *testing.T) {
+	deadlock, other := &pgError{"40P01"}, errors.New("connection refused")
+	ended, cancel := context.WithCancel(t.Context())
+	cancel()
+	tests := []struct {
+		name      string
+		ctx       context.Context
+		errs      []error // what each call returns; nil once they run out
+		wantCalls int
+		wantErr   error
+	}{
+		{"Success", t.Context(), nil, 1, nil},
+		{"DeadlocksThenSuccess", t.Context(), []error{deadlock, deadlock}, 3, nil},
+		{"OtherError", t.Context(), []error{other, deadlock}, 1, other},
+		{"DeadlockThenOther", t.Context(), []error{deadlock, other}, 2, other},
+		{"ContextEnded", ended, []error{deadlock, deadlock}, 1, deadlock},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			v, err := sqldialect.Retry(tc.ctx, func() (int, error) {
+				calls++
+				if calls <= len(tc.errs) {
+					return 0, tc.errs[calls-1]
+				}
+				return 7, nil
+			})
+			if calls != tc.wantCalls || !errors.Is(err, tc.wantErr) || err == nil && v != 7 {
+				t.Errorf("Retry = %d, %v after %d calls, want %v after %d", v, err, calls, tc.wantErr, tc.wantCalls)
+			}
+		})
+	}
+}
+
 // TestMissingTable classifies errors by what the drivers report; the
 // idemq command's TestMissingTable meets the real ones.
 func TestMissingTable(t *testing.T) {
