@@ -60,15 +60,11 @@ func (q queries) claimPostgres(ctx context.Context, db *sql.DB, owner string, le
 	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(1768189297, hashtext($1))`, q.name); err != nil {
 		return nil, err
 	}
-	ids, err := q.choose(ctx, tx, n)
+	ids, runs, err := q.choose(ctx, tx, n)
 	if err != nil || len(ids) == 0 {
 		return nil, err
 	}
-	rs, err := tx.QueryContext(ctx, q.claimIDs(len(ids)), leaseArgs(owner, lease, ids)...)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := scanRows(rs)
+	rows, err := q.lease(ctx, tx, owner, lease, ids, runs)
 	if err != nil {
 		return nil, err
 	}
@@ -93,26 +89,50 @@ func (q queries) claimMySQL(ctx context.Context, db *sql.DB, owner string, lease
 		return nil, nil // another relay claims for long: try again later
 	}
 	defer conn.ExecContext(context.WithoutCancel(ctx), `DO RELEASE_LOCK(`+name+`)`, q.name)
-	ids, err := q.choose(ctx, conn, n)
+	ids, runs, err := q.choose(ctx, conn, n)
 	if err != nil || len(ids) == 0 {
 		return nil, err
 	}
-	args := leaseArgs(owner, lease, ids)
-	if _, err := conn.ExecContext(ctx, q.claimIDs(len(ids)), args...); err != nil {
-		return nil, err
+	return q.lease(ctx, conn, owner, lease, ids, runs)
+}
+
+// lease leases the rows [queries.choose] chose, ids and runs, to owner and
+// returns them. Rows inside the runs that it did not choose, committed
+// after it read past their ids, are handed back in the same go (see
+// keepChosen).
+func (q queries) lease(ctx context.Context, db querier, owner string, lease time.Duration, ids []int64, runs []span) ([]row, error) {
+	args := spanArgs(runs, owner, sqldialect.Micros(lease))
+	var (
+		rs  *sql.Rows
+		err error
+	)
+	if q.d == sqldialect.Postgres {
+		rs, err = db.QueryContext(ctx, q.claimIDs(len(runs)), args...)
+	} else if _, err = db.ExecContext(ctx, q.claimIDs(len(runs)), args...); err == nil {
+		// Those the lease took: an operator may have changed rows between
+		// the choice and the lease.
+		rs, err = db.QueryContext(ctx, q.owned(len(runs)), spanArgs(runs, owner)...)
 	}
-	// Those the lease took: an operator may have changed rows between the
-	// choice and the lease.
-	rs, err := conn.QueryContext(ctx, q.owned(len(ids)), append([]any{owner}, args[2:]...)...)
 	if err != nil {
 		return nil, err
 	}
-	return scanRows(rs)
+	rows, err := scanRows(rs)
+	if err != nil {
+		return nil, err
+	}
+	rows, extra := keepChosen(rows, ids)
+	if len(extra) > 0 {
+		if _, err := db.ExecContext(ctx, q.release(len(extra)), spanArgs(extra, owner)...); err != nil {
+			return nil, err
+		}
+	}
+	return rows, nil
 }
 
 // querier is a connection or a transaction.
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
 // choose returns the ids of the first n pending rows by id that a claim
@@ -121,10 +141,14 @@ type querier interface {
 // or has failed before. It reads the pending rows in id order, a page at a
 // time and without their messages, so that each claim reads each row
 // once: the candidates query, which looks back over a key's earlier rows
-// for each row, costs the square of a key's backlog.
-func (q queries) choose(ctx context.Context, db querier, n int) ([]int64, error) {
+// for each row, costs the square of a key's backlog. It returns the ids
+// as spans too, each a run of rows it read one after another and took
+// all of.
+func (q queries) choose(ctx context.Context, db querier, n int) ([]int64, []span, error) {
 	var (
 		ids     []int64
+		runs    spanList
+		took    bool // the row read before was taken
 		blocked = map[string]bool{}
 		after   int64
 		page    = 2 * n
@@ -132,7 +156,7 @@ func (q queries) choose(ctx context.Context, db querier, n int) ([]int64, error)
 	for {
 		rs, err := db.QueryContext(ctx, q.pending(), after, page)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		read := 0
 		for rs.Next() {
@@ -144,36 +168,75 @@ func (q queries) choose(ctx context.Context, db querier, n int) ([]int64, error)
 			)
 			if err := rs.Scan(&id, &ordering, &attempts, &free); err != nil {
 				rs.Close()
-				return nil, err
+				return nil, nil, err
 			}
 			read, after = read+1, id
 			if len(ids) == n || ordering != "" && blocked[ordering] {
+				took = false
 				continue
 			}
 			if free == 1 {
 				ids = append(ids, id)
+				runs.add(id, took)
 			}
+			took = free == 1
 			if ordering != "" && (free == 0 || attempts > 0) {
 				blocked[ordering] = true
 			}
 		}
 		if err := rs.Close(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if len(ids) == n || read < page {
-			return ids, nil
+			return ids, runs, nil
 		}
 	}
 }
 
-// leaseArgs are [queries.claimIDs]'s arguments.
-func leaseArgs(owner string, lease time.Duration, ids []int64) []any {
-	args := make([]any, 0, 2+len(ids))
-	args = append(args, owner, sqldialect.Micros(lease))
-	for _, id := range ids {
-		args = append(args, id)
+// span is the ids from lo to hi. A statement names a claim's rows by spans
+// (see [spans]), with the owner or the lease's conditions to leave out the
+// rows inside them that are not the claim's.
+type span struct{ lo, hi int64 }
+
+// spanList builds spans from ascending ids.
+type spanList []span
+
+// add extends the last span to id if next says id follows it with no row
+// between them that the spans must leave out, else starts a span.
+func (l *spanList) add(id int64, next bool) {
+	if next && len(*l) > 0 {
+		(*l)[len(*l)-1].hi = id
+		return
+	}
+	*l = append(*l, span{id, id})
+}
+
+// spanArgs returns first, then each span's bounds, as statement arguments.
+func spanArgs(ss []span, first ...any) []any {
+	args := append(make([]any, 0, len(first)+2*len(ss)), first...)
+	for _, s := range ss {
+		args = append(args, s.lo, s.hi)
 	}
 	return args
+}
+
+// keepChosen returns the rows a lease took whose ids are among chosen
+// (ascending), and the others as spans: rows that fell inside a span of
+// the choice but were committed after it read past their ids. Those go
+// back at once, as the choice did not look at their ordering keys.
+func keepChosen(rows []row, chosen []int64) ([]row, []span) {
+	var (
+		kept  []row
+		extra spanList
+	)
+	for _, r := range rows {
+		if _, ok := slices.BinarySearch(chosen, r.id); ok {
+			kept = append(kept, r)
+		} else {
+			extra.add(r.id, false)
+		}
+	}
+	return kept, extra
 }
 
 // scanRows reads rows of [columns] and closes rs.

@@ -31,7 +31,9 @@
 // serialized (a PostgreSQL advisory lock, a MySQL named lock, SQLite's
 // single writer) and every mark of a row is fenced by the token, so no two
 // live relays ship a row at the same time. A relay that dies leaves its
-// rows leased until the lease ends; another takes them then.
+// rows leased until the lease ends; another takes them then. A claim or a
+// mark that the database rolls back to break a deadlock (relays' marks of
+// different rows meet so on MariaDB) runs again.
 //
 // An idle relay polls the table ([RelayConfig].PollInterval); on
 // PostgreSQL, package outbox/pgwake wakes it by LISTEN/NOTIFY as soon as
@@ -48,7 +50,8 @@
 // A message the broker refuses for good (the [Sender] wraps [ErrRefused])
 // is parked with its reason and counted ([RelayStats].Parked), and the rows
 // after it flow on. A refused batch is sent again row by row, so that only
-// the row the broker refuses alone is parked. Input that can never ship is refused by Add itself.
+// the row the broker refuses alone is parked. Input that can never ship is
+// refused by Add itself.
 //
 // The package links no RocketMQ client: packages outbox/remoting and
 // outbox/grpcv5 implement [Sender] over the producer adapters.

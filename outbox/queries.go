@@ -173,41 +173,52 @@ func (q queries) pending() string {
 FROM ` + q.table + ` WHERE state = 0 AND id > ? ORDER BY id LIMIT ?`)
 }
 
-// claimIDs leases rows by id to an owner, if still pending and free:
-// owner, lease in µs, then n ids. On PostgreSQL it returns the rows it
-// leased, as [columns].
+// spans matches the ids of n spans: parameters lo, hi for each. The
+// databases look a span up as one range of the primary key, at a fraction
+// of the cost of a list of its ids (on MariaDB, half for an UPDATE of 1,024
+// rows and a third for a DELETE).
+func spans(n int) string {
+	return `(` + strings.TrimSuffix(strings.Repeat("id BETWEEN ? AND ? OR ", n), " OR ") + `)`
+}
+
+// claimIDs leases the rows of n spans to an owner, if still pending and
+// free: owner, lease in µs, then the spans. On PostgreSQL it returns the
+// rows it leased, as [columns].
 func (q queries) claimIDs(n int) string {
 	now := q.syn.Now()
 	s := `UPDATE ` + q.table + ` SET owner = ?, lease_until = ` + q.syn.After("?") + `
-WHERE id IN (` + list("?", n) + `) AND state = 0 AND lease_until <= ` + now
+WHERE ` + spans(n) + ` AND state = 0 AND lease_until <= ` + now
 	if q.d == sqldialect.Postgres {
 		s += ` RETURNING ` + columns
 	}
 	return q.syn.Rebind(s)
 }
 
-// owned (MySQL) reads the rows of n ids an owner holds, as [columns]:
-// owner, then the ids.
+// owned (MySQL) reads the rows of n spans an owner holds, as [columns]:
+// owner, then the spans.
 func (q queries) owned(n int) string {
-	return `SELECT ` + columns + ` FROM ` + q.table + ` WHERE owner = ? AND id IN (` + list("?", n) + `)`
+	return `SELECT ` + columns + ` FROM ` + q.table + ` WHERE owner = ? AND ` + spans(n)
 }
 
-// sent marks n rows an owner holds sent: owner, then the ids.
+// sent marks the rows of n spans an owner holds sent: owner, then the
+// spans.
 func (q queries) sent(n int) string {
 	now := q.syn.Now()
 	return q.syn.Rebind(`UPDATE ` + q.table + ` SET state = 1, sent_at = ` + now + `, owner = '', lease_until = ` + q.syn.Never() + `
-WHERE owner = ? AND id IN (` + list("?", n) + `)`)
+WHERE owner = ? AND ` + spans(n))
 }
 
-// remove deletes n rows an owner holds: owner, then the ids.
+// remove deletes the rows of n spans an owner holds: owner, then the
+// spans.
 func (q queries) remove(n int) string {
-	return q.syn.Rebind(`DELETE FROM ` + q.table + ` WHERE owner = ? AND id IN (` + list("?", n) + `)`)
+	return q.syn.Rebind(`DELETE FROM ` + q.table + ` WHERE owner = ? AND ` + spans(n))
 }
 
-// release hands back n rows an owner holds, untouched: owner, then ids.
+// release hands back the rows of n spans an owner holds, untouched: owner,
+// then the spans.
 func (q queries) release(n int) string {
 	return q.syn.Rebind(`UPDATE ` + q.table + ` SET owner = '', lease_until = ` + q.syn.Never() + `
-WHERE owner = ? AND id IN (` + list("?", n) + `)`)
+WHERE owner = ? AND ` + spans(n))
 }
 
 // retry puts a row an owner holds back for a backoff: backoff in µs, the

@@ -330,7 +330,7 @@ func (r *Relay) round(rounds *sync.WaitGroup, done func()) (int, error) {
 			}()
 		}
 		wg.Wait()
-		if err := r.finish(owner, &out); err != nil {
+		if err := r.finish(owner, rows, &out); err != nil {
 			r.cfg.Logger.Error("outbox relay", "table", r.o.cfg.Table, "err", err)
 		}
 		select {
@@ -545,18 +545,19 @@ func (r *Relay) exec(ctx context.Context, query string, args ...any) (sql.Result
 	return sqldialect.Retry(ctx, func() (sql.Result, error) { return r.o.db.ExecContext(ctx, query, args...) })
 }
 
-// finish marks the shipped rows sent (or deletes them) and hands back the
-// rows not tried.
-func (r *Relay) finish(owner string, out *outcome) error {
+// finish marks the shipped rows of a claim (sorted by id) sent, or deletes
+// them, and hands back the rows not tried.
+func (r *Relay) finish(owner string, claim []row, out *outcome) error {
 	ctx, cancel := context.WithTimeout(context.Background(), dbTimeout)
 	defer cancel()
 	var errs []error
 	if n := len(out.sent); n > 0 {
-		q := r.o.q.sent(n)
+		runs := runsOf(claim, out.sent)
+		q := r.o.q.sent(len(runs))
 		if r.cfg.Delete {
-			q = r.o.q.remove(n)
+			q = r.o.q.remove(len(runs))
 		}
-		res, err := r.exec(ctx, q, ids(owner, out.sent)...)
+		res, err := r.exec(ctx, q, spanArgs(runs, owner)...)
 		if err == nil {
 			var k int64
 			if k, err = res.RowsAffected(); err == nil {
@@ -566,8 +567,9 @@ func (r *Relay) finish(owner string, out *outcome) error {
 		}
 		errs = append(errs, err)
 	}
-	if n := len(out.release); n > 0 {
-		_, err := r.exec(ctx, r.o.q.release(n), ids(owner, out.release)...)
+	if len(out.release) > 0 {
+		runs := runsOf(claim, out.release)
+		_, err := r.exec(ctx, r.o.q.release(len(runs)), spanArgs(runs, owner)...)
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -576,14 +578,25 @@ func (r *Relay) finish(owner string, out *outcome) error {
 	return nil
 }
 
-// ids returns owner then the ids, as statement arguments.
-func ids(owner string, ids []int64) []any {
-	args := make([]any, 0, 1+len(ids))
-	args = append(args, owner)
+// runsOf returns ids, some of a claim's rows (sorted by id), as the spans
+// of the runs of the claim's rows they hold: a span holds no other row of
+// the claim, and the owner leaves out every row that is not the claim's.
+func runsOf(claim []row, ids []int64) []span {
+	in := make(map[int64]bool, len(ids))
 	for _, id := range ids {
-		args = append(args, id)
+		in[id] = true
 	}
-	return args
+	var (
+		runs spanList
+		next bool
+	)
+	for _, r := range claim {
+		if in[r.id] {
+			runs.add(r.id, next)
+		}
+		next = in[r.id]
+	}
+	return runs
 }
 
 // token returns a fresh owner token: 128 random bits in 32 hex digits, the
