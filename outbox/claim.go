@@ -101,7 +101,7 @@ func (q queries) claimMySQL(ctx context.Context, db *sql.DB, owner string, lease
 // after it read past their ids, are handed back in the same go (see
 // keepChosen).
 func (q queries) lease(ctx context.Context, db querier, owner string, lease time.Duration, ids []int64, runs []span) ([]row, error) {
-	args := spanArgs(runs, owner, sqldialect.Micros(lease))
+	args := q.changeArgs(runs, len(ids), owner, sqldialect.Micros(lease))
 	var (
 		rs  *sql.Rows
 		err error
@@ -122,7 +122,7 @@ func (q queries) lease(ctx context.Context, db querier, owner string, lease time
 	}
 	rows, extra := keepChosen(rows, ids)
 	if len(extra) > 0 {
-		if _, err := db.ExecContext(ctx, q.release(len(extra)), spanArgs(extra, owner)...); err != nil {
+		if _, err := db.ExecContext(ctx, q.release(len(extra)), q.changeArgs(extra, len(extra), owner)...); err != nil {
 			return nil, err
 		}
 	}

@@ -47,7 +47,7 @@ func TestKeepChosen(t *testing.T) {
 // TestRowCommittedInsideASpan commits a row whose id lies between two rows
 // a claim chose after the choice read past it, before the lease: the lease
 // covers its id, and the row must go back, not ship with the claim (its
-// ordering key's earlier rows were not looked at), and ship with the next.
+// ordering key's earlier rows were not looked at), and come with the next.
 func TestRowCommittedInsideASpan(t *testing.T) {
 	for _, b := range []testdb.Backend{testdb.MySQL, testdb.Postgres} {
 		t.Run(b.Name, func(t *testing.T) {
@@ -88,12 +88,20 @@ func TestRowCommittedInsideASpan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(rows) != 2 || string(rows[0].msg.Body)+string(rows[1].msg.Body) != "ac" {
-				t.Fatalf("lease took %v, want a and c", rows)
-			}
 			next, err := q.claimRows(ctx, db, "second", time.Minute, 10)
-			if err != nil || len(next) != 1 || string(next[0].msg.Body) != "b" {
-				t.Fatalf("next claim = %v, %v: want b, handed back", next, err)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// On MySQL the lease stops at its count of rows (queries.bounded),
+			// which b may take from c: c then waits for the next claim.
+			got := func(rows []row) (s string) {
+				for _, r := range rows {
+					s += string(r.msg.Body)
+				}
+				return s
+			}
+			if first, second := got(rows), got(next); (first != "ac" || second != "b") && (first != "a" || second != "bc") {
+				t.Fatalf("the lease took %q and the next claim %q: want b in the next claim only, a in the lease", first, second)
 			}
 		})
 	}

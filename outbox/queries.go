@@ -181,13 +181,36 @@ func spans(n int) string {
 	return `(` + strings.TrimSuffix(strings.Repeat("id BETWEEN ? AND ? OR ", n), " OR ") + `)`
 }
 
+// bounded ends a statement that changes rows of spans: on MySQL it stops
+// at the last row the statement is to change (ORDER BY id LIMIT, the count
+// its last parameter; see [queries.changeArgs]), so that InnoDB does not
+// read the row after the last span. Under REPEATABLE READ it would lock
+// that row, and wait for the business transaction whose uncommitted row it
+// is at the table's tail.
+func (q queries) bounded(s string) string {
+	if q.d == sqldialect.MySQL {
+		return s + ` ORDER BY id LIMIT ?`
+	}
+	return s
+}
+
+// changeArgs are the arguments of a [queries.bounded] statement that
+// changes at most rows rows of ss: first, the spans, then on MySQL rows.
+func (q queries) changeArgs(ss []span, rows int, first ...any) []any {
+	args := spanArgs(ss, first...)
+	if q.d == sqldialect.MySQL {
+		args = append(args, rows)
+	}
+	return args
+}
+
 // claimIDs leases the rows of n spans to an owner, if still pending and
-// free: owner, lease in µs, then the spans. On PostgreSQL it returns the
-// rows it leased, as [columns].
+// free: owner, lease in µs, then the spans (changeArgs). On PostgreSQL it
+// returns the rows it leased, as [columns].
 func (q queries) claimIDs(n int) string {
 	now := q.syn.Now()
-	s := `UPDATE ` + q.table + ` SET owner = ?, lease_until = ` + q.syn.After("?") + `
-WHERE ` + spans(n) + ` AND state = 0 AND lease_until <= ` + now
+	s := q.bounded(`UPDATE ` + q.table + ` SET owner = ?, lease_until = ` + q.syn.After("?") + `
+WHERE ` + spans(n) + ` AND state = 0 AND lease_until <= ` + now)
 	if q.d == sqldialect.Postgres {
 		s += ` RETURNING ` + columns
 	}
@@ -201,24 +224,24 @@ func (q queries) owned(n int) string {
 }
 
 // sent marks the rows of n spans an owner holds sent: owner, then the
-// spans.
+// spans (changeArgs).
 func (q queries) sent(n int) string {
 	now := q.syn.Now()
-	return q.syn.Rebind(`UPDATE ` + q.table + ` SET state = 1, sent_at = ` + now + `, owner = '', lease_until = ` + q.syn.Never() + `
-WHERE owner = ? AND ` + spans(n))
+	return q.syn.Rebind(q.bounded(`UPDATE ` + q.table + ` SET state = 1, sent_at = ` + now + `, owner = '', lease_until = ` + q.syn.Never() + `
+WHERE owner = ? AND ` + spans(n)))
 }
 
 // remove deletes the rows of n spans an owner holds: owner, then the
-// spans.
+// spans (changeArgs).
 func (q queries) remove(n int) string {
-	return q.syn.Rebind(`DELETE FROM ` + q.table + ` WHERE owner = ? AND ` + spans(n))
+	return q.syn.Rebind(q.bounded(`DELETE FROM ` + q.table + ` WHERE owner = ? AND ` + spans(n)))
 }
 
 // release hands back the rows of n spans an owner holds, untouched: owner,
-// then the spans.
+// then the spans (changeArgs).
 func (q queries) release(n int) string {
-	return q.syn.Rebind(`UPDATE ` + q.table + ` SET owner = '', lease_until = ` + q.syn.Never() + `
-WHERE owner = ? AND ` + spans(n))
+	return q.syn.Rebind(q.bounded(`UPDATE ` + q.table + ` SET owner = '', lease_until = ` + q.syn.Never() + `
+WHERE owner = ? AND ` + spans(n)))
 }
 
 // retry puts a row an owner holds back for a backoff: backoff in µs, the

@@ -557,7 +557,7 @@ func (r *Relay) finish(owner string, claim []row, out *outcome) error {
 		if r.cfg.Delete {
 			q = r.o.q.remove(len(runs))
 		}
-		res, err := r.exec(ctx, q, spanArgs(runs, owner)...)
+		res, err := r.exec(ctx, q, r.o.q.changeArgs(runs, n, owner)...)
 		if err == nil {
 			var k int64
 			if k, err = res.RowsAffected(); err == nil {
@@ -569,7 +569,7 @@ func (r *Relay) finish(owner string, claim []row, out *outcome) error {
 	}
 	if len(out.release) > 0 {
 		runs := runsOf(claim, out.release)
-		_, err := r.exec(ctx, r.o.q.release(len(runs)), spanArgs(runs, owner)...)
+		_, err := r.exec(ctx, r.o.q.release(len(runs)), r.o.q.changeArgs(runs, len(out.release), owner)...)
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {

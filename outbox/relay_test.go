@@ -406,6 +406,34 @@ AND (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_
 	})
 }
 
+// TestOpenBusinessTransactionHoldsNothingBack ships rows while a business
+// transaction that added the next row stays open: the relay's claim and
+// marks, which name rows by spans of ids, must not wait for the lock of
+// that uncommitted row at the table's tail (InnoDB locks the row after a
+// range under REPEATABLE READ), and the row ships once it commits.
+func TestOpenBusinessTransactionHoldsNothingBack(t *testing.T) {
+	forBackends(t, []testdb.Backend{testdb.MySQL, testdb.Postgres}, func(t *testing.T, e env) {
+		ctx, db, o := t.Context(), e.db, e.o
+		add(t, db, o, orderedMessages(4, 1)[:2]...)
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if _, err := o.AddBatch(ctx, tx, orderedMessages(4, 1)[2:]); err != nil {
+			t.Fatal(err)
+		}
+		rec := new(recorder)
+		newRelay(t, o, rec, outbox.RelayConfig{})
+		waitStats(t, o, "the committed rows shipped while the transaction is open", func(s outbox.Stats) bool { return s.Sent == 2 })
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		waitStats(t, o, "every row shipped", func(s outbox.Stats) bool { return s.Sent == 4 })
+		checkOrder(t, rec.sent(), 4, 1)
+	})
+}
+
 type senderFunc func(ctx context.Context, m *outbox.Message) error
 
 func (f senderFunc) Send(ctx context.Context, m *outbox.Message) error { return f(ctx, m) }
