@@ -1,7 +1,6 @@
 package remoting_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -70,9 +70,9 @@ func (c *counter) count(key string) int {
 
 // newConsumer returns a Consumer of testGroup over store that logs into the
 // buffer returned; opts come after those.
-func newConsumer(t testing.TB, store dedupe.Store, opts ...consumer.Option) (*consumer.Consumer, *syncBuffer) {
+func newConsumer(t testing.TB, store dedupe.Store, opts ...consumer.Option) (*consumer.Consumer, *testkit.Buffer) {
 	t.Helper()
-	logs := new(syncBuffer)
+	logs := new(testkit.Buffer)
 	opts = append([]consumer.Option{consumer.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))}, opts...)
 	c, err := consumer.New(store, testGroup, opts...)
 	if err != nil {
@@ -83,29 +83,11 @@ func newConsumer(t testing.TB, store dedupe.Store, opts ...consumer.Option) (*co
 
 // setup returns a counter, the Concurrently callback that runs it, the
 // Consumer's stats and its logs.
-func setup(t *testing.T, store dedupe.Store, opts ...consumer.Option) (*counter, remoting.Callback, *consumer.Stats, *syncBuffer) {
+func setup(t *testing.T, store dedupe.Store, opts ...consumer.Option) (*counter, remoting.Callback, *consumer.Stats, *testkit.Buffer) {
 	t.Helper()
 	c, logs := newConsumer(t, store, opts...)
 	cnt := newCounter()
 	return cnt, remoting.Concurrently(c, cnt.handle), c.Stats(), logs
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // hold claims key for testGroup in store for lease, as another consumer

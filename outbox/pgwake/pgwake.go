@@ -26,6 +26,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -76,7 +77,8 @@ type Listener struct {
 // channel of table, on which [Install] put the trigger. ctx bounds the
 // first connection only. A lost connection is made again, a second later,
 // until Close; each new one signals C once, for the notifications missed
-// meanwhile.
+// meanwhile. The loss and the return are logged (slog's default logger,
+// at WARN and INFO): the relay meanwhile finds rows only by polling.
 func Listen(ctx context.Context, dsn, table string) (*Listener, error) {
 	if !sqldialect.ValidTable(table) {
 		return nil, fmt.Errorf("pgwake: table name %q: want %s", table, sqldialect.TableRule)
@@ -121,6 +123,9 @@ func (l *Listener) run(ctx context.Context, conn *pgx.Conn) {
 	for {
 		for conn != nil {
 			if _, err := conn.WaitForNotification(ctx); err != nil {
+				if ctx.Err() == nil {
+					slog.Warn("pgwake: lost the listening connection; relays find rows by polling until it is back", "table", l.table, "err", err)
+				}
 				conn.Close(context.Background())
 				conn = nil
 				break
@@ -133,6 +138,7 @@ func (l *Listener) run(ctx context.Context, conn *pgx.Conn) {
 		case <-time.After(reconnectPause):
 		}
 		if c, err := l.connect(ctx); err == nil {
+			slog.Info("pgwake: listening again", "table", l.table)
 			conn = c
 			l.wake()
 		}

@@ -6,12 +6,14 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 	"github.com/idemq/idemq/outbox/pgwake"
@@ -50,8 +52,12 @@ func (b *bodies) await(t *testing.T, n int) {
 // TestWakeAcrossRestart runs a relay that polls once an hour over a
 // PostgreSQL of the test's own: committed rows ship only because the
 // trigger's notification wakes it, also after the server restarted and
-// the listener connected again; a rolled-back row ships nothing.
+// the listener connected again, which it logs; a rolled-back row ships
+// nothing.
 func TestWakeAcrossRestart(t *testing.T) {
+	logs := new(testkit.Buffer)
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
 	pg := testenv.StartPrivatePostgres(t)
 	db, err := sql.Open("pgx", pg.DSN())
 	if err != nil {
@@ -127,5 +133,10 @@ func TestWakeAcrossRestart(t *testing.T) {
 	defer got.mu.Unlock()
 	if want := []string{"first", "second", "after the restart"}; !slices.Equal(got.got, want) {
 		t.Errorf("shipped %q, want %q", got.got, want)
+	}
+	for _, want := range []string{"level=WARN msg=\"pgwake: lost the listening connection", "level=INFO msg=\"pgwake: listening again\""} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log lacks %s:\n%s", want, logs)
+		}
 	}
 }
