@@ -345,6 +345,27 @@ func TestMarkRetriedAfterDeadlock(t *testing.T) {
 		if err != nil || len(rows) != 2 {
 			t.Fatalf("List = %v, %v", rows, err)
 		}
+		// On MySQL a deadlock's victim is the transaction that changed
+		// fewer rows, so the test's changes many of a table of its own.
+		// PostgreSQL aborts the transaction that looks for the deadlock
+		// first, deadlock_timeout after it began to wait: the relay's, which
+		// waits first, if it looks after the test's statement joined the
+		// cycle, so it waits 5 s (new connections: the relay's pool of its
+		// own; under the relay's 10 s bound on a mark) and the test's
+		// transaction a minute.
+		if _, err := db.ExecContext(ctx, `CREATE TABLE ballast (n INTEGER)`); err != nil {
+			t.Fatal(err)
+		}
+		if e.b.Dialect == sqldialect.Postgres {
+			var name string
+			if err := db.QueryRowContext(ctx, `SELECT current_database()`).Scan(&name); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.ExecContext(ctx, `ALTER DATABASE `+syn.Quote(name)+` SET deadlock_timeout = '5s'`); err != nil {
+				t.Fatal(err)
+			}
+			o = e.reopen(t)
+		}
 		started, unblock := make(chan struct{}, 2), make(chan struct{})
 		rec := &recorder{fail: func(*outbox.Message) error {
 			started <- struct{}{}
@@ -355,12 +376,6 @@ func TestMarkRetriedAfterDeadlock(t *testing.T) {
 		<-started
 		<-started
 
-		// On MySQL a deadlock's victim is the transaction that changed
-		// fewer rows, so the test's changes many of a table of its own;
-		// PostgreSQL aborts the one that waited first, the relay's.
-		if _, err := db.ExecContext(ctx, `CREATE TABLE ballast (n INTEGER)`); err != nil {
-			t.Fatal(err)
-		}
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -370,6 +385,9 @@ func TestMarkRetriedAfterDeadlock(t *testing.T) {
 			if _, err := tx.ExecContext(ctx, syn.Rebind(query), args...); err != nil {
 				t.Fatalf("%s: %v", what, err)
 			}
+		}
+		if e.b.Dialect == sqldialect.Postgres {
+			exec("deadlock timeout", `SET LOCAL deadlock_timeout = '60s'`)
 		}
 		exec("ballast", `INSERT INTO ballast (n) VALUES `+strings.TrimSuffix(strings.Repeat("(1), ", 1000), ", "))
 		touch := `UPDATE ` + syn.Quote(o.Table()) + ` SET last_error = 'test' WHERE id = ?`
