@@ -393,10 +393,12 @@ func TestMarkRetriedAfterDeadlock(t *testing.T) {
 		touch := `UPDATE ` + syn.Quote(o.Table()) + ` SET last_error = 'test' WHERE id = ?`
 		exec("lock the second row", touch, rows[1].ID)
 		close(unblock) // the relay marks both rows: it locks the first, waits for the second
-		// The relay's mark waits for a lock: pg_locks shows it, MariaDB's
-		// INNODB_TRX does not list autocommitted statements, so its
-		// process list shows the mark and the status counts a wait.
-		waiting := `SELECT COUNT(*) FROM pg_locks WHERE NOT granted`
+		// The relay's mark waits for a lock: pg_locks shows it (in this
+		// test's database), MariaDB's INNODB_TRX does not list
+		// autocommitted statements, so its process list shows the mark (in
+		// this test's database) and the status counts a wait.
+		waiting := `SELECT COUNT(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE NOT l.granted AND a.datname = current_database()`
 		if e.b.Dialect == sqldialect.MySQL {
 			waiting = `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE db = DATABASE() AND info LIKE 'UPDATE%'
 AND (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'INNODB_ROW_LOCK_CURRENT_WAITS') > 0`
