@@ -1,7 +1,6 @@
 package examples_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // TestREADMEProgramsBuild copies every whole program of the README, as it
@@ -202,7 +201,7 @@ func checkApplied(t *testing.T, who string, applied []string, want map[string]bo
 // A program is a running README program and its output.
 type program struct {
 	cmd    *exec.Cmd
-	out    lockedBuffer
+	out    testkit.Buffer
 	exited chan struct{}
 	err    error // cmd.Wait's, once exited is closed
 }
@@ -270,25 +269,6 @@ func (p *program) stop(t *testing.T) []string {
 		t.Fatalf("exited after SIGTERM with %v:\n%s", p.err, p.out.String())
 	}
 	return p.applied()
-}
-
-// lockedBuffer is a bytes.Buffer that a program's output and a test may
-// use at once.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // readmeModule writes progs, each in the directory programDir names, into

@@ -102,24 +102,6 @@ func nextSeg(t *testing.T, a *segment.Allocator) int64 {
 	return id
 }
 
-// logBuffer collects an allocator's log records.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func TestAllocatorUnique(t *testing.T) {
 	for _, tt := range []struct {
 		name                   string
@@ -263,7 +245,7 @@ func TestAllocatorSourceFails(t *testing.T) {
 			src := newSegSource(t, segment.Tag{Tag: "t", Step: 100})
 			src.after = tt.after
 			clock := testkit.NewClock(t0, 0)
-			var logs logBuffer
+			var logs testkit.Buffer
 			a := newAlloc(t, src, "t", segment.Config{Clock: clock, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			ctx := context.Background()
 			src.down.Store(true)
