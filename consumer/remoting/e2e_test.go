@@ -20,9 +20,9 @@ import (
 	"github.com/idemq/idemq/consumer/remoting"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	producer "github.com/idemq/idemq/producer/remoting"
 )
@@ -167,11 +167,7 @@ func endToEnd(t *testing.T, b broker, adapt adapter, opts ...rmq.Option) (batche
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rp.Shutdown() })
-	gen, err := idgen.New(3, idgen.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := producer.New(rp, msgkey.FromIDs(gen))
+	p, err := producer.New(rp, testkit.Keys(t, 3))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,10 +19,9 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
-	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/internal/testkit"
 	producer "github.com/idemq/idemq/producer/remoting"
 )
 
@@ -135,11 +134,7 @@ func (f *fixture) producer(opts ...rmqproducer.Option) *producer.Producer {
 	}
 	f.t.Cleanup(func() { rp.Shutdown() })
 	// Generators of one node issue the same keys: one node per producer.
-	gen, err := idgen.New(int64(f.producers), idgen.Config{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	p, err := producer.New(rp, msgkey.FromIDs(gen))
+	p, err := producer.New(rp, testkit.Keys(f.t, int64(f.producers)))
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -21,9 +21,9 @@ import (
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	producer "github.com/idemq/idemq/producer/remoting"
 )
@@ -138,11 +138,7 @@ func (f *fixture) producer() *producer.Producer {
 		f.t.Fatal(err)
 	}
 	f.t.Cleanup(func() { rp.Shutdown() })
-	gen, err := idgen.New(1, idgen.Config{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	p, err := producer.New(rp, msgkey.FromIDs(gen))
+	p, err := producer.New(rp, testkit.Keys(f.t, 1))
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -13,11 +13,11 @@ import (
 	golang "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/internal/testenv/grpcread"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 	ogrpc "github.com/idemq/idemq/outbox/grpcv5"
@@ -44,11 +44,8 @@ func TestRelayThroughTheProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rp.GracefulStop() })
-	gen, err := idgen.New(3, idgen.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := pgrpcv5.New(rp, msgkey.FromIDs(gen))
+	keys := testkit.Keys(t, 3)
+	p, err := pgrpcv5.New(rp, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +56,7 @@ func TestRelayThroughTheProxy(t *testing.T) {
 
 	b := testdb.MySQL
 	db := b.Open(t)
-	o, err := outbox.New(db, b.Dialect, msgkey.FromIDs(gen), outbox.Config{MaxBody: 8 << 20})
+	o, err := outbox.New(db, b.Dialect, keys, outbox.Config{MaxBody: 8 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/testdb"
-	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/outbox"
 	"github.com/idemq/idemq/outbox/pgwake"
 )
@@ -26,11 +25,7 @@ func BenchmarkAdd(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			db := testdb.Postgres.Open(b)
-			gen, err := idgen.New(1, idgen.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			o, err := outbox.New(db, outbox.Postgres, msgkey.FromIDs(gen), outbox.Config{})
+			o, err := outbox.New(db, outbox.Postgres, testkit.Keys(b, 1), outbox.Config{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -11,10 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/internal/testkit"
-	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 	"github.com/idemq/idemq/outbox/pgwake"
 )
@@ -64,11 +62,7 @@ func TestWakeAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	gen, err := idgen.New(1, idgen.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := outbox.New(db, outbox.Postgres, msgkey.FromIDs(gen), outbox.Config{})
+	o, err := outbox.New(db, outbox.Postgres, testkit.Keys(t, 1), outbox.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

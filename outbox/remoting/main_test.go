@@ -7,10 +7,9 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
-	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/outbox"
 )
 
@@ -25,11 +24,7 @@ func TestMain(m *testing.M) {
 // a snowflake generator on node.
 func migrated(tb testing.TB, db *sql.DB, d outbox.Dialect, node int64) *outbox.Outbox {
 	tb.Helper()
-	gen, err := idgen.New(node, idgen.Config{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	o, err := outbox.New(db, d, msgkey.FromIDs(gen), outbox.Config{})
+	o, err := outbox.New(db, d, testkit.Keys(tb, node), outbox.Config{})
 	if err != nil {
 		tb.Fatal(err)
 	}

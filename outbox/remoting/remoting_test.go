@@ -10,7 +10,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 
-	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 	orem "github.com/idemq/idemq/outbox/remoting"
@@ -28,11 +28,7 @@ func TestSendBatchRefusedBeforeTheWire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gen, err := idgen.New(1, idgen.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := premoting.New(rp, msgkey.FromIDs(gen))
+	p, err := premoting.New(rp, testkit.Keys(t, 1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,10 +13,10 @@ import (
 	golang "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/internal/testenv/grpcread"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/producer/grpcv5"
 )
@@ -45,11 +45,7 @@ func startProducer(t *testing.T, topic string, checker *golang.TransactionChecke
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rp.GracefulStop() })
-	gen, err := idgen.New(9, idgen.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := grpcv5.New(rp, msgkey.FromIDs(gen))
+	p, err := grpcv5.New(rp, testkit.Keys(t, 9))
 	if err != nil {
 		t.Fatal(err)
 	}

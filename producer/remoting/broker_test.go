@@ -15,10 +15,10 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/internal/testenv/remotingread"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/producer/remoting"
 )
@@ -38,11 +38,7 @@ func startProducer(t *testing.T, ns, name string, opts ...rmqproducer.Option) *r
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rp.Shutdown() })
-	gen, err := idgen.New(5, idgen.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := remoting.New(rp, msgkey.FromIDs(gen))
+	p, err := remoting.New(rp, testkit.Keys(t, 5))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,9 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv/remotingread"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/producer/remoting"
 )
@@ -85,11 +85,7 @@ func startTransactional(t *testing.T, ns, name string, l *localTx) *remoting.Tra
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tp.Shutdown() })
-	gen, err := idgen.New(6, idgen.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := remoting.NewTransactional(tp, msgkey.FromIDs(gen))
+	p, err := remoting.NewTransactional(tp, testkit.Keys(t, 6))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,17 +216,14 @@ func TestTransactionRefusesBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gen, err := idgen.New(6, idgen.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := remoting.NewTransactional(nil, msgkey.FromIDs(gen)); err == nil {
+	keys := testkit.Keys(t, 6)
+	if _, err := remoting.NewTransactional(nil, keys); err == nil {
 		t.Error("NewTransactional accepted a nil producer")
 	}
 	if _, err := remoting.NewTransactional(tp, nil); err == nil {
 		t.Error("NewTransactional accepted a nil key source")
 	}
-	p, err := remoting.NewTransactional(tp, msgkey.FromIDs(gen))
+	p, err := remoting.NewTransactional(tp, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
