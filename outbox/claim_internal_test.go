@@ -84,7 +84,10 @@ func TestRowCommittedInsideASpan(t *testing.T) {
 			if err := late.Commit(); err != nil {
 				t.Fatal(err)
 			}
-			rows, err := q.lease(ctx, db, "first", time.Minute, ids, runs)
+			if err := q.lease(ctx, db, "first", time.Minute, ids, runs); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := q.leased(ctx, db, "first", ids, runs)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -31,7 +31,12 @@
 // serialized (a PostgreSQL advisory lock, a MySQL named lock, SQLite's
 // single writer) and every mark of a row is fenced by the token, so no two
 // live relays ship a row at the same time. A relay that dies leaves its
-// rows leased until the lease ends; another takes them then. A claim or a
+// rows leased until the lease ends; another takes them then. A relay that
+// stops inside a claim (SIGSTOP, a frozen VM) holds the claim lock for a
+// fifth of its lease, at least a second: MySQL and PostgreSQL then end the
+// claim's session, and the stopped relay's claim fails when it wakes. On
+// SQLite a process stopped inside a write holds the database's one write
+// lock, and every writer waits for it. A claim or a
 // mark that the database rolls back to break a deadlock (relays' marks of
 // different rows meet so on MariaDB) runs again.
 //

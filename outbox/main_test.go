@@ -13,12 +13,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/outbox"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
+func TestMain(m *testing.M) {
+	// A child runs its role and exits.
+	racechild.Main(map[string]func() error{roleStalledRelay: runStalledRelay})
+	os.Exit(testenv.Run(m))
+}
 
 // counter is a key source: 1, 2, 3...
 type counter struct{ n atomic.Int64 }

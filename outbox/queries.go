@@ -204,23 +204,19 @@ func (q queries) changeArgs(ss []span, rows int, first ...any) []any {
 	return args
 }
 
-// claimIDs leases the rows of n spans to an owner, if still pending and
-// free: owner, lease in µs, then the spans (changeArgs). On PostgreSQL it
-// returns the rows it leased, as [columns].
+// claimIDs (MySQL and PostgreSQL) leases the rows of n spans to an owner,
+// if still pending and free: owner, lease in µs, then the spans
+// (changeArgs).
 func (q queries) claimIDs(n int) string {
 	now := q.syn.Now()
-	s := q.bounded(`UPDATE ` + q.table + ` SET owner = ?, lease_until = ` + q.syn.After("?") + `
-WHERE ` + spans(n) + ` AND state = 0 AND lease_until <= ` + now)
-	if q.d == sqldialect.Postgres {
-		s += ` RETURNING ` + columns
-	}
-	return q.syn.Rebind(s)
+	return q.syn.Rebind(q.bounded(`UPDATE ` + q.table + ` SET owner = ?, lease_until = ` + q.syn.After("?") + `
+WHERE ` + spans(n) + ` AND state = 0 AND lease_until <= ` + now))
 }
 
-// owned (MySQL) reads the rows of n spans an owner holds, as [columns]:
-// owner, then the spans.
+// owned (MySQL and PostgreSQL) reads the rows of n spans an owner holds,
+// as [columns]: owner, then the spans.
 func (q queries) owned(n int) string {
-	return `SELECT ` + columns + ` FROM ` + q.table + ` WHERE owner = ? AND ` + spans(n)
+	return q.syn.Rebind(`SELECT ` + columns + ` FROM ` + q.table + ` WHERE owner = ? AND ` + spans(n))
 }
 
 // sent marks the rows of n spans an owner holds sent: owner, then the

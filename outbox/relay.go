@@ -71,7 +71,9 @@ type RelayConfig struct {
 	// before it ends. A relay sends nothing of a claim past four fifths of
 	// it (by its own monotonic clock, from before the claim), so a relay
 	// that stalls longer than the lease may ship a row again, with the same
-	// key, but never at the same time as another. Default 30 s.
+	// key, but never at the same time as another. A relay stopped inside
+	// a claim holds up the other relays for a fifth of it, at least 1 s
+	// (MySQL and PostgreSQL). Default 30 s.
 	Lease time.Duration
 	// MinBackoff and MaxBackoff bound the wait before a failed row is sent
 	// again: it doubles from MinBackoff with each failed attempt, up to
