@@ -35,10 +35,6 @@ type settings struct {
 	// Work is how long a worker's handler takes; it applies its effect
 	// after a fifth of it.
 	Work time.Duration
-	// Shutdown has a worker, on SIGTERM, call the push consumer's Shutdown
-	// (a gRPC worker: its SimpleConsumer's GracefulStop) and exit at once,
-	// instead of draining: the control of the rolling restart.
-	Shutdown bool
 }
 
 // Roles of a child.
@@ -52,8 +48,7 @@ const (
 	// roleWorker applies messages (see [settings.Work]), saying "ready"
 	// once it consumes, until SIGTERM; then it says "term running=N
 	// past-effect=M" and drains, saying "stats …" (and "drain-error …"
-	// if the drain ran out of its bound), or with [settings.Shutdown]
-	// shuts the push consumer down and exits at once.
+	// if the drain ran out of its bound).
 	roleWorker = "worker"
 )
 
@@ -200,12 +195,6 @@ func work(s settings, rdb *redis.Client, log *slog.Logger) error {
 		return pc.Shutdown()
 	}
 	load.term()
-	if s.Shutdown {
-		// What a plain client does: Shutdown does not wait for handlers,
-		// and those still running when the process exits are cut off
-		// where they stand.
-		return pc.Shutdown()
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), drainBound)
 	defer cancel()
 	begin := time.Now()

@@ -35,8 +35,7 @@ const (
 	// SIGTERM; then it says "term running=N past-effect=M", closes its
 	// Receiver, which drains, stops its SimpleConsumer and says "stats
 	// drain=… attempts=map[…] …" (and "drain-error …" if the drain ran
-	// out of its bound); or, with [settings.Shutdown], stops its
-	// SimpleConsumer and exits at once.
+	// out of its bound).
 	roleGRPCWorker = "grpc-worker"
 )
 
@@ -165,11 +164,6 @@ func grpcWork(s settings, rdb *redis.Client, log *slog.Logger) error {
 		return sc.GracefulStop()
 	}
 	load.term()
-	if s.Shutdown {
-		// No drain: the handlers under way are cut off where they stand
-		// when the process exits, their messages left in hand.
-		return sc.GracefulStop()
-	}
 	begin := time.Now()
 	err = r.Close()
 	drain := time.Since(begin)
