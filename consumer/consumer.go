@@ -51,6 +51,10 @@ type Consumer struct {
 // process every message once. In broadcasting mode, where every instance
 // must process every message, give each instance its own group name or
 // namespace ([WithNamespace]).
+//
+// New refuses a retention ([dedupe.GuardConfig.Retention]) shorter than
+// the group's redelivery horizon, unless given [AcceptShortRetention]; see
+// the package doc's Retention section.
 func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	if store == nil {
 		return nil, errors.New("consumer: nil store")
@@ -79,6 +83,9 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 		o.storeWait = defaultStoreWait
 	}
 	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if err := o.checkRetention(guard.Config().Retention); err != nil {
 		return nil, err
 	}
 	obs, err := newObserver(o.telemetry, group)

@@ -3,6 +3,8 @@ package consumer_test
 import (
 	"context"
 	"errors"
+	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -292,5 +294,86 @@ func TestNewRejects(t *testing.T) {
 	// Equal delay levels are ascending, as the broker allows them.
 	if _, err := consumer.New(store, testGroup, consumer.WithDelayLevels(time.Second, time.Second, 2*time.Second)); err != nil {
 		t.Errorf("New with equal delay levels: %v", err)
+	}
+}
+
+// TestNewRetentionHorizon checks that New refuses a retention shorter than
+// the group's redelivery horizon, names both and the fixes, and takes it
+// with AcceptShortRetention.
+func TestNewRetentionHorizon(t *testing.T) {
+	retention := func(d time.Duration) consumer.Option {
+		return consumer.WithGuard(dedupe.GuardConfig{Retention: d})
+	}
+	seconds := slices.Repeat([]time.Duration{time.Second}, 18)
+	tests := []struct {
+		name string
+		opts []consumer.Option
+		// horizon is the horizon the error names; "" for no error.
+		horizon string
+		// over says which reconsumes and levels the error counts.
+		over string
+	}{
+		// 10s + 30s + 1m + 2m + … + 10m + 20m + 30m + 1h + 2h.
+		{name: "DefaultShort", opts: []consumer.Option{retention(time.Hour)},
+			horizon: "4h45m40s", over: "16 reconsumes over RocketMQ's delay levels"},
+		{name: "DefaultOneSecondShort", opts: []consumer.Option{retention(4*time.Hour + 45*time.Minute + 39*time.Second)},
+			horizon: "4h45m40s", over: "16 reconsumes over RocketMQ's delay levels"},
+		{name: "DefaultEqual", opts: []consumer.Option{retention(4*time.Hour + 45*time.Minute + 40*time.Second)}},
+		{name: "DefaultRetention"},
+		// 10s + 30s + 1m.
+		{name: "ThreeReconsumesShort", opts: []consumer.Option{consumer.WithMaxReconsumeTimes(3), retention(time.Minute)},
+			horizon: "1m40s", over: "3 reconsumes over RocketMQ's delay levels"},
+		{name: "ThreeReconsumesEqual", opts: []consumer.Option{consumer.WithMaxReconsumeTimes(3), retention(100 * time.Second)}},
+		// Past the table every reconsume waits its last level: 4h45m40s + 4 × 2h.
+		{name: "PastTheLevels", opts: []consumer.Option{consumer.WithMaxReconsumeTimes(20), retention(12 * time.Hour)},
+			horizon: "12h45m40s", over: "20 reconsumes over RocketMQ's delay levels"},
+		{name: "OwnLevelsShort", opts: []consumer.Option{consumer.WithDelayLevels(seconds...), retention(15 * time.Second)},
+			horizon: "16s", over: "16 reconsumes over the delay levels of consumer.WithDelayLevels"},
+		{name: "OwnLevelsEqual", opts: []consumer.Option{consumer.WithDelayLevels(seconds...), retention(16 * time.Second)}},
+		// Level 3 and past it: 4s each.
+		{name: "FewLevels", opts: []consumer.Option{consumer.WithDelayLevels(time.Second, 2*time.Second, 4*time.Second), retention(time.Minute)},
+			horizon: "1m4s", over: "16 reconsumes over the delay levels of consumer.WithDelayLevels"},
+		{name: "OneLevel", opts: []consumer.Option{consumer.WithDelayLevels(time.Minute), consumer.WithMaxReconsumeTimes(3), retention(2 * time.Minute)},
+			horizon: "3m0s", over: "3 reconsumes over the delay levels of consumer.WithDelayLevels"},
+		// An orderly consumer's client may allow math.MaxInt32 reconsumes:
+		// the horizon saturates rather than overflow into a short one.
+		{name: "Saturates", opts: []consumer.Option{consumer.WithMaxReconsumeTimes(math.MaxInt32)},
+			horizon: time.Duration(math.MaxInt64).String(), over: "2147483647 reconsumes over RocketMQ's delay levels"},
+		{name: "Accepted", opts: []consumer.Option{retention(time.Millisecond), consumer.AcceptShortRetention()}},
+		{name: "AcceptedOwnLevels", opts: []consumer.Option{consumer.AcceptShortRetention(), consumer.WithDelayLevels(seconds...), retention(time.Second)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := consumer.New(memdedupe.New(memdedupe.Config{}), testGroup, tt.opts...)
+			if tt.horizon == "" {
+				if err != nil {
+					t.Fatalf("New: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("New = %v, nil; want an error naming the horizon %s", c, tt.horizon)
+			}
+			for _, want := range []string{
+				"consumer: retention ",
+				"shorter than the group's redelivery horizon " + tt.horizon + " (" + tt.over + ")",
+				"at least " + tt.horizon,
+				"consumer.WithMaxReconsumeTimes",
+				"consumer.AcceptShortRetention()",
+			} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+		})
+	}
+	// The message names the retention as given, in full.
+	_, err := consumer.New(memdedupe.New(memdedupe.Config{}), testGroup, retention(time.Hour))
+	const want = "consumer: retention 1h0m0s is shorter than the group's redelivery horizon 4h45m40s (16 reconsumes over RocketMQ's delay levels): " +
+		"a retry after the record expired would run the handler again; " +
+		"set a retention (dedupe.GuardConfig.Retention) of at least 4h45m40s, or lower the max reconsumes (the client's, and consumer.WithMaxReconsumeTimes), " +
+		"or pass consumer.AcceptShortRetention()"
+	if err == nil || err.Error() != want {
+		t.Errorf("New with a retention of 1h: %v; want %q", err, want)
 	}
 }

@@ -43,6 +43,25 @@
 // store round trips. [Consumer.Drain] stops a client without cutting off a
 // running handler.
 //
+// # Retention
+//
+// A done key is remembered for the retention ([dedupe.GuardConfig.Retention],
+// 72 hours by default), and a delivery after that runs the handler again.
+// The broker redelivers a message until its last reconsume: a completed
+// message comes back while the batch it was delivered in is retried, or
+// when the client sent it back past its consume timeout. So [New] refuses
+// a retention shorter than the group's redelivery horizon: the delays of
+// its reconsumes, the k-th at delay level k+2 (the broker's rule, and a
+// 5.x group's default retry policy), over the levels and the number of
+// reconsumes it is told ([WithDelayLevels], [WithMaxReconsumeTimes]). With
+// RocketMQ's defaults, 16 reconsumes from 10s to 2h, that is 4h45m40s
+// (RocketMQ's docs round it to 4 h 46 min). The horizon counts delays
+// alone, not the time handlers and waits take, so leave a margin above it.
+// gRPC simple consumers redeliver sooner (see [Verdict.Delay]), so it is an
+// upper bound for them; for a 5.x group with an exponential retry policy,
+// size the retention from that policy. Tests and benchmarks that expire
+// records on purpose pass [AcceptShortRetention].
+//
 // # Transactions
 //
 // A Consumer made [WithTx] claims each message's key as the first statement

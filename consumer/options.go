@@ -28,6 +28,9 @@ type options struct {
 	delayLevels   []time.Duration
 	telemetry     telemetryOptions
 	tx            bool
+	// shortRetention lets the retention be shorter than the redelivery
+	// horizon (see AcceptShortRetention).
+	shortRetention bool
 }
 
 // defaultMaxReconsume is the clients' default: rocketmq-client-go's
@@ -173,7 +176,9 @@ func WithStoreDownWait(d time.Duration) Option {
 // remoting push consumer's MaxReconsumeTimes, a 5.x group's retryMaxTimes;
 // default 16, the clients' default): a message redelivered that many times
 // goes to the dead-letter queue on its next failure, so a busy key, or a
-// store that is down, on its last reconsume is waited for in process.
+// store that is down, on its last reconsume is waited for in process. With
+// [WithDelayLevels] it sets the redelivery horizon that [New] holds the
+// retention to (see the package doc's Retention section).
 func WithMaxReconsumeTimes(n int32) Option {
 	return optionFunc(func(o *options) { o.maxReconsume = n })
 }
@@ -181,7 +186,9 @@ func WithMaxReconsumeTimes(n int32) Option {
 // WithDelayLevels tells the Consumer the broker's messageDelayLevel, level 1
 // first (default: the broker's default, 1s 5s 10s 30s 1m … 2h). A busy key
 // is redelivered at the first level no shorter than the holder's remaining
-// lease; when none is, it is waited for in process.
+// lease; when none is, it is waited for in process. With
+// [WithMaxReconsumeTimes] they set the redelivery horizon that [New] holds
+// the retention to.
 func WithDelayLevels(levels ...time.Duration) Option {
 	return optionFunc(func(o *options) { o.delayLevels = append([]time.Duration(nil), levels...) })
 }

@@ -63,7 +63,8 @@ var benchKeys = sync.OnceValue(func() []string {
 })
 
 // benchRetention is short, so that the store's records expire before
-// their keys come round again and memory stays flat.
+// their keys come round again and memory stays flat (hence
+// consumer.AcceptShortRetention).
 const benchRetention = time.Millisecond
 
 var benchBody = bytes.Repeat([]byte("0123456789"), 20)
@@ -76,7 +77,7 @@ func benchProcess(b *testing.B, batch, g int) {
 	c, err := consumer.New(memdedupe.New(memdedupe.Config{}), "bench",
 		// The key is the message id: no properties to build per message.
 		consumer.WithKeyFallback(consumer.MsgID),
-		consumer.WithGuard(dedupe.GuardConfig{Retention: benchRetention}),
+		consumer.WithGuard(dedupe.GuardConfig{Retention: benchRetention}), consumer.AcceptShortRetention(),
 		consumer.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		b.Fatal(err)

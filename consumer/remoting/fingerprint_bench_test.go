@@ -44,7 +44,7 @@ func BenchmarkFingerprint(b *testing.B) {
 			b.Run(fmt.Sprintf("%s-%dB/idemq", st.name, size), func(b *testing.B) {
 				var cbs [2]remoting.Callback // with and without the check
 				for i, opts := range [][]consumer.Option{nil, {consumer.WithoutFingerprint()}} {
-					opts = append(opts, consumer.WithGuard(benchGuard), consumer.WithLogger(slog.New(slog.DiscardHandler)))
+					opts = append(opts, consumer.WithGuard(benchGuard), consumer.AcceptShortRetention(), consumer.WithLogger(slog.New(slog.DiscardHandler)))
 					// A group of their own makes every key fresh for both.
 					c, err := consumer.New(st.new(), "bench-"+rand.Text(), opts...)
 					if err != nil {

@@ -62,7 +62,8 @@ func noopRaw(context.Context, *primitive.MessageExt) error { return nil }
 func pathOptions(retention time.Duration) []consumer.Option {
 	opts := []consumer.Option{consumer.WithLogger(slog.New(slog.DiscardHandler))}
 	if retention > 0 {
-		opts = append(opts, consumer.WithGuard(dedupe.GuardConfig{Retention: retention}))
+		// Short on purpose, so that a long run's records expire.
+		opts = append(opts, consumer.WithGuard(dedupe.GuardConfig{Retention: retention}), consumer.AcceptShortRetention())
 	}
 	return opts
 }

@@ -245,7 +245,8 @@ func applyOnce(t *testing.T, ns, topic, run string) *effects {
 		t.Fatal(err)
 	}
 	// The records need to outlive the test only: the Redis is shared.
-	c, err := consumer.New(store, group, consumer.WithGuard(dedupe.GuardConfig{Lease: 10 * time.Second, Retention: 10 * time.Minute}))
+	c, err := consumer.New(store, group, consumer.WithGuard(dedupe.GuardConfig{Lease: 10 * time.Second, Retention: 10 * time.Minute}),
+		consumer.AcceptShortRetention())
 	if err != nil {
 		t.Fatal(err)
 	}
