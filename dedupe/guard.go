@@ -14,8 +14,9 @@ type GuardConfig struct {
 	// key, not how long a handler may run. Default 30s.
 	Lease time.Duration
 	// Retention is how long a done key is remembered. It must exceed the
-	// broker's redelivery horizon (RocketMQ retries for about 4h46m by
-	// default and keeps messages for 72h). Default 72h.
+	// broker's redelivery horizon (RocketMQ's 16 retries take 4h45m40s by
+	// default, and it keeps messages for 72h), which consumer.New checks.
+	// Default 72h.
 	Retention time.Duration
 	// ExtendEvery is how often the lease is renewed while the handler runs.
 	// Default Lease/3.

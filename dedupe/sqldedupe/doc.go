@@ -50,5 +50,6 @@
 // Records stay in the table after their lease or retention ends, until a
 // claim takes one over or the background cleanup deletes it
 // ([Config.CleanupInterval]). Retention must exceed the broker's
-// redelivery horizon, or a late redelivery runs again.
+// redelivery horizon, or a late redelivery runs again; consumer.New
+// refuses a shorter one.
 package sqldedupe
