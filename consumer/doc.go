@@ -58,9 +58,10 @@
 // (RocketMQ's docs round it to 4 h 46 min). The horizon counts delays
 // alone, not the time handlers and waits take, so leave a margin above it.
 // gRPC simple consumers redeliver sooner (see [Verdict.Delay]), so it is an
-// upper bound for them; for a 5.x group with an exponential retry policy,
-// size the retention from that policy. Tests and benchmarks that expire
-// records on purpose pass [AcceptShortRetention].
+// upper bound for them. A 5.x group with an exponential retry policy is
+// beyond what New is told: size the retention from that policy's delays,
+// and pass [AcceptShortRetention] if New refuses it. So do tests and
+// benchmarks that expire records on purpose.
 //
 // # Transactions
 //

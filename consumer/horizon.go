@@ -12,7 +12,8 @@ import (
 // horizon, which it refuses otherwise (see the package doc's Retention
 // section): a redelivery that comes after its key's record expired runs
 // the handler again. For tests and benchmarks that expire records on
-// purpose. Default off.
+// purpose, and for a retention sized from a retry policy New is not told
+// (a 5.x group's exponential one). Default off.
 func AcceptShortRetention() Option {
 	return optionFunc(func(o *options) { o.shortRetention = true })
 }
