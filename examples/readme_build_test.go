@@ -22,18 +22,21 @@ import (
 	"github.com/idemq/idemq/internal/testkit"
 )
 
-// TestREADMEProgramsBuild copies every whole program of the README, as it
-// stands, into a fresh module (see readmeModule) and builds them: a program
-// that stops compiling (a renamed API, a missing import) fails here.
+// TestREADMEProgramsBuild copies every whole program of the README and of
+// the guides under docs/, as it stands, into a fresh module (see
+// readmeModule) and builds them: a program that stops compiling (a renamed
+// API, a missing import) fails here. The README must hold a whole sender
+// and a whole receiver.
 func TestREADMEProgramsBuild(t *testing.T) {
 	var progs []snippet
 	var sender, receiver bool
-	for _, s := range readmeSnippets(t) {
+	for _, s := range pageSnippets(t) {
 		if !s.program() {
 			continue
 		}
-		sender = sender || strings.Contains(s.code, `"github.com/idemq/idemq/producer/`)
-		receiver = receiver || strings.Contains(s.code, `"github.com/idemq/idemq/consumer/`)
+		front := s.file == frontPage
+		sender = sender || front && strings.Contains(s.code, `"github.com/idemq/idemq/producer/`)
+		receiver = receiver || front && strings.Contains(s.code, `"github.com/idemq/idemq/consumer/`)
 		progs = append(progs, s)
 	}
 	if !sender || !receiver {
@@ -90,8 +93,8 @@ func TestREADMEProgramsRun(t *testing.T) {
 	// want: a README whose literals change must change them here too.
 	program := func(dir, name string, want ...string) snippet {
 		t.Helper()
-		for _, s := range readmeSnippets(t) {
-			if s.dir != dir || s.name != name || !s.program() {
+		for _, s := range pageSnippets(t) {
+			if s.file != frontPage || s.dir != dir || s.name != name || !s.program() {
 				continue
 			}
 			s.code = literals.Replace(s.code)

@@ -1,6 +1,7 @@
 package examples_test
 
 import (
+	"fmt"
 	"go/format"
 	"os"
 	"path/filepath"
@@ -11,7 +12,7 @@ import (
 )
 
 var (
-	// goBlockRE finds the README's Go blocks.
+	// goBlockRE finds a page's Go blocks.
 	goBlockRE = regexp.MustCompile("(?s)```go\n(.*?)```")
 	// sourceRE finds where a block says it comes from, in the text before
 	// it: "from `<package dir>`'s `<Example>`".
@@ -22,70 +23,96 @@ var (
 // program; the comment says what the program defines before it.
 const partMarker = "// Part of a program"
 
-// A snippet is one Go block of the README and the Example it is cut from.
+// frontPage is the README, relative to this directory; the guides are
+// docs/*.md beside it.
+const frontPage = "../README.md"
+
+// pages returns the README and every guide under docs/, the pages whose
+// Go blocks must be cut from compiled Examples.
+func pages(t *testing.T) []string {
+	t.Helper()
+	guides, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{frontPage}, guides...)
+}
+
+// A snippet is one Go block of a page and the Example it is cut from.
 type snippet struct {
+	// file is the page that shows the block, as pages names it.
+	file string
 	// dir and name are the Example's package directory and function.
 	dir, name string
-	// code is the block as the README shows it.
+	// code is the block as the page shows it.
 	code string
 }
 
 // program reports whether the snippet is a whole program.
 func (s snippet) program() bool { return strings.HasPrefix(s.code, "package main\n") }
 
-// readmeSnippets returns the README's Go blocks, failing t for one that
-// does not say which Example it comes from.
-func readmeSnippets(t *testing.T) []snippet {
+// String names the snippet in failures: the page, then the Example.
+func (s snippet) String() string {
+	return fmt.Sprintf("%s: snippet from %s's %s", strings.TrimPrefix(s.file, "../"), s.dir, s.name)
+}
+
+// pageSnippets returns the Go blocks of the README and of every guide
+// under docs/, failing t for one that does not say which Example it comes
+// from.
+func pageSnippets(t *testing.T) []snippet {
 	t.Helper()
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(readme)
 	var out []snippet
-	prev := 0
-	for _, m := range goBlockRE.FindAllStringSubmatchIndex(text, -1) {
-		code := text[m[2]:m[3]]
-		src := sourceRE.FindAllStringSubmatch(text[prev:m[0]], -1)
-		prev = m[1]
-		if src == nil {
-			t.Errorf("README Go block names no Example it comes from (\"from `dir`'s `ExampleX`\" before it):\n%s", code)
-			continue
+	for _, file := range pages(t) {
+		page, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
 		}
-		last := src[len(src)-1]
-		out = append(out, snippet{dir: last[1], name: last[2], code: code})
+		text := string(page)
+		prev := 0
+		for _, m := range goBlockRE.FindAllStringSubmatchIndex(text, -1) {
+			code := text[m[2]:m[3]]
+			src := sourceRE.FindAllStringSubmatch(text[prev:m[0]], -1)
+			prev = m[1]
+			if src == nil {
+				t.Errorf("%s: Go block names no Example it comes from (\"from `dir`'s `ExampleX`\" before it):\n%s", strings.TrimPrefix(file, "../"), code)
+				continue
+			}
+			last := src[len(src)-1]
+			out = append(out, snippet{file: file, dir: last[1], name: last[2], code: code})
+		}
 	}
-	if len(out) == 0 {
+	if !slices.ContainsFunc(out, func(s snippet) bool { return s.file == frontPage }) {
 		t.Fatal("README has no Go block")
 	}
 	return out
 }
 
-// TestREADMESnippetsAreExamples keeps the README's Go blocks in step with
-// the compiled, tested Example functions they are cut from. A block is
+// TestREADMESnippetsAreExamples keeps the Go blocks of the README and of
+// every guide under docs/ in step with the compiled, tested Example
+// functions they are cut from. A block is
 // either a whole program, package main whose main is its Example's whole
 // body, or a part of one: a comment that begins with partMarker, then an
 // optional import block, then a run of whole lines of the Example's body.
 // Every import a block shows is one of its Example's file.
 func TestREADMESnippetsAreExamples(t *testing.T) {
-	for _, s := range readmeSnippets(t) {
+	for _, s := range pageSnippets(t) {
 		imports, body := example(t, filepath.Join("..", s.dir), s.name)
 		checkImports := func(block string) {
 			for _, l := range strings.Split(block, "\n") {
 				if l = strings.TrimSpace(l); l != "" && !slices.Contains(imports, l) {
-					t.Errorf("README snippet from %s's %s imports %s, which its file does not", s.dir, s.name, l)
+					t.Errorf("%s imports %s, which its file does not", s, l)
 				}
 			}
 		}
 		if s.program() {
 			if formatted, err := format.Source([]byte(s.code)); err != nil || string(formatted) != s.code {
-				t.Errorf("README program from %s's %s is not gofmt-formatted (%v)", s.dir, s.name, err)
+				t.Errorf("%s is a program not gofmt-formatted (%v)", s, err)
 			}
 			rest, ok := strings.CutPrefix(s.code, "package main\n\nimport (\n")
 			block, rest, ok2 := strings.Cut(rest, "\n)\n\nfunc main() {\n")
 			main, ok3 := strings.CutSuffix(rest, "}\n")
 			if !ok || !ok2 || !ok3 {
-				t.Errorf("README program from %s's %s is not package main, one import block and func main", s.dir, s.name)
+				t.Errorf("%s is a program but not package main, one import block and func main", s)
 				continue
 			}
 			checkImports(block)
@@ -94,13 +121,13 @@ func TestREADMESnippetsAreExamples(t *testing.T) {
 				lines[i] = strings.TrimPrefix(l, "\t")
 			}
 			if strings.Join(lines, "\n") != body {
-				t.Errorf("README program from %s's %s is not its whole body; copy it again:\n%s", s.dir, s.name, main)
+				t.Errorf("%s is a program but not its whole body; copy it again:\n%s", s, main)
 			}
 			continue
 		}
 		code, ok := strings.CutPrefix(s.code, partMarker)
 		if !ok {
-			t.Errorf("README snippet from %s's %s is neither a program (package main) nor marked %q:\n%s", s.dir, s.name, partMarker, s.code)
+			t.Errorf("%s is neither a program (package main) nor marked %q:\n%s", s, partMarker, s.code)
 			continue
 		}
 		// The marker's comment ends at its first blank line.
@@ -110,7 +137,7 @@ func TestREADMESnippetsAreExamples(t *testing.T) {
 			code = rest
 		}
 		if !strings.Contains("\n"+body, "\n"+code) {
-			t.Errorf("README snippet from %s's %s is not a part of it; copy it again:\n%s", s.dir, s.name, code)
+			t.Errorf("%s is not a part of it; copy it again:\n%s", s, code)
 		}
 	}
 }
