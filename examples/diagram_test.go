@@ -28,19 +28,19 @@ var (
 	nodeRE    = regexp.MustCompile(`^\s*(\w+)\(?\["([^"]+)"\]\)?\s*$`)
 )
 
-// TestREADMEDiagramMatchesImports keeps the README's architecture diagram
-// true: every arrow is an import, every import between packages it draws
+// TestArchitectureDiagramMatchesImports keeps the diagram of
+// docs/architecture.md true: every arrow is an import, every import between packages it draws
 // is an arrow or a path of arrows, and it draws every library package
 // (commands, examples, test suites and internal packages no library
 // package imports are left out).
-func TestREADMEDiagramMatchesImports(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+func TestArchitectureDiagramMatchesImports(t *testing.T) {
+	page, err := os.ReadFile("../docs/architecture.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := mermaidRE.FindStringSubmatch(string(readme))
+	m := mermaidRE.FindStringSubmatch(string(page))
 	if m == nil {
-		t.Fatal("README has no mermaid diagram")
+		t.Fatal("docs/architecture.md has no mermaid diagram")
 	}
 	label := map[string]string{} // node id → label
 	edges := map[string][]string{}

@@ -125,7 +125,7 @@ func (f *flags) usage(w io.Writer) {
 }
 
 // printDefaults prints the flags as PrintDefaults does, but with the double
-// dash the command's synopses, documentation and README use: the flag
+// dash the command's synopses, documentation and docs/cli.md use: the flag
 // package takes either and prints one dash.
 func (f *flags) printDefaults(w io.Writer) {
 	f.VisitAll(func(fl *flag.Flag) {

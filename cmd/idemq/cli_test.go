@@ -65,7 +65,7 @@ func TestUsage(t *testing.T) {
 }
 
 // TestHelp checks that --help at every level prints the usage on stdout and
-// exits 0, naming every flag with the double dash the README uses.
+// exits 0, naming every flag with the double dash docs/cli.md uses.
 func TestHelp(t *testing.T) {
 	tests := []struct {
 		args []string

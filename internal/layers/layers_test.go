@@ -46,7 +46,7 @@ const (
 	grpcClient = "github.com/apache/rocketmq-clients"
 )
 
-// TestImportRules holds every layer of the README's architecture picture
+// TestImportRules holds every layer of docs/architecture.md's picture
 // to its rule, so that a core never starts linking a client library and one
 // client family never drags in the other.
 func TestImportRules(t *testing.T) {

@@ -106,7 +106,7 @@ func TestCompose(t *testing.T) {
 		})
 	}
 
-	// The services answer as the README's IDEMQ_* values say.
+	// The services answer as docs/docker.md's IDEMQ_* values say.
 	for _, c := range []struct{ driver, dsn string }{
 		{"mysql", "root@tcp(127.0.0.1:3306)/idemq?parseTime=true"},
 		{"pgx", "postgres://postgres@127.0.0.1:5432/idemq?sslmode=disable"},

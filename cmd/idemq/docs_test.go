@@ -7,19 +7,22 @@ import (
 	"testing"
 )
 
-// TestREADME checks the README's section on the command against it: the
-// help shown is the command's, a decoded ID shows what decode prints, and
-// every command line shown takes the flags it names.
-func TestREADME(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// guide is the page whose section on the command TestCLIGuide checks.
+const guide = "../../docs/cli.md"
+
+// TestCLIGuide checks the CLI guide's section on the command against it:
+// the help shown is the command's, a decoded ID shows what decode prints,
+// and every command line shown takes the flags it names.
+func TestCLIGuide(t *testing.T) {
+	page, err := os.ReadFile(guide)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n### The `idemq` command\n")
-	section, _, _ = strings.Cut(section, "\n### ")
+	_, section, ok := strings.Cut(string(page), "\n## The `idemq` command\n")
+	section, _, _ = strings.Cut(section, "\n## ")
 	blocks := regexp.MustCompile("(?s)\n```\n(.*?)```").FindAllStringSubmatch(section, -1)
 	if !ok || len(blocks) == 0 {
-		t.Fatal("README has no section on the idemq command with a transcript")
+		t.Fatal("docs/cli.md has no section on the idemq command with a transcript")
 	}
 	commands := 0
 	for _, b := range blocks {
@@ -27,7 +30,7 @@ func TestREADME(t *testing.T) {
 		for i := 0; i < len(lines); i++ {
 			line, ok := strings.CutPrefix(lines[i], "$ ")
 			if !ok {
-				t.Fatalf("README transcript line outside a command's output: %q", lines[i])
+				t.Fatalf("docs/cli.md transcript line outside a command's output: %q", lines[i])
 			}
 			var shown []string
 			for i+1 < len(lines) && !strings.HasPrefix(lines[i+1], "$ ") {
@@ -39,7 +42,7 @@ func TestREADME(t *testing.T) {
 			}
 			args := shellWords(t, line)
 			if len(args) == 0 || args[0] != "idemq" {
-				t.Errorf("README transcript runs %q, not idemq", line)
+				t.Errorf("docs/cli.md transcript runs %q, not idemq", line)
 				continue
 			}
 			args = args[1:]
@@ -47,7 +50,7 @@ func TestREADME(t *testing.T) {
 			t.Run(strings.Join(args, " "), func(t *testing.T) {
 				// --help after the rest: every flag before it must parse.
 				if r := inProcess(t, "", append(args, "--help")...); r.code != 0 {
-					t.Errorf("README's '%s' does not parse: %v", line, r)
+					t.Errorf("docs/cli.md's '%s' does not parse: %v", line, r)
 				}
 				deterministic := args[0] == "--help" || len(args) > 1 && args[0] == "id" && args[1] == "decode"
 				if len(shown) == 0 || !deterministic {
@@ -55,13 +58,13 @@ func TestREADME(t *testing.T) {
 				}
 				want := strings.Join(shown, "\n") + "\n"
 				if r := inProcess(t, "", args...); r.code != 0 || r.stdout != want {
-					t.Errorf("README shows for '%s':\n%s\nthe command prints: %v", line, want, r)
+					t.Errorf("docs/cli.md shows for '%s':\n%s\nthe command prints: %v", line, want, r)
 				}
 			})
 		}
 	}
 	if commands < 10 {
-		t.Errorf("README's transcript shows %d idemq commands; the test found too few to trust its parsing", commands)
+		t.Errorf("docs/cli.md's transcript shows %d idemq commands; the test found too few to trust its parsing", commands)
 	}
 }
 
