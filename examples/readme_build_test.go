@@ -276,9 +276,10 @@ func (p *program) stop(t *testing.T) []string {
 
 // readmeModule writes progs, each in the directory programDir names, into
 // a fresh module that requires this one, as a user who starts from the
-// README would, and returns the module's directory. The module is resolved
-// from this machine's module cache with the proxy off, and its checksums
-// are this module's go.sum, so no network is needed.
+// README would: its go.mod holds the README's go.mod lines. It returns the
+// module's directory. The module is resolved from this machine's module
+// cache with the proxy off, and its checksums are this module's go.sum, so
+// no network is needed.
 func readmeModule(t *testing.T, progs []snippet) string {
 	t.Helper()
 	root, err := filepath.Abs("..")
@@ -286,7 +287,7 @@ func readmeModule(t *testing.T, progs []snippet) string {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	gomod := "module example.com/readme\n\ngo 1.25.0\n\nrequire github.com/idemq/idemq v0.0.0\n\nreplace github.com/idemq/idemq => " + root + "\n"
+	gomod := "module example.com/readme\n\n" + frontPageGoMod(t) + "\nrequire github.com/idemq/idemq v0.0.0\n\nreplace github.com/idemq/idemq => " + root + "\n"
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
 		t.Fatal(err)
 	}
