@@ -2,14 +2,13 @@ package testenv
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"regexp"
 	"strconv"
 	"time"
+
+	"github.com/idemq/idemq/internal/rmqcall"
 )
 
 // CreateRocketMQTopic creates topic, or updates its queue counts, on every
@@ -30,7 +29,7 @@ func CreateRocketMQTopic(ctx context.Context, nameServer, topic string, queues i
 		return fmt.Errorf("testenv: rocketmq: create topic %q: no master broker registered with %s", topic, nameServer)
 	}
 	for _, addr := range masters {
-		_, err := rocketmqCall(ctx, addr, rocketmqReqUpdateAndCreateTopic, map[string]string{
+		_, err := rocketmqCall(ctx, addr, rmqcall.ReqUpdateAndCreateTopic, map[string]string{
 			"topic":           topic,
 			"defaultTopic":    "TBW102", // required by the request, unused by creation
 			"readQueueNums":   strconv.Itoa(queues),
@@ -49,7 +48,7 @@ func CreateRocketMQTopic(ctx context.Context, nameServer, topic string, queues i
 	t := time.NewTicker(rocketmqPollInterval)
 	defer t.Stop()
 	for {
-		_, err := rocketmqCall(ctx, nameServer, rocketmqReqGetRouteInfoByTopic, map[string]string{"topic": topic}, nil)
+		_, err := rocketmqCall(ctx, nameServer, rmqcall.ReqGetRouteInfoByTopic, map[string]string{"topic": topic}, nil)
 		if err == nil {
 			return nil
 		}
@@ -112,21 +111,12 @@ func CreateRocketMQGroup(ctx context.Context, nameServer, group string, retryMax
 		return fmt.Errorf("testenv: rocketmq: create group %q: %w", group, err)
 	}
 	for _, addr := range masters {
-		if _, err := rocketmqCall(ctx, addr, rocketmqReqUpdateAndCreateSubscriptionGroup, nil, body); err != nil {
+		if _, err := rocketmqCall(ctx, addr, rmqcall.ReqUpdateAndCreateSubscriptionGroup, nil, body); err != nil {
 			return fmt.Errorf("testenv: rocketmq: create group %q on %s: %w", group, addr, err)
 		}
 	}
 	return nil
 }
-
-// Request codes of RocketMQ's remoting protocol (RequestCode.java).
-const (
-	rocketmqReqUpdateAndCreateTopic             = 17
-	rocketmqReqUpdateAndCreateSubscriptionGroup = 200
-	rocketmqReqGetRouteInfoByTopic              = 105
-	rocketmqReqGetBrokerClusterInfo             = 106
-	rocketmqReqGetBrokerRuntimeInfo             = 28
-)
 
 // RocketMQBrokerVersion asks the first master broker registered with the
 // name server at nameServer for its version, such as "V4_9_7": tests log it
@@ -145,7 +135,7 @@ func RocketMQBrokerVersion(ctx context.Context, nameServer string) (string, erro
 	defer cancel()
 	var body []byte
 	for {
-		if body, err = rocketmqCall(ctx, masters[0], rocketmqReqGetBrokerRuntimeInfo, nil, nil); err == nil {
+		if body, err = rocketmqCall(ctx, masters[0], rmqcall.ReqGetBrokerRuntimeInfo, nil, nil); err == nil {
 			break
 		}
 		select {
@@ -185,7 +175,7 @@ var rocketmqMasterAddrsRE = regexp.MustCompile(`"brokerAddrs":\{(?:[^}]*,)?0:"([
 // rocketmqMasters returns the addresses of the master brokers registered
 // with the name server.
 func rocketmqMasters(ctx context.Context, nameServer string) ([]string, error) {
-	body, err := rocketmqCall(ctx, nameServer, rocketmqReqGetBrokerClusterInfo, nil, nil)
+	body, err := rocketmqCall(ctx, nameServer, rmqcall.ReqGetBrokerClusterInfo, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("cluster info: %w", err)
 	}
@@ -196,66 +186,11 @@ func rocketmqMasters(ctx context.Context, nameServer string) ([]string, error) {
 	return masters, nil
 }
 
-// rocketmqCall sends one request over RocketMQ's remoting protocol (JSON
-// headers, one request per connection) and returns the body of a successful
-// response. rocketmq-client-go's admin client cannot list brokers, drops the
-// broker's answer to a topic creation and logs every call to standard output.
+// rocketmqCall is rmqcall.Call within rocketmqCallTimeout.
+// rocketmq-client-go's admin client cannot list brokers, drops the broker's
+// answer to a topic creation and logs every call to standard output.
 func rocketmqCall(ctx context.Context, addr string, code int, fields map[string]string, body []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, rocketmqCallTimeout)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	// Unblocks the reads and writes below when ctx ends.
-	defer context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })()
-
-	header, err := json.Marshal(struct {
-		Code      int               `json:"code"`
-		Language  string            `json:"language"`
-		Version   int               `json:"version"`
-		Opaque    int               `json:"opaque"`
-		Flag      int               `json:"flag"`
-		ExtFields map[string]string `json:"extFields,omitempty"`
-	}{Code: code, Language: "GO", Version: 317, Opaque: 1, ExtFields: fields})
-	if err != nil {
-		return nil, err
-	}
-	// Frame: total length, then header length whose high byte 0 says JSON.
-	frame := binary.BigEndian.AppendUint32(nil, uint32(4+len(header)+len(body)))
-	frame = binary.BigEndian.AppendUint32(frame, uint32(len(header)))
-	frame = append(append(frame, header...), body...)
-	if _, err := conn.Write(frame); err != nil {
-		return nil, err
-	}
-
-	var size uint32
-	if err := binary.Read(conn, binary.BigEndian, &size); err != nil {
-		return nil, err
-	}
-	if size < 4 || size > 16<<20 {
-		return nil, fmt.Errorf("response frame of %d bytes", size)
-	}
-	resp := make([]byte, size)
-	if _, err := io.ReadFull(conn, resp); err != nil {
-		return nil, err
-	}
-	mark := binary.BigEndian.Uint32(resp)
-	headerLen := mark & 0xFFFFFF
-	if mark>>24 != 0 || 4+headerLen > size {
-		return nil, fmt.Errorf("response header mark %#x: not a JSON header", mark)
-	}
-	var h struct {
-		Code   int    `json:"code"`
-		Remark string `json:"remark"`
-	}
-	if err := json.Unmarshal(resp[4:4+headerLen], &h); err != nil {
-		return nil, fmt.Errorf("response header: %w", err)
-	}
-	if h.Code != 0 {
-		return nil, fmt.Errorf("response code %d: %s", h.Code, h.Remark)
-	}
-	return resp[4+headerLen:], nil
+	return rmqcall.Call(ctx, addr, code, fields, body)
 }
