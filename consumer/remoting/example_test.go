@@ -61,3 +61,39 @@ func Example() {
 		log.Print(err)
 	}
 }
+
+// An orderly push consumer whose queues change hands at once when the
+// group changes. (Compiled, not run: it needs a name server and Redis.)
+func ExampleHandBack() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer client.Close()
+	store, err := redisdedupe.New(client, redisdedupe.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := consumer.New(store, "order-service")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ns := primitive.NewPassthroughResolver([]string{"127.0.0.1:9876"})
+	pc, err := rocketmq.NewPushConsumer(
+		rmq.WithNsResolver(ns),
+		rmq.WithGroupName("order-service"),
+		rmq.WithConsumerOrder(true),
+		rmq.WithStrategy(remoting.HandBack(ns, rmq.AllocateByAveragely)),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	handle := func(ctx context.Context, msg *consumer.Message) error {
+		log.Printf("applied order with key %s, in its queue's order", msgkey.Of(msg))
+		return nil
+	}
+	if err := pc.Subscribe("orders", rmq.MessageSelector{}, remoting.Orderly(c, handle)); err != nil {
+		log.Fatal(err)
+	}
+	if err := pc.Start(); err != nil {
+		log.Fatal(err)
+	}
+	// ... and remoting.Drain(ctx, c, pc) on SIGTERM, as in Example.
+}

@@ -13,6 +13,6 @@ import (
 func TestMain(m *testing.M) {
 	rlog.SetLogLevel("error")
 	// A child runs its role and exits.
-	racechild.Main(map[string]func() error{roleTxHolder: txHolder})
+	racechild.Main(map[string]func() error{roleTxHolder: txHolder, roleOrderly: orderlyMember})
 	os.Exit(testenv.Run(m))
 }

@@ -57,6 +57,9 @@ func Concurrently(c *consumer.Consumer, h consumer.Handler) Callback {
 // with another payload — holds its queue until the client's reconsume limit,
 // which for orderly consumers defaults to unlimited: set
 // rmq.WithMaxReconsumeTimes so that it reaches the dead-letter queue.
+//
+// Allocate with [HandBack], or the queues that a group change moves wait
+// some 60 s for the broker's lock to expire.
 func Orderly(c *consumer.Consumer, h consumer.Handler, opts ...Option) Callback {
 	o := options{suspend: time.Second}
 	for _, opt := range opts {
