@@ -31,6 +31,19 @@
 // invisible duration ends (Hold). A message without a key can fall back to
 // its id with consumer.WithKeyFallback([UniqKey]).
 //
+// # FIFO groups
+//
+// In a FIFO group (the group's consumeMessageOrderly) the proxy delivers
+// each message group in order and assigns every queue to every consumer,
+// serialising each queue itself: a group change moves no queue, and there
+// is no lock for a consumer to wait for, as remoting orderly consumers do
+// (see package consumer/remoting). Measured with PushConsumers, 8 queues
+// and 8 message groups: as consumers joined and drained, no message group
+// went unconsumed for longer than 0.8 s, and a joining consumer ran its
+// first message after 2.5 s. A message received and never acknowledged
+// (a consumer that dies) holds its queue until its invisible duration
+// ends (the broker's design; not measured here).
+//
 // Linking the package routes the gRPC client's logs to slog at warn (see
 // package rmqlog/grpcrmqlog).
 package grpcv5

@@ -77,6 +77,17 @@ func CreateRocketMQTopic(ctx context.Context, nameServer, topic string, queues i
 // Brokers create a group on a consumer's first heartbeat (with 16 retries)
 // when it does not exist, so create it before the first consumer starts.
 func CreateRocketMQGroup(ctx context.Context, nameServer, group string, retryMaxTimes int) error {
+	return createRocketMQGroup(ctx, nameServer, group, retryMaxTimes, false)
+}
+
+// CreateRocketMQOrderlyGroup is [CreateRocketMQGroup] for an orderly group
+// (consumeMessageOrderly): a 5.x proxy delivers its messages to gRPC
+// consumers in order per message group (FIFO).
+func CreateRocketMQOrderlyGroup(ctx context.Context, nameServer, group string, retryMaxTimes int) error {
+	return createRocketMQGroup(ctx, nameServer, group, retryMaxTimes, true)
+}
+
+func createRocketMQGroup(ctx context.Context, nameServer, group string, retryMaxTimes int, orderly bool) error {
 	if retryMaxTimes < 0 {
 		return fmt.Errorf("testenv: rocketmq: create group %q: retryMaxTimes %d, want at least 0", group, retryMaxTimes)
 	}
@@ -102,6 +113,7 @@ func CreateRocketMQGroup(ctx context.Context, nameServer, group string, retryMax
 		"retryMaxTimes":                retryMaxTimes,
 		"brokerId":                     0,
 		"whichBrokerWhenConsumeSlowly": 1,
+		"consumeMessageOrderly":        orderly,
 		"groupRetryPolicy": map[string]any{
 			"type":                  "CUSTOMIZED",
 			"customizedRetryPolicy": map[string]any{"next": next},
