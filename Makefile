@@ -27,6 +27,11 @@ deps:
 ## test: every test with -race against real Redis, MariaDB, PostgreSQL and RocketMQ
 test: deps
 	$(GO) mod tidy -diff
+	@# The README programs' test builds a user's module offline, whose module
+	@# graph (rocketmq-client-go's, unpruned) needs go.mod files that building
+	@# idemq itself never downloads: a fresh module cache has them only after
+	@# the whole graph is loaded once.
+	$(GO) list -m all >/dev/null
 	cd bench && $(GO) mod tidy -diff
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
