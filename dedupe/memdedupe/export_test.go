@@ -5,5 +5,5 @@ package memdedupe
 func Records(s *Store) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.recs) - len(s.free)
+	return s.used
 }

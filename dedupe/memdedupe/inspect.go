@@ -19,11 +19,11 @@ func (s *Store) Get(ctx context.Context, ref dedupe.Ref) (dedupe.Record, bool, e
 	h := uint32(s.hash(ref))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, i, found := s.lookup(h, ref)
-	if !found || !s.now().Before(s.recs[i].until) {
+	_, _, i, found := s.lookup(h, ref)
+	if !found || !s.now().Before(s.rec(i).until) {
 		return dedupe.Record{}, false, nil
 	}
-	return s.recs[i].inspect(), true, nil
+	return s.rec(i).inspect(), true, nil
 }
 
 // inspect returns what an operator sees of r: no token. The store keeps no
@@ -51,11 +51,13 @@ func (s *Store) List(ctx context.Context, req dedupe.ListRequest) ([]dedupe.Reco
 	var page []dedupe.Record
 	s.mu.Lock()
 	now := s.now()
-	for i := range s.recs {
-		r := &s.recs[i]
-		if r.seq != 0 && r.ref.Namespace == req.Namespace && r.ref.Group == req.Group &&
-			r.ref.Key > after && strings.HasPrefix(r.ref.Key, req.Prefix) && now.Before(r.until) {
-			page = append(page, r.inspect())
+	for _, p := range s.pages {
+		for i := range p {
+			r := &p[i]
+			if r.seq != 0 && r.ref.Namespace == req.Namespace && r.ref.Group == req.Group &&
+				r.ref.Key > after && strings.HasPrefix(r.ref.Key, req.Prefix) && now.Before(r.until) {
+				page = append(page, r.inspect())
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -76,15 +78,17 @@ func (s *Store) Stats(ctx context.Context, namespace, group string) (dedupe.Stat
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	for i := range s.recs {
-		r := &s.recs[i]
-		if r.seq == 0 || r.ref.Namespace != namespace || r.ref.Group != group || !now.Before(r.until) {
-			continue
-		}
-		if r.done {
-			st.Done++
-		} else {
-			st.Processing++
+	for _, p := range s.pages {
+		for i := range p {
+			r := &p[i]
+			if r.seq == 0 || r.ref.Namespace != namespace || r.ref.Group != group || !now.Before(r.until) {
+				continue
+			}
+			if r.done {
+				st.Done++
+			} else {
+				st.Processing++
+			}
 		}
 	}
 	return st, nil
@@ -100,11 +104,11 @@ func (s *Store) Forget(ctx context.Context, ref dedupe.Ref) (bool, error) {
 	h := uint32(s.hash(ref))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, i, found := s.lookup(h, ref)
+	_, _, i, found := s.lookup(h, ref)
 	if !found {
 		return false, nil
 	}
-	live := s.now().Before(s.recs[i].until)
+	live := s.now().Before(s.rec(i).until)
 	s.drop(i)
 	return live, nil
 }

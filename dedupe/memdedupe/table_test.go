@@ -20,7 +20,9 @@ import (
 // and its resizing, the slot reuse and the tokens are all exercised. Stale
 // tokens, other keys' tokens and forged ones are tried alongside the
 // owner's. A few keys keep the table at its smallest, where the checks run
-// after every call; many make the store sweep, shrink and grow.
+// after every call; many make the store expire records, shrink and grow;
+// with maphash, a slow clock with rare jumps makes the directory split its
+// tables many times, then merge them.
 func TestModel(t *testing.T) {
 	tests := []struct {
 		name string
@@ -34,12 +36,18 @@ func TestModel(t *testing.T) {
 	sizes := []struct {
 		name                    string
 		keys, steps, checkEvery int
+		tick                    time.Duration // the clock moves up to 300 ticks at a time
+		jumpEvery               int           // and a minute once in so many moves, if set
 	}{
-		{"few keys", minCells / 2, 5000, 1},
-		{"many keys", 3 * minSweep, 20000, 1000},
+		{"few keys", minCells / 2, 5000, 1, time.Millisecond, 0},
+		{"many keys", 3 * maxCells, 20000, 1000, time.Millisecond, 0},
+		{"deep directory", 4 * maxCells, 120000, 2000, 2 * time.Microsecond, 5000},
 	}
 	for _, tc := range tests {
 		for _, size := range sizes {
+			if size.jumpEvery != 0 && tc.hash != nil {
+				continue // thousands of records on one home: quadratic
+			}
 			t.Run(tc.name+"/"+size.name, func(t *testing.T) {
 				t.Parallel()
 				rng := rand.New(rand.NewPCG(1, uint64(len(tc.name))))
@@ -48,7 +56,17 @@ func TestModel(t *testing.T) {
 				if tc.hash != nil {
 					s.hash = tc.hash
 				}
-				runModel(t, rng, s, size.keys, size.steps, size.checkEvery, clock.Now, clock.Add)
+				advance := func() {
+					if size.jumpEvery != 0 && rng.IntN(size.jumpEvery) == 0 {
+						clock.Add(time.Minute)
+						return
+					}
+					clock.Add(time.Duration(rng.IntN(300)) * size.tick)
+				}
+				deepest, halved := runModel(t, rng, s, size.keys, size.steps, size.checkEvery, clock.Now, advance)
+				if size.jumpEvery != 0 && (deepest < 2 || halved == 0) {
+					t.Errorf("directory at most %d deep, halved %d times: the test leaves splits of split tables, or merges, untried", deepest, halved)
+				}
 			})
 		}
 	}
@@ -61,7 +79,9 @@ type modelRecord struct {
 	fp    string
 }
 
-func runModel(t *testing.T, rng *rand.Rand, s *Store, keys, steps, checkEvery int, now func() time.Time, advance func(time.Duration)) {
+// runModel returns the deepest the directory was and how many times it
+// halved.
+func runModel(t *testing.T, rng *rand.Rand, s *Store, keys, steps, checkEvery int, now func() time.Time, advance func()) (deepest uint, halved int) {
 	ctx := context.Background()
 	ref := func(k int) dedupe.Ref { return dedupe.Ref{Group: "g", Key: fmt.Sprint("k", k)} }
 	model := make(map[dedupe.Ref]modelRecord)
@@ -79,6 +99,7 @@ func runModel(t *testing.T, rng *rand.Rand, s *Store, keys, steps, checkEvery in
 			return string(tok)
 		}
 	}
+	var depth uint
 	for step := range steps {
 		r := ref(rng.IntN(keys))
 		m, ok := model[r]
@@ -144,50 +165,100 @@ func runModel(t *testing.T, rng *rand.Rand, s *Store, keys, steps, checkEvery in
 				t.Fatalf("step %d: Extend(%v) with token %q = %v, want ErrLeaseLost", step, r, tok, err)
 			}
 		default:
-			advance(time.Duration(rng.IntN(300)) * time.Millisecond)
+			advance()
 		}
+		if s.depth < depth {
+			halved++
+		}
+		depth = s.depth
+		deepest = max(deepest, depth)
 		if step%checkEvery == 0 {
 			checkTable(t, s)
 		}
 	}
 	checkTable(t, s)
+	return deepest, halved
 }
 
-// checkTable checks that the slots, the free list and the hash table agree.
+// checkTable checks that the pages, the free slots and the hash table
+// agree, and that every table is within its load and its run of the
+// directory.
 func checkTable(t *testing.T, s *Store) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	inUse := 0
-	for i, r := range s.recs {
+	for i := range s.slots() {
+		r := s.rec(i)
+		if free := bitSet(s.free.lv[0], i); free != (r.seq == 0) {
+			t.Fatalf("slot %d holds %+v; in the free set: %v", i, *r, free)
+		}
 		if r.seq == 0 {
 			continue
 		}
 		inUse++
-		if _, j, ok := s.lookup(r.hash, r.ref); !ok || j != uint32(i) {
+		if _, _, j, ok := s.lookup(r.hash, r.ref); !ok || j != i {
 			t.Fatalf("record %v in slot %d: lookup = slot %d, %v", r.ref, i, j, ok)
 		}
 	}
-	cells := 0
-	for _, c := range s.cells {
-		if c != 0 {
-			cells++
-			if i := uint32(c) - 1; s.recs[i].seq == 0 || s.recs[i].hash != uint32(c>>32) {
-				t.Fatalf("cell %#x names slot %d, which holds %+v", c, i, s.recs[i])
+	for l, words := range s.free.lv {
+		for w, x := range words {
+			if l == 0 && x != 0 && uint32(w)*64 >= s.slots() {
+				t.Fatalf("free set holds slots from %d past the %d slots", w*64, s.slots())
+			}
+			if l+1 < len(s.free.lv) && (x != 0) != bitSet(s.free.lv[l+1], uint32(w)) {
+				t.Fatalf("free set level %d: word %d is %#x, its bit above disagrees", l, w, x)
 			}
 		}
 	}
-	free := make(map[uint32]bool)
-	for _, i := range s.free {
-		if free[i] || s.recs[i].seq != 0 {
-			t.Fatalf("free list holds slot %d twice or in use", i)
+	if len(s.dir) != 1<<s.depth {
+		t.Fatalf("directory of %d at depth %d", len(s.dir), s.depth)
+	}
+	cells, top := 0, 0
+	for j := 0; j < len(s.dir); {
+		tb := s.dir[j]
+		shift := s.depth - tb.depth
+		if tb.depth > s.depth || j != int(tb.prefix<<shift) {
+			t.Fatalf("directory entry %d at depth %d: table of prefix %#x at depth %d", j, s.depth, tb.prefix, tb.depth)
 		}
-		free[i] = true
+		for k := j; k < j+1<<shift; k++ {
+			if s.dir[k] != tb {
+				t.Fatalf("directory entries %d and %d of one table's run differ", j, k)
+			}
+		}
+		n := 0
+		for _, c := range tb.cells {
+			if c == 0 {
+				continue
+			}
+			n++
+			h, i := uint32(c>>32), uint32(c)-1
+			if h>>(32-tb.depth) != tb.prefix {
+				t.Fatalf("cell %#x in the table of prefix %#x at depth %d", c, tb.prefix, tb.depth)
+			}
+			if i >= s.slots() || s.rec(i).seq == 0 || s.rec(i).hash != h {
+				t.Fatalf("cell %#x names slot %d of %d", c, i, s.slots())
+			}
+		}
+		if n != tb.used || n > capacity(len(tb.cells)) {
+			t.Fatalf("table of prefix %#x: %d cells of %d in use, %d counted", tb.prefix, n, len(tb.cells), tb.used)
+		}
+		if tb.depth == s.depth {
+			top++
+		}
+		cells += n
+		j += 1 << shift
 	}
-	if inUse != s.used || cells != s.used || inUse+len(free) != len(s.recs) {
-		t.Fatalf("%d slots in use, %d cells, %d counted, %d free of %d slots", inUse, cells, s.used, len(free), len(s.recs))
+	if top != s.top || s.depth > 0 && top == 0 {
+		t.Fatalf("%d tables at the directory's depth %d, %d counted", top, s.depth, s.top)
 	}
-	if float64(s.used) > maxLoad*float64(len(s.cells)) {
-		t.Fatalf("%d of %d cells in use", s.used, len(s.cells))
+	if inUse != s.used || cells != s.used {
+		t.Fatalf("%d slots in use, %d cells, %d counted", inUse, cells, s.used)
 	}
+}
+
+// bitSet reports whether bit i of words is set.
+func bitSet(words []uint64, i uint32) bool {
+	w := int(i / 64)
+	return w < len(words) && words[w]>>(i%64)&1 != 0
 }
