@@ -161,7 +161,7 @@ func (s *Store) Forget(ctx context.Context, ref dedupe.Ref) (bool, error) {
 	}
 	q := s.inspectSQL()
 	r := runner{s: s}
-	ok, err := retry(ctx, r, func() (bool, error) {
+	ok, err := alone(ctx, r, func() (bool, error) {
 		return affected(r.exec(ctx, q.Rebind(`DELETE FROM `+q.table+`
 WHERE namespace = ? AND grp = ? AND k = ? AND expires_at > `+q.Now()), ref.Namespace, ref.Group, ref.Key))
 	})

@@ -135,6 +135,9 @@ type Store struct {
 	syn   sqldialect.Syntax
 	cfg   Config
 	stmts stmtCache
+	// writing holds a token while one of the Store's own writes runs, on
+	// SQLite only (see alone); nil elsewhere.
+	writing chan struct{}
 
 	closeOnce sync.Once
 	cancel    context.CancelFunc // stops the cleanup goroutine; nil without one
@@ -170,6 +173,9 @@ func New(db *sql.DB, dialect Dialect, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("sqldedupe: unknown dialect %v", dialect)
 	}
 	s := &Store{db: db, d: d, syn: sqldialect.Of(dialect), cfg: cfg, stmts: stmtCache{m: map[string]*cachedStmt{}}}
+	if dialect == SQLite {
+		s.writing = make(chan struct{}, 1)
+	}
 	if cfg.CleanupInterval > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
 		s.cancel, s.done = cancel, make(chan struct{})
@@ -303,7 +309,7 @@ func (s *Store) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration
 		return fmt.Errorf("sqldedupe: %s: %w", what, err)
 	}
 	r := runner{s: s}
-	ok, err := retry(ctx, r, func() (bool, error) { return s.d.extend(ctx, r, t, lease) })
+	ok, err := alone(ctx, r, func() (bool, error) { return s.d.extend(ctx, r, t, lease) })
 	switch {
 	case err != nil:
 		return fail(ctx, what, err)
@@ -319,7 +325,14 @@ func (s *Store) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration
 // deleted. The background cleanup calls it; call it yourself when that is
 // disabled.
 func (s *Store) Cleanup(ctx context.Context) (int64, error) {
-	n, err := s.d.cleanup(ctx, runner{s: s}, s.cfg.CleanupBatch)
+	n, err := func() (int64, error) {
+		end, err := s.turn(ctx)
+		if err != nil {
+			return 0, err
+		}
+		defer end()
+		return s.d.cleanup(ctx, runner{s: s}, s.cfg.CleanupBatch)
+	}()
 	if err != nil {
 		return 0, fail(ctx, "cleanup "+s.cfg.Table, err)
 	}
@@ -415,7 +428,7 @@ func (s *Store) upsert(ctx context.Context, rows []upsertRow) ([]dedupe.ClaimRes
 		rows[i].token = rand.Text()
 	}
 	r := runner{s: s}
-	res, err := retry(ctx, r, func() ([]dedupe.ClaimResult, error) {
+	res, err := alone(ctx, r, func() ([]dedupe.ClaimResult, error) {
 		if oneStatement(rows) {
 			return s.upsertRounds(ctx, r, rows)
 		}
@@ -440,15 +453,48 @@ func (s *Store) upsert(ctx context.Context, rows []upsertRow) ([]dedupe.ClaimRes
 	return res, err
 }
 
-// retry runs do again while the database rolls it back to break a deadlock
+// alone runs do, the Store's own work, in the Store's turn to write (see
+// turn), and again while the database rolls it back to break a deadlock
 // ([sqldialect.Retry]), so that no call fails because other clients make
-// progress. Inside a caller's transaction the rollback took the caller's
-// work too, so the error is the caller's to handle.
-func retry[T any](ctx context.Context, r runner, do func() (T, error)) (T, error) {
+// progress. Inside a caller's transaction do runs as it is: the caller's
+// transaction holds the database, and a rollback took the caller's work
+// too, so the error is the caller's to handle.
+func alone[T any](ctx context.Context, r runner, do func() (T, error)) (T, error) {
 	if r.tx != nil {
 		return do()
 	}
-	return sqldialect.Retry(ctx, do)
+	return sqldialect.Retry(ctx, func() (T, error) {
+		end, err := r.s.turn(ctx)
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		defer end()
+		return do()
+	})
+}
+
+// turn waits, on SQLite, until no other write of this Store runs, and
+// returns the function that ends this one's turn; elsewhere it returns at
+// once. SQLite has one writer at a time, and a connection that finds the
+// write lock taken polls for it with the busy handler's sleeps, which grow
+// to 100 ms: against six writers that claimed and completed without a
+// pause, an extension waited up to 2 s, losing a 300 ms lease, while the
+// others took the lock between its polls. Waiters here queue in order
+// (a channel's senders are served first come, first served) and are woken
+// as the turn ends, so that the wait is the writes ahead of them, with the
+// WAL checkpoint that one of them may run before it returns. The wait ends
+// with ctx.
+func (s *Store) turn(ctx context.Context) (end func(), err error) {
+	if s.writing == nil {
+		return func() {}, nil
+	}
+	select {
+	case s.writing <- struct{}{}:
+		return func() { <-s.writing }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // oneStatement reports whether rows fit one upsert: few enough, and no key
@@ -512,7 +558,7 @@ func (s *Store) complete(ctx context.Context, r runner, what string, ts []dedupe
 		return nil, fmt.Errorf("sqldedupe: %s: %w", what, err)
 	}
 	return s.perTicket(ctx, "complete", what, ts, func(batch []dedupe.Ticket) (map[dedupe.Ref]bool, error) {
-		return retry(ctx, r, func() (map[dedupe.Ref]bool, error) { return s.d.complete(ctx, r, batch, retention) })
+		return alone(ctx, r, func() (map[dedupe.Ref]bool, error) { return s.d.complete(ctx, r, batch, retention) })
 	})
 }
 
@@ -522,7 +568,7 @@ func (s *Store) release(ctx context.Context, what string, ts []dedupe.Ticket) ([
 	}
 	r := runner{s: s}
 	return s.perTicket(ctx, "release", what, ts, func(batch []dedupe.Ticket) (map[dedupe.Ref]bool, error) {
-		return retry(ctx, r, func() (map[dedupe.Ref]bool, error) { return s.d.release(ctx, r, batch) })
+		return alone(ctx, r, func() (map[dedupe.Ref]bool, error) { return s.d.release(ctx, r, batch) })
 	})
 }
 

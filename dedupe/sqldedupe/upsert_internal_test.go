@@ -85,19 +85,19 @@ func (f *scripted) upsert(_ context.Context, _ runner, rows []upsertRow) (map[de
 // deadlock is how go-sql-driver/mysql reports a deadlock.
 var deadlock = errors.New("Error 1213 (40001): Deadlock found when trying to get lock; try restarting transaction")
 
-// TestRetryInCallersTx checks that a statement the database rolled back
+// TestAloneInCallersTx checks that a statement the database rolled back
 // inside a caller's transaction is not run again: the rollback took the
 // caller's work too, so the error is the caller's. Outside one it runs
 // again (TestUpsertRetries).
-func TestRetryInCallersTx(t *testing.T) {
+func TestAloneInCallersTx(t *testing.T) {
 	r := runner{s: &Store{}, tx: new(sql.Tx)} // never used: do runs nothing
 	calls := 0
-	_, err := retry(t.Context(), r, func() (bool, error) {
+	_, err := alone(t.Context(), r, func() (bool, error) {
 		calls++
 		return false, deadlock
 	})
 	if !errors.Is(err, deadlock) || calls != 1 {
-		t.Errorf("retry in a caller's transaction = %v after %d calls, want the deadlock after 1", err, calls)
+		t.Errorf("alone in a caller's transaction = %v after %d calls, want the deadlock after 1", err, calls)
 	}
 }
 
