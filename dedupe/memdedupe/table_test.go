@@ -41,7 +41,7 @@ func TestModel(t *testing.T) {
 	}{
 		{"few keys", minCells / 2, 5000, 1, time.Millisecond, 0},
 		{"many keys", 3 * maxCells, 20000, 1000, time.Millisecond, 0},
-		{"deep directory", 4 * maxCells, 120000, 2000, 2 * time.Microsecond, 5000},
+		{"deep directory", 4 * maxCells, 60000, 2000, 2 * time.Microsecond, 2500},
 	}
 	for _, tc := range tests {
 		for _, size := range sizes {
