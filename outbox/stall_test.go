@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
 	"syscall"
@@ -69,11 +70,18 @@ func runStalledRelay() error {
 	if err != nil {
 		return err
 	}
+	// A SIGSTOP a process sends itself lands asynchronously: the kernel
+	// may stop another thread first, and the claim's goroutine ran on
+	// for long enough to send its lease now and then. The hook waits for
+	// the SIGCONT that ends the stop, so the claim holds still in between.
+	cont := make(chan os.Signal, 1)
+	signal.Notify(cont, syscall.SIGCONT)
 	var once sync.Once
 	outbox.SetClaimHook(func() {
 		once.Do(func() {
 			racechild.Say("holding")
 			syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			<-cont
 		})
 	})
 	sent := new(keyList)
