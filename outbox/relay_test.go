@@ -350,9 +350,12 @@ func TestMarkRetriedAfterDeadlock(t *testing.T) {
 		// PostgreSQL aborts the transaction that looks for the deadlock
 		// first, deadlock_timeout after it began to wait: the relay's, which
 		// waits first, if it looks after the test's statement joined the
-		// cycle, so it waits 5 s (new connections: the relay's pool of its
-		// own; under the relay's 10 s bound on a mark) and the test's
-		// transaction a minute.
+		// cycle (within 100 ms even on a loaded machine), so it waits 2 s
+		// (new connections: the relay's pool of its own) and the test's
+		// transaction a minute. Its retried mark may take the first row
+		// again before the test's statement wakes and form the deadlock
+		// anew: each round costs 2 s, and the relay's 10 s bound on a mark
+		// leaves room for several.
 		if _, err := db.ExecContext(ctx, `CREATE TABLE ballast (n INTEGER)`); err != nil {
 			t.Fatal(err)
 		}
@@ -361,7 +364,7 @@ func TestMarkRetriedAfterDeadlock(t *testing.T) {
 			if err := db.QueryRowContext(ctx, `SELECT current_database()`).Scan(&name); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := db.ExecContext(ctx, `ALTER DATABASE `+syn.Quote(name)+` SET deadlock_timeout = '5s'`); err != nil {
+			if _, err := db.ExecContext(ctx, `ALTER DATABASE `+syn.Quote(name)+` SET deadlock_timeout = '2s'`); err != nil {
 				t.Fatal(err)
 			}
 			o = e.reopen(t)

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"regexp"
 	"strconv"
 	"strings"
@@ -224,14 +225,33 @@ func RolledBack(err error) bool {
 // runs alone, in autocommitted statements or a transaction of its own: a
 // rolled back attempt left nothing behind, and what it committed before
 // is done again to the same effect.
+//
+// It waits a little before each attempt, a random time that doubles up to
+// [maxRetryWait]: the transaction that won the deadlock is woken only by
+// the rollback, and an attempt sent at once often took the rows first and
+// formed the same deadlock again (seen on PostgreSQL under load, where each
+// round costs deadlock_timeout, until the caller's context ended).
 func Retry[T any](ctx context.Context, do func() (T, error)) (T, error) {
-	for {
+	for wait := minRetryWait; ; wait = min(2*wait, maxRetryWait) {
 		v, err := do()
 		if err == nil || ctx.Err() != nil || !RolledBack(err) {
 			return v, err
 		}
+		t := time.NewTimer(wait/2 + rand.N(wait))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return v, err
+		case <-t.C:
+		}
 	}
 }
+
+// minRetryWait and maxRetryWait bound [Retry]'s wait before an attempt.
+const (
+	minRetryWait = 2 * time.Millisecond
+	maxRetryWait = 100 * time.Millisecond
+)
 
 // LockTimeout reports an error with which a statement gave up waiting for
 // a lock that another transaction holds: MySQL's error 1205
