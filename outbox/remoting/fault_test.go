@@ -147,12 +147,19 @@ func TestRelayProcessesKilledAndPaused(t *testing.T) {
 		p.Expect(t, "started", time.Minute)
 		return p
 	}
-	killed, paused, steady := start(0), start(1), start(2)
-	killed.Expect(t, "midway", time.Minute)
-	killed.Kill(t)
+	// Each faulted relay reaches its midway while it is the only one
+	// running: with others beside it, a relay can lose every claim before
+	// its 30th send (a relay that records a claim claims again at once,
+	// others when their poll interval ends), and once said it never would.
+	paused := start(1)
 	paused.Expect(t, "midway", time.Minute)
 	paused.Pause(t)
-	time.Sleep(lease + time.Second) // past the paused relay's lease
+	pausedAt := time.Now()
+	killed := start(0)
+	killed.Expect(t, "midway", time.Minute)
+	killed.Kill(t)
+	steady := start(2)
+	time.Sleep(time.Until(pausedAt.Add(lease + time.Second))) // past the paused relay's lease
 	paused.Resume(t)
 	replacement := start(3)
 
