@@ -26,7 +26,7 @@ type Consumer struct {
 	options
 	group string
 	store dedupe.Store // as given, for the outage probe
-	guard guard
+	guard *dedupe.Guard
 	obs   *observer
 	// outage is what the Consumer knows of its store being down (see
 	// outage.go); probe is the ticket its probe asks the store about.
@@ -98,45 +98,20 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	}, nil
 }
 
-// guard runs handlers under claims: the Consumer's *dedupe.Guard, or its
-// *dedupe.TxGuard when made [WithTx]. Two fields rather than an interface:
-// a call through an interface makes every delivery's items and closures
-// escape to the heap, four allocations per message.
-type guard struct {
-	plain *dedupe.Guard
-	tx    *dedupe.TxGuard
-}
-
-// newGuard returns the guard of a Consumer over store with o.
-func newGuard(store dedupe.Store, o options) (guard, error) {
+// newGuard returns the guard of a Consumer over store with o: in the
+// transactional mode ([WithTx]) over store itself, else over store with
+// its concurrent calls coalesced ([dedupe.WithGroupCommit]).
+func newGuard(store dedupe.Store, o options) (*dedupe.Guard, error) {
+	cfg := o.guard
 	if o.tx {
-		tx, err := newTxGuard(store, o.guard)
-		return guard{tx: tx}, err
+		cfg.Tx = true
+		g, err := dedupe.NewGuard(store, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("WithTx: %w", err)
+		}
+		return g, nil
 	}
-	plain, err := dedupe.NewGuard(dedupe.WithGroupCommit(store), o.guard)
-	return guard{plain: plain}, err
-}
-
-func (g guard) Do(ctx context.Context, items []dedupe.Item, fn func(ctx context.Context, i int) error) []dedupe.Result {
-	if g.tx != nil {
-		return g.tx.Do(ctx, items, fn)
-	}
-	return g.plain.Do(ctx, items, fn)
-}
-
-func (g guard) Interrupt(cause error) {
-	if g.tx != nil {
-		g.tx.Interrupt(cause)
-		return
-	}
-	g.plain.Interrupt(cause)
-}
-
-func (g guard) Config() dedupe.GuardConfig {
-	if g.tx != nil {
-		return g.tx.Config()
-	}
-	return g.plain.Config()
+	return dedupe.NewGuard(dedupe.WithGroupCommit(store), cfg)
 }
 
 // Stats returns the counters the Consumer updates (those given with

@@ -16,8 +16,8 @@ import (
 //     held);
 //  2. the handlers under way finish, and their keys are recorded, as long
 //     as ctx allows; when ctx ends first, their contexts are cancelled
-//     ([dedupe.Guard.Interrupt]; [dedupe.TxGuard.Interrupt] [WithTx]) and
-//     no handler starts any more;
+//     ([dedupe.Guard.Interrupt], in both modes) and no handler starts any
+//     more;
 //  3. stop stops the client (a remoting push consumer's Shutdown, which
 //     persists the offsets of what was acknowledged);
 //  4. the held calls return, their messages unacknowledged, after the

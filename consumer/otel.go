@@ -263,7 +263,7 @@ func (c *Consumer) startSpans(ctx context.Context, d *delivery, msgs []Message, 
 }
 
 // do is g.Do(ctx, items, fn), timed as one round; fn must call d.run.
-func (d *delivery) do(ctx context.Context, g guard, items []dedupe.Item, fn func(context.Context, int) error) []dedupe.Result {
+func (d *delivery) do(ctx context.Context, g *dedupe.Guard, items []dedupe.Item, fn func(context.Context, int) error) []dedupe.Result {
 	if d == nil {
 		return g.Do(ctx, items, fn)
 	}

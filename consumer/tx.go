@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 
 	"github.com/idemq/idemq/dedupe"
 )
@@ -22,8 +21,8 @@ type TxHandler func(ctx context.Context, tx *sql.Tx, msg *Message) error
 // [dedupe.TxClaimer], such as *sqldedupe.Store; [New] fails otherwise.
 // Default off.
 //
-// Each message runs in a transaction of its own on that database
-// ([dedupe.TxGuard]), whose first statement inserts the message's key,
+// Each message runs in a transaction of its own on that database (the
+// guard's transactional mode, [dedupe.GuardConfig.Tx]), whose first statement inserts the message's key,
 // done; the handler, made with [Consumer.Tx], writes through it. Then:
 //
 //   - success: one commit applies the handler's writes and records the
@@ -62,15 +61,6 @@ type TxHandler func(ctx context.Context, tx *sql.Tx, msg *Message) error
 // runs in a transaction, a plain [Handler] too (it then holds its key in
 // it), and the messages of a batch take one transaction each.
 func WithTx() Option { return optionFunc(func(o *options) { o.tx = true }) }
-
-// newTxGuard returns the guard of a Consumer made [WithTx] over store.
-func newTxGuard(store dedupe.Store, cfg dedupe.GuardConfig) (*dedupe.TxGuard, error) {
-	tc, ok := store.(dedupe.TxClaimer)
-	if !ok {
-		return nil, fmt.Errorf("WithTx: the store (%T) cannot claim keys in a transaction; use a SQL store (sqldedupe)", store)
-	}
-	return dedupe.NewTxGuard(tc, cfg)
-}
 
 // Tx returns a [Handler] that runs h in the transaction of each message
 // (see [WithTx]): run it as any handler, through a client adapter, on c,

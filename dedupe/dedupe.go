@@ -29,9 +29,9 @@
 //
 // A handler whose effects are writes to the SQL database that holds the
 // records can have them applied exactly once, at one commit per message: a
-// [TxGuard] claims the key as the first statement of the handler's own
-// transaction, on a [TxClaimer] store, and the commit records the key done
-// with the handler's writes. The claimed row's lock is the lease: a
+// [Guard] in the transactional mode ([GuardConfig.Tx]) claims the key as
+// the first statement of the handler's own transaction, on a [TxClaimer]
+// store, and the commit records the key done with the handler's writes. The claimed row's lock is the lease: a
 // duplicate waits for the transaction's outcome (done, or free again), and
 // a consumer that dies mid-handler leaves nothing behind, for its
 // transaction rolls back with its connection.

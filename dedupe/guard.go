@@ -31,6 +31,13 @@ type GuardConfig struct {
 	// reached. Default false: the message is retried later (fail-closed),
 	// which loses nothing and doubles nothing.
 	FailOpen bool
+	// Tx is the transactional mode: each item's fn runs in a transaction
+	// of the store's database whose first statement claims the key
+	// ([TxClaimer.ClaimTx]), so that fn's writes and the key's record
+	// commit together, exactly once. The store must be a [TxClaimer]. The
+	// claimed row's lock holds the key until the transaction ends, so
+	// ExtendEvery and CleanupTimeout do not apply. Default false.
+	Tx bool
 }
 
 func (c *GuardConfig) setDefaults() {
@@ -64,11 +71,15 @@ func (c GuardConfig) Validate() error {
 }
 
 // Guard runs a handler at most once per key: claim, run, then complete on
-// success or release on failure. It is safe for concurrent use.
+// success or release on failure; or, in the transactional mode
+// ([GuardConfig.Tx]), claim, run and commit in one transaction. It is safe
+// for concurrent use.
 type Guard struct {
 	store Store
-	cfg   GuardConfig
-	keep  keeper
+	// tx is the store, in the transactional mode; nil otherwise.
+	tx   TxClaimer
+	cfg  GuardConfig
+	keep keeper
 }
 
 // NewGuard returns a Guard over store.
@@ -80,7 +91,15 @@ func NewGuard(store Store, cfg GuardConfig) (*Guard, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Guard{store: store, cfg: cfg, keep: keeper{store: store, lease: cfg.Lease, extendEvery: cfg.ExtendEvery}}, nil
+	if !cfg.Tx {
+		return &Guard{store: store, cfg: cfg, keep: keeper{store: store, lease: cfg.Lease, extendEvery: cfg.ExtendEvery}}, nil
+	}
+	tx, ok := store.(TxClaimer)
+	if !ok {
+		return nil, fmt.Errorf("dedupe: transactional mode (GuardConfig.Tx): the store (%T) cannot claim keys in a transaction; use a SQL store (sqldedupe)", store)
+	}
+	// The keeper extends nothing: the row lock holds each key.
+	return &Guard{store: store, tx: tx, cfg: cfg}, nil
 }
 
 // Config returns the Guard's settings, defaults filled in.
@@ -89,9 +108,11 @@ func (g *Guard) Config() GuardConfig { return g.cfg }
 // Interrupt cancels, with cause, the context of every fn that g runs now,
 // under a claim or without one, for an owner that stops and will wait for
 // them no longer, such as a consumer whose drain ran out of time. From then
-// on no fn starts: the items whose turn comes are Canceled, with cause.
-// The claims are still completed or released as their fns return. Only the
-// first call's cause counts.
+// on no fn starts (and, in the transactional mode, no transaction
+// begins): the items whose turn comes are Canceled, with cause. The claims
+// are still completed or released as their fns return, and a transaction
+// whose fn returns nil all the same is committed. Only the first call's
+// cause counts.
 func (g *Guard) Interrupt(cause error) { g.keep.interrupt(cause) }
 
 // Item is one message given to [Guard.Do].
@@ -134,6 +155,26 @@ type Item struct {
 // [ErrLeaseLost]: fn should stop, for another consumer may take the key
 // over.
 //
+// In the transactional mode ([GuardConfig.Tx]) the items run one after
+// the other, each in a transaction of its own that claims its key
+// ([TxClaimer.ClaimTx]), with no lease to extend, complete or release:
+//
+//   - Completed: fn returned nil, and its transaction, with the key's
+//     record, committed;
+//   - Failed: fn, or the commit, failed (Err says which) and the
+//     transaction rolled back, so a redelivery runs at once. A commit
+//     whose answer was lost may have committed; the redelivery then finds
+//     the key done;
+//   - Busy also when another transaction held the key past the store's
+//     lock timeout (Wait 0: ask again);
+//   - StoreDown: the transaction or the claim failed; with FailOpen, a
+//     failed claim runs fn in a transaction of its own without a record
+//     (Unguarded, or Failed), while a failed begin does not (fn's
+//     transaction cannot run either).
+//
+// fn's context then carries its transaction ([TxFromContext]), which fn
+// must neither commit nor roll back; a panic in fn rolls it back.
+//
 // fn's context carries ctx's values and deadline, and its item's claim:
 // [TicketFromContext] returns its ticket. It ends with ctx, when the lease
 // is lost, when [Guard.Interrupt] is called, and once fn has returned. It
@@ -161,7 +202,11 @@ func (g *Guard) Do(ctx context.Context, items []Item, fn func(ctx context.Contex
 		}
 		pending = append(pending, i)
 	}
-	if len(pending) > 0 {
+	if g.tx != nil {
+		for _, i := range pending {
+			res[i] = g.runTx(ctx, items[i], i, fn)
+		}
+	} else if len(pending) > 0 {
 		start := time.Now()
 		if held := g.claim(ctx, items, pending, fn, res); len(held) > 0 {
 			g.runHeld(ctx, held, start, fn)
@@ -248,20 +293,12 @@ func (g *Guard) claim(ctx context.Context, items []Item, pending []int, fn func(
 	}
 	acquired := 0
 	for j, i := range pending {
-		a := answers[j]
-		switch {
-		case errs != nil && errs[j] != nil:
+		if errs != nil && errs[j] != nil {
 			res[i] = Result{Outcome: InvalidKey, Err: errs[j]}
-		case a.Status == Acquired:
+		} else if r, ok := answered(answers[j], items[i].Ref); ok {
+			res[i] = r
+		} else {
 			acquired++
-		case a.Status == Done:
-			res[i] = Result{Outcome: Suppressed}
-		case a.Status == InFlight:
-			res[i] = Result{Outcome: Busy, Wait: a.Remaining}
-		case a.Status == Conflict:
-			res[i] = Result{Outcome: Reused}
-		default:
-			res[i] = Result{Outcome: StoreDown, Err: fmt.Errorf("dedupe: claim %s answered %v", items[i].Ref, a.Status)}
 		}
 	}
 	if acquired == 0 {
@@ -280,6 +317,23 @@ func (g *Guard) claim(ctx context.Context, items []Item, pending []int, fn func(
 		}
 	}
 	return held
+}
+
+// answered returns the Result of an item whose claim the store answered
+// with a, unless a acquired the key (ok false): the one mapping from a
+// store's answer to an outcome, in both modes.
+func answered(a ClaimResult, ref Ref) (r Result, ok bool) {
+	switch a.Status {
+	case Acquired:
+		return Result{}, false
+	case Done:
+		return Result{Outcome: Suppressed}, true
+	case InFlight:
+		return Result{Outcome: Busy, Wait: a.Remaining}, true
+	case Conflict:
+		return Result{Outcome: Reused}, true
+	}
+	return Result{Outcome: StoreDown, Err: fmt.Errorf("dedupe: claim %s answered %v", ref, a.Status)}, true
 }
 
 // unguarded sets the results of the pending items when their claim failed

@@ -1690,6 +1690,9 @@ func TestNewGuard(t *testing.T) {
 		{"ExtendEveryBeyondLease", mem, dedupe.GuardConfig{Lease: time.Second, ExtendEvery: 2 * time.Second}, false},
 		{"NegativeCleanup", mem, dedupe.GuardConfig{CleanupTimeout: -time.Second}, false},
 		{"Short", mem, dedupe.GuardConfig{Lease: time.Millisecond}, true},
+		// The transactional mode needs a TxClaimer (sqldedupe's tests
+		// run it on one).
+		{"TxWithoutTxClaimer", mem, dedupe.GuardConfig{Tx: true}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

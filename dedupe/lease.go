@@ -16,7 +16,8 @@ import (
 // goroutine of its own, so that a store slow to answer for one key delays
 // no other key's extension. It also holds the contexts of fns whose claim
 // it does not extend (run without a claim under FailOpen, or held by a
-// [TxGuard]'s row lock), so that Interrupt reaches every running fn; those
+// row lock in the transactional mode), so that Interrupt reaches every
+// running fn; those
 // never set the timer.
 type keeper struct {
 	store       Store
@@ -32,7 +33,7 @@ type keeper struct {
 	interrupted error
 }
 
-// lease is an item of [Guard.Do] or [TxGuard.Do] whose fn is to run: its
+// lease is an item of [Guard.Do] whose fn is to run: its
 // claim, what the keeper needs to keep the claim alive, and what Do learns
 // of the item. It is the context fn runs with: Do's context, carrying the
 // claim, cancelled once the lease is lost, Interrupt is called or fn has
@@ -45,7 +46,8 @@ type lease struct {
 	// hides a claim that Do's context may carry from an outer Guard.
 	c claim
 	// kept: the keeper extends the claim, a Guard's. Not when fn runs
-	// without a claim, nor under a TxGuard, whose row lock holds the key.
+	// without a claim, nor in the transactional mode, whose row lock holds
+	// the key.
 	kept bool
 
 	mu    sync.Mutex // guards making inner and setting ended

@@ -13,8 +13,8 @@ import (
 // [github.com/idemq/idemq/dedupe/sqldedupe.Store]. A handler whose effects
 // live in that database then applies them exactly once, at one commit per
 // message: the key's record is the transaction's first write and commits
-// with the handler's writes, or rolls back with them. [TxGuard] runs
-// handlers so.
+// with the handler's writes, or rolls back with them. A [Guard] in the
+// transactional mode ([GuardConfig.Tx]) runs handlers so.
 type TxClaimer interface {
 	// BeginTx begins a transaction on the database the store keeps its
 	// records in. It fails with ErrInFlight when the database's one write
@@ -45,107 +45,12 @@ type TxClaimer interface {
 	ClaimTx(ctx context.Context, tx *sql.Tx, ref Ref, fingerprint string, retention time.Duration) (ClaimResult, error)
 }
 
-// TxGuard runs a handler exactly once per key for the effects it writes in
-// its transaction, at one commit per message: for each message it begins a
-// transaction on the store's database, claims the key in it
-// ([TxClaimer.ClaimTx]), runs the handler with it and commits, which
-// applies the handler's writes and records the key done together; a
-// failure rolls back both. It is the [Guard] of the transactional mode,
-// without leases: the claimed row's lock holds the key until the
-// transaction ends, so nothing is extended, completed or released, and a
-// consumer that dies holding a key leaves nothing behind. It is safe for
-// concurrent use.
-type TxGuard struct {
-	store TxClaimer
-	cfg   GuardConfig
-	// keep holds the contexts of the fns running, for Interrupt; it
-	// extends nothing.
-	keep keeper
-}
-
-// NewTxGuard returns a TxGuard over store. Of cfg it uses Retention and
-// FailOpen; Lease, which holds no key here, is only validated (a
-// consumer waits in process for a busy key that long by default), and
-// ExtendEvery and CleanupTimeout have nothing to bound.
-func NewTxGuard(store TxClaimer, cfg GuardConfig) (*TxGuard, error) {
-	if store == nil {
-		return nil, errors.New("dedupe: nil store")
-	}
-	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return &TxGuard{store: store, cfg: cfg}, nil
-}
-
-// Config returns the TxGuard's settings, defaults filled in.
-func (g *TxGuard) Config() GuardConfig { return g.cfg }
-
-// Interrupt cancels, with cause, the context of every fn that g runs now,
-// as [Guard.Interrupt] does. From then on no transaction begins: the items
-// whose turn comes are Canceled, with cause. A fn that returns nil all the
-// same has its transaction committed. Only the first call's cause counts.
-func (g *TxGuard) Interrupt(cause error) { g.keep.interrupt(cause) }
-
-// Do runs fn(ctx, i) for each of items whose key it claims, one item after
-// the other, each in a transaction of its own, and returns what it did with
-// each, in items' order: the outcomes of [Guard.Do], reached so —
-//
-//   - Completed: fn returned nil, and its transaction, with the key's
-//     record, committed;
-//   - Failed: fn, or the commit, failed (Err says which) and the
-//     transaction rolled back, so a redelivery runs at once. A commit whose
-//     answer was lost may have committed; the redelivery then finds the
-//     key done;
-//   - Suppressed, Reused: the key's live record answered Done or Conflict;
-//   - Busy: another owner holds the key: a lease taken with [Store.Claim]
-//     (Wait is what is left of it), or another transaction that did not end
-//     within the store's lock timeout (Wait 0: ask again);
-//   - StoreDown: the transaction or the claim failed; with FailOpen, a
-//     failed claim runs fn in a transaction of its own without a record
-//     (Unguarded, or Failed), while a failed begin does not (fn's
-//     transaction cannot run either);
-//   - InvalidKey, Canceled: as Guard.Do.
-//
-// An item whose Ref and Fingerprint repeat an earlier item's is answered
-// as Guard.Do answers it, without a transaction.
-//
-// fn's context carries its transaction ([TxFromContext]) and its claim's
-// ticket ([TicketFromContext]); as under Guard.Do, it ends with ctx, when
-// [TxGuard.Interrupt] is called and once fn has returned, and is made
-// cancellable only when fn asks for its Done. fn must neither commit nor
-// roll back the transaction. A panic in fn rolls the transaction back and is not
-// recovered: recover in fn.
-func (g *TxGuard) Do(ctx context.Context, items []Item, fn func(ctx context.Context, i int) error) []Result {
-	res := make([]Result, len(items))
-	pending := make([]int, 0, len(items)) // the items claimed, or to be
-	var seen map[Item]int
-	if len(items) > scanLimit {
-		seen = make(map[Item]int, len(items))
-	}
-	for i, it := range items {
-		if err := (ClaimRequest{Ref: it.Ref, Lease: g.cfg.Retention, Fingerprint: it.Fingerprint}).Validate(); err != nil {
-			res[i] = Result{Outcome: InvalidKey, Err: fmt.Errorf("dedupe: claim %q: %w", it.Ref, err)}
-			continue
-		}
-		// The earlier item's turn has come and gone: its Result is final.
-		if f := firstOf(items, pending, seen, i); f >= 0 {
-			res[i] = repeated(res[f], it.Ref, f)
-			continue
-		}
-		pending = append(pending, i)
-		if ctx.Err() != nil {
-			res[i] = Result{Outcome: Canceled, Err: context.Cause(ctx)}
-			continue
-		}
-		res[i] = g.run(ctx, it, i, fn)
-	}
-	return res
-}
-
-// run claims it in a transaction of its own and, once acquired, runs fn
-// for item i in it and commits.
-func (g *TxGuard) run(ctx context.Context, it Item, i int, fn func(context.Context, int) error) Result {
+// runTx is the transactional mode's turn of item i, it: it claims it in a
+// transaction of its own and, once acquired, runs fn for it in that
+// transaction and commits. Without leases: the claimed row's lock holds the
+// key until the transaction ends, so nothing is extended, completed or
+// released, and a consumer that dies holding a key leaves nothing behind.
+func (g *Guard) runTx(ctx context.Context, it Item, i int, fn func(context.Context, int) error) Result {
 	// fn's context, registered before the transaction begins, so that
 	// after an Interrupt no transaction begins either.
 	ls := make([]lease, 1)
@@ -154,44 +59,36 @@ func (g *TxGuard) run(ctx context.Context, it Item, i int, fn func(context.Conte
 	g.keep.add(ls, time.Time{})
 	// Deferred so that the context ends even if fn panics.
 	defer g.keep.remove(ls)
-	if l.Err() != nil {
+	if ctx.Err() != nil || l.Err() != nil {
 		return Result{Outcome: Canceled, Err: context.Cause(l)}
 	}
-	tx, err := g.store.BeginTx(ctx)
+	tx, err := g.tx.BeginTx(ctx)
 	if err != nil {
 		return notRun(ctx, "begin a transaction for "+it.Ref.String(), err)
 	}
 	// Undoes the claim and fn's writes on every path but a commit, a panic
 	// in fn included; a no-op after Commit.
 	defer tx.Rollback()
-	a, err := g.store.ClaimTx(ctx, tx, it.Ref, it.Fingerprint, g.cfg.Retention)
+	a, err := g.tx.ClaimTx(ctx, tx, it.Ref, it.Fingerprint, g.cfg.Retention)
 	switch {
 	case err == nil:
 	case g.cfg.FailOpen && ctx.Err() == nil && !errors.Is(err, ErrInvalidKey) && !errors.Is(err, ErrInFlight):
 		tx.Rollback()
-		return g.unguarded(ctx, it, l, fn, err)
+		return g.unguardedTx(ctx, it, l, fn, err)
 	default:
 		return notRun(ctx, "claim "+it.Ref.String(), err)
 	}
-	switch a.Status {
-	case Acquired:
-	case Done:
-		return Result{Outcome: Suppressed}
-	case InFlight:
-		return Result{Outcome: Busy, Wait: a.Remaining}
-	case Conflict:
-		return Result{Outcome: Reused}
-	default:
-		return Result{Outcome: StoreDown, Err: fmt.Errorf("dedupe: claim %s answered %v", it.Ref, a.Status)}
+	if r, ok := answered(a, it.Ref); ok {
+		return r
 	}
 	l.c = claim{ticket: Ticket{Ref: it.Ref, Token: a.Token}, tx: tx}
 	return g.commit(ctx, it, l, fn, tx, Result{Outcome: Completed})
 }
 
-// unguarded runs fn for l's item without a claim, in a transaction of its
-// own, because the claim failed with cause.
-func (g *TxGuard) unguarded(ctx context.Context, it Item, l *lease, fn func(context.Context, int) error, cause error) Result {
-	tx, err := g.store.BeginTx(ctx)
+// unguardedTx runs fn for l's item without a claim, in a transaction of
+// its own, because the claim failed with cause.
+func (g *Guard) unguardedTx(ctx context.Context, it Item, l *lease, fn func(context.Context, int) error, cause error) Result {
+	tx, err := g.tx.BeginTx(ctx)
 	if err != nil {
 		return notRun(ctx, "begin a transaction for "+it.Ref.String(), err)
 	}
@@ -204,7 +101,7 @@ func (g *TxGuard) unguarded(ctx context.Context, it Item, l *lease, fn func(cont
 // commit runs fn for l's item with l as its context, unless ctx ended or
 // g was interrupted meanwhile, and commits tx: ok once it committed. The
 // caller rolls tx back otherwise.
-func (g *TxGuard) commit(ctx context.Context, it Item, l *lease, fn func(context.Context, int) error, tx *sql.Tx, ok Result) Result {
+func (g *Guard) commit(ctx context.Context, it Item, l *lease, fn func(context.Context, int) error, tx *sql.Tx, ok Result) Result {
 	if ctx.Err() != nil || l.Err() != nil {
 		return Result{Outcome: Canceled, Err: context.Cause(l)}
 	}

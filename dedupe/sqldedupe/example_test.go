@@ -63,7 +63,7 @@ func Example() {
 // own transaction, as its first statement: one commit applies the payment
 // and records the key done, and the redelivery finds it done. (The
 // consumer's transactional mode, consumer.WithTx, does this for every
-// message; see dedupe.TxGuard.)
+// message; see dedupe.GuardConfig.Tx.)
 func ExampleStore_ClaimTx() {
 	ctx := context.Background()
 	db := openExample()

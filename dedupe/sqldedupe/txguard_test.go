@@ -15,12 +15,15 @@ import (
 	"github.com/idemq/idemq/internal/testdb"
 )
 
-// The TxGuard is tested here, on the real databases, rather than in package
-// dedupe: every path it takes goes through a real transaction.
+// The guard's transactional mode is tested here, on the real databases,
+// rather than in package dedupe: every path it takes goes through a real
+// transaction.
 
-func newTxGuard(t *testing.T, s dedupe.TxClaimer, cfg dedupe.GuardConfig) *dedupe.TxGuard {
+// newTxGuard returns a Guard over s in the transactional mode.
+func newTxGuard(t *testing.T, s dedupe.Store, cfg dedupe.GuardConfig) *dedupe.Guard {
 	t.Helper()
-	g, err := dedupe.NewTxGuard(s, cfg)
+	cfg.Tx = true
+	g, err := dedupe.NewGuard(s, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +34,7 @@ func item(key, fp string) dedupe.Item {
 	return dedupe.Item{Ref: dedupe.Ref{Group: "g", Key: key}, Fingerprint: fp}
 }
 
-// writer is a TxGuard's fn that orders each item's key in its transaction,
+// writer is a transactional Guard's fn that orders each item's key in its transaction,
 // failing (after its write) the items listed in fail; ran lists the items
 // it ran for.
 type writer struct {
@@ -63,7 +66,7 @@ func (w *writer) fn(ctx context.Context, i int) error {
 
 // do runs g over items with a writer, and checks the outcomes and which
 // items ran.
-func (e *txEnv) do(g *dedupe.TxGuard, items []dedupe.Item, fail []int, want []dedupe.Outcome, wantRan []int) []dedupe.Result {
+func (e *txEnv) do(g *dedupe.Guard, items []dedupe.Item, fail []int, want []dedupe.Outcome, wantRan []int) []dedupe.Result {
 	e.t.Helper()
 	w := &writer{e: e, items: items, fail: fail}
 	res := g.Do(e.t.Context(), items, w.fn)
@@ -78,8 +81,8 @@ func (e *txEnv) do(g *dedupe.TxGuard, items []dedupe.Item, fail []int, want []de
 	return res
 }
 
-// TestTxGuard runs batches through a TxGuard: every outcome it reaches
-// without a fault.
+// TestTxGuard runs batches through a transactional Guard: every outcome it
+// reaches without a fault.
 func TestTxGuard(t *testing.T) {
 	for _, b := range testdb.Backends {
 		t.Run(b.Name, func(t *testing.T) {
@@ -182,7 +185,7 @@ func TestTxGuardPanic(t *testing.T) {
 	}
 }
 
-// TestTxGuardInterrupt interrupts a TxGuard while the first of three items
+// TestTxGuardInterrupt interrupts a transactional Guard while the first of three items
 // runs, as a drain that ran out of time does: that handler's context ends
 // with Interrupt's cause and its transaction rolls back when it fails, the
 // later items are Canceled with the cause without a transaction, every key
