@@ -1,7 +1,7 @@
 // Package consumer makes RocketMQ consumers idempotent: a handler runs at
 // most once per (consumer group, message key), whichever client delivers
 // the message. It links no RocketMQ client: an adapter per client family
-// runs a [Consumer] for what its client delivers, package consumer/remoting
+// runs a [Consumer] for what its client delivers, package remoting
 // for rocketmq-client-go/v2 and package consumer/grpcv5 for
 // rocketmq-clients/golang/v5.
 //

@@ -19,9 +19,8 @@ import (
 	"github.com/idemq/idemq/outbox"
 	outboxgrpc "github.com/idemq/idemq/outbox/grpcv5"
 	"github.com/idemq/idemq/outbox/pgwake"
-	outboxremoting "github.com/idemq/idemq/outbox/remoting"
 	producergrpc "github.com/idemq/idemq/producer/grpcv5"
-	producerremoting "github.com/idemq/idemq/producer/remoting"
+	"github.com/idemq/idemq/remoting"
 )
 
 const relayDoc = `Ship the committed rows of a transactional outbox table (package outbox) to
@@ -147,7 +146,7 @@ func relay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // remotingSender starts a remoting producer whose queue follows the
-// sharding key, and returns the Sender over it and its stop.
+// sharding key, and returns the OutboxSender over it and its stop.
 func remotingSender(namesrv string) (outbox.Sender, func(), error) {
 	rp, err := rocketmq.NewProducer(
 		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{namesrv})),
@@ -162,15 +161,12 @@ func remotingSender(namesrv string) (outbox.Sender, func(), error) {
 		return nil, nil, err
 	}
 	stop := func() { rp.Shutdown() }
-	p, err := producerremoting.New(rp, rowKeys{})
-	if err == nil {
-		var s *outboxremoting.Sender
-		if s, err = outboxremoting.New(p); err == nil {
-			return s, stop, nil
-		}
+	s, err := remoting.NewOutboxSender(rp)
+	if err != nil {
+		stop()
+		return nil, nil, err
 	}
-	stop()
-	return nil, nil, err
+	return s, stop, nil
 }
 
 // grpcSender starts a gRPC producer on proxy and returns the Sender over

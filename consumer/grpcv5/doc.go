@@ -37,7 +37,7 @@
 // each message group in order and assigns every queue to every consumer,
 // serialising each queue itself: a group change moves no queue, and there
 // is no lock for a consumer to wait for, as remoting orderly consumers do
-// (see package consumer/remoting). Measured with PushConsumers, 8 queues
+// (see package remoting). Measured with PushConsumers, 8 queues
 // and 8 message groups: as consumers joined and drained, no message group
 // went unconsumed for longer than 0.8 s, and a joining consumer ran its
 // first message after 2.5 s. A message received and never acknowledged

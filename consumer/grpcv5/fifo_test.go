@@ -218,7 +218,7 @@ const fifoBound = 20 * time.Second
 const fifoWatch = 10 * time.Second
 
 // TestFIFOGroupChange is TestOrderlyGroupChange of package
-// consumer/remoting for a 5.x FIFO group (consumeMessageOrderly) of
+// remoting for a 5.x FIFO group (consumeMessageOrderly) of
 // PushConsumers and a topic of 8 queues and 8 message groups: b joins a,
 // c joins them, c drains, b drains. The proxy assigns every queue to every
 // consumer and serialises each queue itself, so no message group waits on

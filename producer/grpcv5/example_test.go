@@ -33,7 +33,7 @@ func ExampleProducer_Stamp() {
 // half message was stamped with. (Compiled, not run: it needs a proxy.)
 func Example() {
 	ctx := context.Background()
-	gen, err := idgen.New(7, idgen.Config{}) // or a node leased from Redis: see package producer/remoting
+	gen, err := idgen.New(7, idgen.Config{}) // or a node leased from Redis: see package remoting
 	if err != nil {
 		log.Fatal(err)
 	}
