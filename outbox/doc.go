@@ -59,5 +59,5 @@
 // refused by Add itself.
 //
 // The package links no RocketMQ client: remoting.OutboxSender and
-// package outbox/grpcv5 implement [Sender] over each client.
+// grpcv5.OutboxSender implement [Sender] over each client.
 package outbox

@@ -1,6 +1,6 @@
 // Package producer stamps every RocketMQ message with an idempotency key
 // before it is first sent, whichever client sends it; packages
-// remoting (rocketmq-client-go/v2) and producer/grpcv5
+// remoting (rocketmq-client-go/v2) and grpcv5
 // (rocketmq-clients/golang/v5) wrap each client's producer with a
 // [Stamper]:
 //

@@ -1,4 +1,4 @@
-package grpcrmqlog
+package grpcv5
 
 import (
 	"context"
@@ -42,18 +42,28 @@ func init() {
 	case "error":
 		min = slog.LevelError
 	}
-	Route(nil, min)
+	RouteLogs(nil, min)
 	// The client logs Fatal only if registering its metric views fails;
 	// zap would exit the process there, which a library must not do to
 	// its host.
 	base = zap.New(core{}, zap.WithFatalHook(noExit{})).Sugar()
 }
 
-// Route sends the client's records at or above min to l (nil:
-// slog.Default() as it is when each record is logged) and returns the
-// level, to change it later. It is safe to call at any time: clients
-// already running log to the new route too.
-func Route(l *slog.Logger, min slog.Level) *slog.LevelVar {
+// RouteLogs sends the gRPC client's records at or above min to l (nil:
+// [slog.Default] as it is when each record is logged) and returns the
+// level, to change it later.
+//
+// The routing itself happens when the program starts: the client offers
+// no way to hand it a logger and each client takes the package-level
+// logger when it is created, so linking this package replaces that logger
+// at init, before any client exists, and from then on the client logs to
+// slog at warn (or at the level of the client's variable
+// rocketmq.client.logLevel) and writes no log file. RouteLogs only changes
+// where those records go and from which level: it is safe to call at any
+// time, and clients already running log to the new route too. The client's
+// ResetLogger or InitLogger undoes the routing for clients created
+// afterwards.
+func RouteLogs(l *slog.Logger, min slog.Level) *slog.LevelVar {
 	lv := new(slog.LevelVar)
 	lv.Set(min)
 	current.Store(&route{l: l, level: lv})

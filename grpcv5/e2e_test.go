@@ -20,15 +20,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/consumer"
-	"github.com/idemq/idemq/consumer/grpcv5"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
+	"github.com/idemq/idemq/grpcv5"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/msgkey"
 )
-
-func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
 
 // inChild runs t in a child process, against the test proxy and Redis,
 // unless this is that child, and reports whether it is: the child

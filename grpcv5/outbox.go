@@ -1,15 +1,3 @@
-// Package grpcv5 ships an outbox's rows through RocketMQ's 5.x gRPC
-// client, github.com/apache/rocketmq-clients/golang/v5 (through a 5.x
-// proxy), by way of package producer/grpcv5's Producer: [Sender] is the
-// [outbox.Sender] a relay takes.
-//
-//	s, err := grpcv5.New(p) // p: a *producer/grpcv5.Producer
-//	...
-//	relay, err := outbox.NewRelay(ob, s, outbox.RelayConfig{})
-//
-// Every row carries the key it was stamped with when it was added, which
-// the producer keeps. A row's ordering key travels as its message group,
-// which a FIFO topic keeps in order.
 package grpcv5
 
 import (
@@ -21,21 +9,29 @@ import (
 	golang "github.com/apache/rocketmq-clients/golang/v5"
 
 	"github.com/idemq/idemq/outbox"
-	pgrpcv5 "github.com/idemq/idemq/producer/grpcv5"
 )
 
-// Sender is an [outbox.Sender] over a producer/grpcv5 Producer. It does not
-// start or stop the producer.
-type Sender struct{ p *pgrpcv5.Producer }
+// OutboxSender ships an outbox's rows through a golang.Producer: it is the
+// [outbox.Sender] a relay takes.
+//
+//	s, err := grpcv5.NewOutboxSender(p) // p: a golang.Producer, started
+//	...
+//	relay, err := outbox.NewRelay(ob, s, outbox.RelayConfig{})
+//
+// Every row carries the key it was stamped with when it was added (in its
+// properties and its Keys), so the sender stamps nothing and needs no key
+// source. A row's ordering key travels as its message group, which a FIFO
+// topic keeps in order. It does not start or stop the producer.
+type OutboxSender struct{ p golang.Producer }
 
-var _ outbox.Sender = (*Sender)(nil)
+var _ outbox.Sender = (*OutboxSender)(nil)
 
-// New returns a Sender shipping through p.
-func New(p *pgrpcv5.Producer) (*Sender, error) {
+// NewOutboxSender returns an OutboxSender shipping through p.
+func NewOutboxSender(p golang.Producer) (*OutboxSender, error) {
 	if p == nil {
-		return nil, errors.New("outbox/grpcv5: nil producer")
+		return nil, errors.New("grpcv5: nil producer")
 	}
-	return &Sender{p: p}, nil
+	return &OutboxSender{p: p}, nil
 }
 
 // refusals are the proxy's answers that no resend can change (codes of
@@ -49,7 +45,7 @@ var refusals = map[int32]bool{
 // Send ships m with Send. An answer in which the proxy refuses m for good,
 // and the client's own refusal of a body over the proxy's limit, wrap
 // [outbox.ErrRefused], and the relay parks the row.
-func (s *Sender) Send(ctx context.Context, m *outbox.Message) error {
+func (s *OutboxSender) Send(ctx context.Context, m *outbox.Message) error {
 	msg := &golang.Message{Topic: m.Topic, Body: m.Body}
 	if m.Tags != "" {
 		msg.SetTag(m.Tags)
@@ -65,6 +61,7 @@ func (s *Sender) Send(ctx context.Context, m *outbox.Message) error {
 	if err == nil {
 		return nil
 	}
+	err = fmt.Errorf("grpcv5: send to %s: %w", m.Topic, err)
 	var st *golang.ErrRpcStatus
 	if errors.As(err, &st) && refusals[st.GetCode()] || strings.Contains(err.Error(), "message body size exceeds the threshold") {
 		return fmt.Errorf("%w: %w", outbox.ErrRefused, err)

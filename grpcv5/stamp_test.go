@@ -12,8 +12,8 @@ import (
 
 	golang "github.com/apache/rocketmq-clients/golang/v5"
 
+	"github.com/idemq/idemq/grpcv5"
 	"github.com/idemq/idemq/msgkey"
-	"github.com/idemq/idemq/producer/grpcv5"
 )
 
 // seqKeys issues "k1", "k2", ... or fails when err is set.
@@ -76,7 +76,7 @@ func key(m *golang.Message) string { return msgkey.Of(msgkey.Properties(m.GetPro
 
 func newProducer(t *testing.T, h *handedOver, keys *seqKeys) *grpcv5.Producer {
 	t.Helper()
-	p, err := grpcv5.New(h, keys)
+	p, err := grpcv5.NewProducer(h, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,8 +217,8 @@ func TestBadArguments(t *testing.T) {
 		name string
 		call func() error
 	}{
-		{"New nil producer", func() error { _, err := grpcv5.New(nil, &seqKeys{}); return err }},
-		{"New nil key source", func() error { _, err := grpcv5.New(h, nil); return err }},
+		{"NewProducer nil producer", func() error { _, err := grpcv5.NewProducer(nil, &seqKeys{}); return err }},
+		{"NewProducer nil key source", func() error { _, err := grpcv5.NewProducer(h, nil); return err }},
 		{"Stamp nil message", func() error { return p.Stamp(t.Context(), nil) }},
 		{"Send nil message", func() error { _, err := p.Send(t.Context(), nil); return err }},
 		{"SendAsync nil message", func() error {

@@ -12,7 +12,7 @@ import (
 	"github.com/apache/rocketmq-clients/golang/v5"
 
 	"github.com/idemq/idemq/consumer"
-	"github.com/idemq/idemq/consumer/grpcv5"
+	"github.com/idemq/idemq/grpcv5"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/msgkey"

@@ -8,15 +8,15 @@ import (
 	golang "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 
+	"github.com/idemq/idemq/grpcv5"
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/msgkey"
-	"github.com/idemq/idemq/producer/grpcv5"
 )
 
 func ExampleProducer_Stamp() {
 	rp, _ := golang.NewProducer(&golang.Config{Endpoint: "127.0.0.1:8081", Credentials: &credentials.SessionCredentials{}})
 	gen, _ := idgen.New(7, idgen.Config{})
-	p, _ := grpcv5.New(rp, msgkey.FromIDs(gen))
+	p, _ := grpcv5.NewProducer(rp, msgkey.FromIDs(gen))
 
 	m := &golang.Message{Topic: "orders", Body: []byte(`{"order":42}`)}
 	_ = p.Stamp(context.Background(), m) // Send stamps too
@@ -31,7 +31,7 @@ func ExampleProducer_Stamp() {
 // A sender through a RocketMQ 5 proxy: a plain send, then a transaction
 // whose outcome is left to the broker's check-back, which sees the key the
 // half message was stamped with. (Compiled, not run: it needs a proxy.)
-func Example() {
+func ExampleNewProducer() {
 	ctx := context.Background()
 	gen, err := idgen.New(7, idgen.Config{}) // or a node leased from Redis: see package remoting
 	if err != nil {
@@ -57,7 +57,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer rp.GracefulStop()
-	sender, err := grpcv5.New(rp, msgkey.FromIDs(gen))
+	sender, err := grpcv5.NewProducer(rp, msgkey.FromIDs(gen))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -9,12 +9,11 @@ import (
 
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/producer"
-	// Routes the client's logs to slog at warn (see its doc).
-	_ "github.com/idemq/idemq/rmqlog/grpcrmqlog"
 )
 
-// Producer wraps a golang.Producer: it stamps a message's key, then sends
-// it. It does not start or stop the wrapped producer. It is safe for
+// Producer wraps a golang.Producer so that every message is stamped with
+// its idempotency key before its first send (see package producer): it
+// stamps a message's key, then sends it. It does not start or stop the wrapped producer. It is safe for
 // concurrent use, but not for sending one message from two goroutines at
 // once (stamping writes to the message).
 type Producer struct {
@@ -22,8 +21,8 @@ type Producer struct {
 	s *producer.Stamper
 }
 
-// New returns a Producer sending through p with keys from keys.
-func New(p golang.Producer, keys msgkey.Source) (*Producer, error) {
+// NewProducer returns a Producer sending through p with keys from keys.
+func NewProducer(p golang.Producer, keys msgkey.Source) (*Producer, error) {
 	if p == nil {
 		return nil, errors.New("grpcv5: nil producer")
 	}

@@ -1,4 +1,4 @@
-package grpcrmqlog
+package grpcv5
 
 import (
 	"context"
@@ -45,9 +45,9 @@ func attrsOf(r slog.Record) map[string]string {
 // TestCore logs through the client's package-level logger, as the client
 // does, and checks what reaches slog at each level.
 func TestCore(t *testing.T) {
-	t.Cleanup(func() { Route(nil, slog.LevelWarn) })
+	t.Cleanup(func() { RouteLogs(nil, slog.LevelWarn) })
 	c := new(capture)
-	lv := Route(slog.New(c), slog.LevelWarn)
+	lv := RouteLogs(slog.New(c), slog.LevelWarn)
 	log := base.With("client_id", "c1")
 
 	log.Infof("connected to %s", "proxy")
@@ -85,11 +85,11 @@ func TestCore(t *testing.T) {
 }
 
 // TestRouteToDefault checks that a nil logger means slog.Default as it is
-// when the record is logged, not when Route was called.
+// when the record is logged, not when RouteLogs was called.
 func TestRouteToDefault(t *testing.T) {
 	prev := slog.Default()
-	t.Cleanup(func() { slog.SetDefault(prev); Route(nil, slog.LevelWarn) })
-	Route(nil, slog.LevelInfo)
+	t.Cleanup(func() { slog.SetDefault(prev); RouteLogs(nil, slog.LevelWarn) })
+	RouteLogs(nil, slog.LevelInfo)
 	c := new(capture)
 	slog.SetDefault(slog.New(c))
 	base.Info("begin to start the client manager")

@@ -4,8 +4,6 @@ import (
 	"github.com/apache/rocketmq-clients/golang/v5"
 
 	"github.com/idemq/idemq/consumer"
-	// Routes the client's logs to slog at warn (see its doc).
-	_ "github.com/idemq/idemq/rmqlog/grpcrmqlog"
 )
 
 // view is what the adapters read of a received message; *golang.MessageView

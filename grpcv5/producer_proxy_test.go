@@ -13,12 +13,12 @@ import (
 	golang "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 
+	"github.com/idemq/idemq/grpcv5"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/internal/testenv/grpcread"
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
-	"github.com/idemq/idemq/producer/grpcv5"
 )
 
 // runName is unique per test run, for topics and groups.
@@ -45,7 +45,7 @@ func startProducer(t *testing.T, topic string, checker *golang.TransactionChecke
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rp.GracefulStop() })
-	p, err := grpcv5.New(rp, testkit.Keys(t, 9))
+	p, err := grpcv5.NewProducer(rp, testkit.Keys(t, 9))
 	if err != nil {
 		t.Fatal(err)
 	}

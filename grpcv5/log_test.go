@@ -1,4 +1,4 @@
-package grpcrmqlog_test
+package grpcv5_test
 
 import (
 	"bytes"
@@ -16,18 +16,7 @@ import (
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 
 	"github.com/idemq/idemq/internal/racechild"
-	_ "github.com/idemq/idemq/rmqlog/grpcrmqlog"
 )
-
-// The child roles start a client: "start" as it is, "reset" after the
-// client's ResetLogger.
-func TestMain(m *testing.M) {
-	racechild.Main(map[string]func() error{
-		"start": func() error { return startClient(false) },
-		"reset": func() error { return startClient(true) },
-	})
-	os.Exit(m.Run())
-}
 
 // startClient starts a producer against the dead endpoint of its settings,
 // with slog.Default writing every level as JSON to standard error, so that

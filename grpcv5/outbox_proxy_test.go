@@ -13,6 +13,7 @@ import (
 	golang "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 
+	"github.com/idemq/idemq/grpcv5"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
@@ -20,8 +21,6 @@ import (
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
-	ogrpc "github.com/idemq/idemq/outbox/grpcv5"
-	pgrpcv5 "github.com/idemq/idemq/producer/grpcv5"
 )
 
 // TestRelayThroughTheProxy ships rows from a MariaDB table through a real
@@ -45,11 +44,7 @@ func TestRelayThroughTheProxy(t *testing.T) {
 	}
 	t.Cleanup(func() { rp.GracefulStop() })
 	keys := testkit.Keys(t, 3)
-	p, err := pgrpcv5.New(rp, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ogrpc.New(p)
+	s, err := grpcv5.NewOutboxSender(rp)
 	if err != nil {
 		t.Fatal(err)
 	}
