@@ -9,16 +9,17 @@
 #     IDEMQ_* variables, which make bench sets, or started by the tests);
 #   - the consumer's per-message path against a hand-written naive consumer
 #     on Redis, MariaDB, PostgreSQL and SQLite, and end to end through the
-#     real broker against no dedupe (consumer/remoting's BenchmarkPath and
+#     real broker against no dedupe (remoting's BenchmarkPath and
 #     BenchmarkEndToEnd);
 #   - the outbox: a business transaction with Add against the same INSERT
-#     by hand, and relays against a plain loop of sends (outbox/...).
+#     by hand, and relays against a plain loop of sends (outbox/... and
+#     remoting's BenchmarkShip and BenchmarkCommitToBroker).
 # Extra arguments go to `go test`, e.g. -benchtime 200ms or -count 3.
 set -euo pipefail
 cd "$(dirname "$0")"
-# -timeout: consumer/remoting's end-to-end rows alone take about 9 minutes,
+# -timeout: remoting's end-to-end rows alone take about 9 minutes,
 # near go test's default of 10 per package on a loaded machine.
 {
 	go test -run '^$' -bench . -benchmem -timeout 60m "$@" ./...
-	(cd .. && go test -run '^$' -bench . -benchmem -timeout 60m "$@" ./idgen/... ./dedupe/... ./consumer/... ./outbox/...)
+	(cd .. && go test -run '^$' -bench . -benchmem -timeout 60m "$@" ./idgen/... ./dedupe/... ./consumer/... ./outbox/... ./remoting/...)
 } | go run ./cmd/benchtable

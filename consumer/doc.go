@@ -1,8 +1,8 @@
 // Package consumer makes RocketMQ consumers idempotent: a handler runs at
 // most once per (consumer group, message key), whichever client delivers
 // the message. It links no RocketMQ client: an adapter per client family
-// runs a [Consumer] for what its client delivers, package consumer/remoting
-// for rocketmq-client-go/v2 and package consumer/grpcv5 for
+// runs a [Consumer] for what its client delivers, package remoting
+// for rocketmq-client-go/v2 and package grpcv5 for
 // rocketmq-clients/golang/v5.
 //
 //	c, err := consumer.New(store, "order-service")

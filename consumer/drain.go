@@ -24,7 +24,7 @@ import (
 //     client stopped acting on answers: they go to the queue's next owner
 //     without spending a reconsume.
 //
-// A client adapter calls it (see package consumer/remoting's Drain), once.
+// A client adapter calls it (see package remoting's Drain), once.
 // Its error says whether handlers were still running when ctx ended, and
 // what stop answered.
 func (c *Consumer) Drain(ctx context.Context, stop func() error) error {

@@ -62,7 +62,7 @@ func ExampleConsumer_Tx() {
 		log.Fatal(err)
 	}
 	// What a client adapter does with each delivery (see package
-	// consumer/remoting or consumer/grpcv5).
+	// remoting or grpcv5).
 	delivery := consumer.Message{ID: "7F0000010001", Properties: map[string]string{msgkey.Property: "order-42"}}
 	for range 3 {
 		if v := c.Process(ctx, []consumer.Message{delivery}, h, consumer.Waiting{})[0]; v.Action == consumer.Ack {

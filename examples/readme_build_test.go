@@ -35,8 +35,8 @@ func TestREADMEProgramsBuild(t *testing.T) {
 			continue
 		}
 		front := s.file == frontPage
-		sender = sender || front && strings.Contains(s.code, `"github.com/idemq/idemq/producer/`)
-		receiver = receiver || front && strings.Contains(s.code, `"github.com/idemq/idemq/consumer/`)
+		sender = sender || front && strings.Contains(s.code, ".NewProducer(")
+		receiver = receiver || front && strings.Contains(s.code, `"github.com/idemq/idemq/consumer"`)
 		progs = append(progs, s)
 	}
 	if !sender || !receiver {
@@ -108,8 +108,8 @@ func TestREADMEProgramsRun(t *testing.T) {
 		t.Fatalf("the README has no whole program from %s's %s", dir, name)
 		return snippet{}
 	}
-	sender := program("producer/remoting", "ExampleProducer", redisAddr, nameServer, topic, pool)
-	receiver := program("consumer/remoting", "Example", redisAddr, nameServer, topic, group)
+	sender := program("remoting", "ExampleNewProducer", redisAddr, nameServer, topic, pool)
+	receiver := program("remoting", "ExampleConcurrently", redisAddr, nameServer, topic, group)
 
 	// One queue, so that the second receiver's last order comes after
 	// every earlier one (see below).

@@ -58,6 +58,6 @@
 // the row the broker refuses alone is parked. Input that can never ship is
 // refused by Add itself.
 //
-// The package links no RocketMQ client: packages outbox/remoting and
-// outbox/grpcv5 implement [Sender] over the producer adapters.
+// The package links no RocketMQ client: remoting.OutboxSender and
+// grpcv5.OutboxSender implement [Sender] over each client.
 package outbox

@@ -16,7 +16,8 @@ import (
 )
 
 // printer is a Sender that prints what it ships and says so on its
-// channel; outbox/remoting and outbox/grpcv5 ship to RocketMQ instead.
+// channel; remoting.OutboxSender and grpcv5.OutboxSender ship to RocketMQ
+// instead.
 type printer chan string
 
 func (p printer) Send(_ context.Context, m *outbox.Message) error {

@@ -15,8 +15,8 @@ import (
 	"github.com/idemq/idemq/internal/sqldialect"
 )
 
-// Sender ships messages to RocketMQ; packages outbox/remoting and
-// outbox/grpcv5 implement it over each client's producer adapter. It must
+// Sender ships messages to RocketMQ; remoting.OutboxSender and
+// grpcv5.OutboxSender implement it over each client's producer. It must
 // be safe for concurrent use: a relay ships the rows of different ordering
 // keys at once.
 type Sender interface {

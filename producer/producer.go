@@ -1,10 +1,10 @@
 // Package producer stamps every RocketMQ message with an idempotency key
 // before it is first sent, whichever client sends it; packages
-// producer/remoting (rocketmq-client-go/v2) and producer/grpcv5
+// remoting (rocketmq-client-go/v2) and grpcv5
 // (rocketmq-clients/golang/v5) wrap each client's producer with a
 // [Stamper]:
 //
-//	p, err := remoting.New(rocketmqProducer, msgkey.FromIDs(gen))
+//	p, err := remoting.NewProducer(rocketmqProducer, msgkey.FromIDs(gen))
 //	...
 //	_, err = p.SendSync(ctx, msg) // stamped, then sent
 //
@@ -20,7 +20,7 @@
 // client's producer, a [msgkey.Source]) as parameters and have no other
 // settings. There is no default key source: [msgkey.FromIDs] over an ID
 // generator (package idgen, on a node id of the process's own) is the usual
-// one. Package producer/remoting's ExampleProducer is a whole sender, its
+// one. Package remoting's ExampleNewProducer is a whole sender, its
 // node leased from Redis.
 package producer
 

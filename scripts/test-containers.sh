@@ -88,7 +88,7 @@ unset IDEMQ_REDIS_ADDR IDEMQ_MYSQL_DSN IDEMQ_POSTGRES_DSN IDEMQ_ROCKETMQ_NAMESRV
 
 step=$(date +%s)
 "$tmp/withcontainers" -- go test -race -count=1 -timeout 15m \
-	-run 'Conformance|EndToEnd' ./dedupe/redisdedupe ./dedupe/sqldedupe ./consumer/remoting ./consumer/grpcv5
+	-run 'Conformance|EndToEnd' ./dedupe/redisdedupe ./dedupe/sqldedupe ./remoting ./grpcv5
 log "conformance and end-to-end suites in $(($(date +%s) - step)) s"
 
 step=$(date +%s)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,13 +14,11 @@ import (
 	golang "github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 
+	"github.com/idemq/idemq/grpcv5"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/outbox"
-	outboxgrpc "github.com/idemq/idemq/outbox/grpcv5"
 	"github.com/idemq/idemq/outbox/pgwake"
-	outboxremoting "github.com/idemq/idemq/outbox/remoting"
-	producergrpc "github.com/idemq/idemq/producer/grpcv5"
-	producerremoting "github.com/idemq/idemq/producer/remoting"
+	"github.com/idemq/idemq/remoting"
 )
 
 const relayDoc = `Ship the committed rows of a transactional outbox table (package outbox) to
@@ -35,14 +32,6 @@ It prints "relaying" once it runs. On SIGINT or SIGTERM it stops claiming,
 ships the rows it holds for up to --drain-timeout, prints what it shipped and
 exits. Logs go to stderr: warnings and errors only, unless --log-level says
 otherwise.`
-
-// rowKeys is the key source of the relay's producer: an outbox row carries
-// its key from Add, so the producer is never asked for a new one.
-type rowKeys struct{}
-
-func (rowKeys) NextKey(context.Context) (string, error) {
-	return "", errors.New("an outbox row without a key: rows carry the key Add stamped")
-}
 
 // relayCmd runs `idemq relay`, which main's run dispatches to, and returns
 // the exit status: 0 after a clean shutdown on SIGINT or SIGTERM (the end
@@ -147,7 +136,7 @@ func relay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // remotingSender starts a remoting producer whose queue follows the
-// sharding key, and returns the Sender over it and its stop.
+// sharding key, and returns the OutboxSender over it and its stop.
 func remotingSender(namesrv string) (outbox.Sender, func(), error) {
 	rp, err := rocketmq.NewProducer(
 		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{namesrv})),
@@ -162,19 +151,16 @@ func remotingSender(namesrv string) (outbox.Sender, func(), error) {
 		return nil, nil, err
 	}
 	stop := func() { rp.Shutdown() }
-	p, err := producerremoting.New(rp, rowKeys{})
-	if err == nil {
-		var s *outboxremoting.Sender
-		if s, err = outboxremoting.New(p); err == nil {
-			return s, stop, nil
-		}
+	s, err := remoting.NewOutboxSender(rp)
+	if err != nil {
+		stop()
+		return nil, nil, err
 	}
-	stop()
-	return nil, nil, err
+	return s, stop, nil
 }
 
-// grpcSender starts a gRPC producer on proxy and returns the Sender over
-// it and its stop.
+// grpcSender starts a gRPC producer on proxy and returns the OutboxSender
+// over it and its stop.
 func grpcSender(proxy string) (outbox.Sender, func(), error) {
 	gp, err := golang.NewProducer(&golang.Config{Endpoint: proxy, Credentials: &credentials.SessionCredentials{}})
 	if err != nil {
@@ -184,13 +170,10 @@ func grpcSender(proxy string) (outbox.Sender, func(), error) {
 		return nil, nil, err
 	}
 	stop := func() { gp.GracefulStop() }
-	p, err := producergrpc.New(gp, rowKeys{})
-	if err == nil {
-		var s *outboxgrpc.Sender
-		if s, err = outboxgrpc.New(p); err == nil {
-			return s, stop, nil
-		}
+	s, err := grpcv5.NewOutboxSender(gp)
+	if err != nil {
+		stop()
+		return nil, nil, err
 	}
-	stop()
-	return nil, nil, err
+	return s, stop, nil
 }

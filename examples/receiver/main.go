@@ -32,9 +32,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/consumer"
-	"github.com/idemq/idemq/consumer/remoting"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/remoting"
 )
 
 func main() {

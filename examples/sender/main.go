@@ -35,7 +35,7 @@ import (
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
 	"github.com/idemq/idemq/msgkey"
-	"github.com/idemq/idemq/producer/remoting"
+	"github.com/idemq/idemq/remoting"
 )
 
 func main() {
@@ -88,7 +88,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer rp.Shutdown()
-	p, err := remoting.New(rp, msgkey.FromIDs(gen))
+	p, err := remoting.NewProducer(rp, msgkey.FromIDs(gen))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/internal/testkit"
-	producer "github.com/idemq/idemq/producer/remoting"
+	"github.com/idemq/idemq/remoting"
 )
 
 // brokerLevels are the test broker's delay levels (internal/testenv): 18
@@ -117,7 +117,7 @@ func guard() dedupe.GuardConfig {
 // producer returns a started producer that stamps keys; it is shut down
 // when the test ends. rocketmq-client-go retries a failed attempt on
 // another broker (1 + 2 attempts by default; rmqproducer.WithRetry).
-func (f *fixture) producer(opts ...rmqproducer.Option) *producer.Producer {
+func (f *fixture) producer(opts ...rmqproducer.Option) *remoting.Producer {
 	f.t.Helper()
 	f.producers++
 	name := fmt.Sprintf("bf-producer-%s-%d", f.run, f.producers)
@@ -134,7 +134,7 @@ func (f *fixture) producer(opts ...rmqproducer.Option) *producer.Producer {
 	}
 	f.t.Cleanup(func() { rp.Shutdown() })
 	// Generators of one node issue the same keys: one node per producer.
-	p, err := producer.New(rp, testkit.Keys(f.t, int64(f.producers)))
+	p, err := remoting.NewProducer(rp, testkit.Keys(f.t, int64(f.producers)))
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -15,11 +15,10 @@ import (
 	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/idemq/idemq/consumer"
-	"github.com/idemq/idemq/consumer/remoting"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/msgkey"
-	producer "github.com/idemq/idemq/producer/remoting"
+	"github.com/idemq/idemq/remoting"
 )
 
 // TestKillBroker sends 2,000 messages over 15 s to a topic with 4 queues on
@@ -247,7 +246,7 @@ func TestKillBroker(t *testing.T) {
 // sender is a producer and what it saw.
 type sender struct {
 	name string
-	p    *producer.Producer
+	p    *remoting.Producer
 	log  sendLog
 }
 

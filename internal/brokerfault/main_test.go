@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/idemq/idemq/internal/testenv"
-	"github.com/idemq/idemq/rmqlog"
+	"github.com/idemq/idemq/remoting"
 )
 
 // clientLog counts the warnings rocketmq-client-go logs, by message: the
@@ -19,7 +19,7 @@ var clientLog = &countingHandler{counts: map[string]int{}, first: map[string]str
 
 func TestMain(m *testing.M) {
 	// Before any client starts: rlog.SetLogger is not safe while they run.
-	rmqlog.Route(slog.New(clientLog), slog.LevelWarn)
+	remoting.RouteLogs(slog.New(clientLog), slog.LevelWarn)
 	os.Exit(testenv.Run(m))
 }
 

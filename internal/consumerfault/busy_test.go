@@ -15,9 +15,9 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/idemq/idemq/consumer"
-	"github.com/idemq/idemq/consumer/remoting"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/remoting"
 )
 
 // oldPathEnv, set to 1, adds the subtest NotToldMaxReconsume, which is

@@ -16,9 +16,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/consumer"
-	"github.com/idemq/idemq/consumer/remoting"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/remoting"
 )
 
 // settings is what a child needs to know.

@@ -25,7 +25,7 @@ import (
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
-	producer "github.com/idemq/idemq/producer/remoting"
+	"github.com/idemq/idemq/remoting"
 )
 
 // brokerLevels are the test broker's delay levels (internal/testenv): 18
@@ -124,7 +124,7 @@ func (f *fixture) storePrefix() string { return "cf:" + f.run + ":dedupe:" }
 
 // producer returns a started producer that stamps keys; it is shut down
 // when the test ends.
-func (f *fixture) producer() *producer.Producer {
+func (f *fixture) producer() *remoting.Producer {
 	f.t.Helper()
 	rp, err := rocketmq.NewProducer(
 		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{f.ns})),
@@ -138,7 +138,7 @@ func (f *fixture) producer() *producer.Producer {
 		f.t.Fatal(err)
 	}
 	f.t.Cleanup(func() { rp.Shutdown() })
-	p, err := producer.New(rp, testkit.Keys(f.t, 1))
+	p, err := remoting.NewProducer(rp, testkit.Keys(f.t, 1))
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func (f *fixture) producer() *producer.Producer {
 }
 
 // send sends body to topic and returns the message's key.
-func send(ctx context.Context, p *producer.Producer, topic string, body []byte) (string, error) {
+func send(ctx context.Context, p *remoting.Producer, topic string, body []byte) (string, error) {
 	m := primitive.NewMessage(topic, body)
 	if _, err := p.SendSync(ctx, m); err != nil {
 		return "", err

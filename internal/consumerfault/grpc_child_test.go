@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/consumer"
-	"github.com/idemq/idemq/consumer/grpcv5"
+	"github.com/idemq/idemq/grpcv5"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/msgkey"
 )

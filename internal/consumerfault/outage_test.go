@@ -15,12 +15,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/consumer"
-	"github.com/idemq/idemq/consumer/remoting"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/remoting"
 )
 
 // TestStoreOutageSpendsNoRetries kills (SIGKILL) the dedupe store, a Redis

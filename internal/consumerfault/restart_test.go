@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/internal/racechild"
-	producer "github.com/idemq/idemq/producer/remoting"
+	"github.com/idemq/idemq/remoting"
 )
 
 // TestRollingRestart restarts a group of three consumer processes one after
@@ -113,7 +113,7 @@ func rollingRestart(t *testing.T) tally {
 // sendPaced sends total messages to topic through p, evenly over sendFor,
 // in the background. The function it returns waits for the last send and
 // returns the keys sent, or the first send's error.
-func sendPaced(ctx context.Context, p *producer.Producer, topic string, total int, sendFor time.Duration) func() ([]string, error) {
+func sendPaced(ctx context.Context, p *remoting.Producer, topic string, total int, sendFor time.Duration) func() ([]string, error) {
 	done := make(chan struct{})
 	var (
 		sent []string

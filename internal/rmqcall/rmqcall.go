@@ -1,7 +1,7 @@
 // Package rmqcall sends single requests over RocketMQ's remoting protocol,
 // for what rocketmq-client-go has no exported call for: the test harness's
 // topic and group administration (internal/testenv) and the unlock of the
-// queues a rebalance takes from an orderly consumer (consumer/remoting).
+// queues a rebalance takes from an orderly consumer (remoting.HandBack).
 package rmqcall
 
 import (

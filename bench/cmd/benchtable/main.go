@@ -20,7 +20,7 @@
 //
 // A row may report a metric "<peer>-ns/op": the cost of a peer it took turns
 // with in one loop, so that a machine's changing load falls on both alike
-// (see consumer/remoting's BenchmarkFingerprint). The peer becomes a row of
+// (see package remoting's BenchmarkFingerprint). The peer becomes a row of
 // the group; the B/op and allocs/op of such a pair cover both and are left
 // out. The row's other metrics named "<peer>-<unit>" (msgs/s, CPU per
 // message, …) are the peer's and shown in its row.

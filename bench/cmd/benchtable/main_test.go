@@ -23,7 +23,7 @@ BenchmarkPlain-2          	 1000000	      1000 ns/op
 pkg: github.com/idemq/idemq/dedupe/redisdedupe
 BenchmarkClaimComplete/serial/idemq-batch=32-2    	    3000	    320000 ns/op	   100000 msgs/s	    9000 B/op	      90 allocs/op
 BenchmarkClaimComplete/serial/naive-2             	   20000	     50000 ns/op	    20000 msgs/s
-pkg: github.com/idemq/idemq/consumer/remoting
+pkg: github.com/idemq/idemq/remoting
 BenchmarkFingerprint/redis-200B/idemq-2   	    8000	     81000 ns/op	     80000 no-fingerprint-ns/op	    6833 B/op	     150 allocs/op
 BenchmarkFingerprint/redis-200B/idemq-2   	    8000	     83000 ns/op	     82000 no-fingerprint-ns/op	    6833 B/op	     150 allocs/op
 BenchmarkEndToEnd/Redis/idemq-2   	       1	 50000 ns/op	 20000 msgs/s	 12.5 cpu-µs/msg	 25000 naive-ns/op	 40000 naive-msgs/s	 9.5 naive-cpu-µs/msg

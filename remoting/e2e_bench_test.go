@@ -1,0 +1,330 @@
+package remoting_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
+
+	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testkit"
+	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/remoting"
+)
+
+// The end-to-end benchmark's workload, as in notes/perf.md: e2eMessages
+// messages of pathBody's 200 bytes in a topic of e2eQueues queues, consumed
+// by one push consumer with the client's default settings (20 callback
+// goroutines, one message per callback, pulls of 32) from the first offset.
+const (
+	e2eMessages = 20_000
+	e2eQueues   = 8
+	// e2eRounds is how many times each variant consumes the topic, the
+	// variants taking turns; the figures are the medians.
+	e2eRounds = 3
+	// e2eWarm is how many messages the broker serves before the timed
+	// runs: its JVM speeds up from about 65k to 140k msgs/s over its first
+	// ~500k (notes/perf.md).
+	e2eWarm = 600_000
+	// e2eTimeout bounds one consumption of the topic.
+	e2eTimeout = 2 * time.Minute
+)
+
+// BenchmarkEndToEnd measures what dedupe costs a real consumer: one push
+// consumer on the real broker (internal/testenv, Apache RocketMQ 4.9.7)
+// consumes the whole topic, timed from its first callback to its
+// e2eMessages-th acknowledged message, once per variant in each round:
+//
+//   - Redis: ns/op and msgs/s are the Consumer's over redisdedupe (default
+//     options) with a handler that does nothing; dedupe-off-ns/op is a
+//     plain callback answering ConsumeSuccess, naive-ns/op a hand-written
+//     SET NX, handler, SET per message on the same Redis;
+//   - SQLite-tx, MySQL-tx (MariaDB), Postgres-tx: the transactional mode
+//     against plain handlers; see benchTxEndToEnd.
+//
+// Each row also has the CPU time per message of this process (the
+// consumer: cpu-µs/msg) and of the store's server (redis-µs/msg, db-µs/msg),
+// read from /proc over the timed window, so that a ratio can be told apart
+// from a machine's load.
+//
+// The bench table shows each peer's ratio; the tax is 1 - 1/ratio, also
+// reported as tax-% (and the peers' msgs/s as <peer>-msgs/s) in go test's
+// output. The broker is warmed with untimed traffic first. One run of the
+// benchmark's function is e2eRounds rounds whatever b.N is (at least b.N).
+func BenchmarkEndToEnd(b *testing.B) {
+	ns := testenv.RocketMQ(b)
+	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
+	topic := "bench-e2e-" + run
+	testenv.RocketMQTopic(b, topic, e2eQueues)
+	fillTopic(b, ns, topic, run, e2eMessages)
+
+	warm := topic + "-warm"
+	testenv.RocketMQTopic(b, warm, e2eQueues)
+	const warmTopicSize = 150_000
+	fillTopic(b, ns, warm, run+"-warm", warmTopicSize)
+	plain := func(context.Context, ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
+		return rmq.ConsumeSuccess, nil
+	}
+	start := time.Now()
+	var warmRates []string
+	for i := range e2eWarm / warmTopicSize {
+		res, err := consumeAll(ns, warm, fmt.Sprintf("bench-warm-%s-%d", run, i), warmTopicSize, 1, nil, plain)
+		if err != nil {
+			b.Fatal(err)
+		}
+		warmRates = append(warmRates, fmt.Sprintf("%.0f", res.rate))
+	}
+	warmed := fmt.Sprintf("warm-up: %d messages in %v, at %s msgs/s", e2eWarm/warmTopicSize*warmTopicSize,
+		time.Since(start).Round(time.Millisecond), strings.Join(warmRates, ", "))
+
+	for _, batch := range []int{1, 32} {
+		name := "Redis"
+		if batch > 1 {
+			name = fmt.Sprintf("Redis-batch%d", batch)
+		}
+		b.Run(name+"/idemq", func(b *testing.B) {
+			b.Log(warmed)
+			store, rdb := newRedisStore(b, "bench-e2e:"+run+":")
+			e2eRun(b, ns, topic, batch, map[string]string{"redis": rdb.Options().Addr}, []e2eVariant{
+				{"idemq", func(group string) (remoting.Callback, error) {
+					c, err := consumer.New(store, group)
+					if err != nil {
+						return nil, err
+					}
+					return remoting.Concurrently(c, noopHandler), nil
+				}},
+				{"dedupe-off", func(string) (remoting.Callback, error) { return plain, nil }},
+				{"naive", func(group string) (remoting.Callback, error) {
+					return func(ctx context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
+						for _, m := range msgs {
+							key := "naive:" + group + ":" + msgkey.Of(m)
+							ok, err := rdb.SetNX(ctx, key, "processing", naiveLease).Result()
+							if err != nil || !ok {
+								return rmq.ConsumeRetryLater, fmt.Errorf("SET NX = %v, %v", ok, err)
+							}
+							if err := noopRaw(ctx, m); err != nil {
+								rdb.Del(ctx, key)
+								return rmq.ConsumeRetryLater, err
+							}
+							// The Consumer's default retention.
+							if err := rdb.Set(ctx, key, "done", 72*time.Hour).Err(); err != nil {
+								return rmq.ConsumeRetryLater, err
+							}
+						}
+						return rmq.ConsumeSuccess, nil
+					}, nil
+				}},
+			})
+		})
+	}
+
+	for _, d := range testdb.Backends {
+		b.Run(d.Name+"-tx/idemq", func(b *testing.B) { benchTxEndToEnd(b, ns, topic, d) })
+	}
+}
+
+// e2eVariant is one way of consuming: its name, and the callback of a
+// consumer of group.
+type e2eVariant struct {
+	name string
+	cb   func(group string) (remoting.Callback, error)
+}
+
+// e2eRun consumes topic once per variant per round, each consumer taking
+// up to batch messages per callback, the first variant (ours) and its peers
+// taking turns, and reports the medians: ns/op, msgs/s and the CPU time per
+// message of this process (the consumer's: cpu-µs/msg) and of each of
+// servers (name → listening address: <name>-µs/msg) for the first variant,
+// the same prefixed "<peer>-" for the others, and tax-% per peer named
+// "dedupe-off" or "plain-insert".
+func e2eRun(b *testing.B, ns, topic string, batch int, servers map[string]string, variants []e2eVariant) {
+	pids := map[string]int{"cpu": os.Getpid()}
+	for name, addr := range servers {
+		pid, err := testkit.ListenerPID(addr)
+		if err != nil {
+			b.Fatalf("%s: %v", name, err)
+		}
+		pids[name] = pid
+	}
+	results := make([][]e2eResult, len(variants))
+	run := fmt.Sprintf("%d", time.Now().UnixNano())
+	for round := range max(b.N, e2eRounds) {
+		for k := range variants {
+			i := (round + k) % len(variants)
+			v := variants[i]
+			group := fmt.Sprintf("bench-e2e-%s-%s-%d", v.name, run, round)
+			cb, err := v.cb(group)
+			if err != nil {
+				b.Fatal(err)
+			}
+			res, err := consumeAll(ns, topic, group, e2eMessages, batch, pids, cb)
+			if err != nil {
+				b.Fatalf("%s: %v", v.name, err)
+			}
+			results[i] = append(results[i], res)
+		}
+	}
+	var log strings.Builder
+	rate := make([]float64, len(variants))
+	for i, v := range variants {
+		prefix := v.name + "-"
+		if i == 0 {
+			prefix = ""
+		}
+		rate[i] = median(results[i], func(r e2eResult) float64 { return r.rate })
+		fmt.Fprintf(&log, "%s: %.0f msgs/s (rounds:", v.name, rate[i])
+		for _, r := range results[i] {
+			fmt.Fprintf(&log, " %.0f", r.rate)
+		}
+		log.WriteString(")")
+		b.ReportMetric(1e9/rate[i], prefix+"ns/op")
+		b.ReportMetric(rate[i], prefix+"msgs/s")
+		for _, name := range slices.Sorted(maps.Keys(pids)) {
+			unit := name + "-µs/msg"
+			if name == "cpu" {
+				unit = "cpu-µs/msg"
+			}
+			cpu := median(results[i], func(r e2eResult) float64 { return r.cpu[name].Seconds() * 1e6 / e2eMessages })
+			fmt.Fprintf(&log, ", %s %.1f", unit, cpu)
+			b.ReportMetric(cpu, prefix+unit)
+		}
+		log.WriteString("\n")
+		if v.name == "dedupe-off" || v.name == "plain-insert" {
+			b.ReportMetric(100*(1-rate[0]/rate[i]), "tax-%")
+		}
+	}
+	b.Log(strings.TrimSpace(log.String()))
+}
+
+// median returns the median of f over rs.
+func median[T any](rs []T, f func(T) float64) float64 {
+	var xs []float64
+	for _, r := range rs {
+		xs = append(xs, f(r))
+	}
+	s := slices.Sorted(slices.Values(xs))
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+// fillTopic sends n messages of pathBody to topic, keyed run-0, run-1, ….
+func fillTopic(b *testing.B, ns, topic, run string, n int) {
+	b.Helper()
+	p, err := rocketmq.NewProducer(
+		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		rmqproducer.WithGroupName("bench-e2e-producer-"+run),
+		rmqproducer.WithInstanceName("bench-e2e-producer-"+run),
+	)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer p.Shutdown()
+	// Batches of 64 (about 20 KiB), each to the next queue.
+	const batch = 64
+	msgs := make([]*primitive.Message, 0, batch)
+	for i := range n {
+		m := primitive.NewMessage(topic, pathBody)
+		m.WithProperty(msgkey.Property, fmt.Sprintf("%s-%d", run, i))
+		msgs = append(msgs, m)
+		if len(msgs) == batch || i == n-1 {
+			if _, err := p.SendSync(context.Background(), msgs...); err != nil {
+				b.Fatalf("send to %s: %v", topic, err)
+			}
+			msgs = msgs[:0]
+		}
+	}
+}
+
+// e2eResult is one consumption of a topic: its rate, and the CPU time that
+// each process of e2eRun's pids spent meanwhile.
+type e2eResult struct {
+	rate float64
+	cpu  map[string]time.Duration
+}
+
+// consumeAll consumes topic from its first offset with a new push consumer
+// of group, with the client's default settings but for up to batch messages
+// per callback, until cb has acknowledged n messages, and returns the rate
+// and the CPU time of each of pids from its first callback to then.
+func consumeAll(ns, topic, group string, n int64, batch int, pids map[string]int, cb remoting.Callback) (e2eResult, error) {
+	var (
+		acked atomic.Int64
+		first atomic.Int64 // UnixNano of the first callback
+		end   time.Time
+		once  sync.Once
+		done  = make(chan struct{})
+		res   = e2eResult{cpu: map[string]time.Duration{}}
+		// cpuErr is the first failure to read a process's CPU time.
+		cpuErr error
+	)
+	// cpu adds sign times the CPU time of each of pids to res.cpu.
+	cpu := func(sign time.Duration) {
+		for name, pid := range pids {
+			t, err := testkit.ProcessCPU(pid)
+			if err != nil && cpuErr == nil {
+				cpuErr = err
+			}
+			res.cpu[name] += sign * t
+		}
+	}
+	c, err := rocketmq.NewPushConsumer(
+		rmq.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		rmq.WithGroupName(group),
+		rmq.WithInstance(group),
+		rmq.WithConsumeFromWhere(rmq.ConsumeFromFirstOffset),
+		rmq.WithConsumeMessageBatchMaxSize(batch),
+	)
+	if err != nil {
+		return res, err
+	}
+	var started sync.Once
+	err = c.Subscribe(topic, rmq.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
+		started.Do(func() {
+			cpu(-1)
+			first.Store(time.Now().UnixNano())
+		})
+		r, err := cb(ctx, msgs...)
+		if r == rmq.ConsumeSuccess {
+			if acked.Add(int64(len(msgs))) >= n {
+				once.Do(func() {
+					end = time.Now()
+					cpu(+1)
+					close(done)
+				})
+			}
+		}
+		return r, err
+	})
+	if err != nil {
+		return res, err
+	}
+	if err := c.Start(); err != nil {
+		return res, err
+	}
+	defer c.Shutdown()
+	select {
+	case <-done:
+	case <-time.After(e2eTimeout):
+		return res, fmt.Errorf("consumed %d of %d messages of %s in %v", acked.Load(), n, topic, e2eTimeout)
+	}
+	res.rate = float64(n) / end.Sub(time.Unix(0, first.Load())).Seconds()
+	return res, cpuErr
+}

@@ -1,0 +1,290 @@
+package remoting_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dedupe/redisdedupe"
+	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/racechild"
+	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testenv/remotingread"
+	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/outbox"
+	"github.com/idemq/idemq/remoting"
+)
+
+// roleRelay is a relay process: it ships its table's rows until told to
+// stop, then closes the relay.
+const roleRelay = "relay"
+
+// relaySettings are a relay process's settings.
+type relaySettings struct {
+	Namesrv, DSN, Name string
+	Node               int64
+	Lease, Pause       time.Duration // Pause: before each send
+	// Midway is after how many sends the relay says "midway".
+	Midway int64
+}
+
+// slowSender pauses before each send and says "midway" after Midway sends.
+type slowSender struct {
+	outbox.Sender
+	pause  time.Duration
+	midway int64
+	sends  atomic.Int64
+}
+
+func (s *slowSender) Send(ctx context.Context, m *outbox.Message) error {
+	time.Sleep(s.pause)
+	err := s.Sender.Send(ctx, m)
+	if err == nil && s.sends.Add(1) == s.midway {
+		racechild.Say("midway")
+	}
+	return err
+}
+
+func runRelay() error {
+	var s relaySettings
+	if err := racechild.Settings(&s); err != nil {
+		return err
+	}
+	db, err := sql.Open("pgx", s.DSN)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	gen, err := idgen.New(s.Node, idgen.Config{})
+	if err != nil {
+		return err
+	}
+	o, err := outbox.New(db, outbox.Postgres, msgkey.FromIDs(gen), outbox.Config{})
+	if err != nil {
+		return err
+	}
+	sender, stop, err := startSender(s.Namesrv, s.Name)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	r, err := outbox.NewRelay(o, &slowSender{Sender: sender, pause: s.Pause, midway: s.Midway},
+		outbox.RelayConfig{Batch: 20, Concurrency: 2, Lease: s.Lease, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return err
+	}
+	racechild.Say("started")
+	<-racechild.Stopped()
+	r.Close()
+	st := r.Stats()
+	racechild.Say("stats %d %d", st.Shipped, st.LeaseLost)
+	return nil
+}
+
+// TestRelayProcessesKilledAndPaused ships 600 rows of 12 ordering keys
+// from one PostgreSQL table through three relay processes into a real
+// broker. One is killed with SIGKILL mid-batch and replaced; another is
+// SIGSTOPped past its lease and resumed. Nothing is lost; every copy the
+// broker holds carries its row's key; each key's messages first arrive in
+// the order they were added; and an idemq consumer (package consumer over
+// a Redis dedupe store) in front of the topic applies each key once, every
+// duplicate suppressed.
+func TestRelayProcessesKilledAndPaused(t *testing.T) {
+	if !racechild.Test(t, "IDEMQ_ROCKETMQ_NAMESRV="+testenv.RocketMQ(t), "IDEMQ_POSTGRES_DSN="+testenv.Postgres(t),
+		"IDEMQ_REDIS_ADDR="+testenv.Redis(t)) {
+		return
+	}
+	const (
+		n, keys = 600, 12
+		lease   = 2 * time.Second
+	)
+	ns := testenv.RocketMQ(t)
+	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
+	topic := "outbox-fault-" + run
+	got := remotingread.Topic(t, ns, topic, 4)
+	effects := applyOnce(t, ns, topic, run)
+
+	b := testdb.Postgres
+	dsn := b.DSN(t)
+	db := b.OpenDSN(t, dsn)
+	o := migrated(t, db, b.Dialect, 1)
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		k := fmt.Sprintf("order-%d", i%keys)
+		msgs[i] = outbox.Message{Topic: topic, OrderingKey: k, Body: fmt.Appendf(nil, "%s/%d", k, i/keys)}
+	}
+	tx, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added, err := o.AddBatch(t.Context(), tx, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	start := func(i int) *racechild.Proc {
+		s := relaySettings{Namesrv: ns, DSN: dsn, Name: fmt.Sprintf("%s-relay%d", topic, i), Node: int64(10 + i),
+			Lease: lease, Pause: 20 * time.Millisecond, Midway: 30}
+		p := racechild.Start(t, roleRelay, fmt.Sprintf("relay %d", i), s)
+		p.Expect(t, "started", time.Minute)
+		return p
+	}
+	// Each faulted relay reaches its midway while it is the only one
+	// running: with others beside it, a relay can lose every claim before
+	// its 30th send (a relay that records a claim claims again at once,
+	// others when their poll interval ends), and once said it never would.
+	paused := start(1)
+	paused.Expect(t, "midway", time.Minute)
+	paused.Pause(t)
+	pausedAt := time.Now()
+	killed := start(0)
+	killed.Expect(t, "midway", time.Minute)
+	killed.Kill(t)
+	steady := start(2)
+	time.Sleep(time.Until(pausedAt.Add(lease + time.Second))) // past the paused relay's lease
+	paused.Resume(t)
+	replacement := start(3)
+
+	recv := got.Await(t, "every row", func(ms []*primitive.MessageExt) bool {
+		seen := map[string]bool{}
+		for _, m := range ms {
+			seen[msgkey.Of(m)] = true
+		}
+		return len(seen) == n
+	})
+	var shipped, lost int64
+	for _, p := range []*racechild.Proc{paused, steady, replacement} {
+		p.Stop()
+		var s, l int64
+		fmt.Sscanf(p.Expect(t, "stats ", time.Minute), "%d %d", &s, &l)
+		shipped, lost = shipped+s, lost+l
+		p.Wait(t, time.Minute, racechild.Libraries)
+	}
+
+	want := map[string]string{}
+	for i, k := range added {
+		want[k] = string(msgs[i].Body)
+	}
+	checkShipped(t, recv, want)
+	st, err := o.Stats(t.Context())
+	if err != nil || st.Pending != 0 || st.Sent != n {
+		t.Fatalf("stats %+v (%v)", st, err)
+	}
+
+	// The relays are stopped: the broker holds its last copy. The idemq
+	// consumer handles each, and applies each key once.
+	copies := len(got.Snapshot())
+	cs := effects.c.Stats()
+	for deadline := time.Now().Add(30 * time.Second); cs.Completed.Load()+cs.Suppressed.Load() < int64(copies); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the idemq consumer handled %d of %d copies (%d applied, %d suppressed)",
+				cs.Completed.Load()+cs.Suppressed.Load(), copies, cs.Completed.Load(), cs.Suppressed.Load())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	applied := effects.counts()
+	var missing, doubled int
+	for _, k := range added {
+		switch applied[k] {
+		case 0:
+			missing++
+		case 1:
+		default:
+			doubled++
+		}
+	}
+	if missing != 0 || doubled != 0 || len(applied) != n {
+		t.Errorf("the idemq consumer applied %d keys: %d of the %d rows' keys never, %d more than once", len(applied), missing, n, doubled)
+	}
+	t.Logf("%s%d rows, %d copies received (%d duplicates); the surviving relays marked %d, %d after their lease ended",
+		racechild.Figure, n, copies, copies-n, shipped, lost)
+	t.Logf("%sidemq consumer: delivered %d, applied %d keys once each (%d lost, %d doubled), suppressed %d",
+		racechild.Figure, cs.Delivered.Load(), len(applied), missing, doubled, cs.Suppressed.Load())
+}
+
+// effects is what an idemq consumer of a test topic applied: how many
+// times its handler ran for each key.
+type effects struct {
+	c       *consumer.Consumer
+	mu      sync.Mutex
+	applied map[string]int
+}
+
+func (e *effects) counts() map[string]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return maps.Clone(e.applied)
+}
+
+// applyOnce consumes topic, from its first offset until t ends, through
+// an idemq consumer over a Redis dedupe store on the shared Redis (its
+// records under a prefix of run's), counting each key's effects.
+func applyOnce(t *testing.T, ns, topic, run string) *effects {
+	t.Helper()
+	group := topic + "-idemq"
+	// The retry topic exists before the consumer starts, which otherwise
+	// learns of it only at its 30 s route refresh.
+	if err := testenv.CreateRocketMQTopic(t.Context(), ns, "%RETRY%"+group, 1); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(t)})
+	t.Cleanup(func() { rdb.Close() })
+	store, err := redisdedupe.New(rdb, redisdedupe.Config{Prefix: "outbox-fault:" + run + ":"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The records need to outlive the test only: the Redis is shared.
+	c, err := consumer.New(store, group, consumer.WithGuard(dedupe.GuardConfig{Lease: 10 * time.Second, Retention: 10 * time.Minute}),
+		consumer.AcceptShortRetention())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &effects{c: c, applied: map[string]int{}}
+	cb := remoting.Concurrently(c, func(_ context.Context, m *consumer.Message) error {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.applied[msgkey.Of(m)]++
+		return nil
+	})
+	pc, err := rocketmq.NewPushConsumer(
+		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		rmqconsumer.WithGroupName(group),
+		rmqconsumer.WithInstance(group),
+		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Subscribe(topic, rmqconsumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
+		return cb(ctx, msgs...)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		remoting.Drain(ctx, c, pc)
+	})
+	return e
+}

@@ -1,0 +1,649 @@
+package remoting_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
+
+	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/internal/sqldialect"
+	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testkit"
+	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/remoting"
+)
+
+// txBackends are the databases of the transaction tests. SQLite's
+// transactions begin deferred: one takes the database's write lock at its
+// first statement, the claim, and holds it to its end.
+var txBackends = []testdb.Backend{testdb.SQLiteDeferred, testdb.MySQL, testdb.Postgres}
+
+// txEnv is a dedupe store and a business table in one database.
+type txEnv struct {
+	t     *testing.T
+	d     testdb.Backend
+	dsn   string // "" when opened through hooks
+	db    *sql.DB
+	store *sqldedupe.Store
+	// nextCommit is the commitFault of the next commit.
+	nextCommit atomic.Int32
+}
+
+const txGroup = "billing"
+
+// newTxEnv returns a fresh database of d, reached through a driver whose
+// commits can be made to fail.
+func newTxEnv(t *testing.T, d testdb.Backend) *txEnv {
+	t.Helper()
+	e := &txEnv{t: t, d: d}
+	e.db = d.OpenWith(t, &testdb.Hooks{Commit: e.commit})
+	e.setUp(true, sqldedupe.Config{})
+	return e
+}
+
+// newTxEnvDSN returns the database at dsn, with a pool and store of its
+// own, as another process has them; create makes the tables.
+func newTxEnvDSN(t *testing.T, d testdb.Backend, dsn string, create bool, cfg sqldedupe.Config) *txEnv {
+	t.Helper()
+	e := &txEnv{t: t, d: d, dsn: dsn, db: d.OpenDSN(t, dsn)}
+	e.setUp(create, cfg)
+	return e
+}
+
+// impatient returns e's database with a pool and store of their own whose
+// claims give up on a key another transaction holds after 200ms (1s on
+// MySQL, whose unit is the second; on SQLite the pool's busy timeout).
+func (e *txEnv) impatient() *txEnv {
+	e.t.Helper()
+	i := newTxEnvDSN(e.t, e.d, e.dsn, false, sqldedupe.Config{LockTimeout: 200 * time.Millisecond})
+	if e.d.Dialect == sqldedupe.SQLite {
+		// One connection, so that the pragma holds for every statement.
+		i.db.SetMaxOpenConns(1)
+		if _, err := i.db.ExecContext(e.t.Context(), "PRAGMA busy_timeout = 200"); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return i
+}
+
+// setUp opens e's store over e.db, and creates the tables if create.
+func (e *txEnv) setUp(create bool, cfg sqldedupe.Config) {
+	e.t.Helper()
+	// Without a background cleanup, a connection in use after a delivery
+	// is one that a transaction left behind.
+	cfg.CleanupInterval = -1
+	store, err := sqldedupe.New(e.db, e.d.Dialect, cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { store.Close() })
+	e.store = store
+	if !create {
+		return
+	}
+	if err := store.Migrate(e.t.Context()); err != nil {
+		e.t.Fatal(err)
+	}
+	// No unique key: an effect applied twice shows as two rows.
+	if _, err := e.db.ExecContext(e.t.Context(), "CREATE TABLE applied (k VARCHAR(255) NOT NULL, by_consumer VARCHAR(16) NOT NULL)"); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// q rewrites query's ? placeholders for the dialect.
+func (e *txEnv) q(query string) string { return sqldialect.Of(e.d.Dialect).Rebind(query) }
+
+// apply is the business effect: a row naming the consumer that applied msg.
+func (e *txEnv) apply(ctx context.Context, tx *sql.Tx, msg *consumer.Message, by string) error {
+	_, err := tx.ExecContext(ctx, e.q("INSERT INTO applied (k, by_consumer) VALUES (?, ?)"), msgkey.Of(msg), by)
+	return err
+}
+
+// applied returns who applied key, one entry per committed row.
+func (e *txEnv) applied(key string) []string {
+	e.t.Helper()
+	rows, err := e.db.QueryContext(e.t.Context(), e.q("SELECT by_consumer FROM applied WHERE k = ? ORDER BY by_consumer"), key)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rows.Close()
+	by := []string{}
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			e.t.Fatal(err)
+		}
+		by = append(by, s)
+	}
+	if err := rows.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	return by
+}
+
+// idle fails unless every connection goes back to the pool: a transaction
+// must end with its delivery, whatever happened in it.
+func (e *txEnv) idle() {
+	e.t.Helper()
+	// A transaction rolled back because its context ended gives its
+	// connection back from a goroutine of database/sql's, soon after.
+	testkit.WaitFor(e.t, "every connection back in the pool after the delivery", func() bool { return e.db.Stats().InUse == 0 })
+}
+
+// status is the store's answer to a claim of key, which it gives back.
+func (e *txEnv) status(key string) dedupe.Status {
+	e.t.Helper()
+	ref := dedupe.Ref{Group: txGroup, Key: key}
+	res, err := e.store.Claim(e.t.Context(), dedupe.ClaimRequest{Ref: ref, Lease: time.Hour})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if res.Status == dedupe.Acquired {
+		if err := e.store.Release(e.t.Context(), dedupe.Ticket{Ref: ref, Token: res.Token}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return res.Status
+}
+
+// txStore is a store that claims keys in a transaction.
+type txStore interface {
+	dedupe.Store
+	dedupe.TxClaimer
+}
+
+// consumer returns a callback that runs h through a transactional Consumer
+// over store.
+func (e *txEnv) consumer(store txStore, h consumer.TxHandler, opts ...consumer.Option) (remoting.Callback, *consumer.Stats) {
+	e.t.Helper()
+	opts = append([]consumer.Option{consumer.WithTx(), consumer.WithLogger(slog.New(slog.DiscardHandler))}, opts...)
+	c, err := consumer.New(store, txGroup, opts...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	th, err := c.Tx(h)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return remoting.Concurrently(c, th), c.Stats()
+}
+
+// applier is a TxHandler that applies every message as by.
+func (e *txEnv) applier(by string) consumer.TxHandler {
+	return func(ctx context.Context, tx *sql.Tx, msg *consumer.Message) error {
+		return e.apply(ctx, tx, msg, by)
+	}
+}
+
+// spyStore counts the calls of the store's non-transactional API, which
+// the transactional mode never makes: its claim is its transaction's first
+// statement, and its commit records the key.
+type spyStore struct {
+	txStore
+	calls atomic.Int32
+}
+
+func (s *spyStore) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
+	s.calls.Add(1)
+	return s.txStore.Claim(ctx, req)
+}
+
+func (s *spyStore) Complete(ctx context.Context, t dedupe.Ticket, retention time.Duration) error {
+	s.calls.Add(1)
+	return s.txStore.Complete(ctx, t, retention)
+}
+
+func (s *spyStore) Release(ctx context.Context, t dedupe.Ticket) error {
+	s.calls.Add(1)
+	return s.txStore.Release(ctx, t)
+}
+
+func (s *spyStore) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
+	s.calls.Add(1)
+	return s.txStore.Extend(ctx, t, lease)
+}
+
+var errDeclined = errors.New("card declined")
+
+// TestTx delivers a message whose first run goes wrong in one way or
+// another, then delivers it twice more. The business row and the done
+// record must commit together or not at all, and the row must end up
+// committed exactly once.
+func TestTx(t *testing.T) {
+	tests := []struct {
+		name string
+		// first is the first delivery's handler.
+		first func(e *txEnv, ctx context.Context, tx *sql.Tx, msg *consumer.Message) error
+		// wantErr is part of the first delivery's error; "" when it is
+		// acknowledged.
+		wantErr string
+		// wantFirst and wantFinal are who applied the key after the first
+		// delivery and after the redeliveries.
+		wantFirst, wantFinal []string
+	}{{
+		name: "Success",
+		first: func(e *txEnv, ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
+			return e.apply(ctx, tx, m, "A")
+		},
+		wantFirst: []string{"A"}, wantFinal: []string{"A"},
+	}, {
+		name: "HandlerError",
+		first: func(e *txEnv, ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
+			if err := e.apply(ctx, tx, m, "A"); err != nil {
+				return err
+			}
+			return errDeclined
+		},
+		wantErr:   errDeclined.Error(),
+		wantFirst: []string{}, wantFinal: []string{"A"},
+	}, {
+		name: "HandlerPanic",
+		first: func(e *txEnv, ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
+			if err := e.apply(ctx, tx, m, "A"); err != nil {
+				return err
+			}
+			panic("boom")
+		},
+		wantErr:   "panicked: boom",
+		wantFirst: []string{}, wantFinal: []string{"A"},
+	}, {
+		name: "CommitFails",
+		first: func(e *txEnv, ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
+			e.nextCommit.Store(int32(commitRefused))
+			return e.apply(ctx, tx, m, "A")
+		},
+		wantErr:   errCommitRefused.Error(),
+		wantFirst: []string{}, wantFinal: []string{"A"},
+	}, {
+		// The commit took effect but its answer was lost: the retry finds
+		// the record.
+		name: "CommitAnswerLost",
+		first: func(e *txEnv, ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
+			e.nextCommit.Store(int32(commitAnswerLost))
+			return e.apply(ctx, tx, m, "A")
+		},
+		wantErr:   errCommitAnswerLost.Error(),
+		wantFirst: []string{"A"}, wantFinal: []string{"A"},
+	}}
+	for _, d := range txBackends {
+		for _, tt := range tests {
+			t.Run(d.Name+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				e := newTxEnv(t, d)
+				spy := &spyStore{txStore: e.store}
+				calls := 0
+				a, stats := e.consumer(spy, func(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
+					calls++
+					if calls == 1 {
+						return tt.first(e, ctx, tx, m)
+					}
+					return e.apply(ctx, tx, m, "A")
+				})
+
+				m := msg("order-1")
+				res, err := a(t.Context(), m)
+				if tt.wantErr == "" {
+					if res != rmq.ConsumeSuccess || err != nil {
+						t.Fatalf("first delivery = %v, %v; want success", res, err)
+					}
+				} else if res != rmq.ConsumeRetryLater || err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("first delivery = %v, %v; want retry later with %q", res, err, tt.wantErr)
+				}
+				e.idle()
+				// The record commits with the business row or not at all.
+				got, status := e.applied("order-1"), e.status("order-1")
+				if !slices.Equal(got, tt.wantFirst) || (status == dedupe.Done) != (len(got) == 1) {
+					t.Fatalf("after the first delivery: applied by %q, key %v; want applied by %q, done exactly when applied",
+						got, status, tt.wantFirst)
+				}
+
+				// A failed run rolled its claim back, so the redelivery
+				// runs at once; a duplicate of a done key is suppressed.
+				for i := range 2 {
+					if res, err := a(t.Context(), m); res != rmq.ConsumeSuccess || err != nil {
+						t.Fatalf("redelivery %d = %v, %v; want success", i+1, res, err)
+					}
+				}
+				if got := e.applied("order-1"); !slices.Equal(got, tt.wantFinal) {
+					t.Fatalf("after the redeliveries: applied by %q, want %q", got, tt.wantFinal)
+				}
+				if s := e.status("order-1"); s != dedupe.Done {
+					t.Fatalf("after the redeliveries: key %v, want done", s)
+				}
+				wantSuppressed := int64(1)
+				if len(tt.wantFirst) == 1 {
+					wantSuppressed = 2
+				}
+				if s := stats.Suppressed.Load(); s != wantSuppressed {
+					t.Errorf("suppressed %d duplicates, want %d", s, wantSuppressed)
+				}
+				// One commit per message: no claim, completion, release
+				// or extension besides the transaction (e.status's own
+				// calls go to the store directly).
+				if n := spy.calls.Load(); n != 0 {
+					t.Errorf("the consumer called the store outside its transactions %d times", n)
+				}
+			})
+		}
+	}
+}
+
+// TestTxDuplicate delivers a message to a second consumer while the first
+// runs it: the duplicate waits for the first's transaction and is
+// suppressed once it commits, or runs once it rolls back. Exactly one
+// effect either way, and the duplicate spends no retry.
+func TestTxDuplicate(t *testing.T) {
+	tests := []struct {
+		name string
+		// impatient makes B's claims give up on the held key before A ends:
+		// B is busy, and waits in process.
+		impatient bool
+		// fail makes A fail after its write.
+		fail      bool
+		wantB     string // B's outcome
+		wantFinal []string
+	}{
+		{name: "Waits", wantB: "suppressed", wantFinal: []string{"A"}},
+		{name: "WaitsHolderFails", fail: true, wantB: "completed", wantFinal: []string{"B"}},
+		{name: "Busy", impatient: true, wantB: "suppressed", wantFinal: []string{"A"}},
+		{name: "BusyHolderFails", impatient: true, fail: true, wantB: "completed", wantFinal: []string{"B"}},
+	}
+	for _, d := range txBackends {
+		for _, tt := range tests {
+			t.Run(d.Name+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				dsn := d.DSN(t)
+				ea := newTxEnvDSN(t, d, dsn, true, sqldedupe.Config{})
+				// B on a pool of its own, as another process: patient
+				// enough to wait for A, or not.
+				eb := newTxEnvDSN(t, d, dsn, false, sqldedupe.Config{LockTimeout: time.Minute})
+				if tt.impatient {
+					eb = ea.impatient()
+				}
+				b, bstats := eb.consumer(eb.store, eb.applier("B"))
+				m := msg("order-1")
+				var (
+					bres  rmq.ConsumeResult
+					berr  error
+					bdone = make(chan struct{})
+				)
+				a, astats := ea.consumer(ea.store, func(ctx context.Context, tx *sql.Tx, msg *consumer.Message) error {
+					if err := ea.apply(ctx, tx, msg, "A"); err != nil {
+						return err
+					}
+					go func() {
+						defer close(bdone)
+						bres, berr = b(context.Background(), m)
+					}()
+					// Hold the key until B waits for it: on its row lock,
+					// or, impatient, in process.
+					if tt.impatient {
+						testkit.WaitFor(t, "B waiting in process for the busy key", func() bool { return bstats.Waited.Load() > 0 })
+					} else if _, ok := d.LockWaits(t, ea.db); ok {
+						testkit.WaitFor(t, "B waiting for A's row lock", func() bool { n, _ := d.LockWaits(t, ea.db); return n > 0 })
+					} else {
+						// SQLite cannot tell: B's claim waits for the
+						// database's write lock, or has yet to start; either
+						// way it ends as A's transaction does.
+						time.Sleep(100 * time.Millisecond)
+					}
+					if tt.fail {
+						return errDeclined
+					}
+					return nil
+				})
+				res, err := a(t.Context(), m)
+				<-bdone
+				wantA := rmq.ConsumeSuccess
+				if tt.fail {
+					wantA = rmq.ConsumeRetryLater
+				}
+				if res != wantA || bres != rmq.ConsumeSuccess || berr != nil {
+					t.Fatalf("A = %v, %v (want %v); B = %v, %v (want success)", res, err, wantA, bres, berr)
+				}
+				outcomes := map[string]int64{"suppressed": bstats.Suppressed.Load(), "completed": bstats.Completed.Load()}
+				if outcomes[tt.wantB] != 1 || bstats.Retried.Load() != 0 || bstats.Failed.Load() != 0 || bstats.Busy.Load() != 0 {
+					t.Errorf("B: suppressed %d, completed %d, retried %d, failed %d, busy %d; want %s once and no retry",
+						bstats.Suppressed.Load(), bstats.Completed.Load(), bstats.Retried.Load(), bstats.Failed.Load(), bstats.Busy.Load(), tt.wantB)
+				}
+				if tt.impatient != (bstats.Waited.Load() > 0) {
+					t.Errorf("B waited in process %d times, want it to exactly when impatient (%v)", bstats.Waited.Load(), tt.impatient)
+				}
+				if !tt.fail && astats.Completed.Load() != 1 {
+					t.Errorf("A completed %d, want 1", astats.Completed.Load())
+				}
+				if got := ea.applied("order-1"); !slices.Equal(got, tt.wantFinal) {
+					t.Errorf("applied by %q, want %q", got, tt.wantFinal)
+				}
+				ea.idle()
+				eb.idle()
+			})
+		}
+	}
+}
+
+// TestTxStoreDown checks that a failed claim runs nothing by default,
+// and with FailOpen commits the handler's writes without a record.
+func TestTxStoreDown(t *testing.T) {
+	tests := []struct {
+		name     string
+		failOpen bool
+		h        func(e *txEnv) consumer.TxHandler
+		wantRes  rmq.ConsumeResult
+		want     []string
+		// wantUnguarded counts successful runs without dedupe.
+		wantUnguarded int64
+	}{
+		{"FailClosed", false, applierA, rmq.ConsumeRetryLater, []string{}, 0},
+		{"FailOpen", true, applierA, rmq.ConsumeSuccess, []string{"A"}, 1},
+		{"FailOpenHandlerError", true, declined, rmq.ConsumeRetryLater, []string{}, 0},
+	}
+	for _, d := range txBackends {
+		for _, tt := range tests {
+			t.Run(d.Name+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				e := newTxEnv(t, d)
+				down := &downStore{txStore: e.store}
+				a, stats := e.consumer(down, tt.h(e), consumer.WithGuard(dedupe.GuardConfig{FailOpen: tt.failOpen}), noStoreWait)
+				res, err := a(t.Context(), msg("order-1"))
+				if res != tt.wantRes {
+					t.Fatalf("delivery = %v, %v; want %v", res, err, tt.wantRes)
+				}
+				e.idle()
+				if got := e.applied("order-1"); !slices.Equal(got, tt.want) {
+					t.Fatalf("applied by %q, want %q", got, tt.want)
+				}
+				if s := e.status("order-1"); s != dedupe.Acquired {
+					t.Fatalf("key %v, want no record", s)
+				}
+				if u := stats.Unguarded.Load(); u != tt.wantUnguarded {
+					t.Fatalf("unguarded %d, want %d", u, tt.wantUnguarded)
+				}
+			})
+		}
+	}
+}
+
+// TestTxStoreDownWaits fails a transactional Consumer's first claim and
+// probe as if the database were unreachable: the message waits in process, as any
+// store-down message, and runs once the store answers, in the same
+// delivery, its effect and its key committed once.
+func TestTxStoreDownWaits(t *testing.T) {
+	for _, d := range txBackends {
+		t.Run(d.Name, func(t *testing.T) {
+			t.Parallel()
+			e := newTxEnv(t, d)
+			down := &flakyStore{txStore: e.store}
+			down.failing.Store(2)
+			a, stats := e.consumer(down, e.applier("A"))
+			if res, err := a(t.Context(), msg("order-1")); res != rmq.ConsumeSuccess {
+				t.Fatalf("delivery = %v, %v; want success once the store answers", res, err)
+			}
+			e.idle()
+			if got := e.applied("order-1"); !slices.Equal(got, []string{"A"}) {
+				t.Fatalf("applied by %q, want [A]", got)
+			}
+			if s := e.status("order-1"); s != dedupe.Done {
+				t.Fatalf("key %v, want done", s)
+			}
+			if w, o := stats.StoreWaited.Load(), stats.Outages.Load(); w != 1 || o != 1 {
+				t.Fatalf("store waited %d, outages %d; want 1, 1", w, o)
+			}
+		})
+	}
+}
+
+// flakyStore is a txStore whose next failing calls (claims, and the
+// Consumer's probes, which extend) fail as if it were unreachable.
+type flakyStore struct {
+	txStore
+	failing atomic.Int32
+}
+
+var errUnreachable = errors.New("store unreachable")
+
+func (s *flakyStore) ClaimTx(ctx context.Context, tx *sql.Tx, ref dedupe.Ref, fp string, retention time.Duration) (dedupe.ClaimResult, error) {
+	if s.failing.Add(-1) >= 0 {
+		return dedupe.ClaimResult{}, errUnreachable
+	}
+	return s.txStore.ClaimTx(ctx, tx, ref, fp, retention)
+}
+
+func (s *flakyStore) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
+	if s.failing.Add(-1) >= 0 {
+		return errUnreachable
+	}
+	return s.txStore.Extend(ctx, t, lease)
+}
+
+func applierA(e *txEnv) consumer.TxHandler { return e.applier("A") }
+
+// declined applies as A, then fails.
+func declined(e *txEnv) consumer.TxHandler {
+	return func(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
+		if err := e.apply(ctx, tx, m, "A"); err != nil {
+			return err
+		}
+		return errDeclined
+	}
+}
+
+// downStore is a txStore whose claims fail as if it were unreachable.
+type downStore struct{ txStore }
+
+func (downStore) ClaimTx(context.Context, *sql.Tx, dedupe.Ref, string, time.Duration) (dedupe.ClaimResult, error) {
+	return dedupe.ClaimResult{}, errors.New("store unreachable")
+}
+
+func TestTxRejects(t *testing.T) {
+	db, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// One connection keeps ":memory:" one database.
+	db.SetMaxOpenConns(1)
+	store, err := sqldedupe.New(db, sqldedupe.SQLite, sqldedupe.Config{CleanupInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if err := store.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	noop := func(context.Context, *sql.Tx, *consumer.Message) error { return nil }
+	c, err := consumer.New(store, txGroup, consumer.WithTx(), consumer.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, err := c.Tx(nil); err == nil || h != nil {
+		t.Errorf("Tx with a nil handler = %v; want an error", err)
+	}
+	if _, err := consumer.New(store, "", consumer.WithTx()); !errors.Is(err, dedupe.ErrInvalidKey) {
+		t.Errorf("New with an empty group = %v, want ErrInvalidKey", err)
+	}
+	// Keys that cannot be stored are refused before any transaction, the
+	// handler not run.
+	ran := false
+	h, err := c.Tx(func(context.Context, *sql.Tx, *consumer.Message) error { ran = true; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := []consumer.Message{{ID: "no-key"}, {ID: "control", Properties: map[string]string{msgkey.Property: "a\x01b"}}}
+	for i, v := range c.Process(t.Context(), bad, h, consumer.Waiting{}) {
+		if v.Action != consumer.Retry || v.Outcome != dedupe.InvalidKey || v.Err == nil {
+			t.Errorf("message %s = %+v; want invalid-key, retried, with the reason", bad[i].ID, v)
+		}
+	}
+	if ran {
+		t.Error("the handler ran for a message whose key cannot be stored")
+	}
+	// A Consumer without transactions has none to give a TxHandler.
+	plain, err := consumer.New(store, txGroup, consumer.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, err := plain.Tx(noop); err == nil || h != nil || !strings.Contains(err.Error(), "WithTx") {
+		t.Errorf("Tx on a Consumer without WithTx = %v; want an error naming WithTx", err)
+	}
+	// Nor does another Consumer's Process.
+	h, err = c.Tx(noop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := plain.Process(t.Context(), []consumer.Message{{ID: "M", Properties: map[string]string{msgkey.Property: "k"}}}, h, consumer.Waiting{}); v[0].Action != consumer.Retry || v[0].Outcome != dedupe.Failed || !strings.Contains(v[0].Err.Error(), "without its transaction") {
+		t.Errorf("a Tx handler run by a Consumer without WithTx = %+v; want failed, retried", v[0])
+	}
+	// A store that cannot claim keys in a transaction fails at
+	// construction, not at the first message.
+	_, err = consumer.New(memdedupe.New(memdedupe.Config{}), txGroup, consumer.WithTx())
+	if err == nil || !strings.Contains(err.Error(), "*memdedupe.Store") || !strings.Contains(err.Error(), "cannot claim keys in a transaction") {
+		t.Errorf("New over memdedupe WithTx = %v; want an error naming the store and why", err)
+	}
+}
+
+// commitFault is what the next commit does instead of committing.
+type commitFault int32
+
+const (
+	commitNormally commitFault = iota
+	// commitRefused rolls back and fails.
+	commitRefused
+	// commitAnswerLost commits and fails, as when the connection drops
+	// before the server's answer arrives.
+	commitAnswerLost
+)
+
+var (
+	errCommitRefused    = errors.New("injected: commit refused")
+	errCommitAnswerLost = errors.New("injected: commit answer lost")
+)
+
+// commit is the commit of e's transactions: the next one does as
+// nextCommit says, then they commit normally.
+func (e *txEnv) commit(commit, rollback func() error) error {
+	switch commitFault(e.nextCommit.Swap(int32(commitNormally))) {
+	case commitRefused:
+		if err := rollback(); err != nil {
+			return err
+		}
+		return errCommitRefused
+	case commitAnswerLost:
+		if err := commit(); err != nil {
+			return err
+		}
+		return errCommitAnswerLost
+	}
+	return commit()
+}
