@@ -17,7 +17,7 @@ func TestTicketFromContext(t *testing.T) {
 		t.Errorf("TicketFromContext outside a Guard = %v, true", tk)
 	}
 	if tx, ok := dedupe.TxFromContext(t.Context()); ok {
-		t.Errorf("TxFromContext outside a TxGuard = %v, true", tx)
+		t.Errorf("TxFromContext outside the transactional mode = %v, true", tx)
 	}
 	for _, n := range sizes {
 		t.Run(fmt.Sprint("Size", n), func(t *testing.T) {
@@ -29,7 +29,7 @@ func TestTicketFromContext(t *testing.T) {
 					return fmt.Errorf("TicketFromContext = %v, %v; want item %d's", tk, ok, i)
 				}
 				// A Guard runs fn in no transaction (package sqldedupe
-				// tests the TxGuard, which does).
+				// tests the transactional mode, which does).
 				if tx, ok := dedupe.TxFromContext(ctx); ok {
 					return fmt.Errorf("TxFromContext under a Guard = %v, true", tx)
 				}

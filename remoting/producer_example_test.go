@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"time"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
@@ -44,17 +45,15 @@ func mustParse(s string) idgen.ID {
 // Redis.)
 func ExampleNewProducer() {
 	ctx := context.Background()
-	// Each sending process needs a node id no other holds: leased from a
-	// pool in Redis while it runs. The first lease of a pool Redis has no
-	// record of waits one lease (10s) unless the pool was created once
-	// with `idemq workers create --pool senders`.
+	// Each sending process stamps keys on a node id no other holds, leased
+	// from a pool in Redis while it runs. A pool Redis has no record of
+	// grants its first node after one lease (10s) unless created once with
+	// `idemq workers create --pool senders`; a full pool is waited for.
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer client.Close()
-	leaser, err := redisidgen.New(client, redisidgen.Config{Pool: "senders", Size: idgen.Twitter.MaxNode() + 1})
-	if err != nil {
-		log.Fatal(err)
-	}
-	gen, err := idgen.NewLeased(ctx, leaser, idgen.Config{}, idgen.LeaseConfig{Wait: true})
+	lease, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	gen, err := redisidgen.Lease(lease, client, "senders")
 	if err != nil {
 		log.Fatal(err)
 	}
