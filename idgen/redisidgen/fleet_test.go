@@ -165,15 +165,20 @@ func TestFleetChurn(t *testing.T) {
 			t.Run(fmt.Sprint(s), func(t *testing.T) {
 				t.Parallel()
 				for p := 0; p < perSlot/perProc; p++ {
-					c := f.Start(t, perProc, true)
+					var c *fleettest.Proc
 					if s%4 == 0 && p%3 == 1 {
-						// Killed once it holds a node: its lease must expire.
+						// Killed once it has issued IDs under a node: its
+						// lease must expire. It issues until killed, as one
+						// given a count could finish first (125,000 IDs
+						// took less than the 20 ms the test once waited).
+						c = f.Start(t, 0, true)
 						if l := c.Await(t, time.Minute); !strings.HasPrefix(l, "node ") {
 							t.Errorf("child said %q", l)
 						}
-						time.Sleep(20 * time.Millisecond)
+						c.AwaitIDs(t)
 						c.Kill(t)
 					} else {
+						c = f.Start(t, perProc, true)
 						c.Wait(t, time.Minute, nil)
 					}
 					ids := c.IDs(t)
