@@ -30,9 +30,13 @@ import (
 
 // inChild runs t in a child process, against the test proxy and Redis,
 // unless this is that child, and reports whether it is: the child
-// tolerates the gRPC client's own data races (internal/racechild).
+// tolerates the gRPC client's own data races (internal/racechild). The
+// tests it runs so run in parallel with each other: each has a topic and
+// a group of its own, and spends most of its time waiting on the proxy's
+// timers (invisible durations, retry delays, rebalances).
 func inChild(t *testing.T) bool {
 	t.Helper()
+	t.Parallel()
 	ep := testenv.RocketMQ5(t)
 	return racechild.Test(t, "IDEMQ_ROCKETMQ5_NAMESRV="+ep.NameServer, "IDEMQ_ROCKETMQ5_PROXY="+ep.Proxy,
 		"IDEMQ_REDIS_ADDR="+testenv.Redis(t))
