@@ -334,8 +334,12 @@ const handOverBound = 20 * time.Second
 // from b when c leaves) waited 60-73 s for the broker's lock to expire;
 // those of a consumer that leaves, which unlocks them, took 3 s as now.
 func TestOrderlyGroupChange(t *testing.T) {
+	// In parallel with the package's other long tests, and per broker: a
+	// group of its own spends most of its time waiting for rebalances.
+	t.Parallel()
 	for _, b := range []broker{broker4, broker5} {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			if !inChild(t, b) {
 				return
 			}

@@ -27,6 +27,8 @@ import (
 // ships, each ordering key's in the order added; a row that ships twice
 // carries its own key both times.
 func TestBrokerDownDatabaseRestarted(t *testing.T) {
+	// Its servers are its own: it runs beside the package's other tests.
+	t.Parallel()
 	if !racechild.Test(t) {
 		return
 	}
