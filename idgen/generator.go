@@ -540,7 +540,11 @@ func (g *Generator) rollback(ctx context.Context, old, now int64) (ID, error) {
 			p = q.Else
 			continue
 		case SwitchWorker:
-			return -1, g.lease.switchLease(ctx, g)
+			// The switch calls the leaser: it takes the holder's turn,
+			// not mu, so that callers behind it honour their contexts.
+			g.mu.Unlock()
+			locked = false
+			return -1, g.lease.switchFrom(ctx, g, old)
 		}
 		return 0, fmt.Errorf("%w: node %d: clock %v behind the last ID", ErrClockBackwards, old&g.p.nodeMask>>g.p.nodeShift, behind)
 	}
@@ -603,9 +607,13 @@ func (g *Generator) freeze() (last int64, ok bool) {
 	}
 }
 
-// unfreeze makes next the last ID issued and lets callers go on. Called with
-// mu held, after freeze.
+// unfreeze makes next the last ID issued and lets callers go on, unless
+// Close came first: it has let them go, to fail. Called with mu held, after
+// freeze.
 func (g *Generator) unfreeze(next int64) {
+	if g.closed.Load() {
+		return
+	}
 	g.state.Store(next)
 	if ch := g.thaw.Swap(nil); ch != nil {
 		close(*ch)

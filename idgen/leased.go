@@ -93,28 +93,31 @@ func NewLeased(ctx context.Context, l Leaser, cfg Config, lc LeaseConfig) (*Gene
 		req:    LeaseRequest{MaxNode: g.layout.MaxNode(), Static: lc.Static, Node: lc.Node, Owner: lc.Owner},
 		cfg:    lc,
 		start:  time.Now(),
+		turn:   make(chan struct{}, 1),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
 	g.lease = h
-	var lease Lease
+	if err := h.lock(ctx); err != nil {
+		return nil, err
+	}
 	for {
-		if lease, err = h.acquire(ctx, g); err != nil {
-			return nil, err
-		}
-		err = h.install(ctx, g, lease, Lease{})
-		if err == nil {
+		err = h.moveLocked(ctx, g, h.req, Lease{})
+		// A waiting caller also waits out a lease lost before its first
+		// renewal (the process stalled for a lease): it issued nothing.
+		if err == nil || !lc.Wait || !errors.Is(err, ErrNoFreeNode) && !errors.Is(err, ErrLeaseLost) {
 			break
 		}
-		h.releaseQuietly(g, lease, lease.HighWater)
-		// A lease lost before its first renewal (the process stalled
-		// for a lease) issued nothing: a waiting caller waits for a node
-		// again.
-		if !lc.Wait || !errors.Is(err, ErrLeaseLost) {
-			return nil, fmt.Errorf("idgen: first renewal of node %d: %w", lease.Node, err)
+		if werr := park(ctx, 10*minRetry); werr != nil {
+			err = fmt.Errorf("%w (waiting: %w)", err, werr)
+			break
 		}
 	}
-	if lease.TTL == 0 {
+	h.unlock()
+	if err != nil {
+		return nil, err
+	}
+	if h.ttl(g) == 0 {
 		close(h.done)
 	} else {
 		go h.run(g)
@@ -138,14 +141,28 @@ type leaseHolder struct {
 	// lastErr is the latest failure to renew or lease, for errors.
 	lastErr atomic.Pointer[error]
 
-	// renewMu serialises calls to the leaser.
-	renewMu sync.Mutex
-	cur     Lease // guarded by the generator's mu
+	// turn, held through lock and unlock, is taken to call the leaser and
+	// to change cur: one call at a time, so that a renewal, a release and
+	// a move to another node never cross, and a move is decided and made
+	// by one caller. Waiting for it honours a context.
+	turn chan struct{}
+	cur  Lease // guarded by the generator's mu; changed only with the turn
 
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
 }
+
+func (h *leaseHolder) lock(ctx context.Context) error {
+	select {
+	case h.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (h *leaseHolder) unlock() { <-h.turn }
 
 func (h *leaseHolder) mono() int64 { return int64(time.Since(h.start)) }
 
@@ -159,38 +176,32 @@ func (h *leaseHolder) window(ttl time.Duration) time.Duration {
 	return ttl - m
 }
 
-// acquire leases a node, waiting for one if configured to.
-func (h *leaseHolder) acquire(ctx context.Context, g *Generator) (Lease, error) {
-	for {
-		lease, err := h.leaser.Acquire(ctx, h.req)
-		if err == nil {
-			err = lease.validate(g.layout)
-			if err == nil && h.req.Static && lease.Node != h.req.Node {
-				err = fmt.Errorf("%w: leaser granted node %d for static node %d", ErrInvalidConfig, lease.Node, h.req.Node)
-			}
-			if err == nil && lease.TTL > 0 && h.cfg.Margin >= lease.TTL/2 {
-				err = fmt.Errorf("%w: LeaseConfig.Margin %v is not less than half the lease %v", ErrInvalidConfig, h.cfg.Margin, lease.TTL)
-			}
-			if err == nil && lease.TTL > 0 && h.window(lease.TTL) < 2*g.layout.Unit {
-				err = fmt.Errorf("%w: a lease of %v less its margin is shorter than two %v ticks of layout %q; lengthen the leaser's lease", ErrInvalidConfig, lease.TTL, g.layout.Unit, g.layout.Name)
-			}
-			if b, ok := g.policy.(Borrow); err == nil && ok && lease.TTL > 0 && h.window(lease.TTL) < b.MaxAhead+2*g.layout.Unit {
-				err = fmt.Errorf("%w: a lease of %v less its margin leaves a window of %v, too short to borrow Borrow.MaxAhead %v ahead of the clock; lengthen the leaser's lease or lower MaxAhead",
-					ErrInvalidConfig, lease.TTL, h.window(lease.TTL), b.MaxAhead)
-			}
-			if err != nil {
-				h.releaseQuietly(g, lease, lease.HighWater)
-				return Lease{}, err
-			}
-			return lease, nil
-		}
-		if !h.cfg.Wait || !errors.Is(err, ErrNoFreeNode) {
-			return Lease{}, fmt.Errorf("idgen: lease a node id: %w", err)
-		}
-		if err := park(ctx, 10*minRetry); err != nil {
-			return Lease{}, fmt.Errorf("idgen: lease a node id: %w (waiting: %w)", err, ctx.Err())
-		}
+// acquire leases a node with req and checks the lease against the
+// generator; it gives back a lease that fails the checks.
+func (h *leaseHolder) acquire(ctx context.Context, g *Generator, req LeaseRequest) (Lease, error) {
+	lease, err := h.leaser.Acquire(ctx, req)
+	if err != nil {
+		return Lease{}, fmt.Errorf("idgen: lease a node id: %w", err)
 	}
+	err = lease.validate(g.layout)
+	if err == nil && req.Static && lease.Node != req.Node {
+		err = fmt.Errorf("%w: leaser granted node %d for static node %d", ErrInvalidConfig, lease.Node, req.Node)
+	}
+	if err == nil && lease.TTL > 0 && h.cfg.Margin >= lease.TTL/2 {
+		err = fmt.Errorf("%w: LeaseConfig.Margin %v is not less than half the lease %v", ErrInvalidConfig, h.cfg.Margin, lease.TTL)
+	}
+	if err == nil && lease.TTL > 0 && h.window(lease.TTL) < 2*g.layout.Unit {
+		err = fmt.Errorf("%w: a lease of %v less its margin is shorter than two %v ticks of layout %q; lengthen the leaser's lease", ErrInvalidConfig, lease.TTL, g.layout.Unit, g.layout.Name)
+	}
+	if b, ok := g.policy.(Borrow); err == nil && ok && lease.TTL > 0 && h.window(lease.TTL) < b.MaxAhead+2*g.layout.Unit {
+		err = fmt.Errorf("%w: a lease of %v less its margin leaves a window of %v, too short to borrow Borrow.MaxAhead %v ahead of the clock; lengthen the leaser's lease or lower MaxAhead",
+			ErrInvalidConfig, lease.TTL, h.window(lease.TTL), b.MaxAhead)
+	}
+	if err != nil {
+		h.releaseQuietly(g, lease, lease.HighWater)
+		return Lease{}, err
+	}
+	return lease, nil
 }
 
 // live reports whether the lease can still be proven live.
@@ -207,7 +218,7 @@ func (h *leaseHolder) live(g *Generator) error {
 
 // extend makes tick issuable: beyond the window of the last renewal (the
 // clock stepped ahead) it renews at once. Two tries cover a renewal that
-// raced with the lease being replaced.
+// waited for the lease being replaced.
 func (h *leaseHolder) extend(ctx context.Context, g *Generator, tick int64) error {
 	for range 2 {
 		if tick <= g.limit.Load() {
@@ -226,38 +237,55 @@ func (h *leaseHolder) extend(ctx context.Context, g *Generator, tick int64) erro
 	return fmt.Errorf("%w: node %d: the clock is past the window its renewal opened", ErrLeaseExpired, g.Node())
 }
 
-// renew renews the lease and raises the node's high-water mark to the end
-// of the window it opens.
+// renew renews the lease.
 func (h *leaseHolder) renew(ctx context.Context, g *Generator) error {
-	h.renewMu.Lock()
-	defer h.renewMu.Unlock()
+	if err := h.lock(ctx); err != nil {
+		return err
+	}
+	defer h.unlock()
+	return h.renewLocked(ctx, g)
+}
+
+// renewLocked renews the lease and raises the node's high-water mark to
+// the end of the window it opens. Called with the turn.
+func (h *leaseHolder) renewLocked(ctx context.Context, g *Generator) error {
 	g.mu.Lock()
 	cur, exact := h.cur, g.markOf(h.cur.Node)
 	g.mu.Unlock()
-	sent, wall := h.mono(), g.nanos()
-	win := h.window(cur.TTL)
-	mark := time.Unix(0, wall+int64(win))
-	if exact.After(mark) {
-		mark = exact
-	}
-	lease, err := h.leaser.Renew(ctx, cur, mark)
-	if err == nil && (lease.Node != cur.Node || lease.Token != cur.Token || lease.TTL <= 0) {
-		err = fmt.Errorf("%w: leaser renewed node %d as node %d, token %q, TTL %v", ErrInvalidConfig, cur.Node, lease.Node, lease.Token, lease.TTL)
-	}
+	lease, w, err := h.renewLease(ctx, g, cur, exact)
 	if err != nil {
-		err = fmt.Errorf("idgen: renew the lease of node %d: %w", cur.Node, err)
 		h.lastErr.Store(&err)
 		return err
 	}
 	h.lastErr.Store(nil)
 	g.mu.Lock()
-	if h.cur.Token == cur.Token {
-		h.cur = lease
-		h.fence.Store(max(h.fence.Load(), sent+int64(h.window(lease.TTL))))
-		g.limit.Store(max(g.limit.Load(), min(g.p.tickOf(mark.UnixNano())-1, g.p.maxTick)))
-	}
+	h.cur = lease
+	h.fence.Store(max(h.fence.Load(), w.fence))
+	g.limit.Store(max(g.limit.Load(), w.limit))
 	g.mu.Unlock()
 	return nil
+}
+
+// term is the window a renewal opens: IDs may be issued until fence, in
+// monotonic nanoseconds since the holder's start, with ticks up to limit.
+type term struct{ fence, limit int64 }
+
+// renewLease renews l, raising its node's mark to the end of the window
+// the renewal opens, or to exact if that is later.
+func (h *leaseHolder) renewLease(ctx context.Context, g *Generator, l Lease, exact time.Time) (Lease, term, error) {
+	sent, wall := h.mono(), g.nanos()
+	mark := time.Unix(0, wall+int64(h.window(l.TTL)))
+	if exact.After(mark) {
+		mark = exact
+	}
+	lease, err := h.leaser.Renew(ctx, l, mark)
+	if err == nil && (lease.Node != l.Node || lease.Token != l.Token || lease.TTL <= 0) {
+		err = fmt.Errorf("%w: leaser renewed node %d as node %d, token %q, TTL %v", ErrInvalidConfig, l.Node, lease.Node, lease.Token, lease.TTL)
+	}
+	if err != nil {
+		return Lease{}, term{}, fmt.Errorf("idgen: renew the lease of node %d: %w", l.Node, err)
+	}
+	return lease, term{sent + int64(h.window(lease.TTL)), min(g.p.tickOf(mark.UnixNano())-1, g.p.maxTick)}, nil
 }
 
 // run renews the lease a third of the way through it, sooner after a
@@ -266,7 +294,7 @@ func (h *leaseHolder) run(g *Generator) {
 	defer close(h.done)
 	t := time.NewTimer(h.ttl(g) / 3)
 	defer t.Stop()
-	failing, lost := false, false
+	failing := false
 	for {
 		select {
 		case <-h.stop:
@@ -275,17 +303,20 @@ func (h *leaseHolder) run(g *Generator) {
 		}
 		ttl := h.ttl(g)
 		ctx, cancel := context.WithTimeout(context.Background(), max(ttl/3, 10*minRetry))
-		var err error
-		if !lost {
-			err = h.renew(ctx, g)
-			if lost = errors.Is(err, ErrLeaseLost); lost {
-				h.cfg.Logger.Error("idgen: worker lease lost; leasing a node again", "err", err)
+		err := h.lock(ctx)
+		if err == nil {
+			err = h.renewLocked(ctx, g)
+			if errors.Is(err, ErrLeaseLost) {
+				if !failing {
+					h.cfg.Logger.Error("idgen: worker lease lost; leasing a node again", "err", err)
+				}
+				// The lost lease is no longer ours to release.
+				if err = h.moveLocked(ctx, g, h.req, Lease{}); err != nil {
+					err = fmt.Errorf("idgen: lease a node again: %w", err)
+					h.lastErr.Store(&err)
+				}
 			}
-		}
-		if lost {
-			if err = h.reacquire(ctx, g); err == nil {
-				lost = false
-			}
+			h.unlock()
 		}
 		cancel()
 		switch {
@@ -311,77 +342,90 @@ func (h *leaseHolder) ttl(g *Generator) time.Duration {
 	return h.cur.TTL
 }
 
-// reacquire leases a node after the lease was lost and switches the
-// generator to it.
-func (h *leaseHolder) reacquire(ctx context.Context, g *Generator) error {
-	lease, err := h.leaser.Acquire(ctx, h.req)
-	if err == nil {
-		err = lease.validate(g.layout)
-	}
-	if err != nil {
-		err = fmt.Errorf("idgen: lease a node again: %w", err)
-		h.lastErr.Store(&err)
+// switchFrom leases a fresh node for the SwitchWorker policy and moves to
+// it, releasing the current node with its exact mark, to the tail of the
+// pool's queue. old is the last ID the caller found ahead of the clock: if
+// it is no longer the last ID when the caller's turn comes (another caller
+// switched, or issued an ID, meanwhile), nothing is done and the caller
+// looks again, so that one rollback switches once.
+func (h *leaseHolder) switchFrom(ctx context.Context, g *Generator, old int64) error {
+	if err := h.lock(ctx); err != nil {
 		return err
 	}
-	return h.install(ctx, g, lease, Lease{})
-}
-
-// switchLease leases a fresh node for the SwitchWorker policy and releases
-// the current one with its exact mark, to the tail of the pool's queue.
-// Called with the generator's mu held.
-func (h *leaseHolder) switchLease(ctx context.Context, g *Generator) error {
-	lease, err := h.leaser.Acquire(ctx, LeaseRequest{MaxNode: h.req.MaxNode, Owner: h.req.Owner})
-	if err == nil {
-		err = lease.validate(g.layout)
-	}
-	old := h.cur
-	if err != nil {
-		return fmt.Errorf("idgen: switch worker from node %d: %w", old.Node, err)
-	}
+	defer h.unlock()
+	g.mu.Lock()
+	cur, same := h.cur, g.state.Load() == old
 	g.mu.Unlock()
-	defer g.mu.Lock()
-	return h.install(ctx, g, lease, old)
+	if !same {
+		return nil
+	}
+	if err := h.moveLocked(ctx, g, LeaseRequest{MaxNode: h.req.MaxNode, Owner: h.req.Owner}, cur); err != nil {
+		return fmt.Errorf("idgen: switch worker from node %d: %w", cur.Node, err)
+	}
+	return nil
 }
 
-// install makes lease the generator's: it freezes issuing, moves to the new
-// node after its high-water mark, renews to open a window, and releases
-// old, if set, with the mark of what was issued under it.
-func (h *leaseHolder) install(ctx context.Context, g *Generator, lease, old Lease) error {
+// moveLocked leases a node with req and moves the generator to it from
+// old, the zero Lease if there is none to release. The generator issues
+// nothing from the moment it stops using old until the new lease is
+// renewed, which raises the new node's mark to the end of the window it
+// opens; old is released, with the mark of what was issued under it, only
+// once the generator has moved. If the renewal fails, or Close comes
+// first, the new lease is released and old stays current, for the caller
+// to try again or for Close to release. Called with the turn.
+func (h *leaseHolder) moveLocked(ctx context.Context, g *Generator, req LeaseRequest, old Lease) error {
+	lease, err := h.acquire(ctx, g, req)
+	if err != nil {
+		return err
+	}
 	g.mu.Lock()
 	last, ok := g.freeze()
-	if !ok {
-		g.mu.Unlock()
-		h.releaseQuietly(g, lease, lease.HighWater)
-		return ErrClosed
-	}
-	g.retire(last)
-	oldMark := g.markOf(old.Node)
-	h.cur = lease
-	h.fence.Store(-1)
-	g.limit.Store(-1)
 	// Start after the node's mark and after this generator's own earlier
 	// use of it, with a full sequence so that the next ID takes a new tick.
 	start := max(g.tickBefore(lease.HighWater), g.tickBefore(g.markOf(lease.Node)), 0)
+	g.mu.Unlock()
+	if !ok {
+		h.releaseQuietly(g, lease, lease.HighWater)
+		return ErrClosed
+	}
+	w, renewed := term{maxFence, g.p.maxTick}, lease
+	if lease.TTL > 0 {
+		renewed, w, err = h.renewLease(ctx, g, lease, time.Unix(0, g.p.nanosOf(start+1)))
+	}
+	g.mu.Lock()
+	if err == nil && g.closed.Load() {
+		err = ErrClosed
+	}
+	if err != nil {
+		g.unfreeze(last)
+		g.mu.Unlock()
+		// Nothing was issued with it: the mark it was granted with holds.
+		h.releaseQuietly(g, lease, lease.HighWater)
+		return err
+	}
+	g.retire(last)
+	oldMark := g.markOf(old.Node)
 	g.markUsed(lease.Node, start)
+	h.cur = renewed
+	h.fence.Store(w.fence)
+	g.limit.Store(w.limit)
+	h.lastErr.Store(nil)
 	g.unfreeze(start<<g.p.timeShift | lease.Node<<g.p.nodeShift | last&g.p.genMask | g.p.seqMask)
 	g.mu.Unlock()
 	if old.Token != "" {
 		h.releaseQuietly(g, old, oldMark)
 	}
-	if lease.TTL == 0 {
-		h.fence.Store(maxFence)
-		g.limit.Store(g.p.maxTick)
-		return nil
-	}
-	return h.renew(ctx, g)
+	return nil
 }
 
-// close stops the renewals and releases the lease with mark.
+// close stops the renewals and releases the lease with mark. A move in
+// progress finishes first: Close leaves the generator on the old node, or
+// finds it on the new one.
 func (h *leaseHolder) close(g *Generator, mark time.Time) error {
 	h.once.Do(func() { close(h.stop) })
 	<-h.done
-	h.renewMu.Lock()
-	defer h.renewMu.Unlock()
+	_ = h.lock(context.Background())
+	defer h.unlock()
 	g.mu.Lock()
 	cur := h.cur
 	g.mu.Unlock()

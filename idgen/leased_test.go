@@ -250,6 +250,27 @@ func TestLeasedLosesLeaseAndLeasesAgain(t *testing.T) {
 	}
 }
 
+// A node leased after a loss whose first renewal fails is given back, not
+// kept beside the node leased on the next try.
+func TestLeasedLeasesAgainWithoutLeaking(t *testing.T) {
+	m := newFaultLeaser(t, 4, 3*time.Second)
+	g := leased(t, m, idgen.Config{})
+	first := g.Node()
+	m.setFailing(errStoreDown)
+	m.steal(first)
+	// Each try renews the lost lease, then leases a node and fails to
+	// renew it: two renewals.
+	before := m.renewCount()
+	testkit.WaitFor(t, "two failed tries to lease a node again", func() bool { return m.renewCount() >= before+4 })
+	m.setFailing(nil)
+	testkit.WaitFor(t, "a renewal to leave the stolen node", func() bool { return g.Node() != first })
+	mustNext(t, g)
+	// The stolen node's record lasts until its lease ends, unrenewed.
+	if n := m.held(4); n > 2 {
+		t.Fatalf("%d nodes held after leasing one again; want the new node and at most the stolen one", n)
+	}
+}
+
 // A lease lost before its first renewal (the process stalled for a lease
 // between the grant and the renewal, as a fleet child did at load 40) fails
 // NewLeased, unless it waits for a node: then it leases one again.

@@ -53,8 +53,12 @@ type Borrow struct {
 // SwitchWorker makes a generator made by [NewLeased] lease a fresh node
 // from its [Leaser] and carry on with it at the clock's time. The old node
 // is released with the exact mark of its last ID, so it goes to the tail of
-// the pool's queue and rests there while the clock catches up. A generator
-// with a static node cannot switch: New refuses the policy.
+// the pool's queue and rests there while the clock catches up. One caller
+// switches; the others wait for it, as long as their contexts allow. A
+// switch that fails (no node is granted, or the fresh lease cannot be
+// renewed) gives the fresh node back, keeps the old one and fails Next with
+// the leaser's error; the next call behind the clock tries again. A
+// generator with a static node cannot switch: New refuses the policy.
 type SwitchWorker struct{}
 
 func (Wait) rollbackPolicy()           {}

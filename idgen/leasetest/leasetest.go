@@ -31,7 +31,13 @@
 //   - forged and stale tokens: Renew and Release fail with
 //     [idgen.ErrLeaseLost] and change nothing;
 //   - cancelled contexts: every call fails and changes nothing;
-//   - owners: stored with the lease, when [Features.Owner] can read them.
+//   - owners: stored with the lease, when [Features.Owner] can read them;
+//   - a generator switching nodes ([idgen.SwitchWorker]) through the
+//     leaser, each of its calls held in turn by a gate around the leaser:
+//     other callers wait for the switch or get an ID, never an error; one
+//     switch leases one node; a failed renewal of the fresh lease, or Close
+//     during the switch, leaves no lease held and the old node released
+//     with the mark of its last ID.
 //
 // The tests that wait for leases to end lease for [Features.TTL]; the others
 // lease for an hour, so that no stall of a loaded machine ends a lease they
@@ -109,6 +115,9 @@ func Run(t *testing.T, newLeaser func(t *testing.T, p Pool) idgen.Leaser, f Feat
 		{"StaleToken", testStaleToken},
 		{"CancelledContext", testCancelledContext},
 		{"Owner", testOwner},
+		{"Switch", testSwitch},
+		{"SwitchRenewalFails", testSwitchRenewalFails},
+		{"SwitchClose", testSwitchClose},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
