@@ -180,7 +180,12 @@ func (h *leaseHolder) window(ttl time.Duration) time.Duration {
 // generator; it gives back a lease that fails the checks.
 func (h *leaseHolder) acquire(ctx context.Context, g *Generator, req LeaseRequest) (Lease, error) {
 	lease, err := h.leaser.Acquire(ctx, req)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNoFreeNode) || errors.Is(err, ErrNodeRange) || errors.Is(err, ErrInvalidConfig):
+		// The leaser's answer names this package's sentinel, and so the
+		// package, already.
+		return Lease{}, err
+	case err != nil:
 		return Lease{}, fmt.Errorf("idgen: lease a node id: %w", err)
 	}
 	err = lease.validate(g.layout)
