@@ -20,6 +20,7 @@ import (
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/internal/testenv/remotingread"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 	"github.com/idemq/idemq/remoting"
@@ -109,17 +110,7 @@ func TestRelaysShipInOrder(t *testing.T) {
 	rand.Read(poison)
 	msgs[keys+1] = outbox.Message{Topic: topic, OrderingKey: msgs[keys+1].OrderingKey, Body: poison}
 
-	tx, err := db.BeginTx(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	added, err := writer.AddBatch(t.Context(), tx, msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	added := testkit.AddCommitted(t, db, writer, msgs...)
 
 	quiet := slog.New(slog.DiscardHandler)
 	for i := range 2 {
@@ -217,17 +208,7 @@ func TestBatchWithPoisonRow(t *testing.T) {
 	for _, i := range poison {
 		msgs[i].Properties = big
 	}
-	tx, err := db.BeginTx(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	added, err := o.AddBatch(t.Context(), tx, msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	added := testkit.AddCommitted(t, db, o, msgs...)
 	r, err := outbox.NewRelay(o, newSender(t, ns, topic+"-relay"), outbox.RelayConfig{Batch: 200, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
