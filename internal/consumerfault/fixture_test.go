@@ -3,11 +3,9 @@ package consumerfault
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +21,7 @@ import (
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testenv/remotingread"
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/remoting"
@@ -199,45 +198,11 @@ func newPushConsumer(ns, group, instance string, opts ...rmq.Option) (rocketmq.P
 	}, opts...)...)
 }
 
-// deadLetters collects the keys of the messages a group dead-lettered.
-type deadLetters struct {
-	mu   sync.Mutex
-	keys map[string]int
-}
-
-func (d *deadLetters) snapshot() map[string]int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return maps.Clone(d.keys)
-}
-
 // watchDLQ consumes group's dead-letter topic, from its start, in a group
 // of its own for the rest of the test.
-func (f *fixture) watchDLQ(group string) *deadLetters {
+func (f *fixture) watchDLQ(group string) *remotingread.DeadLetters {
 	f.t.Helper()
-	watcher := "cf-dlq-" + f.run
-	f.createTopic(f.t, "%RETRY%"+watcher, 1)
-	d := &deadLetters{keys: map[string]int{}}
-	pc, err := newPushConsumer(f.ns, watcher, watcher)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	err = pc.Subscribe("%DLQ%"+group, rmq.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		for _, m := range msgs {
-			d.keys[msgkey.Of(m)]++
-		}
-		return rmq.ConsumeSuccess, nil
-	})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if err := pc.Start(); err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(func() { pc.Shutdown() })
-	return d
+	return remotingread.WatchDeadLetters(f.t, f.ns, group, "cf-dlq-"+f.run)
 }
 
 // tally is the exact outcome of a run for the keys sent.
@@ -288,11 +253,11 @@ func count(sent []string, applied, dead map[string]int) tally {
 // settle waits until every key of sent is applied or dead-lettered and
 // idle (if not nil) says so, or timeout passes; then for quiet more, so
 // that a late duplicate shows; and returns the tally.
-func (f *fixture) settle(sent []string, dlq *deadLetters, idle func() bool, timeout, quiet time.Duration) tally {
+func (f *fixture) settle(sent []string, dlq *remotingread.DeadLetters, idle func() bool, timeout, quiet time.Duration) tally {
 	f.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		applied, dead := f.applied(), dlq.snapshot()
+		applied, dead := f.applied(), dlq.Keys()
 		done := 0
 		for _, k := range sent {
 			if applied[k] > 0 || dead[k] > 0 {
@@ -309,7 +274,7 @@ func (f *fixture) settle(sent []string, dlq *deadLetters, idle func() bool, time
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(quiet)
-	return count(sent, f.applied(), dlq.snapshot())
+	return count(sent, f.applied(), dlq.Keys())
 }
 
 // check fails t unless tl counts nothing lost, dead-lettered, doubled or
