@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -205,55 +204,10 @@ func (f *fixture) watchDLQ(group string) *remotingread.DeadLetters {
 	return remotingread.WatchDeadLetters(f.t, f.ns, group, "cf-dlq-"+f.run)
 }
 
-// tally is the exact outcome of a run for the keys sent.
-type tally struct {
-	sent, applied int
-	// lost are keys sent and never applied; dead are keys found in the
-	// dead-letter queue (applied or not); doubled are keys applied more
-	// than once.
-	lost, dead, doubled []string
-	// extra are keys applied that were never sent.
-	extra []string
-}
-
-func (t tally) String() string {
-	return fmt.Sprintf("sent=%d applied=%d lost=%d dead-lettered=%d doubled=%d unknown=%d",
-		t.sent, t.applied, len(t.lost), len(t.dead), len(t.doubled), len(t.extra))
-}
-
-func count(sent []string, applied, dead map[string]int) tally {
-	t := tally{sent: len(sent)}
-	want := make(map[string]bool, len(sent))
-	for _, k := range sent {
-		want[k] = true
-		n := applied[k]
-		switch {
-		case n == 0:
-			t.lost = append(t.lost, k)
-		case n > 1:
-			t.doubled = append(t.doubled, fmt.Sprintf("%s×%d", k, n))
-		}
-		if n > 0 {
-			t.applied++
-		}
-	}
-	for k := range dead {
-		t.dead = append(t.dead, k)
-	}
-	for k := range applied {
-		if !want[k] {
-			t.extra = append(t.extra, k)
-		}
-	}
-	slices.Sort(t.dead)
-	slices.Sort(t.extra)
-	return t
-}
-
 // settle waits until every key of sent is applied or dead-lettered and
 // idle (if not nil) says so, or timeout passes; then for quiet more, so
 // that a late duplicate shows; and returns the tally.
-func (f *fixture) settle(sent []string, dlq *remotingread.DeadLetters, idle func() bool, timeout, quiet time.Duration) tally {
+func (f *fixture) settle(sent []string, dlq *remotingread.DeadLetters, idle func() bool, timeout, quiet time.Duration) testkit.Tally {
 	f.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -274,25 +228,7 @@ func (f *fixture) settle(sent []string, dlq *remotingread.DeadLetters, idle func
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(quiet)
-	return count(sent, f.applied(), dlq.Keys())
-}
-
-// check fails t unless tl counts nothing lost, dead-lettered, doubled or
-// unknown.
-func check(t *testing.T, tl tally) {
-	t.Helper()
-	if len(tl.lost)+len(tl.dead)+len(tl.doubled)+len(tl.extra) == 0 {
-		return
-	}
-	t.Errorf("%v; want every key applied exactly once and none dead-lettered", tl)
-	for _, l := range []struct {
-		what string
-		keys []string
-	}{{"lost", tl.lost}, {"dead-lettered", tl.dead}, {"doubled", tl.doubled}, {"unknown", tl.extra}} {
-		if len(l.keys) > 0 {
-			t.Errorf("%s: %s", l.what, strings.Join(l.keys[:min(len(l.keys), 20)], " "))
-		}
-	}
+	return testkit.Count(sent, f.applied(), dlq.Keys())
 }
 
 // decided reports whether every message st counted as delivered reached

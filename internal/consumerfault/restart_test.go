@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/remoting"
 )
 
@@ -26,7 +27,7 @@ func TestRollingRestart(t *testing.T) {
 	if !inChild(t, rocketmq4(t)...) {
 		return
 	}
-	check(t, rollingRestart(t, restartFamily{
+	rollingRestart(t, restartFamily{
 		total:  1500,
 		worker: "worker",
 		role:   roleWorker,
@@ -42,7 +43,7 @@ func TestRollingRestart(t *testing.T) {
 		// code fails the test.
 		libraries: []string{"github.com/apache/rocketmq-client-go/v2"},
 		quiet:     1500 * time.Millisecond,
-	}))
+	}).Check(t)
 }
 
 // TestGRPCRollingRestart is TestRollingRestart for the 5.x gRPC client:
@@ -85,7 +86,7 @@ func TestGRPCRollingRestart(t *testing.T) {
 	if !inChild(t, rocketmq5(t)...) {
 		return
 	}
-	check(t, rollingRestart(t, restartFamily{
+	rollingRestart(t, restartFamily{
 		total:  800,
 		worker: "gRPC worker",
 		role:   roleGRPCWorker,
@@ -100,7 +101,7 @@ func TestGRPCRollingRestart(t *testing.T) {
 		mustLand:  true,
 		comeBack:  grpcInvisible + 2*time.Second,
 		quiet:     500 * time.Millisecond,
-	}))
+	}).Check(t)
 }
 
 // restartFamily is what the rolling-restart scenario takes from a client
@@ -131,7 +132,7 @@ type restartFamily struct {
 }
 
 // rollingRestart runs the rolling-restart scenario for fam.
-func rollingRestart(t *testing.T, fam restartFamily) tally {
+func rollingRestart(t *testing.T, fam restartFamily) testkit.Tally {
 	const (
 		sendFor  = 10 * time.Second
 		workers  = 3
