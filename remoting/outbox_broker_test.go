@@ -41,10 +41,7 @@ func newSender(t *testing.T, ns, name string) *remoting.OutboxSender {
 // startSender is newSender for a child process: it returns the function
 // that shuts the producer down.
 func startSender(ns, name string) (*remoting.OutboxSender, func(), error) {
-	rp, err := rocketmq.NewProducer(
-		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		rmqproducer.WithGroupName(name),
-		rmqproducer.WithInstanceName(name),
+	rp, err := rocketmq.NewProducer(producerOptions(ns, name,
 		rmqproducer.WithQueueSelector(rmqproducer.NewHashQueueSelector()),
 		rmqproducer.WithRetry(1),
 		// TestRelaysShipInOrder's poison row is 4 MiB of random bytes: on
@@ -52,7 +49,7 @@ func startSender(ns, name string) (*remoting.OutboxSender, func(), error) {
 		// whose timeout (retried, and cutting the connection other keys'
 		// sends shared) then stood where the broker's refusal should be.
 		rmqproducer.WithSendMsgTimeout(time.Minute),
-	)
+	)...)
 	if err != nil {
 		return nil, nil, err
 	}
