@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,29 +42,6 @@ func (s *slowProbes) Extend(ctx context.Context, t dedupe.Ticket, lease time.Dur
 	case <-ctx.Done():
 	}
 	return s.FaultStore.Extend(ctx, t, lease)
-}
-
-// records is a slog.Handler that keeps the messages it is given.
-type records struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (r *records) Enabled(context.Context, slog.Level) bool { return true }
-func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
-func (r *records) WithGroup(string) slog.Handler            { return r }
-
-func (r *records) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.msgs = append(r.msgs, rec.Message)
-	return nil
-}
-
-func (r *records) list() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.msgs)
 }
 
 // ledger counts the handler's runs per key.
@@ -108,7 +84,7 @@ func processAll(ctx context.Context, c *consumer.Consumer, msgs []consumer.Messa
 // twice, when it begins and when it ends.
 func TestStoreOutageWaits(t *testing.T) {
 	store := newSlowProbes()
-	rec := new(records)
+	rec := new(testkit.Logs)
 	c := newConsumer(t, store, consumer.WithLogger(slog.New(rec)))
 	store.Inject(dedupetest.Fault{})
 	const n = 8
@@ -156,7 +132,7 @@ func TestStoreOutageWaits(t *testing.T) {
 		t.Errorf("outages %d, store-down %d, completed %d, retried %d; want 1, 0, %d, 0",
 			st.Outages.Load(), st.StoreDown.Load(), st.Completed.Load(), st.Retried.Load(), n+1)
 	}
-	logged := rec.list()
+	logged := rec.Messages()
 	if len(logged) != 2 || !isOutageLog(logged[0], "down") || !isOutageLog(logged[1], "answers again") {
 		t.Errorf("logged %q; want the outage's start and end", logged)
 	}
@@ -306,7 +282,7 @@ func TestStoreOutageBusyKey(t *testing.T) {
 // once, when the store answers again.
 func TestStoreOutageStaleAnswer(t *testing.T) {
 	store := newSlowProbes()
-	rec := new(records)
+	rec := new(testkit.Logs)
 	c := newConsumer(t, store, consumer.WithLogger(slog.New(rec)))
 	running, release := make(chan struct{}), make(chan struct{})
 	var l ledger
@@ -328,7 +304,7 @@ func TestStoreOutageStaleAnswer(t *testing.T) {
 	if len(second) != 0 || st.Outages.Load() != 1 {
 		t.Fatalf("%d verdicts for the waiting message, %d outages; want it waiting in the one outage", len(second), st.Outages.Load())
 	}
-	for _, m := range rec.list() {
+	for _, m := range rec.Messages() {
 		if isOutageLog(m, "answers again") {
 			t.Fatalf("logged %q while the store was down", m)
 		}
@@ -338,7 +314,7 @@ func TestStoreOutageStaleAnswer(t *testing.T) {
 		t.Errorf("second verdict %+v, want completed", v)
 	}
 	var outage []string
-	for _, m := range rec.list() {
+	for _, m := range rec.Messages() {
 		if isOutageLog(m, "dedupe store") {
 			outage = append(outage, m)
 		}

@@ -1054,7 +1054,7 @@ func TestGuardCannotExtend(t *testing.T) {
 				mem := memdedupe.New(memdedupe.Config{})
 				fs := dedupetest.NewFaultStore(mem)
 				fs.Inject(dedupetest.Fault{Ops: dedupetest.OpExtend})
-				ks := &keyedExtends{Store: fs, n: map[dedupe.Ref]int{}}
+				ks, extends := countExtends(fs)
 				g := newGuard(t, ks, dedupe.GuardConfig{Lease: lease, ExtendEvery: lease / 4})
 				items := itemsOf("", keysOf(n)...)
 				last := n - 1
@@ -1077,7 +1077,7 @@ func TestGuardCannotExtend(t *testing.T) {
 					// No extension starts once the lease is lost, and
 					// none is under way when it is: every one counted
 					// failed before.
-					if tried := ks.of(items[i].Ref); tried > 0 && !errors.Is(cause, dedupetest.ErrInjected) {
+					if tried := extends(items[i].Ref); tried > 0 && !errors.Is(cause, dedupetest.ErrInjected) {
 						t.Errorf("handler context cause = %v after %d failed extensions, want the store's error", cause, tried)
 					}
 					// Past the end of the store's leases too.
@@ -1113,7 +1113,7 @@ func TestGuardRetriesExtend(t *testing.T) {
 		t.Run(fmt.Sprint("Size", n), func(t *testing.T) {
 			fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
 			fs.Inject(dedupetest.Fault{Ops: dedupetest.OpExtend})
-			ks := &keyedExtends{Store: fs, n: map[dedupe.Ref]int{}}
+			ks, extends := countExtends(fs)
 			g := newGuard(t, ks, dedupe.GuardConfig{Lease: time.Hour, ExtendEvery: time.Millisecond})
 			items := itemsOf("", keysOf(n)...)
 			res := g.Do(t.Context(), items, func(ctx context.Context, i int) error {
@@ -1123,7 +1123,7 @@ func TestGuardRetriesExtend(t *testing.T) {
 				// Every lease is kept until the last handler returns.
 				testkit.WaitFor(t, "three failed extensions of each key", func() bool {
 					for _, it := range items {
-						if ks.of(it.Ref) < 3 {
+						if extends(it.Ref) < 3 {
 							return false
 						}
 					}
@@ -1138,25 +1138,22 @@ func TestGuardRetriesExtend(t *testing.T) {
 	}
 }
 
-// keyedExtends counts, per key, the Extend calls that reach the store it
-// wraps.
-type keyedExtends struct {
-	dedupe.Store
-	mu sync.Mutex
-	n  map[dedupe.Ref]int
-}
-
-func (s *keyedExtends) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
-	s.mu.Lock()
-	s.n[t.Ref]++
-	s.mu.Unlock()
-	return s.Store.Extend(ctx, t, lease)
-}
-
-func (s *keyedExtends) of(ref dedupe.Ref) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.n[ref]
+// countExtends wraps s in a store that counts, per key, the Extend calls
+// that reach it, and returns the count of a key.
+func countExtends(s dedupe.Store) (dedupe.Store, func(dedupe.Ref) int) {
+	var mu sync.Mutex
+	n := map[dedupe.Ref]int{}
+	hs := &testkit.HookStore{Store: s, Hooks: testkit.StoreHooks{Extend: func(_ context.Context, t dedupe.Ticket) error {
+		mu.Lock()
+		defer mu.Unlock()
+		n[t.Ref]++
+		return nil
+	}}}
+	return hs, func(ref dedupe.Ref) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return n[ref]
+	}
 }
 
 // shards keeps the records of one key in a store of its own and those of
@@ -1607,29 +1604,6 @@ func TestGuardHandlerContext(t *testing.T) {
 	}
 }
 
-// stallExtend stalls the first Extend until its context ends, and for delay
-// more, as a store that is slow to answer would.
-type stallExtend struct {
-	dedupe.Store
-	delay    time.Duration
-	once     sync.Once
-	entered  chan struct{} // closed as the stalled Extend starts
-	returned atomic.Bool   // set as it returns
-}
-
-func (s *stallExtend) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
-	stall := false
-	s.once.Do(func() { stall = true })
-	if !stall {
-		return s.Store.Extend(ctx, t, lease)
-	}
-	close(s.entered)
-	<-ctx.Done()
-	time.Sleep(s.delay)
-	s.returned.Store(true)
-	return fmt.Errorf("test: extend %q: %w", t.Ref, ctx.Err())
-}
-
 // TestGuardStopWaitsForTick returns from the handlers while the keeper's
 // extension hangs: Do cuts the extension short rather than waiting for the
 // lease's end, waits for it to return, and no extension follows.
@@ -1641,24 +1615,42 @@ func TestGuardStopWaitsForTick(t *testing.T) {
 	for _, n := range sizes {
 		t.Run(fmt.Sprint("Size", n), func(t *testing.T) {
 			fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
-			s := &stallExtend{Store: fs, delay: 5 * every, entered: make(chan struct{})}
+			// The first Extend stalls until its context ends, and for 5
+			// ticks more, as a store that is slow to answer would.
+			var (
+				once     sync.Once
+				entered  = make(chan struct{}) // closed as the stalled Extend starts
+				returned atomic.Bool           // set as it returns
+			)
+			s := &testkit.HookStore{Store: fs, Hooks: testkit.StoreHooks{Extend: func(ctx context.Context, t dedupe.Ticket) error {
+				stall := false
+				once.Do(func() { stall = true })
+				if !stall {
+					return nil
+				}
+				close(entered)
+				<-ctx.Done()
+				time.Sleep(5 * every)
+				returned.Store(true)
+				return fmt.Errorf("test: extend %q: %w", t.Ref, ctx.Err())
+			}}}
 			g := newGuard(t, s, dedupe.GuardConfig{Lease: lease, ExtendEvery: every})
-			var returned time.Time
+			var handled time.Time
 			res := g.Do(t.Context(), itemsOf("", keysOf(n)...), func(_ context.Context, i int) error {
 				if i == n-1 {
 					select {
-					case <-s.entered:
+					case <-entered:
 					case <-time.After(5 * time.Second):
 						t.Error("the keeper never extended the lease")
 					}
-					returned = time.Now()
+					handled = time.Now()
 				}
 				return nil
 			})
-			if took := time.Since(returned); took > lease/4 {
+			if took := time.Since(handled); took > lease/4 {
 				t.Errorf("Do took %v after the handlers returned: the extension was not cut short", took)
 			}
-			if !s.returned.Load() {
+			if !returned.Load() {
 				t.Error("Do returned before the extension under way")
 			}
 			for i, r := range res {

@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	rocketmq "github.com/apache/rocketmq-client-go/v2"
-	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
-	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-clients/golang/v5"
 	"github.com/apache/rocketmq-clients/golang/v5/credentials"
 	"github.com/redis/go-redis/v9"
@@ -25,6 +22,7 @@ import (
 	"github.com/idemq/idemq/grpcv5"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testenv/remotingread"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -162,50 +160,11 @@ func (f *fixture) send(p golang.Producer, key string) {
 	}
 }
 
-// deadLetters counts the keys of the messages the run's group
-// dead-lettered, read by a remoting push consumer of a group of its own.
-type deadLetters struct {
-	mu   sync.Mutex
-	keys map[string]int
-}
-
-func (d *deadLetters) snapshot() map[string]int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return maps.Clone(d.keys)
-}
-
-func (f *fixture) watchDLQ() *deadLetters {
+// watchDLQ counts the keys of the messages the run's group dead-lettered,
+// read by a remoting push consumer of a group of its own.
+func (f *fixture) watchDLQ() *remotingread.DeadLetters {
 	f.t.Helper()
-	watcher := "g5-dlq-" + f.run
-	dlq := "%DLQ%" + f.group
-	// Readable, and known before the watcher starts.
-	testenv.RocketMQ5Topic(f.t, dlq, 1)
-	testenv.RocketMQ5Topic(f.t, "%RETRY%"+watcher, 1)
-	d := &deadLetters{keys: map[string]int{}}
-	pc, err := rocketmq.NewPushConsumer(
-		rmq.WithNsResolver(primitive.NewPassthroughResolver([]string{f.ep.NameServer})),
-		rmq.WithGroupName(watcher), rmq.WithInstance(watcher),
-		rmq.WithConsumeFromWhere(rmq.ConsumeFromFirstOffset))
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	err = pc.Subscribe(dlq, rmq.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		for _, m := range msgs {
-			d.keys[msgkey.Of(m)]++
-		}
-		return rmq.ConsumeSuccess, nil
-	})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if err := pc.Start(); err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(func() { pc.Shutdown() })
-	return d
+	return remotingread.WatchDeadLetters(f.t, f.ep.NameServer, f.group, "g5-dlq-"+f.run)
 }
 
 // ledger is the effect under test: how often each key was applied. A key
@@ -243,7 +202,7 @@ func (l *ledger) snapshot() map[string]int {
 // settle waits until every key of keys is applied, then for a quiet second
 // more so that a late duplicate shows, and checks that each was applied
 // exactly once and none dead-lettered.
-func (f *fixture) settle(l *ledger, keys []string, dlq *deadLetters, timeout time.Duration) {
+func (f *fixture) settle(l *ledger, keys []string, dlq *remotingread.DeadLetters, timeout time.Duration) {
 	f.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -258,7 +217,7 @@ func (f *fixture) settle(l *ledger, keys []string, dlq *deadLetters, timeout tim
 			break
 		}
 		if time.Now().After(deadline) {
-			f.t.Fatalf("after %v, %d of %d keys applied; dead-lettered: %v", timeout, n, len(keys), dlq.snapshot())
+			f.t.Fatalf("after %v, %d of %d keys applied; dead-lettered: %v", timeout, n, len(keys), dlq.Keys())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -272,7 +231,7 @@ func (f *fixture) settle(l *ledger, keys []string, dlq *deadLetters, timeout tim
 	if len(got) != len(keys) {
 		f.t.Errorf("applied %d keys, want %d", len(got), len(keys))
 	}
-	if dead := dlq.snapshot(); len(dead) > 0 {
+	if dead := dlq.Keys(); len(dead) > 0 {
 		f.t.Errorf("dead-lettered: %v", dead)
 	}
 }

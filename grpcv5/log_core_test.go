@@ -1,36 +1,12 @@
 package grpcv5
 
 import (
-	"context"
 	"log/slog"
 	"maps"
-	"sync"
 	"testing"
+
+	"github.com/idemq/idemq/internal/testkit"
 )
-
-// capture is an slog.Handler that keeps the records it is given.
-type capture struct {
-	mu   sync.Mutex
-	recs []slog.Record
-}
-
-func (c *capture) Enabled(context.Context, slog.Level) bool { return true }
-func (c *capture) Handle(_ context.Context, r slog.Record) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.recs = append(c.recs, r.Clone())
-	return nil
-}
-func (c *capture) WithAttrs([]slog.Attr) slog.Handler { return c }
-func (c *capture) WithGroup(string) slog.Handler      { return c }
-
-func (c *capture) take() []slog.Record {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r := c.recs
-	c.recs = nil
-	return r
-}
 
 // attrsOf returns r's attributes as strings.
 func attrsOf(r slog.Record) map[string]string {
@@ -46,7 +22,7 @@ func attrsOf(r slog.Record) map[string]string {
 // does, and checks what reaches slog at each level.
 func TestCore(t *testing.T) {
 	t.Cleanup(func() { RouteLogs(nil, slog.LevelWarn) })
-	c := new(capture)
+	c := new(testkit.Logs)
 	lv := RouteLogs(slog.New(c), slog.LevelWarn)
 	log := base.With("client_id", "c1")
 
@@ -64,7 +40,7 @@ func TestCore(t *testing.T) {
 		{slog.LevelError, "end transaction", map[string]string{"source": "rocketmq-clients/golang/v5", "client_id": "c1", "messageId": "m1"}},
 		{slog.LevelError, "failed to register views: boom", map[string]string{"source": "rocketmq-clients/golang/v5", "client_id": "c1"}},
 	}
-	got := c.take()
+	got := c.Take()
 	if len(got) != len(tests) {
 		t.Fatalf("got %d records, want %d (info and debug dropped): %v", len(got), len(tests), got)
 	}
@@ -79,7 +55,7 @@ func TestCore(t *testing.T) {
 
 	lv.Set(slog.LevelDebug)
 	log.Debug("heartbeat")
-	if got := c.take(); len(got) != 1 || got[0].Level != slog.LevelDebug {
+	if got := c.Take(); len(got) != 1 || got[0].Level != slog.LevelDebug {
 		t.Fatalf("after lowering the level: %v, want the debug record", got)
 	}
 }
@@ -90,10 +66,10 @@ func TestRouteToDefault(t *testing.T) {
 	prev := slog.Default()
 	t.Cleanup(func() { slog.SetDefault(prev); RouteLogs(nil, slog.LevelWarn) })
 	RouteLogs(nil, slog.LevelInfo)
-	c := new(capture)
+	c := new(testkit.Logs)
 	slog.SetDefault(slog.New(c))
 	base.Info("begin to start the client manager")
-	got := c.take()
+	got := c.Take()
 	if len(got) != 1 || got[0].Message != "begin to start the client manager" {
 		t.Fatalf("slog.Default got %v", got)
 	}

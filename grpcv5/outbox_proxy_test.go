@@ -66,17 +66,7 @@ func TestRelayThroughTheProxy(t *testing.T) {
 	poison := make([]byte, 4<<20+1)
 	rand.Read(poison)
 	msgs[3].Body = poison
-	tx, err := db.BeginTx(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	added, err := o.AddBatch(t.Context(), tx, msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	added := testkit.AddCommitted(t, db, o, msgs...)
 	r, err := outbox.NewRelay(o, s, outbox.RelayConfig{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

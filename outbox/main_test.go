@@ -81,24 +81,6 @@ func newOutbox(t *testing.T, db *sql.DB, b testdb.Backend) *outbox.Outbox {
 	return o
 }
 
-// add commits msgs in one transaction and returns their keys.
-func add(t *testing.T, db *sql.DB, o *outbox.Outbox, msgs ...outbox.Message) []string {
-	t.Helper()
-	tx, err := db.BeginTx(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	keys, err := o.AddBatch(t.Context(), tx, msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	return keys
-}
-
 func newRelay(t *testing.T, o *outbox.Outbox, s outbox.Sender, cfg outbox.RelayConfig) *outbox.Relay {
 	t.Helper()
 	if cfg.Logger == nil {

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"testing"
 
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/outbox"
 )
 
@@ -11,7 +12,7 @@ import (
 func TestParkListRetry(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e env) {
 		ctx := t.Context()
-		keys := add(t, e.db, e.o, orderedMessages(3, 1)...)
+		keys := testkit.AddCommitted(t, e.db, e.o, orderedMessages(3, 1)...)
 		if n, err := e.o.Park(ctx, "held for audit"); err != nil || n != 3 {
 			t.Fatalf("Park: %d, %v", n, err)
 		}

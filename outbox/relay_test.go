@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/outbox"
 )
 
@@ -68,7 +69,7 @@ func TestFailureHoldsBackItsKeyOnly(t *testing.T) {
 				return errBroker
 			}
 		}}
-		add(t, db, o, orderedMessages(n, keys)...)
+		testkit.AddCommitted(t, db, o, orderedMessages(n, keys)...)
 		s := wrap(rec)
 		r := newRelay(t, o, s, outbox.RelayConfig{Batch: 7, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 		// While key0/2 fails, keys 1 and 2 ship whole, key0 up to it (sent
@@ -104,7 +105,7 @@ func TestPoisonRowParked(t *testing.T) {
 			}
 			return nil
 		}}
-		add(t, db, o, orderedMessages(12, 3)...)
+		testkit.AddCommitted(t, db, o, orderedMessages(12, 3)...)
 		r := newRelay(t, o, wrap(rec), outbox.RelayConfig{})
 		s := waitStats(t, o, "the poison row parked", func(s outbox.Stats) bool { return s.Pending == 0 })
 		r.Close()
@@ -145,7 +146,7 @@ func TestPoisonAmongUnorderedRows(t *testing.T) {
 			}
 			return nil
 		}}
-		add(t, db, o, msgs...)
+		testkit.AddCommitted(t, db, o, msgs...)
 		r := newRelay(t, o, wrap(rec), outbox.RelayConfig{Batch: 200})
 		s := waitStats(t, o, "the poison row parked", func(s outbox.Stats) bool { return s.Pending == 0 })
 		r.Close()
@@ -183,7 +184,7 @@ func TestMaxAttemptsParksTheFailingRow(t *testing.T) {
 			}
 			return nil
 		}}
-		add(t, db, o, msgs...)
+		testkit.AddCommitted(t, db, o, msgs...)
 		r := newRelay(t, o, wrap(rec), outbox.RelayConfig{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 		s := waitStats(t, o, "the failing rows parked", func(s outbox.Stats) bool { return s.Pending == 0 })
 		r.Close()
@@ -209,12 +210,12 @@ func TestRelaysShareTable(t *testing.T) {
 		const n, keys = 240, 12
 		rec := new(recorder)
 		s := wrap(rec)
-		add(t, db, o, orderedMessages(n/2, keys)...)
+		testkit.AddCommitted(t, db, o, orderedMessages(n/2, keys)...)
 		var relays []*outbox.Relay
 		for range 3 {
 			relays = append(relays, newRelay(t, e.reopen(t), s, outbox.RelayConfig{Batch: 16, Concurrency: 4}))
 		}
-		add(t, db, o, orderedMessages(n, keys)[n/2:]...)
+		testkit.AddCommitted(t, db, o, orderedMessages(n, keys)[n/2:]...)
 		waitStats(t, o, "all shipped", func(s outbox.Stats) bool { return s.Sent == n })
 		for _, r := range relays {
 			r.Close()
@@ -231,7 +232,7 @@ func TestRelaysShareTable(t *testing.T) {
 func TestDelayHoldsRowBack(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e env) {
 		db, o := e.db, e.o
-		add(t, db, o,
+		testkit.AddCommitted(t, db, o,
 			outbox.Message{Topic: "t", Body: []byte("later"), OrderingKey: "a", Delay: time.Hour},
 			outbox.Message{Topic: "t", Body: []byte("behind"), OrderingKey: "a"},
 			outbox.Message{Topic: "t", Body: []byte("now"), OrderingKey: "b"},
@@ -256,7 +257,7 @@ func TestDelayHoldsRowBack(t *testing.T) {
 func TestDeleteAndCleanup(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e env) {
 		db, o := e.db, e.o
-		add(t, db, o, orderedMessages(5, 2)...)
+		testkit.AddCommitted(t, db, o, orderedMessages(5, 2)...)
 		r := newRelay(t, o, new(recorder), outbox.RelayConfig{Delete: true})
 		waitStats(t, o, "all deleted", func(s outbox.Stats) bool { return s == outbox.Stats{} })
 		r.Close()
@@ -264,7 +265,7 @@ func TestDeleteAndCleanup(t *testing.T) {
 			t.Fatalf("relay stats %+v", st)
 		}
 
-		add(t, db, o, orderedMessages(5, 2)...)
+		testkit.AddCommitted(t, db, o, orderedMessages(5, 2)...)
 		r = newRelay(t, o, new(recorder), outbox.RelayConfig{CleanupInterval: -1})
 		waitStats(t, o, "all sent", func(s outbox.Stats) bool { return s.Sent == 5 })
 		r.Close()
@@ -289,7 +290,7 @@ func TestCloseDrains(t *testing.T) {
 			<-unblock
 			return nil
 		}}
-		add(t, db, o, orderedMessages(4, 4)...)
+		testkit.AddCommitted(t, db, o, orderedMessages(4, 4)...)
 		r := newRelay(t, o, rec, outbox.RelayConfig{})
 		for range 4 {
 			<-started
@@ -316,7 +317,7 @@ func TestCloseGivesUpDraining(t *testing.T) {
 			<-ctx.Done()
 			return ctx.Err()
 		})
-		add(t, db, o, orderedMessages(2, 2)...)
+		testkit.AddCommitted(t, db, o, orderedMessages(2, 2)...)
 		r := newRelay(t, o, s, outbox.RelayConfig{DrainTimeout: 10 * time.Millisecond})
 		<-started
 		<-started
@@ -340,7 +341,7 @@ func TestMarkRetriedAfterDeadlock(t *testing.T) {
 	forBackends(t, []testdb.Backend{testdb.MySQL, testdb.Postgres}, func(t *testing.T, e env) {
 		ctx, db, o := t.Context(), e.db, e.o
 		syn := sqldialect.Of(e.b.Dialect)
-		add(t, db, o, outbox.Message{Topic: "orders", Body: []byte("a")}, outbox.Message{Topic: "orders", Body: []byte("b")})
+		testkit.AddCommitted(t, db, o, outbox.Message{Topic: "orders", Body: []byte("a")}, outbox.Message{Topic: "orders", Body: []byte("b")})
 		rows, err := o.List(ctx, outbox.Pending, 0, 2)
 		if err != nil || len(rows) != 2 {
 			t.Fatalf("List = %v, %v", rows, err)
@@ -437,7 +438,7 @@ AND (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_
 func TestOpenBusinessTransactionHoldsNothingBack(t *testing.T) {
 	forBackends(t, []testdb.Backend{testdb.MySQL, testdb.Postgres}, func(t *testing.T, e env) {
 		ctx, db, o := t.Context(), e.db, e.o
-		add(t, db, o, orderedMessages(4, 1)[:2]...)
+		testkit.AddCommitted(t, db, o, orderedMessages(4, 1)[:2]...)
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -477,7 +478,7 @@ func TestBrokerOutage(t *testing.T) {
 				return errBroker
 			}
 		}}
-		add(t, db, o, orderedMessages(n, keys)...)
+		testkit.AddCommitted(t, db, o, orderedMessages(n, keys)...)
 		r := newRelay(t, o, rec, outbox.RelayConfig{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
 		waitStats(t, o, "every key's first row to fail twice", func(outbox.Stats) bool { return r.Stats().Retried >= 2*keys })
 		if s, err := o.Stats(t.Context()); err != nil || s.Pending != n || rec.count() != 0 {
@@ -497,10 +498,10 @@ func TestWakeEndsTheWait(t *testing.T) {
 		db, o := e.db, e.o
 		rec := &recorder{}
 		wake := make(chan struct{}, 1)
-		add(t, db, o, orderedMessages(1, 1)...)
+		testkit.AddCommitted(t, db, o, orderedMessages(1, 1)...)
 		newRelay(t, o, rec, outbox.RelayConfig{PollInterval: time.Hour, Wake: wake})
 		waitStats(t, o, "the first row sent", func(s outbox.Stats) bool { return s.Sent == 1 })
-		add(t, db, o, orderedMessages(2, 1)[1])
+		testkit.AddCommitted(t, db, o, orderedMessages(2, 1)[1])
 		wake <- struct{}{}
 		waitStats(t, o, "the row added after a wake sent", func(s outbox.Stats) bool { return s.Sent == 2 })
 		checkOrder(t, rec.sent(), 2, 1)

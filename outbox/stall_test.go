@@ -116,7 +116,7 @@ func TestRelayStoppedInsideAClaim(t *testing.T) {
 			e := env{b: b, dsn: b.DSN(t)}
 			e.db = b.OpenDSN(t, e.dsn)
 			e.o = newOutbox(t, e.db, b)
-			add(t, e.db, e.o, orderedMessages(n, keys)...)
+			testkit.AddCommitted(t, e.db, e.o, orderedMessages(n, keys)...)
 
 			stalled := racechild.Start(t, roleStalledRelay, "stalled relay", stalledSettings{Backend: b.Name, DSN: e.dsn, Lease: lease})
 			stalled.Expect(t, "holding", time.Minute)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 )
@@ -33,7 +34,7 @@ func TestRollbackShipsNothing(t *testing.T) {
 			{Topic: "orders", Body: []byte("two"), Properties: map[string]string{msgkey.Property: "business-2"}},
 			{Topic: "payments", Body: []byte("three")},
 		}
-		keys := add(t, db, o, msgs...)
+		keys := testkit.AddCommitted(t, db, o, msgs...)
 		if keys[1] != "business-2" {
 			t.Errorf("a caller's key became %q", keys[1])
 		}

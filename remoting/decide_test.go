@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,39 +21,25 @@ import (
 	"github.com/idemq/idemq/remoting"
 )
 
-// logRecord is one record a recorder kept.
+// logRecord is one record a testkit.Logs kept.
 type logRecord struct {
 	level slog.Level
 	msg   string
 	attrs map[string]any
 }
 
-// recorder is a slog.Handler that keeps every record.
-type recorder struct {
-	mu   sync.Mutex
-	recs []logRecord
-}
-
-func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *recorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
-func (r *recorder) WithGroup(string) slog.Handler            { return r }
-
-func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
-	lr := logRecord{level: rec.Level, msg: rec.Message, attrs: map[string]any{}}
-	rec.Attrs(func(a slog.Attr) bool {
-		lr.attrs[a.Key] = a.Value.Any()
-		return true
-	})
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.recs = append(r.recs, lr)
-	return nil
-}
-
-func (r *recorder) records() []logRecord {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.recs)
+// records returns what l kept as logRecords.
+func records(l *testkit.Logs) []logRecord {
+	var out []logRecord
+	for _, rec := range l.Records() {
+		lr := logRecord{level: rec.Level, msg: rec.Message, attrs: map[string]any{}}
+		rec.Attrs(func(a slog.Attr) bool {
+			lr.attrs[a.Key] = a.Value.Any()
+			return true
+		})
+		out = append(out, lr)
+	}
+	return out
 }
 
 // recordDone records key done for testGroup in store with fingerprint fp,
@@ -272,7 +256,7 @@ func TestOutcomes(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				e.cancel = cancel
-				rec := new(recorder)
+				rec := new(testkit.Logs)
 				c, err := consumer.New(e.fs, testGroup, append([]consumer.Option{consumer.WithLogger(slog.New(rec))}, tt.opts...)...)
 				if err != nil {
 					t.Fatal(err)
@@ -310,7 +294,7 @@ func TestOutcomes(t *testing.T) {
 					t.Errorf("retried %d messages of an answer %v", retried, res)
 				}
 
-				recs := rec.records()
+				recs := records(rec)
 				if !tt.logged {
 					if len(recs) != 0 {
 						t.Errorf("logged %+v, want nothing", recs)
@@ -354,7 +338,7 @@ var longKey = strings.Repeat("x", msgkey.MaxLen+1)
 // ended, as a drain out of time leaves the callbacks still claiming: the
 // store did not fail, so the message must not be reported as if it had.
 func TestEndedContextIsNotStoreDown(t *testing.T) {
-	rec := new(recorder)
+	rec := new(testkit.Logs)
 	c, err := consumer.New(memdedupe.New(memdedupe.Config{}), testGroup, consumer.WithLogger(slog.New(rec)))
 	if err != nil {
 		t.Fatal(err)
@@ -369,7 +353,7 @@ func TestEndedContextIsNotStoreDown(t *testing.T) {
 	if s.StoreDown.Load() != 0 || s.Canceled.Load() != 1 {
 		t.Errorf("store down %d, held %d; want 0 and 1 (canceled)", s.StoreDown.Load(), s.Canceled.Load())
 	}
-	if recs := rec.records(); len(recs) != 0 {
+	if recs := records(rec); len(recs) != 0 {
 		t.Errorf("logged %+v, want nothing: the store is fine", recs)
 	}
 }

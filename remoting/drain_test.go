@@ -65,22 +65,6 @@ func (f *fakeClient) Shutdown() error {
 	return f.err
 }
 
-// notingStore notes the completions and releases of a store in ev.
-type notingStore struct {
-	dedupe.Store
-	ev *events
-}
-
-func (s notingStore) Complete(ctx context.Context, t dedupe.Ticket, retention time.Duration) error {
-	s.ev.add("complete " + t.Ref.Key)
-	return s.Store.Complete(ctx, t, retention)
-}
-
-func (s notingStore) Release(ctx context.Context, t dedupe.Ticket) error {
-	s.ev.add("release " + t.Ref.Key)
-	return s.Store.Release(ctx, t)
-}
-
 // drainEnv is a Consumer whose store and push consumer note what they do
 // in ev, with a handler that notes each run and, for key "slow", waits
 // for release or for its context to end.
@@ -103,7 +87,11 @@ func newDrainEnv(t *testing.T, opts ...consumer.Option) *drainEnv {
 	ev := new(events)
 	e := &drainEnv{t: t, ev: ev, mem: memdedupe.New(memdedupe.Config{}), pc: &fakeClient{ev: ev},
 		release: make(chan struct{}), canceled: make(chan error, 1)}
-	e.c, _ = newConsumer(t, notingStore{Store: e.mem, ev: ev}, opts...)
+	e.c, _ = newConsumer(t, &testkit.HookStore{Store: e.mem, Hooks: testkit.StoreHooks{
+		// Note the completions and releases.
+		Complete: func(_ context.Context, t dedupe.Ticket) error { ev.add("complete " + t.Ref.Key); return nil },
+		Release:  func(_ context.Context, t dedupe.Ticket) error { ev.add("release " + t.Ref.Key); return nil },
+	}}, opts...)
 	return e
 }
 

@@ -15,7 +15,6 @@ import (
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/internal/testdb"
@@ -225,11 +224,7 @@ func median[T any](rs []T, f func(T) float64) float64 {
 // fillTopic sends n messages of pathBody to topic, keyed run-0, run-1, ….
 func fillTopic(b *testing.B, ns, topic, run string, n int) {
 	b.Helper()
-	p, err := rocketmq.NewProducer(
-		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		rmqproducer.WithGroupName("bench-e2e-producer-"+run),
-		rmqproducer.WithInstanceName("bench-e2e-producer-"+run),
-	)
+	p, err := rocketmq.NewProducer(producerOptions(ns, "bench-e2e-producer-"+run)...)
 	if err != nil {
 		b.Fatal(err)
 	}

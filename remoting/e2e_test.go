@@ -13,7 +13,6 @@ import (
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/consumer"
@@ -154,11 +153,7 @@ func endToEnd(t *testing.T, b broker, adapt adapter, opts ...rmq.Option) (batche
 	store, _ := newRedisStore(t, "e2e:"+run+":")
 
 	l := &ledger{applied: map[string]int{}, failOnce: map[string]bool{}}
-	rp, err := rocketmq.NewProducer(
-		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		rmqproducer.WithGroupName("e2e-producer-"+run),
-		rmqproducer.WithInstanceName("e2e-producer-"+run),
-	)
+	rp, err := rocketmq.NewProducer(producerOptions(ns, "e2e-producer-"+run)...)
 	if err != nil {
 		t.Fatal(err)
 	}

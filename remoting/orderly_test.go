@@ -128,12 +128,8 @@ func newOrderlyGroup(t *testing.T, b broker) *orderlyGroup {
 	b.topic(t, g.s.Topic, orderlyQueues)
 	b.topic(t, "%RETRY%"+g.s.Group, 1)
 
-	rp, err := rocketmq.NewProducer(
-		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{g.s.Namesrv})),
-		rmqproducer.WithGroupName("ord-producer-"+run),
-		rmqproducer.WithInstanceName("ord-producer-"+run),
-		rmqproducer.WithQueueSelector(rmqproducer.NewRoundRobinQueueSelector()),
-	)
+	rp, err := rocketmq.NewProducer(producerOptions(g.s.Namesrv, "ord-producer-"+run,
+		rmqproducer.WithQueueSelector(rmqproducer.NewRoundRobinQueueSelector()))...)
 	if err != nil {
 		t.Fatal(err)
 	}

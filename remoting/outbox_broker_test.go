@@ -20,6 +20,7 @@ import (
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/internal/testenv/remotingread"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 	"github.com/idemq/idemq/remoting"
@@ -40,10 +41,7 @@ func newSender(t *testing.T, ns, name string) *remoting.OutboxSender {
 // startSender is newSender for a child process: it returns the function
 // that shuts the producer down.
 func startSender(ns, name string) (*remoting.OutboxSender, func(), error) {
-	rp, err := rocketmq.NewProducer(
-		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		rmqproducer.WithGroupName(name),
-		rmqproducer.WithInstanceName(name),
+	rp, err := rocketmq.NewProducer(producerOptions(ns, name,
 		rmqproducer.WithQueueSelector(rmqproducer.NewHashQueueSelector()),
 		rmqproducer.WithRetry(1),
 		// TestRelaysShipInOrder's poison row is 4 MiB of random bytes: on
@@ -51,7 +49,7 @@ func startSender(ns, name string) (*remoting.OutboxSender, func(), error) {
 		// whose timeout (retried, and cutting the connection other keys'
 		// sends shared) then stood where the broker's refusal should be.
 		rmqproducer.WithSendMsgTimeout(time.Minute),
-	)
+	)...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -109,17 +107,7 @@ func TestRelaysShipInOrder(t *testing.T) {
 	rand.Read(poison)
 	msgs[keys+1] = outbox.Message{Topic: topic, OrderingKey: msgs[keys+1].OrderingKey, Body: poison}
 
-	tx, err := db.BeginTx(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	added, err := writer.AddBatch(t.Context(), tx, msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	added := testkit.AddCommitted(t, db, writer, msgs...)
 
 	quiet := slog.New(slog.DiscardHandler)
 	for i := range 2 {
@@ -217,17 +205,7 @@ func TestBatchWithPoisonRow(t *testing.T) {
 	for _, i := range poison {
 		msgs[i].Properties = big
 	}
-	tx, err := db.BeginTx(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	added, err := o.AddBatch(t.Context(), tx, msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	added := testkit.AddCommitted(t, db, o, msgs...)
 	r, err := outbox.NewRelay(o, newSender(t, ns, topic+"-relay"), outbox.RelayConfig{Batch: 200, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/internal/testenv/remotingread"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 	"github.com/idemq/idemq/remoting"
@@ -128,17 +129,7 @@ func TestRelayProcessesKilledAndPaused(t *testing.T) {
 		k := fmt.Sprintf("order-%d", i%keys)
 		msgs[i] = outbox.Message{Topic: topic, OrderingKey: k, Body: fmt.Appendf(nil, "%s/%d", k, i/keys)}
 	}
-	tx, err := db.BeginTx(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	added, err := o.AddBatch(t.Context(), tx, msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	added := testkit.AddCommitted(t, db, o, msgs...)
 
 	start := func(i int) *racechild.Proc {
 		s := relaySettings{Namesrv: ns, DSN: dsn, Name: fmt.Sprintf("%s-relay%d", topic, i), Node: int64(10 + i),

@@ -22,14 +22,19 @@ import (
 	"github.com/idemq/idemq/remoting"
 )
 
-func startProducer(t *testing.T, ns, name string, opts ...rmqproducer.Option) *remoting.Producer {
-	t.Helper()
-	rp, err := rocketmq.NewProducer(append([]rmqproducer.Option{
+// producerOptions are the options of a test producer of group name, and
+// named name, on the name server at ns, then opts.
+func producerOptions(ns, name string, opts ...rmqproducer.Option) []rmqproducer.Option {
+	return append([]rmqproducer.Option{
 		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
 		rmqproducer.WithGroupName(name),
 		rmqproducer.WithInstanceName(name),
-		rmqproducer.WithRetry(1),
-	}, opts...)...)
+	}, opts...)
+}
+
+func startProducer(t *testing.T, ns, name string, opts ...rmqproducer.Option) *remoting.Producer {
+	t.Helper()
+	rp, err := rocketmq.NewProducer(producerOptions(ns, name, append([]rmqproducer.Option{rmqproducer.WithRetry(1)}, opts...)...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

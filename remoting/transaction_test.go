@@ -73,11 +73,7 @@ func (l *localTx) askedAbout() []string {
 // with l as its listener, and wraps it.
 func startTransactional(t *testing.T, ns, name string, l *localTx) *remoting.TransactionProducer {
 	t.Helper()
-	tp, err := rocketmq.NewTransactionProducer(l,
-		rmqproducer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		rmqproducer.WithGroupName(name),
-		rmqproducer.WithInstanceName(name),
-	)
+	tp, err := rocketmq.NewTransactionProducer(l, producerOptions(ns, name)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -186,34 +186,6 @@ func (e *txEnv) applier(by string) consumer.TxHandler {
 	}
 }
 
-// spyStore counts the calls of the store's non-transactional API, which
-// the transactional mode never makes: its claim is its transaction's first
-// statement, and its commit records the key.
-type spyStore struct {
-	txStore
-	calls atomic.Int32
-}
-
-func (s *spyStore) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
-	s.calls.Add(1)
-	return s.txStore.Claim(ctx, req)
-}
-
-func (s *spyStore) Complete(ctx context.Context, t dedupe.Ticket, retention time.Duration) error {
-	s.calls.Add(1)
-	return s.txStore.Complete(ctx, t, retention)
-}
-
-func (s *spyStore) Release(ctx context.Context, t dedupe.Ticket) error {
-	s.calls.Add(1)
-	return s.txStore.Release(ctx, t)
-}
-
-func (s *spyStore) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
-	s.calls.Add(1)
-	return s.txStore.Extend(ctx, t, lease)
-}
-
 var errDeclined = errors.New("card declined")
 
 // TestTx delivers a message whose first run goes wrong in one way or
@@ -281,7 +253,19 @@ func TestTx(t *testing.T) {
 			t.Run(d.Name+"/"+tt.name, func(t *testing.T) {
 				t.Parallel()
 				e := newTxEnv(t, d)
-				spy := &spyStore{txStore: e.store}
+				// spy counts the calls of the store's non-transactional
+				// API, which the transactional mode never makes: its claim
+				// is its transaction's first statement, and its commit
+				// records the key.
+				var spied atomic.Int32
+				count := func(context.Context, dedupe.Ticket) error { spied.Add(1); return nil }
+				spy := struct {
+					*testkit.HookStore
+					dedupe.TxClaimer
+				}{&testkit.HookStore{Store: e.store, Hooks: testkit.StoreHooks{
+					Claim:    func(context.Context, dedupe.ClaimRequest) error { spied.Add(1); return nil },
+					Complete: count, Release: count, Extend: count,
+				}}, e.store}
 				calls := 0
 				a, stats := e.consumer(spy, func(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
 					calls++
@@ -331,7 +315,7 @@ func TestTx(t *testing.T) {
 				// One commit per message: no claim, completion, release
 				// or extension besides the transaction (e.status's own
 				// calls go to the store directly).
-				if n := spy.calls.Load(); n != 0 {
+				if n := spied.Load(); n != 0 {
 					t.Errorf("the consumer called the store outside its transactions %d times", n)
 				}
 			})

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -622,33 +621,11 @@ func TestBackgroundCleanup(t *testing.T) {
 	}
 }
 
-// logCapture is a slog.Handler that keeps the records it is given.
-type logCapture struct {
-	mu   sync.Mutex
-	recs []slog.Record
-}
-
-func (*logCapture) Enabled(context.Context, slog.Level) bool { return true }
-func (h *logCapture) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.recs = append(h.recs, r)
-	return nil
-}
-func (h *logCapture) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *logCapture) WithGroup(string) slog.Handler      { return h }
-
-func (h *logCapture) records() []slog.Record {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.recs)
-}
-
 // TestCleanupLogsErrors checks that the background cleanup reports what it
 // cannot return: here, a table nobody created.
 func TestCleanupLogsErrors(t *testing.T) {
 	db := testdb.SQLite.Open(t)
-	logs := &logCapture{}
+	logs := new(testkit.Logs)
 	s, err := sqldedupe.New(db, sqldedupe.SQLite, sqldedupe.Config{
 		Table: "never_migrated", CleanupInterval: time.Millisecond, Logger: slog.New(logs),
 	})
@@ -656,8 +633,8 @@ func TestCleanupLogsErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	testkit.WaitFor(t, "a cleanup error logged", func() bool { return len(logs.records()) > 0 })
-	r := logs.records()[0]
+	testkit.WaitFor(t, "a cleanup error logged", func() bool { return len(logs.Records()) > 0 })
+	r := logs.Records()[0]
 	var msg string
 	r.Attrs(func(a slog.Attr) bool {
 		msg += a.Value.String()

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -173,48 +172,10 @@ func (f *fixture) applied() map[string]int {
 	return out
 }
 
-// tally is the exact outcome of a run for the keys the producer was asked
-// to send.
-type tally struct {
-	sent, applied int
-	// lost are keys never applied; doubled, keys applied more than once;
-	// extra, keys applied that were never sent.
-	lost, doubled, extra []string
-}
-
-func (t tally) String() string {
-	return fmt.Sprintf("sent=%d applied=%d lost=%d doubled=%d unknown=%d",
-		t.sent, t.applied, len(t.lost), len(t.doubled), len(t.extra))
-}
-
-func count(sent []string, applied map[string]int) tally {
-	t := tally{sent: len(sent)}
-	want := make(map[string]bool, len(sent))
-	for _, k := range sent {
-		want[k] = true
-		switch n := applied[k]; {
-		case n == 0:
-			t.lost = append(t.lost, k)
-		case n > 1:
-			t.doubled = append(t.doubled, fmt.Sprintf("%s×%d", k, n))
-		}
-		if applied[k] > 0 {
-			t.applied++
-		}
-	}
-	for k := range applied {
-		if !want[k] {
-			t.extra = append(t.extra, k)
-		}
-	}
-	slices.Sort(t.extra)
-	return t
-}
-
 // settle waits until every key of sent is applied and idle says so, or
 // timeout passes; then for quiet more, so that a late duplicate shows; and
 // returns the tally and how long the wait took.
-func (f *fixture) settle(sent []string, idle func() bool, timeout, quiet time.Duration) (tally, time.Duration) {
+func (f *fixture) settle(sent []string, idle func() bool, timeout, quiet time.Duration) (testkit.Tally, time.Duration) {
 	f.t.Helper()
 	begin := time.Now()
 	for {
@@ -236,30 +197,5 @@ func (f *fixture) settle(sent []string, idle func() bool, timeout, quiet time.Du
 	}
 	waited := time.Since(begin)
 	time.Sleep(quiet)
-	return count(sent, f.applied()), waited
-}
-
-// check fails t unless tl counts nothing lost, doubled or unknown.
-func check(t *testing.T, tl tally) {
-	t.Helper()
-	if len(tl.lost)+len(tl.doubled)+len(tl.extra) == 0 {
-		return
-	}
-	t.Errorf("%v; want every key applied exactly once", tl)
-	for _, l := range []struct {
-		what string
-		keys []string
-	}{{"lost", tl.lost}, {"doubled", tl.doubled}, {"unknown", tl.extra}} {
-		if len(l.keys) > 0 {
-			t.Errorf("%s: %s", l.what, joinMax(l.keys, 20))
-		}
-	}
-}
-
-// joinMax joins the first n of s.
-func joinMax(s []string, n int) string {
-	if len(s) > n {
-		return strings.Join(s[:n], " ") + fmt.Sprintf(" … (%d more)", len(s)-n)
-	}
-	return strings.Join(s, " ")
+	return testkit.Count(sent, f.applied(), nil), waited
 }

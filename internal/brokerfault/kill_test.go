@@ -208,7 +208,7 @@ func TestKillBroker(t *testing.T) {
 		maps.Copy(sent, pr.log.sentTo())
 	}
 	tl, waited := f.settle(keys, func() bool { return decided(st) }, settleIn, 2*time.Second)
-	check(t, tl)
+	tl.Check(t)
 
 	// What happened, for the log and the notes.
 	retriesAfter, first := clientLog.snapshot()

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/remoting"
 )
 
@@ -48,7 +49,7 @@ func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
 	defer h.mu.Unlock()
 	h.counts[key]++
 	if _, ok := h.first[key]; !ok {
-		h.first[key] = r.Level.String() + " " + r.Message + " " + joinMax(attrs, 6)
+		h.first[key] = r.Level.String() + " " + r.Message + " " + testkit.JoinMax(attrs, 6)
 	}
 	return nil
 }

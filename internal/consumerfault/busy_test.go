@@ -220,7 +220,7 @@ func busyKeys(t *testing.T, opts []consumer.Option) {
 	t.Logf(racechild.Figure+"%v; taker: first delivery %v after the kill, delivered=%d completed=%d suppressed=%d waited=%d handed-back=%d, %d deliveries on their last reconsume waited; %v in all",
 		tl, first.Round(time.Millisecond), st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.Waited.Load(), st.Busy.Load(),
 		lastWaited, time.Since(begin).Round(100*time.Millisecond))
-	check(t, tl)
+	tl.Check(t)
 	// The holder renewed its leases every lease/3: each had at least
 	// two thirds left at the kill.
 	switch {

@@ -3,11 +3,8 @@ package consumerfault
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"slices"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +20,7 @@ import (
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testenv/remotingread"
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/remoting"
@@ -199,100 +197,21 @@ func newPushConsumer(ns, group, instance string, opts ...rmq.Option) (rocketmq.P
 	}, opts...)...)
 }
 
-// deadLetters collects the keys of the messages a group dead-lettered.
-type deadLetters struct {
-	mu   sync.Mutex
-	keys map[string]int
-}
-
-func (d *deadLetters) snapshot() map[string]int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return maps.Clone(d.keys)
-}
-
 // watchDLQ consumes group's dead-letter topic, from its start, in a group
 // of its own for the rest of the test.
-func (f *fixture) watchDLQ(group string) *deadLetters {
+func (f *fixture) watchDLQ(group string) *remotingread.DeadLetters {
 	f.t.Helper()
-	watcher := "cf-dlq-" + f.run
-	f.createTopic(f.t, "%RETRY%"+watcher, 1)
-	d := &deadLetters{keys: map[string]int{}}
-	pc, err := newPushConsumer(f.ns, watcher, watcher)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	err = pc.Subscribe("%DLQ%"+group, rmq.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		for _, m := range msgs {
-			d.keys[msgkey.Of(m)]++
-		}
-		return rmq.ConsumeSuccess, nil
-	})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if err := pc.Start(); err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(func() { pc.Shutdown() })
-	return d
-}
-
-// tally is the exact outcome of a run for the keys sent.
-type tally struct {
-	sent, applied int
-	// lost are keys sent and never applied; dead are keys found in the
-	// dead-letter queue (applied or not); doubled are keys applied more
-	// than once.
-	lost, dead, doubled []string
-	// extra are keys applied that were never sent.
-	extra []string
-}
-
-func (t tally) String() string {
-	return fmt.Sprintf("sent=%d applied=%d lost=%d dead-lettered=%d doubled=%d unknown=%d",
-		t.sent, t.applied, len(t.lost), len(t.dead), len(t.doubled), len(t.extra))
-}
-
-func count(sent []string, applied, dead map[string]int) tally {
-	t := tally{sent: len(sent)}
-	want := make(map[string]bool, len(sent))
-	for _, k := range sent {
-		want[k] = true
-		n := applied[k]
-		switch {
-		case n == 0:
-			t.lost = append(t.lost, k)
-		case n > 1:
-			t.doubled = append(t.doubled, fmt.Sprintf("%s×%d", k, n))
-		}
-		if n > 0 {
-			t.applied++
-		}
-	}
-	for k := range dead {
-		t.dead = append(t.dead, k)
-	}
-	for k := range applied {
-		if !want[k] {
-			t.extra = append(t.extra, k)
-		}
-	}
-	slices.Sort(t.dead)
-	slices.Sort(t.extra)
-	return t
+	return remotingread.WatchDeadLetters(f.t, f.ns, group, "cf-dlq-"+f.run)
 }
 
 // settle waits until every key of sent is applied or dead-lettered and
 // idle (if not nil) says so, or timeout passes; then for quiet more, so
 // that a late duplicate shows; and returns the tally.
-func (f *fixture) settle(sent []string, dlq *deadLetters, idle func() bool, timeout, quiet time.Duration) tally {
+func (f *fixture) settle(sent []string, dlq *remotingread.DeadLetters, idle func() bool, timeout, quiet time.Duration) testkit.Tally {
 	f.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		applied, dead := f.applied(), dlq.snapshot()
+		applied, dead := f.applied(), dlq.Keys()
 		done := 0
 		for _, k := range sent {
 			if applied[k] > 0 || dead[k] > 0 {
@@ -309,25 +228,7 @@ func (f *fixture) settle(sent []string, dlq *deadLetters, idle func() bool, time
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(quiet)
-	return count(sent, f.applied(), dlq.snapshot())
-}
-
-// check fails t unless tl counts nothing lost, dead-lettered, doubled or
-// unknown.
-func check(t *testing.T, tl tally) {
-	t.Helper()
-	if len(tl.lost)+len(tl.dead)+len(tl.doubled)+len(tl.extra) == 0 {
-		return
-	}
-	t.Errorf("%v; want every key applied exactly once and none dead-lettered", tl)
-	for _, l := range []struct {
-		what string
-		keys []string
-	}{{"lost", tl.lost}, {"dead-lettered", tl.dead}, {"doubled", tl.doubled}, {"unknown", tl.extra}} {
-		if len(l.keys) > 0 {
-			t.Errorf("%s: %s", l.what, strings.Join(l.keys[:min(len(l.keys), 20)], " "))
-		}
-	}
+	return testkit.Count(sent, f.applied(), dlq.Keys())
 }
 
 // decided reports whether every message st counted as delivered reached

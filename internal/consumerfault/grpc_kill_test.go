@@ -112,7 +112,7 @@ func TestGRPCKilledHolder(t *testing.T) {
 	t.Logf(racechild.Figure+"%v; holder held %d keys on attempts %v after %v; taker's first delivery %v after the kill, attempts %v, %s; %v in all",
 		tl, len(held), attemptCounts(held), heldAll.Round(100*time.Millisecond), first.Round(100*time.Millisecond), attempts, stats,
 		time.Since(begin).Round(100*time.Millisecond))
-	check(t, tl)
+	tl.Check(t)
 	if attempts[2] == 0 || !strings.Contains(stats, "waited=") || strings.Contains(stats, "waited=0 ") {
 		t.Errorf("the taker waited for no busy key on a last attempt (%v, %s): this run proved nothing", attempts, stats)
 	}

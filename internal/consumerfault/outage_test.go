@@ -158,7 +158,7 @@ func TestStoreOutageSpendsNoRetries(t *testing.T) {
 		st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.StoreWaited.Load(), st.StoreDown.Load(),
 		st.Unrecorded.Load(), st.LeaseLost.Load(), st.Retried.Load(), st.Outages.Load(), starts, ends)
 	t.Logf(racechild.Figure+"%s", store.report())
-	check(t, tl)
+	tl.Check(t)
 	switch {
 	case st.StoreDown.Load() != 0:
 		t.Errorf("%d deliveries handed back for the outage, want 0: each should have waited for the store", st.StoreDown.Load())

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/internal/testkit"
+	"github.com/idemq/idemq/msgkey"
 )
 
 // Topic creates topic with queues queues on the brokers of the name server
@@ -19,21 +20,70 @@ import (
 // group "<topic>-reader", until t ends.
 func Topic(t *testing.T, ns, topic string, queues int) *testkit.Received[*primitive.MessageExt] {
 	t.Helper()
+	create(t, ns, topic, queues)
+	r := new(testkit.Received[*primitive.MessageExt])
+	read(t, ns, topic, topic+"-reader", r.Add)
+	return r
+}
+
+// DeadLetters counts, by key (msgkey.Of), the messages a group
+// dead-lettered. It is safe for concurrent use.
+type DeadLetters struct {
+	r testkit.Received[string]
+}
+
+// Keys returns how many times each key was dead-lettered so far.
+func (d *DeadLetters) Keys() map[string]int {
+	n := map[string]int{}
+	for _, k := range d.r.Snapshot() {
+		n[k]++
+	}
+	return n
+}
+
+// WatchDeadLetters creates group's dead-letter topic on the brokers of the
+// name server at ns, readable (the broker would create it write-only), and
+// consumes it from its first offset, with a push consumer of group watcher,
+// until t ends.
+func WatchDeadLetters(t *testing.T, ns, group, watcher string) *DeadLetters {
+	t.Helper()
+	create(t, ns, "%DLQ%"+group, 1)
+	// Known before the watcher starts, which would otherwise learn of it
+	// only at its 30 s route refresh.
+	create(t, ns, "%RETRY%"+watcher, 1)
+	d := new(DeadLetters)
+	read(t, ns, "%DLQ%"+group, watcher, func(msgs ...*primitive.MessageExt) {
+		for _, m := range msgs {
+			d.r.Add(msgkey.Of(m))
+		}
+	})
+	return d
+}
+
+// create creates topic with queues queues on the brokers of the name
+// server at ns.
+func create(t *testing.T, ns, topic string, queues int) {
+	t.Helper()
 	if err := testenv.CreateRocketMQTopic(t.Context(), ns, topic, queues); err != nil {
 		t.Fatal(err)
 	}
-	r := new(testkit.Received[*primitive.MessageExt])
+}
+
+// read consumes topic from its first offset with a push consumer of group,
+// giving each batch to add, until t ends.
+func read(t *testing.T, ns, topic, group string, add func(...*primitive.MessageExt)) {
+	t.Helper()
 	c, err := rocketmq.NewPushConsumer(
 		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		rmqconsumer.WithGroupName(topic+"-reader"),
-		rmqconsumer.WithInstance(topic+"-reader"),
+		rmqconsumer.WithGroupName(group),
+		rmqconsumer.WithInstance(group),
 		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = c.Subscribe(topic, rmqconsumer.MessageSelector{}, func(_ context.Context, msgs ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
-		r.Add(msgs...)
+		add(msgs...)
 		return rmqconsumer.ConsumeSuccess, nil
 	})
 	if err != nil {
@@ -43,5 +93,4 @@ func Topic(t *testing.T, ns, topic string, queues int) *testkit.Received[*primit
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Shutdown() })
-	return r
 }
