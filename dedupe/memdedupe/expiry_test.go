@@ -107,9 +107,6 @@ func cellsOf(s *Store) int {
 // outgrows maxCells. The slowest claim is logged as a figure, not
 // asserted: a shared machine's pauses would make any bound near it flaky.
 func TestBoundedWork(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fills a store with a million records")
-	}
 	const records = 1 << 20
 	clock := testkit.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), 0)
 	s := New(Config{Now: clock.Now})

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/idemq/idemq/idgen/redisidgen"
 )
 
@@ -56,5 +58,11 @@ func TestLease(t *testing.T) {
 	}
 	if _, err := redisidgen.Lease(ctx, nil, pool); err == nil {
 		t.Error("Lease without a client succeeded")
+	}
+	// Redis down: an error at once, naming the pool, not a wait for ctx.
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	defer dead.Close()
+	if _, err := redisidgen.Lease(ctx, dead, pool); err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), pool) {
+		t.Errorf("Lease with Redis down: %v (ctx %v), want an error naming pool %q", err, ctx.Err(), pool)
 	}
 }

@@ -60,6 +60,12 @@ func TestLease(t *testing.T) {
 			if _, err := sqlidgen.Lease(ctx, db, b.Dialect, ""); err == nil || !strings.Contains(err.Error(), "Pool") {
 				t.Errorf("Lease without a pool: %v, want an error naming Pool", err)
 			}
+			// The database gone: an error at once, not a wait for ctx.
+			gone := b.Open(t)
+			gone.Close()
+			if _, err := sqlidgen.Lease(ctx, gone, b.Dialect, pool); err == nil || ctx.Err() != nil {
+				t.Errorf("Lease on a closed database: %v (ctx %v), want an error", err, ctx.Err())
+			}
 		})
 	}
 }
