@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
+	"github.com/idemq/idemq/internal/rmqcall"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/internal/testkit"
 )
@@ -128,6 +129,33 @@ func TestREADMEProgramsRun(t *testing.T) {
 	}
 	t.Cleanup(func() { rdb.Del(context.Background(), leaser.Keys()...) })
 
+	// groupState asks the broker which clients it counts in the group and
+	// where the group's offsets stand: a receiver that applies nothing
+	// either owns no queue or reads from past the orders.
+	groupState := func() string {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		masters, err := rmqcall.Masters(ctx, nameServer, topic)
+		if err != nil {
+			return "broker view: " + err.Error()
+		}
+		var b strings.Builder
+		for name, addr := range masters {
+			for _, q := range []struct {
+				what   string
+				code   int
+				fields map[string]string
+			}{
+				{"connections", reqGetConsumerConnectionList, map[string]string{"consumerGroup": group}},
+				{"offsets", reqGetConsumeStats, map[string]string{"consumerGroup": group, "topic": topic}},
+			} {
+				body, err := rmqcall.Call(ctx, addr, q.code, q.fields, nil)
+				fmt.Fprintf(&b, "broker %s %s: %s %v\n", name, q.what, body, err)
+			}
+		}
+		return b.String()
+	}
+
 	// go build, not go run, so that the test's signal reaches the program.
 	dir, bin := readmeModule(t, []snippet{sender, receiver}), t.TempDir()
 	senderBin, receiverBin := filepath.Join(bin, "sender"), filepath.Join(bin, "receiver")
@@ -161,7 +189,7 @@ func TestREADMEProgramsRun(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, groupState)
 	checkApplied(t, "the receiver", r.stop(t), sent)
 
 	// Started again, the receiver applies only what is new: its group's
@@ -173,7 +201,7 @@ func TestREADMEProgramsRun(t *testing.T) {
 	r = startProgram(t, receiverBin)
 	r.await(t, "the restarted receiver to apply the order sent after the first one stopped", func(applied []string) bool {
 		return slices.Contains(applied, last)
-	})
+	}, groupState)
 	checkApplied(t, "the restarted receiver", r.stop(t), map[string]bool{last: true})
 	t.Logf("the receiver applied the %d orders sent before it started once each; restarted, it applied only the next one, %s", sends, last)
 }
@@ -202,6 +230,12 @@ func checkApplied(t *testing.T, who string, applied []string, want map[string]bo
 }
 
 // A program is a running README program and its output.
+// Request codes of RocketMQ's RequestCode.java that only groupState uses.
+const (
+	reqGetConsumerConnectionList = 203
+	reqGetConsumeStats           = 208
+)
+
 type program struct {
 	cmd    *exec.Cmd
 	out    testkit.Buffer
@@ -239,8 +273,9 @@ func (p *program) applied() []string {
 
 // await polls until done holds for what the program applied, failing t
 // with what and the program's output if it exits first or two minutes
-// pass: the deadline only keeps a broken program from hanging the test.
-func (p *program) await(t *testing.T, what string, done func(applied []string) bool) {
+// pass, then also with state's account of the broker's view: the deadline
+// only keeps a broken program from hanging the test.
+func (p *program) await(t *testing.T, what string, done func(applied []string) bool, state func() string) {
 	t.Helper()
 	deadline := time.After(2 * time.Minute)
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -250,7 +285,7 @@ func (p *program) await(t *testing.T, what string, done func(applied []string) b
 		case <-p.exited:
 			t.Fatalf("waiting for %s, it exited (%v):\n%s", what, p.err, p.out.String())
 		case <-deadline:
-			t.Fatalf("still waiting for %s after two minutes; it applied %q:\n%s", what, p.applied(), p.out.String())
+			t.Fatalf("still waiting for %s after two minutes; it applied %q:\n%s\n%s", what, p.applied(), p.out.String(), state())
 		case <-tick.C:
 		}
 	}
