@@ -8,7 +8,7 @@ import (
 )
 
 // Message is one delivered message, whichever client delivered it: what a
-// [Handler] reads, and what [Consumer.Process] needs to find its key, check
+// [Handler] reads, and what the Consumer needs to find its key, check
 // its payload, decide and report. The client adapters fill it in.
 type Message struct {
 	// ID is the client's message id: logged, on the message's span, and

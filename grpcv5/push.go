@@ -9,6 +9,7 @@ import (
 	"github.com/apache/rocketmq-clients/golang/v5"
 
 	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/internal/adapter"
 )
 
 // Listener is the message listener of a golang.PushConsumer: pass it with
@@ -123,8 +124,8 @@ func (l *listener[V]) consume(v V) bool {
 	// default), a store that is down up to consumer.WithStoreDownWait, and
 	// on the message's last attempt as long as either lasts
 	// (consumer.WithMaxReconsumeTimes: the group's retryMaxTimes).
-	vs := l.c.Process(l.ctx, []consumer.Message{describe(v)}, l.h, consumer.Waiting{})
-	return vs[0].Action == consumer.Ack
+	vs := adapter.Process(l.ctx, l.c, []consumer.Message{describe(v)}, l.h, adapter.Waiting{})
+	return vs[0].Action == adapter.Ack
 }
 
 var (

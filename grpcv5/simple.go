@@ -13,6 +13,7 @@ import (
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
 	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/internal/adapter"
 )
 
 // SimpleConsumer is what [Simple] uses of a golang.SimpleConsumer, which
@@ -190,7 +191,7 @@ func newReceiver[V view](c *consumer.Consumer, sc client[V], h consumer.Handler,
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &receiver[V]{c: c, sc: sc, h: h, cfg: cfg, log: c.Logger(), done: make(chan struct{}), hands: map[*hand[V]]struct{}{}}, nil
+	return &receiver[V]{c: c, sc: sc, h: h, cfg: cfg, log: adapter.Logger(c), done: make(chan struct{}), hands: map[*hand[V]]struct{}{}}, nil
 }
 
 func (r *receiver[V]) run(ctx context.Context) error {
@@ -340,17 +341,17 @@ func sleep(ctx context.Context, d time.Duration) {
 // handle runs h's message through the Consumer and does what it decided.
 func (r *receiver[V]) handle(ctx context.Context, h *hand[V]) {
 	defer r.drop(h)
-	vs := r.c.Process(ctx, []consumer.Message{describe(h.v)}, r.h,
+	vs := adapter.Process(ctx, r.c, []consumer.Message{describe(h.v)}, r.h,
 		// In hand, a message costs nothing: wait for a busy key as long as
 		// its holder holds it, invisible to others meanwhile.
-		consumer.Waiting{Always: true, Extend: func(_ int, lease time.Duration) { r.extend(h, lease) }})
+		adapter.Waiting{Always: true, Extend: func(_ int, lease time.Duration) { r.extend(h, lease) }})
 	switch v := vs[0]; v.Action {
-	case consumer.Ack:
+	case adapter.Ack:
 		r.ack(ctx, h)
-	case consumer.Retry:
+	case adapter.Retry:
 		// Visible again after the delay, on its next delivery attempt.
 		r.release(h, v.Delay)
-	case consumer.Hold:
+	case adapter.Hold:
 		// Left alone: visible again once its invisible duration ends.
 		r.release(h, 0)
 	}

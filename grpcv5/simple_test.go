@@ -44,9 +44,9 @@ func TestSimpleAppliesEachKeyOnce(t *testing.T) {
 			t.Errorf("key %s applied %d times, want 1", k, n)
 		}
 	}
-	s := c.Stats()
-	if s.Completed.Load() != 5 || s.Suppressed.Load() != 3 {
-		t.Errorf("completed %d, suppressed %d; want 5 and 3", s.Completed.Load(), s.Suppressed.Load())
+	s := c.Stats
+	if s().Completed != 5 || s().Suppressed != 3 {
+		t.Errorf("completed %d, suppressed %d; want 5 and 3", s().Completed, s().Suppressed)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -85,8 +85,8 @@ func TestSimpleRetries(t *testing.T) {
 			if got := f.changesOf("m1"); got[0] != tt.want {
 				t.Errorf("invisible for %v, want %v", got[0], tt.want)
 			}
-			if len(f.ackedIDs()) != 0 || l.count("k") != 0 || c.Stats().Failed.Load() != 1 {
-				t.Errorf("acknowledged %v, applied %d, failed %d; want none, 0, 1", f.ackedIDs(), l.count("k"), c.Stats().Failed.Load())
+			if len(f.ackedIDs()) != 0 || l.count("k") != 0 || c.Stats().Failed != 1 {
+				t.Errorf("acknowledged %v, applied %d, failed %d; want none, 0, 1", f.ackedIDs(), l.count("k"), c.Stats().Failed)
 			}
 			// The redelivery, its next attempt, runs at once.
 			v2 := newView("m1", "k")
@@ -127,7 +127,7 @@ func TestSimpleFaults(t *testing.T) {
 		f.put(newView("m1", "k"))
 		l := newLedger()
 		startReceiver(t, c, f, l.handle, SimpleConfig{})
-		testkit.WaitFor(t, "the message waiting for the store", func() bool { return c.Stats().StoreWaited.Load() == 1 })
+		testkit.WaitFor(t, "the message waiting for the store", func() bool { return c.Stats().StoreWaited == 1 })
 		// In hand, it spends nothing while it waits: no retry, however
 		// long the store stays down (a probe asks it meanwhile).
 		testkit.WaitFor(t, "a probe", func() bool { return fs.Calls(dedupetest.OpExtend) > 0 })
@@ -136,8 +136,8 @@ func TestSimpleFaults(t *testing.T) {
 		}
 		fs.Heal()
 		testkit.WaitFor(t, "the message acknowledged", func() bool { return len(f.ackedIDs()) == 1 })
-		if st := c.Stats(); l.count("k") != 1 || st.StoreDown.Load() != 0 || st.Completed.Load() != 1 || len(f.changesOf("m1")) != 0 {
-			t.Errorf("applied %d, store down %d, completed %d, changed %v; want 1, 0, 1, none", l.count("k"), st.StoreDown.Load(), st.Completed.Load(), f.changesOf("m1"))
+		if st := c.Stats(); l.count("k") != 1 || st.StoreDown != 0 || st.Completed != 1 || len(f.changesOf("m1")) != 0 {
+			t.Errorf("applied %d, store down %d, completed %d, changed %v; want 1, 0, 1, none", l.count("k"), st.StoreDown, st.Completed, f.changesOf("m1"))
 		}
 	})
 	t.Run("AckFails", func(t *testing.T) {
@@ -147,7 +147,7 @@ func TestSimpleFaults(t *testing.T) {
 		l := newLedger()
 		r, _ := startReceiver(t, c, f, l.handle, SimpleConfig{})
 		// Out of hand once handled: the acknowledgement was tried.
-		testkit.WaitFor(t, "the acknowledgement tried", func() bool { return c.Stats().Completed.Load() == 1 && r.inHand() == 0 })
+		testkit.WaitFor(t, "the acknowledgement tried", func() bool { return c.Stats().Completed == 1 && r.inHand() == 0 })
 		if len(f.ackedIDs()) != 0 {
 			t.Fatalf("acknowledged %v through a failing Ack", f.ackedIDs())
 		}
@@ -158,8 +158,8 @@ func TestSimpleFaults(t *testing.T) {
 		v.attempt = 2
 		f.put(v)
 		testkit.WaitFor(t, "the redelivery acknowledged", func() bool { return len(f.ackedIDs()) == 1 })
-		if l.count("k") != 1 || c.Stats().Suppressed.Load() != 1 {
-			t.Errorf("applied %d times, suppressed %d; want 1 and 1", l.count("k"), c.Stats().Suppressed.Load())
+		if l.count("k") != 1 || c.Stats().Suppressed != 1 {
+			t.Errorf("applied %d times, suppressed %d; want 1 and 1", l.count("k"), c.Stats().Suppressed)
 		}
 	})
 	t.Run("RenewalFails", func(t *testing.T) {
@@ -173,8 +173,8 @@ func TestSimpleFaults(t *testing.T) {
 		testkit.WaitFor(t, "two renewals tried", func() bool { return len(f.changesOf("m1")) >= 2 })
 		close(l.block)
 		testkit.WaitFor(t, "the acknowledgement", func() bool { return len(f.ackedIDs()) == 1 })
-		if l.count("k") != 1 || c.Stats().Completed.Load() != 1 {
-			t.Errorf("applied %d times, completed %d; want 1 and 1", l.count("k"), c.Stats().Completed.Load())
+		if l.count("k") != 1 || c.Stats().Completed != 1 {
+			t.Errorf("applied %d times, completed %d; want 1 and 1", l.count("k"), c.Stats().Completed)
 		}
 	})
 }
@@ -198,17 +198,17 @@ func TestSimpleNoKey(t *testing.T) {
 			f.put(newView("m1", ""), newView("m1", ""))
 			var ran atomic.Int64
 			startReceiver(t, c, f, func(context.Context, *consumer.Message) error { ran.Add(1); return nil }, SimpleConfig{Workers: 1})
-			s := c.Stats()
+			s := c.Stats
 			if tt.acked {
 				testkit.WaitFor(t, "both acknowledged", func() bool { return len(f.ackedIDs()) == 2 })
-				if ran.Load() != 1 || s.Suppressed.Load() != 1 {
-					t.Errorf("ran %d, suppressed %d; want 1, 1", ran.Load(), s.Suppressed.Load())
+				if ran.Load() != 1 || s().Suppressed != 1 {
+					t.Errorf("ran %d, suppressed %d; want 1, 1", ran.Load(), s().Suppressed)
 				}
 				return
 			}
 			testkit.WaitFor(t, "both released", func() bool { return len(f.changesOf("m1")) == 2 })
-			if ran.Load() != 0 || len(f.ackedIDs()) != 0 || s.NoKey.Load() != 2 {
-				t.Errorf("ran %d, acknowledged %d, without key %d; want 0, 0, 2", ran.Load(), len(f.ackedIDs()), s.NoKey.Load())
+			if ran.Load() != 0 || len(f.ackedIDs()) != 0 || s().NoKey != 2 {
+				t.Errorf("ran %d, acknowledged %d, without key %d; want 0, 0, 2", ran.Load(), len(f.ackedIDs()), s().NoKey)
 			}
 		})
 	}
@@ -241,7 +241,7 @@ func TestSimpleBusyKey(t *testing.T) {
 			f.put(newView("m1", "k"))
 			cfg := SimpleConfig{InvisibleDuration: 10 * time.Second}
 			startReceiver(t, c, f, l.handle, cfg)
-			testkit.WaitFor(t, "the wait", func() bool { return c.Stats().Waited.Load() == 1 })
+			testkit.WaitFor(t, "the wait", func() bool { return c.Stats().Waited == 1 })
 			time.Sleep(lease / 5)
 			switch tt.end {
 			case "complete":
@@ -254,9 +254,9 @@ func TestSimpleBusyKey(t *testing.T) {
 				}
 			}
 			testkit.WaitFor(t, "the acknowledgement", func() bool { return len(f.ackedIDs()) == 1 })
-			s := c.Stats()
-			if l.count("k") != tt.applied || s.Busy.Load() != 0 || s.Retried.Load() != 0 {
-				t.Errorf("applied %d, busy %d, retried %d; want %d, 0, 0", l.count("k"), s.Busy.Load(), s.Retried.Load(), tt.applied)
+			s := c.Stats
+			if l.count("k") != tt.applied || s().Busy != 0 || s().Retried != 0 {
+				t.Errorf("applied %d, busy %d, retried %d; want %d, 0, 0", l.count("k"), s().Busy, s().Retried, tt.applied)
 			}
 			// Invisible for the holder's lease and a margin, at least: but
 			// the invisible duration is longer.
@@ -286,8 +286,8 @@ func TestSimpleBusyKeyExtendsInvisibility(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "the acknowledgement", func() bool { return len(f.ackedIDs()) == 1 })
-	if s := c.Stats(); s.Suppressed.Load() != 1 {
-		t.Errorf("suppressed %d, want 1", s.Suppressed.Load())
+	if s := c.Stats(); s.Suppressed != 1 {
+		t.Errorf("suppressed %d, want 1", s.Suppressed)
 	}
 }
 
@@ -324,7 +324,7 @@ func TestSimpleDrain(t *testing.T) {
 		l := newLedger()
 		l.block = make(chan struct{})
 		_, stop := startReceiver(t, c, f, l.handle, SimpleConfig{})
-		testkit.WaitFor(t, "both running", func() bool { return c.Stats().Delivered.Load() == 2 })
+		testkit.WaitFor(t, "both running", func() bool { return c.Stats().Delivered == 2 })
 		stopped := make(chan error, 1)
 		go func() { stopped <- stop() }()
 		select {
@@ -372,16 +372,16 @@ func TestSimpleDrain(t *testing.T) {
 		l := newLedger()
 		l.block = make(chan struct{}) // never closed
 		_, stop := startReceiver(t, c, f, l.handle, SimpleConfig{DrainTimeout: 100 * time.Millisecond})
-		testkit.WaitFor(t, "the handler and the wait", func() bool { return c.Stats().Waited.Load() == 1 && c.Stats().Delivered.Load() == 2 })
+		testkit.WaitFor(t, "the handler and the wait", func() bool { return c.Stats().Waited == 1 && c.Stats().Delivered == 2 })
 		err := stop()
 		if !errors.Is(err, ErrDrainTimeout) {
 			t.Errorf("drain: %v, want ErrDrainTimeout", err)
 		}
-		s := c.Stats()
+		s := c.Stats
 		// The handler saw its context end and failed: retried. The wait
 		// ended: held, left alone.
-		if len(f.ackedIDs()) != 0 || s.Failed.Load() != 1 || s.Canceled.Load() != 1 {
-			t.Errorf("acknowledged %v, failed %d, canceled %d; want none, 1, 1", f.ackedIDs(), s.Failed.Load(), s.Canceled.Load())
+		if len(f.ackedIDs()) != 0 || s().Failed != 1 || s().Canceled != 1 {
+			t.Errorf("acknowledged %v, failed %d, canceled %d; want none, 1, 1", f.ackedIDs(), s().Failed, s().Canceled)
 		}
 		if ch := f.changesOf("m2"); len(ch) > 1 {
 			t.Errorf("the held message's invisibility changed %v; want it left alone", ch)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/adapter"
 )
 
 // Callback is the function a rocketmq.PushConsumer subscribes with.
@@ -33,7 +34,7 @@ type Callback = func(context.Context, ...*primitive.MessageExt) (rmq.ConsumeResu
 // long as the store is down.
 func Concurrently(c *consumer.Consumer, h consumer.Handler) Callback {
 	return func(ctx context.Context, exts ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
-		a := sum(c.Process(ctx, messages(exts), h, consumer.Waiting{}))
+		a := sum(adapter.Process(ctx, c, messages(exts), h, adapter.Waiting{}))
 		if a.err == nil {
 			return rmq.ConsumeSuccess, nil
 		}
@@ -65,7 +66,7 @@ func Orderly(c *consumer.Consumer, h consumer.Handler, opts ...Option) Callback 
 	}
 	suspend := int(o.suspend.Milliseconds())
 	return func(ctx context.Context, exts ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
-		a := sum(c.Process(ctx, messages(exts), h, consumer.Waiting{Always: true}))
+		a := sum(adapter.Process(ctx, c, messages(exts), h, adapter.Waiting{Always: true}))
 		switch {
 		case a.err == nil:
 			return rmq.ConsumeSuccess, nil
@@ -113,9 +114,9 @@ type Stopper interface {
 // cancelled), pc shuts down, persisting the offsets of what was
 // acknowledged, and only then do the held callbacks answer: their messages
 // go to the queue's next owner without spending a reconsume. Call it once,
-// on SIGTERM. See [consumer.Consumer.Drain].
+// on SIGTERM.
 func Drain(ctx context.Context, c *consumer.Consumer, pc Stopper) error {
-	return c.Drain(ctx, pc.Shutdown)
+	return adapter.Drain(ctx, c, pc.Shutdown)
 }
 
 // UniqKey is the client-generated UNIQ_KEY property, a fallback key for
@@ -155,16 +156,16 @@ type answer struct {
 	level int
 }
 
-func sum(vs []consumer.Verdict) answer {
+func sum(vs []adapter.Verdict) answer {
 	var (
 		a    answer
 		errs []error
 	)
 	for _, v := range vs {
 		switch {
-		case v.Action == consumer.Ack:
+		case v.Action == adapter.Ack:
 			continue
-		case errors.Is(v.Err, consumer.ErrDraining):
+		case errors.Is(v.Err, adapter.ErrDraining):
 			a.held = true
 		case v.Outcome == dedupe.Busy:
 			a.level = max(a.level, v.Level)

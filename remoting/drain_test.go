@@ -215,11 +215,11 @@ func TestDrainWaitsForRunningHandler(t *testing.T) {
 			if n := e.pc.shutdowns.Load(); n != 1 {
 				t.Errorf("shut down %d times, want 1", n)
 			}
-			s := e.c.Stats()
-			if s.Completed.Load() != 1 || s.Canceled.Load() != 1 {
-				t.Errorf("completed %d, held %d; want 1 and 1", s.Completed.Load(), s.Canceled.Load())
+			s := e.c.Stats
+			if s().Completed != 1 || s().Canceled != 1 {
+				t.Errorf("completed %d, held %d; want 1 and 1", s().Completed, s().Canceled)
 			}
-			checkTotals(t, s)
+			checkTotals(t, s())
 		})
 	}
 }
@@ -244,7 +244,7 @@ func TestDrainHoldsInsteadOfRetrying(t *testing.T) {
 		start: func(e *drainEnv, cb remoting.Callback) <-chan answer {
 			hold(e.t, e.mem, "busy", time.Minute)
 			done := e.deliver(context.Background(), cb, "busy", msg("busy"))
-			testkit.WaitFor(e.t, "the callback to wait", func() bool { return e.c.Stats().Waited.Load() > 0 })
+			testkit.WaitFor(e.t, "the callback to wait", func() bool { return e.c.Stats().Waited > 0 })
 			return done
 		},
 		returned: "busy",
@@ -304,11 +304,11 @@ func TestDrainCountsHeld(t *testing.T) {
 	if res, err := cb(context.Background(), msg("late")); res != rmq.ConsumeRetryLater || err == nil {
 		t.Fatalf("callback after Drain = %v, %v; want retry later", res, err)
 	}
-	s := e.c.Stats()
-	if s.Delivered.Load() != 1 || s.Canceled.Load() != 1 {
-		t.Errorf("delivered %d, held %d; want 1 and 1", s.Delivered.Load(), s.Canceled.Load())
+	s := e.c.Stats
+	if s().Delivered != 1 || s().Canceled != 1 {
+		t.Errorf("delivered %d, held %d; want 1 and 1", s().Delivered, s().Canceled)
 	}
-	checkTotals(t, s)
+	checkTotals(t, s())
 }
 
 // TestDrainTimeout drains with a context that ends while a handler still

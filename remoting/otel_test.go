@@ -123,7 +123,7 @@ func TestTelemetry(t *testing.T) {
 			out, _ := dp.Attributes.Value("outcome")
 			got[out.AsString()] += dp.Value
 		}
-		s := c.Stats()
+		s := c.Stats
 		want := map[string]int64{
 			dedupe.Completed.String():  3,
 			dedupe.Suppressed.String(): 1,
@@ -139,9 +139,9 @@ func TestTelemetry(t *testing.T) {
 		}
 		// The same counts as Stats, counted in the same place.
 		for out, n := range map[dedupe.Outcome]int64{
-			dedupe.Completed: s.Completed.Load(), dedupe.Suppressed: s.Suppressed.Load(), dedupe.Failed: s.Failed.Load(),
-			dedupe.InvalidKey: s.InvalidKey.Load(), dedupe.Reused: s.Reused.Load(), dedupe.Busy: s.Busy.Load(),
-			dedupe.StoreDown: s.StoreDown.Load(), dedupe.Unrecorded: s.Unrecorded.Load(),
+			dedupe.Completed: s().Completed, dedupe.Suppressed: s().Suppressed, dedupe.Failed: s().Failed,
+			dedupe.InvalidKey: s().InvalidKey, dedupe.Reused: s().Reused, dedupe.Busy: s().Busy,
+			dedupe.StoreDown: s().StoreDown, dedupe.Unrecorded: s().Unrecorded,
 		} {
 			if got[out.String()] != n {
 				t.Errorf("counter %s = %d, Stats says %d", out, got[out.String()], n)
@@ -150,7 +150,7 @@ func TestTelemetry(t *testing.T) {
 
 		// The store-down message waited (for a nanosecond) in the one
 		// outage, which the next claim's answer closed.
-		for name, n := range map[string]int64{"idemq.consumer.store.waits": s.StoreWaited.Load(), "idemq.consumer.store.outages": s.Outages.Load()} {
+		for name, n := range map[string]int64{"idemq.consumer.store.waits": s().StoreWaited, "idemq.consumer.store.outages": s().Outages} {
 			var sum int64
 			for _, dp := range findMetric[metricdata.Sum[int64]](t, rm, name).DataPoints {
 				if g, _ := dp.Attributes.Value("group"); g.AsString() != otelGroup {

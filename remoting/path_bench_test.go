@@ -187,7 +187,7 @@ VALUES (?, ?, ?, 'done', ?, '', unixepoch() * 1000000 + 3600000000, unixepoch() 
 }
 
 // benchPathSQL compares the consumer over sqldedupe with the naive
-// check-then-insert, and the transactional mode (WithTx, whose handler
+// check-then-insert, and the transactional mode (Consumer.Tx, whose handler
 // INSERTs a business row) with a naive exactly-once transaction: BEGIN,
 // SELECT the key, INSERT the business row, INSERT the done record, COMMIT.
 // Both sides use one pool, whose idle connections cover every goroutine
@@ -251,7 +251,7 @@ func benchPathSQL(b *testing.B, d testdb.Backend) {
 	for _, g := range gs {
 		b.Run("tx-"+goroutinesName(g)+"/idemq", func(b *testing.B) {
 			group := "bench-" + rand.Text()
-			c, err := consumer.New(store, group, append(pathOptions(0), consumer.WithTx())...)
+			c, err := consumer.New(store, group, pathOptions(0)...)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -20,7 +20,7 @@ import (
 )
 
 // benchTxEndToEnd is BenchmarkEndToEnd's transactional rows on the database
-// d: ns/op and msgs/s are a Consumer made WithTx over sqldedupe whose
+// d: ns/op and msgs/s are a transactional Consumer (Consumer.Tx) over sqldedupe whose
 // handler INSERTs one business row in the transaction that claimed the key
 // (BEGIN, the claim, the INSERT, COMMIT: one commit per message);
 // plain-insert is a handler doing the same INSERT without dedupe, in
@@ -67,7 +67,7 @@ func benchTxEndToEnd(b *testing.B, ns, topic string, d testdb.Backend) {
 	}
 	e2eRun(b, ns, topic, 1, servers, []e2eVariant{
 		{"idemq", func(group string) (remoting.Callback, error) {
-			c, err := consumer.New(store, group, consumer.WithTx())
+			c, err := consumer.New(store, group)
 			if err != nil {
 				return nil, err
 			}
