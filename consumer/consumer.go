@@ -133,7 +133,11 @@ func (c *Consumer) guard() *dedupe.Guard {
 func (c *Consumer) log() *slog.Logger { return c.logger }
 
 // The adapters' way in: see package internal/adapter.
-var _ = adapter.Connect((*Consumer).process, (*Consumer).drainClient, (*Consumer).log)
+var _ = adapter.Connect(
+	func(c *Consumer, ctx context.Context, msgs []Message, h func(context.Context, *Message) error, w adapter.Waiting) []adapter.Verdict {
+		return c.process(ctx, msgs, h, w)
+	},
+	(*Consumer).drainClient, (*Consumer).log)
 
 // PanicError is a recovered handler panic.
 type PanicError struct {

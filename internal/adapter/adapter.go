@@ -74,14 +74,15 @@ type Waiting struct {
 // ErrDraining is in the [Verdict.Err] of every message a [Drain] holds.
 var ErrDraining = errors.New("consumer: draining; message left for the queue's next owner")
 
-// The functions package consumer connected, typed with its Consumer (C),
-// Message (M) and Handler (H).
+// The functions package consumer connected, typed with its Consumer (C)
+// and Message (M); a handler is a func(context.Context, *M) error, which
+// both a consumer.Handler and a function literal are.
 var process, drain, logger any
 
 // Connect takes package consumer's functions, once, when it is
 // initialised: see the package doc.
-func Connect[C, M, H any](
-	p func(c *C, ctx context.Context, msgs []M, h H, w Waiting) []Verdict,
+func Connect[C, M any](
+	p func(c *C, ctx context.Context, msgs []M, h func(context.Context, *M) error, w Waiting) []Verdict,
 	d func(c *C, ctx context.Context, stop func() error) error,
 	l func(c *C) *slog.Logger,
 ) struct{} {
@@ -94,8 +95,8 @@ func Connect[C, M, H any](
 // together, through c with h, waiting as w says, and returns one Verdict
 // per message, in msgs' order. The client does with each message what its
 // Verdict's Action says.
-func Process[C, M, H any](ctx context.Context, c *C, msgs []M, h H, w Waiting) []Verdict {
-	return process.(func(*C, context.Context, []M, H, Waiting) []Verdict)(c, ctx, msgs, h, w)
+func Process[C, M any](ctx context.Context, c *C, msgs []M, h func(context.Context, *M) error, w Waiting) []Verdict {
+	return process.(func(*C, context.Context, []M, func(context.Context, *M) error, Waiting) []Verdict)(c, ctx, msgs, h, w)
 }
 
 // Drain stops a client, with stop, without cutting a running handler off
