@@ -63,7 +63,7 @@ var decisions = [...]decision{
 	dedupe.StoreDown: {act: adapter.Retry, failed: true, count: func(s *counters) *atomic.Int64 { return &s.StoreDown }},
 	dedupe.InvalidKey: {act: adapter.Retry, failed: true, count: func(s *counters) *atomic.Int64 { return &s.InvalidKey },
 		level: slog.LevelError, msg: "idemq: message key cannot be deduplicated; retrying it until the broker dead-letters it",
-		fix: "stamp messages with package producer, or configure consumer.WithKeyFallback"},
+		fix: "stamp messages with a client adapter's Producer (remoting, grpcv5), or configure consumer.WithKeyFallback"},
 	// The effect ran and a retry cannot undo it: acknowledge, and make it
 	// loud.
 	dedupe.LeaseLost: {act: adapter.Ack, failed: true, count: func(s *counters) *atomic.Int64 { return &s.LeaseLost },

@@ -18,7 +18,7 @@ type Message struct {
 	// Tag is the message's tag, "" when it has none.
 	Tag string
 	// Keys are the message's keys, which the broker indexes; a key stamped
-	// by package producer is among them.
+	// by a client adapter's Producer is among them.
 	Keys []string
 	// Properties are the message's properties, where its key is read from
 	// ([msgkey.Property]). The remoting client's include its system

@@ -117,7 +117,7 @@ func (f *fixture) simpleConsumer() golang.SimpleConsumer {
 
 // receive runs a Receiver of sc through c until the test ends (drained
 // then, before sc stops), with the given handler and settings.
-func (f *fixture) receive(c *consumer.Consumer, sc grpcv5.SimpleConsumer, h consumer.Handler, cfg grpcv5.SimpleConfig) *grpcv5.Receiver {
+func (f *fixture) receive(c *consumer.Consumer, sc golang.SimpleConsumer, h consumer.Handler, cfg grpcv5.SimpleConfig) *grpcv5.Receiver {
 	f.t.Helper()
 	r, err := grpcv5.Simple(c, sc, h, cfg)
 	if err != nil {
@@ -149,7 +149,7 @@ func (f *fixture) producer() golang.Producer {
 }
 
 // send sends a message with key to the run's topic, carrying its key as
-// package producer stamps it.
+// the adapter's Producer stamps it.
 func (f *fixture) send(p golang.Producer, key string) {
 	f.t.Helper()
 	m := &golang.Message{Topic: f.topic, Body: []byte("order " + key)}
@@ -308,7 +308,7 @@ func TestSimpleEndToEnd(t *testing.T) {
 // attempts is a SimpleConsumer that records the delivery attempt of each
 // message it receives.
 type attempts struct {
-	grpcv5.SimpleConsumer
+	golang.SimpleConsumer
 	mu   sync.Mutex
 	seen []int32
 }

@@ -8,29 +8,24 @@ import (
 	golang "github.com/apache/rocketmq-clients/golang/v5"
 
 	"github.com/idemq/idemq/msgkey"
-	"github.com/idemq/idemq/producer"
 )
 
 // Producer wraps a golang.Producer so that every message is stamped with
-// its idempotency key before its first send (see package producer): it
+// its idempotency key before its first send (see package msgkey's Stamp): it
 // stamps a message's key, then sends it. It does not start or stop the wrapped producer. It is safe for
 // concurrent use, but not for sending one message from two goroutines at
 // once (stamping writes to the message).
 type Producer struct {
-	p golang.Producer
-	s *producer.Stamper
+	p    golang.Producer
+	keys msgkey.Source
 }
 
 // NewProducer returns a Producer sending through p with keys from keys.
 func NewProducer(p golang.Producer, keys msgkey.Source) (*Producer, error) {
-	if p == nil {
-		return nil, errors.New("grpcv5: nil producer")
+	if p == nil || keys == nil {
+		return nil, errors.New("grpcv5: nil producer or key source")
 	}
-	s, err := producer.NewStamper(keys)
-	if err != nil {
-		return nil, err
-	}
-	return &Producer{p: p, s: s}, nil
+	return &Producer{p: p, keys: keys}, nil
 }
 
 // Stamp gives msg a fresh key unless it carries one and makes sure the key
@@ -41,7 +36,7 @@ func (p *Producer) Stamp(ctx context.Context, msg *golang.Message) error {
 	if msg == nil {
 		return errors.New("grpcv5: nil message")
 	}
-	if _, err := p.s.Stamp(ctx, message{msg}); err != nil {
+	if _, err := msgkey.Stamp(ctx, message{msg}, p.keys.NextKey); err != nil {
 		return fmt.Errorf("grpcv5: topic %s: %w", msg.Topic, err)
 	}
 	return nil

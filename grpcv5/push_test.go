@@ -120,8 +120,8 @@ func TestPushDrain(t *testing.T) {
 		if len(pc.answers) != 2 || !pc.answers[0] || !pc.answers[1] || l.count("k1") != 1 || l.count("k2") != 1 {
 			t.Errorf("answers %v, applied k1 %d k2 %d; want both SUCCESS and applied", pc.answers, l.count("k1"), l.count("k2"))
 		}
-		if err := pl.drain(context.Background(), pc); !errors.Is(err, ErrDrained) {
-			t.Errorf("second drain: %v, want ErrDrained", err)
+		if err := pl.drain(context.Background(), pc); !errors.Is(err, errDrained) {
+			t.Errorf("second drain: %v, want errDrained", err)
 		}
 	})
 	t.Run("TimesOut", func(t *testing.T) {

@@ -16,17 +16,6 @@ import (
 	"github.com/idemq/idemq/internal/adapter"
 )
 
-// SimpleConsumer is what [Simple] uses of a golang.SimpleConsumer, which
-// is one. The caller starts and subscribes it, and stops it (GracefulStop)
-// once [Receiver.Run] has returned.
-type SimpleConsumer interface {
-	Receive(ctx context.Context, maxMessageNum int32, invisibleDuration time.Duration) ([]*golang.MessageView, error)
-	Ack(ctx context.Context, messageView *golang.MessageView) error
-	ChangeInvisibleDuration(messageView *golang.MessageView, invisibleDuration time.Duration) error
-}
-
-var _ SimpleConsumer = golang.SimpleConsumer(nil)
-
 // SimpleConfig holds a [Receiver]'s optional settings. The zero value works.
 type SimpleConfig struct {
 	// Workers bounds the messages in hand at once, each handled in a
@@ -63,8 +52,8 @@ func (c *SimpleConfig) setDefaults() {
 	}
 }
 
-// Validate reports settings that cannot work.
-func (c SimpleConfig) Validate() error {
+// validate reports settings that cannot work.
+func (c SimpleConfig) validate() error {
 	switch {
 	case c.Workers < 1:
 		return fmt.Errorf("grpcv5: %d workers, want at least 1", c.Workers)
@@ -110,8 +99,10 @@ type Receiver struct {
 }
 
 // Simple returns a Receiver that runs h for the messages sc receives, at
-// most once per key, through c. Call [Receiver.Run] to start it.
-func Simple(c *consumer.Consumer, sc SimpleConsumer, h consumer.Handler, cfg SimpleConfig) (*Receiver, error) {
+// most once per key, through c. Call [Receiver.Run] to start it. The
+// caller starts and subscribes sc, and stops it (GracefulStop) once
+// [Receiver.Run] has returned.
+func Simple(c *consumer.Consumer, sc golang.SimpleConsumer, h consumer.Handler, cfg SimpleConfig) (*Receiver, error) {
 	if c == nil || sc == nil || h == nil {
 		return nil, errors.New("grpcv5: Simple: nil Consumer, SimpleConsumer or Handler")
 	}
@@ -143,12 +134,12 @@ type client[V view] interface {
 	ChangeInvisibleDuration(v V, invisibleDuration time.Duration) error
 }
 
-// handleFixer is a SimpleConsumer whose ChangeInvisibleDuration keeps the
+// handleFixer is a golang.SimpleConsumer whose ChangeInvisibleDuration keeps the
 // message's receipt handle when the proxy refuses the change:
 // rocketmq-clients v5.1.4 replaces it with the refusal's, which is empty,
 // so that every later call for the message would fail. (A change that
 // succeeds returns a new handle, which replaces the old one.)
-type handleFixer struct{ SimpleConsumer }
+type handleFixer struct{ golang.SimpleConsumer }
 
 func (f handleFixer) ChangeInvisibleDuration(mv *golang.MessageView, d time.Duration) error {
 	old := mv.ReceiptHandle
@@ -188,7 +179,7 @@ const receiveBackoff = time.Second
 
 func newReceiver[V view](c *consumer.Consumer, sc client[V], h consumer.Handler, cfg SimpleConfig) (*receiver[V], error) {
 	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	return &receiver[V]{c: c, sc: sc, h: h, cfg: cfg, log: adapter.Logger(c), done: make(chan struct{}), hands: map[*hand[V]]struct{}{}}, nil

@@ -427,7 +427,7 @@ func TestSimpleConfig(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := tt.cfg
 			cfg.setDefaults()
-			if err := cfg.Validate(); (err == nil) != tt.ok {
+			if err := cfg.validate(); (err == nil) != tt.ok {
 				t.Errorf("Validate() = %v, want ok %v", err, tt.ok)
 			}
 		})
@@ -440,7 +440,7 @@ func TestSimpleConfig(t *testing.T) {
 // failingChange is a SimpleConsumer whose ChangeInvisibleDuration fails
 // as rocketmq-clients v5.1.4's does on an error status: after replacing
 // the receipt handle with the answer's empty one.
-type failingChange struct{ SimpleConsumer }
+type failingChange struct{ golang.SimpleConsumer }
 
 func (failingChange) ChangeInvisibleDuration(mv *golang.MessageView, _ time.Duration) error {
 	mv.ReceiptHandle = ""

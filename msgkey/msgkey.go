@@ -1,7 +1,7 @@
 // Package msgkey owns idemq's message key: the user property that carries
 // it, how to read it, the rules it must follow, its length limit, and how a
 // producer stamps it ([Stamp]) with keys from a [Source]. The sending side
-// (package producer and its client adapters) stamps it and the receiving
+// (the client adapters' producers and package outbox) stamps it and the receiving
 // side (package consumer, and the dedupe stores' limit) reads and checks it
 // by these rules alone, so the two cannot drift apart. It imports only the
 // standard library, so a gRPC-only sender links no remoting client, a

@@ -90,24 +90,19 @@ func (f optionFunc) apply(o *options) { f(o) }
 
 type options struct{ suspend time.Duration }
 
-// MinSuspend is the shortest queue suspension [Orderly] applies: a zero
+// minSuspend is the shortest queue suspension [Orderly] applies: a zero
 // suspension would retry at once, in a tight loop against a failing store.
-const MinSuspend = 100 * time.Millisecond
+const minSuspend = 100 * time.Millisecond
 
 // WithSuspend sets how long [Orderly] suspends a queue whose message
-// failed, at least [MinSuspend]. Default 1s.
+// failed, at least 100ms (a zero suspension would retry at once, in a
+// tight loop against a failing store). Default 1s.
 func WithSuspend(d time.Duration) Option {
-	return optionFunc(func(o *options) { o.suspend = max(d, MinSuspend) })
+	return optionFunc(func(o *options) { o.suspend = max(d, minSuspend) })
 }
 
-// Stopper is the push consumer [Drain] stops; a rocketmq.PushConsumer is
-// one.
-type Stopper interface {
-	// Shutdown persists the consumed offsets and stops the client.
-	Shutdown() error
-}
-
-// Drain stops pc, whose callbacks run through c, instead of pc.Shutdown,
+// Drain stops pc (a rocketmq.PushConsumer), whose callbacks run through
+// c, instead of pc.Shutdown,
 // which does not wait for running handlers: no callback starts a handler
 // from now on (what pc delivers meanwhile is held), the running handlers
 // finish and record as long as ctx allows (then their contexts are
@@ -115,7 +110,7 @@ type Stopper interface {
 // acknowledged, and only then do the held callbacks answer: their messages
 // go to the queue's next owner without spending a reconsume. Call it once,
 // on SIGTERM.
-func Drain(ctx context.Context, c *consumer.Consumer, pc Stopper) error {
+func Drain(ctx context.Context, c *consumer.Consumer, pc interface{ Shutdown() error }) error {
 	return adapter.Drain(ctx, c, pc.Shutdown)
 }
 

@@ -9,7 +9,8 @@
 // [Producer] wraps a rocketmq.Producer (SendSync, SendAsync, SendOneWay)
 // and [TransactionProducer] a rocketmq.TransactionProducer, so that every
 // message is stamped with its idempotency key before its first send (see
-// package producer):
+// msgkey.Stamp: a key the caller set is kept, and every resend of the
+// message keeps its key):
 //
 //	p, err := remoting.NewProducer(rocketmqProducer, msgkey.FromIDs(gen))
 //	...
