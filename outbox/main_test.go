@@ -200,13 +200,13 @@ func (r *recorder) count() int { return len(r.sent()) }
 var errBroker = errors.New("broker busy")
 
 // waitStats waits until the table's stats satisfy cond.
-func waitStats(t *testing.T, o *outbox.Outbox, what string, cond func(outbox.Stats) bool) outbox.Stats {
+func waitStats(t *testing.T, o *outbox.Outbox, what string, cond func(outbox.Counts) bool) outbox.Counts {
 	t.Helper()
-	var s outbox.Stats
+	var s outbox.Counts
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var err error
-		if s, err = o.Stats(t.Context()); err != nil {
+		if s, err = o.Count(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		if cond(s) {

@@ -78,12 +78,12 @@ func TestFailureHoldsBackItsKeyOnly(t *testing.T) {
 		if _, ok := s.(outbox.BatchSender); ok {
 			want = n - n/keys
 		}
-		waitStats(t, o, "the other keys shipped", func(s outbox.Stats) bool { return s.Sent >= want })
-		if st, err := o.Stats(t.Context()); err != nil || st.Sent > n-(n/keys-2) {
+		waitStats(t, o, "the other keys shipped", func(s outbox.Counts) bool { return s.Sent >= want })
+		if st, err := o.Count(t.Context()); err != nil || st.Sent > n-(n/keys-2) {
 			t.Fatalf("stats %+v (%v): key0/2 or a later row of key0 shipped while it failed", st, err)
 		}
 		close(release)
-		waitStats(t, o, "all shipped", func(s outbox.Stats) bool { return s.Sent == n })
+		waitStats(t, o, "all shipped", func(s outbox.Counts) bool { return s.Sent == n })
 		r.Close()
 		checkOrder(t, rec.sent(), n, keys)
 		if st := r.Stats(); st.Retried == 0 || int(st.Retried) != failures || st.Shipped != n {
@@ -107,7 +107,7 @@ func TestPoisonRowParked(t *testing.T) {
 		}}
 		testkit.AddCommitted(t, db, o, orderedMessages(12, 3)...)
 		r := newRelay(t, o, wrap(rec), outbox.RelayConfig{})
-		s := waitStats(t, o, "the poison row parked", func(s outbox.Stats) bool { return s.Pending == 0 })
+		s := waitStats(t, o, "the poison row parked", func(s outbox.Counts) bool { return s.Pending == 0 })
 		r.Close()
 		if s.Parked != 1 || s.Sent != 11 {
 			t.Fatalf("stats %+v: want 1 parked, 11 sent", s)
@@ -148,7 +148,7 @@ func TestPoisonAmongUnorderedRows(t *testing.T) {
 		}}
 		testkit.AddCommitted(t, db, o, msgs...)
 		r := newRelay(t, o, wrap(rec), outbox.RelayConfig{Batch: 200})
-		s := waitStats(t, o, "the poison row parked", func(s outbox.Stats) bool { return s.Pending == 0 })
+		s := waitStats(t, o, "the poison row parked", func(s outbox.Counts) bool { return s.Pending == 0 })
 		r.Close()
 		if s.Parked != 1 || s.Sent != n-1 {
 			t.Fatalf("stats %+v: want 1 parked, %d sent", s, n-1)
@@ -186,7 +186,7 @@ func TestMaxAttemptsParksTheFailingRow(t *testing.T) {
 		}}
 		testkit.AddCommitted(t, db, o, msgs...)
 		r := newRelay(t, o, wrap(rec), outbox.RelayConfig{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
-		s := waitStats(t, o, "the failing rows parked", func(s outbox.Stats) bool { return s.Pending == 0 })
+		s := waitStats(t, o, "the failing rows parked", func(s outbox.Counts) bool { return s.Pending == 0 })
 		r.Close()
 		if s.Parked != 2 || s.Sent != int64(len(msgs)-2) {
 			t.Fatalf("stats %+v: want 2 parked, %d sent", s, len(msgs)-2)
@@ -216,7 +216,7 @@ func TestRelaysShareTable(t *testing.T) {
 			relays = append(relays, newRelay(t, e.reopen(t), s, outbox.RelayConfig{Batch: 16, Concurrency: 4}))
 		}
 		testkit.AddCommitted(t, db, o, orderedMessages(n, keys)[n/2:]...)
-		waitStats(t, o, "all shipped", func(s outbox.Stats) bool { return s.Sent == n })
+		waitStats(t, o, "all shipped", func(s outbox.Counts) bool { return s.Sent == n })
 		for _, r := range relays {
 			r.Close()
 		}
@@ -239,7 +239,7 @@ func TestDelayHoldsRowBack(t *testing.T) {
 			outbox.Message{Topic: "t", Body: []byte("unordered")})
 		rec := new(recorder)
 		r := newRelay(t, o, rec, outbox.RelayConfig{})
-		s := waitStats(t, o, "two sent", func(s outbox.Stats) bool { return s.Sent == 2 })
+		s := waitStats(t, o, "two sent", func(s outbox.Counts) bool { return s.Sent == 2 })
 		r.Close()
 		if s.Pending != 2 || rec.count() != 2 {
 			t.Fatalf("stats %+v, shipped %d", s, rec.count())
@@ -259,7 +259,7 @@ func TestDeleteAndCleanup(t *testing.T) {
 		db, o := e.db, e.o
 		testkit.AddCommitted(t, db, o, orderedMessages(5, 2)...)
 		r := newRelay(t, o, new(recorder), outbox.RelayConfig{Delete: true})
-		waitStats(t, o, "all deleted", func(s outbox.Stats) bool { return s == outbox.Stats{} })
+		waitStats(t, o, "all deleted", func(s outbox.Counts) bool { return s == outbox.Counts{} })
 		r.Close()
 		if st := r.Stats(); st.Shipped != 5 {
 			t.Fatalf("relay stats %+v", st)
@@ -267,7 +267,7 @@ func TestDeleteAndCleanup(t *testing.T) {
 
 		testkit.AddCommitted(t, db, o, orderedMessages(5, 2)...)
 		r = newRelay(t, o, new(recorder), outbox.RelayConfig{CleanupInterval: -1})
-		waitStats(t, o, "all sent", func(s outbox.Stats) bool { return s.Sent == 5 })
+		waitStats(t, o, "all sent", func(s outbox.Counts) bool { return s.Sent == 5 })
 		r.Close()
 		if n, err := o.Cleanup(t.Context(), time.Hour); err != nil || n != 0 {
 			t.Fatalf("Cleanup with an hour's retention deleted %d (%v)", n, err)
@@ -299,7 +299,7 @@ func TestCloseDrains(t *testing.T) {
 		go func() { r.Close(); close(closed) }()
 		close(unblock)
 		<-closed
-		if s, err := o.Stats(t.Context()); err != nil || s.Sent != 4 {
+		if s, err := o.Count(t.Context()); err != nil || s.Sent != 4 {
 			t.Fatalf("after Close: %+v (%v)", s, err)
 		}
 	})
@@ -322,13 +322,13 @@ func TestCloseGivesUpDraining(t *testing.T) {
 		<-started
 		<-started
 		r.Close()
-		st, err := o.Stats(t.Context())
+		st, err := o.Count(t.Context())
 		if err != nil || st.Pending != 2 {
 			t.Fatalf("after Close: %+v (%v)", st, err)
 		}
 		rec := new(recorder)
 		r = newRelay(t, o, rec, outbox.RelayConfig{})
-		waitStats(t, o, "the rows shipped by the next relay", func(s outbox.Stats) bool { return s.Sent == 2 })
+		waitStats(t, o, "the rows shipped by the next relay", func(s outbox.Counts) bool { return s.Sent == 2 })
 		r.Close()
 	})
 }
@@ -423,7 +423,7 @@ AND (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		waitStats(t, o, "the rows marked sent", func(s outbox.Stats) bool { return s.Sent == 2 })
+		waitStats(t, o, "the rows marked sent", func(s outbox.Counts) bool { return s.Sent == 2 })
 		if n := rec.count(); n != 2 {
 			t.Fatalf("%d sends, want 2", n)
 		}
@@ -449,11 +449,11 @@ func TestOpenBusinessTransactionHoldsNothingBack(t *testing.T) {
 		}
 		rec := new(recorder)
 		newRelay(t, o, rec, outbox.RelayConfig{})
-		waitStats(t, o, "the committed rows shipped while the transaction is open", func(s outbox.Stats) bool { return s.Sent == 2 })
+		waitStats(t, o, "the committed rows shipped while the transaction is open", func(s outbox.Counts) bool { return s.Sent == 2 })
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		waitStats(t, o, "every row shipped", func(s outbox.Stats) bool { return s.Sent == 4 })
+		waitStats(t, o, "every row shipped", func(s outbox.Counts) bool { return s.Sent == 4 })
 		checkOrder(t, rec.sent(), 4, 1)
 	})
 }
@@ -480,12 +480,12 @@ func TestBrokerOutage(t *testing.T) {
 		}}
 		testkit.AddCommitted(t, db, o, orderedMessages(n, keys)...)
 		r := newRelay(t, o, rec, outbox.RelayConfig{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
-		waitStats(t, o, "every key's first row to fail twice", func(outbox.Stats) bool { return r.Stats().Retried >= 2*keys })
-		if s, err := o.Stats(t.Context()); err != nil || s.Pending != n || rec.count() != 0 {
+		waitStats(t, o, "every key's first row to fail twice", func(outbox.Counts) bool { return r.Stats().Retried >= 2*keys })
+		if s, err := o.Count(t.Context()); err != nil || s.Pending != n || rec.count() != 0 {
 			t.Fatalf("while down: %+v (%v), shipped %d", s, err, rec.count())
 		}
 		close(up)
-		waitStats(t, o, "all sent", func(s outbox.Stats) bool { return s.Sent == n })
+		waitStats(t, o, "all sent", func(s outbox.Counts) bool { return s.Sent == n })
 		r.Close()
 		checkOrder(t, rec.sent(), n, keys)
 	})
@@ -500,10 +500,10 @@ func TestWakeEndsTheWait(t *testing.T) {
 		wake := make(chan struct{}, 1)
 		testkit.AddCommitted(t, db, o, orderedMessages(1, 1)...)
 		newRelay(t, o, rec, outbox.RelayConfig{PollInterval: time.Hour, Wake: wake})
-		waitStats(t, o, "the first row sent", func(s outbox.Stats) bool { return s.Sent == 1 })
+		waitStats(t, o, "the first row sent", func(s outbox.Counts) bool { return s.Sent == 1 })
 		testkit.AddCommitted(t, db, o, orderedMessages(2, 1)[1])
 		wake <- struct{}{}
-		waitStats(t, o, "the row added after a wake sent", func(s outbox.Stats) bool { return s.Sent == 2 })
+		waitStats(t, o, "the row added after a wake sent", func(s outbox.Counts) bool { return s.Sent == 2 })
 		checkOrder(t, rec.sent(), 2, 1)
 	})
 }

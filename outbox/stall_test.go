@@ -127,9 +127,9 @@ func TestRelayStoppedInsideAClaim(t *testing.T) {
 			for range 2 {
 				newRelay(t, e.reopen(t), rec, outbox.RelayConfig{Batch: 20, Lease: lease})
 			}
-			waitStats(t, e.o, "a row sent by the other relays", func(s outbox.Stats) bool { return s.Sent > 0 })
+			waitStats(t, e.o, "a row sent by the other relays", func(s outbox.Counts) bool { return s.Sent > 0 })
 			takeover := time.Since(stopped)
-			waitStats(t, e.o, "every row sent", func(s outbox.Stats) bool { return s.Sent == n })
+			waitStats(t, e.o, "every row sent", func(s outbox.Counts) bool { return s.Sent == n })
 			all := time.Since(stopped)
 			t.Logf("%s: first row sent %v after the stop, all %d %v after it", b.Name, takeover.Round(time.Millisecond), n, all.Round(time.Millisecond))
 			if all > lease {

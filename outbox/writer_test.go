@@ -43,7 +43,7 @@ func TestRollbackShipsNothing(t *testing.T) {
 		}
 		rec := new(recorder)
 		r := newRelay(t, o, rec, outbox.RelayConfig{})
-		waitStats(t, o, "three rows sent", func(s outbox.Stats) bool { return s.Sent == 3 })
+		waitStats(t, o, "three rows sent", func(s outbox.Counts) bool { return s.Sent == 3 })
 		r.Close()
 		got := rec.sent()
 		if len(got) != 3 {
@@ -82,11 +82,11 @@ func TestAddRefuses(t *testing.T) {
 			m    outbox.Message
 			want error
 		}{
-			{"oversized body", outbox.Message{Topic: "t", Body: make([]byte, 1<<10+1)}, outbox.ErrTooLarge},
+			{"oversized body", outbox.Message{Topic: "t", Body: make([]byte, 1<<10+1)}, outbox.ErrInvalidMessage},
 			{"empty body", outbox.Message{Topic: "t"}, outbox.ErrInvalidMessage},
-			{"empty topic", outbox.Message{Body: []byte("x")}, outbox.ErrInvalidTopic},
-			{"topic with a space", outbox.Message{Topic: "a b", Body: []byte("x")}, outbox.ErrInvalidTopic},
-			{"long topic", outbox.Message{Topic: strings.Repeat("t", 128), Body: []byte("x")}, outbox.ErrInvalidTopic},
+			{"empty topic", outbox.Message{Body: []byte("x")}, outbox.ErrInvalidMessage},
+			{"topic with a space", outbox.Message{Topic: "a b", Body: []byte("x")}, outbox.ErrInvalidMessage},
+			{"long topic", outbox.Message{Topic: strings.Repeat("t", 128), Body: []byte("x")}, outbox.ErrInvalidMessage},
 			{"key with a space", outbox.Message{Topic: "t", Body: []byte("x"), Properties: map[string]string{msgkey.Property: "a b"}}, msgkey.ErrInvalid},
 			{"key too long", outbox.Message{Topic: "t", Body: []byte("x"), Properties: map[string]string{msgkey.Property: strings.Repeat("k", msgkey.MaxLen+1)}}, msgkey.ErrInvalid},
 			{"property with a separator", outbox.Message{Topic: "t", Body: []byte("x"), Properties: map[string]string{"p": "a\x01b"}}, outbox.ErrInvalidMessage},
@@ -108,7 +108,7 @@ func TestAddRefuses(t *testing.T) {
 				}
 			})
 		}
-		if s, err := o.Stats(t.Context()); err != nil || s != (outbox.Stats{}) {
+		if s, err := o.Count(t.Context()); err != nil || s != (outbox.Counts{}) {
 			t.Fatalf("after refusals the table holds %+v (%v)", s, err)
 		}
 	})

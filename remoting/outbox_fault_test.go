@@ -175,7 +175,7 @@ func TestRelayProcessesKilledAndPaused(t *testing.T) {
 		want[k] = string(msgs[i].Body)
 	}
 	checkShipped(t, recv, want)
-	st, err := o.Stats(t.Context())
+	st, err := o.Count(t.Context())
 	if err != nil || st.Pending != 0 || st.Sent != n {
 		t.Fatalf("stats %+v (%v)", st, err)
 	}

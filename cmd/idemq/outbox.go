@@ -99,7 +99,7 @@ func outboxStats(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer closeFn()
-	st, err := o.Stats(ctx)
+	st, err := o.Count(ctx)
 	if err != nil {
 		return f.failure("outbox stats", addr, err)
 	}
