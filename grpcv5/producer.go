@@ -36,19 +36,14 @@ func (p *Producer) Stamp(ctx context.Context, msg *golang.Message) error {
 	if msg == nil {
 		return errors.New("grpcv5: nil message")
 	}
-	if _, err := msgkey.Stamp(ctx, message{msg}, p.keys.NextKey); err != nil {
+	key, withKey, err := msgkey.Stamp(ctx, msgkey.Properties(msg.GetProperties()), msg.GetKeys(), p.keys.NextKey)
+	if err != nil {
 		return fmt.Errorf("grpcv5: topic %s: %w", msg.Topic, err)
 	}
+	msg.AddProperty(msgkey.Property, key)
+	msg.SetKeys(withKey...)
 	return nil
 }
-
-// message fits a *golang.Message to msgkey.Stamp.
-type message struct{ *golang.Message }
-
-func (m message) GetProperty(name string) string { return m.GetProperties()[name] }
-func (m message) SetProperty(name, value string) { m.AddProperty(name, value) }
-func (m message) Keys() []string                 { return m.GetKeys() }
-func (m message) SetKeys(keys []string)          { m.Message.SetKeys(keys...) }
 
 // Send stamps msg and sends it. The client retries a failed attempt
 // internally with the same key; a caller that sends msg again after an

@@ -107,16 +107,10 @@ func stamped(ctx context.Context, m *Message, next func(context.Context) (string
 		c.Properties = map[string]string{}
 	}
 	c.Keys = slices.Clone(m.Keys)
-	if _, err := msgkey.Stamp(ctx, stampable{&c}, next); err != nil {
+	key, withKey, err := msgkey.Stamp(ctx, msgkey.Properties(c.Properties), c.Keys, next)
+	if err != nil {
 		return Message{}, err
 	}
+	c.Properties[msgkey.Property], c.Keys = key, withKey
 	return c, nil
 }
-
-// stampable fits a *Message to msgkey.Stamp.
-type stampable struct{ m *Message }
-
-func (s stampable) GetProperty(name string) string { return s.m.Properties[name] }
-func (s stampable) SetProperty(name, value string) { s.m.Properties[name] = value }
-func (s stampable) Keys() []string                 { return s.m.Keys }
-func (s stampable) SetKeys(keys []string)          { s.m.Keys = keys }

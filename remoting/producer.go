@@ -49,19 +49,15 @@ func stamp(ctx context.Context, keys msgkey.Source, msgs []*primitive.Message) e
 		if m == nil {
 			return errors.New("remoting: nil message")
 		}
-		if _, err := msgkey.Stamp(ctx, message{m}, keys.NextKey); err != nil {
+		key, withKey, err := msgkey.Stamp(ctx, m, strings.Fields(m.GetKeys()), keys.NextKey)
+		if err != nil {
 			return fmt.Errorf("remoting: topic %s: %w", m.Topic, err)
 		}
+		m.WithProperty(msgkey.Property, key)
+		m.WithKeys(withKey)
 	}
 	return nil
 }
-
-// message fits a *primitive.Message to msgkey.Stamp.
-type message struct{ *primitive.Message }
-
-func (m message) SetProperty(name, value string) { m.WithProperty(name, value) }
-func (m message) Keys() []string                 { return strings.Fields(m.GetKeys()) }
-func (m message) SetKeys(keys []string)          { m.WithKeys(keys) }
 
 // batched returns what the client is to send for msgs: msgs, or, for
 // several messages of one topic and one sharding key, a batch of them that
