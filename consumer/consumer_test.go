@@ -102,8 +102,8 @@ func TestProcess(t *testing.T) {
 	if len(seen) != 2 || seen[0] != "m-ok" || seen[1] != "m-fail" {
 		t.Errorf("the handler saw %v; want m-ok and m-fail, as described", seen)
 	}
-	if errors.Is(vs[2].Err, consumer.ErrNoKey) != true {
-		t.Errorf("no key: %v, want ErrNoKey", vs[2].Err)
+	if vs[2].Err == nil || !strings.Contains(vs[2].Err.Error(), "no idempotency key") {
+		t.Errorf("no key: %v, want \"no idempotency key\"", vs[2].Err)
 	}
 }
 
@@ -111,7 +111,7 @@ func TestProcess(t *testing.T) {
 // fallback that names one.
 func TestProcessKeyFallback(t *testing.T) {
 	c := newConsumer(t, memdedupe.New(memdedupe.Config{}),
-		consumer.WithKeyFallback(func(*consumer.Message) string { return "" }, consumer.MsgID))
+		consumer.WithKeyFallback(func(*consumer.Message) string { return "" }, func(m *consumer.Message) string { return m.ID }))
 	ran := 0
 	h := func(context.Context, *consumer.Message) error { ran++; return nil }
 	for range 2 {

@@ -18,7 +18,7 @@ func (f optionFunc) apply(o *options) { f(o) }
 type options struct {
 	namespace     string
 	guard         dedupe.GuardConfig
-	fallbacks     []KeyFunc
+	fallbacks     []func(*Message) string
 	noFingerprint bool
 	logger        *slog.Logger
 	busyWait      time.Duration
@@ -73,11 +73,13 @@ func WithNamespace(ns string) Option { return optionFunc(func(o *options) { o.na
 func WithGuard(cfg dedupe.GuardConfig) Option { return optionFunc(func(o *options) { o.guard = cfg }) }
 
 // WithKeyFallback names where to find a key when a message has no
-// [msgkey.Property], tried in order: for example the client's unique key
-// (remoting.UniqKey, grpcv5.UniqKey), then [MsgID].
+// [msgkey.Property]: functions that return a message's key, or "" when it
+// has none, tried in order. For example the client's unique key
+// (remoting.UniqKey, grpcv5.UniqKey), then the message id
+// (func(m *consumer.Message) string { return m.ID }; see [Message].ID).
 // Default none: a message without a key is retried, never run without
 // dedupe.
-func WithKeyFallback(fs ...KeyFunc) Option {
+func WithKeyFallback(fs ...func(*Message) string) Option {
 	return optionFunc(func(o *options) { o.fallbacks = append(o.fallbacks, fs...) })
 }
 

@@ -22,7 +22,7 @@ import (
 func TestProcessAllocations(t *testing.T) {
 	const want = 5
 	c, err := consumer.New(memdedupe.New(memdedupe.Config{}), "allocs",
-		consumer.WithKeyFallback(consumer.MsgID),
+		consumer.WithKeyFallback(func(m *consumer.Message) string { return m.ID }),
 		consumer.WithGuard(dedupe.GuardConfig{Retention: benchRetention}), consumer.AcceptShortRetention(),
 		consumer.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {

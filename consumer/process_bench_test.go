@@ -77,7 +77,7 @@ type side func(ctx context.Context, msgs []consumer.Message) []adapter.Verdict
 func benchProcess(b *testing.B, batch, g int) {
 	c, err := consumer.New(memdedupe.New(memdedupe.Config{}), "bench",
 		// The key is the message id: no properties to build per message.
-		consumer.WithKeyFallback(consumer.MsgID),
+		consumer.WithKeyFallback(func(m *consumer.Message) string { return m.ID }),
 		consumer.WithGuard(dedupe.GuardConfig{Retention: benchRetention}), consumer.AcceptShortRetention(),
 		consumer.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {

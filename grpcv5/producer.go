@@ -73,12 +73,8 @@ func (p *Producer) SendAsync(ctx context.Context, msg *golang.Message, done func
 	return nil
 }
 
-// BeginTransaction starts a transaction on the wrapped producer, for
-// [Producer.SendWithTransaction].
-func (p *Producer) BeginTransaction() golang.Transaction { return p.p.BeginTransaction() }
-
 // SendWithTransaction stamps msg and sends it as a half message of tx,
-// which BeginTransaction returned. The caller then runs its local
+// which the wrapped producer's BeginTransaction returned. The caller then runs its local
 // transaction (the key is msgkey.Of(msgkey.Properties(msg.GetProperties())))
 // and calls tx.Commit or tx.RollBack; if it does neither, the broker asks
 // the producer's TransactionChecker, which sees the same key.

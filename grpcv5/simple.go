@@ -67,14 +67,13 @@ func (c SimpleConfig) validate() error {
 	return nil
 }
 
-// Errors of a [Receiver].
-var (
-	// ErrClosed: Run was called after Close, or a second time.
-	ErrClosed = errors.New("grpcv5: receiver closed")
-	// ErrDrainTimeout: handlers were still running when the drain ran out
-	// of time; their contexts were cancelled.
-	ErrDrainTimeout = errors.New("grpcv5: drain ran out of time")
-)
+// ErrDrainTimeout is in the error of a [Receiver]'s Run, and the cause of
+// its handlers' contexts, when handlers were still running when the drain
+// ran out of time; their contexts were cancelled.
+var ErrDrainTimeout = errors.New("grpcv5: drain ran out of time")
+
+// errClosed is Run's answer after Close, or a second time: a misuse.
+var errClosed = errors.New("grpcv5: receiver closed")
 
 // Receiver runs a receive loop on a golang.SimpleConsumer: it receives
 // messages, handles each in a goroutine of its own (up to
@@ -120,11 +119,12 @@ func Simple(c *consumer.Consumer, sc golang.SimpleConsumer, h consumer.Handler, 
 // cancelled: messages the proxy had already taken for it come back when
 // their invisible duration ends, on their next attempt. Messages still in hand then
 // are left unacknowledged. Its error wraps [ErrDrainTimeout] when the
-// drain ran out of time, and is [ErrClosed] when Run ran before.
+// drain ran out of time, and says the receiver is closed when Run ran
+// before.
 func (r *Receiver) Run(ctx context.Context) error { return r.r.run(ctx) }
 
 // Close stops Run, waits until it has drained and returns what it
-// returned (nil if Run never ran); afterwards Run returns ErrClosed.
+// returned (nil if Run never ran); afterwards Run fails at once.
 func (r *Receiver) Close() error { return r.r.close() }
 
 // client is what a receiver uses of a simple consumer receiving Vs.
@@ -189,7 +189,7 @@ func (r *receiver[V]) run(ctx context.Context) error {
 	r.mu.Lock()
 	if r.state != idle {
 		r.mu.Unlock()
-		return ErrClosed
+		return errClosed
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -180,7 +180,7 @@ func TestSimpleFaults(t *testing.T) {
 }
 
 // TestSimpleNoKey: a message without a key is retried, never run, unless a
-// fallback names one; consumer.MsgID and UniqKey give the message id.
+// fallback names one; the message id and UniqKey give the message id.
 func TestSimpleNoKey(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -188,7 +188,7 @@ func TestSimpleNoKey(t *testing.T) {
 		acked bool
 	}{
 		{name: "Strict"},
-		{name: "MsgID", opts: []consumer.Option{consumer.WithKeyFallback(consumer.MsgID)}, acked: true},
+		{name: "MsgID", opts: []consumer.Option{consumer.WithKeyFallback(func(m *consumer.Message) string { return m.ID })}, acked: true},
 		{name: "UniqKey", opts: []consumer.Option{consumer.WithKeyFallback(UniqKey)}, acked: true},
 	}
 	for _, tt := range tests {
@@ -396,8 +396,8 @@ func TestSimpleLifecycle(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Errorf("stop: %v", err)
 	}
-	if err := r.run(context.Background()); !errors.Is(err, ErrClosed) {
-		t.Errorf("second Run: %v, want ErrClosed", err)
+	if err := r.run(context.Background()); !errors.Is(err, errClosed) {
+		t.Errorf("second Run: %v, want errClosed", err)
 	}
 	r2, err := newReceiver(c, client[*fakeView](&fakeSimple{}), newLedger().handle, SimpleConfig{})
 	if err != nil {
@@ -406,8 +406,8 @@ func TestSimpleLifecycle(t *testing.T) {
 	if err := r2.close(); err != nil {
 		t.Errorf("Close before Run: %v", err)
 	}
-	if err := r2.run(context.Background()); !errors.Is(err, ErrClosed) {
-		t.Errorf("Run after Close: %v, want ErrClosed", err)
+	if err := r2.run(context.Background()); !errors.Is(err, errClosed) {
+		t.Errorf("Run after Close: %v, want errClosed", err)
 	}
 }
 

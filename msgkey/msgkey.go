@@ -28,14 +28,10 @@ const MaxLen = 255
 // record name it cannot store.
 var ErrInvalid = errors.New("idemq: invalid message key")
 
-// Carrier is a message whose user properties can be read, such as
-// RocketMQ's *primitive.Message and *primitive.MessageExt.
-type Carrier interface {
-	GetProperty(name string) string
-}
-
-// Of returns m's key, or "" when it carries none.
-func Of(m Carrier) string { return m.GetProperty(Property) }
+// Of returns m's key, or "" when it carries none. m is a message whose
+// user properties can be read, such as RocketMQ's *primitive.Message and
+// *primitive.MessageExt, a *consumer.Message, or [Properties].
+func Of(m interface{ GetProperty(name string) string }) string { return m.GetProperty(Property) }
 
 // Validate reports whether key can travel in a message: in the Property and
 // among the message's Keys. Its error wraps [ErrInvalid]. Besides being

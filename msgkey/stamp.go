@@ -16,7 +16,7 @@ import (
 // on error the caller changes nothing.
 //
 // This is the rule every producer adapter, and package outbox, follows.
-func Stamp(ctx context.Context, m Carrier, keys []string, next func(context.Context) (string, error)) (key string, withKey []string, err error) {
+func Stamp(ctx context.Context, m interface{ GetProperty(name string) string }, keys []string, next func(context.Context) (string, error)) (key string, withKey []string, err error) {
 	key = Of(m)
 	if key == "" {
 		k, err := next(ctx)
@@ -34,7 +34,7 @@ func Stamp(ctx context.Context, m Carrier, keys []string, next func(context.Cont
 	return key, keys, nil
 }
 
-// Properties is a [Carrier] for a message whose user properties come as a
+// Properties is a message, for [Of] and [Stamp], whose user properties come as a
 // map, as the gRPC client's (rocketmq-clients/golang/v5) Message and
 // MessageView give them:
 //

@@ -14,8 +14,6 @@ import (
 	"github.com/idemq/idemq/internal/adapter"
 )
 
-// Callback is the function a rocketmq.PushConsumer subscribes with.
-type Callback = func(context.Context, ...*primitive.MessageExt) (rmq.ConsumeResult, error)
 
 // Concurrently returns the callback that runs h through c for a
 // concurrently consuming push consumer. The messages the client delivers
@@ -32,7 +30,7 @@ type Callback = func(context.Context, ...*primitive.MessageExt) (rmq.ConsumeResu
 // consumer's ConsumeTimeout of 15, past which the client sends a message in
 // a callback back on its own), and on a message's last reconsume for as
 // long as the store is down.
-func Concurrently(c *consumer.Consumer, h consumer.Handler) Callback {
+func Concurrently(c *consumer.Consumer, h consumer.Handler) func(context.Context, ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
 	return func(ctx context.Context, exts ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
 		a := sum(adapter.Process(ctx, c, messages(exts), h, adapter.Waiting{}))
 		if a.err == nil {
@@ -59,7 +57,7 @@ func Concurrently(c *consumer.Consumer, h consumer.Handler) Callback {
 //
 // Allocate with [HandBack], or the queues that a group change moves wait
 // some 60 s for the broker's lock to expire.
-func Orderly(c *consumer.Consumer, h consumer.Handler, opts ...Option) Callback {
+func Orderly(c *consumer.Consumer, h consumer.Handler, opts ...Option) func(context.Context, ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
 	o := options{suspend: time.Second}
 	for _, opt := range opts {
 		opt.apply(&o)

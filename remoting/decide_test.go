@@ -237,7 +237,7 @@ func TestOutcomes(t *testing.T) {
 
 	modes := []struct {
 		name     string
-		callback func(*consumer.Consumer, consumer.Handler) remoting.Callback
+		callback func(*consumer.Consumer, consumer.Handler) callback
 		retry    rmq.ConsumeResult
 	}{
 		{"Concurrently", remoting.Concurrently, rmq.ConsumeRetryLater},

@@ -119,7 +119,7 @@ type answer struct {
 
 // deliver runs cb with msgs in a goroutine, notes "returned <name>" when it
 // returns, and answers on the channel.
-func (e *drainEnv) deliver(ctx context.Context, cb remoting.Callback, name string, msgs ...*primitive.MessageExt) <-chan answer {
+func (e *drainEnv) deliver(ctx context.Context, cb callback, name string, msgs ...*primitive.MessageExt) <-chan answer {
 	done := make(chan answer, 1)
 	go func() {
 		res, err := cb(ctx, msgs...)
@@ -168,7 +168,7 @@ func (e *drainEnv) free(key string) bool {
 // callbacks are the two ways to adapt a handler.
 var callbacks = []struct {
 	name string
-	cb   func(*consumer.Consumer, consumer.Handler) remoting.Callback
+	cb   func(*consumer.Consumer, consumer.Handler) callback
 }{
 	{"Concurrently", remoting.Concurrently},
 	{"Orderly", orderly},
@@ -233,7 +233,7 @@ func TestDrainHoldsInsteadOfRetrying(t *testing.T) {
 	tests := []struct {
 		name string
 		// start delivers the callback and returns once it is under way.
-		start func(e *drainEnv, cb remoting.Callback) <-chan answer
+		start func(e *drainEnv, cb callback) <-chan answer
 		// returned is the callback's name in the events; free, if set,
 		// a key that must end up unclaimed.
 		returned, free string
@@ -241,7 +241,7 @@ func TestDrainHoldsInsteadOfRetrying(t *testing.T) {
 		running bool
 	}{{
 		name: "BusyWait",
-		start: func(e *drainEnv, cb remoting.Callback) <-chan answer {
+		start: func(e *drainEnv, cb callback) <-chan answer {
 			hold(e.t, e.mem, "busy", time.Minute)
 			done := e.deliver(context.Background(), cb, "busy", msg("busy"))
 			testkit.WaitFor(e.t, "the callback to wait", func() bool { return e.c.Stats().Waited > 0 })
@@ -250,7 +250,7 @@ func TestDrainHoldsInsteadOfRetrying(t *testing.T) {
 		returned: "busy",
 	}, {
 		name: "FailsDuringDrain",
-		start: func(e *drainEnv, cb remoting.Callback) <-chan answer {
+		start: func(e *drainEnv, cb callback) <-chan answer {
 			e.slowErr = errors.New("declined")
 			done := e.deliver(context.Background(), cb, "slow", msg("slow"))
 			testkit.WaitFor(e.t, "the handler to run", func() bool { return e.ev.has("run slow") })

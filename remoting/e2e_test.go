@@ -61,15 +61,15 @@ func (l *ledger) snapshot() map[string]int {
 // subscriber returns the Consumer of one push consumer in group, and the
 // function that turns a handler into the callback the
 // push consumer subscribes with.
-type subscriber func(store dedupe.Store, group string) (*consumer.Consumer, func(consumer.Handler) remoting.Callback, error)
+type subscriber func(store dedupe.Store, group string) (*consumer.Consumer, func(consumer.Handler) callback, error)
 
 // concurrently is the subscriber of a plain handler: remoting.Concurrently.
-func concurrently(store dedupe.Store, group string) (*consumer.Consumer, func(consumer.Handler) remoting.Callback, error) {
+func concurrently(store dedupe.Store, group string) (*consumer.Consumer, func(consumer.Handler) callback, error) {
 	c, err := consumer.New(store, group)
 	if err != nil {
 		return nil, nil, err
 	}
-	return c, func(h consumer.Handler) remoting.Callback { return remoting.Concurrently(c, h) }, nil
+	return c, func(h consumer.Handler) callback { return remoting.Concurrently(c, h) }, nil
 }
 
 // TestEndToEndEachMessageAppliedOnce sends N distinct messages and re-sends

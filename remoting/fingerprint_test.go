@@ -60,7 +60,7 @@ func TestReusedKey(t *testing.T) {
 	}
 	paths := []struct {
 		name     string
-		callback func(*consumer.Consumer, consumer.Handler) remoting.Callback
+		callback func(*consumer.Consumer, consumer.Handler) callback
 		retry    rmq.ConsumeResult // the answer for a reused key
 	}{
 		{"Concurrently", remoting.Concurrently, rmq.ConsumeRetryLater},

@@ -58,7 +58,7 @@ func TestTelemetry(t *testing.T) {
 	mem := memdedupe.New(memdedupe.Config{})
 	store := dedupetest.NewFaultStore(mem)
 	c, err := consumer.New(store, otelGroup,
-		consumer.WithMeterProvider(mp), consumer.WithTracerProvider(tp),
+		consumer.WithTelemetry(mp, tp),
 		consumer.WithLogger(slog.New(slog.DiscardHandler)),
 		consumer.WithBusyWait(time.Nanosecond), consumer.WithStoreDownWait(time.Nanosecond))
 	if err != nil {
@@ -341,7 +341,7 @@ func TestTelemetryNoSDKAllocs(t *testing.T) {
 		return testing.AllocsPerRun(200, func() { cb(context.Background(), m) })
 	}
 	global := allocs()
-	noop := allocs(consumer.WithMeterProvider(metricnoop.NewMeterProvider()), consumer.WithTracerProvider(tracenoop.NewTracerProvider()))
+	noop := allocs(consumer.WithTelemetry(metricnoop.NewMeterProvider(), tracenoop.NewTracerProvider()))
 	if global != noop {
 		t.Errorf("a callback allocates %v times through the unset global providers, %v through no-op ones", global, noop)
 	}
@@ -357,12 +357,12 @@ func BenchmarkTelemetry(b *testing.B) {
 		opts []consumer.Option
 	}{
 		{"global-unset", nil},
-		{"noop", []consumer.Option{consumer.WithMeterProvider(metricnoop.NewMeterProvider()), consumer.WithTracerProvider(tracenoop.NewTracerProvider())}},
-		{"sdk-metrics", []consumer.Option{consumer.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())))}},
-		{"sdk-traces", []consumer.Option{consumer.WithTracerProvider(sdktrace.NewTracerProvider())}},
+		{"noop", []consumer.Option{consumer.WithTelemetry(metricnoop.NewMeterProvider(), tracenoop.NewTracerProvider())}},
+		{"sdk-metrics", []consumer.Option{consumer.WithTelemetry(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())), nil)}},
+		{"sdk-traces", []consumer.Option{consumer.WithTelemetry(nil, sdktrace.NewTracerProvider())}},
 		{"sdk-both", []consumer.Option{
-			consumer.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))),
-			consumer.WithTracerProvider(sdktrace.NewTracerProvider()),
+			consumer.WithTelemetry(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())),
+				sdktrace.NewTracerProvider()),
 		}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {

@@ -44,7 +44,7 @@ func TestEndToEndTxEachRowCommittedOnce(t *testing.T) {
 		mu   sync.Mutex
 		keys = map[string]bool{} // every key a handler saw
 	)
-	endToEnd(t, broker4, func(_ dedupe.Store, group string) (*consumer.Consumer, func(consumer.Handler) remoting.Callback, error) {
+	endToEnd(t, broker4, func(_ dedupe.Store, group string) (*consumer.Consumer, func(consumer.Handler) callback, error) {
 		db := testdb.MySQL.OpenDSN(t, dsn)
 		store, err := sqldedupe.New(db, sqldedupe.MySQL, sqldedupe.Config{})
 		if err != nil {
@@ -55,7 +55,7 @@ func TestEndToEndTxEachRowCommittedOnce(t *testing.T) {
 		if err != nil {
 			return nil, nil, err
 		}
-		return c, func(h consumer.Handler) remoting.Callback {
+		return c, func(h consumer.Handler) callback {
 			pay, err := c.Tx(func(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
 				k := msgkey.Of(m)
 				mu.Lock()

@@ -166,7 +166,7 @@ type txStore interface {
 
 // consumer returns a callback that runs h through a transactional Consumer
 // over store.
-func (e *txEnv) consumer(store txStore, h consumer.TxHandler, opts ...consumer.Option) (remoting.Callback, func() consumer.Stats) {
+func (e *txEnv) consumer(store txStore, h consumer.TxHandler, opts ...consumer.Option) (callback, func() consumer.Stats) {
 	e.t.Helper()
 	opts = append([]consumer.Option{consumer.WithLogger(slog.New(slog.DiscardHandler))}, opts...)
 	c, err := consumer.New(store, txGroup, opts...)

@@ -102,7 +102,8 @@ func main() {
 		return nil
 	}
 	// counted notes every delivery, duplicates included, before dedupe.
-	counted := func(next remoting.Callback) remoting.Callback {
+	type callback = func(context.Context, ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error)
+	counted := func(next callback) callback {
 		return func(ctx context.Context, msgs ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
 			lastSeen.Store(time.Now().UnixNano())
 			for _, m := range msgs {

@@ -13,6 +13,7 @@ import (
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/consumer"
@@ -83,7 +84,7 @@ func role(run func(settings, *redis.Client, *slog.Logger) error) func() error {
 }
 
 // start subscribes a push consumer to s.Topic with cb and starts it.
-func start(s settings, cb remoting.Callback, opts ...rmq.Option) (rocketmq.PushConsumer, error) {
+func start(s settings, cb func(context.Context, ...*primitive.MessageExt) (rmq.ConsumeResult, error), opts ...rmq.Option) (rocketmq.PushConsumer, error) {
 	pc, err := newPushConsumer(s.Namesrv, s.Group, s.Instance, opts...)
 	if err != nil {
 		return nil, err
