@@ -9,18 +9,16 @@ import (
 	"github.com/idemq/idemq/dedupe"
 )
 
-// TxHandler processes one message inside tx, the transaction whose first
-// statement claimed the message's key (see [Consumer.Tx]). A nil error
-// commits its writes together with the record that the message is done;
-// any error (or panic) rolls both back and asks for a redelivery. It must
-// neither commit nor roll back tx.
-type TxHandler func(ctx context.Context, tx *sql.Tx, msg *Message) error
-
 // Tx makes the Consumer transactional, and returns a [Handler] that runs h
 // in the transaction of each message: run it as any handler, through a
 // client adapter, on c. The effects h writes to the database that the
 // store keeps its records in are applied exactly once, at one commit per
 // message.
+//
+// h processes one message inside tx, the transaction whose first statement
+// claimed the message's key. A nil error commits its writes together with
+// the record that the message is done; any error (or panic) rolls both
+// back and asks for a redelivery. It must neither commit nor roll back tx.
 //
 // The mode is the Consumer's, chosen once: call Tx before the client
 // delivers the first message (Tx fails once a message ran without a
@@ -67,7 +65,7 @@ type TxHandler func(ctx context.Context, tx *sql.Tx, msg *Message) error
 // transactional Consumer runs in a transaction, a plain [Handler] too (it
 // then holds its key in it), and the messages of a batch take one
 // transaction each.
-func (c *Consumer) Tx(h TxHandler) (Handler, error) {
+func (c *Consumer) Tx(h func(ctx context.Context, tx *sql.Tx, msg *Message) error) (Handler, error) {
 	if h == nil {
 		return nil, errors.New("consumer: Tx: nil handler")
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 )
 
@@ -116,10 +117,10 @@ func (r *recorder) send(msgs []*outbox.Message) error {
 		r.inFlight = map[string]bool{}
 	}
 	for _, m := range msgs {
-		if r.inFlight[m.Key()] {
-			r.overlap = append(r.overlap, m.Key())
+		if r.inFlight[msgkey.Of(msgkey.Properties(m.Properties))] {
+			r.overlap = append(r.overlap, msgkey.Of(msgkey.Properties(m.Properties)))
 		}
-		r.inFlight[m.Key()] = true
+		r.inFlight[msgkey.Of(msgkey.Properties(m.Properties))] = true
 	}
 	r.mu.Unlock()
 	var err error
@@ -131,7 +132,7 @@ func (r *recorder) send(msgs []*outbox.Message) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, m := range msgs {
-		delete(r.inFlight, m.Key())
+		delete(r.inFlight, msgkey.Of(msgkey.Properties(m.Properties)))
 		if err == nil {
 			r.got = append(r.got, *m)
 		}

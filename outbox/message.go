@@ -43,8 +43,8 @@ type Message struct {
 	Delay time.Duration
 }
 
-// Key returns the message's key, or "" before it is stamped.
-func (m *Message) Key() string { return m.Properties[msgkey.Property] }
+// key returns the message's key, or "" before it is stamped.
+func (m *Message) key() string { return m.Properties[msgkey.Property] }
 
 // ErrInvalidMessage is what Add returns for input that can never ship (a
 // topic RocketMQ refuses, an empty or oversized body, a separator in a

@@ -159,7 +159,7 @@ func (o *Outbox) AddBatch(ctx context.Context, tx *sql.Tx, msgs []Message) ([]st
 		if err != nil {
 			return nil, fmt.Errorf("outbox: properties: %w", err)
 		}
-		keys[i] = m.Key()
+		keys[i] = m.key()
 		args = append(args, m.Topic, m.Tags, strings.Join(m.Keys, " "), keys[i], m.OrderingKey, string(props), m.Body, micros(m.Delay))
 	}
 	for len(args) > 0 {

@@ -497,7 +497,7 @@ func (r *Relay) fail(owner string, row *row, err error) (parked bool) {
 	if errors.Is(err, ErrRefused) || r.cfg.MaxAttempts > 0 && row.attempts+1 >= r.cfg.MaxAttempts {
 		r.mark(r.o.q.park(), "park", reason(err), owner, row.id)
 		r.parked.Add(1)
-		r.cfg.Logger.Warn("outbox: row parked", "table", r.o.cfg.Table, "id", row.id, "key", row.msg.Key(), "err", err)
+		r.cfg.Logger.Warn("outbox: row parked", "table", r.o.cfg.Table, "id", row.id, "key", row.msg.key(), "err", err)
 		return true
 	}
 	r.mark(r.o.q.retry(), "retry", micros(r.backoff(row.attempts)), reason(err), owner, row.id)

@@ -16,6 +16,7 @@ import (
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testkit"
+	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 )
 
@@ -40,7 +41,7 @@ type keyList struct {
 func (l *keyList) Send(_ context.Context, m *outbox.Message) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.keys = append(l.keys, m.Key())
+	l.keys = append(l.keys, msgkey.Of(msgkey.Properties(m.Properties)))
 	return nil
 }
 

@@ -51,7 +51,7 @@ func TestRollbackShipsNothing(t *testing.T) {
 		}
 		byKey := map[string]outbox.Message{}
 		for _, m := range got {
-			byKey[m.Key()] = m
+			byKey[msgkey.Of(msgkey.Properties(m.Properties))] = m
 		}
 		for i, k := range keys {
 			m, ok := byKey[k]

@@ -14,7 +14,6 @@ import (
 	"github.com/idemq/idemq/internal/adapter"
 )
 
-
 // Concurrently returns the callback that runs h through c for a
 // concurrently consuming push consumer. The messages the client delivers
 // together (one by default; rmq.WithConsumeMessageBatchMaxSize for more)

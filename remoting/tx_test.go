@@ -166,7 +166,7 @@ type txStore interface {
 
 // consumer returns a callback that runs h through a transactional Consumer
 // over store.
-func (e *txEnv) consumer(store txStore, h consumer.TxHandler, opts ...consumer.Option) (callback, func() consumer.Stats) {
+func (e *txEnv) consumer(store txStore, h func(context.Context, *sql.Tx, *consumer.Message) error, opts ...consumer.Option) (callback, func() consumer.Stats) {
 	e.t.Helper()
 	opts = append([]consumer.Option{consumer.WithLogger(slog.New(slog.DiscardHandler))}, opts...)
 	c, err := consumer.New(store, txGroup, opts...)
@@ -180,8 +180,8 @@ func (e *txEnv) consumer(store txStore, h consumer.TxHandler, opts ...consumer.O
 	return remoting.Concurrently(c, th), c.Stats
 }
 
-// applier is a TxHandler that applies every message as by.
-func (e *txEnv) applier(by string) consumer.TxHandler {
+// applier is a transactional handler (Consumer.Tx) that applies every message as by.
+func (e *txEnv) applier(by string) func(context.Context, *sql.Tx, *consumer.Message) error {
 	return func(ctx context.Context, tx *sql.Tx, msg *consumer.Message) error {
 		return e.apply(ctx, tx, msg, by)
 	}
@@ -424,7 +424,7 @@ func TestTxStoreDown(t *testing.T) {
 	tests := []struct {
 		name     string
 		failOpen bool
-		h        func(e *txEnv) consumer.TxHandler
+		h        func(e *txEnv) func(context.Context, *sql.Tx, *consumer.Message) error
 		wantRes  rmq.ConsumeResult
 		want     []string
 		// wantUnguarded counts successful runs without dedupe.
@@ -512,10 +512,12 @@ func (s *flakyStore) Extend(ctx context.Context, t dedupe.Ticket, lease time.Dur
 	return s.txStore.Extend(ctx, t, lease)
 }
 
-func applierA(e *txEnv) consumer.TxHandler { return e.applier("A") }
+func applierA(e *txEnv) func(context.Context, *sql.Tx, *consumer.Message) error {
+	return e.applier("A")
+}
 
 // declined applies as A, then fails.
-func declined(e *txEnv) consumer.TxHandler {
+func declined(e *txEnv) func(context.Context, *sql.Tx, *consumer.Message) error {
 	return func(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
 		if err := e.apply(ctx, tx, m, "A"); err != nil {
 			return err
@@ -575,7 +577,7 @@ func TestTxRejects(t *testing.T) {
 		t.Error("the handler ran for a message whose key cannot be stored")
 	}
 	// A Consumer that ran messages without transactions has none to give
-	// a TxHandler.
+	// a transactional handler.
 	plain, err := consumer.New(store, txGroup, consumer.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)

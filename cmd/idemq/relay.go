@@ -105,7 +105,7 @@ func relay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("relay: listen for new rows at %s: %w", addr, err)
 		}
 		defer l.Close()
-		cfg.Wake = l.C()
+		cfg.Wake = l.C
 	}
 	var (
 		s    outbox.Sender

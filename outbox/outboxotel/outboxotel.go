@@ -62,7 +62,7 @@ func Register(mp metric.MeterProvider, o *outbox.Outbox, relays ...*outbox.Relay
 	table := attribute.String("idemq.outbox.table", o.Table())
 	inTable := metric.WithAttributes(table)
 	byState := func(s outbox.State) metric.ObserveOption {
-		return metric.WithAttributes(table, attribute.String("idemq.outbox.state", s.String()))
+		return metric.WithAttributes(table, attribute.String("idemq.outbox.state", string(s)))
 	}
 	return m.RegisterCallback(func(ctx context.Context, obs metric.Observer) error {
 		var sum outbox.Stats
