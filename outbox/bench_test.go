@@ -2,7 +2,6 @@ package outbox_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -39,33 +38,25 @@ func BenchmarkAdd(b *testing.B) {
 VALUES (?, '', ?, ?, '', ?, ?, 0, 0, ` + syn.Now() + `, ` + syn.Now() + `, '', '', ` + syn.Now() + `)`)
 			keys := new(counter)
 			msg := outbox.Message{Topic: "orders", Body: body200}
-			inTx := func(b *testing.B, f func(tx *sql.Tx) error) {
-				tx, err := db.BeginTx(ctx, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := f(tx); err != nil {
-					b.Fatal(err)
-				}
-				if err := tx.Commit(); err != nil {
-					b.Fatal(err)
-				}
-			}
 			b.Run("insert", func(b *testing.B) {
 				for b.Loop() {
 					k, _ := keys.NextKey(ctx)
-					inTx(b, func(tx *sql.Tx) error {
-						_, err := tx.ExecContext(ctx, insert, "orders", k, k, `{"IDEMQ_KEY":"`+k+`"}`, body200)
-						return err
-					})
+					tx, err := db.BeginTx(ctx, nil)
+					if err == nil {
+						_, err = tx.ExecContext(ctx, insert, "orders", k, k, `{"IDEMQ_KEY":"`+k+`"}`, body200)
+					}
+					if err == nil {
+						err = tx.Commit()
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
 				}
 			})
+			// testkit.AddCommitted: BEGIN, Add's statement, COMMIT.
 			b.Run("idemq-outbox", func(b *testing.B) {
 				for b.Loop() {
-					inTx(b, func(tx *sql.Tx) error {
-						_, err := o.Add(ctx, tx, msg)
-						return err
-					})
+					testkit.AddCommitted(b, db, o, msg)
 				}
 			})
 			b.Run("idemq-batch100", func(b *testing.B) {
@@ -74,10 +65,7 @@ VALUES (?, '', ?, ?, '', ?, ?, 0, 0, ` + syn.Now() + `, ` + syn.Now() + `, '', '
 					msgs[i] = msg
 				}
 				for b.Loop() {
-					inTx(b, func(tx *sql.Tx) error {
-						_, err := o.AddBatch(ctx, tx, msgs)
-						return err
-					})
+					testkit.AddCommitted(b, db, o, msgs...)
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(100*b.N), "ns/msg")
 			})
