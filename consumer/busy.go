@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/adapter"
 )
 
 // A busy key is asked about again after minBusyPoll, then after twice as
@@ -27,7 +28,7 @@ const (
 // its attempt, neither on a message's last reconsume. A drain or the end
 // of ctx stops the wait: the messages are held, neither acknowledged nor
 // sent back.
-func (c *Consumer) await(ctx context.Context, d *delivery, msgs []Message, items []dedupe.Item, of []int, res []dedupe.Result, run func(context.Context, int) error, w Waiting) {
+func (c *Consumer) await(ctx context.Context, d *delivery, msgs []Message, items []dedupe.Item, of []int, res []dedupe.Result, run func(context.Context, int) error, w adapter.Waiting) {
 	var waited, downWaited time.Duration
 	poll := minBusyPoll
 	countedBusy, countedDown := false, false

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/adapter"
 )
 
 // Handler processes one message. A nil error acknowledges it; any error
@@ -17,23 +19,28 @@ type Handler func(ctx context.Context, msg *Message) error
 
 // Consumer runs handlers at most once per (consumer group, message key) on
 // top of a [dedupe.Store]: the one entry point of the receiving side. The
-// client adapters run every delivered message through [Consumer.Process];
-// [WithTx] and [Consumer.Tx] run handlers that write through a SQL
-// transaction, and [Consumer.Drain] stops a client without cutting off a
-// running handler.
+// client adapters (packages remoting and grpcv5) run every delivered
+// message through it, and drain it when the client stops; [Consumer.Tx]
+// makes it run handlers that write through a SQL transaction.
 // It is safe for concurrent use.
 type Consumer struct {
 	options
 	group string
-	store dedupe.Store // as given, for the outage probe
-	guard *dedupe.Guard
+	store dedupe.Store // as given, for the outage probe and Tx
 	obs   *observer
+	stats counters
+	// mode is the guard's mode, decided once (see guard): modeUnset until
+	// the first message or the first call of Tx.
+	mode  atomic.Int32
+	plain *dedupe.Guard // over store with group commit
+	txg   *dedupe.Guard // the transactional guard, set by Tx before mode
+	txMu  sync.Mutex    // serializes Tx
 	// outage is what the Consumer knows of its store being down (see
 	// outage.go); probe is the ticket its probe asks the store about.
 	outage outage
 	probe  dedupe.Ticket
 
-	// Draining: running counts calls of Process under way; once draining
+	// Draining: running counts calls of process under way; once draining
 	// is set none starts a handler, and held calls wait for shut.
 	running  atomic.Int64
 	idle     chan struct{} // signalled when running drops to 0 while draining
@@ -61,7 +68,6 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	}
 	o := options{
 		logger:       slog.Default(),
-		stats:        new(Stats),
 		maxReconsume: defaultMaxReconsume,
 		delayLevels:  defaultDelayLevels,
 	}
@@ -72,7 +78,12 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	if err := probe.Validate(); err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	guard, err := newGuard(store, o)
+	if o.guard.Tx {
+		// One place sets the mode: the guard's mode would otherwise
+		// depend on which of two settings a reader finds first.
+		return nil, errors.New("consumer: dedupe.GuardConfig.Tx is set by Consumer.Tx, which makes a handler that writes through the transaction")
+	}
+	guard, err := dedupe.NewGuard(dedupe.WithGroupCommit(store), o.guard)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
@@ -93,35 +104,40 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	return &Consumer{
-		options: o, group: group, store: store, guard: guard, obs: obs, probe: probe,
+		options: o, group: group, store: store, plain: guard, obs: obs, probe: probe,
 		idle: make(chan struct{}, 1), drain: make(chan struct{}), shut: make(chan struct{}),
 	}, nil
 }
 
-// newGuard returns the guard of a Consumer over store with o: in the
-// transactional mode ([WithTx]) over store itself, else over store with
-// its concurrent calls coalesced ([dedupe.WithGroupCommit]).
-func newGuard(store dedupe.Store, o options) (*dedupe.Guard, error) {
-	cfg := o.guard
-	if o.tx {
-		cfg.Tx = true
-		g, err := dedupe.NewGuard(store, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("WithTx: %w", err)
-		}
-		return g, nil
+// The modes of a Consumer's guard.
+const (
+	modeUnset int32 = iota
+	modePlain       // claims with leases, concurrent claims coalesced
+	modeTx          // claims in each message's transaction (Consumer.Tx)
+)
+
+// guard returns the Consumer's guard, deciding its mode for good if it is
+// not yet: transactional once [Consumer.Tx] made a handler, plain from the
+// first message on otherwise.
+func (c *Consumer) guard() *dedupe.Guard {
+	if c.mode.Load() == modeUnset {
+		c.mode.CompareAndSwap(modeUnset, modePlain)
 	}
-	return dedupe.NewGuard(dedupe.WithGroupCommit(store), cfg)
+	if c.mode.Load() == modeTx {
+		return c.txg
+	}
+	return c.plain
 }
 
-// Stats returns the counters the Consumer updates (those given with
-// [WithStats], or its own).
-func (c *Consumer) Stats() *Stats { return c.stats }
+// log is the Consumer's logger, for the adapters ([adapter.Logger]).
+func (c *Consumer) log() *slog.Logger { return c.logger }
 
-// Logger returns the logger given with [WithLogger], or slog.Default():
-// a client adapter reports through it what it does besides
-// [Consumer.Process], such as a failed receive or acknowledgement.
-func (c *Consumer) Logger() *slog.Logger { return c.logger }
+// The adapters' way in: see package internal/adapter.
+var _ = adapter.Connect(
+	func(c *Consumer, ctx context.Context, msgs []Message, h func(context.Context, *Message) error, w adapter.Waiting) []adapter.Verdict {
+		return c.process(ctx, msgs, h, w)
+	},
+	(*Consumer).drainClient, (*Consumer).log)
 
 // PanicError is a recovered handler panic.
 type PanicError struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/adapter"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -71,20 +72,20 @@ func TestProcess(t *testing.T) {
 		}
 		return nil
 	}
-	vs := c.Process(context.Background(), msgs, h, consumer.Waiting{})
+	vs := adapter.Process(context.Background(), c, msgs, h, adapter.Waiting{})
 	want := []struct {
-		act     consumer.Action
+		act     adapter.Action
 		outcome dedupe.Outcome
 		delay   time.Duration
 		level   int
 		err     string
 	}{
-		{consumer.Ack, dedupe.Completed, 0, 0, ""},
+		{adapter.Ack, dedupe.Completed, 0, 0, ""},
 		// The level of its attempt: reconsumed twice, the third, 10s.
-		{consumer.Retry, dedupe.Failed, 10 * time.Second, 3, "declined"},
-		{consumer.Retry, dedupe.InvalidKey, time.Second, 1, "no idempotency key"},
+		{adapter.Retry, dedupe.Failed, 10 * time.Second, 3, "declined"},
+		{adapter.Retry, dedupe.InvalidKey, time.Second, 1, "no idempotency key"},
 		// The first default level no shorter than the holder's 90s: 2m.
-		{consumer.Retry, dedupe.Busy, 2 * time.Minute, 6, "held by another consumer"},
+		{adapter.Retry, dedupe.Busy, 2 * time.Minute, 6, "held by another consumer"},
 	}
 	if len(vs) != len(want) {
 		t.Fatalf("%d verdicts for %d messages", len(vs), len(want))
@@ -101,8 +102,8 @@ func TestProcess(t *testing.T) {
 	if len(seen) != 2 || seen[0] != "m-ok" || seen[1] != "m-fail" {
 		t.Errorf("the handler saw %v; want m-ok and m-fail, as described", seen)
 	}
-	if errors.Is(vs[2].Err, consumer.ErrNoKey) != true {
-		t.Errorf("no key: %v, want ErrNoKey", vs[2].Err)
+	if vs[2].Err == nil || !strings.Contains(vs[2].Err.Error(), "no idempotency key") {
+		t.Errorf("no key: %v, want \"no idempotency key\"", vs[2].Err)
 	}
 }
 
@@ -110,16 +111,16 @@ func TestProcess(t *testing.T) {
 // fallback that names one.
 func TestProcessKeyFallback(t *testing.T) {
 	c := newConsumer(t, memdedupe.New(memdedupe.Config{}),
-		consumer.WithKeyFallback(func(*consumer.Message) string { return "" }, consumer.MsgID))
+		consumer.WithKeyFallback(func(*consumer.Message) string { return "" }, func(m *consumer.Message) string { return m.ID }))
 	ran := 0
 	h := func(context.Context, *consumer.Message) error { ran++; return nil }
 	for range 2 {
-		if v := c.Process(context.Background(), []consumer.Message{message("m1", "", 0)}, h, consumer.Waiting{}); v[0].Action != consumer.Ack {
+		if v := adapter.Process(context.Background(), c, []consumer.Message{message("m1", "", 0)}, h, adapter.Waiting{}); v[0].Action != adapter.Ack {
 			t.Fatalf("verdict %+v, want Ack", v[0])
 		}
 	}
-	if ran != 1 || c.Stats().Suppressed.Load() != 1 {
-		t.Errorf("ran %d, suppressed %d; want 1 and 1: the id is the key", ran, c.Stats().Suppressed.Load())
+	if ran != 1 || c.Stats().Suppressed != 1 {
+		t.Errorf("ran %d, suppressed %d; want 1 and 1: the id is the key", ran, c.Stats().Suppressed)
 	}
 }
 
@@ -134,7 +135,7 @@ func TestProcessWaitingAlways(t *testing.T) {
 		mu      sync.Mutex
 		extends []time.Duration
 	)
-	w := consumer.Waiting{Always: true, Extend: func(i int, lease time.Duration) {
+	w := adapter.Waiting{Always: true, Extend: func(i int, lease time.Duration) {
 		mu.Lock()
 		defer mu.Unlock()
 		if i == 0 {
@@ -145,9 +146,9 @@ func TestProcessWaitingAlways(t *testing.T) {
 		}
 	}}
 	ran := 0
-	vs := c.Process(context.Background(), []consumer.Message{message("m1", "k", 0)},
+	vs := adapter.Process(context.Background(), c, []consumer.Message{message("m1", "k", 0)},
 		func(context.Context, *consumer.Message) error { ran++; return nil }, w)
-	if vs[0].Action != consumer.Ack || ran != 1 {
+	if vs[0].Action != adapter.Ack || ran != 1 {
 		t.Fatalf("verdict %+v, ran %d; want Ack after the holder released", vs[0], ran)
 	}
 	mu.Lock()
@@ -179,11 +180,11 @@ func TestProcessDrain(t *testing.T) {
 		defer mu.Unlock()
 		events = append(events, ev)
 	}
-	first := make(chan consumer.Verdict, 1)
+	first := make(chan adapter.Verdict, 1)
 	go func() {
 		// Noted before it is handed over, so that the events are complete
 		// once both verdicts are in.
-		v := c.Process(context.Background(), []consumer.Message{message("m1", "k1", 0)}, slow, consumer.Waiting{})[0]
+		v := adapter.Process(context.Background(), c, []consumer.Message{message("m1", "k1", 0)}, slow, adapter.Waiting{})[0]
 		note("first returned")
 		first <- v
 	}()
@@ -191,13 +192,13 @@ func TestProcessDrain(t *testing.T) {
 	waiting := make(chan struct{})
 	drained := make(chan error, 1)
 	go func() {
-		drained <- c.Drain(askedContext{context.Background(), waiting}, func() error { note("stopped"); return nil })
+		drained <- adapter.Drain(askedContext{context.Background(), waiting}, c, func() error { note("stopped"); return nil })
 	}()
-	late := make(chan consumer.Verdict, 1)
+	late := make(chan adapter.Verdict, 1)
 	go func() {
 		<-waiting // the drain has begun: it waits for the handler
-		v := c.Process(context.Background(), []consumer.Message{message("m2", "k2", 0)},
-			func(context.Context, *consumer.Message) error { t.Error("a handler ran during the drain"); return nil }, consumer.Waiting{})[0]
+		v := adapter.Process(context.Background(), c, []consumer.Message{message("m2", "k2", 0)},
+			func(context.Context, *consumer.Message) error { t.Error("a handler ran during the drain"); return nil }, adapter.Waiting{})[0]
 		note("late returned")
 		late <- v
 	}()
@@ -206,9 +207,9 @@ func TestProcessDrain(t *testing.T) {
 	if err := <-drained; err != nil {
 		t.Errorf("Drain = %v", err)
 	}
-	for _, ch := range []chan consumer.Verdict{first, late} {
+	for _, ch := range []chan adapter.Verdict{first, late} {
 		v := <-ch
-		if v.Action != consumer.Hold || !errors.Is(v.Err, consumer.ErrDraining) || v.Delay != 0 {
+		if v.Action != adapter.Hold || !errors.Is(v.Err, adapter.ErrDraining) || v.Delay != 0 {
 			t.Errorf("verdict %+v; want Hold with ErrDraining", v)
 		}
 	}
@@ -217,7 +218,7 @@ func TestProcessDrain(t *testing.T) {
 	if len(events) != 3 || events[0] != "stopped" {
 		t.Errorf("events %q; want the client stopped before either call returned", events)
 	}
-	if err := c.Drain(context.Background(), func() error { return nil }); err == nil {
+	if err := adapter.Drain(context.Background(), c, func() error { return nil }); err == nil {
 		t.Error("a second Drain succeeded")
 	}
 }

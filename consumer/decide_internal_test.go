@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/adapter"
 )
 
 // TestDecisionTableCoversEveryOutcome checks the table's shape: a row for
@@ -12,7 +13,7 @@ import (
 // its own, and every logged row with a fix. TestOutcomes checks
 // what the rows say.
 func TestDecisionTableCoversEveryOutcome(t *testing.T) {
-	var s Stats
+	var s counters
 	counters := map[*atomic.Int64]dedupe.Outcome{}
 	outcomes := map[dedupe.Outcome]bool{}
 	for _, o := range dedupe.Outcomes {
@@ -23,7 +24,7 @@ func TestDecisionTableCoversEveryOutcome(t *testing.T) {
 		}
 		d := decisions[o]
 		switch d.act {
-		case Ack, Retry, Hold:
+		case adapter.Ack, adapter.Retry, adapter.Hold:
 		default:
 			t.Errorf("%v: action %d", o, d.act)
 		}

@@ -27,10 +27,27 @@
 // message is acknowledged without running. A message without a key is
 // retried, never run unguarded, unless [WithKeyFallback] names a fallback.
 // The guard answers each message with one of a closed set of outcomes
-// ([dedupe.Outcome]), and one table maps each to an [Action], a [Stats]
-// counter, an OpenTelemetry count and, where someone must hear of it, a log
-// record. Two outcomes acknowledge a message whose effect may have run
-// twice or gone unrecorded (lease-lost, unrecorded): alert on them.
+// ([dedupe.Outcome]), and one table maps each to what the client does with
+// the message, a [Stats] counter, an OpenTelemetry count and, where someone
+// must hear of it, a log record:
+//
+//	outcome      client  logged
+//	completed    ack
+//	suppressed   ack
+//	failed       retry   (the handler's error is returned to the client)
+//	busy         retry   only once waiting in process is spent, no sooner than the holder's lease ends
+//	reused       retry   error (the key is recorded with another body)
+//	store-down   retry   only once waiting in process for the store is spent (fail-closed; with FailOpen the handler runs: unguarded)
+//	invalid-key  retry   error (no key, or one that cannot be stored)
+//	lease-lost   ack     error (the effect may have been applied twice)
+//	unrecorded   ack     error (the effect ran; its record failed)
+//	unguarded    ack     warn
+//	canceled     hold    (a drain: left for the queue's next owner)
+//
+// A lease-lost or unrecorded message is acknowledged because a retry
+// cannot undo an effect that ran: alert on their counts. A held message is
+// neither acknowledged nor sent back; the queue's next owner gets it
+// without a reconsume spent.
 //
 // A key that another consumer holds is waited for in process, and never
 // costs a message its last reconsume ([WithBusyWait]). So is a store that
@@ -40,8 +57,9 @@
 // last reconsume; the outage is logged when it begins and when it ends, not
 // per message. Messages delivered
 // together, and with a [dedupe.Batcher] concurrent deliveries too, share
-// store round trips. [Consumer.Drain] stops a client without cutting off a
-// running handler.
+// store round trips. The adapters' drains (remoting.Drain,
+// grpcv5.Listener.Drain, grpcv5.Receiver.Close) stop a client without
+// cutting off a running handler.
 //
 // # Retention
 //
@@ -57,16 +75,17 @@
 // RocketMQ's defaults, 16 reconsumes from 10s to 2h, that is 4h45m40s
 // (RocketMQ's docs round it to 4 h 46 min). The horizon counts delays
 // alone, not the time handlers and waits take, so leave a margin above it.
-// gRPC simple consumers redeliver sooner (see [Verdict.Delay]), so it is an
-// upper bound for them. A 5.x group with an exponential retry policy is
+// gRPC simple consumers redeliver sooner (a retried message comes back
+// after its attempt's delay level), so it is an upper bound for them. A 5.x group with an exponential retry policy is
 // beyond what New is told: size the retention from that policy's delays,
 // and pass [AcceptShortRetention] if New refuses it. So do tests and
 // benchmarks that expire records on purpose.
 //
 // # Transactions
 //
-// A Consumer made [WithTx] claims each message's key as the first statement
-// of a SQL transaction that its handler ([Consumer.Tx]) writes through: one
+// A Consumer that made a handler with [Consumer.Tx] claims each message's
+// key as the first statement of a SQL transaction that the handler writes
+// through: one
 // commit applies the handler's writes and records the key, a rollback
 // undoes both, and the key's row lock, not a lease, keeps duplicates out
 // meanwhile. Its writes apply exactly once, at the cost of one commit per

@@ -6,11 +6,11 @@ import (
 	"fmt"
 )
 
-// Drain stops a client without cutting a running handler off between its
+// drainClient stops a client without cutting a running handler off between its
 // effect and the record of it — the gap through which a client that stops
 // without waiting for its handlers doubles effects on every rolling deploy:
 //
-//  1. no call of [Consumer.Process] starts a handler from now on: messages
+//  1. no call of process starts a handler from now on: messages
 //     delivered meanwhile are held, as are messages waiting for a busy key
 //     (the client may keep delivering until step 3: what it delivers is
 //     held);
@@ -24,17 +24,18 @@ import (
 //     client stopped acting on answers: they go to the queue's next owner
 //     without spending a reconsume.
 //
-// A client adapter calls it (see package remoting's Drain), once.
+// A client adapter calls it (through internal/adapter's Drain; see package
+// remoting's Drain), once.
 // Its error says whether handlers were still running when ctx ended, and
 // what stop answered.
-func (c *Consumer) Drain(ctx context.Context, stop func() error) error {
+func (c *Consumer) drainClient(ctx context.Context, stop func() error) error {
 	if !c.draining.CompareAndSwap(false, true) {
 		return errors.New("consumer: drain: already drained")
 	}
 	close(c.drain)
 	err := c.awaitIdle(ctx)
 	if err != nil {
-		c.guard.Interrupt(errDrainTimedOut)
+		c.guard().Interrupt(errDrainTimedOut)
 	}
 	if serr := stop(); serr != nil {
 		err = errors.Join(err, fmt.Errorf("consumer: drain: stop the client: %w", serr))
@@ -43,7 +44,7 @@ func (c *Consumer) Drain(ctx context.Context, stop func() error) error {
 	return err
 }
 
-// awaitIdle waits until no call of Process runs a handler, or ctx ends.
+// awaitIdle waits until no call of process runs a handler, or ctx ends.
 func (c *Consumer) awaitIdle(ctx context.Context) error {
 	for c.running.Load() > 0 {
 		select {
@@ -55,7 +56,7 @@ func (c *Consumer) awaitIdle(ctx context.Context) error {
 	return nil
 }
 
-// enter counts a call of Process in, unless draining has started.
+// enter counts a call of process in, unless draining has started.
 func (c *Consumer) enter() bool {
 	c.running.Add(1)
 	if c.draining.Load() {
@@ -65,7 +66,7 @@ func (c *Consumer) enter() bool {
 	return true
 }
 
-// leave counts a call of Process out, waking a drain that waits for the
+// leave counts a call of process out, waking a drain that waits for the
 // last.
 func (c *Consumer) leave() {
 	if c.running.Add(-1) == 0 && c.draining.Load() {

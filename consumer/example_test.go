@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/internal/adapter"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -40,7 +41,7 @@ func ExampleConsumer_Tx() {
 		log.Fatal(err)
 	}
 
-	c, err := consumer.New(store, "billing", consumer.WithTx())
+	c, err := consumer.New(store, "billing")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func ExampleConsumer_Tx() {
 	// remoting or grpcv5).
 	delivery := consumer.Message{ID: "7F0000010001", Properties: map[string]string{msgkey.Property: "order-42"}}
 	for range 3 {
-		if v := c.Process(ctx, []consumer.Message{delivery}, h, consumer.Waiting{})[0]; v.Action == consumer.Ack {
+		if v := adapter.Process(ctx, c, []consumer.Message{delivery}, h, adapter.Waiting{})[0]; v.Action == adapter.Ack {
 			fmt.Println("acknowledged")
 		} else {
 			fmt.Println("retry later:", v.Err)

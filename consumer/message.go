@@ -8,17 +8,20 @@ import (
 )
 
 // Message is one delivered message, whichever client delivered it: what a
-// [Handler] reads, and what [Consumer.Process] needs to find its key, check
+// [Handler] reads, and what the Consumer needs to find its key, check
 // its payload, decide and report. The client adapters fill it in.
 type Message struct {
-	// ID is the client's message id: logged, on the message's span, and
-	// what [MsgID] returns.
+	// ID is the client's message id, logged and on the message's span. A
+	// 5.x client's is the unique key the client generated when the message
+	// was first sent; the remoting client's is that key (UNIQ_KEY) when
+	// present, else the offset message id, which differs for every stored
+	// copy.
 	ID    string
 	Topic string
 	// Tag is the message's tag, "" when it has none.
 	Tag string
 	// Keys are the message's keys, which the broker indexes; a key stamped
-	// by package producer is among them.
+	// by a client adapter's Producer is among them.
 	Keys []string
 	// Properties are the message's properties, where its key is read from
 	// ([msgkey.Property]). The remoting client's include its system
@@ -40,26 +43,15 @@ type Message struct {
 }
 
 // GetProperty returns the property name, or "": with it a *Message is a
-// [msgkey.Carrier], so msgkey.Of(msg) is its key.
+// message whose properties msgkey.Of reads: msgkey.Of(msg) is its key.
 func (m *Message) GetProperty(name string) string { return m.Properties[name] }
 
-// ErrNoKey reports a message that carries no idempotency key.
-var ErrNoKey = errors.New("consumer: message has no idempotency key")
-
-// KeyFunc extracts a key from a message, or "" when it has none: a
-// fallback for messages without a [msgkey.Property] (see
-// [WithKeyFallback]).
-type KeyFunc func(*Message) string
-
-// MsgID is the client's message id. A 5.x client's is the unique key the
-// client generated when the message was first sent; the remoting client's
-// is that key (UNIQ_KEY) when present, else the offset message id, which
-// differs for every stored copy.
-func MsgID(m *Message) string { return m.ID }
+// errNoKey reports a message that carries no idempotency key.
+var errNoKey = errors.New("consumer: message has no idempotency key")
 
 // key returns m's key: the [msgkey.Property], else the first fallback's
 // answer.
-func (m *Message) key(fallbacks []KeyFunc) (string, error) {
+func (m *Message) key(fallbacks []func(*Message) string) (string, error) {
 	if k := msgkey.Of(m); k != "" {
 		return k, nil
 	}
@@ -68,5 +60,5 @@ func (m *Message) key(fallbacks []KeyFunc) (string, error) {
 			return k, nil
 		}
 	}
-	return "", fmt.Errorf("%w: no %s property (msgId %s)", ErrNoKey, msgkey.Property, m.ID)
+	return "", fmt.Errorf("%w: no %s property (msgId %s)", errNoKey, msgkey.Property, m.ID)
 }

@@ -18,16 +18,14 @@ func (f optionFunc) apply(o *options) { f(o) }
 type options struct {
 	namespace     string
 	guard         dedupe.GuardConfig
-	fallbacks     []KeyFunc
+	fallbacks     []func(*Message) string
 	noFingerprint bool
-	stats         *Stats
 	logger        *slog.Logger
 	busyWait      time.Duration
 	storeWait     time.Duration
 	maxReconsume  int32
 	delayLevels   []time.Duration
 	telemetry     telemetryOptions
-	tx            bool
 	// shortRetention lets the retention be shorter than the redelivery
 	// horizon (see AcceptShortRetention).
 	shortRetention bool
@@ -75,11 +73,13 @@ func WithNamespace(ns string) Option { return optionFunc(func(o *options) { o.na
 func WithGuard(cfg dedupe.GuardConfig) Option { return optionFunc(func(o *options) { o.guard = cfg }) }
 
 // WithKeyFallback names where to find a key when a message has no
-// [msgkey.Property], tried in order: for example the client's unique key
-// (remoting.UniqKey, grpcv5.UniqKey), then [MsgID].
+// [msgkey.Property]: functions that return a message's key, or "" when it
+// has none, tried in order. For example the client's unique key
+// (remoting.UniqKey, grpcv5.UniqKey), then the message id
+// (func(m *consumer.Message) string { return m.ID }; see [Message].ID).
 // Default none: a message without a key is retried, never run without
 // dedupe.
-func WithKeyFallback(fs ...KeyFunc) Option {
+func WithKeyFallback(fs ...func(*Message) string) Option {
 	return optionFunc(func(o *options) { o.fallbacks = append(o.fallbacks, fs...) })
 }
 
@@ -106,17 +106,14 @@ func WithKeyFallback(fs ...KeyFunc) Option {
 // sends, such as a timestamp stamped per attempt.
 func WithoutFingerprint() Option { return optionFunc(func(o *options) { o.noFingerprint = true }) }
 
-// WithStats counts what the Consumer does into s. Default: a Stats of its
-// own, which [Consumer.Stats] returns.
-func WithStats(s *Stats) Option { return optionFunc(func(o *options) { o.stats = s }) }
-
 // WithLogger reports lost leases, unrecorded completions, reused keys,
 // store failures and messages without keys. Default slog.Default().
 func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.logger = l }) }
 
 // WithBusyWait bounds how long one delivery waits in process for a key that
 // another consumer holds, before it is handed back for a redelivery no
-// sooner than the holder's lease ends ([Verdict.Delay]). Default: the lease
+// sooner than the holder's lease ends (at the first delay level that
+// covers it). Default: the lease
 // ([dedupe.GuardConfig.Lease]), which a holder that died lets run out, so
 // that by default a busy key is always waited for and never spends a
 // reconsume. A shorter wait frees the handler goroutine sooner and costs a
@@ -124,7 +121,8 @@ func WithLogger(l *slog.Logger) Option { return optionFunc(func(o *options) { o.
 // [WithMaxReconsumeTimes]), or whose wait no delay level covers (see
 // [WithDelayLevels]), is waited for regardless, so a busy key never sends a
 // message to the dead-letter queue. An adapter whose client keeps the
-// message in hand meanwhile always waits ([Waiting.Always]).
+// message in hand meanwhile (gRPC simple consumers, orderly consumers)
+// always waits.
 func WithBusyWait(d time.Duration) Option { return optionFunc(func(o *options) { o.busyWait = d }) }
 
 // defaultStoreWait is the default of [WithStoreDownWait].
@@ -152,7 +150,7 @@ const defaultStoreWait = 10 * time.Minute
 // renewMaxTimeMillis) before it makes it visible again. Keep the wait under
 // the consume timeout. As with a busy key, a message on its last reconsume
 // (see [WithMaxReconsumeTimes]), and every message of an adapter that keeps
-// it in hand ([Waiting.Always]: gRPC simple consumers, orderly consumers),
+// it in hand (gRPC simple consumers, orderly consumers),
 // waits for as long as the store is down, so an outage never sends a
 // message to the dead-letter queue by itself — except that the remoting
 // client, past its consume timeout, sends a message on its last reconsume

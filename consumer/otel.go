@@ -80,20 +80,13 @@ type telemetryOptions struct {
 	tracers trace.TracerProvider
 }
 
-// WithMeterProvider reports the Consumer's metrics to mp. Default
-// otel.GetMeterProvider(): the global provider, which records nothing
-// until the application installs an SDK with otel.SetMeterProvider,
-// before or after [New].
-func WithMeterProvider(mp metric.MeterProvider) Option {
-	return optionFunc(func(o *options) { o.telemetry.meters = mp })
-}
-
-// WithTracerProvider reports the Consumer's spans to tp. Default
-// otel.GetTracerProvider(): the global provider, which records nothing
-// until the application installs an SDK with otel.SetTracerProvider,
-// before or after [New].
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return optionFunc(func(o *options) { o.telemetry.tracers = tp })
+// WithTelemetry reports the Consumer's metrics to mp and its spans to tp.
+// A nil one, and the default, is the global provider
+// (otel.GetMeterProvider, otel.GetTracerProvider), which records nothing
+// until the application installs an SDK with otel.SetMeterProvider or
+// otel.SetTracerProvider, before or after [New].
+func WithTelemetry(mp metric.MeterProvider, tp trace.TracerProvider) Option {
+	return optionFunc(func(o *options) { o.telemetry = telemetryOptions{meters: mp, tracers: tp} })
 }
 
 // observer holds a Consumer's instruments, created once in [New], and the

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/adapter"
 )
 
 // A claim that fails because the store cannot be reached opens an outage,
@@ -71,7 +72,7 @@ type prober struct {
 func (c *Consumer) claim(ctx context.Context, d *delivery, items []dedupe.Item, fn func(context.Context, int) error) []dedupe.Result {
 	if c.options.guard.FailOpen {
 		// A failed claim runs the handler unguarded: nothing waits.
-		return d.do(ctx, c.guard, items, fn)
+		return d.do(ctx, c.guard(), items, fn)
 	}
 	epoch := c.outage.epoch.Load()
 	if epoch&1 == 1 {
@@ -84,7 +85,7 @@ func (c *Consumer) claim(ctx context.Context, d *delivery, items []dedupe.Item, 
 			return res
 		}
 	}
-	res := d.do(ctx, c.guard, items, fn)
+	res := d.do(ctx, c.guard(), items, fn)
 	down, answered := false, false
 	var err error
 	for _, r := range res {
@@ -175,7 +176,7 @@ func (c *Consumer) storeAnswered(ctx context.Context, epoch uint64) {
 // answers (claim them again), and false once the wait is spent and need
 // not go on (they are handed back) or a drain or the end of ctx stops it
 // (every waiting item is then Canceled).
-func (c *Consumer) awaitStore(ctx context.Context, of []int, res []dedupe.Result, waiting []int, down int, waited *time.Duration, mustWait bool, first bool, w Waiting) bool {
+func (c *Consumer) awaitStore(ctx context.Context, of []int, res []dedupe.Result, waiting []int, down int, waited *time.Duration, mustWait bool, first bool, w adapter.Waiting) bool {
 	o := &c.outage
 	if first {
 		c.stats.StoreWaited.Add(int64(down))
@@ -226,7 +227,7 @@ func (c *Consumer) awaitStore(ctx context.Context, of []int, res []dedupe.Result
 // cancelWaiting makes the waiting items Canceled: a drain or the end of
 // ctx stopped their wait.
 func cancelWaiting(ctx context.Context, of []int, res []dedupe.Result, waiting []int) {
-	err := ErrDraining
+	err := adapter.ErrDraining
 	if ctx.Err() != nil {
 		err = context.Cause(ctx)
 	}
@@ -289,7 +290,7 @@ func (c *Consumer) probeStore(ctx context.Context, prev <-chan struct{}, done ch
 		}
 	}
 	o := &c.outage
-	lease := c.guard.Config().Lease
+	lease := c.guard().Config().Lease
 	for {
 		o.mu.Lock()
 		wait := o.backoff

@@ -15,6 +15,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/adapter"
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 )
@@ -68,10 +69,10 @@ func (l *ledger) count(key string) int {
 
 // processAll runs Process for each of msgs in a goroutine of its own, as
 // concurrent callbacks would, and returns a channel of their verdicts.
-func processAll(ctx context.Context, c *consumer.Consumer, msgs []consumer.Message, h consumer.Handler, w consumer.Waiting) <-chan consumer.Verdict {
-	out := make(chan consumer.Verdict, len(msgs))
+func processAll(ctx context.Context, c *consumer.Consumer, msgs []consumer.Message, h consumer.Handler, w adapter.Waiting) <-chan adapter.Verdict {
+	out := make(chan adapter.Verdict, len(msgs))
 	for _, m := range msgs {
-		go func() { out <- c.Process(ctx, []consumer.Message{m}, h, w)[0] }()
+		go func() { out <- adapter.Process(ctx, c, []consumer.Message{m}, h, w)[0] }()
 	}
 	return out
 }
@@ -93,31 +94,31 @@ func TestStoreOutageWaits(t *testing.T) {
 		msgs = append(msgs, message(fmt.Sprint("m", i), fmt.Sprint("k", i), 0))
 	}
 	var l ledger
-	verdicts := processAll(context.Background(), c, msgs, l.handle, consumer.Waiting{})
-	st := c.Stats()
-	testkit.WaitFor(t, "every message waiting", func() bool { return st.StoreWaited.Load() == n })
+	verdicts := processAll(context.Background(), c, msgs, l.handle, adapter.Waiting{})
+	st := c.Stats
+	testkit.WaitFor(t, "every message waiting", func() bool { return st().StoreWaited == n })
 	testkit.WaitFor(t, "a probe", func() bool { return store.Calls(dedupetest.OpExtend) >= 1 })
 	claims := store.Calls(dedupetest.OpClaim | dedupetest.OpClaimBatch)
 
 	// Delivered during the outage, a message waits without a claim.
-	late := processAll(context.Background(), c, []consumer.Message{message("m-late", "k-late", 0)}, l.handle, consumer.Waiting{})
-	testkit.WaitFor(t, "the late message waiting", func() bool { return st.StoreWaited.Load() == n+1 })
+	late := processAll(context.Background(), c, []consumer.Message{message("m-late", "k-late", 0)}, l.handle, adapter.Waiting{})
+	testkit.WaitFor(t, "the late message waiting", func() bool { return st().StoreWaited == n+1 })
 	probes := store.Calls(dedupetest.OpExtend)
 	testkit.WaitFor(t, "two more probes", func() bool { return store.Calls(dedupetest.OpExtend) >= probes+2 })
 	if got := store.Calls(dedupetest.OpClaim | dedupetest.OpClaimBatch); got != claims {
 		t.Errorf("%d claims while the probe asked the store, want none", got-claims)
 	}
-	if len(verdicts)+len(late) != 0 || st.StoreDown.Load() != 0 {
-		t.Fatalf("%d verdicts, %d store-down while the store was down; want none", len(verdicts)+len(late), st.StoreDown.Load())
+	if len(verdicts)+len(late) != 0 || st().StoreDown != 0 {
+		t.Fatalf("%d verdicts, %d store-down while the store was down; want none", len(verdicts)+len(late), st().StoreDown)
 	}
 
 	store.Heal()
 	for range n {
-		if v := <-verdicts; v.Action != consumer.Ack || v.Outcome != dedupe.Completed {
+		if v := <-verdicts; v.Action != adapter.Ack || v.Outcome != dedupe.Completed {
 			t.Errorf("verdict %+v, want completed", v)
 		}
 	}
-	if v := <-late; v.Action != consumer.Ack {
+	if v := <-late; v.Action != adapter.Ack {
 		t.Errorf("late verdict %+v, want completed", v)
 	}
 	for _, m := range append(msgs, message("m-late", "k-late", 0)) {
@@ -128,9 +129,9 @@ func TestStoreOutageWaits(t *testing.T) {
 	if most := store.most.Load(); most != 1 {
 		t.Errorf("%d probes called the store at once, want 1", most)
 	}
-	if st.Outages.Load() != 1 || st.StoreDown.Load() != 0 || st.Completed.Load() != n+1 || st.Retried.Load() != 0 {
+	if st().Outages != 1 || st().StoreDown != 0 || st().Completed != n+1 || st().Retried != 0 {
 		t.Errorf("outages %d, store-down %d, completed %d, retried %d; want 1, 0, %d, 0",
-			st.Outages.Load(), st.StoreDown.Load(), st.Completed.Load(), st.Retried.Load(), n+1)
+			st().Outages, st().StoreDown, st().Completed, st().Retried, n+1)
 	}
 	logged := rec.Messages()
 	if len(logged) != 2 || !isOutageLog(logged[0], "down") || !isOutageLog(logged[1], "answers again") {
@@ -154,10 +155,10 @@ func TestStoreOutageStops(t *testing.T) {
 		c := newConsumer(t, store)
 		store.Inject(dedupetest.Fault{})
 		var l ledger
-		v := processAll(context.Background(), c, []consumer.Message{message("m1", "k1", 0)}, l.handle, consumer.Waiting{})
-		testkit.WaitFor(t, "the message waiting", func() bool { return c.Stats().StoreWaited.Load() == 1 })
+		v := processAll(context.Background(), c, []consumer.Message{message("m1", "k1", 0)}, l.handle, adapter.Waiting{})
+		testkit.WaitFor(t, "the message waiting", func() bool { return c.Stats().StoreWaited == 1 })
 		stopped := make(chan struct{})
-		if err := c.Drain(context.Background(), func() error { close(stopped); return nil }); err != nil {
+		if err := adapter.Drain(context.Background(), c, func() error { close(stopped); return nil }); err != nil {
 			t.Errorf("Drain = %v", err)
 		}
 		got := <-v
@@ -166,11 +167,11 @@ func TestStoreOutageStops(t *testing.T) {
 		default:
 			t.Error("the held call returned before the client stopped")
 		}
-		if got.Action != consumer.Hold || !errors.Is(got.Err, consumer.ErrDraining) {
+		if got.Action != adapter.Hold || !errors.Is(got.Err, adapter.ErrDraining) {
 			t.Errorf("verdict %+v, want held with ErrDraining", got)
 		}
-		if st := c.Stats(); st.StoreDown.Load() != 0 || st.Canceled.Load() != 1 || l.count("k1") != 0 {
-			t.Errorf("store-down %d, held %d, applied %d; want 0, 1, 0", st.StoreDown.Load(), st.Canceled.Load(), l.count("k1"))
+		if st := c.Stats(); st.StoreDown != 0 || st.Canceled != 1 || l.count("k1") != 0 {
+			t.Errorf("store-down %d, held %d, applied %d; want 0, 1, 0", st.StoreDown, st.Canceled, l.count("k1"))
 		}
 	})
 	t.Run("ContextEnds", func(t *testing.T) {
@@ -178,10 +179,10 @@ func TestStoreOutageStops(t *testing.T) {
 		c := newConsumer(t, store)
 		store.Inject(dedupetest.Fault{})
 		ctx, cancel := context.WithCancel(context.Background())
-		v := processAll(ctx, c, []consumer.Message{message("m1", "k1", 0)}, (&ledger{}).handle, consumer.Waiting{})
-		testkit.WaitFor(t, "the message waiting", func() bool { return c.Stats().StoreWaited.Load() == 1 })
+		v := processAll(ctx, c, []consumer.Message{message("m1", "k1", 0)}, (&ledger{}).handle, adapter.Waiting{})
+		testkit.WaitFor(t, "the message waiting", func() bool { return c.Stats().StoreWaited == 1 })
 		cancel()
-		if got := <-v; got.Action != consumer.Hold || got.Outcome != dedupe.Canceled || !errors.Is(got.Err, context.Canceled) {
+		if got := <-v; got.Action != adapter.Hold || got.Outcome != dedupe.Canceled || !errors.Is(got.Err, context.Canceled) {
 			t.Errorf("verdict %+v, want held with context.Canceled", got)
 		}
 		// The last waiter out stopped the probe: no call is under way.
@@ -193,21 +194,21 @@ func TestStoreOutageStops(t *testing.T) {
 		store := newSlowProbes()
 		c := newConsumer(t, store, consumer.WithStoreDownWait(time.Millisecond))
 		store.Inject(dedupetest.Fault{})
-		v := c.Process(context.Background(), []consumer.Message{message("m1", "k1", 2)}, (&ledger{}).handle, consumer.Waiting{})[0]
-		if v.Action != consumer.Retry || v.Outcome != dedupe.StoreDown || v.Level != 3 {
+		v := adapter.Process(context.Background(), c, []consumer.Message{message("m1", "k1", 2)}, (&ledger{}).handle, adapter.Waiting{})[0]
+		if v.Action != adapter.Retry || v.Outcome != dedupe.StoreDown || v.Level != 3 {
 			t.Errorf("verdict %+v, want store-down retried at level 3 (its attempt's)", v)
 		}
-		if st := c.Stats(); st.StoreWaited.Load() != 1 || st.StoreDown.Load() != 1 {
-			t.Errorf("waited %d, store-down %d; want 1, 1", st.StoreWaited.Load(), st.StoreDown.Load())
+		if st := c.Stats(); st.StoreWaited != 1 || st.StoreDown != 1 {
+			t.Errorf("waited %d, store-down %d; want 1, 1", st.StoreWaited, st.StoreDown)
 		}
 	})
 	for _, tt := range []struct {
 		name       string
 		reconsumed int32
-		w          consumer.Waiting
+		w          adapter.Waiting
 	}{
-		{"LastReconsume", 3, consumer.Waiting{}},
-		{"Always", 0, consumer.Waiting{Always: true}},
+		{"LastReconsume", 3, adapter.Waiting{}},
+		{"Always", 0, adapter.Waiting{Always: true}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newSlowProbes()
@@ -215,14 +216,14 @@ func TestStoreOutageStops(t *testing.T) {
 			store.Inject(dedupetest.Fault{})
 			var l ledger
 			v := processAll(context.Background(), c, []consumer.Message{message("m1", "k1", tt.reconsumed)}, l.handle, tt.w)
-			testkit.WaitFor(t, "the message waiting", func() bool { return c.Stats().StoreWaited.Load() == 1 })
+			testkit.WaitFor(t, "the message waiting", func() bool { return c.Stats().StoreWaited == 1 })
 			// Three probes back off 50, 100 and 200 ms: far past the wait.
 			testkit.WaitFor(t, "three probes", func() bool { return store.Calls(dedupetest.OpExtend) >= 3 })
 			if len(v) != 0 {
 				t.Fatalf("verdict %+v while the store was down; want it waiting", <-v)
 			}
 			store.Heal()
-			if got := <-v; got.Action != consumer.Ack || l.count("k1") != 1 {
+			if got := <-v; got.Action != adapter.Ack || l.count("k1") != 1 {
 				t.Errorf("verdict %+v, applied %d; want completed once", got, l.count("k1"))
 			}
 		})
@@ -236,13 +237,13 @@ func TestStoreOutageFailOpen(t *testing.T) {
 	c := newConsumer(t, store, consumer.WithGuard(dedupe.GuardConfig{FailOpen: true}))
 	store.Inject(dedupetest.Fault{Ops: dedupetest.OpClaim | dedupetest.OpClaimBatch})
 	var l ledger
-	v := c.Process(context.Background(), []consumer.Message{message("m1", "k1", 0)}, l.handle, consumer.Waiting{Always: true})[0]
-	if v.Action != consumer.Ack || v.Outcome != dedupe.Unguarded || l.count("k1") != 1 {
+	v := adapter.Process(context.Background(), c, []consumer.Message{message("m1", "k1", 0)}, l.handle, adapter.Waiting{Always: true})[0]
+	if v.Action != adapter.Ack || v.Outcome != dedupe.Unguarded || l.count("k1") != 1 {
 		t.Errorf("verdict %+v, applied %d; want unguarded, once", v, l.count("k1"))
 	}
-	st := c.Stats()
-	if st.StoreWaited.Load() != 0 || st.Outages.Load() != 0 || store.Calls(dedupetest.OpExtend) != 0 {
-		t.Errorf("waited %d, outages %d, probes %d; want none", st.StoreWaited.Load(), st.Outages.Load(), store.Calls(dedupetest.OpExtend))
+	st := c.Stats
+	if st().StoreWaited != 0 || st().Outages != 0 || store.Calls(dedupetest.OpExtend) != 0 {
+		t.Errorf("waited %d, outages %d, probes %d; want none", st().StoreWaited, st().Outages, store.Calls(dedupetest.OpExtend))
 	}
 }
 
@@ -254,11 +255,11 @@ func TestStoreOutageBusyKey(t *testing.T) {
 	tk := hold(t, store, "busy", time.Minute)
 	c := newConsumer(t, store)
 	var l ledger
-	v := processAll(context.Background(), c, []consumer.Message{message("m1", "busy", 0)}, l.handle, consumer.Waiting{})
-	st := c.Stats()
-	testkit.WaitFor(t, "the message waiting for the key", func() bool { return st.Waited.Load() == 1 })
+	v := processAll(context.Background(), c, []consumer.Message{message("m1", "busy", 0)}, l.handle, adapter.Waiting{})
+	st := c.Stats
+	testkit.WaitFor(t, "the message waiting for the key", func() bool { return st().Waited == 1 })
 	store.Inject(dedupetest.Fault{})
-	testkit.WaitFor(t, "the message waiting for the store", func() bool { return st.StoreWaited.Load() == 1 })
+	testkit.WaitFor(t, "the message waiting for the store", func() bool { return st().StoreWaited == 1 })
 	claims := store.Calls(dedupetest.OpClaim | dedupetest.OpClaimBatch)
 	store.Heal()
 	testkit.WaitFor(t, "the key asked about again", func() bool {
@@ -270,9 +271,9 @@ func TestStoreOutageBusyKey(t *testing.T) {
 	if got := <-v; got.Outcome != dedupe.Completed || l.count("busy") != 1 {
 		t.Errorf("verdict %+v, applied %d; want completed once", got, l.count("busy"))
 	}
-	if st.Waited.Load() != 1 || st.StoreWaited.Load() != 1 || st.Outages.Load() != 1 || st.Busy.Load()+st.StoreDown.Load() != 0 {
+	if st().Waited != 1 || st().StoreWaited != 1 || st().Outages != 1 || st().Busy+st().StoreDown != 0 {
 		t.Errorf("waited for a key %d, for the store %d, outages %d, handed back %d; want 1, 1, 1, 0",
-			st.Waited.Load(), st.StoreWaited.Load(), st.Outages.Load(), st.Busy.Load()+st.StoreDown.Load())
+			st().Waited, st().StoreWaited, st().Outages, st().Busy+st().StoreDown)
 	}
 }
 
@@ -291,18 +292,18 @@ func TestStoreOutageStaleAnswer(t *testing.T) {
 		<-release
 		return l.handle(ctx, m)
 	}
-	first := processAll(context.Background(), c, []consumer.Message{message("m1", "k1", 0)}, slow, consumer.Waiting{})
+	first := processAll(context.Background(), c, []consumer.Message{message("m1", "k1", 0)}, slow, adapter.Waiting{})
 	<-running
 	store.Inject(dedupetest.Fault{})
-	second := processAll(context.Background(), c, []consumer.Message{message("m2", "k2", 0)}, l.handle, consumer.Waiting{})
-	st := c.Stats()
-	testkit.WaitFor(t, "the second message waiting", func() bool { return st.StoreWaited.Load() == 1 })
+	second := processAll(context.Background(), c, []consumer.Message{message("m2", "k2", 0)}, l.handle, adapter.Waiting{})
+	st := c.Stats
+	testkit.WaitFor(t, "the second message waiting", func() bool { return st().StoreWaited == 1 })
 	close(release)
 	if v := <-first; v.Outcome != dedupe.Unrecorded {
 		t.Errorf("first verdict %+v, want unrecorded", v)
 	}
-	if len(second) != 0 || st.Outages.Load() != 1 {
-		t.Fatalf("%d verdicts for the waiting message, %d outages; want it waiting in the one outage", len(second), st.Outages.Load())
+	if len(second) != 0 || st().Outages != 1 {
+		t.Fatalf("%d verdicts for the waiting message, %d outages; want it waiting in the one outage", len(second), st().Outages)
 	}
 	for _, m := range rec.Messages() {
 		if isOutageLog(m, "answers again") {
@@ -319,7 +320,7 @@ func TestStoreOutageStaleAnswer(t *testing.T) {
 			outage = append(outage, m)
 		}
 	}
-	if st.Outages.Load() != 1 || len(outage) != 2 {
-		t.Errorf("%d outages, logged %q; want one, logged at its start and end", st.Outages.Load(), outage)
+	if st().Outages != 1 || len(outage) != 2 {
+		t.Errorf("%d outages, logged %q; want one, logged at its start and end", st().Outages, outage)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/adapter"
 )
 
 // TestProcessAllocations pins what one message costs the consumer path in
@@ -21,7 +22,7 @@ import (
 func TestProcessAllocations(t *testing.T) {
 	const want = 5
 	c, err := consumer.New(memdedupe.New(memdedupe.Config{}), "allocs",
-		consumer.WithKeyFallback(consumer.MsgID),
+		consumer.WithKeyFallback(func(m *consumer.Message) string { return m.ID }),
 		consumer.WithGuard(dedupe.GuardConfig{Retention: benchRetention}), consumer.AcceptShortRetention(),
 		consumer.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
@@ -38,7 +39,7 @@ func TestProcessAllocations(t *testing.T) {
 	allocs := testing.AllocsPerRun(1000, func() {
 		msgs[0].ID = keys[n%len(keys)]
 		n++
-		if vs := c.Process(ctx, msgs, h, consumer.Waiting{}); vs[0].Action != consumer.Ack {
+		if vs := adapter.Process(ctx, c, msgs, h, adapter.Waiting{}); vs[0].Action != adapter.Ack {
 			t.Fatalf("verdict %+v, want ack", vs[0])
 		}
 	})

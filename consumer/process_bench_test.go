@@ -17,6 +17,7 @@ import (
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/adapter"
 	"github.com/idemq/idemq/internal/testkit"
 )
 
@@ -25,7 +26,7 @@ import (
 // that does nothing, one message or 32 per call (a push consumer's default
 // and the batch size that makes the store's round trips cheap), from one
 // goroutine and from 20 (the push consumer's default ConsumeGoroutineNums).
-// The consumer path is Consumer.Process over memdedupe with default
+// The consumer path is the adapters' Process over memdedupe with default
 // options; the bare callback calls the handler for each message and
 // answers its verdicts, as a client callback must, and nothing else. The
 // two take turns in phases, so that the load of a shared machine falls on
@@ -71,29 +72,29 @@ var benchBody = bytes.Repeat([]byte("0123456789"), 20)
 
 // A side is one way of handling a call's messages: the consumer path or the
 // bare callback. It answers a verdict per message.
-type side func(ctx context.Context, msgs []consumer.Message) []consumer.Verdict
+type side func(ctx context.Context, msgs []consumer.Message) []adapter.Verdict
 
 func benchProcess(b *testing.B, batch, g int) {
 	c, err := consumer.New(memdedupe.New(memdedupe.Config{}), "bench",
 		// The key is the message id: no properties to build per message.
-		consumer.WithKeyFallback(consumer.MsgID),
+		consumer.WithKeyFallback(func(m *consumer.Message) string { return m.ID }),
 		consumer.WithGuard(dedupe.GuardConfig{Retention: benchRetention}), consumer.AcceptShortRetention(),
 		consumer.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		b.Fatal(err)
 	}
 	h := func(context.Context, *consumer.Message) error { return nil }
-	path := func(ctx context.Context, msgs []consumer.Message) []consumer.Verdict {
-		return c.Process(ctx, msgs, h, consumer.Waiting{})
+	path := func(ctx context.Context, msgs []consumer.Message) []adapter.Verdict {
+		return adapter.Process(ctx, c, msgs, h, adapter.Waiting{})
 	}
-	bare := func(ctx context.Context, msgs []consumer.Message) []consumer.Verdict {
-		vs := make([]consumer.Verdict, len(msgs))
+	bare := func(ctx context.Context, msgs []consumer.Message) []adapter.Verdict {
+		vs := make([]adapter.Verdict, len(msgs))
 		for i := range msgs {
 			if err := h(ctx, &msgs[i]); err != nil {
-				vs[i] = consumer.Verdict{Action: consumer.Retry, Outcome: dedupe.Failed, Err: err}
+				vs[i] = adapter.Verdict{Action: adapter.Retry, Outcome: dedupe.Failed, Err: err}
 				continue
 			}
-			vs[i] = consumer.Verdict{Action: consumer.Ack, Outcome: dedupe.Completed}
+			vs[i] = adapter.Verdict{Action: adapter.Ack, Outcome: dedupe.Completed}
 		}
 		return vs
 	}

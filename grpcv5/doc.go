@@ -10,7 +10,8 @@
 // [Producer] wraps a golang.Producer (Send, SendAsync and the transactional
 // SendWithTransaction; the gRPC client has no one-way send) so that every
 // message is stamped with its idempotency key before its first send (see
-// package producer):
+// msgkey.Stamp: a key the caller set is kept, and every resend of the
+// message keeps its key):
 //
 //	p, err := grpcv5.NewProducer(golangProducer, msgkey.FromIDs(gen))
 //	...

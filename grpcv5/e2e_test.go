@@ -117,7 +117,7 @@ func (f *fixture) simpleConsumer() golang.SimpleConsumer {
 
 // receive runs a Receiver of sc through c until the test ends (drained
 // then, before sc stops), with the given handler and settings.
-func (f *fixture) receive(c *consumer.Consumer, sc grpcv5.SimpleConsumer, h consumer.Handler, cfg grpcv5.SimpleConfig) *grpcv5.Receiver {
+func (f *fixture) receive(c *consumer.Consumer, sc golang.SimpleConsumer, h consumer.Handler, cfg grpcv5.SimpleConfig) *grpcv5.Receiver {
 	f.t.Helper()
 	r, err := grpcv5.Simple(c, sc, h, cfg)
 	if err != nil {
@@ -149,7 +149,7 @@ func (f *fixture) producer() golang.Producer {
 }
 
 // send sends a message with key to the run's topic, carrying its key as
-// package producer stamps it.
+// the adapter's Producer stamps it.
 func (f *fixture) send(p golang.Producer, key string) {
 	f.t.Helper()
 	m := &golang.Message{Topic: f.topic, Body: []byte("order " + key)}
@@ -256,14 +256,14 @@ func (f *fixture) workload(p golang.Producer, l *ledger, n, resent, failing int)
 // counts is what a run's consumers counted, summed.
 type counts struct{ delivered, completed, suppressed, failed, waited, busy int64 }
 
-func sum(stats []*consumer.Stats) (n counts) {
+func sum(stats []func() consumer.Stats) (n counts) {
 	for _, s := range stats {
-		n.delivered += s.Delivered.Load()
-		n.completed += s.Completed.Load()
-		n.suppressed += s.Suppressed.Load()
-		n.failed += s.Failed.Load()
-		n.waited += s.Waited.Load()
-		n.busy += s.Busy.Load()
+		n.delivered += s().Delivered
+		n.completed += s().Completed
+		n.suppressed += s().Suppressed
+		n.failed += s().Failed
+		n.waited += s().Waited
+		n.busy += s().Busy
 	}
 	return n
 }
@@ -287,10 +287,10 @@ func TestSimpleEndToEnd(t *testing.T) {
 	f := newFixture(t, "simple", 1)
 	dlq := f.watchDLQ()
 	l := newLedger()
-	var stats []*consumer.Stats
+	var stats []func() consumer.Stats
 	for range 2 {
 		c := f.consumer()
-		stats = append(stats, c.Stats())
+		stats = append(stats, c.Stats)
 		f.receive(c, f.simpleConsumer(), l.handle, grpcv5.SimpleConfig{InvisibleDuration: 10 * time.Second})
 	}
 	keys := f.workload(f.producer(), l, n, resent, failing)
@@ -308,7 +308,7 @@ func TestSimpleEndToEnd(t *testing.T) {
 // attempts is a SimpleConsumer that records the delivery attempt of each
 // message it receives.
 type attempts struct {
-	grpcv5.SimpleConsumer
+	golang.SimpleConsumer
 	mu   sync.Mutex
 	seen []int32
 }
@@ -374,9 +374,9 @@ func TestSimpleBusyKeyEndToEnd(t *testing.T) {
 	recB := &attempts{SimpleConsumer: f.simpleConsumer()}
 	f.receive(b, recB, l.handle, cfg)
 	deadline := time.Now().Add(work + 30*time.Second)
-	for b.Stats().Suppressed.Load() == 0 {
+	for b.Stats().Suppressed == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("B suppressed nothing: delivered %d, waited %d; A completed %d", b.Stats().Delivered.Load(), b.Stats().Waited.Load(), a.Stats().Completed.Load())
+			t.Fatalf("B suppressed nothing: delivered %d, waited %d; A completed %d", b.Stats().Delivered, b.Stats().Waited, a.Stats().Completed)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -384,14 +384,14 @@ func TestSimpleBusyKeyEndToEnd(t *testing.T) {
 	f.settle(l, []string{key}, dlq, time.Second)
 	t.Logf(racechild.Figure+"busy: B waited %v for A's key (A's handler %v, invisible duration %v); attempts seen by A %v, by B %v; B waited=%d busy=%d retried=%d; %v in all",
 		suppressedAfter.Round(100*time.Millisecond), work, cfg.InvisibleDuration, recA.list(), recB.list(),
-		b.Stats().Waited.Load(), b.Stats().Busy.Load(), b.Stats().Retried.Load(), time.Since(begin).Round(100*time.Millisecond))
+		b.Stats().Waited, b.Stats().Busy, b.Stats().Retried, time.Since(begin).Round(100*time.Millisecond))
 	for _, at := range slices.Concat(recA.list(), recB.list()) {
 		if at != 1 {
 			t.Errorf("a delivery on attempt %d: an attempt was spent", at)
 		}
 	}
-	if len(recB.list()) != 1 || b.Stats().Waited.Load() != 1 || b.Stats().Retried.Load() != 0 {
-		t.Errorf("B received %v, waited %d, retried %d; want one first attempt, waited for, not retried", recB.list(), b.Stats().Waited.Load(), b.Stats().Retried.Load())
+	if len(recB.list()) != 1 || b.Stats().Waited != 1 || b.Stats().Retried != 0 {
+		t.Errorf("B received %v, waited %d, retried %d; want one first attempt, waited for, not retried", recB.list(), b.Stats().Waited, b.Stats().Retried)
 	}
 }
 
@@ -412,12 +412,12 @@ func TestPushEndToEnd(t *testing.T) {
 		pc golang.PushConsumer
 	}
 	var (
-		stats  []*consumer.Stats
+		stats  []func() consumer.Stats
 		pushes []push
 	)
 	for range 2 {
 		c := f.consumer(consumer.WithMaxReconsumeTimes(1))
-		stats = append(stats, c.Stats())
+		stats = append(stats, c.Stats)
 		listener, err := grpcv5.Push(c, l.handle)
 		if err != nil {
 			t.Fatal(err)

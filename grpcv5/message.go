@@ -41,6 +41,6 @@ func describe[V view](v V) consumer.Message {
 }
 
 // UniqKey is a 5.x message's id, the unique key the client generated when
-// the message was first sent (as [consumer.MsgID]): a fallback key for
+// the message was first sent (its consumer.Message's ID): a fallback key for
 // consumer.WithKeyFallback, named as package remoting's.
 func UniqKey(m *consumer.Message) string { return m.ID }

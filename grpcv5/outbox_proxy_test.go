@@ -90,9 +90,9 @@ func TestRelayThroughTheProxy(t *testing.T) {
 			t.Fatalf("row %d (key %s) arrived as %v", i, k, v)
 		}
 	}
-	var st outbox.Stats
+	var st outbox.Counts
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if st, err = o.Stats(t.Context()); err != nil {
+		if st, err = o.Count(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		if st.Pending == 0 || time.Now().After(deadline) {

@@ -8,29 +8,24 @@ import (
 	golang "github.com/apache/rocketmq-clients/golang/v5"
 
 	"github.com/idemq/idemq/msgkey"
-	"github.com/idemq/idemq/producer"
 )
 
 // Producer wraps a golang.Producer so that every message is stamped with
-// its idempotency key before its first send (see package producer): it
+// its idempotency key before its first send (see package msgkey's Stamp): it
 // stamps a message's key, then sends it. It does not start or stop the wrapped producer. It is safe for
 // concurrent use, but not for sending one message from two goroutines at
 // once (stamping writes to the message).
 type Producer struct {
-	p golang.Producer
-	s *producer.Stamper
+	p    golang.Producer
+	keys msgkey.Source
 }
 
 // NewProducer returns a Producer sending through p with keys from keys.
 func NewProducer(p golang.Producer, keys msgkey.Source) (*Producer, error) {
-	if p == nil {
-		return nil, errors.New("grpcv5: nil producer")
+	if p == nil || keys == nil {
+		return nil, errors.New("grpcv5: nil producer or key source")
 	}
-	s, err := producer.NewStamper(keys)
-	if err != nil {
-		return nil, err
-	}
-	return &Producer{p: p, s: s}, nil
+	return &Producer{p: p, keys: keys}, nil
 }
 
 // Stamp gives msg a fresh key unless it carries one and makes sure the key
@@ -41,19 +36,14 @@ func (p *Producer) Stamp(ctx context.Context, msg *golang.Message) error {
 	if msg == nil {
 		return errors.New("grpcv5: nil message")
 	}
-	if _, err := p.s.Stamp(ctx, message{msg}); err != nil {
+	key, withKey, err := msgkey.Stamp(ctx, msgkey.Properties(msg.GetProperties()), msg.GetKeys(), p.keys.NextKey)
+	if err != nil {
 		return fmt.Errorf("grpcv5: topic %s: %w", msg.Topic, err)
 	}
+	msg.AddProperty(msgkey.Property, key)
+	msg.SetKeys(withKey...)
 	return nil
 }
-
-// message fits a *golang.Message to msgkey.Stamp.
-type message struct{ *golang.Message }
-
-func (m message) GetProperty(name string) string { return m.GetProperties()[name] }
-func (m message) SetProperty(name, value string) { m.AddProperty(name, value) }
-func (m message) Keys() []string                 { return m.GetKeys() }
-func (m message) SetKeys(keys []string)          { m.Message.SetKeys(keys...) }
 
 // Send stamps msg and sends it. The client retries a failed attempt
 // internally with the same key; a caller that sends msg again after an
@@ -83,12 +73,8 @@ func (p *Producer) SendAsync(ctx context.Context, msg *golang.Message, done func
 	return nil
 }
 
-// BeginTransaction starts a transaction on the wrapped producer, for
-// [Producer.SendWithTransaction].
-func (p *Producer) BeginTransaction() golang.Transaction { return p.p.BeginTransaction() }
-
 // SendWithTransaction stamps msg and sends it as a half message of tx,
-// which BeginTransaction returned. The caller then runs its local
+// which the wrapped producer's BeginTransaction returned. The caller then runs its local
 // transaction (the key is msgkey.Of(msgkey.Properties(msg.GetProperties())))
 // and calls tx.Commit or tx.RollBack; if it does neither, the broker asks
 // the producer's TransactionChecker, which sees the same key.

@@ -70,7 +70,7 @@ func ExampleNewProducer() {
 	}
 	log.Printf("sent order 42 with key %s", msgkey.Of(msgkey.Properties(msg.GetProperties())))
 
-	tx := sender.BeginTransaction()
+	tx := rp.BeginTransaction()
 	paid := &golang.Message{Topic: "orders", Body: []byte(`{"order":42,"paid":true}`)}
 	if _, err := sender.SendWithTransaction(ctx, paid, tx); err != nil {
 		log.Fatal(err)

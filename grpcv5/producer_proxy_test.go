@@ -27,8 +27,8 @@ func runName(what string) string {
 }
 
 // startProducer starts a gRPC producer on the test proxy, for topic, with
-// checker (may be nil), and wraps it.
-func startProducer(t *testing.T, topic string, checker *golang.TransactionChecker) *grpcv5.Producer {
+// checker (may be nil), and returns its wrap and itself.
+func startProducer(t *testing.T, topic string, checker *golang.TransactionChecker) (*grpcv5.Producer, golang.Producer) {
 	t.Helper()
 	opts := []golang.ProducerOption{golang.WithTopics(topic)}
 	if checker != nil {
@@ -49,7 +49,7 @@ func startProducer(t *testing.T, topic string, checker *golang.TransactionChecke
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p
+	return p, rp
 }
 
 // bodies counts views by body.
@@ -109,7 +109,7 @@ func TestThroughTheProxy(t *testing.T) {
 func testSends(t *testing.T) {
 	topic := runName("send")
 	got := grpcread.Topic(t, topic)
-	p := startProducer(t, topic, nil)
+	p, _ := startProducer(t, topic, nil)
 	ctx := t.Context()
 
 	plain := &golang.Message{Topic: topic, Body: []byte("sync")}
@@ -198,7 +198,7 @@ func testTransactions(t *testing.T) {
 	topic := runName("tx")
 	got := grpcread.Topic(t, topic)
 	c := &checker{commit: map[string]bool{}}
-	p := startProducer(t, topic, &golang.TransactionChecker{Check: c.check})
+	p, rp := startProducer(t, topic, &golang.TransactionChecker{Check: c.check})
 	ctx := t.Context()
 
 	sent := map[string]*golang.Message{}
@@ -215,7 +215,7 @@ func testTransactions(t *testing.T) {
 			c.commit[stamped] = true
 			c.mu.Unlock()
 		}
-		tx := p.BeginTransaction()
+		tx := rp.BeginTransaction()
 		if _, err := p.SendWithTransaction(ctx, m, tx); err != nil {
 			t.Fatal(err)
 		}

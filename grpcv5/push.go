@@ -9,6 +9,7 @@ import (
 	"github.com/apache/rocketmq-clients/golang/v5"
 
 	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/internal/adapter"
 )
 
 // Listener is the message listener of a golang.PushConsumer: pass it with
@@ -49,18 +50,18 @@ func Push(c *consumer.Consumer, h consumer.Handler) (*Listener, error) {
 	}, nil
 }
 
-// Stopper is the push consumer [Listener.Drain] stops; a
+// stopper is the push consumer [Listener.Drain] stops; a
 // golang.PushConsumer is one.
-type Stopper interface {
+type stopper interface {
 	// GracefulStop stops receiving, runs the listener for the messages
 	// received already, then stops the client.
 	GracefulStop() error
 }
 
-// ErrDrained is the answer of a second [Listener.Drain].
-var ErrDrained = errors.New("grpcv5: drain: already drained")
+// errDrained is the answer of a second [Listener.Drain].
+var errDrained = errors.New("grpcv5: drain: already drained")
 
-// Drain stops pc with its GracefulStop, which stops receiving, waits for
+// Drain stops pc (a golang.PushConsumer) with its GracefulStop, which stops receiving, waits for
 // the receives under way (long polls: some 24 s against a 5.5.0 proxy's
 // defaults), runs the listener for every message received already and
 // shuts the client down: those messages are handled and acknowledged,
@@ -69,7 +70,9 @@ var ErrDrained = errors.New("grpcv5: drain: already drained")
 // are answered FAILURE without running (each spends a delivery attempt);
 // Drain still waits for GracefulStop to return. Its error says whether ctx
 // ended first, and what GracefulStop answered.
-func (l *Listener) Drain(ctx context.Context, pc Stopper) error { return l.l.drain(ctx, pc) }
+func (l *Listener) Drain(ctx context.Context, pc interface{ GracefulStop() error }) error {
+	return l.l.drain(ctx, pc)
+}
 
 func wrapStop(err error) error {
 	if err != nil {
@@ -90,9 +93,9 @@ type listener[V view] struct {
 	drained atomic.Bool
 }
 
-func (l *listener[V]) drain(ctx context.Context, pc Stopper) error {
+func (l *listener[V]) drain(ctx context.Context, pc stopper) error {
 	if !l.drained.CompareAndSwap(false, true) {
-		return ErrDrained
+		return errDrained
 	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- pc.GracefulStop() }()
@@ -123,11 +126,11 @@ func (l *listener[V]) consume(v V) bool {
 	// default), a store that is down up to consumer.WithStoreDownWait, and
 	// on the message's last attempt as long as either lasts
 	// (consumer.WithMaxReconsumeTimes: the group's retryMaxTimes).
-	vs := l.c.Process(l.ctx, []consumer.Message{describe(v)}, l.h, consumer.Waiting{})
-	return vs[0].Action == consumer.Ack
+	vs := adapter.Process(l.ctx, l.c, []consumer.Message{describe(v)}, l.h, adapter.Waiting{})
+	return vs[0].Action == adapter.Ack
 }
 
 var (
 	_ golang.MessageListener = (*Listener)(nil)
-	_ Stopper                = golang.PushConsumer(nil)
+	_ stopper                = golang.PushConsumer(nil)
 )

@@ -13,18 +13,8 @@ import (
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
 
 	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/internal/adapter"
 )
-
-// SimpleConsumer is what [Simple] uses of a golang.SimpleConsumer, which
-// is one. The caller starts and subscribes it, and stops it (GracefulStop)
-// once [Receiver.Run] has returned.
-type SimpleConsumer interface {
-	Receive(ctx context.Context, maxMessageNum int32, invisibleDuration time.Duration) ([]*golang.MessageView, error)
-	Ack(ctx context.Context, messageView *golang.MessageView) error
-	ChangeInvisibleDuration(messageView *golang.MessageView, invisibleDuration time.Duration) error
-}
-
-var _ SimpleConsumer = golang.SimpleConsumer(nil)
 
 // SimpleConfig holds a [Receiver]'s optional settings. The zero value works.
 type SimpleConfig struct {
@@ -62,8 +52,8 @@ func (c *SimpleConfig) setDefaults() {
 	}
 }
 
-// Validate reports settings that cannot work.
-func (c SimpleConfig) Validate() error {
+// validate reports settings that cannot work.
+func (c SimpleConfig) validate() error {
 	switch {
 	case c.Workers < 1:
 		return fmt.Errorf("grpcv5: %d workers, want at least 1", c.Workers)
@@ -77,14 +67,13 @@ func (c SimpleConfig) Validate() error {
 	return nil
 }
 
-// Errors of a [Receiver].
-var (
-	// ErrClosed: Run was called after Close, or a second time.
-	ErrClosed = errors.New("grpcv5: receiver closed")
-	// ErrDrainTimeout: handlers were still running when the drain ran out
-	// of time; their contexts were cancelled.
-	ErrDrainTimeout = errors.New("grpcv5: drain ran out of time")
-)
+// ErrDrainTimeout is in the error of a [Receiver]'s Run, and the cause of
+// its handlers' contexts, when handlers were still running when the drain
+// ran out of time; their contexts were cancelled.
+var ErrDrainTimeout = errors.New("grpcv5: drain ran out of time")
+
+// errClosed is Run's answer after Close, or a second time: a misuse.
+var errClosed = errors.New("grpcv5: receiver closed")
 
 // Receiver runs a receive loop on a golang.SimpleConsumer: it receives
 // messages, handles each in a goroutine of its own (up to
@@ -109,8 +98,10 @@ type Receiver struct {
 }
 
 // Simple returns a Receiver that runs h for the messages sc receives, at
-// most once per key, through c. Call [Receiver.Run] to start it.
-func Simple(c *consumer.Consumer, sc SimpleConsumer, h consumer.Handler, cfg SimpleConfig) (*Receiver, error) {
+// most once per key, through c. Call [Receiver.Run] to start it. The
+// caller starts and subscribes sc, and stops it (GracefulStop) once
+// [Receiver.Run] has returned.
+func Simple(c *consumer.Consumer, sc golang.SimpleConsumer, h consumer.Handler, cfg SimpleConfig) (*Receiver, error) {
 	if c == nil || sc == nil || h == nil {
 		return nil, errors.New("grpcv5: Simple: nil Consumer, SimpleConsumer or Handler")
 	}
@@ -128,11 +119,12 @@ func Simple(c *consumer.Consumer, sc SimpleConsumer, h consumer.Handler, cfg Sim
 // cancelled: messages the proxy had already taken for it come back when
 // their invisible duration ends, on their next attempt. Messages still in hand then
 // are left unacknowledged. Its error wraps [ErrDrainTimeout] when the
-// drain ran out of time, and is [ErrClosed] when Run ran before.
+// drain ran out of time, and says the receiver is closed when Run ran
+// before.
 func (r *Receiver) Run(ctx context.Context) error { return r.r.run(ctx) }
 
 // Close stops Run, waits until it has drained and returns what it
-// returned (nil if Run never ran); afterwards Run returns ErrClosed.
+// returned (nil if Run never ran); afterwards Run fails at once.
 func (r *Receiver) Close() error { return r.r.close() }
 
 // client is what a receiver uses of a simple consumer receiving Vs.
@@ -142,12 +134,12 @@ type client[V view] interface {
 	ChangeInvisibleDuration(v V, invisibleDuration time.Duration) error
 }
 
-// handleFixer is a SimpleConsumer whose ChangeInvisibleDuration keeps the
+// handleFixer is a golang.SimpleConsumer whose ChangeInvisibleDuration keeps the
 // message's receipt handle when the proxy refuses the change:
 // rocketmq-clients v5.1.4 replaces it with the refusal's, which is empty,
 // so that every later call for the message would fail. (A change that
 // succeeds returns a new handle, which replaces the old one.)
-type handleFixer struct{ SimpleConsumer }
+type handleFixer struct{ golang.SimpleConsumer }
 
 func (f handleFixer) ChangeInvisibleDuration(mv *golang.MessageView, d time.Duration) error {
 	old := mv.ReceiptHandle
@@ -187,17 +179,17 @@ const receiveBackoff = time.Second
 
 func newReceiver[V view](c *consumer.Consumer, sc client[V], h consumer.Handler, cfg SimpleConfig) (*receiver[V], error) {
 	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &receiver[V]{c: c, sc: sc, h: h, cfg: cfg, log: c.Logger(), done: make(chan struct{}), hands: map[*hand[V]]struct{}{}}, nil
+	return &receiver[V]{c: c, sc: sc, h: h, cfg: cfg, log: adapter.Logger(c), done: make(chan struct{}), hands: map[*hand[V]]struct{}{}}, nil
 }
 
 func (r *receiver[V]) run(ctx context.Context) error {
 	r.mu.Lock()
 	if r.state != idle {
 		r.mu.Unlock()
-		return ErrClosed
+		return errClosed
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -340,17 +332,17 @@ func sleep(ctx context.Context, d time.Duration) {
 // handle runs h's message through the Consumer and does what it decided.
 func (r *receiver[V]) handle(ctx context.Context, h *hand[V]) {
 	defer r.drop(h)
-	vs := r.c.Process(ctx, []consumer.Message{describe(h.v)}, r.h,
+	vs := adapter.Process(ctx, r.c, []consumer.Message{describe(h.v)}, r.h,
 		// In hand, a message costs nothing: wait for a busy key as long as
 		// its holder holds it, invisible to others meanwhile.
-		consumer.Waiting{Always: true, Extend: func(_ int, lease time.Duration) { r.extend(h, lease) }})
+		adapter.Waiting{Always: true, Extend: func(_ int, lease time.Duration) { r.extend(h, lease) }})
 	switch v := vs[0]; v.Action {
-	case consumer.Ack:
+	case adapter.Ack:
 		r.ack(ctx, h)
-	case consumer.Retry:
+	case adapter.Retry:
 		// Visible again after the delay, on its next delivery attempt.
 		r.release(h, v.Delay)
-	case consumer.Hold:
+	case adapter.Hold:
 		// Left alone: visible again once its invisible duration ends.
 		r.release(h, 0)
 	}

@@ -44,9 +44,9 @@ func TestSimpleAppliesEachKeyOnce(t *testing.T) {
 			t.Errorf("key %s applied %d times, want 1", k, n)
 		}
 	}
-	s := c.Stats()
-	if s.Completed.Load() != 5 || s.Suppressed.Load() != 3 {
-		t.Errorf("completed %d, suppressed %d; want 5 and 3", s.Completed.Load(), s.Suppressed.Load())
+	s := c.Stats
+	if s().Completed != 5 || s().Suppressed != 3 {
+		t.Errorf("completed %d, suppressed %d; want 5 and 3", s().Completed, s().Suppressed)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -85,8 +85,8 @@ func TestSimpleRetries(t *testing.T) {
 			if got := f.changesOf("m1"); got[0] != tt.want {
 				t.Errorf("invisible for %v, want %v", got[0], tt.want)
 			}
-			if len(f.ackedIDs()) != 0 || l.count("k") != 0 || c.Stats().Failed.Load() != 1 {
-				t.Errorf("acknowledged %v, applied %d, failed %d; want none, 0, 1", f.ackedIDs(), l.count("k"), c.Stats().Failed.Load())
+			if len(f.ackedIDs()) != 0 || l.count("k") != 0 || c.Stats().Failed != 1 {
+				t.Errorf("acknowledged %v, applied %d, failed %d; want none, 0, 1", f.ackedIDs(), l.count("k"), c.Stats().Failed)
 			}
 			// The redelivery, its next attempt, runs at once.
 			v2 := newView("m1", "k")
@@ -127,7 +127,7 @@ func TestSimpleFaults(t *testing.T) {
 		f.put(newView("m1", "k"))
 		l := newLedger()
 		startReceiver(t, c, f, l.handle, SimpleConfig{})
-		testkit.WaitFor(t, "the message waiting for the store", func() bool { return c.Stats().StoreWaited.Load() == 1 })
+		testkit.WaitFor(t, "the message waiting for the store", func() bool { return c.Stats().StoreWaited == 1 })
 		// In hand, it spends nothing while it waits: no retry, however
 		// long the store stays down (a probe asks it meanwhile).
 		testkit.WaitFor(t, "a probe", func() bool { return fs.Calls(dedupetest.OpExtend) > 0 })
@@ -136,8 +136,8 @@ func TestSimpleFaults(t *testing.T) {
 		}
 		fs.Heal()
 		testkit.WaitFor(t, "the message acknowledged", func() bool { return len(f.ackedIDs()) == 1 })
-		if st := c.Stats(); l.count("k") != 1 || st.StoreDown.Load() != 0 || st.Completed.Load() != 1 || len(f.changesOf("m1")) != 0 {
-			t.Errorf("applied %d, store down %d, completed %d, changed %v; want 1, 0, 1, none", l.count("k"), st.StoreDown.Load(), st.Completed.Load(), f.changesOf("m1"))
+		if st := c.Stats(); l.count("k") != 1 || st.StoreDown != 0 || st.Completed != 1 || len(f.changesOf("m1")) != 0 {
+			t.Errorf("applied %d, store down %d, completed %d, changed %v; want 1, 0, 1, none", l.count("k"), st.StoreDown, st.Completed, f.changesOf("m1"))
 		}
 	})
 	t.Run("AckFails", func(t *testing.T) {
@@ -147,7 +147,7 @@ func TestSimpleFaults(t *testing.T) {
 		l := newLedger()
 		r, _ := startReceiver(t, c, f, l.handle, SimpleConfig{})
 		// Out of hand once handled: the acknowledgement was tried.
-		testkit.WaitFor(t, "the acknowledgement tried", func() bool { return c.Stats().Completed.Load() == 1 && r.inHand() == 0 })
+		testkit.WaitFor(t, "the acknowledgement tried", func() bool { return c.Stats().Completed == 1 && r.inHand() == 0 })
 		if len(f.ackedIDs()) != 0 {
 			t.Fatalf("acknowledged %v through a failing Ack", f.ackedIDs())
 		}
@@ -158,8 +158,8 @@ func TestSimpleFaults(t *testing.T) {
 		v.attempt = 2
 		f.put(v)
 		testkit.WaitFor(t, "the redelivery acknowledged", func() bool { return len(f.ackedIDs()) == 1 })
-		if l.count("k") != 1 || c.Stats().Suppressed.Load() != 1 {
-			t.Errorf("applied %d times, suppressed %d; want 1 and 1", l.count("k"), c.Stats().Suppressed.Load())
+		if l.count("k") != 1 || c.Stats().Suppressed != 1 {
+			t.Errorf("applied %d times, suppressed %d; want 1 and 1", l.count("k"), c.Stats().Suppressed)
 		}
 	})
 	t.Run("RenewalFails", func(t *testing.T) {
@@ -173,14 +173,14 @@ func TestSimpleFaults(t *testing.T) {
 		testkit.WaitFor(t, "two renewals tried", func() bool { return len(f.changesOf("m1")) >= 2 })
 		close(l.block)
 		testkit.WaitFor(t, "the acknowledgement", func() bool { return len(f.ackedIDs()) == 1 })
-		if l.count("k") != 1 || c.Stats().Completed.Load() != 1 {
-			t.Errorf("applied %d times, completed %d; want 1 and 1", l.count("k"), c.Stats().Completed.Load())
+		if l.count("k") != 1 || c.Stats().Completed != 1 {
+			t.Errorf("applied %d times, completed %d; want 1 and 1", l.count("k"), c.Stats().Completed)
 		}
 	})
 }
 
 // TestSimpleNoKey: a message without a key is retried, never run, unless a
-// fallback names one; consumer.MsgID and UniqKey give the message id.
+// fallback names one; the message id and UniqKey give the message id.
 func TestSimpleNoKey(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -188,7 +188,7 @@ func TestSimpleNoKey(t *testing.T) {
 		acked bool
 	}{
 		{name: "Strict"},
-		{name: "MsgID", opts: []consumer.Option{consumer.WithKeyFallback(consumer.MsgID)}, acked: true},
+		{name: "MsgID", opts: []consumer.Option{consumer.WithKeyFallback(func(m *consumer.Message) string { return m.ID })}, acked: true},
 		{name: "UniqKey", opts: []consumer.Option{consumer.WithKeyFallback(UniqKey)}, acked: true},
 	}
 	for _, tt := range tests {
@@ -198,17 +198,17 @@ func TestSimpleNoKey(t *testing.T) {
 			f.put(newView("m1", ""), newView("m1", ""))
 			var ran atomic.Int64
 			startReceiver(t, c, f, func(context.Context, *consumer.Message) error { ran.Add(1); return nil }, SimpleConfig{Workers: 1})
-			s := c.Stats()
+			s := c.Stats
 			if tt.acked {
 				testkit.WaitFor(t, "both acknowledged", func() bool { return len(f.ackedIDs()) == 2 })
-				if ran.Load() != 1 || s.Suppressed.Load() != 1 {
-					t.Errorf("ran %d, suppressed %d; want 1, 1", ran.Load(), s.Suppressed.Load())
+				if ran.Load() != 1 || s().Suppressed != 1 {
+					t.Errorf("ran %d, suppressed %d; want 1, 1", ran.Load(), s().Suppressed)
 				}
 				return
 			}
 			testkit.WaitFor(t, "both released", func() bool { return len(f.changesOf("m1")) == 2 })
-			if ran.Load() != 0 || len(f.ackedIDs()) != 0 || s.NoKey.Load() != 2 {
-				t.Errorf("ran %d, acknowledged %d, without key %d; want 0, 0, 2", ran.Load(), len(f.ackedIDs()), s.NoKey.Load())
+			if ran.Load() != 0 || len(f.ackedIDs()) != 0 || s().NoKey != 2 {
+				t.Errorf("ran %d, acknowledged %d, without key %d; want 0, 0, 2", ran.Load(), len(f.ackedIDs()), s().NoKey)
 			}
 		})
 	}
@@ -241,7 +241,7 @@ func TestSimpleBusyKey(t *testing.T) {
 			f.put(newView("m1", "k"))
 			cfg := SimpleConfig{InvisibleDuration: 10 * time.Second}
 			startReceiver(t, c, f, l.handle, cfg)
-			testkit.WaitFor(t, "the wait", func() bool { return c.Stats().Waited.Load() == 1 })
+			testkit.WaitFor(t, "the wait", func() bool { return c.Stats().Waited == 1 })
 			time.Sleep(lease / 5)
 			switch tt.end {
 			case "complete":
@@ -254,9 +254,9 @@ func TestSimpleBusyKey(t *testing.T) {
 				}
 			}
 			testkit.WaitFor(t, "the acknowledgement", func() bool { return len(f.ackedIDs()) == 1 })
-			s := c.Stats()
-			if l.count("k") != tt.applied || s.Busy.Load() != 0 || s.Retried.Load() != 0 {
-				t.Errorf("applied %d, busy %d, retried %d; want %d, 0, 0", l.count("k"), s.Busy.Load(), s.Retried.Load(), tt.applied)
+			s := c.Stats
+			if l.count("k") != tt.applied || s().Busy != 0 || s().Retried != 0 {
+				t.Errorf("applied %d, busy %d, retried %d; want %d, 0, 0", l.count("k"), s().Busy, s().Retried, tt.applied)
 			}
 			// Invisible for the holder's lease and a margin, at least: but
 			// the invisible duration is longer.
@@ -286,8 +286,8 @@ func TestSimpleBusyKeyExtendsInvisibility(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "the acknowledgement", func() bool { return len(f.ackedIDs()) == 1 })
-	if s := c.Stats(); s.Suppressed.Load() != 1 {
-		t.Errorf("suppressed %d, want 1", s.Suppressed.Load())
+	if s := c.Stats(); s.Suppressed != 1 {
+		t.Errorf("suppressed %d, want 1", s.Suppressed)
 	}
 }
 
@@ -324,7 +324,7 @@ func TestSimpleDrain(t *testing.T) {
 		l := newLedger()
 		l.block = make(chan struct{})
 		_, stop := startReceiver(t, c, f, l.handle, SimpleConfig{})
-		testkit.WaitFor(t, "both running", func() bool { return c.Stats().Delivered.Load() == 2 })
+		testkit.WaitFor(t, "both running", func() bool { return c.Stats().Delivered == 2 })
 		stopped := make(chan error, 1)
 		go func() { stopped <- stop() }()
 		select {
@@ -372,16 +372,16 @@ func TestSimpleDrain(t *testing.T) {
 		l := newLedger()
 		l.block = make(chan struct{}) // never closed
 		_, stop := startReceiver(t, c, f, l.handle, SimpleConfig{DrainTimeout: 100 * time.Millisecond})
-		testkit.WaitFor(t, "the handler and the wait", func() bool { return c.Stats().Waited.Load() == 1 && c.Stats().Delivered.Load() == 2 })
+		testkit.WaitFor(t, "the handler and the wait", func() bool { return c.Stats().Waited == 1 && c.Stats().Delivered == 2 })
 		err := stop()
 		if !errors.Is(err, ErrDrainTimeout) {
 			t.Errorf("drain: %v, want ErrDrainTimeout", err)
 		}
-		s := c.Stats()
+		s := c.Stats
 		// The handler saw its context end and failed: retried. The wait
 		// ended: held, left alone.
-		if len(f.ackedIDs()) != 0 || s.Failed.Load() != 1 || s.Canceled.Load() != 1 {
-			t.Errorf("acknowledged %v, failed %d, canceled %d; want none, 1, 1", f.ackedIDs(), s.Failed.Load(), s.Canceled.Load())
+		if len(f.ackedIDs()) != 0 || s().Failed != 1 || s().Canceled != 1 {
+			t.Errorf("acknowledged %v, failed %d, canceled %d; want none, 1, 1", f.ackedIDs(), s().Failed, s().Canceled)
 		}
 		if ch := f.changesOf("m2"); len(ch) > 1 {
 			t.Errorf("the held message's invisibility changed %v; want it left alone", ch)
@@ -396,8 +396,8 @@ func TestSimpleLifecycle(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Errorf("stop: %v", err)
 	}
-	if err := r.run(context.Background()); !errors.Is(err, ErrClosed) {
-		t.Errorf("second Run: %v, want ErrClosed", err)
+	if err := r.run(context.Background()); !errors.Is(err, errClosed) {
+		t.Errorf("second Run: %v, want errClosed", err)
 	}
 	r2, err := newReceiver(c, client[*fakeView](&fakeSimple{}), newLedger().handle, SimpleConfig{})
 	if err != nil {
@@ -406,8 +406,8 @@ func TestSimpleLifecycle(t *testing.T) {
 	if err := r2.close(); err != nil {
 		t.Errorf("Close before Run: %v", err)
 	}
-	if err := r2.run(context.Background()); !errors.Is(err, ErrClosed) {
-		t.Errorf("Run after Close: %v, want ErrClosed", err)
+	if err := r2.run(context.Background()); !errors.Is(err, errClosed) {
+		t.Errorf("Run after Close: %v, want errClosed", err)
 	}
 }
 
@@ -427,7 +427,7 @@ func TestSimpleConfig(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := tt.cfg
 			cfg.setDefaults()
-			if err := cfg.Validate(); (err == nil) != tt.ok {
+			if err := cfg.validate(); (err == nil) != tt.ok {
 				t.Errorf("Validate() = %v, want ok %v", err, tt.ok)
 			}
 		})
@@ -440,7 +440,7 @@ func TestSimpleConfig(t *testing.T) {
 // failingChange is a SimpleConsumer whose ChangeInvisibleDuration fails
 // as rocketmq-clients v5.1.4's does on an error status: after replacing
 // the receipt handle with the answer's empty one.
-type failingChange struct{ SimpleConsumer }
+type failingChange struct{ golang.SimpleConsumer }
 
 func (failingChange) ChangeInvisibleDuration(mv *golang.MessageView, _ time.Duration) error {
 	mv.ReceiptHandle = ""

@@ -100,7 +100,7 @@ var sends = []struct {
 		return <-done
 	}},
 	{"tx", func(ctx context.Context, p *grpcv5.Producer, m *golang.Message) error {
-		_, err := p.SendWithTransaction(ctx, m, p.BeginTransaction())
+		_, err := p.SendWithTransaction(ctx, m, tx{})
 		return err
 	}},
 }
@@ -226,7 +226,7 @@ func TestBadArguments(t *testing.T) {
 		}},
 		{"SendAsync nil callback", func() error { return p.SendAsync(t.Context(), m, nil) }},
 		{"SendWithTransaction nil message", func() error {
-			_, err := p.SendWithTransaction(t.Context(), nil, p.BeginTransaction())
+			_, err := p.SendWithTransaction(t.Context(), nil, tx{})
 			return err
 		}},
 		{"SendWithTransaction nil transaction", func() error { _, err := p.SendWithTransaction(t.Context(), m, nil); return err }},

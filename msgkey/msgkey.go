@@ -1,7 +1,7 @@
 // Package msgkey owns idemq's message key: the user property that carries
 // it, how to read it, the rules it must follow, its length limit, and how a
 // producer stamps it ([Stamp]) with keys from a [Source]. The sending side
-// (package producer and its client adapters) stamps it and the receiving
+// (the client adapters' producers and package outbox) stamps it and the receiving
 // side (package consumer, and the dedupe stores' limit) reads and checks it
 // by these rules alone, so the two cannot drift apart. It imports only the
 // standard library, so a gRPC-only sender links no remoting client, a
@@ -28,14 +28,10 @@ const MaxLen = 255
 // record name it cannot store.
 var ErrInvalid = errors.New("idemq: invalid message key")
 
-// Carrier is a message whose user properties can be read, such as
-// RocketMQ's *primitive.Message and *primitive.MessageExt.
-type Carrier interface {
-	GetProperty(name string) string
-}
-
-// Of returns m's key, or "" when it carries none.
-func Of(m Carrier) string { return m.GetProperty(Property) }
+// Of returns m's key, or "" when it carries none. m is a message whose
+// user properties can be read, such as RocketMQ's *primitive.Message and
+// *primitive.MessageExt, a *consumer.Message, or [Properties].
+func Of(m interface{ GetProperty(name string) string }) string { return m.GetProperty(Property) }
 
 // Validate reports whether key can travel in a message: in the Property and
 // among the message's Keys. Its error wraps [ErrInvalid]. Besides being

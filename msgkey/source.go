@@ -7,6 +7,8 @@ import (
 
 // Source issues unique keys, one per call: the producer adapters take a
 // new message's key from one. Implementations are safe for concurrent use.
+// There is no default: [FromIDs] over an ID generator (package idgen, on a
+// node id of the process's own) is the usual one.
 type Source interface {
 	NextKey(ctx context.Context) (string, error)
 }

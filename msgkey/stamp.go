@@ -6,46 +6,35 @@ import (
 	"slices"
 )
 
-// Message is a message [Stamp] can give a key: its user properties can be
-// read and set, and its Keys (the broker indexes them) read and replaced.
-// The package wrapping each RocketMQ client fits that client's message type
-// to it with a small adapter.
-type Message interface {
-	Carrier
-	SetProperty(name, value string)
-	Keys() []string
-	SetKeys(keys []string)
-}
-
-// Stamp gives m its key and returns it. The key is the one m carries in
+// Stamp returns the key a message is to carry and its Keys (the broker
+// indexes them) with the key among them. The key is the one m carries in
 // [Property] already (a business key, or the key of an earlier attempt, so
-// that every resend carries the same one), else a new one from next. It is
-// validated, set in Property and added to m's Keys unless they hold it. On
-// error m is unchanged: an invalid key wraps [ErrInvalid], and next's error
-// is wrapped.
+// that every resend carries the same one), else a new one from next; it is
+// validated, and added to keys unless they hold it. The caller then sets
+// the key in Property and the Keys: stamping a message twice changes
+// nothing. An invalid key wraps [ErrInvalid], and next's error is wrapped;
+// on error the caller changes nothing.
 //
-// This is the rule every producer adapter follows; stamping a message twice
-// changes nothing.
-func Stamp(ctx context.Context, m Message, next func(context.Context) (string, error)) (string, error) {
-	key := Of(m)
+// This is the rule every producer adapter, and package outbox, follows.
+func Stamp(ctx context.Context, m interface{ GetProperty(name string) string }, keys []string, next func(context.Context) (string, error)) (key string, withKey []string, err error) {
+	key = Of(m)
 	if key == "" {
 		k, err := next(ctx)
 		if err != nil {
-			return "", fmt.Errorf("new key: %w", err)
+			return "", nil, fmt.Errorf("new key: %w", err)
 		}
 		key = k
 	}
 	if err := Validate(key); err != nil {
-		return "", err
+		return "", nil, err
 	}
-	m.SetProperty(Property, key)
-	if keys := m.Keys(); !slices.Contains(keys, key) {
-		m.SetKeys(append(slices.Clip(keys), key))
+	if !slices.Contains(keys, key) {
+		keys = append(slices.Clip(keys), key)
 	}
-	return key, nil
+	return key, keys, nil
 }
 
-// Properties is a [Carrier] for a message whose user properties come as a
+// Properties is a message, for [Of] and [Stamp], whose user properties come as a
 // map, as the gRPC client's (rocketmq-clients/golang/v5) Message and
 // MessageView give them:
 //

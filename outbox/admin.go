@@ -13,10 +13,10 @@ import (
 // how long it holds locks.
 const cleanupBatch = 1000
 
-// Cleanup deletes the rows marked sent more than retention ago, in bounded
+// cleanup deletes the rows marked sent more than retention ago, in bounded
 // statements, and returns how many it deleted. A [Relay] runs it every
 // [RelayConfig.CleanupInterval].
-func (o *Outbox) Cleanup(ctx context.Context, retention time.Duration) (int64, error) {
+func (o *Outbox) cleanup(ctx context.Context, retention time.Duration) (int64, error) {
 	var total int64
 	for {
 		res, err := o.db.ExecContext(ctx, o.q.cleanup(), -sqldialect.Micros(retention), cleanupBatch)
@@ -34,8 +34,8 @@ func (o *Outbox) Cleanup(ctx context.Context, retention time.Duration) (int64, e
 	}
 }
 
-// Stats is what an outbox table holds.
-type Stats struct {
+// Counts is what an outbox table holds, counted when asked ([Outbox.Count]).
+type Counts struct {
 	Pending int64 // rows not shipped yet
 	Sent    int64 // rows marked sent, kept for their retention
 	Parked  int64 // rows parked for an operator
@@ -44,16 +44,17 @@ type Stats struct {
 	OldestPending time.Duration
 }
 
-// Stats counts the table's rows by state.
-func (o *Outbox) Stats(ctx context.Context) (Stats, error) {
+// Count counts the table's rows by state, by a query: a relay's own
+// counters are [Relay.Stats].
+func (o *Outbox) Count(ctx context.Context) (Counts, error) {
 	syn := o.q.syn
 	rs, err := o.db.QueryContext(ctx, `SELECT state, COUNT(*), `+syn.UnixMicros(syn.Now())+` - MIN(`+syn.UnixMicros("created_at")+`)
 FROM `+o.q.table+` GROUP BY state`)
 	if err != nil {
-		return Stats{}, fmt.Errorf("outbox: stats: %w", err)
+		return Counts{}, fmt.Errorf("outbox: count: %w", err)
 	}
 	defer rs.Close()
-	var s Stats
+	var s Counts
 	for rs.Next() {
 		var (
 			state int
@@ -61,7 +62,7 @@ FROM `+o.q.table+` GROUP BY state`)
 			age   sql.NullInt64
 		)
 		if err := rs.Scan(&state, &n, &age); err != nil {
-			return Stats{}, fmt.Errorf("outbox: stats: %w", err)
+			return Counts{}, fmt.Errorf("outbox: count: %w", err)
 		}
 		switch state {
 		case statePending:
@@ -73,7 +74,7 @@ FROM `+o.q.table+` GROUP BY state`)
 		}
 	}
 	if err := rs.Err(); err != nil {
-		return Stats{}, fmt.Errorf("outbox: stats: %w", err)
+		return Counts{}, fmt.Errorf("outbox: count: %w", err)
 	}
 	return s, nil
 }

@@ -2,14 +2,9 @@ package outbox_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,14 +25,7 @@ func BenchmarkAdd(b *testing.B) {
 	for _, be := range testdb.Backends {
 		b.Run(be.Name, func(b *testing.B) {
 			db := be.Open(b)
-			o, err := outbox.New(db, be.Dialect, new(counter), outbox.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
-			if err := o.Migrate(ctx); err != nil {
-				b.Fatal(err)
-			}
+			o, ctx := newOutbox(b, db, be), context.Background()
 			// The same row by hand: an INSERT into a table of the outbox's
 			// shape and indexes, with a key of the same length.
 			for _, stmt := range o.Schema() {
@@ -50,33 +38,25 @@ func BenchmarkAdd(b *testing.B) {
 VALUES (?, '', ?, ?, '', ?, ?, 0, 0, ` + syn.Now() + `, ` + syn.Now() + `, '', '', ` + syn.Now() + `)`)
 			keys := new(counter)
 			msg := outbox.Message{Topic: "orders", Body: body200}
-			inTx := func(b *testing.B, f func(tx *sql.Tx) error) {
-				tx, err := db.BeginTx(ctx, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := f(tx); err != nil {
-					b.Fatal(err)
-				}
-				if err := tx.Commit(); err != nil {
-					b.Fatal(err)
-				}
-			}
 			b.Run("insert", func(b *testing.B) {
 				for b.Loop() {
 					k, _ := keys.NextKey(ctx)
-					inTx(b, func(tx *sql.Tx) error {
-						_, err := tx.ExecContext(ctx, insert, "orders", k, k, `{"IDEMQ_KEY":"`+k+`"}`, body200)
-						return err
-					})
+					tx, err := db.BeginTx(ctx, nil)
+					if err == nil {
+						_, err = tx.ExecContext(ctx, insert, "orders", k, k, `{"IDEMQ_KEY":"`+k+`"}`, body200)
+					}
+					if err == nil {
+						err = tx.Commit()
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
 				}
 			})
+			// testkit.AddCommitted: BEGIN, Add's statement, COMMIT.
 			b.Run("idemq-outbox", func(b *testing.B) {
 				for b.Loop() {
-					inTx(b, func(tx *sql.Tx) error {
-						_, err := o.Add(ctx, tx, msg)
-						return err
-					})
+					testkit.AddCommitted(b, db, o, msg)
 				}
 			})
 			b.Run("idemq-batch100", func(b *testing.B) {
@@ -85,10 +65,7 @@ VALUES (?, '', ?, ?, '', ?, ?, 0, 0, ` + syn.Now() + `, ` + syn.Now() + `, '', '
 					msgs[i] = msg
 				}
 				for b.Loop() {
-					inTx(b, func(tx *sql.Tx) error {
-						_, err := o.AddBatch(ctx, tx, msgs)
-						return err
-					})
+					testkit.AddCommitted(b, db, o, msgs...)
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(100*b.N), "ns/msg")
 			})
@@ -106,32 +83,16 @@ func BenchmarkRelay(b *testing.B) {
 		b.Run(be.Name, func(b *testing.B) {
 			var h testdb.Hooks
 			db := be.OpenWith(b, &h)
-			o, err := outbox.New(db, be.Dialect, new(counter), outbox.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
-			if err := o.Migrate(ctx); err != nil {
-				b.Fatal(err)
-			}
+			o := newOutbox(b, db, be)
 			msgs := make([]outbox.Message, 256)
 			for i := range msgs {
 				msgs[i] = outbox.Message{Topic: "orders", Body: body200, OrderingKey: fmt.Sprint("k", i%64)}
 			}
 			for left := b.N; left > 0; left -= len(msgs) {
-				tx, err := db.BeginTx(ctx, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := o.AddBatch(ctx, tx, msgs[:min(left, len(msgs))]); err != nil {
-					b.Fatal(err)
-				}
-				if err := tx.Commit(); err != nil {
-					b.Fatal(err)
-				}
+				testkit.AddCommitted(b, db, o, msgs[:min(left, len(msgs))]...)
 			}
 			server := serverCPU(b, be)
-			trips, self := h.RoundTrips(), selfCPU()
+			trips, self := h.RoundTrips(), testkit.OwnCPU(b)
 			b.ResetTimer()
 			r, err := outbox.NewRelay(o, senderFunc(func(context.Context, *outbox.Message) error { return nil }),
 				outbox.RelayConfig{Batch: 256, Delete: true, Logger: slog.New(slog.DiscardHandler)})
@@ -149,7 +110,7 @@ func BenchmarkRelay(b *testing.B) {
 			n := float64(b.N)
 			b.ReportMetric(n/b.Elapsed().Seconds(), "msgs/s")
 			b.ReportMetric(float64(h.RoundTrips()-trips)/n, "trips/msg")
-			b.ReportMetric(float64((selfCPU()-self).Microseconds())/n, "test-µs/msg")
+			b.ReportMetric(float64((testkit.OwnCPU(b)-self).Microseconds())/n, "test-µs/msg")
 			if server != nil {
 				b.ReportMetric(float64(server().Microseconds())/n, "db-µs/msg")
 			}
@@ -157,16 +118,9 @@ func BenchmarkRelay(b *testing.B) {
 	}
 }
 
-// selfCPU is the CPU time (user and system) this process has used.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// serverCPU returns a function that returns the CPU time be's server has
-// used since: the listening process and its children (PostgreSQL's
-// backends), or nil without a server or without access to its processes.
+// serverCPU returns a function that returns the CPU time be's server
+// (the listening process and its descendants: PostgreSQL's backends) has
+// used since, or nil without a server or without access to its processes.
 func serverCPU(b *testing.B, be testdb.Backend) func() time.Duration {
 	addr := be.Server(b)
 	if addr == "" {
@@ -177,28 +131,6 @@ func serverCPU(b *testing.B, be testdb.Backend) func() time.Duration {
 		b.Logf("server CPU not measured: %v", err)
 		return nil
 	}
-	tree := func() time.Duration {
-		pids := []int{pid}
-		stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-		for _, f := range stats {
-			s, err := os.ReadFile(f)
-			i := strings.LastIndexByte(string(s), ')')
-			if err != nil || i < 0 {
-				continue
-			}
-			fs := strings.Fields(string(s[i+1:]))
-			if len(fs) > 1 && fs[1] == strconv.Itoa(pid) {
-				p, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
-				pids = append(pids, p)
-			}
-		}
-		var sum time.Duration
-		for _, p := range pids {
-			t, _ := testkit.ProcessCPU(p)
-			sum += t
-		}
-		return sum
-	}
-	start := tree()
-	return func() time.Duration { return tree() - start }
+	start, _ := testkit.ProcessCPU(pid)
+	return func() time.Duration { t, _ := testkit.ProcessCPU(pid); return t - start }
 }

@@ -53,7 +53,7 @@
 // # Poison rows
 //
 // A message the broker refuses for good (the [Sender] wraps [ErrRefused])
-// is parked with its reason and counted ([RelayStats].Parked), and the rows
+// is parked with its reason and counted ([Relay.Stats]), and the rows
 // after it flow on. A refused batch is sent again row by row, so that only
 // the row the broker refuses alone is parked. Input that can never ship is
 // refused by Add itself.

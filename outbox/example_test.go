@@ -21,8 +21,8 @@ import (
 type printer chan string
 
 func (p printer) Send(_ context.Context, m *outbox.Message) error {
-	fmt.Printf("shipped %s to %s with key %s\n", m.Body, m.Topic, m.Key())
-	p <- m.Key()
+	fmt.Printf("shipped %s to %s with key %s\n", m.Body, m.Topic, msgkey.Of(msgkey.Properties(m.Properties)))
+	p <- msgkey.Of(msgkey.Properties(m.Properties))
 	return nil
 }
 

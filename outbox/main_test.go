@@ -16,6 +16,7 @@ import (
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 )
 
@@ -69,7 +70,7 @@ func forBackends(t *testing.T, bs []testdb.Backend, test func(t *testing.T, e en
 	}
 }
 
-func newOutbox(t *testing.T, db *sql.DB, b testdb.Backend) *outbox.Outbox {
+func newOutbox(t testing.TB, db *sql.DB, b testdb.Backend) *outbox.Outbox {
 	t.Helper()
 	o, err := outbox.New(db, b.Dialect, new(counter), outbox.Config{MaxBody: 1 << 10})
 	if err != nil {
@@ -79,6 +80,18 @@ func newOutbox(t *testing.T, db *sql.DB, b testdb.Backend) *outbox.Outbox {
 		t.Fatal(err)
 	}
 	return o
+}
+
+// begin begins a transaction on db, rolled back when t ends unless it was
+// committed.
+func begin(t *testing.T, db *sql.DB) *sql.Tx {
+	t.Helper()
+	tx, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback() })
+	return tx
 }
 
 func newRelay(t *testing.T, o *outbox.Outbox, s outbox.Sender, cfg outbox.RelayConfig) *outbox.Relay {
@@ -116,10 +129,10 @@ func (r *recorder) send(msgs []*outbox.Message) error {
 		r.inFlight = map[string]bool{}
 	}
 	for _, m := range msgs {
-		if r.inFlight[m.Key()] {
-			r.overlap = append(r.overlap, m.Key())
+		if r.inFlight[msgkey.Of(msgkey.Properties(m.Properties))] {
+			r.overlap = append(r.overlap, msgkey.Of(msgkey.Properties(m.Properties)))
 		}
-		r.inFlight[m.Key()] = true
+		r.inFlight[msgkey.Of(msgkey.Properties(m.Properties))] = true
 	}
 	r.mu.Unlock()
 	var err error
@@ -131,7 +144,7 @@ func (r *recorder) send(msgs []*outbox.Message) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, m := range msgs {
-		delete(r.inFlight, m.Key())
+		delete(r.inFlight, msgkey.Of(msgkey.Properties(m.Properties)))
 		if err == nil {
 			r.got = append(r.got, *m)
 		}
@@ -157,20 +170,10 @@ func (b *batchRecorder) SendBatch(ctx context.Context, msgs []*outbox.Message) e
 	return b.send(msgs)
 }
 
-// check fails t if b took no batch, or one that broke the contract.
-func (b *batchRecorder) check(t *testing.T) {
-	t.Helper()
-	if b.batches.Load() == 0 {
-		t.Error("no batch sent")
-	}
-	if s, _ := b.broken.Load().(string); s != "" {
-		t.Errorf("broke the BatchSender contract: %s", s)
-	}
-}
-
 // forEachSender runs test as forEachBackend does, once with a Sender that
 // ships one message a call (wrap returns the recorder itself) and once
-// with a BatchSender (wrap returns a batchRecorder over it).
+// with a BatchSender (wrap returns a batchRecorder over it), which must
+// take a batch and keep the BatchSender contract.
 func forEachSender(t *testing.T, test func(t *testing.T, e env, wrap func(*recorder) outbox.Sender)) {
 	t.Run("send", func(t *testing.T) {
 		forEachBackend(t, func(t *testing.T, e env) {
@@ -184,7 +187,12 @@ func forEachSender(t *testing.T, test func(t *testing.T, e env, wrap func(*recor
 				b = &batchRecorder{recorder: r}
 				return b
 			})
-			b.check(t)
+			if b.batches.Load() == 0 {
+				t.Error("no batch sent")
+			}
+			if s, _ := b.broken.Load().(string); s != "" {
+				t.Errorf("broke the BatchSender contract: %s", s)
+			}
 		})
 	})
 }
@@ -200,13 +208,13 @@ func (r *recorder) count() int { return len(r.sent()) }
 var errBroker = errors.New("broker busy")
 
 // waitStats waits until the table's stats satisfy cond.
-func waitStats(t *testing.T, o *outbox.Outbox, what string, cond func(outbox.Stats) bool) outbox.Stats {
+func waitStats(t *testing.T, o *outbox.Outbox, what string, cond func(outbox.Counts) bool) outbox.Counts {
 	t.Helper()
-	var s outbox.Stats
+	var s outbox.Counts
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var err error
-		if s, err = o.Stats(t.Context()); err != nil {
+		if s, err = o.Count(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		if cond(s) {

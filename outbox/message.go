@@ -43,17 +43,16 @@ type Message struct {
 	Delay time.Duration
 }
 
-// Key returns the message's key, or "" before it is stamped.
-func (m *Message) Key() string { return m.Properties[msgkey.Property] }
+// key returns the message's key, or "" before it is stamped.
+func (m *Message) key() string { return m.Properties[msgkey.Property] }
 
-// Errors that Add returns for input that can never ship, so that a bad
-// message fails the caller's transaction rather than parks in the table.
-// An invalid message key wraps [msgkey.ErrInvalid].
-var (
-	ErrInvalidTopic   = errors.New("outbox: invalid topic")
-	ErrTooLarge       = errors.New("outbox: message body too large")
-	ErrInvalidMessage = errors.New("outbox: invalid message")
-)
+// ErrInvalidMessage is what Add returns for input that can never ship (a
+// topic RocketMQ refuses, an empty or oversized body, a separator in a
+// property, tag, key or ordering key, a negative delay), so that a bad
+// message fails the caller's transaction rather than parks in the table;
+// its text says what is wrong. An invalid message key wraps
+// [msgkey.ErrInvalid] as well.
+var ErrInvalidMessage = errors.New("outbox: invalid message")
 
 // maxTopic is RocketMQ's limit on a topic's length (TopicValidator).
 const maxTopic = 127
@@ -73,11 +72,11 @@ func reservedChar(s string) bool {
 func (m *Message) check(maxBody int) error {
 	switch {
 	case m.Topic == "" || len(m.Topic) > maxTopic || !topicRule.MatchString(m.Topic):
-		return fmt.Errorf("%w: %q: want 1 to %d of letters, digits, _ - %% |", ErrInvalidTopic, m.Topic, maxTopic)
+		return fmt.Errorf("%w: topic %q: want 1 to %d of letters, digits, _ - %% |", ErrInvalidMessage, m.Topic, maxTopic)
 	case len(m.Body) == 0:
 		return fmt.Errorf("%w: empty body", ErrInvalidMessage)
 	case len(m.Body) > maxBody:
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(m.Body), maxBody)
+		return fmt.Errorf("%w: body of %d bytes, limit %d", ErrInvalidMessage, len(m.Body), maxBody)
 	case len(m.Tags) > maxField || reservedChar(m.Tags):
 		return fmt.Errorf("%w: tags %q", ErrInvalidMessage, m.Tags)
 	case len(m.OrderingKey) > maxField || reservedChar(m.OrderingKey):
@@ -108,16 +107,10 @@ func stamped(ctx context.Context, m *Message, next func(context.Context) (string
 		c.Properties = map[string]string{}
 	}
 	c.Keys = slices.Clone(m.Keys)
-	if _, err := msgkey.Stamp(ctx, stampable{&c}, next); err != nil {
+	key, withKey, err := msgkey.Stamp(ctx, msgkey.Properties(c.Properties), c.Keys, next)
+	if err != nil {
 		return Message{}, err
 	}
+	c.Properties[msgkey.Property], c.Keys = key, withKey
 	return c, nil
 }
-
-// stampable fits a *Message to msgkey.Stamp.
-type stampable struct{ m *Message }
-
-func (s stampable) GetProperty(name string) string { return s.m.Properties[name] }
-func (s stampable) SetProperty(name, value string) { s.m.Properties[name] = value }
-func (s stampable) Keys() []string                 { return s.m.Keys }
-func (s stampable) SetKeys(keys []string)          { s.m.Keys = keys }

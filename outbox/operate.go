@@ -6,26 +6,27 @@ import (
 	"time"
 )
 
-// State is where a row is in its life.
-type State int
+// State is where a row is in its life, by name.
+type State string
 
 // The states of a row.
 const (
-	Pending State = statePending // waiting to ship (or for its backoff)
-	Sent    State = stateSent    // shipped, kept for its retention
-	Parked  State = stateParked  // set aside: refused, out of attempts, or parked by an operator
+	Pending State = "pending" // waiting to ship (or for its backoff)
+	Sent    State = "sent"    // shipped, kept for its retention
+	Parked  State = "parked"  // set aside: refused, out of attempts, or parked by an operator
 )
 
-func (s State) String() string {
-	switch s {
-	case Pending:
-		return "pending"
-	case Sent:
-		return "sent"
-	case Parked:
-		return "parked"
+// states are the States by the code a row's state column holds.
+var states = [...]State{statePending: Pending, stateSent: Sent, stateParked: Parked}
+
+// code is s's code in the state column, or -1 for no State.
+func (s State) code() int {
+	for c, st := range states {
+		if st == s {
+			return c
+		}
 	}
-	return fmt.Sprintf("State(%d)", int(s))
+	return -1
 }
 
 // Row is a row of the table as an operator sees it.
@@ -47,7 +48,7 @@ func (o *Outbox) List(ctx context.Context, state State, after int64, limit int) 
 	syn := o.q.syn
 	rs, err := o.db.QueryContext(ctx, syn.Rebind(`SELECT id, state, k, topic, ordering, attempts, last_error, `+
 		syn.UnixMicros(syn.Now())+` - `+syn.UnixMicros("created_at")+`
-FROM `+o.q.table+` WHERE state = ? AND id > ? ORDER BY id LIMIT ?`), int(state), after, limit)
+FROM `+o.q.table+` WHERE state = ? AND id > ? ORDER BY id LIMIT ?`), state.code(), after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: list: %w", err)
 	}
@@ -55,11 +56,15 @@ FROM `+o.q.table+` WHERE state = ? AND id > ? ORDER BY id LIMIT ?`), int(state),
 	var rows []Row
 	for rs.Next() {
 		var (
-			r   Row
-			age int64
+			r     Row
+			state int
+			age   int64
 		)
-		if err := rs.Scan(&r.ID, &r.State, &r.Key, &r.Topic, &r.OrderingKey, &r.Attempts, &r.LastError, &age); err != nil {
+		if err := rs.Scan(&r.ID, &state, &r.Key, &r.Topic, &r.OrderingKey, &r.Attempts, &r.LastError, &age); err != nil {
 			return nil, fmt.Errorf("outbox: list: %w", err)
+		}
+		if state >= 0 && state < len(states) {
+			r.State = states[state]
 		}
 		r.Age = time.Duration(age) * time.Microsecond
 		rows = append(rows, r)

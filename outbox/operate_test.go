@@ -33,11 +33,11 @@ func TestParkListRetry(t *testing.T) {
 		}
 		rec := new(recorder)
 		r := newRelay(t, e.o, rec, outbox.RelayConfig{})
-		waitStats(t, e.o, "the retried row sent", func(s outbox.Stats) bool { return s.Sent == 1 })
+		waitStats(t, e.o, "the retried row sent", func(s outbox.Counts) bool { return s.Sent == 1 })
 		if n, err := e.o.Retry(ctx); err != nil || n != 2 {
 			t.Fatalf("Retry the rest: %d, %v", n, err)
 		}
-		waitStats(t, e.o, "all sent", func(s outbox.Stats) bool { return s.Sent == 3 && s.Parked == 0 })
+		waitStats(t, e.o, "all sent", func(s outbox.Counts) bool { return s.Sent == 3 && s.Parked == 0 })
 		r.Close()
 		checkOrder(t, rec.sent(), 3, 1)
 		if sent, err := e.o.List(ctx, outbox.Sent, 0, 10); err != nil || len(sent) != 3 {

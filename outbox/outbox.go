@@ -27,9 +27,9 @@ const (
 // another.
 const DefaultTable = "idemq_outbox"
 
-// DefaultMaxBody is the broker's default limit on a body (maxMessageSize,
+// defaultMaxBody is the broker's default limit on a body (maxMessageSize,
 // 4 MiB), and [Config.MaxBody]'s default.
-const DefaultMaxBody = 4 << 20
+const defaultMaxBody = 4 << 20
 
 // Config holds an Outbox's optional settings. The zero value works.
 type Config struct {
@@ -38,7 +38,7 @@ type Config struct {
 	// Default [DefaultTable].
 	Table string
 	// MaxBody is the largest body Add accepts, in bytes: the broker's
-	// maxMessageSize. Default [DefaultMaxBody].
+	// maxMessageSize. Default 4 MiB, the broker's default.
 	MaxBody int
 }
 
@@ -47,12 +47,12 @@ func (c *Config) setDefaults() {
 		c.Table = DefaultTable
 	}
 	if c.MaxBody == 0 {
-		c.MaxBody = DefaultMaxBody
+		c.MaxBody = defaultMaxBody
 	}
 }
 
-// Validate reports settings that cannot work.
-func (c Config) Validate() error {
+// validate reports settings that cannot work.
+func (c Config) validate() error {
 	switch {
 	case !sqldialect.ValidTable(c.Table):
 		return fmt.Errorf("outbox: table name %q: want %s", c.Table, sqldialect.TableRule)
@@ -85,7 +85,7 @@ func New(db *sql.DB, dialect Dialect, keys msgkey.Source, cfg Config) (*Outbox, 
 		return nil, fmt.Errorf("outbox: unknown dialect %v", dialect)
 	}
 	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	return &Outbox{db: db, keys: keys, cfg: cfg, q: newQueries(dialect, cfg.Table)}, nil
@@ -125,9 +125,8 @@ const maxRows = 256
 // it. The row ships once tx commits, and never if it rolls back. m is not
 // changed.
 //
-// A message that can never ship is refused: [ErrInvalidTopic],
-// [ErrTooLarge], [ErrInvalidMessage], or an error wrapping
-// [msgkey.ErrInvalid] for a key that cannot travel.
+// A message that can never ship is refused with [ErrInvalidMessage], or an
+// error wrapping [msgkey.ErrInvalid] for a key that cannot travel.
 func (o *Outbox) Add(ctx context.Context, tx *sql.Tx, m Message) (string, error) {
 	keys, err := o.AddBatch(ctx, tx, []Message{m})
 	if err != nil {
@@ -160,7 +159,7 @@ func (o *Outbox) AddBatch(ctx context.Context, tx *sql.Tx, msgs []Message) ([]st
 		if err != nil {
 			return nil, fmt.Errorf("outbox: properties: %w", err)
 		}
-		keys[i] = m.Key()
+		keys[i] = m.key()
 		args = append(args, m.Topic, m.Tags, strings.Join(m.Keys, " "), keys[i], m.OrderingKey, string(props), m.Body, micros(m.Delay))
 	}
 	for len(args) > 0 {

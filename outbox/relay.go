@@ -151,8 +151,9 @@ func (c RelayConfig) Validate() error {
 	return nil
 }
 
-// RelayStats counts what a relay did since it started.
-type RelayStats struct {
+// Stats is a snapshot of what a relay did since it started
+// ([Relay.Stats]); what the table holds is [Outbox.Count].
+type Stats struct {
 	Shipped int64 // rows shipped and marked sent (or deleted)
 	Retried int64 // failed sends, each put back for a backoff
 	Parked  int64 // rows parked: refused by the broker, or out of attempts
@@ -206,8 +207,8 @@ func NewRelay(o *Outbox, s Sender, cfg RelayConfig) (*Relay, error) {
 }
 
 // Stats returns what r did so far.
-func (r *Relay) Stats() RelayStats {
-	return RelayStats{Shipped: r.shipped.Load(), Retried: r.retried.Load(), Parked: r.parked.Load(), LeaseLost: r.leaseLost.Load()}
+func (r *Relay) Stats() Stats {
+	return Stats{Shipped: r.shipped.Load(), Retried: r.retried.Load(), Parked: r.parked.Load(), LeaseLost: r.leaseLost.Load()}
 }
 
 // Close stops claiming rows, ships those already claimed for up to
@@ -259,7 +260,7 @@ func (r *Relay) run() {
 		default:
 		}
 		if r.cfg.CleanupInterval > 0 && !r.cfg.Delete && time.Now().After(nextCleanup) {
-			if _, err := r.o.Cleanup(r.hard, r.cfg.Retention); err != nil {
+			if _, err := r.o.cleanup(r.hard, r.cfg.Retention); err != nil {
 				r.cfg.Logger.Error("outbox cleanup", "table", r.o.cfg.Table, "err", err)
 			}
 			nextCleanup = time.Now().Add(r.cfg.CleanupInterval)
@@ -496,7 +497,7 @@ func (r *Relay) fail(owner string, row *row, err error) (parked bool) {
 	if errors.Is(err, ErrRefused) || r.cfg.MaxAttempts > 0 && row.attempts+1 >= r.cfg.MaxAttempts {
 		r.mark(r.o.q.park(), "park", reason(err), owner, row.id)
 		r.parked.Add(1)
-		r.cfg.Logger.Warn("outbox: row parked", "table", r.o.cfg.Table, "id", row.id, "key", row.msg.Key(), "err", err)
+		r.cfg.Logger.Warn("outbox: row parked", "table", r.o.cfg.Table, "id", row.id, "key", row.msg.key(), "err", err)
 		return true
 	}
 	r.mark(r.o.q.retry(), "retry", micros(r.backoff(row.attempts)), reason(err), owner, row.id)

@@ -48,7 +48,6 @@ func checkOrder(t *testing.T, got []outbox.Message, n, keys int) {
 // batch wait for it too.
 func TestFailureHoldsBackItsKeyOnly(t *testing.T) {
 	forEachSender(t, func(t *testing.T, e env, wrap func(*recorder) outbox.Sender) {
-		db, o := e.db, e.o
 		const n, keys = 60, 3
 		var (
 			mu       sync.Mutex
@@ -69,21 +68,21 @@ func TestFailureHoldsBackItsKeyOnly(t *testing.T) {
 				return errBroker
 			}
 		}}
-		testkit.AddCommitted(t, db, o, orderedMessages(n, keys)...)
+		testkit.AddCommitted(t, e.db, e.o, orderedMessages(n, keys)...)
 		s := wrap(rec)
-		r := newRelay(t, o, s, outbox.RelayConfig{Batch: 7, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
+		r := newRelay(t, e.o, s, outbox.RelayConfig{Batch: 7, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
 		// While key0/2 fails, keys 1 and 2 ship whole, key0 up to it (sent
 		// alone) or up to the start of its batch.
 		want := int64(n - (n/keys - 2))
 		if _, ok := s.(outbox.BatchSender); ok {
 			want = n - n/keys
 		}
-		waitStats(t, o, "the other keys shipped", func(s outbox.Stats) bool { return s.Sent >= want })
-		if st, err := o.Stats(t.Context()); err != nil || st.Sent > n-(n/keys-2) {
+		waitStats(t, e.o, "the other keys shipped", func(s outbox.Counts) bool { return s.Sent >= want })
+		if st, err := e.o.Count(t.Context()); err != nil || st.Sent > n-(n/keys-2) {
 			t.Fatalf("stats %+v (%v): key0/2 or a later row of key0 shipped while it failed", st, err)
 		}
 		close(release)
-		waitStats(t, o, "all shipped", func(s outbox.Stats) bool { return s.Sent == n })
+		waitStats(t, e.o, "all shipped", func(s outbox.Counts) bool { return s.Sent == n })
 		r.Close()
 		checkOrder(t, rec.sent(), n, keys)
 		if st := r.Stats(); st.Retried == 0 || int(st.Retried) != failures || st.Shipped != n {
@@ -92,131 +91,89 @@ func TestFailureHoldsBackItsKeyOnly(t *testing.T) {
 	})
 }
 
-// TestPoisonRowParked refuses one row for good: it is parked with its
-// reason, counted, and the rows after it, of its key and others, ship,
-// once each. Sent in batches, its batch is refused whole and sent again
-// row by row.
-func TestPoisonRowParked(t *testing.T) {
-	forEachSender(t, func(t *testing.T, e env, wrap func(*recorder) outbox.Sender) {
-		db, o := e.db, e.o
-		rec := &recorder{fail: func(m *outbox.Message) error {
-			if string(m.Body) == "key1/1" {
-				return fmt.Errorf("CODE: 13 body too large: %w", outbox.ErrRefused)
-			}
-			return nil
-		}}
-		testkit.AddCommitted(t, db, o, orderedMessages(12, 3)...)
-		r := newRelay(t, o, wrap(rec), outbox.RelayConfig{})
-		s := waitStats(t, o, "the poison row parked", func(s outbox.Stats) bool { return s.Pending == 0 })
-		r.Close()
-		if s.Parked != 1 || s.Sent != 11 {
-			t.Fatalf("stats %+v: want 1 parked, 11 sent", s)
-		}
-		if st := r.Stats(); st.Parked != 1 || st.Shipped != 11 || st.Retried != 0 {
-			t.Errorf("relay stats %+v", st)
-		}
-		if got := rec.sent(); len(got) != 11 {
-			t.Errorf("sent %d messages, want 11: a row twice", len(got))
-		}
-		var reason string
-		if err := db.QueryRowContext(t.Context(), `SELECT last_error FROM idemq_outbox WHERE state = 2`).Scan(&reason); err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(reason, "CODE: 13") {
-			t.Errorf("parked with reason %q", reason)
-		}
-	})
-}
-
-// TestPoisonAmongUnorderedRows refuses one of many rows without an
-// ordering key, of two topics: it alone is parked, and every other row
-// ships once. Sent in batches, they go by topic, the poison's batch row by
-// row after the broker refuses it.
-func TestPoisonAmongUnorderedRows(t *testing.T) {
-	forEachSender(t, func(t *testing.T, e env, wrap func(*recorder) outbox.Sender) {
-		db, o := e.db, e.o
-		const n = 150
-		msgs := make([]outbox.Message, n)
-		for i := range msgs {
-			msgs[i] = outbox.Message{Topic: fmt.Sprint("t", i%2), Body: fmt.Appendf(nil, "m%d", i)}
-		}
-		rec := &recorder{fail: func(m *outbox.Message) error {
-			if string(m.Body) == "m77" {
-				return fmt.Errorf("CODE: 13 body too large: %w", outbox.ErrRefused)
-			}
-			return nil
-		}}
-		testkit.AddCommitted(t, db, o, msgs...)
-		r := newRelay(t, o, wrap(rec), outbox.RelayConfig{Batch: 200})
-		s := waitStats(t, o, "the poison row parked", func(s outbox.Stats) bool { return s.Pending == 0 })
-		r.Close()
-		if s.Parked != 1 || s.Sent != n-1 {
-			t.Fatalf("stats %+v: want 1 parked, %d sent", s, n-1)
-		}
-		seen := map[string]bool{}
-		for _, m := range rec.sent() {
-			if seen[string(m.Body)] || string(m.Body) == "m77" {
-				t.Fatalf("%s sent twice or the poison sent", m.Body)
-			}
-			seen[string(m.Body)] = true
-		}
-		if len(seen) != n-1 {
-			t.Errorf("sent %d rows, want %d", len(seen), n-1)
-		}
-	})
-}
-
-// TestMaxAttemptsParksTheFailingRow fails every send of one row of an
-// ordering key and of one row without a key, neither refused: each is
-// parked once out of attempts, and every other row ships. Sent in batches,
-// the rows sharing a failing row's batch are charged an attempt each, then
+// TestRowsParked fails some rows for good, each case its way: a row the
+// broker refuses is parked at once with its reason; a row that keeps
+// failing, refused or not, is parked once out of attempts (MaxAttempts).
+// Each parked row is counted, its reason kept, and every other row ships
+// once. Sent in batches, a refused batch is sent again row by row, and the
+// rows sharing a failing row's batch are charged an attempt each, then
 // sent alone, so that only the row that fails runs out.
-func TestMaxAttemptsParksTheFailingRow(t *testing.T) {
-	forEachSender(t, func(t *testing.T, e env, wrap func(*recorder) outbox.Sender) {
-		db, o := e.db, e.o
-		msgs := orderedMessages(30, 3)
-		for i := range 10 {
-			msgs = append(msgs, outbox.Message{Topic: "orders", Body: fmt.Appendf(nil, "free/%d", i)})
-		}
-		rec := &recorder{fail: func(m *outbox.Message) error {
-			if b := string(m.Body); b == "key0/2" || b == "free/4" {
-				return errBroker
-			}
-			return nil
-		}}
-		testkit.AddCommitted(t, db, o, msgs...)
-		r := newRelay(t, o, wrap(rec), outbox.RelayConfig{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond})
-		s := waitStats(t, o, "the failing rows parked", func(s outbox.Stats) bool { return s.Pending == 0 })
-		r.Close()
-		if s.Parked != 2 || s.Sent != int64(len(msgs)-2) {
-			t.Fatalf("stats %+v: want 2 parked, %d sent", s, len(msgs)-2)
-		}
-		for _, m := range rec.sent() {
-			if b := string(m.Body); b == "key0/2" || b == "free/4" {
-				t.Fatalf("%s shipped", b)
-			}
-		}
-		if got := len(rec.sent()); got != len(msgs)-2 {
-			t.Errorf("sent %d messages, want %d", got, len(msgs)-2)
-		}
-	})
+func TestRowsParked(t *testing.T) {
+	refused := fmt.Errorf("CODE: 13 body too large: %w", outbox.ErrRefused)
+	unordered := make([]outbox.Message, 150) // of two topics, sent in batches by topic
+	for i := range unordered {
+		unordered[i] = outbox.Message{Topic: fmt.Sprint("t", i%2), Body: fmt.Appendf(nil, "m%d", i)}
+	}
+	withFree := orderedMessages(30, 3)
+	for i := range 10 {
+		withFree = append(withFree, outbox.Message{Topic: "orders", Body: fmt.Appendf(nil, "free/%d", i)})
+	}
+	backoff := outbox.RelayConfig{MaxAttempts: 3, MinBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}
+	for _, tc := range []struct {
+		name   string
+		msgs   []outbox.Message
+		fail   map[string]error // by body
+		cfg    outbox.RelayConfig
+		reason string // in every parked row's last error
+	}{
+		// The rows after it, of its key and others, ship.
+		{"Refused", orderedMessages(12, 3), map[string]error{"key1/1": refused}, outbox.RelayConfig{}, "CODE: 13"},
+		{"RefusedAmongUnordered", unordered, map[string]error{"m77": refused}, outbox.RelayConfig{Batch: 200}, "CODE: 13"},
+		// Neither refused: of an ordering key, and without one.
+		{"OutOfAttempts", withFree, map[string]error{"key0/2": errBroker, "free/4": errBroker}, backoff, errBroker.Error()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachSender(t, func(t *testing.T, e env, wrap func(*recorder) outbox.Sender) {
+				rec := &recorder{fail: func(m *outbox.Message) error { return tc.fail[string(m.Body)] }}
+				testkit.AddCommitted(t, e.db, e.o, tc.msgs...)
+				r := newRelay(t, e.o, wrap(rec), tc.cfg)
+				s := waitStats(t, e.o, "the failing rows parked", func(s outbox.Counts) bool { return s.Pending == 0 })
+				r.Close()
+				parked, sent := int64(len(tc.fail)), int64(len(tc.msgs)-len(tc.fail))
+				if s.Parked != parked || s.Sent != sent {
+					t.Fatalf("stats %+v: want %d parked, %d sent", s, parked, sent)
+				}
+				if st := r.Stats(); st.Parked != parked || st.Shipped != sent || tc.name == "Refused" && st.Retried != 0 {
+					t.Errorf("relay stats %+v", st)
+				}
+				seen := map[string]bool{}
+				for _, m := range rec.sent() {
+					if b := string(m.Body); seen[b] || tc.fail[b] != nil {
+						t.Fatalf("%s sent twice, or a failing row shipped", b)
+					}
+					seen[string(m.Body)] = true
+				}
+				if int64(len(seen)) != sent {
+					t.Errorf("sent %d rows, want %d", len(seen), sent)
+				}
+				rows, err := e.o.List(t.Context(), outbox.Parked, 0, 10)
+				if err != nil || int64(len(rows)) != parked {
+					t.Fatalf("List parked: %+v, %v", rows, err)
+				}
+				for _, row := range rows {
+					if !strings.Contains(row.LastError, tc.reason) {
+						t.Errorf("parked with reason %q, want %q in it", row.LastError, tc.reason)
+					}
+				}
+			})
+		})
+	}
 }
 
 // TestRelaysShareTable runs three relays over one table: every row ships
 // once, each key in order, and no row is sent by two relays at once.
 func TestRelaysShareTable(t *testing.T) {
 	forEachSender(t, func(t *testing.T, e env, wrap func(*recorder) outbox.Sender) {
-		db, o := e.db, e.o
 		const n, keys = 240, 12
 		rec := new(recorder)
 		s := wrap(rec)
-		testkit.AddCommitted(t, db, o, orderedMessages(n/2, keys)...)
+		testkit.AddCommitted(t, e.db, e.o, orderedMessages(n/2, keys)...)
 		var relays []*outbox.Relay
 		for range 3 {
 			relays = append(relays, newRelay(t, e.reopen(t), s, outbox.RelayConfig{Batch: 16, Concurrency: 4}))
 		}
-		testkit.AddCommitted(t, db, o, orderedMessages(n, keys)[n/2:]...)
-		waitStats(t, o, "all shipped", func(s outbox.Stats) bool { return s.Sent == n })
+		testkit.AddCommitted(t, e.db, e.o, orderedMessages(n, keys)[n/2:]...)
+		waitStats(t, e.o, "all shipped", func(s outbox.Counts) bool { return s.Sent == n })
 		for _, r := range relays {
 			r.Close()
 		}
@@ -231,15 +188,14 @@ func TestRelaysShareTable(t *testing.T) {
 // and holds back the later rows of its key, while other rows ship.
 func TestDelayHoldsRowBack(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e env) {
-		db, o := e.db, e.o
-		testkit.AddCommitted(t, db, o,
+		testkit.AddCommitted(t, e.db, e.o,
 			outbox.Message{Topic: "t", Body: []byte("later"), OrderingKey: "a", Delay: time.Hour},
 			outbox.Message{Topic: "t", Body: []byte("behind"), OrderingKey: "a"},
 			outbox.Message{Topic: "t", Body: []byte("now"), OrderingKey: "b"},
 			outbox.Message{Topic: "t", Body: []byte("unordered")})
 		rec := new(recorder)
-		r := newRelay(t, o, rec, outbox.RelayConfig{})
-		s := waitStats(t, o, "two sent", func(s outbox.Stats) bool { return s.Sent == 2 })
+		r := newRelay(t, e.o, rec, outbox.RelayConfig{})
+		s := waitStats(t, e.o, "two sent", func(s outbox.Counts) bool { return s.Sent == 2 })
 		r.Close()
 		if s.Pending != 2 || rec.count() != 2 {
 			t.Fatalf("stats %+v, shipped %d", s, rec.count())
@@ -256,42 +212,47 @@ func TestDelayHoldsRowBack(t *testing.T) {
 // whose sent rows Cleanup deletes once past their retention.
 func TestDeleteAndCleanup(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e env) {
-		db, o := e.db, e.o
-		testkit.AddCommitted(t, db, o, orderedMessages(5, 2)...)
-		r := newRelay(t, o, new(recorder), outbox.RelayConfig{Delete: true})
-		waitStats(t, o, "all deleted", func(s outbox.Stats) bool { return s == outbox.Stats{} })
+		testkit.AddCommitted(t, e.db, e.o, orderedMessages(5, 2)...)
+		r := newRelay(t, e.o, new(recorder), outbox.RelayConfig{Delete: true})
+		waitStats(t, e.o, "all deleted", func(s outbox.Counts) bool { return s == outbox.Counts{} })
 		r.Close()
 		if st := r.Stats(); st.Shipped != 5 {
 			t.Fatalf("relay stats %+v", st)
 		}
 
-		testkit.AddCommitted(t, db, o, orderedMessages(5, 2)...)
-		r = newRelay(t, o, new(recorder), outbox.RelayConfig{CleanupInterval: -1})
-		waitStats(t, o, "all sent", func(s outbox.Stats) bool { return s.Sent == 5 })
+		testkit.AddCommitted(t, e.db, e.o, orderedMessages(5, 2)...)
+		r = newRelay(t, e.o, new(recorder), outbox.RelayConfig{CleanupInterval: -1})
+		waitStats(t, e.o, "all sent", func(s outbox.Counts) bool { return s.Sent == 5 })
 		r.Close()
-		if n, err := o.Cleanup(t.Context(), time.Hour); err != nil || n != 0 {
+		if n, err := e.o.Cleanup(t.Context(), time.Hour); err != nil || n != 0 {
 			t.Fatalf("Cleanup with an hour's retention deleted %d (%v)", n, err)
 		}
 		time.Sleep(2 * time.Millisecond) // past a millisecond's retention on SQLite's clock
-		if n, err := o.Cleanup(t.Context(), time.Millisecond); err != nil || n != 5 {
+		if n, err := e.o.Cleanup(t.Context(), time.Millisecond); err != nil || n != 5 {
 			t.Fatalf("Cleanup deleted %d (%v), want 5", n, err)
 		}
 	})
 }
 
-// TestCloseDrains closes a relay while sends of its claim are blocked: the
-// running sends finish and their rows are marked; Close returns.
+// TestCloseDrains closes a relay while the sends of its claim block: sends
+// that return within the drain timeout finish, and their rows are marked,
+// before Close returns. Sends that return only once their context ends are
+// cut off at the drain timeout, and their rows stay pending for the next
+// relay, which ships them.
 func TestCloseDrains(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e env) {
-		db, o := e.db, e.o
 		started, unblock := make(chan struct{}, 10), make(chan struct{})
-		rec := &recorder{fail: func(*outbox.Message) error {
+		blocked := senderFunc(func(ctx context.Context, m *outbox.Message) error {
 			started <- struct{}{}
-			<-unblock
-			return nil
-		}}
-		testkit.AddCommitted(t, db, o, orderedMessages(4, 4)...)
-		r := newRelay(t, o, rec, outbox.RelayConfig{})
+			select {
+			case <-unblock:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		testkit.AddCommitted(t, e.db, e.o, orderedMessages(4, 4)...)
+		r := newRelay(t, e.o, blocked, outbox.RelayConfig{})
 		for range 4 {
 			<-started
 		}
@@ -299,36 +260,25 @@ func TestCloseDrains(t *testing.T) {
 		go func() { r.Close(); close(closed) }()
 		close(unblock)
 		<-closed
-		if s, err := o.Stats(t.Context()); err != nil || s.Sent != 4 {
+		if s, err := e.o.Count(t.Context()); err != nil || s.Sent != 4 {
 			t.Fatalf("after Close: %+v (%v)", s, err)
 		}
-	})
-}
 
-// TestCloseGivesUpDraining closes a relay whose sends never return until
-// their context ends: Close returns after the drain timeout and the rows
-// stay pending for the next relay.
-func TestCloseGivesUpDraining(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, e env) {
-		db, o := e.db, e.o
-		started := make(chan context.Context, 10)
-		s := senderFunc(func(ctx context.Context, m *outbox.Message) error {
-			started <- ctx
+		stuck := senderFunc(func(ctx context.Context, m *outbox.Message) error {
+			started <- struct{}{}
 			<-ctx.Done()
 			return ctx.Err()
 		})
-		testkit.AddCommitted(t, db, o, orderedMessages(2, 2)...)
-		r := newRelay(t, o, s, outbox.RelayConfig{DrainTimeout: 10 * time.Millisecond})
+		testkit.AddCommitted(t, e.db, e.o, orderedMessages(2, 2)...)
+		r = newRelay(t, e.o, stuck, outbox.RelayConfig{DrainTimeout: 10 * time.Millisecond})
 		<-started
 		<-started
 		r.Close()
-		st, err := o.Stats(t.Context())
-		if err != nil || st.Pending != 2 {
-			t.Fatalf("after Close: %+v (%v)", st, err)
+		if s, err := e.o.Count(t.Context()); err != nil || s.Pending != 2 {
+			t.Fatalf("after a Close that ran out of time: %+v (%v)", s, err)
 		}
-		rec := new(recorder)
-		r = newRelay(t, o, rec, outbox.RelayConfig{})
-		waitStats(t, o, "the rows shipped by the next relay", func(s outbox.Stats) bool { return s.Sent == 2 })
+		r = newRelay(t, e.o, new(recorder), outbox.RelayConfig{})
+		waitStats(t, e.o, "the rows shipped by the next relay", func(s outbox.Counts) bool { return s.Sent == 6 })
 		r.Close()
 	})
 }
@@ -380,11 +330,7 @@ func TestMarkRetriedAfterDeadlock(t *testing.T) {
 		<-started
 		<-started
 
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback()
+		tx := begin(t, db)
 		exec := func(what, query string, args ...any) {
 			if _, err := tx.ExecContext(ctx, syn.Rebind(query), args...); err != nil {
 				t.Fatalf("%s: %v", what, err)
@@ -423,7 +369,7 @@ AND (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		waitStats(t, o, "the rows marked sent", func(s outbox.Stats) bool { return s.Sent == 2 })
+		waitStats(t, o, "the rows marked sent", func(s outbox.Counts) bool { return s.Sent == 2 })
 		if n := rec.count(); n != 2 {
 			t.Fatalf("%d sends, want 2", n)
 		}
@@ -437,23 +383,19 @@ AND (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_
 // range under REPEATABLE READ), and the row ships once it commits.
 func TestOpenBusinessTransactionHoldsNothingBack(t *testing.T) {
 	forBackends(t, []testdb.Backend{testdb.MySQL, testdb.Postgres}, func(t *testing.T, e env) {
-		ctx, db, o := t.Context(), e.db, e.o
-		testkit.AddCommitted(t, db, o, orderedMessages(4, 1)[:2]...)
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback()
-		if _, err := o.AddBatch(ctx, tx, orderedMessages(4, 1)[2:]); err != nil {
+		ctx := t.Context()
+		testkit.AddCommitted(t, e.db, e.o, orderedMessages(4, 1)[:2]...)
+		tx := begin(t, e.db)
+		if _, err := e.o.AddBatch(ctx, tx, orderedMessages(4, 1)[2:]); err != nil {
 			t.Fatal(err)
 		}
 		rec := new(recorder)
-		newRelay(t, o, rec, outbox.RelayConfig{})
-		waitStats(t, o, "the committed rows shipped while the transaction is open", func(s outbox.Stats) bool { return s.Sent == 2 })
+		newRelay(t, e.o, rec, outbox.RelayConfig{})
+		waitStats(t, e.o, "the committed rows shipped while the transaction is open", func(s outbox.Counts) bool { return s.Sent == 2 })
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		waitStats(t, o, "every row shipped", func(s outbox.Stats) bool { return s.Sent == 4 })
+		waitStats(t, e.o, "every row shipped", func(s outbox.Counts) bool { return s.Sent == 4 })
 		checkOrder(t, rec.sent(), 4, 1)
 	})
 }
@@ -467,7 +409,6 @@ func (f senderFunc) Send(ctx context.Context, m *outbox.Message) error { return 
 // row ships, each key in order.
 func TestBrokerOutage(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e env) {
-		db, o := e.db, e.o
 		const n, keys = 60, 6
 		up := make(chan struct{})
 		rec := &recorder{fail: func(*outbox.Message) error {
@@ -478,33 +419,16 @@ func TestBrokerOutage(t *testing.T) {
 				return errBroker
 			}
 		}}
-		testkit.AddCommitted(t, db, o, orderedMessages(n, keys)...)
-		r := newRelay(t, o, rec, outbox.RelayConfig{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
-		waitStats(t, o, "every key's first row to fail twice", func(outbox.Stats) bool { return r.Stats().Retried >= 2*keys })
-		if s, err := o.Stats(t.Context()); err != nil || s.Pending != n || rec.count() != 0 {
+		testkit.AddCommitted(t, e.db, e.o, orderedMessages(n, keys)...)
+		r := newRelay(t, e.o, rec, outbox.RelayConfig{MinBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+		waitStats(t, e.o, "every key's first row to fail twice", func(outbox.Counts) bool { return r.Stats().Retried >= 2*keys })
+		if s, err := e.o.Count(t.Context()); err != nil || s.Pending != n || rec.count() != 0 {
 			t.Fatalf("while down: %+v (%v), shipped %d", s, err, rec.count())
 		}
 		close(up)
-		waitStats(t, o, "all sent", func(s outbox.Stats) bool { return s.Sent == n })
+		waitStats(t, e.o, "all sent", func(s outbox.Counts) bool { return s.Sent == n })
 		r.Close()
 		checkOrder(t, rec.sent(), n, keys)
-	})
-}
-
-// TestWakeEndsTheWait gives a relay an hour's poll interval: once idle, it
-// ships a row added later only because Wake tells it to look.
-func TestWakeEndsTheWait(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, e env) {
-		db, o := e.db, e.o
-		rec := &recorder{}
-		wake := make(chan struct{}, 1)
-		testkit.AddCommitted(t, db, o, orderedMessages(1, 1)...)
-		newRelay(t, o, rec, outbox.RelayConfig{PollInterval: time.Hour, Wake: wake})
-		waitStats(t, o, "the first row sent", func(s outbox.Stats) bool { return s.Sent == 1 })
-		testkit.AddCommitted(t, db, o, orderedMessages(2, 1)[1])
-		wake <- struct{}{}
-		waitStats(t, o, "the row added after a wake sent", func(s outbox.Stats) bool { return s.Sent == 2 })
-		checkOrder(t, rec.sent(), 2, 1)
 	})
 }
 

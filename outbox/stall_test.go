@@ -1,7 +1,6 @@
 package outbox_test
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testkit"
+	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 )
 
@@ -29,19 +29,6 @@ const roleStalledRelay = "stalled-relay"
 type stalledSettings struct {
 	Backend, DSN string
 	Lease        time.Duration
-}
-
-// keyList is a Sender that ships nothing and keeps the keys it was given.
-type keyList struct {
-	mu   sync.Mutex
-	keys []string
-}
-
-func (l *keyList) Send(_ context.Context, m *outbox.Message) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.keys = append(l.keys, m.Key())
-	return nil
 }
 
 // sayWriter tells the parent each line written to it.
@@ -84,14 +71,18 @@ func runStalledRelay() error {
 			<-cont
 		})
 	})
-	sent := new(keyList)
+	sent := new(recorder)
 	r, err := outbox.NewRelay(o, sent, outbox.RelayConfig{Batch: 20, Lease: s.Lease, Logger: slog.New(slog.NewTextHandler(sayWriter{}, nil))})
 	if err != nil {
 		return err
 	}
 	<-racechild.Stopped()
 	r.Close()
-	racechild.Say("sent %s", strings.Join(sent.keys, " "))
+	var keys []string
+	for _, m := range sent.sent() {
+		keys = append(keys, msgkey.Of(msgkey.Properties(m.Properties)))
+	}
+	racechild.Say("sent %s", strings.Join(keys, " "))
 	return nil
 }
 
@@ -110,46 +101,40 @@ func TestRelayStoppedInsideAClaim(t *testing.T) {
 		n, keys = 200, 10
 		lease   = 5 * time.Second
 	)
-	for _, b := range []testdb.Backend{testdb.MySQL, testdb.Postgres} {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			e := env{b: b, dsn: b.DSN(t)}
-			e.db = b.OpenDSN(t, e.dsn)
-			e.o = newOutbox(t, e.db, b)
-			testkit.AddCommitted(t, e.db, e.o, orderedMessages(n, keys)...)
+	forBackends(t, []testdb.Backend{testdb.MySQL, testdb.Postgres}, func(t *testing.T, e env) {
+		testkit.AddCommitted(t, e.db, e.o, orderedMessages(n, keys)...)
 
-			stalled := racechild.Start(t, roleStalledRelay, "stalled relay", stalledSettings{Backend: b.Name, DSN: e.dsn, Lease: lease})
-			stalled.Expect(t, "holding", time.Minute)
-			testkit.WaitFor(t, "the relay stopped", func() bool { return processState(t, stalled.Pid()) == 'T' })
-			stopped := time.Now()
+		stalled := racechild.Start(t, roleStalledRelay, "stalled relay", stalledSettings{Backend: e.b.Name, DSN: e.dsn, Lease: lease})
+		stalled.Expect(t, "holding", time.Minute)
+		testkit.WaitFor(t, "the relay stopped", func() bool { return processState(t, stalled.Pid()) == 'T' })
+		stopped := time.Now()
 
-			rec := new(recorder)
-			for range 2 {
-				newRelay(t, e.reopen(t), rec, outbox.RelayConfig{Batch: 20, Lease: lease})
-			}
-			waitStats(t, e.o, "a row sent by the other relays", func(s outbox.Stats) bool { return s.Sent > 0 })
-			takeover := time.Since(stopped)
-			waitStats(t, e.o, "every row sent", func(s outbox.Stats) bool { return s.Sent == n })
-			all := time.Since(stopped)
-			t.Logf("%s: first row sent %v after the stop, all %d %v after it", b.Name, takeover.Round(time.Millisecond), n, all.Round(time.Millisecond))
-			if all > lease {
-				t.Errorf("the other relays shipped every row %v after the stop, want within the lease (%v)", all, lease)
-			}
+		rec := new(recorder)
+		for range 2 {
+			newRelay(t, e.reopen(t), rec, outbox.RelayConfig{Batch: 20, Lease: lease})
+		}
+		waitStats(t, e.o, "a row sent by the other relays", func(s outbox.Counts) bool { return s.Sent > 0 })
+		takeover := time.Since(stopped)
+		waitStats(t, e.o, "every row sent", func(s outbox.Counts) bool { return s.Sent == n })
+		all := time.Since(stopped)
+		t.Logf("%s: first row sent %v after the stop, all %d %v after it", e.b.Name, takeover.Round(time.Millisecond), n, all.Round(time.Millisecond))
+		if all > lease {
+			t.Errorf("the other relays shipped every row %v after the stop, want within the lease (%v)", all, lease)
+		}
 
-			stalled.Resume(t)
-			// Its claim goes on from the hook and fails: the database ended
-			// its session.
-			if line := stalled.Expect(t, "log ", time.Minute); !strings.Contains(line, "outbox: claim") {
-				t.Errorf("the continued relay logged %q, want its claim's failure", line)
-			}
-			stalled.Stop()
-			if line := stalled.Expect(t, "sent", time.Minute); strings.TrimSpace(strings.TrimPrefix(line, "sent")) != "" {
-				t.Errorf("the continued relay %s: want nothing, the others shipped every row", line)
-			}
-			stalled.Wait(t, time.Minute, nil)
-			checkOrder(t, rec.sent(), n, keys)
-		})
-	}
+		stalled.Resume(t)
+		// Its claim goes on from the hook and fails: the database ended
+		// its session.
+		if line := stalled.Expect(t, "log ", time.Minute); !strings.Contains(line, "outbox: claim") {
+			t.Errorf("the continued relay logged %q, want its claim's failure", line)
+		}
+		stalled.Stop()
+		if line := stalled.Expect(t, "sent", time.Minute); strings.TrimSpace(strings.TrimPrefix(line, "sent")) != "" {
+			t.Errorf("the continued relay %s: want nothing, the others shipped every row", line)
+		}
+		stalled.Wait(t, time.Minute, nil)
+		checkOrder(t, rec.sent(), n, keys)
+	})
 }
 
 // processState returns the state letter of process pid (R, S, T, ...).

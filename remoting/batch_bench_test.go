@@ -105,7 +105,7 @@ func benchFresh(b *testing.B, cycle func([]dedupe.Ref) error) {
 
 // benchCallback delivers batches of fresh messages to cb, size messages per
 // call, and reports msgs/s.
-func benchCallback(b *testing.B, cb remoting.Callback, size int) {
+func benchCallback(b *testing.B, cb callback, size int) {
 	prefix := rand.Text() // fresh for every run of b's function
 	msgs := make([]*primitive.MessageExt, benchBatch)
 	n := 0

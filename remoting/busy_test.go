@@ -66,12 +66,12 @@ func TestBusyWaitsInProcess(t *testing.T) {
 			if waited := time.Since(heldAt); waited < lease {
 				t.Errorf("ran %v after the claim, before its lease of %v ended", waited, lease)
 			}
-			s := cc.Stats()
-			if c.count("k") != 1 || s.Completed.Load() != 1 || s.Busy.Load() != 0 || s.Waited.Load() != 1 {
+			s := cc.Stats
+			if c.count("k") != 1 || s().Completed != 1 || s().Busy != 0 || s().Waited != 1 {
 				t.Errorf("applied %d, completed %d, busy %d, waited %d; want 1, 1, 0 and 1",
-					c.count("k"), s.Completed.Load(), s.Busy.Load(), s.Waited.Load())
+					c.count("k"), s().Completed, s().Busy, s().Waited)
 			}
-			checkTotals(t, s)
+			checkTotals(t, s())
 			if ccx.DelayLevelWhenNextConsume != 0 || oc.SuspendCurrentQueueTimeMillis != -1 {
 				t.Errorf("delay level %d, suspension %d ms; want neither", ccx.DelayLevelWhenNextConsume, oc.SuspendCurrentQueueTimeMillis)
 			}
@@ -121,10 +121,10 @@ func TestBusyHandedBack(t *testing.T) {
 			if cc.DelayLevelWhenNextConsume != tt.wantLevel {
 				t.Errorf("delay level %d, want %d", cc.DelayLevelWhenNextConsume, tt.wantLevel)
 			}
-			if c.count("k") != 0 || s.Busy.Load() != 1 || s.Waited.Load() != 1 {
-				t.Errorf("applied %d, busy %d, waited %d; want 0, 1 and 1", c.count("k"), s.Busy.Load(), s.Waited.Load())
+			if c.count("k") != 0 || s().Busy != 1 || s().Waited != 1 {
+				t.Errorf("applied %d, busy %d, waited %d; want 0, 1 and 1", c.count("k"), s().Busy, s().Waited)
 			}
-			checkTotals(t, s)
+			checkTotals(t, s())
 		})
 	}
 }
@@ -159,17 +159,17 @@ func TestBusyHolderEnds(t *testing.T) {
 				res, err := cb(context.Background(), msg("k"))
 				done <- answer{res, err}
 			}()
-			testkit.WaitFor(t, "the callback to wait", func() bool { return s.Waited.Load() > 0 })
+			testkit.WaitFor(t, "the callback to wait", func() bool { return s().Waited > 0 })
 			if err := tt.end(context.Background(), store, tk); err != nil {
 				t.Fatal(err)
 			}
 			if a := <-done; a.res != rmq.ConsumeSuccess || a.err != nil {
 				t.Fatalf("callback = %v, %v; want success", a.res, a.err)
 			}
-			if c.count("k") != tt.wantApplied || s.Busy.Load() != 0 {
-				t.Errorf("applied %d, busy %d; want %d and 0", c.count("k"), s.Busy.Load(), tt.wantApplied)
+			if c.count("k") != tt.wantApplied || s().Busy != 0 {
+				t.Errorf("applied %d, busy %d; want %d and 0", c.count("k"), s().Busy, tt.wantApplied)
 			}
-			checkTotals(t, s)
+			checkTotals(t, s())
 		})
 	}
 }
@@ -187,14 +187,14 @@ func TestBusyHolderEndsEarly(t *testing.T) {
 		res, _ := cb(context.Background(), msg("k"))
 		done <- res
 	}()
-	testkit.WaitFor(t, "the callback to wait", func() bool { return s.Waited.Load() > 0 })
+	testkit.WaitFor(t, "the callback to wait", func() bool { return s().Waited > 0 })
 	if err := store.Complete(context.Background(), tk, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case res := <-done:
-		if res != rmq.ConsumeSuccess || c.count("k") != 0 || s.Suppressed.Load() != 1 {
-			t.Errorf("callback = %v, applied %d, suppressed %d; want success, 0 and 1", res, c.count("k"), s.Suppressed.Load())
+		if res != rmq.ConsumeSuccess || c.count("k") != 0 || s().Suppressed != 1 {
+			t.Errorf("callback = %v, applied %d, suppressed %d; want success, 0 and 1", res, c.count("k"), s().Suppressed)
 		}
 	case <-time.After(lease / 2):
 		t.Fatalf("still waiting %v after the holder completed the key", lease/2)
@@ -239,11 +239,11 @@ func TestBusyBatchWithFailure(t *testing.T) {
 			if tt.wantBusy {
 				wantApplied, wantBusy = 0, 1
 			}
-			if c.count("busy") != wantApplied || s.Busy.Load() != wantBusy || s.Failed.Load() != 1 || s.Waited.Load() != 1 {
+			if c.count("busy") != wantApplied || s().Busy != wantBusy || s().Failed != 1 || s().Waited != 1 {
 				t.Errorf("busy key applied %d, busy %d, failed %d, waited %d; want %d, %d, 1 and 1",
-					c.count("busy"), s.Busy.Load(), s.Failed.Load(), s.Waited.Load(), wantApplied, wantBusy)
+					c.count("busy"), s().Busy, s().Failed, s().Waited, wantApplied, wantBusy)
 			}
-			checkTotals(t, s)
+			checkTotals(t, s())
 		})
 	}
 }
@@ -265,7 +265,7 @@ func TestBusyWaitEndsWithContext(t *testing.T) {
 		res, err := cb(ctx, msg("k"))
 		done <- answer{res, err}
 	}()
-	testkit.WaitFor(t, "the callback to wait", func() bool { return s.Waited.Load() > 0 })
+	testkit.WaitFor(t, "the callback to wait", func() bool { return s().Waited > 0 })
 	cancel()
 	a := <-done
 	if a.res != rmq.ConsumeRetryLater || !errors.Is(a.err, context.Canceled) {
@@ -274,7 +274,7 @@ func TestBusyWaitEndsWithContext(t *testing.T) {
 	if c.count("k") != 0 {
 		t.Errorf("applied %d times, want 0", c.count("k"))
 	}
-	checkTotals(t, s)
+	checkTotals(t, s())
 }
 
 // zeroRemaining answers every claim InFlight without a remaining lease,
@@ -304,12 +304,12 @@ func TestBusyWithoutRemainingLease(t *testing.T) {
 	}()
 	select {
 	case res := <-done:
-		if res != rmq.ConsumeRetryLater || s.Busy.Load() != 1 || s.Waited.Load() != 1 {
-			t.Errorf("callback = %v, busy %d, waited %d; want retry later, 1 and 1", res, s.Busy.Load(), s.Waited.Load())
+		if res != rmq.ConsumeRetryLater || s().Busy != 1 || s().Waited != 1 {
+			t.Errorf("callback = %v, busy %d, waited %d; want retry later, 1 and 1", res, s().Busy, s().Waited)
 		}
 	case <-time.After(10 * time.Second):
 		cancel() // ends the loop
 		<-done
-		t.Errorf("still asking after 10s of a 50ms busy wait: %d claims, waited %d", z.claims.Load(), s.Waited.Load())
+		t.Errorf("still asking after 10s of a 50ms busy wait: %d claims, waited %d", z.claims.Load(), s().Waited)
 	}
 }

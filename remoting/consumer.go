@@ -11,10 +11,8 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/adapter"
 )
-
-// Callback is the function a rocketmq.PushConsumer subscribes with.
-type Callback = func(context.Context, ...*primitive.MessageExt) (rmq.ConsumeResult, error)
 
 // Concurrently returns the callback that runs h through c for a
 // concurrently consuming push consumer. The messages the client delivers
@@ -31,9 +29,9 @@ type Callback = func(context.Context, ...*primitive.MessageExt) (rmq.ConsumeResu
 // consumer's ConsumeTimeout of 15, past which the client sends a message in
 // a callback back on its own), and on a message's last reconsume for as
 // long as the store is down.
-func Concurrently(c *consumer.Consumer, h consumer.Handler) Callback {
+func Concurrently(c *consumer.Consumer, h consumer.Handler) func(context.Context, ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
 	return func(ctx context.Context, exts ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
-		a := sum(c.Process(ctx, messages(exts), h, consumer.Waiting{}))
+		a := sum(adapter.Process(ctx, c, messages(exts), h, adapter.Waiting{}))
 		if a.err == nil {
 			return rmq.ConsumeSuccess, nil
 		}
@@ -58,14 +56,14 @@ func Concurrently(c *consumer.Consumer, h consumer.Handler) Callback {
 //
 // Allocate with [HandBack], or the queues that a group change moves wait
 // some 60 s for the broker's lock to expire.
-func Orderly(c *consumer.Consumer, h consumer.Handler, opts ...Option) Callback {
+func Orderly(c *consumer.Consumer, h consumer.Handler, opts ...Option) func(context.Context, ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
 	o := options{suspend: time.Second}
 	for _, opt := range opts {
 		opt.apply(&o)
 	}
 	suspend := int(o.suspend.Milliseconds())
 	return func(ctx context.Context, exts ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
-		a := sum(c.Process(ctx, messages(exts), h, consumer.Waiting{Always: true}))
+		a := sum(adapter.Process(ctx, c, messages(exts), h, adapter.Waiting{Always: true}))
 		switch {
 		case a.err == nil:
 			return rmq.ConsumeSuccess, nil
@@ -89,33 +87,28 @@ func (f optionFunc) apply(o *options) { f(o) }
 
 type options struct{ suspend time.Duration }
 
-// MinSuspend is the shortest queue suspension [Orderly] applies: a zero
+// minSuspend is the shortest queue suspension [Orderly] applies: a zero
 // suspension would retry at once, in a tight loop against a failing store.
-const MinSuspend = 100 * time.Millisecond
+const minSuspend = 100 * time.Millisecond
 
 // WithSuspend sets how long [Orderly] suspends a queue whose message
-// failed, at least [MinSuspend]. Default 1s.
+// failed, at least 100ms (a zero suspension would retry at once, in a
+// tight loop against a failing store). Default 1s.
 func WithSuspend(d time.Duration) Option {
-	return optionFunc(func(o *options) { o.suspend = max(d, MinSuspend) })
+	return optionFunc(func(o *options) { o.suspend = max(d, minSuspend) })
 }
 
-// Stopper is the push consumer [Drain] stops; a rocketmq.PushConsumer is
-// one.
-type Stopper interface {
-	// Shutdown persists the consumed offsets and stops the client.
-	Shutdown() error
-}
-
-// Drain stops pc, whose callbacks run through c, instead of pc.Shutdown,
+// Drain stops pc (a rocketmq.PushConsumer), whose callbacks run through
+// c, instead of pc.Shutdown,
 // which does not wait for running handlers: no callback starts a handler
 // from now on (what pc delivers meanwhile is held), the running handlers
 // finish and record as long as ctx allows (then their contexts are
 // cancelled), pc shuts down, persisting the offsets of what was
 // acknowledged, and only then do the held callbacks answer: their messages
 // go to the queue's next owner without spending a reconsume. Call it once,
-// on SIGTERM. See [consumer.Consumer.Drain].
-func Drain(ctx context.Context, c *consumer.Consumer, pc Stopper) error {
-	return c.Drain(ctx, pc.Shutdown)
+// on SIGTERM.
+func Drain(ctx context.Context, c *consumer.Consumer, pc interface{ Shutdown() error }) error {
+	return adapter.Drain(ctx, c, pc.Shutdown)
 }
 
 // UniqKey is the client-generated UNIQ_KEY property, a fallback key for
@@ -155,16 +148,16 @@ type answer struct {
 	level int
 }
 
-func sum(vs []consumer.Verdict) answer {
+func sum(vs []adapter.Verdict) answer {
 	var (
 		a    answer
 		errs []error
 	)
 	for _, v := range vs {
 		switch {
-		case v.Action == consumer.Ack:
+		case v.Action == adapter.Ack:
 			continue
-		case errors.Is(v.Err, consumer.ErrDraining):
+		case errors.Is(v.Err, adapter.ErrDraining):
 			a.held = true
 		case v.Outcome == dedupe.Busy:
 			a.level = max(a.level, v.Level)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,23 +57,23 @@ func recordDone(t *testing.T, store dedupe.Store, key, fp string) {
 
 // terminal returns the counters of which every delivered message ends in
 // exactly one.
-func terminal(s *consumer.Stats) map[string]*atomic.Int64 {
-	return map[string]*atomic.Int64{
-		"Completed": &s.Completed, "Suppressed": &s.Suppressed, "Failed": &s.Failed, "Busy": &s.Busy,
-		"Reused": &s.Reused, "StoreDown": &s.StoreDown, "InvalidKey": &s.InvalidKey, "LeaseLost": &s.LeaseLost,
-		"Unrecorded": &s.Unrecorded, "Unguarded": &s.Unguarded, "Held": &s.Canceled,
+func terminal(s consumer.Stats) map[string]int64 {
+	return map[string]int64{
+		"Completed": s.Completed, "Suppressed": s.Suppressed, "Failed": s.Failed, "Busy": s.Busy,
+		"Reused": s.Reused, "StoreDown": s.StoreDown, "InvalidKey": s.InvalidKey, "LeaseLost": s.LeaseLost,
+		"Unrecorded": s.Unrecorded, "Unguarded": s.Unguarded, "Held": s.Canceled,
 	}
 }
 
 // checkTotals fails unless every delivered message was counted once among
 // the terminal counters.
-func checkTotals(t *testing.T, s *consumer.Stats) {
+func checkTotals(t *testing.T, s consumer.Stats) {
 	t.Helper()
 	var sum int64
 	for _, c := range terminal(s) {
-		sum += c.Load()
+		sum += c
 	}
-	if d := s.Delivered.Load(); sum != d {
+	if d := s.Delivered; sum != d {
 		t.Errorf("delivered %d messages, counted %d among the outcomes", d, sum)
 	}
 }
@@ -105,7 +104,7 @@ func TestOutcomes(t *testing.T) {
 		// message.
 		handler func(e *outcomeEnv) consumer.Handler
 		ack     bool
-		counter func(*consumer.Stats) *atomic.Int64
+		counter func(consumer.Stats) int64
 		// level and fix describe the one record logged, for logged rows;
 		// key is the key it names ("k" unless set).
 		logged bool
@@ -121,33 +120,33 @@ func TestOutcomes(t *testing.T) {
 		delay     int  // the delay level asked for
 	}{{
 		name: "Completed", outcome: dedupe.Completed, ack: true,
-		counter: func(s *consumer.Stats) *atomic.Int64 { return &s.Completed },
+		counter: func(s consumer.Stats) int64 { return s.Completed },
 	}, {
 		name: "Suppressed", outcome: dedupe.Suppressed, ack: true,
 		arrange: func(t *testing.T, e *outcomeEnv) []*primitive.MessageExt {
 			recordDone(t, e.mem, "k", dedupe.Fingerprint(msg("k").Body))
 			return nil
 		},
-		counter: func(s *consumer.Stats) *atomic.Int64 { return &s.Suppressed },
+		counter: func(s consumer.Stats) int64 { return s.Suppressed },
 	}, {
 		name: "Failed", outcome: dedupe.Failed,
 		handler: func(*outcomeEnv) consumer.Handler {
 			return func(context.Context, *consumer.Message) error { return errors.New("declined") }
 		},
-		counter: func(s *consumer.Stats) *atomic.Int64 { return &s.Failed },
+		counter: func(s consumer.Stats) int64 { return s.Failed },
 	}, {
 		name: "FailedByPanic", outcome: dedupe.Failed,
 		handler: func(*outcomeEnv) consumer.Handler {
 			return func(context.Context, *consumer.Message) error { panic("boom") }
 		},
-		counter: func(s *consumer.Stats) *atomic.Int64 { return &s.Failed },
+		counter: func(s consumer.Stats) int64 { return s.Failed },
 	}, {
 		name: "Busy", outcome: dedupe.Busy, opts: []consumer.Option{noWait},
 		arrange: func(t *testing.T, e *outcomeEnv) []*primitive.MessageExt {
 			hold(t, e.mem, "k", 90*time.Second)
 			return nil
 		},
-		counter:   func(s *consumer.Stats) *atomic.Int64 { return &s.Busy },
+		counter:   func(s consumer.Stats) int64 { return s.Busy },
 		skipOrder: true, delay: 6, // 2m, the first level no shorter than 90s
 	}, {
 		name: "Reused", outcome: dedupe.Reused,
@@ -155,7 +154,7 @@ func TestOutcomes(t *testing.T) {
 			recordDone(t, e.mem, "k", dedupe.Fingerprint([]byte("another body")))
 			return nil
 		},
-		counter: func(s *consumer.Stats) *atomic.Int64 { return &s.Reused },
+		counter: func(s consumer.Stats) int64 { return s.Reused },
 		logged:  true, level: slog.LevelError, fix: "WithoutFingerprint",
 	}, {
 		name: "StoreDown", outcome: dedupe.StoreDown, opts: []consumer.Option{noStoreWait},
@@ -163,7 +162,7 @@ func TestOutcomes(t *testing.T) {
 			e.fs.Inject(dedupetest.Fault{Ops: dedupetest.OpClaim})
 			return nil
 		},
-		counter: func(s *consumer.Stats) *atomic.Int64 { return &s.StoreDown },
+		counter: func(s consumer.Stats) int64 { return s.StoreDown },
 		logged:  true, level: slog.LevelWarn, fix: "reachable", withErr: true, outage: true,
 		skipOrder: true,
 	}, {
@@ -171,14 +170,14 @@ func TestOutcomes(t *testing.T) {
 		arrange: func(*testing.T, *outcomeEnv) []*primitive.MessageExt {
 			return []*primitive.MessageExt{msg("")}
 		},
-		counter: func(s *consumer.Stats) *atomic.Int64 { return &s.InvalidKey },
+		counter: func(s consumer.Stats) int64 { return s.InvalidKey },
 		logged:  true, level: slog.LevelError, fix: "WithKeyFallback", key: new(string), withErr: true,
 	}, {
 		name: "InvalidKeyTooLong", outcome: dedupe.InvalidKey,
 		arrange: func(*testing.T, *outcomeEnv) []*primitive.MessageExt {
 			return []*primitive.MessageExt{msg(longKey)}
 		},
-		counter: func(s *consumer.Stats) *atomic.Int64 { return &s.InvalidKey },
+		counter: func(s consumer.Stats) int64 { return s.InvalidKey },
 		logged:  true, level: slog.LevelError, fix: "WithKeyFallback", key: &longKey, withErr: true,
 	}, {
 		// The store's clock passes the lease while the handler runs, as if
@@ -190,7 +189,7 @@ func TestOutcomes(t *testing.T) {
 				return nil
 			}
 		},
-		counter: func(s *consumer.Stats) *atomic.Int64 { return &s.LeaseLost },
+		counter: func(s consumer.Stats) int64 { return s.LeaseLost },
 		logged:  true, level: slog.LevelError, fix: "Lease", withErr: true,
 	}, {
 		name: "Unrecorded", outcome: dedupe.Unrecorded, ack: true,
@@ -198,7 +197,7 @@ func TestOutcomes(t *testing.T) {
 			e.fs.Inject(dedupetest.Fault{Ops: dedupetest.OpComplete})
 			return nil
 		},
-		counter: func(s *consumer.Stats) *atomic.Int64 { return &s.Unrecorded },
+		counter: func(s consumer.Stats) int64 { return s.Unrecorded },
 		logged:  true, level: slog.LevelError, fix: "reachable", withErr: true,
 	}, {
 		name: "Unguarded", outcome: dedupe.Unguarded, ack: true, opts: []consumer.Option{failOpen},
@@ -206,7 +205,7 @@ func TestOutcomes(t *testing.T) {
 			e.fs.Inject(dedupetest.Fault{Ops: dedupetest.OpClaim})
 			return nil
 		},
-		counter: func(s *consumer.Stats) *atomic.Int64 { return &s.Unguarded },
+		counter: func(s consumer.Stats) int64 { return s.Unguarded },
 		logged:  true, level: slog.LevelWarn, fix: "reachable", withErr: true,
 	}, {
 		// The callback's context ends while the first message of the batch
@@ -223,7 +222,7 @@ func TestOutcomes(t *testing.T) {
 				return nil
 			}
 		},
-		counter: func(s *consumer.Stats) *atomic.Int64 { return &s.Canceled },
+		counter: func(s consumer.Stats) int64 { return s.Canceled },
 	}}
 
 	covered := map[dedupe.Outcome]bool{}
@@ -238,7 +237,7 @@ func TestOutcomes(t *testing.T) {
 
 	modes := []struct {
 		name     string
-		callback func(*consumer.Consumer, consumer.Handler) remoting.Callback
+		callback func(*consumer.Consumer, consumer.Handler) callback
 		retry    rmq.ConsumeResult
 	}{
 		{"Concurrently", remoting.Concurrently, rmq.ConsumeRetryLater},
@@ -285,12 +284,12 @@ func TestOutcomes(t *testing.T) {
 				if cc.DelayLevelWhenNextConsume != tt.delay {
 					t.Errorf("delay level %d, want %d", cc.DelayLevelWhenNextConsume, tt.delay)
 				}
-				stats := c.Stats()
-				if got := tt.counter(stats).Load(); got != 1 {
+				stats := c.Stats
+				if got := tt.counter(stats()); got != 1 {
 					t.Errorf("counter = %d, want 1", got)
 				}
-				checkTotals(t, stats)
-				if retried := stats.Retried.Load(); (retried == 0) != tt.ack {
+				checkTotals(t, stats())
+				if retried := stats().Retried; (retried == 0) != tt.ack {
 					t.Errorf("retried %d messages of an answer %v", retried, res)
 				}
 
@@ -349,9 +348,9 @@ func TestEndedContextIsNotStoreDown(t *testing.T) {
 	if res != rmq.ConsumeRetryLater || !errors.Is(err, context.Canceled) {
 		t.Errorf("callback = %v, %v; want retry later with context.Canceled", res, err)
 	}
-	s := c.Stats()
-	if s.StoreDown.Load() != 0 || s.Canceled.Load() != 1 {
-		t.Errorf("store down %d, held %d; want 0 and 1 (canceled)", s.StoreDown.Load(), s.Canceled.Load())
+	s := c.Stats
+	if s().StoreDown != 0 || s().Canceled != 1 {
+		t.Errorf("store down %d, held %d; want 0 and 1 (canceled)", s().StoreDown, s().Canceled)
 	}
 	if recs := records(rec); len(recs) != 0 {
 		t.Errorf("logged %+v, want nothing: the store is fine", recs)

@@ -9,7 +9,8 @@
 // [Producer] wraps a rocketmq.Producer (SendSync, SendAsync, SendOneWay)
 // and [TransactionProducer] a rocketmq.TransactionProducer, so that every
 // message is stamped with its idempotency key before its first send (see
-// package producer):
+// msgkey.Stamp: a key the caller set is kept, and every resend of the
+// message keeps its key):
 //
 //	p, err := remoting.NewProducer(rocketmqProducer, msgkey.FromIDs(gen))
 //	...
@@ -37,7 +38,7 @@
 // queue suspension) explicitly: in rocketmq-client-go ConsumeSuccess is the
 // zero value, so a bare error return would acknowledge. A message without a
 // key can fall back to the client's unique key with
-// consumer.WithKeyFallback([UniqKey], consumer.MsgID). Tell the Consumer
+// consumer.WithKeyFallback([UniqKey]). Tell the Consumer
 // the push consumer's rmq.WithMaxReconsumeTimes
 // (consumer.WithMaxReconsumeTimes) and a broker's non-default
 // messageDelayLevel (consumer.WithDelayLevels), so that a busy key, or a

@@ -119,7 +119,7 @@ type answer struct {
 
 // deliver runs cb with msgs in a goroutine, notes "returned <name>" when it
 // returns, and answers on the channel.
-func (e *drainEnv) deliver(ctx context.Context, cb remoting.Callback, name string, msgs ...*primitive.MessageExt) <-chan answer {
+func (e *drainEnv) deliver(ctx context.Context, cb callback, name string, msgs ...*primitive.MessageExt) <-chan answer {
 	done := make(chan answer, 1)
 	go func() {
 		res, err := cb(ctx, msgs...)
@@ -168,7 +168,7 @@ func (e *drainEnv) free(key string) bool {
 // callbacks are the two ways to adapt a handler.
 var callbacks = []struct {
 	name string
-	cb   func(*consumer.Consumer, consumer.Handler) remoting.Callback
+	cb   func(*consumer.Consumer, consumer.Handler) callback
 }{
 	{"Concurrently", remoting.Concurrently},
 	{"Orderly", orderly},
@@ -215,11 +215,11 @@ func TestDrainWaitsForRunningHandler(t *testing.T) {
 			if n := e.pc.shutdowns.Load(); n != 1 {
 				t.Errorf("shut down %d times, want 1", n)
 			}
-			s := e.c.Stats()
-			if s.Completed.Load() != 1 || s.Canceled.Load() != 1 {
-				t.Errorf("completed %d, held %d; want 1 and 1", s.Completed.Load(), s.Canceled.Load())
+			s := e.c.Stats
+			if s().Completed != 1 || s().Canceled != 1 {
+				t.Errorf("completed %d, held %d; want 1 and 1", s().Completed, s().Canceled)
 			}
-			checkTotals(t, s)
+			checkTotals(t, s())
 		})
 	}
 }
@@ -233,7 +233,7 @@ func TestDrainHoldsInsteadOfRetrying(t *testing.T) {
 	tests := []struct {
 		name string
 		// start delivers the callback and returns once it is under way.
-		start func(e *drainEnv, cb remoting.Callback) <-chan answer
+		start func(e *drainEnv, cb callback) <-chan answer
 		// returned is the callback's name in the events; free, if set,
 		// a key that must end up unclaimed.
 		returned, free string
@@ -241,16 +241,16 @@ func TestDrainHoldsInsteadOfRetrying(t *testing.T) {
 		running bool
 	}{{
 		name: "BusyWait",
-		start: func(e *drainEnv, cb remoting.Callback) <-chan answer {
+		start: func(e *drainEnv, cb callback) <-chan answer {
 			hold(e.t, e.mem, "busy", time.Minute)
 			done := e.deliver(context.Background(), cb, "busy", msg("busy"))
-			testkit.WaitFor(e.t, "the callback to wait", func() bool { return e.c.Stats().Waited.Load() > 0 })
+			testkit.WaitFor(e.t, "the callback to wait", func() bool { return e.c.Stats().Waited > 0 })
 			return done
 		},
 		returned: "busy",
 	}, {
 		name: "FailsDuringDrain",
-		start: func(e *drainEnv, cb remoting.Callback) <-chan answer {
+		start: func(e *drainEnv, cb callback) <-chan answer {
 			e.slowErr = errors.New("declined")
 			done := e.deliver(context.Background(), cb, "slow", msg("slow"))
 			testkit.WaitFor(e.t, "the handler to run", func() bool { return e.ev.has("run slow") })
@@ -304,11 +304,11 @@ func TestDrainCountsHeld(t *testing.T) {
 	if res, err := cb(context.Background(), msg("late")); res != rmq.ConsumeRetryLater || err == nil {
 		t.Fatalf("callback after Drain = %v, %v; want retry later", res, err)
 	}
-	s := e.c.Stats()
-	if s.Delivered.Load() != 1 || s.Canceled.Load() != 1 {
-		t.Errorf("delivered %d, held %d; want 1 and 1", s.Delivered.Load(), s.Canceled.Load())
+	s := e.c.Stats
+	if s().Delivered != 1 || s().Canceled != 1 {
+		t.Errorf("delivered %d, held %d; want 1 and 1", s().Delivered, s().Canceled)
 	}
-	checkTotals(t, s)
+	checkTotals(t, s())
 }
 
 // TestDrainTimeout drains with a context that ends while a handler still

@@ -98,15 +98,15 @@ func BenchmarkEndToEnd(b *testing.B) {
 			b.Log(warmed)
 			store, rdb := newRedisStore(b, "bench-e2e:"+run+":")
 			e2eRun(b, ns, topic, batch, map[string]string{"redis": rdb.Options().Addr}, []e2eVariant{
-				{"idemq", func(group string) (remoting.Callback, error) {
+				{"idemq", func(group string) (callback, error) {
 					c, err := consumer.New(store, group)
 					if err != nil {
 						return nil, err
 					}
 					return remoting.Concurrently(c, noopHandler), nil
 				}},
-				{"dedupe-off", func(string) (remoting.Callback, error) { return plain, nil }},
-				{"naive", func(group string) (remoting.Callback, error) {
+				{"dedupe-off", func(string) (callback, error) { return plain, nil }},
+				{"naive", func(group string) (callback, error) {
 					return func(ctx context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
 						for _, m := range msgs {
 							key := "naive:" + group + ":" + msgkey.Of(m)
@@ -139,7 +139,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 // consumer of group.
 type e2eVariant struct {
 	name string
-	cb   func(group string) (remoting.Callback, error)
+	cb   func(group string) (callback, error)
 }
 
 // e2eRun consumes topic once per variant per round, each consumer taking
@@ -259,7 +259,7 @@ type e2eResult struct {
 // of group, with the client's default settings but for up to batch messages
 // per callback, until cb has acknowledged n messages, and returns the rate
 // and the CPU time of each of pids from its first callback to then.
-func consumeAll(ns, topic, group string, n int64, batch int, pids map[string]int, cb remoting.Callback) (e2eResult, error) {
+func consumeAll(ns, topic, group string, n int64, batch int, pids map[string]int, cb callback) (e2eResult, error) {
 	var (
 		acked atomic.Int64
 		first atomic.Int64 // UnixNano of the first callback

@@ -58,18 +58,18 @@ func (l *ledger) snapshot() map[string]int {
 	return out
 }
 
-// adapter returns the Consumer of one push consumer in group, counting
-// into stats, and the function that turns a handler into the callback the
+// subscriber returns the Consumer of one push consumer in group, and the
+// function that turns a handler into the callback the
 // push consumer subscribes with.
-type adapter func(store dedupe.Store, group string, stats *consumer.Stats) (*consumer.Consumer, func(consumer.Handler) remoting.Callback, error)
+type subscriber func(store dedupe.Store, group string) (*consumer.Consumer, func(consumer.Handler) callback, error)
 
-// concurrently is the adapter of a plain handler: remoting.Concurrently.
-func concurrently(store dedupe.Store, group string, stats *consumer.Stats) (*consumer.Consumer, func(consumer.Handler) remoting.Callback, error) {
-	c, err := consumer.New(store, group, consumer.WithStats(stats))
+// concurrently is the subscriber of a plain handler: remoting.Concurrently.
+func concurrently(store dedupe.Store, group string) (*consumer.Consumer, func(consumer.Handler) callback, error) {
+	c, err := consumer.New(store, group)
 	if err != nil {
 		return nil, nil, err
 	}
-	return c, func(h consumer.Handler) remoting.Callback { return remoting.Concurrently(c, h) }, nil
+	return c, func(h consumer.Handler) callback { return remoting.Concurrently(c, h) }, nil
 }
 
 // TestEndToEndEachMessageAppliedOnce sends N distinct messages and re-sends
@@ -136,7 +136,7 @@ func newRedisStore(tb testing.TB, prefix string) (*redisdedupe.Store, *redis.Cli
 // endToEnd runs the test of TestEndToEndEachMessageAppliedOnce on b with
 // the callbacks that adapt returns and opts for the consumers, and returns
 // how many messages the callbacks were given in batches of more than one.
-func endToEnd(t *testing.T, b broker, adapt adapter, opts ...rmq.Option) (batched int64) {
+func endToEnd(t *testing.T, b broker, adapt subscriber, opts ...rmq.Option) (batched int64) {
 	const n, resent, failing = 60, 20, 5
 	ns := b.nameServer(t)
 	version, err := testenv.RocketMQBrokerVersion(t.Context(), ns)
@@ -191,13 +191,13 @@ func endToEnd(t *testing.T, b broker, adapt adapter, opts ...rmq.Option) (batche
 		firsts    atomic.Int64 // deliveries other than retries; some twice after a rebalance
 		inBatches atomic.Int64
 	)
-	stats := make([]*consumer.Stats, 2)
+	stats := make([]func() consumer.Stats, 2)
 	for i := range stats {
-		stats[i] = new(consumer.Stats)
-		cc, wrap, err := adapt(store, group, stats[i])
+		cc, wrap, err := adapt(store, group)
 		if err != nil {
 			t.Fatal(err)
 		}
+		stats[i] = cc.Stats
 		cb := wrap(l.handle)
 		c, err := rocketmq.NewPushConsumer(append([]rmq.Option{
 			rmq.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
@@ -236,13 +236,13 @@ func endToEnd(t *testing.T, b broker, adapt adapter, opts ...rmq.Option) (batche
 		})
 	}
 
-	total := func(f func(*consumer.Stats) int64) (sum int64) {
+	total := func(f func(consumer.Stats) int64) (sum int64) {
 		for _, s := range stats {
-			sum += f(s)
+			sum += f(s())
 		}
 		return sum
 	}
-	suppressed := func(s *consumer.Stats) int64 { return s.Suppressed.Load() }
+	suppressed := func(s consumer.Stats) int64 { return s.Suppressed }
 	deadline := time.Now().Add(90 * time.Second)
 	// Every stored copy delivered, every key applied, every re-send
 	// suppressed (a redelivered batch suppresses more than the re-sends).
@@ -265,12 +265,12 @@ func endToEnd(t *testing.T, b broker, adapt adapter, opts ...rmq.Option) (batche
 		t.Errorf("applied %d distinct keys, want %d", len(got), n)
 	}
 	t.Logf(racechild.Figure+"delivered=%d suppressed=%d failed=%d busy=%d waited=%d in batches=%d per consumer: %d/%d",
-		total(func(s *consumer.Stats) int64 { return s.Delivered.Load() }), total(suppressed),
-		total(func(s *consumer.Stats) int64 { return s.Failed.Load() }),
-		total(func(s *consumer.Stats) int64 { return s.Busy.Load() }),
-		total(func(s *consumer.Stats) int64 { return s.Waited.Load() }), inBatches.Load(),
-		stats[0].Completed.Load(), stats[1].Completed.Load())
-	if f := total(func(s *consumer.Stats) int64 { return s.Failed.Load() }); f != failing {
+		total(func(s consumer.Stats) int64 { return s.Delivered }), total(suppressed),
+		total(func(s consumer.Stats) int64 { return s.Failed }),
+		total(func(s consumer.Stats) int64 { return s.Busy }),
+		total(func(s consumer.Stats) int64 { return s.Waited }), inBatches.Load(),
+		stats[0]().Completed, stats[1]().Completed)
+	if f := total(func(s consumer.Stats) int64 { return s.Failed }); f != failing {
 		t.Errorf("failed %d times, want %d (one per failing key)", f, failing)
 	}
 	return inBatches.Load()

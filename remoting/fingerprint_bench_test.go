@@ -42,7 +42,7 @@ func BenchmarkFingerprint(b *testing.B) {
 	for _, st := range stores {
 		for _, size := range []int{200, 4096} {
 			b.Run(fmt.Sprintf("%s-%dB/idemq", st.name, size), func(b *testing.B) {
-				var cbs [2]remoting.Callback // with and without the check
+				var cbs [2]callback // with and without the check
 				for i, opts := range [][]consumer.Option{nil, {consumer.WithoutFingerprint()}} {
 					opts = append(opts, consumer.WithGuard(benchGuard), consumer.AcceptShortRetention(), consumer.WithLogger(slog.New(slog.DiscardHandler)))
 					// A group of their own makes every key fresh for both.

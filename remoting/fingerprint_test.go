@@ -60,7 +60,7 @@ func TestReusedKey(t *testing.T) {
 	}
 	paths := []struct {
 		name     string
-		callback func(*consumer.Consumer, consumer.Handler) remoting.Callback
+		callback func(*consumer.Consumer, consumer.Handler) callback
 		retry    rmq.ConsumeResult // the answer for a reused key
 	}{
 		{"Concurrently", remoting.Concurrently, rmq.ConsumeRetryLater},
@@ -130,10 +130,10 @@ func TestReusedKey(t *testing.T) {
 					if tt.wantConflict {
 						wantConflicts = 1
 					}
-					if got := stats.Reused.Load(); got != wantConflicts {
+					if got := stats.Reused; got != wantConflicts {
 						t.Errorf("Reused = %d, want %d", got, wantConflicts)
 					}
-					if got := stats.Suppressed.Load(); got != tt.wantSuppr {
+					if got := stats.Suppressed; got != tt.wantSuppr {
 						t.Errorf("Suppressed = %d, want %d", got, tt.wantSuppr)
 					}
 					if c.count("k") != tt.wantApplied {
@@ -164,14 +164,14 @@ func TestTxReusedKey(t *testing.T) {
 					t.Fatalf("first delivery: %v, %v", res, err)
 				}
 				res, err := cb(context.Background(), withBody("k", "B"))
-				if tt.wantConflict != (stats.Reused.Load() == 1) || tt.wantConflict != (res == rmq.ConsumeRetryLater) {
-					t.Errorf("other body: %v, %v, reused %d; want reused: %v", res, err, stats.Reused.Load(), tt.wantConflict)
+				if tt.wantConflict != (stats().Reused == 1) || tt.wantConflict != (res == rmq.ConsumeRetryLater) {
+					t.Errorf("other body: %v, %v, reused %d; want reused: %v", res, err, stats().Reused, tt.wantConflict)
 				}
 				if got := e.applied("k"); len(got) != 1 {
 					t.Errorf("applied by %v, want once", got)
 				}
-				if n := stats.Reused.Load() + stats.Suppressed.Load(); n != 1 {
-					t.Errorf("Reused %d + Suppressed %d, want 1 in all", stats.Reused.Load(), stats.Suppressed.Load())
+				if n := stats().Reused + stats().Suppressed; n != 1 {
+					t.Errorf("Reused %d + Suppressed %d, want 1 in all", stats().Reused, stats().Suppressed)
 				}
 				e.idle()
 			})

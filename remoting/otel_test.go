@@ -58,7 +58,7 @@ func TestTelemetry(t *testing.T) {
 	mem := memdedupe.New(memdedupe.Config{})
 	store := dedupetest.NewFaultStore(mem)
 	c, err := consumer.New(store, otelGroup,
-		consumer.WithMeterProvider(mp), consumer.WithTracerProvider(tp),
+		consumer.WithTelemetry(mp, tp),
 		consumer.WithLogger(slog.New(slog.DiscardHandler)),
 		consumer.WithBusyWait(time.Nanosecond), consumer.WithStoreDownWait(time.Nanosecond))
 	if err != nil {
@@ -123,7 +123,7 @@ func TestTelemetry(t *testing.T) {
 			out, _ := dp.Attributes.Value("outcome")
 			got[out.AsString()] += dp.Value
 		}
-		s := c.Stats()
+		s := c.Stats
 		want := map[string]int64{
 			dedupe.Completed.String():  3,
 			dedupe.Suppressed.String(): 1,
@@ -139,9 +139,9 @@ func TestTelemetry(t *testing.T) {
 		}
 		// The same counts as Stats, counted in the same place.
 		for out, n := range map[dedupe.Outcome]int64{
-			dedupe.Completed: s.Completed.Load(), dedupe.Suppressed: s.Suppressed.Load(), dedupe.Failed: s.Failed.Load(),
-			dedupe.InvalidKey: s.InvalidKey.Load(), dedupe.Reused: s.Reused.Load(), dedupe.Busy: s.Busy.Load(),
-			dedupe.StoreDown: s.StoreDown.Load(), dedupe.Unrecorded: s.Unrecorded.Load(),
+			dedupe.Completed: s().Completed, dedupe.Suppressed: s().Suppressed, dedupe.Failed: s().Failed,
+			dedupe.InvalidKey: s().InvalidKey, dedupe.Reused: s().Reused, dedupe.Busy: s().Busy,
+			dedupe.StoreDown: s().StoreDown, dedupe.Unrecorded: s().Unrecorded,
 		} {
 			if got[out.String()] != n {
 				t.Errorf("counter %s = %d, Stats says %d", out, got[out.String()], n)
@@ -150,7 +150,7 @@ func TestTelemetry(t *testing.T) {
 
 		// The store-down message waited (for a nanosecond) in the one
 		// outage, which the next claim's answer closed.
-		for name, n := range map[string]int64{"idemq.consumer.store.waits": s.StoreWaited.Load(), "idemq.consumer.store.outages": s.Outages.Load()} {
+		for name, n := range map[string]int64{"idemq.consumer.store.waits": s().StoreWaited, "idemq.consumer.store.outages": s().Outages} {
 			var sum int64
 			for _, dp := range findMetric[metricdata.Sum[int64]](t, rm, name).DataPoints {
 				if g, _ := dp.Attributes.Value("group"); g.AsString() != otelGroup {
@@ -341,7 +341,7 @@ func TestTelemetryNoSDKAllocs(t *testing.T) {
 		return testing.AllocsPerRun(200, func() { cb(context.Background(), m) })
 	}
 	global := allocs()
-	noop := allocs(consumer.WithMeterProvider(metricnoop.NewMeterProvider()), consumer.WithTracerProvider(tracenoop.NewTracerProvider()))
+	noop := allocs(consumer.WithTelemetry(metricnoop.NewMeterProvider(), tracenoop.NewTracerProvider()))
 	if global != noop {
 		t.Errorf("a callback allocates %v times through the unset global providers, %v through no-op ones", global, noop)
 	}
@@ -357,12 +357,12 @@ func BenchmarkTelemetry(b *testing.B) {
 		opts []consumer.Option
 	}{
 		{"global-unset", nil},
-		{"noop", []consumer.Option{consumer.WithMeterProvider(metricnoop.NewMeterProvider()), consumer.WithTracerProvider(tracenoop.NewTracerProvider())}},
-		{"sdk-metrics", []consumer.Option{consumer.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())))}},
-		{"sdk-traces", []consumer.Option{consumer.WithTracerProvider(sdktrace.NewTracerProvider())}},
+		{"noop", []consumer.Option{consumer.WithTelemetry(metricnoop.NewMeterProvider(), tracenoop.NewTracerProvider())}},
+		{"sdk-metrics", []consumer.Option{consumer.WithTelemetry(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())), nil)}},
+		{"sdk-traces", []consumer.Option{consumer.WithTelemetry(nil, sdktrace.NewTracerProvider())}},
 		{"sdk-both", []consumer.Option{
-			consumer.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))),
-			consumer.WithTracerProvider(sdktrace.NewTracerProvider()),
+			consumer.WithTelemetry(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())),
+				sdktrace.NewTracerProvider()),
 		}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {

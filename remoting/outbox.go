@@ -10,6 +10,7 @@ import (
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
+	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 )
 
@@ -66,7 +67,7 @@ func (s *OutboxSender) SendBatch(ctx context.Context, msgs []*outbox.Message) er
 	for i, m := range msgs {
 		ms[i] = rowMessage(m)
 		if n := len(ms[i].MarshallProperties()); n > math.MaxInt16 {
-			return fmt.Errorf("%w: remoting: message %s: properties of %d bytes, limit %d", outbox.ErrRefused, m.Key(), n, math.MaxInt16)
+			return fmt.Errorf("%w: remoting: message %s: properties of %d bytes, limit %d", outbox.ErrRefused, msgkey.Of(msgkey.Properties(m.Properties)), n, math.MaxInt16)
 		}
 	}
 	return s.send(ctx, msgs[0].Topic, ms...)

@@ -199,7 +199,7 @@ func BenchmarkCommitToBroker(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer l.Close()
-				cfg.Wake, cfg.PollInterval = l.C(), time.Second
+				cfg.Wake, cfg.PollInterval = l.C, time.Second
 			}
 			r, err := outbox.NewRelay(o, ts, cfg)
 			if err != nil {

@@ -157,7 +157,7 @@ func TestRelaysShipInOrder(t *testing.T) {
 		}
 		next[k]++
 	}
-	st, err := writer.Stats(t.Context())
+	st, err := writer.Count(t.Context())
 	if err != nil || st.Parked != 1 || st.Sent != n-1 {
 		t.Fatalf("stats %+v (%v): want 1 parked, %d sent", st, err, n-1)
 	}
@@ -249,7 +249,7 @@ func TestBatchWithPoisonRow(t *testing.T) {
 		}
 		queue[k], last[k] = m.Queue.QueueId, row
 	}
-	st, err := o.Stats(t.Context())
+	st, err := o.Count(t.Context())
 	if err != nil || st.Parked != int64(len(poison)) || st.Sent != int64(len(want)) {
 		t.Fatalf("stats %+v (%v): want %d parked, %d sent", st, err, len(poison), len(want))
 	}
@@ -308,7 +308,7 @@ func waitPending(t *testing.T, o *outbox.Outbox) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		st, err := o.Stats(t.Context())
+		st, err := o.Count(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -175,7 +175,7 @@ func TestRelayProcessesKilledAndPaused(t *testing.T) {
 		want[k] = string(msgs[i].Body)
 	}
 	checkShipped(t, recv, want)
-	st, err := o.Stats(t.Context())
+	st, err := o.Count(t.Context())
 	if err != nil || st.Pending != 0 || st.Sent != n {
 		t.Fatalf("stats %+v (%v)", st, err)
 	}
@@ -183,11 +183,11 @@ func TestRelayProcessesKilledAndPaused(t *testing.T) {
 	// The relays are stopped: the broker holds its last copy. The idemq
 	// consumer handles each, and applies each key once.
 	copies := len(got.Snapshot())
-	cs := effects.c.Stats()
-	for deadline := time.Now().Add(30 * time.Second); cs.Completed.Load()+cs.Suppressed.Load() < int64(copies); {
+	cs := effects.c.Stats
+	for deadline := time.Now().Add(30 * time.Second); cs().Completed+cs().Suppressed < int64(copies); {
 		if time.Now().After(deadline) {
 			t.Fatalf("the idemq consumer handled %d of %d copies (%d applied, %d suppressed)",
-				cs.Completed.Load()+cs.Suppressed.Load(), copies, cs.Completed.Load(), cs.Suppressed.Load())
+				cs().Completed+cs().Suppressed, copies, cs().Completed, cs().Suppressed)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -208,7 +208,7 @@ func TestRelayProcessesKilledAndPaused(t *testing.T) {
 	t.Logf("%s%d rows, %d copies received (%d duplicates); the surviving relays marked %d, %d after their lease ended",
 		racechild.Figure, n, copies, copies-n, shipped, lost)
 	t.Logf("%sidemq consumer: delivered %d, applied %d keys once each (%d lost, %d doubled), suppressed %d",
-		racechild.Figure, cs.Delivered.Load(), len(applied), missing, doubled, cs.Suppressed.Load())
+		racechild.Figure, cs().Delivered, len(applied), missing, doubled, cs().Suppressed)
 }
 
 // effects is what an idemq consumer of a test topic applied: how many

@@ -72,7 +72,7 @@ func pathOptions(retention time.Duration) []consumer.Option {
 type deliverer func(ctx context.Context, m *primitive.MessageExt) error
 
 // viaCallback delivers through cb, one message per call.
-func viaCallback(cb remoting.Callback) deliverer {
+func viaCallback(cb callback) deliverer {
 	return func(ctx context.Context, m *primitive.MessageExt) error {
 		if res, err := cb(ctx, m); res != rmq.ConsumeSuccess || err != nil {
 			return fmt.Errorf("callback = %v, %v", res, err)
@@ -187,7 +187,7 @@ VALUES (?, ?, ?, 'done', ?, '', unixepoch() * 1000000 + 3600000000, unixepoch() 
 }
 
 // benchPathSQL compares the consumer over sqldedupe with the naive
-// check-then-insert, and the transactional mode (WithTx, whose handler
+// check-then-insert, and the transactional mode (Consumer.Tx, whose handler
 // INSERTs a business row) with a naive exactly-once transaction: BEGIN,
 // SELECT the key, INSERT the business row, INSERT the done record, COMMIT.
 // Both sides use one pool, whose idle connections cover every goroutine
@@ -251,7 +251,7 @@ func benchPathSQL(b *testing.B, d testdb.Backend) {
 	for _, g := range gs {
 		b.Run("tx-"+goroutinesName(g)+"/idemq", func(b *testing.B) {
 			group := "bench-" + rand.Text()
-			c, err := consumer.New(store, group, append(pathOptions(0), consumer.WithTx())...)
+			c, err := consumer.New(store, group, pathOptions(0)...)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -299,7 +299,7 @@ func benchPathMem(b *testing.B) {
 			)
 			// callback returns the callback for key number n: that of a
 			// new Consumer, of a new group, each time the keys come round.
-			callback := func(n uint64) remoting.Callback {
+			callback := func(n uint64) callback {
 				lap := n / uint64(len(keys))
 				if l := cur.Load(); l != nil && l.lap >= lap {
 					return l.cb
@@ -348,7 +348,7 @@ func benchPathMem(b *testing.B) {
 // lapCallback is the callback of one lap of pathKeys.
 type lapCallback struct {
 	lap uint64
-	cb  remoting.Callback
+	cb  callback
 }
 
 // pathKeys are message keys, built once, so that giving a message a fresh

@@ -12,28 +12,23 @@ import (
 	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/idemq/idemq/msgkey"
-	"github.com/idemq/idemq/producer"
 )
 
 // Producer wraps a rocketmq.Producer so that every message is stamped with
-// its idempotency key before its first send (see package producer); it
-// stamps keys and then sends. It does not start or shut down the wrapped
+// its idempotency key before its first send (see package msgkey's Stamp);
+// it stamps keys and then sends. It does not start or shut down the wrapped
 // producer.
 type Producer struct {
-	p rocketmq.Producer
-	s *producer.Stamper
+	p    rocketmq.Producer
+	keys msgkey.Source
 }
 
 // NewProducer returns a Producer sending through p with keys from keys.
 func NewProducer(p rocketmq.Producer, keys msgkey.Source) (*Producer, error) {
-	if p == nil {
-		return nil, errors.New("remoting: nil producer")
+	if p == nil || keys == nil {
+		return nil, errors.New("remoting: nil producer or key source")
 	}
-	s, err := producer.NewStamper(keys)
-	if err != nil {
-		return nil, err
-	}
-	return &Producer{p: p, s: s}, nil
+	return &Producer{p: p, keys: keys}, nil
 }
 
 // Stamp gives every message without a key a fresh one and makes sure each
@@ -42,11 +37,11 @@ func NewProducer(p rocketmq.Producer, keys msgkey.Source) (*Producer, error) {
 // invalid ([msgkey.ErrInvalid]) or the key source fails; messages stamped
 // before the failure keep their keys.
 func (p *Producer) Stamp(ctx context.Context, msgs ...*primitive.Message) error {
-	return stamp(ctx, p.s, msgs)
+	return stamp(ctx, p.keys, msgs)
 }
 
-// stamp is Stamp with s, for both kinds of producer.
-func stamp(ctx context.Context, s *producer.Stamper, msgs []*primitive.Message) error {
+// stamp is Stamp with keys, for both kinds of producer.
+func stamp(ctx context.Context, keys msgkey.Source, msgs []*primitive.Message) error {
 	if len(msgs) == 0 {
 		return errors.New("remoting: no messages")
 	}
@@ -54,19 +49,15 @@ func stamp(ctx context.Context, s *producer.Stamper, msgs []*primitive.Message) 
 		if m == nil {
 			return errors.New("remoting: nil message")
 		}
-		if _, err := s.Stamp(ctx, message{m}); err != nil {
+		key, withKey, err := msgkey.Stamp(ctx, m, strings.Fields(m.GetKeys()), keys.NextKey)
+		if err != nil {
 			return fmt.Errorf("remoting: topic %s: %w", m.Topic, err)
 		}
+		m.WithProperty(msgkey.Property, key)
+		m.WithKeys(withKey)
 	}
 	return nil
 }
-
-// message fits a *primitive.Message to msgkey.Stamp.
-type message struct{ *primitive.Message }
-
-func (m message) SetProperty(name, value string) { m.WithProperty(name, value) }
-func (m message) Keys() []string                 { return strings.Fields(m.GetKeys()) }
-func (m message) SetKeys(keys []string)          { m.WithKeys(keys) }
 
 // batched returns what the client is to send for msgs: msgs, or, for
 // several messages of one topic and one sharding key, a batch of them that

@@ -9,7 +9,6 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
 	"github.com/idemq/idemq/msgkey"
-	"github.com/idemq/idemq/producer"
 )
 
 // TransactionProducer wraps a rocketmq.TransactionProducer: it stamps a
@@ -19,28 +18,24 @@ import (
 // that sends the same message again after an error keeps it. It does not
 // start or shut down the wrapped producer.
 type TransactionProducer struct {
-	p rocketmq.TransactionProducer
-	s *producer.Stamper
+	p    rocketmq.TransactionProducer
+	keys msgkey.Source
 }
 
 // NewTransactionProducer returns a TransactionProducer sending through p
 // with keys from keys.
 func NewTransactionProducer(p rocketmq.TransactionProducer, keys msgkey.Source) (*TransactionProducer, error) {
-	if p == nil {
-		return nil, errors.New("remoting: nil transaction producer")
+	if p == nil || keys == nil {
+		return nil, errors.New("remoting: nil transaction producer or key source")
 	}
-	s, err := producer.NewStamper(keys)
-	if err != nil {
-		return nil, err
-	}
-	return &TransactionProducer{p: p, s: s}, nil
+	return &TransactionProducer{p: p, keys: keys}, nil
 }
 
 // SendMessageInTransaction stamps msg (see [Producer.Stamp]) and sends it
 // as a half message; the producer's TransactionListener then runs the local
 // transaction, which can read the key with msgkey.Of(msg).
 func (p *TransactionProducer) SendMessageInTransaction(ctx context.Context, msg *primitive.Message) (*primitive.TransactionSendResult, error) {
-	if err := stamp(ctx, p.s, []*primitive.Message{msg}); err != nil {
+	if err := stamp(ctx, p.keys, []*primitive.Message{msg}); err != nil {
 		return nil, err
 	}
 	res, err := p.p.SendMessageInTransaction(ctx, msg)

@@ -20,7 +20,7 @@ import (
 )
 
 // benchTxEndToEnd is BenchmarkEndToEnd's transactional rows on the database
-// d: ns/op and msgs/s are a Consumer made WithTx over sqldedupe whose
+// d: ns/op and msgs/s are a transactional Consumer (Consumer.Tx) over sqldedupe whose
 // handler INSERTs one business row in the transaction that claimed the key
 // (BEGIN, the claim, the INSERT, COMMIT: one commit per message);
 // plain-insert is a handler doing the same INSERT without dedupe, in
@@ -66,8 +66,8 @@ func benchTxEndToEnd(b *testing.B, ns, topic string, d testdb.Backend) {
 		servers["db"] = addr
 	}
 	e2eRun(b, ns, topic, 1, servers, []e2eVariant{
-		{"idemq", func(group string) (remoting.Callback, error) {
-			c, err := consumer.New(store, group, consumer.WithTx())
+		{"idemq", func(group string) (callback, error) {
+			c, err := consumer.New(store, group)
 			if err != nil {
 				return nil, err
 			}
@@ -80,7 +80,7 @@ func benchTxEndToEnd(b *testing.B, ns, topic string, d testdb.Backend) {
 			}
 			return remoting.Concurrently(c, h), nil
 		}},
-		{"plain-insert", func(group string) (remoting.Callback, error) {
+		{"plain-insert", func(group string) (callback, error) {
 			return func(ctx context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
 				for _, m := range msgs {
 					if _, err := ins.ExecContext(ctx, group, msgkey.Of(m)); err != nil {
@@ -90,7 +90,7 @@ func benchTxEndToEnd(b *testing.B, ns, topic string, d testdb.Backend) {
 				return rmq.ConsumeSuccess, nil
 			}, nil
 		}},
-		{"two-commit", func(group string) (remoting.Callback, error) {
+		{"two-commit", func(group string) (callback, error) {
 			return func(ctx context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
 				for _, m := range msgs {
 					if err := twoCommit(ctx, db, store, complete, ins, group, msgkey.Of(m)); err != nil {
@@ -100,7 +100,7 @@ func benchTxEndToEnd(b *testing.B, ns, topic string, d testdb.Backend) {
 				return rmq.ConsumeSuccess, nil
 			}, nil
 		}},
-		{"plain-tx", func(group string) (remoting.Callback, error) {
+		{"plain-tx", func(group string) (callback, error) {
 			return func(ctx context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
 				for _, m := range msgs {
 					if err := insertInTx(ctx, db, ins, group, msgkey.Of(m)); err != nil {

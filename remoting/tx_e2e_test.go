@@ -16,7 +16,7 @@ import (
 )
 
 // TestEndToEndTxEachRowCommittedOnce is TestEndToEndEachMessageAppliedOnce
-// with transactional consumers (consumer.WithTx) over MariaDB: the effect is
+// with transactional consumers (consumer.Consumer.Tx) over MariaDB: the effect is
 // a row written in the transaction whose first statement claimed the key,
 // after which the ledger's handler fails some keys once, rolling their row
 // back with the key. Each consumer opens its own pool and store,
@@ -44,18 +44,18 @@ func TestEndToEndTxEachRowCommittedOnce(t *testing.T) {
 		mu   sync.Mutex
 		keys = map[string]bool{} // every key a handler saw
 	)
-	endToEnd(t, broker4, func(_ dedupe.Store, group string, stats *consumer.Stats) (*consumer.Consumer, func(consumer.Handler) remoting.Callback, error) {
+	endToEnd(t, broker4, func(_ dedupe.Store, group string) (*consumer.Consumer, func(consumer.Handler) callback, error) {
 		db := testdb.MySQL.OpenDSN(t, dsn)
 		store, err := sqldedupe.New(db, sqldedupe.MySQL, sqldedupe.Config{})
 		if err != nil {
 			return nil, nil, err
 		}
 		t.Cleanup(func() { store.Close() })
-		c, err := consumer.New(store, group, consumer.WithTx(), consumer.WithStats(stats))
+		c, err := consumer.New(store, group)
 		if err != nil {
 			return nil, nil, err
 		}
-		return c, func(h consumer.Handler) remoting.Callback {
+		return c, func(h consumer.Handler) callback {
 			pay, err := c.Tx(func(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
 				k := msgkey.Of(m)
 				mu.Lock()

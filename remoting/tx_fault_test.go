@@ -59,7 +59,7 @@ func txHolder() error {
 		return err
 	}
 	defer store.Close()
-	c, err := consumer.New(store, txGroup, consumer.WithTx(), consumer.WithLogger(slog.New(slog.DiscardHandler)))
+	c, err := consumer.New(store, txGroup, consumer.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		return err
 	}
@@ -119,9 +119,9 @@ func TestTxHolderKilled(t *testing.T) {
 			if res, err := cb(t.Context(), msgs...); res != rmq.ConsumeSuccess {
 				t.Fatalf("redelivery = %v, %v; want success", res, err)
 			}
-			if stats.Completed.Load() != 1 || stats.Suppressed.Load() != 2 || stats.Waited.Load() != 0 || stats.Retried.Load() != 0 {
+			if stats().Completed != 1 || stats().Suppressed != 2 || stats().Waited != 0 || stats().Retried != 0 {
 				t.Errorf("redelivery: completed %d, suppressed %d, waited %d, retried %d; want 1, 2 and the held key free at once",
-					stats.Completed.Load(), stats.Suppressed.Load(), stats.Waited.Load(), stats.Retried.Load())
+					stats().Completed, stats().Suppressed, stats().Waited, stats().Retried)
 			}
 			for key, want := range map[string][]string{"order-1": {"child"}, "order-2": {"child"}, "order-3": {"parent"}} {
 				if got := e.applied(key); !slices.Equal(got, want) {
@@ -153,9 +153,9 @@ func TestTxHolderPaused(t *testing.T) {
 			i := e.impatient()
 			cb, stats := i.consumer(i.store, i.applier("parent"), consumer.WithBusyWait(time.Millisecond))
 			res, err := cb(t.Context(), msg("order-1"))
-			if res != rmq.ConsumeRetryLater || stats.Busy.Load() != 1 || stats.Failed.Load() != 0 || stats.StoreDown.Load() != 0 || stats.Waited.Load() == 0 {
+			if res != rmq.ConsumeRetryLater || stats().Busy != 1 || stats().Failed != 0 || stats().StoreDown != 0 || stats().Waited == 0 {
 				t.Fatalf("duplicate of the paused holder's key = %v, %v: busy %d, failed %d, store-down %d, waited %d; want busy, waited for",
-					res, err, stats.Busy.Load(), stats.Failed.Load(), stats.StoreDown.Load(), stats.Waited.Load())
+					res, err, stats().Busy, stats().Failed, stats().StoreDown, stats().Waited)
 			}
 			if got := e.applied("order-1"); len(got) != 0 {
 				t.Fatalf("applied by %q while the holder is paused, want nobody yet", got)
@@ -166,8 +166,8 @@ func TestTxHolderPaused(t *testing.T) {
 			holder.Expect(t, "done ok", time.Minute)
 			holder.Stop()
 			holder.Wait(t, time.Minute, nil)
-			if res, err := cb(t.Context(), msg("order-1")); res != rmq.ConsumeSuccess || stats.Suppressed.Load() != 1 {
-				t.Fatalf("redelivery after the holder committed = %v, %v, suppressed %d; want success, suppressed", res, err, stats.Suppressed.Load())
+			if res, err := cb(t.Context(), msg("order-1")); res != rmq.ConsumeSuccess || stats().Suppressed != 1 {
+				t.Fatalf("redelivery after the holder committed = %v, %v, suppressed %d; want success, suppressed", res, err, stats().Suppressed)
 			}
 			if got := e.applied("order-1"); !slices.Equal(got, []string{"child"}) {
 				t.Errorf("applied by %q, want the holder alone", got)

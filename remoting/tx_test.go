@@ -17,6 +17,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/internal/adapter"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testkit"
@@ -165,9 +166,9 @@ type txStore interface {
 
 // consumer returns a callback that runs h through a transactional Consumer
 // over store.
-func (e *txEnv) consumer(store txStore, h consumer.TxHandler, opts ...consumer.Option) (remoting.Callback, *consumer.Stats) {
+func (e *txEnv) consumer(store txStore, h func(context.Context, *sql.Tx, *consumer.Message) error, opts ...consumer.Option) (callback, func() consumer.Stats) {
 	e.t.Helper()
-	opts = append([]consumer.Option{consumer.WithTx(), consumer.WithLogger(slog.New(slog.DiscardHandler))}, opts...)
+	opts = append([]consumer.Option{consumer.WithLogger(slog.New(slog.DiscardHandler))}, opts...)
 	c, err := consumer.New(store, txGroup, opts...)
 	if err != nil {
 		e.t.Fatal(err)
@@ -176,11 +177,11 @@ func (e *txEnv) consumer(store txStore, h consumer.TxHandler, opts ...consumer.O
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return remoting.Concurrently(c, th), c.Stats()
+	return remoting.Concurrently(c, th), c.Stats
 }
 
-// applier is a TxHandler that applies every message as by.
-func (e *txEnv) applier(by string) consumer.TxHandler {
+// applier is a transactional handler (Consumer.Tx) that applies every message as by.
+func (e *txEnv) applier(by string) func(context.Context, *sql.Tx, *consumer.Message) error {
 	return func(ctx context.Context, tx *sql.Tx, msg *consumer.Message) error {
 		return e.apply(ctx, tx, msg, by)
 	}
@@ -309,7 +310,7 @@ func TestTx(t *testing.T) {
 				if len(tt.wantFirst) == 1 {
 					wantSuppressed = 2
 				}
-				if s := stats.Suppressed.Load(); s != wantSuppressed {
+				if s := stats().Suppressed; s != wantSuppressed {
 					t.Errorf("suppressed %d duplicates, want %d", s, wantSuppressed)
 				}
 				// One commit per message: no claim, completion, release
@@ -373,7 +374,7 @@ func TestTxDuplicate(t *testing.T) {
 					// Hold the key until B waits for it: on its row lock,
 					// or, impatient, in process.
 					if tt.impatient {
-						testkit.WaitFor(t, "B waiting in process for the busy key", func() bool { return bstats.Waited.Load() > 0 })
+						testkit.WaitFor(t, "B waiting in process for the busy key", func() bool { return bstats().Waited > 0 })
 					} else if _, ok := d.LockWaits(t, ea.db); ok {
 						testkit.WaitFor(t, "B waiting for A's row lock", func() bool { n, _ := d.LockWaits(t, ea.db); return n > 0 })
 					} else {
@@ -396,16 +397,16 @@ func TestTxDuplicate(t *testing.T) {
 				if res != wantA || bres != rmq.ConsumeSuccess || berr != nil {
 					t.Fatalf("A = %v, %v (want %v); B = %v, %v (want success)", res, err, wantA, bres, berr)
 				}
-				outcomes := map[string]int64{"suppressed": bstats.Suppressed.Load(), "completed": bstats.Completed.Load()}
-				if outcomes[tt.wantB] != 1 || bstats.Retried.Load() != 0 || bstats.Failed.Load() != 0 || bstats.Busy.Load() != 0 {
+				outcomes := map[string]int64{"suppressed": bstats().Suppressed, "completed": bstats().Completed}
+				if outcomes[tt.wantB] != 1 || bstats().Retried != 0 || bstats().Failed != 0 || bstats().Busy != 0 {
 					t.Errorf("B: suppressed %d, completed %d, retried %d, failed %d, busy %d; want %s once and no retry",
-						bstats.Suppressed.Load(), bstats.Completed.Load(), bstats.Retried.Load(), bstats.Failed.Load(), bstats.Busy.Load(), tt.wantB)
+						bstats().Suppressed, bstats().Completed, bstats().Retried, bstats().Failed, bstats().Busy, tt.wantB)
 				}
-				if tt.impatient != (bstats.Waited.Load() > 0) {
-					t.Errorf("B waited in process %d times, want it to exactly when impatient (%v)", bstats.Waited.Load(), tt.impatient)
+				if tt.impatient != (bstats().Waited > 0) {
+					t.Errorf("B waited in process %d times, want it to exactly when impatient (%v)", bstats().Waited, tt.impatient)
 				}
-				if !tt.fail && astats.Completed.Load() != 1 {
-					t.Errorf("A completed %d, want 1", astats.Completed.Load())
+				if !tt.fail && astats().Completed != 1 {
+					t.Errorf("A completed %d, want 1", astats().Completed)
 				}
 				if got := ea.applied("order-1"); !slices.Equal(got, tt.wantFinal) {
 					t.Errorf("applied by %q, want %q", got, tt.wantFinal)
@@ -423,7 +424,7 @@ func TestTxStoreDown(t *testing.T) {
 	tests := []struct {
 		name     string
 		failOpen bool
-		h        func(e *txEnv) consumer.TxHandler
+		h        func(e *txEnv) func(context.Context, *sql.Tx, *consumer.Message) error
 		wantRes  rmq.ConsumeResult
 		want     []string
 		// wantUnguarded counts successful runs without dedupe.
@@ -451,7 +452,7 @@ func TestTxStoreDown(t *testing.T) {
 				if s := e.status("order-1"); s != dedupe.Acquired {
 					t.Fatalf("key %v, want no record", s)
 				}
-				if u := stats.Unguarded.Load(); u != tt.wantUnguarded {
+				if u := stats().Unguarded; u != tt.wantUnguarded {
 					t.Fatalf("unguarded %d, want %d", u, tt.wantUnguarded)
 				}
 			})
@@ -481,7 +482,7 @@ func TestTxStoreDownWaits(t *testing.T) {
 			if s := e.status("order-1"); s != dedupe.Done {
 				t.Fatalf("key %v, want done", s)
 			}
-			if w, o := stats.StoreWaited.Load(), stats.Outages.Load(); w != 1 || o != 1 {
+			if w, o := stats().StoreWaited, stats().Outages; w != 1 || o != 1 {
 				t.Fatalf("store waited %d, outages %d; want 1, 1", w, o)
 			}
 		})
@@ -511,10 +512,12 @@ func (s *flakyStore) Extend(ctx context.Context, t dedupe.Ticket, lease time.Dur
 	return s.txStore.Extend(ctx, t, lease)
 }
 
-func applierA(e *txEnv) consumer.TxHandler { return e.applier("A") }
+func applierA(e *txEnv) func(context.Context, *sql.Tx, *consumer.Message) error {
+	return e.applier("A")
+}
 
 // declined applies as A, then fails.
-func declined(e *txEnv) consumer.TxHandler {
+func declined(e *txEnv) func(context.Context, *sql.Tx, *consumer.Message) error {
 	return func(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
 		if err := e.apply(ctx, tx, m, "A"); err != nil {
 			return err
@@ -547,14 +550,14 @@ func TestTxRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	noop := func(context.Context, *sql.Tx, *consumer.Message) error { return nil }
-	c, err := consumer.New(store, txGroup, consumer.WithTx(), consumer.WithLogger(slog.New(slog.DiscardHandler)))
+	c, err := consumer.New(store, txGroup, consumer.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if h, err := c.Tx(nil); err == nil || h != nil {
 		t.Errorf("Tx with a nil handler = %v; want an error", err)
 	}
-	if _, err := consumer.New(store, "", consumer.WithTx()); !errors.Is(err, dedupe.ErrInvalidKey) {
+	if _, err := consumer.New(store, ""); !errors.Is(err, dedupe.ErrInvalidKey) {
 		t.Errorf("New with an empty group = %v, want ErrInvalidKey", err)
 	}
 	// Keys that cannot be stored are refused before any transaction, the
@@ -565,35 +568,39 @@ func TestTxRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := []consumer.Message{{ID: "no-key"}, {ID: "control", Properties: map[string]string{msgkey.Property: "a\x01b"}}}
-	for i, v := range c.Process(t.Context(), bad, h, consumer.Waiting{}) {
-		if v.Action != consumer.Retry || v.Outcome != dedupe.InvalidKey || v.Err == nil {
+	for i, v := range adapter.Process(t.Context(), c, bad, h, adapter.Waiting{}) {
+		if v.Action != adapter.Retry || v.Outcome != dedupe.InvalidKey || v.Err == nil {
 			t.Errorf("message %s = %+v; want invalid-key, retried, with the reason", bad[i].ID, v)
 		}
 	}
 	if ran {
 		t.Error("the handler ran for a message whose key cannot be stored")
 	}
-	// A Consumer without transactions has none to give a TxHandler.
+	// A Consumer that ran messages without transactions has none to give
+	// a transactional handler.
 	plain, err := consumer.New(store, txGroup, consumer.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
-	}
-	if h, err := plain.Tx(noop); err == nil || h != nil || !strings.Contains(err.Error(), "WithTx") {
-		t.Errorf("Tx on a Consumer without WithTx = %v; want an error naming WithTx", err)
 	}
 	// Nor does another Consumer's Process.
 	h, err = c.Tx(noop)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := plain.Process(t.Context(), []consumer.Message{{ID: "M", Properties: map[string]string{msgkey.Property: "k"}}}, h, consumer.Waiting{}); v[0].Action != consumer.Retry || v[0].Outcome != dedupe.Failed || !strings.Contains(v[0].Err.Error(), "without its transaction") {
-		t.Errorf("a Tx handler run by a Consumer without WithTx = %+v; want failed, retried", v[0])
+	if v := adapter.Process(t.Context(), plain, []consumer.Message{{ID: "M", Properties: map[string]string{msgkey.Property: "k"}}}, h, adapter.Waiting{}); v[0].Action != adapter.Retry || v[0].Outcome != dedupe.Failed || !strings.Contains(v[0].Err.Error(), "without its transaction") {
+		t.Errorf("a Tx handler run by a Consumer without transactions = %+v; want failed, retried", v[0])
 	}
-	// A store that cannot claim keys in a transaction fails at
-	// construction, not at the first message.
-	_, err = consumer.New(memdedupe.New(memdedupe.Config{}), txGroup, consumer.WithTx())
-	if err == nil || !strings.Contains(err.Error(), "*memdedupe.Store") || !strings.Contains(err.Error(), "cannot claim keys in a transaction") {
-		t.Errorf("New over memdedupe WithTx = %v; want an error naming the store and why", err)
+	if h, err := plain.Tx(noop); err == nil || h != nil || !strings.Contains(err.Error(), "call Tx before") {
+		t.Errorf("Tx on a Consumer that ran messages without transactions = %v; want an error saying to call Tx first", err)
+	}
+	// A store that cannot claim keys in a transaction fails at Tx, not at
+	// the first message.
+	mem, err := consumer.New(memdedupe.New(memdedupe.Config{}), txGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.Tx(noop); err == nil || !strings.Contains(err.Error(), "*memdedupe.Store") || !strings.Contains(err.Error(), "cannot claim keys in a transaction") {
+		t.Errorf("Tx over memdedupe = %v; want an error naming the store and why", err)
 	}
 }
 

@@ -54,7 +54,7 @@ func TestMigrateNotify(t *testing.T) {
 	defer l.Close()
 	addOutboxRows(t, store, 1)
 	select {
-	case <-l.C():
+	case <-l.C:
 	case <-time.After(time.Minute):
 		t.Fatal("no notification a minute after a row was added")
 	}

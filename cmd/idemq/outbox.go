@@ -99,7 +99,7 @@ func outboxStats(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer closeFn()
-	st, err := o.Stats(ctx)
+	st, err := o.Count(ctx)
 	if err != nil {
 		return f.failure("outbox stats", addr, err)
 	}
@@ -173,7 +173,7 @@ func outboxList(ctx context.Context, e *env, args []string) error {
 		Rows []outboxRow `json:"rows"`
 	}{Rows: []outboxRow{}}
 	for _, r := range rows {
-		out.Rows = append(out.Rows, outboxRow{r.ID, r.State.String(), r.Key, r.Topic, r.OrderingKey, r.Attempts, r.LastError, r.Age.Seconds()})
+		out.Rows = append(out.Rows, outboxRow{r.ID, string(r.State), r.Key, r.Topic, r.OrderingKey, r.Attempts, r.LastError, r.Age.Seconds()})
 	}
 	return f.emit(e, out, func(w io.Writer) {
 		fmt.Fprintln(w, "ID\tSTATE\tKEY\tTOPIC\tORDERING KEY\tATTEMPTS\tAGE\tLAST ERROR")

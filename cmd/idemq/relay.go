@@ -96,7 +96,7 @@ func relay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeFn()
-	if _, err := o.Stats(startCtx); err != nil {
+	if _, err := o.Count(startCtx); err != nil {
 		return f.failure("relay", addr, err)
 	}
 	if *notify {
@@ -105,7 +105,7 @@ func relay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("relay: listen for new rows at %s: %w", addr, err)
 		}
 		defer l.Close()
-		cfg.Wake = l.C()
+		cfg.Wake = l.C
 	}
 	var (
 		s    outbox.Sender

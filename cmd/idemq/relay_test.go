@@ -29,7 +29,7 @@ func TestRelay(t *testing.T) {
 	r := startRelay(t, "--store", store, "--namesrv", ns)
 	o, _ := openOutbox(t, store)
 	testkit.WaitFor(t, "the rows sent", func() bool {
-		st, err := o.Stats(context.Background())
+		st, err := o.Count(context.Background())
 		return err == nil && st.Sent == 3
 	})
 	if last := r.stop(t); last != "stopped: shipped 3, retried 0, parked 0, lease lost 0" {
@@ -55,7 +55,7 @@ func TestRelayNotify(t *testing.T) {
 			addOutboxRows(t, store, 3)
 		}
 		testkit.WaitFor(t, fmt.Sprint(sent, " rows sent"), func() bool {
-			st, err := o.Stats(context.Background())
+			st, err := o.Count(context.Background())
 			return err == nil && st.Sent == sent
 		})
 	}

@@ -32,5 +32,5 @@ func ExampleNew_failFast() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("outages so far:", c.Stats().Outages.Load())
+	fmt.Println("outages so far:", c.Stats().Outages)
 }

@@ -32,7 +32,7 @@
 // transaction ([Store.BeginTx]), writing its record done: one commit applies
 // the handler's writes and records the key, or a rollback undoes both, and
 // the row's lock holds the key meanwhile. The consumer's transactional mode
-// (consumer.WithTx, dedupe.GuardConfig.Tx) claims so. A duplicate waits for
+// (consumer.Consumer.Tx, dedupe.GuardConfig.Tx) claims so. A duplicate waits for
 // the holder's outcome up to [Config.LockTimeout], then is busy; a consumer
 // that dies holding a key leaves nothing behind, for the database rolls its
 // transaction back when its connection closes. Records of both kinds share

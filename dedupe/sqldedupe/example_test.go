@@ -62,7 +62,7 @@ func Example() {
 // A handler whose effects live in the same database claims the key in its
 // own transaction, as its first statement: one commit applies the payment
 // and records the key done, and the redelivery finds it done. (The
-// consumer's transactional mode, consumer.WithTx, does this for every
+// consumer's transactional mode, Consumer.Tx, does this for every
 // message; see dedupe.GuardConfig.Tx.)
 func ExampleStore_ClaimTx() {
 	ctx := context.Background()

@@ -41,7 +41,7 @@ func (s *Store) BeginTx(ctx context.Context) (*sql.Tx, error) {
 // ClaimTx implements [dedupe.TxClaimer] with one statement (MySQL reads
 // the record that answers a key it did not acquire in a second): the
 // upsert of [Store.Claim], writing the record done for retention. It is
-// the claim of the consumer's transactional mode (consumer.WithTx), and
+// the claim of the consumer's transactional mode (consumer.Consumer.Tx), and
 // tx is that of the handler, which must have begun on the *sql.DB given
 // to [New] (see [Store.BeginTx]), with this as its first statement.
 //

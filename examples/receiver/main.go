@@ -80,7 +80,6 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	stats := idem.Stats()
 
 	var applied, lastSeen, redelivered atomic.Int64
 	ledger, balance := *topic+":ledger", *topic+":balance"
@@ -103,7 +102,8 @@ func main() {
 		return nil
 	}
 	// counted notes every delivery, duplicates included, before dedupe.
-	counted := func(next remoting.Callback) remoting.Callback {
+	type callback = func(context.Context, ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error)
+	counted := func(next callback) callback {
 		return func(ctx context.Context, msgs ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
 			lastSeen.Store(time.Now().UnixNano())
 			for _, m := range msgs {
@@ -144,7 +144,7 @@ func main() {
 		// Every deferred delivery comes back; wait for those too.
 		settled := func() bool {
 			quiet := time.Since(time.Unix(0, lastSeen.Load())) > *idle
-			return applied.Load() >= *expect && quiet && redelivered.Load() >= stats.Retried.Load()
+			return applied.Load() >= *expect && quiet && redelivered.Load() >= idem.Stats().Retried
 		}
 		waitDone(ctx, *timeout, settled)
 	}
@@ -163,7 +163,8 @@ func main() {
 	if doubled > 0 {
 		log.Printf("%d orders were credited more than once", doubled)
 	}
-	fmt.Printf("delivered=%d suppressed=%d applied=%d\n", stats.Delivered.Load(), stats.Suppressed.Load(), applied.Load())
+	stats := idem.Stats()
+	fmt.Printf("delivered=%d suppressed=%d applied=%d\n", stats.Delivered, stats.Suppressed, applied.Load())
 	if err := report(context.WithoutCancel(ctx)); err != nil {
 		log.Print(err)
 	}

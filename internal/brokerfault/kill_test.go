@@ -200,14 +200,14 @@ func TestKillBroker(t *testing.T) {
 	wg.Wait()
 	sendEnd := time.Now()
 
-	st := c.Stats()
+	st := c.Stats
 	var keys []string
 	sent := map[string]sendState{}
 	for _, pr := range producers {
 		keys = append(keys, pr.log.keys()...)
 		maps.Copy(sent, pr.log.sentTo())
 	}
-	tl, waited := f.settle(keys, func() bool { return decided(st) }, settleIn, 2*time.Second)
+	tl, waited := f.settle(keys, func() bool { return decided(st()) }, settleIn, 2*time.Second)
 	tl.Check(t)
 
 	// What happened, for the log and the notes.
@@ -225,8 +225,8 @@ func TestKillBroker(t *testing.T) {
 		retriesAfter["start retrying to send, "]-retriesBefore["start retrying to send, "])
 	t.Logf(racechild.Figure+"consumer: %s", as)
 	t.Logf(racechild.Figure+"consumer stats: delivered=%d completed=%d suppressed=%d failed=%d busy=%d waited=%d storedown=%d leaselost=%d unrecorded=%d retried=%d canceled=%d",
-		st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.Failed.Load(), st.Busy.Load(), st.Waited.Load(),
-		st.StoreDown.Load(), st.LeaseLost.Load(), st.Unrecorded.Load(), st.Retried.Load(), st.Canceled.Load())
+		st().Delivered, st().Completed, st().Suppressed, st().Failed, st().Busy, st().Waited,
+		st().StoreDown, st().LeaseLost, st().Unrecorded, st().Retried, st().Canceled)
 	var warns []string
 	for msg, n := range retriesAfter {
 		warns = append(warns, fmt.Sprintf("%d× %s", n-retriesBefore[msg], first[msg]))
@@ -252,11 +252,11 @@ type sender struct {
 
 // decided reports whether every message st counted as delivered reached
 // an outcome: no callback is under way.
-func decided(st *consumer.Stats) bool {
+func decided(st consumer.Stats) bool {
 	n := int64(0)
-	for _, c := range []*atomic.Int64{&st.Completed, &st.Suppressed, &st.Failed, &st.Busy, &st.Reused, &st.StoreDown,
-		&st.InvalidKey, &st.LeaseLost, &st.Unrecorded, &st.Unguarded, &st.Canceled} {
-		n += c.Load()
+	for _, c := range []int64{st.Completed, st.Suppressed, st.Failed, st.Busy, st.Reused, st.StoreDown,
+		st.InvalidKey, st.LeaseLost, st.Unrecorded, st.Unguarded, st.Canceled} {
+		n += c
 	}
-	return n == st.Delivered.Load()
+	return n == st.Delivered
 }

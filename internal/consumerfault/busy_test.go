@@ -207,8 +207,8 @@ func busyKeys(t *testing.T, opts []consumer.Option) {
 	// of a message that failed once come back (the original, whose offset
 	// the holder never committed, and its retry): the one that finds the key
 	// held by the other waits out that lease before it finds the key done.
-	st := c.Stats()
-	tl := f.settle(sent, dlq, func() bool { return decided(st) }, 30*time.Second, time.Second)
+	st := c.Stats
+	tl := f.settle(sent, dlq, func() bool { return decided(st()) }, 30*time.Second, time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	drained = true
@@ -218,7 +218,7 @@ func busyKeys(t *testing.T, opts []consumer.Option) {
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf(racechild.Figure+"%v; taker: first delivery %v after the kill, delivered=%d completed=%d suppressed=%d waited=%d handed-back=%d, %d deliveries on their last reconsume waited; %v in all",
-		tl, first.Round(time.Millisecond), st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.Waited.Load(), st.Busy.Load(),
+		tl, first.Round(time.Millisecond), st().Delivered, st().Completed, st().Suppressed, st().Waited, st().Busy,
 		lastWaited, time.Since(begin).Round(100*time.Millisecond))
 	tl.Check(t)
 	// The holder renewed its leases every lease/3: each had at least

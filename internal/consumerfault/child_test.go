@@ -13,6 +13,7 @@ import (
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/consumer"
@@ -83,7 +84,7 @@ func role(run func(settings, *redis.Client, *slog.Logger) error) func() error {
 }
 
 // start subscribes a push consumer to s.Topic with cb and starts it.
-func start(s settings, cb remoting.Callback, opts ...rmq.Option) (rocketmq.PushConsumer, error) {
+func start(s settings, cb func(context.Context, ...*primitive.MessageExt) (rmq.ConsumeResult, error), opts ...rmq.Option) (rocketmq.PushConsumer, error) {
 	pc, err := newPushConsumer(s.Namesrv, s.Group, s.Instance, opts...)
 	if err != nil {
 		return nil, err
@@ -199,10 +200,10 @@ func work(s settings, rdb *redis.Client, log *slog.Logger) error {
 	defer cancel()
 	begin := time.Now()
 	err = remoting.Drain(ctx, c, pc)
-	st := c.Stats()
+	st := c.Stats
 	racechild.Say("stats drain=%v delivered=%d completed=%d suppressed=%d failed=%d busy=%d waited=%d held=%d leaselost=%d unrecorded=%d storedown=%d applied=%d",
-		time.Since(begin).Round(time.Millisecond), st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.Failed.Load(), st.Busy.Load(),
-		st.Waited.Load(), st.Canceled.Load(), st.LeaseLost.Load(), st.Unrecorded.Load(), st.StoreDown.Load(), load.applied.Load())
+		time.Since(begin).Round(time.Millisecond), st().Delivered, st().Completed, st().Suppressed, st().Failed, st().Busy,
+		st().Waited, st().Canceled, st().LeaseLost, st().Unrecorded, st().StoreDown, load.applied.Load())
 	if err != nil {
 		// The drain ran out of its bound: the parent reports it.
 		racechild.Say("drain-error %v", err)

@@ -124,10 +124,10 @@ func grpcTake(s settings, rdb *redis.Client, log *slog.Logger) error {
 	<-racechild.Stopped()
 	r.Close()
 	err = <-done
-	st := c.Stats()
+	st := c.Stats
 	racechild.Say("stats delivered=%d completed=%d suppressed=%d failed=%d waited=%d busy=%d retried=%d held=%d",
-		st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.Failed.Load(), st.Waited.Load(), st.Busy.Load(),
-		st.Retried.Load(), st.Canceled.Load())
+		st().Delivered, st().Completed, st().Suppressed, st().Failed, st().Waited, st().Busy,
+		st().Retried, st().Canceled)
 	return err
 }
 
@@ -168,11 +168,11 @@ func grpcWork(s settings, rdb *redis.Client, log *slog.Logger) error {
 	err = r.Close()
 	drain := time.Since(begin)
 	stopErr := sc.GracefulStop()
-	st := c.Stats()
+	st := c.Stats
 	mu.Lock()
 	racechild.Say("stats drain=%v attempts=%v delivered=%d completed=%d suppressed=%d failed=%d busy=%d waited=%d held=%d leaselost=%d unrecorded=%d storedown=%d applied=%d",
-		drain.Round(time.Millisecond), attempts, st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.Failed.Load(), st.Busy.Load(),
-		st.Waited.Load(), st.Canceled.Load(), st.LeaseLost.Load(), st.Unrecorded.Load(), st.StoreDown.Load(), load.applied.Load())
+		drain.Round(time.Millisecond), attempts, st().Delivered, st().Completed, st().Suppressed, st().Failed, st().Busy,
+		st().Waited, st().Canceled, st().LeaseLost, st().Unrecorded, st().StoreDown, load.applied.Load())
 	mu.Unlock()
 	if err != nil {
 		// The drain ran out of its bound: the parent reports it.

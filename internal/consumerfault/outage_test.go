@@ -122,7 +122,7 @@ func TestStoreOutageSpendsNoRetries(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	st := c.Stats()
+	st := c.Stats
 	atKill := applied.Load()
 	store.down.Store(true)
 	if err := srv.Kill(); err != nil {
@@ -130,7 +130,7 @@ func TestStoreOutageSpendsNoRetries(t *testing.T) {
 	}
 	killed := time.Now()
 	time.Sleep(outage)
-	waitedWhileDown := st.StoreWaited.Load()
+	waitedWhileDown := st().StoreWaited
 	appliedWhileDown := applied.Load() - atKill
 	if err := srv.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -142,7 +142,7 @@ func TestStoreOutageSpendsNoRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tl := f.settle(sent, dlq, func() bool { return decided(st) }, 2*time.Minute, 2*time.Second)
+	tl := f.settle(sent, dlq, func() bool { return decided(st()) }, 2*time.Minute, 2*time.Second)
 	recovered := time.Since(restarted) // at most: includes the settle's quiet
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -155,15 +155,15 @@ func TestStoreOutageSpendsNoRetries(t *testing.T) {
 		tl, restarted.Sub(killed).Round(100*time.Millisecond), atKill, appliedWhileDown, waitedWhileDown,
 		recovered.Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
 	t.Logf(racechild.Figure+"consumer: delivered=%d completed=%d suppressed=%d waited-for-store=%d store-down=%d unrecorded=%d lease-lost=%d retried=%d outages=%d (logged %d starts, %d ends)",
-		st.Delivered.Load(), st.Completed.Load(), st.Suppressed.Load(), st.StoreWaited.Load(), st.StoreDown.Load(),
-		st.Unrecorded.Load(), st.LeaseLost.Load(), st.Retried.Load(), st.Outages.Load(), starts, ends)
+		st().Delivered, st().Completed, st().Suppressed, st().StoreWaited, st().StoreDown,
+		st().Unrecorded, st().LeaseLost, st().Retried, st().Outages, starts, ends)
 	t.Logf(racechild.Figure+"%s", store.report())
 	tl.Check(t)
 	switch {
-	case st.StoreDown.Load() != 0:
-		t.Errorf("%d deliveries handed back for the outage, want 0: each should have waited for the store", st.StoreDown.Load())
-	case st.Outages.Load() == 0 || starts != st.Outages.Load() || ends != st.Outages.Load():
-		t.Errorf("%d outages, logged %d starts and %d ends; want each outage logged once at its start and once at its end", st.Outages.Load(), starts, ends)
+	case st().StoreDown != 0:
+		t.Errorf("%d deliveries handed back for the outage, want 0: each should have waited for the store", st().StoreDown)
+	case st().Outages == 0 || starts != st().Outages || ends != st().Outages:
+		t.Errorf("%d outages, logged %d starts and %d ends; want each outage logged once at its start and once at its end", st().Outages, starts, ends)
 	case waitedWhileDown == 0:
 		t.Errorf("no message waited for the store while it was down: this run proved nothing")
 	}

@@ -24,7 +24,6 @@ var rules = []struct {
 	{pkg: "idgen/segment", std: true},
 	{pkg: "idgen/scramble", std: true},
 	{pkg: "idgen/idhttp", std: true},
-	{pkg: "producer", std: true},
 	{pkg: "outbox", std: true},
 	{pkg: "consumer", forbidden: []string{remoting, grpcClient, "google.golang.org/grpc", idemq + "remoting", idemq + "grpcv5", idemq + "idgen"}},
 	{pkg: "remoting", forbidden: []string{grpcClient, "google.golang.org/grpc", idemq + "grpcv5", idemq + "idgen"}},

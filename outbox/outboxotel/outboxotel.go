@@ -12,7 +12,7 @@
 //   - idemq.outbox.oldest_pending.age (gauge, seconds): the age of the
 //     oldest pending row, 0 without one;
 //   - idemq.outbox.shipped, idemq.outbox.retries, idemq.outbox.parked,
-//     idemq.outbox.lease_lost (counters): the relays' [outbox.RelayStats],
+//     idemq.outbox.lease_lost (counters): the relays' [outbox.Stats],
 //     summed; shipped per second is the first one's rate.
 package outboxotel
 
@@ -62,10 +62,10 @@ func Register(mp metric.MeterProvider, o *outbox.Outbox, relays ...*outbox.Relay
 	table := attribute.String("idemq.outbox.table", o.Table())
 	inTable := metric.WithAttributes(table)
 	byState := func(s outbox.State) metric.ObserveOption {
-		return metric.WithAttributes(table, attribute.String("idemq.outbox.state", s.String()))
+		return metric.WithAttributes(table, attribute.String("idemq.outbox.state", string(s)))
 	}
 	return m.RegisterCallback(func(ctx context.Context, obs metric.Observer) error {
-		var sum outbox.RelayStats
+		var sum outbox.Stats
 		for _, r := range relays {
 			st := r.Stats()
 			sum.Shipped += st.Shipped
@@ -79,7 +79,7 @@ func Register(mp metric.MeterProvider, o *outbox.Outbox, relays ...*outbox.Relay
 		obs.ObserveInt64(lost, sum.LeaseLost, inTable)
 		ctx, cancel := context.WithTimeout(ctx, statsTimeout)
 		defer cancel()
-		st, err := o.Stats(ctx)
+		st, err := o.Count(ctx)
 		if err != nil {
 			return err // the counters above are reported still
 		}

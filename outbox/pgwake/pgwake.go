@@ -5,7 +5,7 @@
 //	...
 //	l, err := pgwake.Listen(ctx, dsn, outbox.DefaultTable)
 //	defer l.Close()
-//	relay, err := outbox.NewRelay(ob, s, outbox.RelayConfig{Wake: l.C(), PollInterval: time.Second})
+//	relay, err := outbox.NewRelay(ob, s, outbox.RelayConfig{Wake: l.C, PollInterval: time.Second})
 //
 // Install adds a statement trigger to the outbox table that notifies the
 // channel named after the table. PostgreSQL delivers the notification when
@@ -64,9 +64,15 @@ END $$`,
 // after it lost its connection.
 const reconnectPause = time.Second
 
-// Listener listens on an outbox table's channel and signals [Listener.C]
-// for each notification, from [Listen] until [Listener.Close].
+// Listener listens on an outbox table's channel and signals C for each
+// notification, from [Listen] until [Listener.Close].
 type Listener struct {
+	// C is the channel to give [outbox.RelayConfig].Wake, as a
+	// time.Ticker's C. It holds at most one signal: notifications that
+	// come while the relay is busy are one wake-up. One Listener wakes one
+	// relay; give each relay its own.
+	C <-chan struct{}
+
 	dsn, table string
 	c          chan struct{}
 	cancel     context.CancelFunc
@@ -83,7 +89,8 @@ func Listen(ctx context.Context, dsn, table string) (*Listener, error) {
 	if !sqldialect.ValidTable(table) {
 		return nil, fmt.Errorf("pgwake: table name %q: want %s", table, sqldialect.TableRule)
 	}
-	l := &Listener{dsn: dsn, table: table, c: make(chan struct{}, 1), done: make(chan struct{})}
+	c := make(chan struct{}, 1)
+	l := &Listener{C: c, dsn: dsn, table: table, c: c, done: make(chan struct{})}
 	conn, err := l.connect(ctx)
 	if err != nil {
 		return nil, err
@@ -93,11 +100,6 @@ func Listen(ctx context.Context, dsn, table string) (*Listener, error) {
 	go l.run(run, conn)
 	return l, nil
 }
-
-// C is the channel to give [outbox.RelayConfig].Wake. It holds at most one
-// signal: notifications that come while the relay is busy are one wake-up.
-// One Listener wakes one relay; give each relay its own.
-func (l *Listener) C() <-chan struct{} { return l.c }
 
 // Close stops listening and closes the connection.
 func (l *Listener) Close() error {

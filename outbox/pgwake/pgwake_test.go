@@ -81,7 +81,7 @@ func TestWakeAcrossRestart(t *testing.T) {
 	}
 	t.Cleanup(func() { l.Close() })
 	got := new(bodies)
-	r, err := outbox.NewRelay(o, got, outbox.RelayConfig{PollInterval: time.Hour, Wake: l.C(), Logger: slog.New(slog.DiscardHandler)})
+	r, err := outbox.NewRelay(o, got, outbox.RelayConfig{PollInterval: time.Hour, Wake: l.C, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
