@@ -3,16 +3,19 @@ package consumer_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -48,6 +51,119 @@ func newConsumer(t *testing.T, store dedupe.Store, opts ...consumer.Option) *con
 		t.Fatal(err)
 	}
 	return c
+}
+
+// logged returns a Consumer of testGroup over store that logs into the
+// Logs returned; opts come after that.
+func logged(t *testing.T, store dedupe.Store, opts ...consumer.Option) (*consumer.Consumer, *testkit.Logs) {
+	t.Helper()
+	logs := new(testkit.Logs)
+	return newConsumer(t, store, append([]consumer.Option{consumer.WithLogger(slog.New(logs))}, opts...)...), logs
+}
+
+// msg is a first delivery of a message with key (none if ""), id M-key.
+func msg(key string) consumer.Message { return message("M-"+key, key, 0) }
+
+// msgs are first deliveries of messages with keys.
+func msgs(keys ...string) []consumer.Message {
+	ms := make([]consumer.Message, len(keys))
+	for i, k := range keys {
+		ms[i] = msg(k)
+	}
+	return ms
+}
+
+// process delivers ms to c together, for h, as a client that does not
+// keep messages in hand (Waiting{}).
+func process(c *consumer.Consumer, h consumer.Handler, ms ...consumer.Message) []consumer.Verdict {
+	return c.Process(context.Background(), ms, h, consumer.Waiting{})
+}
+
+// acked reports whether every verdict of vs is Ack.
+func acked(vs []consumer.Verdict) bool {
+	return !slices.ContainsFunc(vs, func(v consumer.Verdict) bool { return v.Action != consumer.Ack })
+}
+
+// errOf joins the errors of vs, as an adapter's answer for them does.
+func errOf(vs []consumer.Verdict) error {
+	var errs []error
+	for _, v := range vs {
+		errs = append(errs, v.Err)
+	}
+	return errors.Join(errs...)
+}
+
+// ledger is a handler that counts its runs per key and fails, or panics
+// in, the keys set to: the effect under test. Safe for concurrent use.
+type ledger struct {
+	mu     sync.Mutex
+	n      map[string]int
+	fail   map[string]error
+	panics map[string]bool
+}
+
+func (l *ledger) handle(_ context.Context, m *consumer.Message) error {
+	k := msgkey.Of(m)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.panics[k] {
+		panic("boom " + k)
+	}
+	if err := l.fail[k]; err != nil {
+		return err
+	}
+	if l.n == nil {
+		l.n = map[string]int{}
+	}
+	l.n[k]++
+	return nil
+}
+
+// failing makes key fail with err (nil: succeed again).
+func (l *ledger) failing(key string, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fail == nil {
+		l.fail = map[string]error{}
+	}
+	l.fail[key] = err
+}
+
+// panicking makes key panic, or no longer.
+func (l *ledger) panicking(key string, p bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.panics == nil {
+		l.panics = map[string]bool{}
+	}
+	l.panics[key] = p
+}
+
+func (l *ledger) count(key string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n[key]
+}
+
+// keys counts the keys applied.
+func (l *ledger) keys() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.n)
+}
+
+// checkTotals fails unless every delivered message was counted once among
+// the terminal counters.
+func checkTotals(t *testing.T, s *consumer.Stats) {
+	t.Helper()
+	var sum int64
+	for _, c := range []*atomic.Int64{&s.Completed, &s.Suppressed, &s.Failed, &s.Busy, &s.Reused, &s.StoreDown,
+		&s.InvalidKey, &s.LeaseLost, &s.Unrecorded, &s.Unguarded, &s.Canceled} {
+		sum += c.Load()
+	}
+	if d := s.Delivered.Load(); sum != d {
+		t.Errorf("delivered %d messages, counted %d among the outcomes", d, sum)
+	}
 }
 
 // TestProcess checks the verdicts of one delivery through the client-neutral
@@ -155,87 +271,6 @@ func TestProcessWaitingAlways(t *testing.T) {
 	if len(extends) < 3 || extends[0] <= 0 || extends[0] > time.Minute {
 		t.Errorf("extended %v; want each wait announced with the holder's remaining lease", extends)
 	}
-}
-
-// TestProcessDrain drains while a call of Process runs a handler that then
-// fails: Drain waits for it, and the failed message and those of a call
-// that starts during the drain are held, not retried, and their calls
-// return only once the client has stopped.
-func TestProcessDrain(t *testing.T) {
-	c := newConsumer(t, memdedupe.New(memdedupe.Config{}))
-	release := make(chan struct{})
-	running := make(chan struct{})
-	slow := func(context.Context, *consumer.Message) error {
-		close(running)
-		<-release
-		return errors.New("declined")
-	}
-	var (
-		mu     sync.Mutex
-		events []string
-	)
-	note := func(ev string) {
-		mu.Lock()
-		defer mu.Unlock()
-		events = append(events, ev)
-	}
-	first := make(chan consumer.Verdict, 1)
-	go func() {
-		// Noted before it is handed over, so that the events are complete
-		// once both verdicts are in.
-		v := c.Process(context.Background(), []consumer.Message{message("m1", "k1", 0)}, slow, consumer.Waiting{})[0]
-		note("first returned")
-		first <- v
-	}()
-	<-running
-	waiting := make(chan struct{})
-	drained := make(chan error, 1)
-	go func() {
-		drained <- c.Drain(askedContext{context.Background(), waiting}, func() error { note("stopped"); return nil })
-	}()
-	late := make(chan consumer.Verdict, 1)
-	go func() {
-		<-waiting // the drain has begun: it waits for the handler
-		v := c.Process(context.Background(), []consumer.Message{message("m2", "k2", 0)},
-			func(context.Context, *consumer.Message) error { t.Error("a handler ran during the drain"); return nil }, consumer.Waiting{})[0]
-		note("late returned")
-		late <- v
-	}()
-	<-waiting
-	close(release) // the handler fails once the drain has begun
-	if err := <-drained; err != nil {
-		t.Errorf("Drain = %v", err)
-	}
-	for _, ch := range []chan consumer.Verdict{first, late} {
-		v := <-ch
-		if v.Action != consumer.Hold || !errors.Is(v.Err, consumer.ErrDraining) || v.Delay != 0 {
-			t.Errorf("verdict %+v; want Hold with ErrDraining", v)
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(events) != 3 || events[0] != "stopped" {
-		t.Errorf("events %q; want the client stopped before either call returned", events)
-	}
-	if err := c.Drain(context.Background(), func() error { return nil }); err == nil {
-		t.Error("a second Drain succeeded")
-	}
-}
-
-// askedContext closes asked the first time its Done is asked for: Drain
-// asks only once it has begun, to wait for running handlers.
-type askedContext struct {
-	context.Context
-	asked chan struct{}
-}
-
-func (c askedContext) Done() <-chan struct{} {
-	select {
-	case <-c.asked:
-	default:
-		close(c.asked)
-	}
-	return c.Context.Done()
 }
 
 // TestNewRejects checks that New refuses settings that cannot work.

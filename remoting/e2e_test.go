@@ -63,32 +63,6 @@ func (l *ledger) snapshot() map[string]int {
 // push consumer subscribes with.
 type adapter func(store dedupe.Store, group string, stats *consumer.Stats) (*consumer.Consumer, func(consumer.Handler) remoting.Callback, error)
 
-// concurrently is the adapter of a plain handler: remoting.Concurrently.
-func concurrently(store dedupe.Store, group string, stats *consumer.Stats) (*consumer.Consumer, func(consumer.Handler) remoting.Callback, error) {
-	c, err := consumer.New(store, group, consumer.WithStats(stats))
-	if err != nil {
-		return nil, nil, err
-	}
-	return c, func(h consumer.Handler) remoting.Callback { return remoting.Concurrently(c, h) }, nil
-}
-
-// TestEndToEndEachMessageAppliedOnce sends N distinct messages and re-sends
-// M of them to a real broker; two consumers in one group with a real Redis
-// store apply every message exactly once, including messages whose first
-// attempt failed. The consumers stop with Drain.
-// It runs against a 4.x broker and, through the same remoting client, a
-// 5.x one, each in a child process (see inChild).
-func TestEndToEndEachMessageAppliedOnce(t *testing.T) {
-	for _, b := range []broker{broker4, broker5} {
-		t.Run(b.name, func(t *testing.T) {
-			if !inChild(t, b) {
-				return
-			}
-			endToEnd(t, b, concurrently)
-		})
-	}
-}
-
 // broker is a RocketMQ server as the remoting client sees it: a name
 // server, how to create a topic on it, and the variables that name it to
 // a child process.
@@ -133,10 +107,11 @@ func newRedisStore(tb testing.TB, prefix string) (*redisdedupe.Store, *redis.Cli
 	return store, rdb
 }
 
-// endToEnd runs the test of TestEndToEndEachMessageAppliedOnce on b with
-// the callbacks that adapt returns and opts for the consumers, and returns
-// how many messages the callbacks were given in batches of more than one.
-func endToEnd(t *testing.T, b broker, adapt adapter, opts ...rmq.Option) (batched int64) {
+// endToEnd sends N distinct messages and re-sends M of them to b; two
+// consumers in one group, with the callbacks that adapt returns and a real
+// Redis store, apply every message exactly once, including messages whose
+// first attempt failed. The consumers stop with Drain.
+func endToEnd(t *testing.T, b broker, adapt adapter) {
 	const n, resent, failing = 60, 20, 5
 	ns := b.nameServer(t)
 	version, err := testenv.RocketMQBrokerVersion(t.Context(), ns)
@@ -187,10 +162,7 @@ func endToEnd(t *testing.T, b broker, adapt adapter, opts ...rmq.Option) (batche
 		}
 	}
 
-	var (
-		firsts    atomic.Int64 // deliveries other than retries; some twice after a rebalance
-		inBatches atomic.Int64
-	)
+	var firsts atomic.Int64 // deliveries other than retries; some twice after a rebalance
 	stats := make([]*consumer.Stats, 2)
 	for i := range stats {
 		stats[i] = new(consumer.Stats)
@@ -199,12 +171,11 @@ func endToEnd(t *testing.T, b broker, adapt adapter, opts ...rmq.Option) (batche
 			t.Fatal(err)
 		}
 		cb := wrap(l.handle)
-		c, err := rocketmq.NewPushConsumer(append([]rmq.Option{
+		c, err := rocketmq.NewPushConsumer(
 			rmq.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
 			rmq.WithGroupName(group),
 			rmq.WithInstance(fmt.Sprintf("e2e-%s-%d", run, i)),
-			rmq.WithConsumeFromWhere(rmq.ConsumeFromFirstOffset),
-		}, opts...)...)
+			rmq.WithConsumeFromWhere(rmq.ConsumeFromFirstOffset))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,9 +184,6 @@ func endToEnd(t *testing.T, b broker, adapt adapter, opts ...rmq.Option) (batche
 				if m.ReconsumeTimes == 0 {
 					firsts.Add(1)
 				}
-			}
-			if len(ms) > 1 {
-				inBatches.Add(int64(len(ms)))
 			}
 			return cb(ctx, ms...)
 		})
@@ -264,14 +232,13 @@ func endToEnd(t *testing.T, b broker, adapt adapter, opts ...rmq.Option) (batche
 	if len(got) != n {
 		t.Errorf("applied %d distinct keys, want %d", len(got), n)
 	}
-	t.Logf(racechild.Figure+"delivered=%d suppressed=%d failed=%d busy=%d waited=%d in batches=%d per consumer: %d/%d",
+	t.Logf(racechild.Figure+"delivered=%d suppressed=%d failed=%d busy=%d waited=%d per consumer: %d/%d",
 		total(func(s *consumer.Stats) int64 { return s.Delivered.Load() }), total(suppressed),
 		total(func(s *consumer.Stats) int64 { return s.Failed.Load() }),
 		total(func(s *consumer.Stats) int64 { return s.Busy.Load() }),
-		total(func(s *consumer.Stats) int64 { return s.Waited.Load() }), inBatches.Load(),
+		total(func(s *consumer.Stats) int64 { return s.Waited.Load() }),
 		stats[0].Completed.Load(), stats[1].Completed.Load())
 	if f := total(func(s *consumer.Stats) int64 { return s.Failed.Load() }); f != failing {
 		t.Errorf("failed %d times, want %d (one per failing key)", f, failing)
 	}
-	return inBatches.Load()
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/idemq/idemq/remoting"
 )
 
-// TestEndToEndTxEachRowCommittedOnce is TestEndToEndEachMessageAppliedOnce
-// with transactional consumers (consumer.WithTx) over MariaDB: the effect is
+// TestEndToEndTxEachRowCommittedOnce runs endToEnd with transactional
+// consumers (consumer.WithTx) over MariaDB: the effect is
 // a row written in the transaction whose first statement claimed the key,
 // after which the ledger's handler fails some keys once, rolling their row
 // back with the key. Each consumer opens its own pool and store,
