@@ -17,34 +17,34 @@ import (
 )
 
 // TestConformance runs the adapters' conformance suite
-// (internal/adaptertest) against Simple on a plain group and Push on a
-// FIFO one, whose message group's order it keeps, as long as no message
-// fails (see adaptertest.Harness.RetryBreaksOrder). (In a child process:
-// see inChild.)
+// (internal/adaptertest) against Simple and Push on a plain group, and
+// against Push on a FIFO one, whose message group's order it keeps as long
+// as no message fails (see adaptertest.Harness.RetryBreaksOrder). (In a
+// child process: see inChild.)
 func TestConformance(t *testing.T) {
-	for _, fifo := range []bool{false, true} {
-		name := "Simple"
-		if fifo {
-			name = "Push"
-		}
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		push, fifo bool
+	}{{"Simple", false, false}, {"Push", true, false}, {"Push/FIFO", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
 			if !inChild(t) {
 				return
 			}
 			adaptertest.Run(t, adaptertest.Harness{
-				Ordered: fifo, RetryBreaksOrder: fifo,
+				Ordered: tc.fifo, RetryBreaksOrder: tc.fifo,
 				// The groups retry after 1s, up to 16 times.
 				Options: []consumer.Option{consumer.WithDelayLevels(oneSecond...), consumer.WithMaxReconsumeTimes(16),
 					consumer.WithGuard(dedupe.GuardConfig{Retention: 10 * time.Minute})},
-				New: func(t *testing.T) adaptertest.Env { return conformanceEnv(t, fifo) },
+				New: func(t *testing.T) adaptertest.Env { return conformanceEnv(t, tc.push, tc.fifo) },
 			})
 		})
 	}
 }
 
 // conformanceEnv is a fresh topic and group (a FIFO one if fifo, to whose
-// one message group every message is sent), and a producer.
-func conformanceEnv(t *testing.T, fifo bool) adaptertest.Env {
+// one message group every message is sent), a producer, and consumers
+// through Push if push, else through Simple.
+func conformanceEnv(t *testing.T, push, fifo bool) adaptertest.Env {
 	f := newFixture(t, "conf", 16)
 	if fifo {
 		f.group += "-fifo"
@@ -70,7 +70,7 @@ func conformanceEnv(t *testing.T, fifo bool) adaptertest.Env {
 			}
 		},
 		Start: func(t *testing.T, c *consumer.Consumer, h consumer.Handler, batch bool) func(context.Context) error {
-			if !fifo {
+			if !push {
 				cfg := grpcv5.SimpleConfig{InvisibleDuration: 10 * time.Second, BatchSize: 1}
 				if batch {
 					cfg.BatchSize = 16
@@ -103,7 +103,7 @@ func conformanceEnv(t *testing.T, fifo bool) adaptertest.Env {
 			return func(ctx context.Context) error { return l.Drain(ctx, pc) }
 		},
 	}
-	if !fifo { // a push consumer hands its listener one message at a time
+	if !push { // a push consumer hands its listener one message at a time
 		env.Batched = batched.Load
 	}
 	return env

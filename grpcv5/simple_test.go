@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,41 +176,6 @@ func TestSimpleFaults(t *testing.T) {
 			t.Errorf("applied %d times, completed %d; want 1 and 1", l.count("k"), c.Stats().Completed.Load())
 		}
 	})
-}
-
-// TestSimpleNoKey: a message without a key is retried, never run, unless a
-// fallback names one; consumer.MsgID and UniqKey give the message id.
-func TestSimpleNoKey(t *testing.T) {
-	tests := []struct {
-		name  string
-		opts  []consumer.Option
-		acked bool
-	}{
-		{name: "Strict"},
-		{name: "MsgID", opts: []consumer.Option{consumer.WithKeyFallback(consumer.MsgID)}, acked: true},
-		{name: "UniqKey", opts: []consumer.Option{consumer.WithKeyFallback(UniqKey)}, acked: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := newConsumer(t, newStore(), tt.opts...)
-			f := &fakeSimple{}
-			f.put(newView("m1", ""), newView("m1", ""))
-			var ran atomic.Int64
-			startReceiver(t, c, f, func(context.Context, *consumer.Message) error { ran.Add(1); return nil }, SimpleConfig{Workers: 1})
-			s := c.Stats()
-			if tt.acked {
-				testkit.WaitFor(t, "both acknowledged", func() bool { return len(f.ackedIDs()) == 2 })
-				if ran.Load() != 1 || s.Suppressed.Load() != 1 {
-					t.Errorf("ran %d, suppressed %d; want 1, 1", ran.Load(), s.Suppressed.Load())
-				}
-				return
-			}
-			testkit.WaitFor(t, "both released", func() bool { return len(f.changesOf("m1")) == 2 })
-			if ran.Load() != 0 || len(f.ackedIDs()) != 0 || s.NoKey.Load() != 2 {
-				t.Errorf("ran %d, acknowledged %d, without key %d; want 0, 0, 2", ran.Load(), len(f.ackedIDs()), s.NoKey.Load())
-			}
-		})
-	}
 }
 
 // TestSimpleBusyKey delivers a key that another consumer holds: the message
@@ -458,13 +422,14 @@ func TestHandleFixerKeepsReceiptHandle(t *testing.T) {
 }
 
 // The busy path is the Consumer's: describe gives it the reconsume count
-// that its last-reconsume rule reads.
+// that its last-reconsume rule reads. UniqKey, a fallback key, is the
+// message id.
 func TestDescribe(t *testing.T) {
 	v := newView("m1", "k")
 	v.attempt = 3
 	m := describe(v)
 	if m.ID != "m1" || m.Topic != "orders" || m.Reconsumed != 2 || m.Properties["IDEMQ_KEY"] != "k" || string(m.Body) != "body of k" ||
-		!slices.Equal(m.Keys, []string{"k"}) || m.Tag != "" || m.Raw != v {
+		!slices.Equal(m.Keys, []string{"k"}) || m.Tag != "" || m.Raw != v || UniqKey(&m) != "m1" {
 		t.Errorf("describe = %+v", m)
 	}
 	v.attempt = 0 // unknown
