@@ -211,31 +211,6 @@ func TestBatchStoreDown(t *testing.T) {
 	}
 }
 
-// TestBatchPanic panics in one message of a batch: it alone fails, and the
-// redelivery applies it while suppressing the others.
-func TestBatchPanic(t *testing.T) {
-	c, l := newConsumer(t, memdedupe.New(memdedupe.Config{})), new(ledger)
-	l.panicking("k1", true)
-	ms := batchOf(3)
-	vs := process(c, l.handle, ms...)
-	var p *consumer.PanicError
-	if vs[0].Action != consumer.Ack || vs[1].Action != consumer.Retry || !errors.As(vs[1].Err, &p) || p.Value != "boom k1" || vs[2].Action != consumer.Ack {
-		t.Fatalf("verdicts %+v; want the panic's message alone retried, with the panic", vs)
-	}
-	l.panicking("k1", false)
-	if vs := process(c, l.handle, ms...); !acked(vs) {
-		t.Fatalf("redelivery: %+v; want Ack", vs)
-	}
-	for i := range 3 {
-		if k := fmt.Sprint("k", i); l.count(k) != 1 {
-			t.Errorf("%s applied %d times, want 1", k, l.count(k))
-		}
-	}
-	if s := c.Stats(); s.Failed.Load() != 1 || s.Suppressed.Load() != 2 {
-		t.Errorf("failed %d, suppressed %d; want 1 and 2", s.Failed.Load(), s.Suppressed.Load())
-	}
-}
-
 // roundTrips is a go-redis hook that counts the commands and pipelines sent.
 type roundTrips struct{ n atomic.Int64 }
 

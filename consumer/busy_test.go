@@ -116,40 +116,48 @@ func TestBusyHandedBack(t *testing.T) {
 	}
 }
 
-// TestBusyHolderEnds ends the holder's claim, held for a minute, soon
-// after Process starts waiting for it: Process acts on what the holder
-// left, long before the lease (and the default busy wait, as long) would
-// have ended.
+// TestBusyHolderEnds ends the holder's claim, held for a minute, or the
+// delivery's own context, soon after Process starts waiting: Process acts
+// on what the holder left, long before the lease (and the default busy
+// wait, as long) would have ended; a context that ends leaves the message
+// to the client, outside a drain.
 func TestBusyHolderEnds(t *testing.T) {
 	tests := []struct {
 		name string
-		end  func(context.Context, dedupe.Store, dedupe.Ticket) error
+		end  func(ctx context.CancelFunc, s dedupe.Store, tk dedupe.Ticket) error
+		want consumer.Action
 		// wantApplied: the waiting delivery ran the message.
 		wantApplied int
 	}{
-		{"Completed", func(ctx context.Context, s dedupe.Store, tk dedupe.Ticket) error {
-			return s.Complete(ctx, tk, time.Hour)
-		}, 0},
-		{"Released", func(ctx context.Context, s dedupe.Store, tk dedupe.Ticket) error {
-			return s.Release(ctx, tk)
-		}, 1},
+		{"Completed", func(_ context.CancelFunc, s dedupe.Store, tk dedupe.Ticket) error {
+			return s.Complete(context.Background(), tk, time.Hour)
+		}, consumer.Ack, 0},
+		{"Released", func(_ context.CancelFunc, s dedupe.Store, tk dedupe.Ticket) error {
+			return s.Release(context.Background(), tk)
+		}, consumer.Ack, 1},
+		{"ContextEnds", func(cancel context.CancelFunc, _ dedupe.Store, _ dedupe.Ticket) error {
+			cancel()
+			return nil
+		}, consumer.Hold, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := memdedupe.New(memdedupe.Config{})
 			tk := hold(t, store, "k", time.Minute)
 			c, l := newConsumer(t, store), new(ledger)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
 			done := make(chan consumer.Verdict, 1)
-			go func() { done <- process(c, l.handle, msg("k"))[0] }()
+			go func() { done <- c.Process(ctx, msgs("k"), l.handle, consumer.Waiting{})[0] }()
 			s := c.Stats()
 			testkit.WaitFor(t, "Process to wait", func() bool { return s.Waited.Load() > 0 })
-			if err := tt.end(context.Background(), store, tk); err != nil {
+			if err := tt.end(cancel, store, tk); err != nil {
 				t.Fatal(err)
 			}
 			select {
 			case v := <-done:
-				if v.Action != consumer.Ack || l.count("k") != tt.wantApplied || s.Busy.Load() != 0 {
-					t.Errorf("verdict %+v, applied %d, busy %d; want Ack, %d and 0", v, l.count("k"), s.Busy.Load(), tt.wantApplied)
+				if v.Action != tt.want || tt.want == consumer.Hold && !errors.Is(v.Err, context.Canceled) || l.count("k") != tt.wantApplied || s.Busy.Load() != 0 {
+					t.Errorf("verdict %+v, applied %d, busy %d; want %v, %d and 0", v, l.count("k"), s.Busy.Load(), tt.want, tt.wantApplied)
 				}
 			case <-time.After(30 * time.Second):
 				t.Fatal("still waiting 30s after the holder ended")
@@ -192,27 +200,6 @@ func TestBusyBatchWithFailure(t *testing.T) {
 		}
 		checkTotals(t, s)
 	}
-}
-
-// TestBusyWaitEndsWithContext ends the delivery's own context while it
-// waits for a busy key: outside a drain, the message is left to the client.
-func TestBusyWaitEndsWithContext(t *testing.T) {
-	store := memdedupe.New(memdedupe.Config{})
-	hold(t, store, "k", time.Minute)
-	c, l := newConsumer(t, store), new(ledger)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan consumer.Verdict, 1)
-	go func() { done <- c.Process(ctx, msgs("k"), l.handle, consumer.Waiting{})[0] }()
-	testkit.WaitFor(t, "Process to wait", func() bool { return c.Stats().Waited.Load() > 0 })
-	cancel()
-	if v := <-done; v.Action != consumer.Hold || !errors.Is(v.Err, context.Canceled) {
-		t.Fatalf("verdict %+v; want Hold with context.Canceled", v)
-	}
-	if l.count("k") != 0 {
-		t.Errorf("applied %d times, want 0", l.count("k"))
-	}
-	checkTotals(t, c.Stats())
 }
 
 // zeroRemaining answers every claim InFlight without a remaining lease,

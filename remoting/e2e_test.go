@@ -16,7 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/consumer"
-	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
@@ -61,7 +60,7 @@ func (l *ledger) snapshot() map[string]int {
 // adapter returns the Consumer of one push consumer in group, counting
 // into stats, and the function that turns a handler into the callback the
 // push consumer subscribes with.
-type adapter func(store dedupe.Store, group string, stats *consumer.Stats) (*consumer.Consumer, func(consumer.Handler) remoting.Callback, error)
+type adapter func(group string, stats *consumer.Stats) (*consumer.Consumer, func(consumer.Handler) remoting.Callback, error)
 
 // broker is a RocketMQ server as the remoting client sees it: a name
 // server, how to create a topic on it, and the variables that name it to
@@ -108,8 +107,8 @@ func newRedisStore(tb testing.TB, prefix string) (*redisdedupe.Store, *redis.Cli
 }
 
 // endToEnd sends N distinct messages and re-sends M of them to b; two
-// consumers in one group, with the callbacks that adapt returns and a real
-// Redis store, apply every message exactly once, including messages whose
+// consumers in one group, with the callbacks that adapt returns, apply
+// every message exactly once, including messages whose
 // first attempt failed. The consumers stop with Drain.
 func endToEnd(t *testing.T, b broker, adapt adapter) {
 	const n, resent, failing = 60, 20, 5
@@ -125,7 +124,6 @@ func endToEnd(t *testing.T, b broker, adapt adapter) {
 	// The client looks up the retry topic's route at start and then only
 	// every 30s; creating it now lets failed messages come back in ~1s.
 	b.topic(t, "%RETRY%"+group, 1)
-	store, _ := newRedisStore(t, "e2e:"+run+":")
 
 	l := &ledger{applied: map[string]int{}, failOnce: map[string]bool{}}
 	rp, err := rocketmq.NewProducer(producerOptions(ns, "e2e-producer-"+run)...)
@@ -166,7 +164,7 @@ func endToEnd(t *testing.T, b broker, adapt adapter) {
 	stats := make([]*consumer.Stats, 2)
 	for i := range stats {
 		stats[i] = new(consumer.Stats)
-		cc, wrap, err := adapt(store, group, stats[i])
+		cc, wrap, err := adapt(group, stats[i])
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/idemq/idemq/consumer"
-	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
@@ -44,7 +43,7 @@ func TestEndToEndTxEachRowCommittedOnce(t *testing.T) {
 		mu   sync.Mutex
 		keys = map[string]bool{} // every key a handler saw
 	)
-	endToEnd(t, broker4, func(_ dedupe.Store, group string, stats *consumer.Stats) (*consumer.Consumer, func(consumer.Handler) remoting.Callback, error) {
+	endToEnd(t, broker4, func(group string, stats *consumer.Stats) (*consumer.Consumer, func(consumer.Handler) remoting.Callback, error) {
 		db := testdb.MySQL.OpenDSN(t, dsn)
 		store, err := sqldedupe.New(db, sqldedupe.MySQL, sqldedupe.Config{})
 		if err != nil {
