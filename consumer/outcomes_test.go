@@ -259,6 +259,9 @@ func TestOutcomes(t *testing.T) {
 				t.Errorf("counter = %d, want 1", got)
 			}
 			checkTotals(t, stats)
+			if noKey := stats.NoKey.Load(); (noKey == 1) != (tt.name == "InvalidKeyMissing") {
+				t.Errorf("counted %d without a key", noKey)
+			}
 			if retried := stats.Retried.Load(); (retried == 0) != (tt.act == consumer.Ack) {
 				t.Errorf("retried %d messages of a verdict %v", retried, v.Action)
 			}
