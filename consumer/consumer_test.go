@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
 	"github.com/idemq/idemq/internal/adapter"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -49,6 +51,116 @@ func newConsumer(t *testing.T, store dedupe.Store, opts ...consumer.Option) *con
 		t.Fatal(err)
 	}
 	return c
+}
+
+// logged returns a Consumer of testGroup over store that logs into the
+// Logs returned; opts come after that.
+func logged(t *testing.T, store dedupe.Store, opts ...consumer.Option) (*consumer.Consumer, *testkit.Logs) {
+	t.Helper()
+	logs := new(testkit.Logs)
+	return newConsumer(t, store, append([]consumer.Option{consumer.WithLogger(slog.New(logs))}, opts...)...), logs
+}
+
+// msg is a first delivery of a message with key (none if ""), id M-key.
+func msg(key string) consumer.Message { return message("M-"+key, key, 0) }
+
+// msgs are first deliveries of messages with keys.
+func msgs(keys ...string) []consumer.Message {
+	ms := make([]consumer.Message, len(keys))
+	for i, k := range keys {
+		ms[i] = msg(k)
+	}
+	return ms
+}
+
+// process delivers ms to c together, for h, as a client that does not
+// keep messages in hand (Waiting{}).
+func process(c *consumer.Consumer, h consumer.Handler, ms ...consumer.Message) []adapter.Verdict {
+	return adapter.Process(context.Background(), c, ms, h, adapter.Waiting{})
+}
+
+// acked reports whether every verdict of vs is Ack.
+func acked(vs []adapter.Verdict) bool {
+	return !slices.ContainsFunc(vs, func(v adapter.Verdict) bool { return v.Action != adapter.Ack })
+}
+
+// errOf joins the errors of vs, as an adapter's answer for them does.
+func errOf(vs []adapter.Verdict) error {
+	var errs []error
+	for _, v := range vs {
+		errs = append(errs, v.Err)
+	}
+	return errors.Join(errs...)
+}
+
+// ledger is a handler that counts its runs per key and fails, or panics
+// in, the keys set to: the effect under test. Safe for concurrent use.
+type ledger struct {
+	mu     sync.Mutex
+	n      map[string]int
+	fail   map[string]error
+	panics map[string]bool
+}
+
+func (l *ledger) handle(_ context.Context, m *consumer.Message) error {
+	k := msgkey.Of(m)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.panics[k] {
+		panic("boom " + k)
+	}
+	if err := l.fail[k]; err != nil {
+		return err
+	}
+	if l.n == nil {
+		l.n = map[string]int{}
+	}
+	l.n[k]++
+	return nil
+}
+
+// failing makes key fail with err (nil: succeed again).
+func (l *ledger) failing(key string, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fail == nil {
+		l.fail = map[string]error{}
+	}
+	l.fail[key] = err
+}
+
+// panicking makes key panic, or no longer.
+func (l *ledger) panicking(key string, p bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.panics == nil {
+		l.panics = map[string]bool{}
+	}
+	l.panics[key] = p
+}
+
+func (l *ledger) count(key string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n[key]
+}
+
+// keys counts the keys applied.
+func (l *ledger) keys() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.n)
+}
+
+// checkTotals fails unless every delivered message was counted once among
+// the terminal counters.
+func checkTotals(t *testing.T, s consumer.Stats) {
+	t.Helper()
+	sum := s.Completed + s.Suppressed + s.Failed + s.Busy + s.Reused + s.StoreDown +
+		s.InvalidKey + s.LeaseLost + s.Unrecorded + s.Unguarded + s.Canceled
+	if d := s.Delivered; sum != d {
+		t.Errorf("delivered %d messages, counted %d among the outcomes", d, sum)
+	}
 }
 
 // TestProcess checks the verdicts of one delivery through the client-neutral
@@ -102,8 +214,8 @@ func TestProcess(t *testing.T) {
 	if len(seen) != 2 || seen[0] != "m-ok" || seen[1] != "m-fail" {
 		t.Errorf("the handler saw %v; want m-ok and m-fail, as described", seen)
 	}
-	if vs[2].Err == nil || !strings.Contains(vs[2].Err.Error(), "no idempotency key") {
-		t.Errorf("no key: %v, want \"no idempotency key\"", vs[2].Err)
+	if errors.Is(vs[2].Err, consumer.ErrNoKey) != true {
+		t.Errorf("no key: %v, want ErrNoKey", vs[2].Err)
 	}
 }
 
@@ -156,87 +268,6 @@ func TestProcessWaitingAlways(t *testing.T) {
 	if len(extends) < 3 || extends[0] <= 0 || extends[0] > time.Minute {
 		t.Errorf("extended %v; want each wait announced with the holder's remaining lease", extends)
 	}
-}
-
-// TestProcessDrain drains while a call of Process runs a handler that then
-// fails: Drain waits for it, and the failed message and those of a call
-// that starts during the drain are held, not retried, and their calls
-// return only once the client has stopped.
-func TestProcessDrain(t *testing.T) {
-	c := newConsumer(t, memdedupe.New(memdedupe.Config{}))
-	release := make(chan struct{})
-	running := make(chan struct{})
-	slow := func(context.Context, *consumer.Message) error {
-		close(running)
-		<-release
-		return errors.New("declined")
-	}
-	var (
-		mu     sync.Mutex
-		events []string
-	)
-	note := func(ev string) {
-		mu.Lock()
-		defer mu.Unlock()
-		events = append(events, ev)
-	}
-	first := make(chan adapter.Verdict, 1)
-	go func() {
-		// Noted before it is handed over, so that the events are complete
-		// once both verdicts are in.
-		v := adapter.Process(context.Background(), c, []consumer.Message{message("m1", "k1", 0)}, slow, adapter.Waiting{})[0]
-		note("first returned")
-		first <- v
-	}()
-	<-running
-	waiting := make(chan struct{})
-	drained := make(chan error, 1)
-	go func() {
-		drained <- adapter.Drain(askedContext{context.Background(), waiting}, c, func() error { note("stopped"); return nil })
-	}()
-	late := make(chan adapter.Verdict, 1)
-	go func() {
-		<-waiting // the drain has begun: it waits for the handler
-		v := adapter.Process(context.Background(), c, []consumer.Message{message("m2", "k2", 0)},
-			func(context.Context, *consumer.Message) error { t.Error("a handler ran during the drain"); return nil }, adapter.Waiting{})[0]
-		note("late returned")
-		late <- v
-	}()
-	<-waiting
-	close(release) // the handler fails once the drain has begun
-	if err := <-drained; err != nil {
-		t.Errorf("Drain = %v", err)
-	}
-	for _, ch := range []chan adapter.Verdict{first, late} {
-		v := <-ch
-		if v.Action != adapter.Hold || !errors.Is(v.Err, adapter.ErrDraining) || v.Delay != 0 {
-			t.Errorf("verdict %+v; want Hold with ErrDraining", v)
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(events) != 3 || events[0] != "stopped" {
-		t.Errorf("events %q; want the client stopped before either call returned", events)
-	}
-	if err := adapter.Drain(context.Background(), c, func() error { return nil }); err == nil {
-		t.Error("a second Drain succeeded")
-	}
-}
-
-// askedContext closes asked the first time its Done is asked for: Drain
-// asks only once it has begun, to wait for running handlers.
-type askedContext struct {
-	context.Context
-	asked chan struct{}
-}
-
-func (c askedContext) Done() <-chan struct{} {
-	select {
-	case <-c.asked:
-	default:
-		close(c.asked)
-	}
-	return c.Context.Done()
 }
 
 // TestNewRejects checks that New refuses settings that cannot work.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,28 +42,6 @@ func (s *slowProbes) Extend(ctx context.Context, t dedupe.Ticket, lease time.Dur
 	case <-ctx.Done():
 	}
 	return s.FaultStore.Extend(ctx, t, lease)
-}
-
-// ledger counts the handler's runs per key.
-type ledger struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (l *ledger) handle(_ context.Context, m *consumer.Message) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.n == nil {
-		l.n = map[string]int{}
-	}
-	l.n[msgkey.Of(m)]++
-	return nil
-}
-
-func (l *ledger) count(key string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.n[key]
 }
 
 // processAll runs Process for each of msgs in a goroutine of its own, as

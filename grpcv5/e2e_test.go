@@ -2,7 +2,6 @@ package grpcv5_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -167,29 +166,18 @@ func (f *fixture) watchDLQ() *remotingread.DeadLetters {
 	return remotingread.WatchDeadLetters(f.t, f.ep.NameServer, f.group, "g5-dlq-"+f.run)
 }
 
-// ledger is the effect under test: how often each key was applied. A key
-// in failOnce fails its first attempt.
+// ledger is the effect under test: how often each key was applied.
 type ledger struct {
-	mu       sync.Mutex
-	applied  map[string]int
-	failOnce map[string]bool
-	attempts map[string][]int32 // the delivery attempts the handler saw
+	mu      sync.Mutex
+	applied map[string]int
 }
 
-func newLedger() *ledger {
-	return &ledger{applied: map[string]int{}, failOnce: map[string]bool{}, attempts: map[string][]int32{}}
-}
+func newLedger() *ledger { return &ledger{applied: map[string]int{}} }
 
 func (l *ledger) handle(_ context.Context, m *consumer.Message) error {
-	key := msgkey.Of(m)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.attempts[key] = append(l.attempts[key], m.Raw.(*golang.MessageView).GetDeliveryAttempt())
-	if l.failOnce[key] {
-		delete(l.failOnce, key)
-		return errors.New("transient failure")
-	}
-	l.applied[key]++
+	l.applied[msgkey.Of(m)]++
 	return nil
 }
 
@@ -233,75 +221,6 @@ func (f *fixture) settle(l *ledger, keys []string, dlq *remotingread.DeadLetters
 	}
 	if dead := dlq.Keys(); len(dead) > 0 {
 		f.t.Errorf("dead-lettered: %v", dead)
-	}
-}
-
-// workload sends n keys, resends the first resent of them, and has every
-// (n/failing)th fail its first attempt; it returns the keys.
-func (f *fixture) workload(p golang.Producer, l *ledger, n, resent, failing int) []string {
-	f.t.Helper()
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("%s-%d", f.run, i)
-		if i%(n/failing) == 1 {
-			l.failOnce[keys[i]] = true
-		}
-	}
-	for _, k := range append(keys, keys[:resent]...) {
-		f.send(p, k)
-	}
-	return keys
-}
-
-// counts is what a run's consumers counted, summed.
-type counts struct{ delivered, completed, suppressed, failed, waited, busy int64 }
-
-func sum(stats []func() consumer.Stats) (n counts) {
-	for _, s := range stats {
-		n.delivered += s().Delivered
-		n.completed += s().Completed
-		n.suppressed += s().Suppressed
-		n.failed += s().Failed
-		n.waited += s().Waited
-		n.busy += s().Busy
-	}
-	return n
-}
-
-func (n counts) String() string {
-	return fmt.Sprintf("delivered=%d completed=%d suppressed=%d failed=%d waited=%d busy=%d",
-		n.delivered, n.completed, n.suppressed, n.failed, n.waited, n.busy)
-}
-
-// TestSimpleEndToEnd sends 40 keys and 15 of them again to a real proxy;
-// two Receivers of one group, on a real Redis store, apply every key
-// exactly once, including the 5 whose first attempt fails, which come back
-// on their second and last attempt (the group allows one retry). Nothing
-// is dead-lettered. (In a child process: see inChild.)
-func TestSimpleEndToEnd(t *testing.T) {
-	if !inChild(t) {
-		return
-	}
-	const n, resent, failing = 40, 15, 5
-	begin := time.Now()
-	f := newFixture(t, "simple", 1)
-	dlq := f.watchDLQ()
-	l := newLedger()
-	var stats []func() consumer.Stats
-	for range 2 {
-		c := f.consumer()
-		stats = append(stats, c.Stats)
-		f.receive(c, f.simpleConsumer(), l.handle, grpcv5.SimpleConfig{InvisibleDuration: 10 * time.Second})
-	}
-	keys := f.workload(f.producer(), l, n, resent, failing)
-	f.settle(l, keys, dlq, 60*time.Second)
-	got := sum(stats)
-	t.Logf(racechild.Figure+"simple: %v; %v in all", got, time.Since(begin).Round(100*time.Millisecond))
-	if got.failed != failing {
-		t.Errorf("failed %d times, want %d", got.failed, failing)
-	}
-	if got.suppressed < resent {
-		t.Errorf("suppressed %d, want at least the %d copies sent again", got.suppressed, resent)
 	}
 }
 
@@ -392,67 +311,5 @@ func TestSimpleBusyKeyEndToEnd(t *testing.T) {
 	}
 	if len(recB.list()) != 1 || b.Stats().Waited != 1 || b.Stats().Retried != 0 {
 		t.Errorf("B received %v, waited %d, retried %d; want one first attempt, waited for, not retried", recB.list(), b.Stats().Waited, b.Stats().Retried)
-	}
-}
-
-// TestPushEndToEnd is TestSimpleEndToEnd's run through two PushConsumers
-// with the Listener, drained at the end. (In a child process: see
-// inChild.)
-func TestPushEndToEnd(t *testing.T) {
-	if !inChild(t) {
-		return
-	}
-	const n, resent, failing = 40, 15, 5
-	begin := time.Now()
-	f := newFixture(t, "push", 1)
-	dlq := f.watchDLQ()
-	l := newLedger()
-	type push struct {
-		l  *grpcv5.Listener
-		pc golang.PushConsumer
-	}
-	var (
-		stats  []func() consumer.Stats
-		pushes []push
-	)
-	for range 2 {
-		c := f.consumer(consumer.WithMaxReconsumeTimes(1))
-		stats = append(stats, c.Stats)
-		listener, err := grpcv5.Push(c, l.handle)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pc, err := golang.NewPushConsumer(f.config(f.group),
-			golang.WithPushMessageListener(listener),
-			golang.WithPushSubscriptionExpressions(map[string]*golang.FilterExpression{f.topic: golang.SUB_ALL}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := pc.Start(); err != nil {
-			t.Fatal(err)
-		}
-		pushes = append(pushes, push{listener, pc})
-	}
-	keys := f.workload(f.producer(), l, n, resent, failing)
-	f.settle(l, keys, dlq, 60*time.Second)
-	// Side by side: each GracefulStop waits for its long polls.
-	drains := make([]time.Duration, len(pushes))
-	var wg sync.WaitGroup
-	for i, p := range pushes {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			start := time.Now()
-			if err := p.l.Drain(ctx, p.pc); err != nil {
-				t.Errorf("drain %d: %v", i, err)
-			}
-			drains[i] = time.Since(start).Round(10 * time.Millisecond)
-		})
-	}
-	wg.Wait()
-	got := sum(stats)
-	t.Logf(racechild.Figure+"push: %v; drains took %v; %v in all", got, drains, time.Since(begin).Round(100*time.Millisecond))
-	if got.failed != failing {
-		t.Errorf("failed %d times, want %d", got.failed, failing)
 	}
 }

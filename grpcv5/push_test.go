@@ -12,57 +12,6 @@ import (
 	"github.com/idemq/idemq/consumer"
 )
 
-// TestPushAnswers checks the listener's answer per case: SUCCESS only for
-// what the Consumer acknowledges.
-func TestPushAnswers(t *testing.T) {
-	const lease = 300 * time.Millisecond
-	tests := []struct {
-		name    string
-		opts    []consumer.Option
-		attempt int32
-		fail    int           // the handler's failures before it succeeds
-		held    time.Duration // another consumer holds the key that long
-		want    bool
-		waited  bool // waited at least the holder's lease
-	}{
-		{name: "Success", want: true},
-		{name: "Failure", fail: 1, want: false},
-		// Waited for up to the busy wait, then handed back: FAILURE.
-		{name: "BusyHandedBack", opts: []consumer.Option{consumer.WithBusyWait(10 * time.Millisecond)}, held: time.Minute, want: false},
-		// By default the busy wait is a lease, which covers the holder's.
-		{name: "BusyWaited", held: lease, want: true, waited: true},
-		// On its last attempt a busy key is waited for however long.
-		{name: "BusyLastAttempt", opts: []consumer.Option{consumer.WithBusyWait(10 * time.Millisecond), consumer.WithMaxReconsumeTimes(1)},
-			attempt: 2, held: lease, want: true, waited: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			store := newStore()
-			start := time.Now()
-			if tt.held > 0 {
-				hold(t, store, "k", tt.held)
-			}
-			c := newConsumer(t, store, tt.opts...)
-			l := newLedger()
-			l.fail["k"] = tt.fail
-			pl := newListener[*fakeView](c, l.handle)
-			v := newView("m1", "k")
-			if tt.attempt > 0 {
-				v.attempt = tt.attempt
-			}
-			if got := pl.consume(v); got != tt.want {
-				t.Errorf("consume = %v, want %v", got, tt.want)
-			}
-			if waited := time.Since(start) >= lease; tt.waited && !waited {
-				t.Errorf("answered after %v, before the holder's lease of %v ended", time.Since(start), lease)
-			}
-			if want := map[bool]int{true: 1}[tt.want]; l.count("k") != want {
-				t.Errorf("applied %d times, want %d", l.count("k"), want)
-			}
-		})
-	}
-}
-
 // TestPushListener checks the public wiring: a *Listener is the client's
 // MessageListener, and a message without a key is answered FAILURE.
 func TestPushListener(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,9 +43,9 @@ func TestSimpleAppliesEachKeyOnce(t *testing.T) {
 			t.Errorf("key %s applied %d times, want 1", k, n)
 		}
 	}
-	s := c.Stats
-	if s().Completed != 5 || s().Suppressed != 3 {
-		t.Errorf("completed %d, suppressed %d; want 5 and 3", s().Completed, s().Suppressed)
+	s := c.Stats()
+	if s.Completed != 5 || s.Suppressed != 3 {
+		t.Errorf("completed %d, suppressed %d; want 5 and 3", s.Completed, s.Suppressed)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -179,41 +178,6 @@ func TestSimpleFaults(t *testing.T) {
 	})
 }
 
-// TestSimpleNoKey: a message without a key is retried, never run, unless a
-// fallback names one; the message id and UniqKey give the message id.
-func TestSimpleNoKey(t *testing.T) {
-	tests := []struct {
-		name  string
-		opts  []consumer.Option
-		acked bool
-	}{
-		{name: "Strict"},
-		{name: "MsgID", opts: []consumer.Option{consumer.WithKeyFallback(func(m *consumer.Message) string { return m.ID })}, acked: true},
-		{name: "UniqKey", opts: []consumer.Option{consumer.WithKeyFallback(UniqKey)}, acked: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := newConsumer(t, newStore(), tt.opts...)
-			f := &fakeSimple{}
-			f.put(newView("m1", ""), newView("m1", ""))
-			var ran atomic.Int64
-			startReceiver(t, c, f, func(context.Context, *consumer.Message) error { ran.Add(1); return nil }, SimpleConfig{Workers: 1})
-			s := c.Stats
-			if tt.acked {
-				testkit.WaitFor(t, "both acknowledged", func() bool { return len(f.ackedIDs()) == 2 })
-				if ran.Load() != 1 || s().Suppressed != 1 {
-					t.Errorf("ran %d, suppressed %d; want 1, 1", ran.Load(), s().Suppressed)
-				}
-				return
-			}
-			testkit.WaitFor(t, "both released", func() bool { return len(f.changesOf("m1")) == 2 })
-			if ran.Load() != 0 || len(f.ackedIDs()) != 0 || s().NoKey != 2 {
-				t.Errorf("ran %d, acknowledged %d, without key %d; want 0, 0, 2", ran.Load(), len(f.ackedIDs()), s().NoKey)
-			}
-		})
-	}
-}
-
 // TestSimpleBusyKey delivers a key that another consumer holds: the message
 // stays in hand, invisible for at least the holder's lease, until the
 // holder ends — whatever the busy wait, for handing it back would spend an
@@ -254,9 +218,9 @@ func TestSimpleBusyKey(t *testing.T) {
 				}
 			}
 			testkit.WaitFor(t, "the acknowledgement", func() bool { return len(f.ackedIDs()) == 1 })
-			s := c.Stats
-			if l.count("k") != tt.applied || s().Busy != 0 || s().Retried != 0 {
-				t.Errorf("applied %d, busy %d, retried %d; want %d, 0, 0", l.count("k"), s().Busy, s().Retried, tt.applied)
+			s := c.Stats()
+			if l.count("k") != tt.applied || s.Busy != 0 || s.Retried != 0 {
+				t.Errorf("applied %d, busy %d, retried %d; want %d, 0, 0", l.count("k"), s.Busy, s.Retried, tt.applied)
 			}
 			// Invisible for the holder's lease and a margin, at least: but
 			// the invisible duration is longer.
@@ -377,11 +341,11 @@ func TestSimpleDrain(t *testing.T) {
 		if !errors.Is(err, ErrDrainTimeout) {
 			t.Errorf("drain: %v, want ErrDrainTimeout", err)
 		}
-		s := c.Stats
+		s := c.Stats()
 		// The handler saw its context end and failed: retried. The wait
 		// ended: held, left alone.
-		if len(f.ackedIDs()) != 0 || s().Failed != 1 || s().Canceled != 1 {
-			t.Errorf("acknowledged %v, failed %d, canceled %d; want none, 1, 1", f.ackedIDs(), s().Failed, s().Canceled)
+		if len(f.ackedIDs()) != 0 || s.Failed != 1 || s.Canceled != 1 {
+			t.Errorf("acknowledged %v, failed %d, canceled %d; want none, 1, 1", f.ackedIDs(), s.Failed, s.Canceled)
 		}
 		if ch := f.changesOf("m2"); len(ch) > 1 {
 			t.Errorf("the held message's invisibility changed %v; want it left alone", ch)
@@ -458,13 +422,14 @@ func TestHandleFixerKeepsReceiptHandle(t *testing.T) {
 }
 
 // The busy path is the Consumer's: describe gives it the reconsume count
-// that its last-reconsume rule reads.
+// that its last-reconsume rule reads. UniqKey, a fallback key, is the
+// message id.
 func TestDescribe(t *testing.T) {
 	v := newView("m1", "k")
 	v.attempt = 3
 	m := describe(v)
 	if m.ID != "m1" || m.Topic != "orders" || m.Reconsumed != 2 || m.Properties["IDEMQ_KEY"] != "k" || string(m.Body) != "body of k" ||
-		!slices.Equal(m.Keys, []string{"k"}) || m.Tag != "" || m.Raw != v {
+		!slices.Equal(m.Keys, []string{"k"}) || m.Tag != "" || m.Raw != v || UniqKey(&m) != "m1" {
 		t.Errorf("describe = %+v", m)
 	}
 	v.attempt = 0 // unknown

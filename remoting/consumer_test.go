@@ -3,9 +3,7 @@ package remoting_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,12 +12,18 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
-	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
-	"github.com/idemq/idemq/internal/testkit"
+	"github.com/idemq/idemq/internal/adapter"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/remoting"
 )
+
+// The consumer core's own behaviour (every outcome, busy keys, batches,
+// drains, store outages) is tested in package consumer on
+// consumer.Consumer.Process; the adapters' behaviour against a broker in
+// TestConformance (internal/adaptertest). What is left here is the
+// adapters' own: how a callback answers the client for the verdicts, and
+// how it describes the client's messages.
 
 // testGroup is the consumer group of the unit tests.
 const testGroup = "group-a"
@@ -34,353 +38,165 @@ func msg(key string) *primitive.MessageExt {
 	return m
 }
 
-// counter is a handler with a visible side effect per key. Safe for
-// concurrent use.
-type counter struct {
-	mu      sync.Mutex
-	applied map[string]int
-	fail    map[string]error
-	panics  map[string]bool
-}
-
-func newCounter() *counter {
-	return &counter{applied: map[string]int{}, fail: map[string]error{}, panics: map[string]bool{}}
-}
-
-func (c *counter) handle(_ context.Context, m *consumer.Message) error {
-	k := msgkey.Of(m)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.panics[k] {
-		panic("boom " + k)
-	}
-	if err := c.fail[k]; err != nil {
-		return err
-	}
-	c.applied[k]++
-	return nil
-}
-
-// count returns how often key was applied.
-func (c *counter) count(key string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.applied[key]
-}
-
-// newConsumer returns a Consumer of testGroup over store that logs into the
-// buffer returned; opts come after those.
-func newConsumer(t testing.TB, store dedupe.Store, opts ...consumer.Option) (*consumer.Consumer, *testkit.Buffer) {
-	t.Helper()
-	logs := new(testkit.Buffer)
-	opts = append([]consumer.Option{consumer.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))}, opts...)
-	c, err := consumer.New(store, testGroup, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, logs
-}
-
-// setup returns a counter, the Concurrently callback that runs it, the
-// Consumer's stats and its logs.
-// callback is the function a rocketmq.PushConsumer subscribes with, as
-// remoting.Concurrently and remoting.Orderly return it.
-type callback = func(context.Context, ...*primitive.MessageExt) (rmq.ConsumeResult, error)
-
-func setup(t *testing.T, store dedupe.Store, opts ...consumer.Option) (*counter, callback, func() consumer.Stats, *testkit.Buffer) {
-	t.Helper()
-	c, logs := newConsumer(t, store, opts...)
-	cnt := newCounter()
-	return cnt, remoting.Concurrently(c, cnt.handle), c.Stats, logs
-}
-
-// hold claims key for testGroup in store for lease, as another consumer
-// would, and returns its ticket.
-func hold(t testing.TB, store dedupe.Store, key string, lease time.Duration) dedupe.Ticket {
-	t.Helper()
-	ref := dedupe.Ref{Group: testGroup, Key: key}
-	res, err := store.Claim(context.Background(), dedupe.ClaimRequest{Ref: ref, Lease: lease})
-	if err != nil || res.Status != dedupe.Acquired {
-		t.Fatalf("claim %s = %v, %v; want acquired", key, res.Status, err)
-	}
-	return dedupe.Ticket{Ref: ref, Token: res.Token}
-}
-
-// orderly is remoting.Orderly with the default options, in the shape of
-// remoting.Concurrently.
-func orderly(c *consumer.Consumer, h consumer.Handler) callback {
-	return remoting.Orderly(c, h)
-}
-
-// noWait is a busy wait short enough that a busy key is handed back at
-// once, unless it must be waited for.
-var noWait = consumer.WithBusyWait(time.Millisecond)
-
 // noStoreWait is a store-down wait short enough that a message whose claim
 // failed is handed back at once, unless it must wait.
 var noStoreWait = consumer.WithStoreDownWait(time.Nanosecond)
 
-func TestDuplicateIsSuppressed(t *testing.T) {
-	c, cb, stats, _ := setup(t, memdedupe.New(memdedupe.Config{}))
-	for range 3 {
-		if res, err := cb(context.Background(), msg("k1")); res != rmq.ConsumeSuccess || err != nil {
-			t.Fatalf("got %v, %v; want success", res, err)
+// callback is the function a rocketmq.PushConsumer subscribes with, as
+// remoting.Concurrently and remoting.Orderly return it.
+type callback = func(context.Context, ...*primitive.MessageExt) (rmq.ConsumeResult, error)
+
+// failing is a handler that fails the keys that start with "fail", panics
+// for "panic", and counts the others' runs in ran.
+func failing(ran map[string]int) consumer.Handler {
+	return func(_ context.Context, m *consumer.Message) error {
+		k := msgkey.Of(m)
+		switch {
+		case k == "panic":
+			panic("boom")
+		case strings.HasPrefix(k, "fail"):
+			return errors.New("declined " + k)
 		}
-	}
-	if c.count("k1") != 1 {
-		t.Fatalf("applied %d times, want 1", c.count("k1"))
-	}
-	if got := stats().Suppressed; got != 2 {
-		t.Fatalf("suppressed %d, want 2", got)
-	}
-	if got := stats().Delivered; got != 3 {
-		t.Fatalf("delivered %d, want 3", got)
+		ran[k]++
+		return nil
 	}
 }
 
-func TestGroupsAreSeparate(t *testing.T) {
-	store := memdedupe.New(memdedupe.Config{})
-	c := newCounter()
-	for _, g := range []string{"group-a", "group-b"} {
-		cc, err := consumer.New(store, g)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res, _ := remoting.Concurrently(cc, c.handle)(context.Background(), msg("k")); res != rmq.ConsumeSuccess {
-			t.Fatalf("group %s: %v", g, res)
-		}
-	}
-	if c.count("k") != 2 {
-		t.Fatalf("applied %d times across two groups, want 2", c.count("k"))
-	}
-}
-
-func TestNamespacesAreSeparate(t *testing.T) {
-	store := memdedupe.New(memdedupe.Config{})
-	c := newCounter()
-	for _, ns := range []string{"app-1", "app-2", "app-1"} {
-		cc, err := consumer.New(store, testGroup, consumer.WithNamespace(ns))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res, _ := remoting.Concurrently(cc, c.handle)(context.Background(), msg("k")); res != rmq.ConsumeSuccess {
-			t.Fatalf("namespace %s: %v", ns, res)
-		}
-	}
-	if c.count("k") != 2 {
-		t.Fatalf("applied %d times across two namespaces, want 2", c.count("k"))
-	}
-}
-
-func TestFailureIsRetriedNotLost(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		spoil func(*counter)
+// TestCallbacks checks how Concurrently and Orderly answer the client for
+// a delivery: success when every message is acknowledged; else, for
+// Concurrently, a retry at the highest delay level its busy keys ask for
+// (the broker's back-off without one), and for Orderly a suspension of the
+// queue for WithSuspend, the same message coming back.
+func TestCallbacks(t *testing.T) {
+	tests := []struct {
+		name string
+		keys []string
+		opts []remoting.Option
+		// ok: success; level: Concurrently's delay level; suspend:
+		// Orderly's suspension in ms, when not ok.
+		ok      bool
+		level   int
+		suspend int
+		panics  bool
 	}{
-		{"error", func(c *counter) { c.fail["k"] = errors.New("db down") }},
-		{"panic", func(c *counter) { c.panics["k"] = true }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c, cb, stats, _ := setup(t, memdedupe.New(memdedupe.Config{}))
-			tc.spoil(c)
-			res, err := cb(context.Background(), msg("k"))
-			if res != rmq.ConsumeRetryLater || err == nil {
-				t.Fatalf("got %v, %v; want retry later with the error", res, err)
+		{name: "Fresh", keys: []string{"a", "b"}, ok: true},
+		{name: "Failed", keys: []string{"a", "fail"}, suspend: 1000},
+		{name: "Panic", keys: []string{"panic"}, suspend: 1000, panics: true},
+		{name: "SuspendSet", keys: []string{"fail"}, opts: []remoting.Option{remoting.WithSuspend(1500 * time.Millisecond)}, suspend: 1500},
+		// Never a tight loop.
+		{name: "SuspendZero", keys: []string{"fail"}, opts: []remoting.Option{remoting.WithSuspend(0)}, suspend: 100},
+		{name: "Busy", keys: []string{"a", "busy1h"}, level: 17},      // 1h
+		{name: "ShortBusy", keys: []string{"busy90s", "a"}, level: 6}, // 2m
+		{name: "Longest", keys: []string{"busy90s", "a", "busy1h"}, level: 17},
+		{name: "BusyAndFailed", keys: []string{"busy90s", "fail"}, level: 6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := memdedupe.New(memdedupe.Config{})
+			for key, lease := range map[string]time.Duration{"busy1h": time.Hour, "busy90s": 90 * time.Second} {
+				ref := dedupe.Ref{Group: testGroup, Key: key}
+				if _, err := store.Claim(t.Context(), dedupe.ClaimRequest{Ref: ref, Lease: lease}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, err := consumer.New(store, testGroup, consumer.WithBusyWait(time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ran := map[string]int{}
+			exts := make([]*primitive.MessageExt, len(tt.keys))
+			for i, k := range tt.keys {
+				exts[i] = msg(k)
+			}
+			cc := &primitive.ConsumeConcurrentlyContext{}
+			res, err := remoting.Concurrently(c, failing(ran))(primitive.WithConcurrentlyCtx(context.Background(), cc), exts...)
+			if want := map[bool]rmq.ConsumeResult{true: rmq.ConsumeSuccess, false: rmq.ConsumeRetryLater}[tt.ok]; res != want || (err == nil) != tt.ok || cc.DelayLevelWhenNextConsume != tt.level {
+				t.Errorf("Concurrently = %v, %v at level %d; want %v at level %d", res, err, cc.DelayLevelWhenNextConsume, want, tt.level)
+			}
+			if tt.level > 0 {
+				return // Orderly waits for busy keys
+			}
+			oc := primitive.NewConsumeOrderlyContext()
+			cb := remoting.Orderly(c, failing(ran), tt.opts...)
+			res, err = cb(primitive.WithOrderlyCtx(context.Background(), oc), exts...)
+			want, suspend := rmq.SuspendCurrentQueueAMoment, tt.suspend
+			if tt.ok {
+				want, suspend = rmq.ConsumeSuccess, -1
 			}
 			var p *consumer.PanicError
-			if tc.name == "panic" && (!errors.As(err, &p) || p.Value != "boom k" || len(p.Stack) == 0) {
-				t.Fatalf("error %v is not a PanicError with the value and a stack", err)
+			if res != want || oc.SuspendCurrentQueueTimeMillis != suspend || tt.panics != errors.As(err, &p) {
+				t.Errorf("Orderly = %v, %v for %d ms; want %v for %d ms", res, err, oc.SuspendCurrentQueueTimeMillis, want, suspend)
 			}
-			// The claim was released, so the redelivery runs at once.
-			c.fail, c.panics = map[string]error{}, map[string]bool{}
-			if res, err := cb(context.Background(), msg("k")); res != rmq.ConsumeSuccess || err != nil {
-				t.Fatalf("redelivery: %v, %v", res, err)
-			}
-			if c.count("k") != 1 || stats().Failed != 1 {
-				t.Fatalf("applied %d failed %d, want 1 and 1", c.count("k"), stats().Failed)
-			}
-		})
-	}
-}
-
-func TestMessageWithoutKey(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		opts    []consumer.Option
-		wantRes rmq.ConsumeResult
-		applied int
-	}{
-		{"strict", nil, rmq.ConsumeRetryLater, 0},
-		{"uniq key fallback", []consumer.Option{consumer.WithKeyFallback(remoting.UniqKey, func(m *consumer.Message) string { return m.ID })}, rmq.ConsumeSuccess, 1},
-		{"msg id fallback", []consumer.Option{consumer.WithKeyFallback(func(m *consumer.Message) string { return m.ID })}, rmq.ConsumeSuccess, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c, cb, stats, logs := setup(t, memdedupe.New(memdedupe.Config{}), tc.opts...)
-			m := msg("")
-			m.WithProperty(primitive.PropertyUniqueClientMessageIdKeyIndex, "UNIQ1")
-			res, err := cb(context.Background(), m)
-			if res != tc.wantRes {
-				t.Fatalf("got %v (%v), want %v", res, err, tc.wantRes)
-			}
-			if tc.wantRes == rmq.ConsumeRetryLater {
-				if !strings.Contains(err.Error(), "no idempotency key") || stats().NoKey != 1 || stats().InvalidKey != 1 ||
-					!strings.Contains(logs.String(), "message key cannot be deduplicated") {
-					t.Fatalf("err %v, NoKey %d, InvalidKey %d, logs %q", err, stats().NoKey, stats().InvalidKey, logs)
+			// Each key ran once, by whichever callback came first.
+			for k, n := range ran {
+				if n != 1 {
+					t.Errorf("%s applied %d times, want 1", k, n)
 				}
 			}
-			if got := c.count(""); got != tc.applied {
-				t.Fatalf("applied %d, want %d", got, tc.applied)
-			}
 		})
 	}
 }
 
-func TestInvalidKeyIsRetried(t *testing.T) {
-	c, cb, stats, _ := setup(t, memdedupe.New(memdedupe.Config{}))
-	res, err := cb(context.Background(), msg(strings.Repeat("x", msgkey.MaxLen+1)))
-	if res != rmq.ConsumeRetryLater || !errors.Is(err, dedupe.ErrInvalidKey) || !errors.Is(err, msgkey.ErrInvalid) {
-		t.Fatalf("got %v, %v; want retry later with ErrInvalidKey", res, err)
+// TestMessages checks how a callback describes the client's messages to
+// the Consumer, and UniqKey, the fallback key it reads.
+func TestMessages(t *testing.T) {
+	m := msg("")
+	m.ReconsumeTimes = 3
+	m.WithTag("paid")
+	m.WithKeys([]string{"a", "b"})
+	m.WithProperty(primitive.PropertyUniqueClientMessageIdKeyIndex, "UNIQ1")
+	c, err := consumer.New(memdedupe.New(memdedupe.Config{}), testGroup, consumer.WithKeyFallback(remoting.UniqKey))
+	if err != nil {
+		t.Fatal(err)
 	}
-	// It has a key, one that cannot be stored.
-	if stats().InvalidKey != 1 || stats().NoKey != 0 || stats().StoreDown != 0 {
-		t.Fatalf("InvalidKey %d NoKey %d StoreDown %d, want 1, 0 and 0", stats().InvalidKey, stats().NoKey, stats().StoreDown)
+	var got consumer.Message
+	res, err := remoting.Concurrently(c, func(_ context.Context, cm *consumer.Message) error {
+		got = *cm
+		return nil
+	})(context.Background(), m)
+	if res != rmq.ConsumeSuccess || err != nil {
+		t.Fatalf("callback = %v, %v; want success under the UNIQ_KEY", res, err)
 	}
-	if len(c.applied) != 0 {
-		t.Fatal("handler ran for a key that cannot be deduplicated")
-	}
-}
-
-func TestStoreDown(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		fault    dedupetest.Fault
-		opts     []consumer.Option
-		wantRes  rmq.ConsumeResult
-		applied  int
-		thenHeal int // applied after healing and redelivering
-	}{
-		{"claim fails closed", dedupetest.Fault{Ops: dedupetest.OpClaim}, nil, rmq.ConsumeRetryLater, 0, 1},
-		{"claim fails open", dedupetest.Fault{Ops: dedupetest.OpClaim},
-			[]consumer.Option{consumer.WithGuard(dedupe.GuardConfig{FailOpen: true})}, rmq.ConsumeSuccess, 1, 2},
-		// The effect ran but was not recorded: acknowledging is the only
-		// answer that does not run it again at once. The redelivery finds
-		// the key busy until its lease ends, and is handed back.
-		{"complete fails", dedupetest.Fault{Ops: dedupetest.OpComplete}, nil, rmq.ConsumeSuccess, 1, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
-			c, cb, _, _ := setup(t, fs, append(tc.opts, noWait, noStoreWait)...)
-			fs.Inject(tc.fault)
-			if res, err := cb(context.Background(), msg("k")); res != tc.wantRes {
-				t.Fatalf("got %v (%v), want %v", res, err, tc.wantRes)
-			}
-			if c.count("k") != tc.applied {
-				t.Fatalf("applied %d, want %d", c.count("k"), tc.applied)
-			}
-			fs.Heal()
-			cb(context.Background(), msg("k"))
-			if c.count("k") != tc.thenHeal {
-				t.Fatalf("after healing: applied %d, want %d", c.count("k"), tc.thenHeal)
-			}
-		})
+	if got.ID != "M-" || got.Topic != "orders" || got.Tag != "paid" || strings.Join(got.Keys, " ") != "a b" ||
+		string(got.Body) != "body of " || got.Reconsumed != 3 || got.Raw != m || remoting.UniqKey(&got) != "UNIQ1" {
+		t.Errorf("described as %+v", got)
 	}
 }
 
-// TestBusyIsRetriedAfterTheLease hands a key that another consumer holds
-// back, once the busy wait is spent, at the first delay level that covers
-// the holder's remaining lease, however often it was reconsumed before its
-// last reconsume.
-func TestBusyIsRetriedAfterTheLease(t *testing.T) {
-	store := memdedupe.New(memdedupe.Config{})
-	hold(t, store, "k", 90*time.Second)
-	c, cb, stats, _ := setup(t, store, noWait)
-	for _, reconsumed := range []int32{0, 2, 15} {
-		cc := &primitive.ConsumeConcurrentlyContext{}
-		ctx := primitive.WithConcurrentlyCtx(context.Background(), cc)
-		m := msg("k")
-		m.ReconsumeTimes = reconsumed
-		res, err := cb(ctx, m)
-		if res != rmq.ConsumeRetryLater || err == nil || !strings.Contains(err.Error(), "held by another consumer") || c.count("k") != 0 {
-			t.Fatalf("got %v, %v, applied %d", res, err, c.count("k"))
-		}
-		// Level 6 is 2m, the first default level no shorter than 90s.
-		if cc.DelayLevelWhenNextConsume != 6 {
-			t.Errorf("reconsumed %d times: delay level %d, want 6", reconsumed, cc.DelayLevelWhenNextConsume)
+// stopper is a push consumer whose Shutdown fails with err.
+type stopper struct {
+	err   error
+	stops int
+}
+
+func (s *stopper) Shutdown() error {
+	s.stops++
+	return s.err
+}
+
+// TestDrain checks what the callbacks answer once Drain has stopped the
+// push consumer: a retry with no delay level and no suspension, which the
+// stopped client does not act on; and that Drain reports a failed
+// Shutdown.
+func TestDrain(t *testing.T) {
+	c, err := consumer.New(memdedupe.New(memdedupe.Config{}), testGroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := &stopper{err: errors.New("offsets not persisted")}
+	if err := remoting.Drain(context.Background(), c, pc); !errors.Is(err, pc.err) || pc.stops != 1 {
+		t.Errorf("Drain = %v after %d shutdowns, want one that wraps %v", err, pc.stops, pc.err)
+	}
+	ran := map[string]int{}
+	cc := &primitive.ConsumeConcurrentlyContext{}
+	oc := primitive.NewConsumeOrderlyContext()
+	ctx := primitive.WithOrderlyCtx(primitive.WithConcurrentlyCtx(context.Background(), cc), oc)
+	for name, cb := range map[string]callback{"Concurrently": remoting.Concurrently(c, failing(ran)), "Orderly": remoting.Orderly(c, failing(ran))} {
+		if res, err := cb(ctx, msg("late")); res != rmq.ConsumeRetryLater || !errors.Is(err, adapter.ErrDraining) {
+			t.Errorf("%s after Drain = %v, %v; want retry later, draining", name, res, err)
 		}
 	}
-	if stats().Busy != 3 {
-		t.Fatalf("busy %d, want 3", stats().Busy)
-	}
-}
-
-func TestBatchRetriesOnlyWhatFailed(t *testing.T) {
-	c, cb, _, _ := setup(t, memdedupe.New(memdedupe.Config{}))
-	c.fail["b"] = errors.New("transient")
-	if res, _ := cb(context.Background(), msg("a"), msg("b"), msg("c")); res != rmq.ConsumeRetryLater {
-		t.Fatalf("got %v, want retry later", res)
-	}
-	delete(c.fail, "b")
-	if res, err := cb(context.Background(), msg("a"), msg("b"), msg("c")); res != rmq.ConsumeSuccess {
-		t.Fatalf("redelivery: %v %v", res, err)
-	}
-	for _, k := range []string{"a", "b", "c"} {
-		if c.count(k) != 1 {
-			t.Fatalf("%s applied %d times, want 1", k, c.count(k))
-		}
-	}
-}
-
-func TestOrderlySuspendsInsteadOfSkipping(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		opts   []remoting.Option
-		wantMS int
-	}{
-		{"Default", nil, 1000},
-		{"Set", []remoting.Option{remoting.WithSuspend(1500 * time.Millisecond)}, 1500},
-		{"Zero", []remoting.Option{remoting.WithSuspend(0)}, 100}, // never a tight loop
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cc, _ := newConsumer(t, memdedupe.New(memdedupe.Config{}))
-			c := newCounter()
-			c.fail["k"] = errors.New("not yet")
-			oc := primitive.NewConsumeOrderlyContext()
-			ctx := primitive.WithOrderlyCtx(context.Background(), oc)
-			cb := remoting.Orderly(cc, c.handle, tc.opts...)
-			res, err := cb(ctx, msg("k"))
-			if res != rmq.SuspendCurrentQueueAMoment || err == nil || oc.SuspendCurrentQueueTimeMillis != tc.wantMS {
-				t.Fatalf("got %v, %v for %d ms, want SuspendCurrentQueueAMoment for %d ms", res, err, oc.SuspendCurrentQueueTimeMillis, tc.wantMS)
-			}
-			// The same message comes back and runs once.
-			delete(c.fail, "k")
-			for range 2 {
-				if res, err := cb(ctx, msg("k")); res != rmq.ConsumeSuccess {
-					t.Fatalf("redelivery: %v, %v", res, err)
-				}
-			}
-			if c.count("k") != 1 {
-				t.Fatalf("applied %d times, want 1", c.count("k"))
-			}
-		})
-	}
-}
-
-func TestOrderlyRecoversPanics(t *testing.T) {
-	cc, _ := newConsumer(t, memdedupe.New(memdedupe.Config{}))
-	c := newCounter()
-	c.panics["k"] = true
-	res, err := remoting.Orderly(cc, c.handle)(context.Background(), msg("k"))
-	var p *consumer.PanicError
-	if res != rmq.SuspendCurrentQueueAMoment || !errors.As(err, &p) {
-		t.Fatalf("got %v, %v; want a suspension with a PanicError", res, err)
-	}
-}
-
-func TestStatsIsASnapshot(t *testing.T) {
-	c, _ := newConsumer(t, memdedupe.New(memdedupe.Config{}))
-	before := c.Stats()
-	remoting.Concurrently(c, newCounter().handle)(context.Background(), msg("k"))
-	if got := c.Stats().Completed; got != 1 || before.Completed != 0 {
-		t.Fatalf("completed %d, and %d in the snapshot taken before; want 1 and 0", got, before.Completed)
+	if len(ran) != 0 || cc.DelayLevelWhenNextConsume != 0 || oc.SuspendCurrentQueueTimeMillis != -1 {
+		t.Errorf("ran %v, delay level %d, suspension %d ms; want nothing", ran, cc.DelayLevelWhenNextConsume, oc.SuspendCurrentQueueTimeMillis)
 	}
 }

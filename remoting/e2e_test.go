@@ -16,7 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/consumer"
-	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
@@ -61,33 +60,7 @@ func (l *ledger) snapshot() map[string]int {
 // subscriber returns the Consumer of one push consumer in group, and the
 // function that turns a handler into the callback the
 // push consumer subscribes with.
-type subscriber func(store dedupe.Store, group string) (*consumer.Consumer, func(consumer.Handler) callback, error)
-
-// concurrently is the subscriber of a plain handler: remoting.Concurrently.
-func concurrently(store dedupe.Store, group string) (*consumer.Consumer, func(consumer.Handler) callback, error) {
-	c, err := consumer.New(store, group)
-	if err != nil {
-		return nil, nil, err
-	}
-	return c, func(h consumer.Handler) callback { return remoting.Concurrently(c, h) }, nil
-}
-
-// TestEndToEndEachMessageAppliedOnce sends N distinct messages and re-sends
-// M of them to a real broker; two consumers in one group with a real Redis
-// store apply every message exactly once, including messages whose first
-// attempt failed. The consumers stop with Drain.
-// It runs against a 4.x broker and, through the same remoting client, a
-// 5.x one, each in a child process (see inChild).
-func TestEndToEndEachMessageAppliedOnce(t *testing.T) {
-	for _, b := range []broker{broker4, broker5} {
-		t.Run(b.name, func(t *testing.T) {
-			if !inChild(t, b) {
-				return
-			}
-			endToEnd(t, b, concurrently)
-		})
-	}
-}
+type subscriber func(group string) (*consumer.Consumer, func(consumer.Handler) callback, error)
 
 // broker is a RocketMQ server as the remoting client sees it: a name
 // server, how to create a topic on it, and the variables that name it to
@@ -133,10 +106,11 @@ func newRedisStore(tb testing.TB, prefix string) (*redisdedupe.Store, *redis.Cli
 	return store, rdb
 }
 
-// endToEnd runs the test of TestEndToEndEachMessageAppliedOnce on b with
-// the callbacks that adapt returns and opts for the consumers, and returns
-// how many messages the callbacks were given in batches of more than one.
-func endToEnd(t *testing.T, b broker, adapt subscriber, opts ...rmq.Option) (batched int64) {
+// endToEnd sends N distinct messages and re-sends M of them to b; two
+// consumers in one group, with the callbacks that adapt returns, apply
+// every message exactly once, including messages whose
+// first attempt failed. The consumers stop with Drain.
+func endToEnd(t *testing.T, b broker, adapt subscriber) {
 	const n, resent, failing = 60, 20, 5
 	ns := b.nameServer(t)
 	version, err := testenv.RocketMQBrokerVersion(t.Context(), ns)
@@ -150,7 +124,6 @@ func endToEnd(t *testing.T, b broker, adapt subscriber, opts ...rmq.Option) (bat
 	// The client looks up the retry topic's route at start and then only
 	// every 30s; creating it now lets failed messages come back in ~1s.
 	b.topic(t, "%RETRY%"+group, 1)
-	store, _ := newRedisStore(t, "e2e:"+run+":")
 
 	l := &ledger{applied: map[string]int{}, failOnce: map[string]bool{}}
 	rp, err := rocketmq.NewProducer(producerOptions(ns, "e2e-producer-"+run)...)
@@ -187,24 +160,20 @@ func endToEnd(t *testing.T, b broker, adapt subscriber, opts ...rmq.Option) (bat
 		}
 	}
 
-	var (
-		firsts    atomic.Int64 // deliveries other than retries; some twice after a rebalance
-		inBatches atomic.Int64
-	)
+	var firsts atomic.Int64 // deliveries other than retries; some twice after a rebalance
 	stats := make([]func() consumer.Stats, 2)
 	for i := range stats {
-		cc, wrap, err := adapt(store, group)
+		cc, wrap, err := adapt(group)
 		if err != nil {
 			t.Fatal(err)
 		}
 		stats[i] = cc.Stats
 		cb := wrap(l.handle)
-		c, err := rocketmq.NewPushConsumer(append([]rmq.Option{
+		c, err := rocketmq.NewPushConsumer(
 			rmq.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
 			rmq.WithGroupName(group),
 			rmq.WithInstance(fmt.Sprintf("e2e-%s-%d", run, i)),
-			rmq.WithConsumeFromWhere(rmq.ConsumeFromFirstOffset),
-		}, opts...)...)
+			rmq.WithConsumeFromWhere(rmq.ConsumeFromFirstOffset))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,9 +182,6 @@ func endToEnd(t *testing.T, b broker, adapt subscriber, opts ...rmq.Option) (bat
 				if m.ReconsumeTimes == 0 {
 					firsts.Add(1)
 				}
-			}
-			if len(ms) > 1 {
-				inBatches.Add(int64(len(ms)))
 			}
 			return cb(ctx, ms...)
 		})
@@ -264,14 +230,13 @@ func endToEnd(t *testing.T, b broker, adapt subscriber, opts ...rmq.Option) (bat
 	if len(got) != n {
 		t.Errorf("applied %d distinct keys, want %d", len(got), n)
 	}
-	t.Logf(racechild.Figure+"delivered=%d suppressed=%d failed=%d busy=%d waited=%d in batches=%d per consumer: %d/%d",
+	t.Logf(racechild.Figure+"delivered=%d suppressed=%d failed=%d busy=%d waited=%d per consumer: %d/%d",
 		total(func(s consumer.Stats) int64 { return s.Delivered }), total(suppressed),
 		total(func(s consumer.Stats) int64 { return s.Failed }),
 		total(func(s consumer.Stats) int64 { return s.Busy }),
-		total(func(s consumer.Stats) int64 { return s.Waited }), inBatches.Load(),
+		total(func(s consumer.Stats) int64 { return s.Waited }),
 		stats[0]().Completed, stats[1]().Completed)
 	if f := total(func(s consumer.Stats) int64 { return s.Failed }); f != failing {
 		t.Errorf("failed %d times, want %d (one per failing key)", f, failing)
 	}
-	return inBatches.Load()
 }

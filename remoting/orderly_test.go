@@ -105,13 +105,6 @@ type consumed struct {
 	at     time.Time
 }
 
-// orderlyLibraries are the libraries whose own races an orderly member
-// tolerates: racechild.Libraries and the tree map under the remoting
-// client's orderly process queue, which it reads unlocked
-// (processQueue.takeMessages calls msgCache.Empty outside pq.mutex) while
-// a pull puts messages in.
-var orderlyLibraries = append(slices.Clone(racechild.Libraries), "github.com/emirpasic/gods/")
-
 // orderlyQueues is the topic's queue count.
 const orderlyQueues = 8
 
@@ -180,7 +173,7 @@ func (g *orderlyGroup) stop(name string) {
 	g.t.Helper()
 	p := g.members[name]
 	p.Stop()
-	for _, l := range p.Wait(g.t, time.Minute, orderlyLibraries) {
+	for _, l := range p.Wait(g.t, time.Minute, racechild.Libraries) {
 		g.read(name, l)
 	}
 	delete(g.members, name)

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/idemq/idemq/consumer"
-	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
@@ -15,8 +14,8 @@ import (
 	"github.com/idemq/idemq/remoting"
 )
 
-// TestEndToEndTxEachRowCommittedOnce is TestEndToEndEachMessageAppliedOnce
-// with transactional consumers (consumer.Consumer.Tx) over MariaDB: the effect is
+// TestEndToEndTxEachRowCommittedOnce runs endToEnd with transactional
+// consumers (Consumer.Tx) over MariaDB: the effect is
 // a row written in the transaction whose first statement claimed the key,
 // after which the ledger's handler fails some keys once, rolling their row
 // back with the key. Each consumer opens its own pool and store,
@@ -44,7 +43,7 @@ func TestEndToEndTxEachRowCommittedOnce(t *testing.T) {
 		mu   sync.Mutex
 		keys = map[string]bool{} // every key a handler saw
 	)
-	endToEnd(t, broker4, func(_ dedupe.Store, group string) (*consumer.Consumer, func(consumer.Handler) callback, error) {
+	endToEnd(t, broker4, func(group string) (*consumer.Consumer, func(consumer.Handler) callback, error) {
 		db := testdb.MySQL.OpenDSN(t, dsn)
 		store, err := sqldedupe.New(db, sqldedupe.MySQL, sqldedupe.Config{})
 		if err != nil {

@@ -1,4 +1,4 @@
-package remoting_test
+package consumer_test
 
 import (
 	"context"
@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
-	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -27,21 +25,17 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/adapter"
 	"github.com/idemq/idemq/msgkey"
-	"github.com/idemq/idemq/remoting"
 )
 
 const otelGroup = "otel-group"
 
 // otelMsg is a message of topic orders with key (none when empty), id and
 // body.
-func otelMsg(key, id, body string) *primitive.MessageExt {
-	m := &primitive.MessageExt{MsgId: id}
-	m.Topic = "orders"
+func otelMsg(key, id, body string) consumer.Message {
+	m := message(id, key, 0)
 	m.Body = []byte(body)
-	if key != "" {
-		m.WithProperty(msgkey.Property, key)
-	}
 	return m
 }
 
@@ -67,7 +61,7 @@ func TestTelemetry(t *testing.T) {
 
 	var mu sync.Mutex
 	inHandler := map[string]trace.SpanContext{} // by message id: the span in the handler's context
-	cb := remoting.Concurrently(c, func(ctx context.Context, m *consumer.Message) error {
+	h := func(ctx context.Context, m *consumer.Message) error {
 		mu.Lock()
 		inHandler[m.ID] = trace.SpanContextFromContext(ctx)
 		mu.Unlock()
@@ -75,7 +69,7 @@ func TestTelemetry(t *testing.T) {
 			return errHandler
 		}
 		return nil
-	})
+	}
 
 	// Another consumer holds the key "busy".
 	busyBody := "body busy"
@@ -86,26 +80,26 @@ func TestTelemetry(t *testing.T) {
 	}
 
 	deliveries := []struct {
-		msgs  []*primitive.MessageExt
+		msgs  []consumer.Message
 		fault dedupetest.Fault // Ops 0: none
-		want  rmq.ConsumeResult
+		ack   bool
 	}{
-		{msgs: []*primitive.MessageExt{otelMsg("a", "m-completed", "body a")}, want: rmq.ConsumeSuccess},
-		{msgs: []*primitive.MessageExt{otelMsg("a", "m-suppressed", "body a")}, want: rmq.ConsumeSuccess},
-		{msgs: []*primitive.MessageExt{otelMsg("fail", "m-failed", "body fail")}, want: rmq.ConsumeRetryLater},
-		{msgs: []*primitive.MessageExt{otelMsg("", "m-invalid-key", "no key")}, want: rmq.ConsumeRetryLater},
-		{msgs: []*primitive.MessageExt{otelMsg("a", "m-reused", "another body")}, want: rmq.ConsumeRetryLater},
-		{msgs: []*primitive.MessageExt{otelMsg("busy", "m-busy", busyBody)}, want: rmq.ConsumeRetryLater},
-		{msgs: []*primitive.MessageExt{otelMsg("down", "m-store-down", "body down")}, fault: dedupetest.Fault{Ops: dedupetest.OpClaim}, want: rmq.ConsumeRetryLater},
-		{msgs: []*primitive.MessageExt{otelMsg("unrec", "m-unrecorded", "body unrec")}, fault: dedupetest.Fault{Ops: dedupetest.OpComplete}, want: rmq.ConsumeSuccess},
-		{msgs: []*primitive.MessageExt{otelMsg("b1", "m-batch-1", "body b1"), otelMsg("b2", "m-batch-2", "body b2")}, want: rmq.ConsumeSuccess},
+		{msgs: []consumer.Message{otelMsg("a", "m-completed", "body a")}, ack: true},
+		{msgs: []consumer.Message{otelMsg("a", "m-suppressed", "body a")}, ack: true},
+		{msgs: []consumer.Message{otelMsg("fail", "m-failed", "body fail")}},
+		{msgs: []consumer.Message{otelMsg("", "m-invalid-key", "no key")}},
+		{msgs: []consumer.Message{otelMsg("a", "m-reused", "another body")}},
+		{msgs: []consumer.Message{otelMsg("busy", "m-busy", busyBody)}},
+		{msgs: []consumer.Message{otelMsg("down", "m-store-down", "body down")}, fault: dedupetest.Fault{Ops: dedupetest.OpClaim}},
+		{msgs: []consumer.Message{otelMsg("unrec", "m-unrecorded", "body unrec")}, fault: dedupetest.Fault{Ops: dedupetest.OpComplete}, ack: true},
+		{msgs: []consumer.Message{otelMsg("b1", "m-batch-1", "body b1"), otelMsg("b2", "m-batch-2", "body b2")}, ack: true},
 	}
 	for _, d := range deliveries {
 		if d.fault.Ops != 0 {
 			store.Inject(d.fault)
 		}
-		if got, _ := cb(t.Context(), d.msgs...); got != d.want {
-			t.Errorf("message %s: callback = %v, want %v", d.msgs[0].MsgId, got, d.want)
+		if vs := adapter.Process(t.Context(), c, d.msgs, h, adapter.Waiting{}); acked(vs) != d.ack {
+			t.Errorf("message %s: verdicts %+v, want acknowledged: %v", d.msgs[0].ID, vs, d.ack)
 		}
 		store.Heal()
 	}
@@ -324,7 +318,7 @@ func attr(s sdktrace.ReadOnlySpan, k attribute.Key) attribute.Value {
 }
 
 // TestTelemetryNoSDKAllocs checks that without an SDK the telemetry
-// allocates nothing: a callback through the global providers, with none
+// allocates nothing: a call of Process through the global providers, with none
 // installed, allocates as much as one through no-op providers, which never
 // reach the spans or the timing.
 func TestTelemetryNoSDKAllocs(t *testing.T) {
@@ -336,18 +330,18 @@ func TestTelemetryNoSDKAllocs(t *testing.T) {
 		}
 		// A failing handler: claim, handler and release, and no record
 		// left to grow the store's map.
-		cb := remoting.Concurrently(c, func(context.Context, *consumer.Message) error { return errHandler })
-		m := otelMsg("k", "m", "body")
-		return testing.AllocsPerRun(200, func() { cb(context.Background(), m) })
+		h := func(context.Context, *consumer.Message) error { return errHandler }
+		ms := []consumer.Message{otelMsg("k", "m", "body")}
+		return testing.AllocsPerRun(200, func() { adapter.Process(context.Background(), c, ms, h, adapter.Waiting{}) })
 	}
 	global := allocs()
 	noop := allocs(consumer.WithTelemetry(metricnoop.NewMeterProvider(), tracenoop.NewTracerProvider()))
 	if global != noop {
-		t.Errorf("a callback allocates %v times through the unset global providers, %v through no-op ones", global, noop)
+		t.Errorf("Process allocates %v times through the unset global providers, %v through no-op ones", global, noop)
 	}
 }
 
-// BenchmarkTelemetry measures a callback of one fresh message on an
+// BenchmarkTelemetry measures Process of one fresh message on an
 // in-memory store whose handler succeeds: without an SDK (the global
 // providers, unset), with no-op providers, and with an SDK recording
 // metrics, spans, or both (spans go to no exporter).
@@ -371,8 +365,8 @@ func BenchmarkTelemetry(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			cb := remoting.Concurrently(c, func(context.Context, *consumer.Message) error { return nil })
-			msgs := make([]*primitive.MessageExt, 4096)
+			h := func(context.Context, *consumer.Message) error { return nil }
+			msgs := make([]consumer.Message, 4096)
 			for i := range msgs {
 				msgs[i] = otelMsg("k"+strconv.Itoa(i), "m", "body")
 			}
@@ -383,12 +377,11 @@ func BenchmarkTelemetry(b *testing.B) {
 					// Fresh keys again: a new store, set up untimed.
 					b.StopTimer()
 					c, _ = consumer.New(memdedupe.New(memdedupe.Config{}), otelGroup, opts...)
-					cb = remoting.Concurrently(c, func(context.Context, *consumer.Message) error { return nil })
 					n = 0
 					b.StartTimer()
 				}
-				if res, err := cb(context.Background(), msgs[n]); res != rmq.ConsumeSuccess {
-					b.Fatalf("callback = %v, %v", res, err)
+				if vs := adapter.Process(context.Background(), c, msgs[n:n+1], h, adapter.Waiting{}); vs[0].Action != adapter.Ack {
+					b.Fatalf("verdict %+v", vs[0])
 				}
 				n++
 			}

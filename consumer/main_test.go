@@ -1,0 +1,10 @@
+package consumer_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/idemq/idemq/internal/testenv"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
