@@ -28,7 +28,7 @@
 //   - Leased ([NewLeased]): a [Leaser] grants the node from a pool in Redis
 //     (package idgen/redisidgen) or SQL (idgen/sqlidgen) for as long as the
 //     generator runs; it renews the lease off the hot path and stops issuing
-//     ([ErrLeaseExpired]) once it cannot prove the lease live. Safe for any
+//     ([ErrLeaseLost]) once it cannot prove the lease live. Safe for any
 //     fleet: replicas, rolling deploys, autoscaling, killed pods.
 //   - Static and registered: [LeaseConfig].Static, so that a second process
 //     configured with the same node fails at start.

@@ -130,12 +130,12 @@ func FuzzNodeFromHostname(f *testing.F) {
 		shaped := m != nil && !addressLike.MatchString(m[1]) && !replicaSetPod.MatchString(name)
 		switch {
 		case !shaped:
-			if !errors.Is(err, idgen.ErrNoNode) {
-				t.Fatalf("NodeFromHostname(%q) = %d, %v; want ErrNoNode", host, node, err)
+			if !errors.Is(err, idgen.ErrInvalidConfig) {
+				t.Fatalf("NodeFromHostname(%q) = %d, %v; want ErrInvalidConfig", host, node, err)
 			}
 		case len(m[2]) > 4 || m[2] > "1023" && len(m[2]) == 4:
-			if !errors.Is(err, idgen.ErrNodeRange) {
-				t.Fatalf("NodeFromHostname(%q) = %d, %v; want ErrNodeRange", host, node, err)
+			if !errors.Is(err, idgen.ErrInvalidConfig) {
+				t.Fatalf("NodeFromHostname(%q) = %d, %v; want ErrInvalidConfig", host, node, err)
 			}
 		default:
 			if want, _ := strconv.ParseInt(m[2], 10, 64); err != nil || node != want {

@@ -116,12 +116,12 @@ type Generator struct {
 }
 
 // New returns a generator issuing IDs with node, 0 to Layout.MaxNode():
-// datacenter and worker together (see Layout.NodeOf, NodeFromEnv,
-// NodeFromHostname). Every generator issuing IDs at the same time needs its
-// own node; node 0 is a node like any other (see Node ids in the package
-// documentation; [NewLeased] leases a node nobody else holds). Errors wrap
-// [ErrInvalidConfig] (a layout that is invalid or has less than ten years
-// left), [ErrExhausted] or [ErrNodeRange].
+// datacenter and worker together (see Layout.NodeOf, NodeFromHostname).
+// Every generator issuing IDs at the same time needs its own node; node 0
+// is a node like any other (see Node ids in the package documentation;
+// [NewLeased] leases a node nobody else holds). Errors wrap
+// [ErrInvalidConfig]: a layout that is invalid, has less than ten years
+// left or has run out, or a node it cannot hold.
 func New(node int64, cfg Config) (*Generator, error) {
 	return newGenerator(node, cfg, false)
 }
@@ -131,7 +131,7 @@ func newGenerator(node int64, cfg Config, leased bool) (*Generator, error) {
 		cfg.Layout = Twitter
 	}
 	l := cfg.Layout
-	if err := l.Validate(); err != nil {
+	if err := l.validate(); err != nil {
 		return nil, err
 	}
 	if err := l.checkNode(node); err != nil {
@@ -159,11 +159,11 @@ func newGenerator(node int64, cfg Config, leased bool) (*Generator, error) {
 	if now.Before(l.Epoch) {
 		return nil, fmt.Errorf("%w: layout %q starts %s, after the clock", ErrInvalidConfig, l.Name, l.Epoch.Format(time.RFC3339))
 	}
-	if left := l.EndOfLife().Sub(now); left <= 0 {
-		return nil, fmt.Errorf("%w: layout %q ended %s", ErrExhausted, l.Name, l.EndOfLife().Format(time.RFC3339))
+	if left := l.endOfLife().Sub(now); left <= 0 {
+		return nil, fmt.Errorf("%w: layout %q ended %s", ErrInvalidConfig, l.Name, l.endOfLife().Format(time.RFC3339))
 	} else if left < minLife && !cfg.AllowShortLife {
 		return nil, fmt.Errorf("%w: layout %q ends %s, %.1f years from now, less than ten (set Config.AllowShortLife to accept it)",
-			ErrInvalidConfig, l.Name, l.EndOfLife().Format(time.RFC3339), left.Hours()/year.Hours())
+			ErrInvalidConfig, l.Name, l.endOfLife().Format(time.RFC3339), left.Hours()/year.Hours())
 	}
 	if b, ok := cfg.Rollback.(Borrow); ok {
 		g.maxAhead = int64(b.MaxAhead / l.Unit)
@@ -208,7 +208,7 @@ func (g *Generator) Ahead() time.Duration {
 // Next issues an ID. The context matters only when Next has to wait (for
 // the next tick when the sequence is full, or under the Wait policy) or
 // reach the store or the leaser. Errors wrap [ErrClockBackwards],
-// [ErrExhausted] or [ErrClosed], a context's error, or the
+// [ErrInvalidConfig] or [ErrClosed], a context's error, or the
 // error of a store or worker source.
 func (g *Generator) Next(ctx context.Context) (ID, error) {
 	id, _, err := g.issue(ctx, 1)
@@ -400,7 +400,7 @@ func park(ctx context.Context, d time.Duration) error {
 // a store it loads the mark on first use and renews the reservation.
 func (g *Generator) extend(ctx context.Context, tick int64) error {
 	if tick > g.p.maxTick {
-		return fmt.Errorf("%w: layout %q ended %s", ErrExhausted, g.layout.Name, g.layout.EndOfLife().Format(time.RFC3339))
+		return fmt.Errorf("%w: layout %q ended %s", ErrInvalidConfig, g.layout.Name, g.layout.endOfLife().Format(time.RFC3339))
 	}
 	if g.lease != nil {
 		return g.lease.extend(ctx, g, tick)

@@ -24,14 +24,14 @@ func TestNewValidates(t *testing.T) {
 	}{
 		{"zero value", 0, idgen.Config{}, nil},
 		{"node at max", 1023, idgen.Config{}, nil},
-		{"node too big", 1024, idgen.Config{}, idgen.ErrNodeRange},
-		{"negative node", -1, idgen.Config{}, idgen.ErrNodeRange},
-		{"node too big for the layout", 1 << 16, idgen.Config{Layout: idgen.Sonyflake}, idgen.ErrNodeRange},
+		{"node too big", 1024, idgen.Config{}, idgen.ErrInvalidConfig},
+		{"negative node", -1, idgen.Config{}, idgen.ErrInvalidConfig},
+		{"node too big for the layout", 1 << 16, idgen.Config{Layout: idgen.Sonyflake}, idgen.ErrInvalidConfig},
 		{"bad layout", 0, idgen.Config{Layout: idgen.Layout{Name: "x", TimeBits: 41}}, idgen.ErrInvalidConfig},
 		{"short life", 0, idgen.Config{Layout: short}, idgen.ErrInvalidConfig},
 		{"short life allowed", 0, idgen.Config{Layout: short, AllowShortLife: true}, nil},
-		{"exhausted", 0, idgen.Config{Layout: idgen.UIDGenerator, AllowShortLife: true}, idgen.ErrExhausted},
-		{"exhausted wide worker", 0, idgen.Config{Layout: idgen.WideWorker, AllowShortLife: true}, idgen.ErrExhausted},
+		{"exhausted", 0, idgen.Config{Layout: idgen.UIDGenerator, AllowShortLife: true}, idgen.ErrInvalidConfig},
+		{"exhausted wide worker", 0, idgen.Config{Layout: idgen.WideWorker, AllowShortLife: true}, idgen.ErrInvalidConfig},
 		{"bump without generation bits", 0, idgen.Config{Rollback: idgen.BumpGeneration{}}, idgen.ErrInvalidConfig},
 		{"bump", 0, idgen.Config{Layout: idgen.RollbackBits, Rollback: idgen.BumpGeneration{}}, nil},
 		{"wait without max", 0, idgen.Config{Rollback: idgen.Wait{}}, idgen.ErrInvalidConfig},
@@ -155,7 +155,7 @@ func TestClockLimits(t *testing.T) {
 		t.Fatalf("last tick: %+v", p)
 	}
 	clock.Set(short.EndOfLife())
-	if _, err := g.Next(context.Background()); !errors.Is(err, idgen.ErrExhausted) {
+	if _, err := g.Next(context.Background()); !errors.Is(err, idgen.ErrInvalidConfig) {
 		t.Fatalf("Next past the end: %v", err)
 	}
 

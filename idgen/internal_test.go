@@ -49,7 +49,7 @@ func FuzzParseNode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		node, err := parseNode(Twitter, s)
 		if err != nil {
-			if !errors.Is(err, ErrSyntax) && !errors.Is(err, ErrNodeRange) {
+			if !errors.Is(err, ErrSyntax) && !errors.Is(err, ErrInvalidConfig) {
 				t.Fatalf("parseNode(%q): unexpected error %v", s, err)
 			}
 			return

@@ -128,7 +128,7 @@ func TestComposeErrors(t *testing.T) {
 	}{
 		{"before epoch", l.Epoch.Add(-time.Millisecond), 0, 0, 0, idgen.ErrRange},
 		{"after end", l.EndOfLife(), 0, 0, 0, idgen.ErrRange},
-		{"node", t0, 256, 0, 0, idgen.ErrNodeRange},
+		{"node", t0, 256, 0, 0, idgen.ErrInvalidConfig},
 		{"generation", t0, 0, 4, 0, idgen.ErrRange},
 		{"sequence", t0, 0, 0, 4096, idgen.ErrRange},
 		{"negative sequence", t0, 0, 0, -1, idgen.ErrRange},
@@ -166,7 +166,7 @@ func TestNodeOf(t *testing.T) {
 		t.Fatalf("Decode of node 7:3: %+v, %v", p, err)
 	}
 	for _, c := range [][2]int64{{8, 0}, {0, 32}, {-1, 0}, {0, -1}} {
-		if _, err := l.NodeOf(c[0], c[1]); !errors.Is(err, idgen.ErrNodeRange) {
+		if _, err := l.NodeOf(c[0], c[1]); !errors.Is(err, idgen.ErrInvalidConfig) {
 			t.Errorf("NodeOf(%d, %d): %v", c[0], c[1], err)
 		}
 	}

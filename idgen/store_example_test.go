@@ -24,7 +24,7 @@ func ExampleOpenFileStore() {
 	// A second generator given the same file, in this process or another,
 	// fails at start instead of issuing the same IDs.
 	_, err = idgen.OpenFileStore(path)
-	fmt.Println(errors.Is(err, idgen.ErrStoreLocked))
+	fmt.Println(errors.Is(err, idgen.ErrInvalidConfig))
 
 	gen.Close()   // saves the exact mark
 	store.Close() // lets the next run take the file

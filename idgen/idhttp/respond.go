@@ -66,7 +66,7 @@ func segmentCode(err error) code {
 // snowflakeCode sorts an error of the generator.
 func snowflakeCode(err error) code {
 	switch {
-	case errors.Is(err, idgen.ErrLeaseExpired):
+	case errors.Is(err, idgen.ErrLeaseLost):
 		return codeLeaseExpired
 	case errors.Is(err, idgen.ErrClockBackwards):
 		return codeClockBackwards

@@ -441,7 +441,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{Snowflake: gen, Segment: segment.Config{LoadTimeout: -time.Second}},
 		{Snowflake: gen, NegativeTTL: -time.Second},
 	} {
-		if _, err := idhttp.New(cfg); !errors.Is(err, idhttp.ErrInvalidConfig) {
+		if _, err := idhttp.New(cfg); !errors.Is(err, idgen.ErrInvalidConfig) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidConfig", cfg, err)
 		}
 	}

@@ -24,7 +24,7 @@
 //   - static requests: a held node is refused, a free or expired one is
 //     granted and leaves the queue; a node outside the pool, or a pool
 //     larger than LeaseRequest.MaxNode allows, fails with
-//     [idgen.ErrNodeRange];
+//     [idgen.ErrInvalidConfig];
 //   - the high-water mark: Renew raises it and never lowers it; Release
 //     sets it to the holder's exact mark; the next holder's Lease.HighWater
 //     is the last mark written, after a release or an expiry;
@@ -518,7 +518,7 @@ func testStatic(s *suite) {
 }
 
 // testNodeRange checks that a pool larger than the caller's layout, or a
-// static node outside the pool, is refused with ErrNodeRange and grants
+// static node outside the pool, is refused with ErrInvalidConfig and grants
 // nothing.
 func testNodeRange(s *suite) {
 	p, l := s.pool(4)
@@ -534,8 +534,8 @@ func testNodeRange(s *suite) {
 	} {
 		s.Run(tc.name, func(t *testing.T) {
 			lease, err := l.Acquire(t.Context(), tc.req)
-			if !errors.Is(err, idgen.ErrNodeRange) {
-				t.Fatalf("Acquire(%+v) = node %d, %v; want ErrNodeRange", tc.req, lease.Node, err)
+			if !errors.Is(err, idgen.ErrInvalidConfig) {
+				t.Fatalf("Acquire(%+v) = node %d, %v; want ErrInvalidConfig", tc.req, lease.Node, err)
 			}
 		})
 	}

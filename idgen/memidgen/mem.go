@@ -88,10 +88,10 @@ func (m *Leaser) Acquire(ctx context.Context, req idgen.LeaseRequest) (idgen.Lea
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.size-1 > req.MaxNode {
-		return idgen.Lease{}, fmt.Errorf("memidgen: a pool of %d node ids, the layout holds %d: %w", m.size, req.MaxNode+1, idgen.ErrNodeRange)
+		return idgen.Lease{}, fmt.Errorf("memidgen: a pool of %d node ids, the layout holds %d: %w", m.size, req.MaxNode+1, idgen.ErrInvalidConfig)
 	}
 	if req.Static && (req.Node < 0 || req.Node >= m.size) {
-		return idgen.Lease{}, fmt.Errorf("memidgen: node %d outside the pool of %d: %w", req.Node, m.size, idgen.ErrNodeRange)
+		return idgen.Lease{}, fmt.Errorf("memidgen: node %d outside the pool of %d: %w", req.Node, m.size, idgen.ErrInvalidConfig)
 	}
 	now := time.Now()
 	m.expire(now)

@@ -158,10 +158,10 @@ func (l *Leaser) Acquire(ctx context.Context, req idgen.LeaseRequest) (idgen.Lea
 		return idgen.Lease{}, fmt.Errorf("redisidgen: acquire in pool %q: %w", l.pool, err)
 	}
 	if l.size-1 > req.MaxNode {
-		return fail(fmt.Errorf("the pool's node ids run to %d, the layout's to %d: %w", l.size-1, req.MaxNode, idgen.ErrNodeRange))
+		return fail(fmt.Errorf("the pool's node ids run to %d, the layout's to %d: %w", l.size-1, req.MaxNode, idgen.ErrInvalidConfig))
 	}
 	if req.Static && (req.Node < 0 || req.Node >= l.size) {
-		return fail(fmt.Errorf("node %d is outside the pool's 0..%d: %w", req.Node, l.size-1, idgen.ErrNodeRange))
+		return fail(fmt.Errorf("node %d is outside the pool's 0..%d: %w", req.Node, l.size-1, idgen.ErrInvalidConfig))
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)

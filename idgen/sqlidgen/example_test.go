@@ -113,7 +113,7 @@ func ExampleWorkerNodes() {
 	for start := 1; start <= 3; start++ {
 		lease, err := nodes.Acquire(ctx, req)
 		if err != nil {
-			fmt.Println("start", start, "refused:", errors.Is(err, idgen.ErrNodeRange))
+			fmt.Println("start", start, "refused:", errors.Is(err, idgen.ErrInvalidConfig))
 			continue
 		}
 		fmt.Println("start", start, "has node", lease.Node, "TTL", lease.TTL)

@@ -97,8 +97,8 @@ func TestNewLeasedWorkerNodes(t *testing.T) {
 				}
 			}
 			_, err := idgen.NewLeased(t.Context(), w, cfg, idgen.LeaseConfig{})
-			if !errors.Is(err, idgen.ErrNodeRange) {
-				t.Fatalf("start past the layout = %v, want ErrNodeRange", err)
+			if !errors.Is(err, idgen.ErrInvalidConfig) {
+				t.Fatalf("start past the layout = %v, want ErrInvalidConfig", err)
 			}
 			t.Logf("start past the layout: %v", err)
 		})

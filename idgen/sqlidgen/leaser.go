@@ -214,11 +214,11 @@ func migrate(ctx context.Context, db *sql.DB, table string, ddl []string) error 
 func (l *Leaser) Acquire(ctx context.Context, req idgen.LeaseRequest) (idgen.Lease, error) {
 	if top := l.cfg.Size - 1; top > req.MaxNode {
 		return idgen.Lease{}, fmt.Errorf("sqlidgen: pool %q has node ids 0 to %d, but the layout holds only up to %d: shrink Config.Size to at most %d (with no holder above it) or use a layout with more node bits: %w",
-			l.cfg.Pool, top, req.MaxNode, req.MaxNode+1, idgen.ErrNodeRange)
+			l.cfg.Pool, top, req.MaxNode, req.MaxNode+1, idgen.ErrInvalidConfig)
 	}
 	if req.Static && (req.Node < 0 || req.Node >= l.cfg.Size) {
 		return idgen.Lease{}, fmt.Errorf("sqlidgen: static node %d is outside pool %q of node ids 0 to %d: %w",
-			req.Node, l.cfg.Pool, l.cfg.Size-1, idgen.ErrNodeRange)
+			req.Node, l.cfg.Pool, l.cfg.Size-1, idgen.ErrInvalidConfig)
 	}
 	token := rand.Text()
 	owner := clip(req.Owner, maxOwner)

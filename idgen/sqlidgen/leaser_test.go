@@ -421,7 +421,7 @@ func TestUnreachable(t *testing.T) {
 			if d := time.Since(start); d > 5*time.Second {
 				t.Errorf("Acquire took %v to fail", d)
 			}
-			for _, s := range []error{idgen.ErrNoFreeNode, idgen.ErrLeaseLost, idgen.ErrNodeRange, idgen.ErrInvalidConfig} {
+			for _, s := range []error{idgen.ErrNoFreeNode, idgen.ErrLeaseLost, idgen.ErrInvalidConfig} {
 				if errors.Is(err, s) {
 					t.Errorf("error %v wraps %v", err, s)
 				}

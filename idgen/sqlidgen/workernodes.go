@@ -97,7 +97,7 @@ func (c WorkerNodesConfig) Validate() error {
 //
 // Every start uses up an id: once the ids pass the layout's largest node id
 // (a 22-bit node field, as uid-generator's, lasts 4,194,303 starts),
-// Acquire fails with an error wrapping [idgen.ErrNodeRange]. The fix is a
+// Acquire fails with an error wrapping [idgen.ErrInvalidConfig]. The fix is a
 // layout with more node bits, or emptying the table and resetting its
 // counter (TRUNCATE on MySQL, TRUNCATE ... RESTART IDENTITY on PostgreSQL,
 // deleting the table's sqlite_sequence row too on SQLite) after every
@@ -142,7 +142,7 @@ func (w *WorkerNodes) Migrate(ctx context.Context) error {
 // the lease's TTL is 0 and its HighWater zero, since no one has used the
 // node before. req.Static is refused with [idgen.ErrInvalidConfig]: the
 // table assigns the ids. Once the ids pass req.MaxNode every Acquire fails
-// with an error wrapping [idgen.ErrNodeRange]; the table has run out for
+// with an error wrapping [idgen.ErrInvalidConfig]; the table has run out for
 // the layout, and only a layout with more node bits or emptying the table
 // (resetting its auto-increment counter) after every holder has stopped
 // lets processes start again. The row of a start that failed stays.
@@ -151,7 +151,7 @@ func (w *WorkerNodes) Acquire(ctx context.Context, req idgen.LeaseRequest) (idge
 		return idgen.Lease{}, fmt.Errorf("sqlidgen: table %s assigns node ids itself; it cannot register static node %d: %w", w.cfg.Table, req.Node, idgen.ErrInvalidConfig)
 	}
 	if req.MaxNode < 1 {
-		return idgen.Lease{}, fmt.Errorf("sqlidgen: table %s numbers nodes from 1, but the layout holds only node 0: use a layout with node bits: %w", w.cfg.Table, idgen.ErrNodeRange)
+		return idgen.Lease{}, fmt.Errorf("sqlidgen: table %s numbers nodes from 1, but the layout holds only node 0: use a layout with node bits: %w", w.cfg.Table, idgen.ErrInvalidConfig)
 	}
 	port := w.cfg.Port
 	if port == "" {
@@ -166,7 +166,7 @@ func (w *WorkerNodes) Acquire(ctx context.Context, req idgen.LeaseRequest) (idge
 	}
 	if id > req.MaxNode {
 		return idgen.Lease{}, fmt.Errorf("sqlidgen: table %s gave this start id %d, past the largest node id %d the layout holds: every id was used once; use a layout with more node bits, or empty %s and reset its auto-increment counter after every process using its ids has stopped: %w",
-			w.cfg.Table, id, req.MaxNode, w.cfg.Table, idgen.ErrNodeRange)
+			w.cfg.Table, id, req.MaxNode, w.cfg.Table, idgen.ErrInvalidConfig)
 	}
 	return idgen.Lease{Node: id, Token: strconv.FormatInt(id, 10)}, nil
 }

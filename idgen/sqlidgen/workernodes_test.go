@@ -170,8 +170,8 @@ func TestWorkerNodes(t *testing.T) {
 
 			// The ids have run out for the layout, even after a release.
 			_, err = w.Acquire(t.Context(), req)
-			if !errors.Is(err, idgen.ErrNodeRange) || errors.Is(err, idgen.ErrNoFreeNode) {
-				t.Fatalf("Acquire past the layout = %v, want ErrNodeRange", err)
+			if !errors.Is(err, idgen.ErrInvalidConfig) || errors.Is(err, idgen.ErrNoFreeNode) {
+				t.Fatalf("Acquire past the layout = %v, want ErrInvalidConfig", err)
 			}
 			for _, fix := range []string{"more node bits", "empty idemq_worker_node", "every process using its ids has stopped"} {
 				if !strings.Contains(err.Error(), fix) {
@@ -188,8 +188,8 @@ func TestWorkerNodes(t *testing.T) {
 			if _, err := w.Acquire(t.Context(), idgen.LeaseRequest{MaxNode: 1 << 22, Static: true, Node: 7}); !errors.Is(err, idgen.ErrInvalidConfig) {
 				t.Errorf("static Acquire = %v, want ErrInvalidConfig", err)
 			}
-			if _, err := w.Acquire(t.Context(), idgen.LeaseRequest{MaxNode: 0}); !errors.Is(err, idgen.ErrNodeRange) {
-				t.Errorf("Acquire for a layout of one node = %v, want ErrNodeRange", err)
+			if _, err := w.Acquire(t.Context(), idgen.LeaseRequest{MaxNode: 0}); !errors.Is(err, idgen.ErrInvalidConfig) {
+				t.Errorf("Acquire for a layout of one node = %v, want ErrInvalidConfig", err)
 			}
 			if got := len(workerRows(t, db, quoteTable(b.Dialect, sqlidgen.DefaultWorkerTable))); got != n {
 				t.Errorf("refused calls recorded %d starts", got-n)
