@@ -31,7 +31,6 @@ func TestNewValidates(t *testing.T) {
 		{"short life", 0, idgen.Config{Layout: short}, idgen.ErrInvalidConfig},
 		{"short life allowed", 0, idgen.Config{Layout: short, AllowShortLife: true}, nil},
 		{"exhausted", 0, idgen.Config{Layout: idgen.UIDGenerator, AllowShortLife: true}, idgen.ErrInvalidConfig},
-		{"exhausted wide worker", 0, idgen.Config{Layout: idgen.WideWorker, AllowShortLife: true}, idgen.ErrInvalidConfig},
 		{"bump without generation bits", 0, idgen.Config{Rollback: idgen.BumpGeneration{}}, idgen.ErrInvalidConfig},
 		{"bump", 0, idgen.Config{Layout: idgen.RollbackBits, Rollback: idgen.BumpGeneration{}}, nil},
 		{"wait without max", 0, idgen.Config{Rollback: idgen.Wait{}}, idgen.ErrInvalidConfig},
@@ -150,11 +149,11 @@ func TestClockLimits(t *testing.T) {
 	clock := testkit.NewClock(t0, 0)
 	g := newGen(t, 0, idgen.Config{Layout: short, Clock: clock, AllowShortLife: true})
 	next(t, g)
-	clock.Set(short.EndOfLife().Add(-time.Second))
+	clock.Set(idgen.EndOfLife(short).Add(-time.Second))
 	if p := g.Config().Layout.Decode(next(t, g)); p.Tick != 1<<20-1 {
 		t.Fatalf("last tick: %+v", p)
 	}
-	clock.Set(short.EndOfLife())
+	clock.Set(idgen.EndOfLife(short))
 	if _, err := g.Next(context.Background()); !errors.Is(err, idgen.ErrInvalidConfig) {
 		t.Fatalf("Next past the end: %v", err)
 	}
@@ -230,7 +229,7 @@ func TestConcurrentNextIsUnique(t *testing.T) {
 				g := newGen(t, 1, idgen.Config{Layout: l, Clock: clock})
 				// About a tenth of a second of the layout's capacity.
 				const workers = 8
-				each := min(3000, int(l.IDsPerSecond())/100)
+				each := min(3000, int(int64(1)<<l.SequenceBits*int64(time.Second/l.Unit))/100)
 				got := make([][]idgen.ID, workers)
 				var wg sync.WaitGroup
 				for w := range workers {
