@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/idgen/memidgen"
+	"github.com/idemq/idemq/idgen/internal/memidgen"
 	"github.com/idemq/idemq/internal/testkit"
 )
 

@@ -39,8 +39,7 @@ func newSegmentFlags(path, synopsis, doc string) *segmentFlags {
 // segmentStore is what the Redis and SQL segment sources both are: serve
 // issues from it, the segment commands administer its tags.
 type segmentStore interface {
-	segment.Source
-	segment.Admin
+	segment.Store
 }
 
 // open opens the segment source named by --store; create lets it create the
@@ -89,7 +88,7 @@ func (f *segmentFlags) failure(op string, addr *storeAddr, err error) error {
 		err = missingTable(err, segmentsTables, *f.table)
 	}
 	switch {
-	case errors.Is(err, segment.ErrInvalidConfig), errors.Is(err, idgen.ErrInvalidConfig):
+	case errors.Is(err, idgen.ErrInvalidConfig), errors.Is(err, idgen.ErrInvalidConfig):
 		// The store refused the input: exit 2, though the flags were fine.
 		return usageError{err: err}
 	case errors.Is(err, segment.ErrUnknownTag):

@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 // faulty is a real source that fails every call while down, as an
 // unreachable server does, and counts the calls.
 type faulty struct {
-	segment.Source
+	segment.Store
 	down  atomic.Bool
 	calls atomic.Int64
 }
@@ -46,7 +46,7 @@ func (f *faulty) NextSegment(ctx context.Context, tag string, step int64) (segme
 	if f.down.Load() {
 		return segment.Segment{}, errDown
 	}
-	return f.Source.NextSegment(ctx, tag, step)
+	return f.Store.NextSegment(ctx, tag, step)
 }
 
 // serve starts srv on a loopback listener, stopped and closed when t ends.

@@ -57,7 +57,7 @@ func segmentCode(err error) code {
 		return codeUnknownTag
 	case errors.Is(err, segment.ErrMaxReached):
 		return codeMaxReached
-	case errors.Is(err, errClosing), errors.Is(err, segment.ErrClosed):
+	case errors.Is(err, errClosing), errors.Is(err, idgen.ErrClosed):
 		return codeClosing
 	}
 	return codeSourceUnavailable

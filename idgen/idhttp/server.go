@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/internal/segtag"
 	"github.com/idemq/idemq/idgen/segment"
 )
 
@@ -34,7 +35,7 @@ type Config struct {
 	Snowflake *idgen.Generator
 	// Segments is the source of the tags of /api/segment/…. Nil: those
 	// endpoints answer not_served.
-	Segments segment.Source
+	Segments segment.Store
 	// Segment configures every tag's allocator; its LoadTimeout also
 	// bounds the load of a tag's first segment, which the tag's first
 	// request waits for. Its Logger defaults to Logger here.
@@ -95,7 +96,7 @@ func (c Config) validate() error {
 //
 //	400 bad_count           count missing, not a number, or outside 1..MaxBatch
 //	400 bad_id              the ID to decode is not a decimal ID
-//	400 bad_tag             a tag longer than segment.MaxTagLen bytes
+//	400 bad_tag             a tag longer than segtag.MaxLen bytes
 //	404 unknown_tag         the source holds no such tag
 //	404 not_served          snowflake or segment IDs are not configured here
 //	405 bad_method          HEAD of an endpoint that issues IDs
@@ -344,8 +345,8 @@ func (s *Server) segmentTag(w http.ResponseWriter, r *http.Request) (*tag, bool)
 		s.fail(w, codeClosing, errClosing)
 	case s.tags == nil:
 		s.fail(w, codeNotServed, errNoSegments)
-	case len(name) > segment.MaxTagLen:
-		s.fail(w, codeBadTag, fmt.Errorf("idhttp: tag of %d bytes is longer than %d", len(name), segment.MaxTagLen))
+	case len(name) > segtag.MaxLen:
+		s.fail(w, codeBadTag, fmt.Errorf("idhttp: tag of %d bytes is longer than %d", len(name), segtag.MaxLen))
 	default:
 		tg, err := s.tags.get(r.Context(), name)
 		if err != nil {

@@ -14,7 +14,8 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/idhttp"
-	"github.com/idemq/idemq/idgen/memidgen"
+	"github.com/idemq/idemq/idgen/internal/memidgen"
+	"github.com/idemq/idemq/idgen/internal/segtag"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/internal/testkit"
 )
@@ -130,7 +131,7 @@ func TestBadRequests(t *testing.T) {
 			{"/api/snowflake/batch/k?count=x", 400, "bad_count"},
 			{"/api/segment/get/nope", 404, "unknown_tag"},
 			{"/api/segment/batch/nope?count=5", 404, "unknown_tag"},
-			{"/api/segment/get/" + strings.Repeat("x", segment.MaxTagLen+1), 400, "bad_tag"},
+			{"/api/segment/get/" + strings.Repeat("x", segtag.MaxLen+1), 400, "bad_tag"},
 			{"/api/segment/get/%22%5C%0A%01%FF", 404, "unknown_tag"}, // quoted in JSON as sent
 			{"/api/snowflake/decode/abc", 400, "bad_id"},
 			{"/api/snowflake/decode/-1", 400, "bad_id"},
@@ -260,7 +261,7 @@ func TestSourceDown(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		real := b.open(t)
 		create(t, real, segment.Tag{Tag: "t", Step: 100})
-		src := &faulty{Source: real}
+		src := &faulty{Store: real}
 		_, c := newServer(t, idhttp.Config{Segments: src})
 
 		seen := map[idgen.ID]bool{}
@@ -339,7 +340,7 @@ func TestUnknownTag(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				real := b.open(t)
-				src := &faulty{Source: real}
+				src := &faulty{Store: real}
 				_, c := newServer(t, idhttp.Config{Segments: src, NegativeTTL: tc.ttl})
 				for range 10 {
 					if f := c.fail("/api/segment/get/later"); f.Code != "unknown_tag" {
@@ -367,7 +368,7 @@ func TestConcurrentClients(t *testing.T) {
 		for _, tg := range tags {
 			create(t, real, segment.Tag{Tag: tg, Step: 50})
 		}
-		src := &faulty{Source: real}
+		src := &faulty{Store: real}
 		_, c := newServer(t, idhttp.Config{Snowflake: newGenerator(t, 3), Segments: src})
 
 		const clients, rounds = 16, 40
@@ -452,7 +453,7 @@ func TestFirstRequests(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend) {
 		real := b.open(t)
 		create(t, real, segment.Tag{Tag: "t", Step: 100_000})
-		src := &faulty{Source: real}
+		src := &faulty{Store: real}
 		_, c := newServer(t, idhttp.Config{Segments: src})
 		const clients = 32
 		ids := make([]idgen.ID, clients)

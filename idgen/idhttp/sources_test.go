@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemq/idemq/idgen/memidgen"
+	"github.com/idemq/idemq/idgen/internal/memidgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/sqlidgen"
@@ -18,7 +18,7 @@ import (
 
 // source is a segment source with the operator's call the tests use.
 type source interface {
-	segment.Source
+	segment.Store
 	CreateTag(context.Context, segment.Tag) error
 }
 

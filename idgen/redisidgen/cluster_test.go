@@ -33,5 +33,5 @@ func TestCluster(t *testing.T) {
 	if err := cc.Eval(ctx, "return 1", keys).Err(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
 		t.Fatalf("EVAL over two slots = %v, want CROSSSLOT", err)
 	}
-	leasetest.Run(t, conformance(cc), features)
+	leasetest.Run(t, conformance(cc), owner)
 }

@@ -1,7 +1,7 @@
 // Package redisidgen keeps worker node ids and segment counters in Redis:
 // [Leaser] leases node ids from a pool for generators on many hosts that
 // must never use the same node id at once (see [idgen.NewLeased]), and
-// [Segments] is a [segment.Source] keeping Meituan Leaf's segment counters.
+// [Segments] is a [segment.Store] keeping Meituan Leaf's segment counters.
 // Every call is one round trip running a Lua script, atomic on the server.
 //
 // [New] and [NewSegments] take the client, which the caller owns and they

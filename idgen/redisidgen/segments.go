@@ -12,6 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/internal/segtag"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/internal/rediskey"
 )
@@ -35,7 +37,7 @@ func (c *SegmentsConfig) setDefaults() {
 	}
 }
 
-// Segments is a [segment.Source] over Redis: a hash per tag with Leaf's
+// Segments is a [segment.Store] over Redis: a hash per tag with Leaf's
 // columns as fields, which HGETALL shows as they are, and a set of the
 // namespace's tag names:
 //
@@ -60,8 +62,7 @@ type Segments struct {
 }
 
 var (
-	_ segment.Source = (*Segments)(nil)
-	_ segment.Admin  = (*Segments)(nil)
+	_ segment.Store = (*Segments)(nil)
 )
 
 // NewSegments returns the segment source of cfg's namespace through client,
@@ -83,7 +84,7 @@ func (s *Segments) Key(tag string) string { return rediskey.HashTag(s.namespace,
 // [Segments.Tags] reads: {<namespace>}:segment-tags.
 func (s *Segments) IndexKey() string { return s.index }
 
-// NextSegment reserves the next segment of tag, as [segment.Source]
+// NextSegment reserves the next segment of tag, as [segment.Store]
 // says, in one script run (EVALSHA): HINCRBY of the tag's max_id, after
 // checking the tag exists and its maximum. A tag without a maximum ends at
 // [MaxSegmentValue].
@@ -92,7 +93,7 @@ func (s *Segments) NextSegment(ctx context.Context, tag string, step int64) (seg
 		return segment.Segment{}, fmt.Errorf("redisidgen: next segment of tag %q: %w", tag, err)
 	}
 	if step < 0 {
-		return fail(fmt.Errorf("step %d: want a positive step, or 0 for the tag's own: %w", step, segment.ErrInvalidConfig))
+		return fail(fmt.Errorf("step %d: want a positive step, or 0 for the tag's own: %w", step, idgen.ErrInvalidConfig))
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
@@ -109,7 +110,7 @@ func (s *Segments) NextSegment(ctx context.Context, tag string, step int64) (seg
 	case codeMax:
 		return fail(fmt.Errorf("every ID below its maximum %d is taken: %w", num(vals, 2), segment.ErrMaxReached))
 	case codeBadStep:
-		return fail(fmt.Errorf("the tag's stored step is %d: give it a positive step in %s: %w", num(vals, 1), s.Key(tag), segment.ErrInvalidConfig))
+		return fail(fmt.Errorf("the tag's stored step is %d: give it a positive step in %s: %w", num(vals, 1), s.Key(tag), idgen.ErrInvalidConfig))
 	}
 	return fail(fmt.Errorf("unexpected script answer %v", vals))
 }
@@ -162,7 +163,7 @@ func (s *Segments) CreateTag(ctx context.Context, tag segment.Tag) error {
 	if err := s.client.SAdd(ctx, s.index, tag.Tag).Err(); err != nil {
 		return fail(err)
 	}
-	vals, err := s.run(ctx, createTagScript, tag.Tag, tag.MaxID, tag.Step, tag.Max, clip(tag.Description, segment.MaxDescriptionLen))
+	vals, err := s.run(ctx, createTagScript, tag.Tag, tag.MaxID, tag.Step, tag.Max, clip(tag.Description, segtag.MaxDescriptionLen))
 	switch {
 	case err != nil:
 		return fail(err)
@@ -177,11 +178,11 @@ func (s *Segments) CreateTag(ctx context.Context, tag segment.Tag) error {
 // checkTag checks a tag to create: idgen's rules, and values Lua numbers
 // hold exactly.
 func checkTag(t segment.Tag) error {
-	if err := t.Validate(); err != nil {
+	if err := segtag.Validate(t); err != nil {
 		return err
 	}
 	if t.MaxID > MaxSegmentValue || t.Max > MaxSegmentValue {
-		return fmt.Errorf("MaxID %d and Max %d: want at most 2^53 in Redis: %w", t.MaxID, t.Max, segment.ErrInvalidConfig)
+		return fmt.Errorf("MaxID %d and Max %d: want at most 2^53 in Redis: %w", t.MaxID, t.Max, idgen.ErrInvalidConfig)
 	}
 	return nil
 }
@@ -272,7 +273,7 @@ func (s *Segments) Tags(ctx context.Context) ([]segment.Tag, error) {
 }
 
 // SetMax sets tag's maximum to max, at most [MaxSegmentValue]; 0 removes
-// it. A max below the tag's MaxID fails with [segment.ErrInvalidConfig] and
+// it. A max below the tag's MaxID fails with [idgen.ErrInvalidConfig] and
 // changes nothing: the IDs up to MaxID-1 were handed out already. An
 // unknown tag fails with [segment.ErrUnknownTag].
 func (s *Segments) SetMax(ctx context.Context, tag string, max int64) error {
@@ -280,7 +281,7 @@ func (s *Segments) SetMax(ctx context.Context, tag string, max int64) error {
 		return fmt.Errorf("redisidgen: set the maximum of tag %q to %d: %w", tag, max, err)
 	}
 	if max < 0 || max > MaxSegmentValue {
-		return fail(fmt.Errorf("want 0 for no maximum, or 1 to 2^53: %w", segment.ErrInvalidConfig))
+		return fail(fmt.Errorf("want 0 for no maximum, or 1 to 2^53: %w", idgen.ErrInvalidConfig))
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
@@ -297,7 +298,7 @@ func (s *Segments) SetMax(ctx context.Context, tag string, max int64) error {
 	case codeBelow:
 		maxID := num(vals, 1)
 		return fail(fmt.Errorf("its MaxID is %d, and IDs up to %d were handed out already; want 0 or at least %d: %w",
-			maxID, maxID-1, maxID, segment.ErrInvalidConfig))
+			maxID, maxID-1, maxID, idgen.ErrInvalidConfig))
 	}
 	return fail(fmt.Errorf("unexpected script answer %v", vals))
 }

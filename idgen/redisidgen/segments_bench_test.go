@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemq/idemq/idgen/internal/segbench"
 	"github.com/idemq/idemq/idgen/redisidgen"
 	"github.com/idemq/idemq/idgen/segment"
-	"github.com/idemq/idemq/idgen/segment/segmenttest"
 	"github.com/idemq/idemq/internal/testenv"
 )
 
@@ -28,7 +28,7 @@ func BenchmarkSegmentSource(b *testing.B) {
 	}
 	b.Run("Redis/idemq", func(b *testing.B) {
 		var sent int64
-		segmenttest.BenchAllocator(b, s, tag, func() int64 {
+		segbench.Allocator(b, s, tag, func() int64 {
 			sent += int64(len(hook.take()))
 			return sent
 		})

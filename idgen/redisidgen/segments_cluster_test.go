@@ -6,6 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/idgen/redisidgen"
+	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/segment/segmenttest"
 	"github.com/idemq/idemq/internal/testenv"
 )
@@ -27,7 +28,7 @@ func TestSegmentCluster(t *testing.T) {
 	if slot(s.Key("a")) == slot(s.Key("b")) || slot(s.Key("a")) == slot(s.IndexKey()) {
 		t.Fatalf("tags a and b and the index share slots %d, %d, %d; pick others", slot(s.Key("a")), slot(s.Key("b")), slot(s.IndexKey()))
 	}
-	segmenttest.Run(t, func(t *testing.T) segmenttest.Source {
+	segmenttest.Run(t, func(t *testing.T) segment.Store {
 		return newSegments(t, newCluster(t), redisidgen.SegmentsConfig{Namespace: "cluster"})
-	}, segmenttest.Features{MaxValue: redisidgen.MaxSegmentValue})
+	}, redisidgen.MaxSegmentValue)
 }

@@ -14,7 +14,7 @@ import (
 )
 
 // newChildSegments is a child's source over the Redis at REDIS.
-func newChildSegments(env map[string]string) (segment.Source, func(), error) {
+func newChildSegments(env map[string]string) (segment.Store, func(), error) {
 	client := redis.NewClient(&redis.Options{Addr: env["REDIS"]})
 	s, err := redisidgen.NewSegments(client, redisidgen.SegmentsConfig{Namespace: "procs"})
 	if err != nil {

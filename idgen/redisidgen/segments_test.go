@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/segment/segmenttest"
@@ -29,10 +30,10 @@ func newSegments(t testing.TB, c redis.UniversalClient, cfg redisidgen.SegmentsC
 
 func TestSegmentConformance(t *testing.T) {
 	addr := testenv.Redis(t)
-	segmenttest.Run(t, func(t *testing.T) segmenttest.Source {
+	segmenttest.Run(t, func(t *testing.T) segment.Store {
 		// A client each, as another host would have.
 		return newSegments(t, newClient(t, addr), redisidgen.SegmentsConfig{Namespace: "segmenttest"})
-	}, segmenttest.Features{MaxValue: redisidgen.MaxSegmentValue})
+	}, redisidgen.MaxSegmentValue)
 }
 
 // The tag's hash holds Leaf's columns, readable with redis-cli, under the
@@ -102,7 +103,7 @@ func TestSegmentsUnreachable(t *testing.T) {
 		if err == nil {
 			t.Fatalf("%s with Redis down succeeded", c.call)
 		}
-		for _, known := range []error{segment.ErrUnknownTag, segment.ErrMaxReached, segment.ErrInvalidConfig, segment.ErrTagExists} {
+		for _, known := range []error{segment.ErrUnknownTag, segment.ErrMaxReached, idgen.ErrInvalidConfig, segment.ErrTagExists} {
 			if errors.Is(err, known) {
 				t.Fatalf("%s = %v: a known outcome, though Redis is down", c.call, err)
 			}

@@ -13,7 +13,7 @@
 //
 // Sources: github.com/idemq/idemq/idgen/sqlidgen (Leaf's table, on
 // MariaDB/MySQL, PostgreSQL and SQLite), github.com/idemq/idemq/idgen/redisidgen
-// (a counter in Redis) and github.com/idemq/idemq/idgen/memidgen (one
+// (a counter in Redis) and github.com/idemq/idemq/idgen/internal/memidgen (one
 // process); [github.com/idemq/idemq/idgen/segment/segmenttest] is the suite
 // they pass.
 //

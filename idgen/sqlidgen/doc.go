@@ -8,7 +8,7 @@
 //     the last ID anyone issued with it.
 //   - [WorkerNodes] hands out a new node id at every start from an
 //     auto-increment column, as Baidu uid-generator's WORKER_NODE table does.
-//   - [Segments] is a [segment.Source] over Meituan Leaf's table of tags,
+//   - [Segments] is a [segment.Store] over Meituan Leaf's table of tags,
 //     one UPDATE per segment.
 //
 // It imports only database/sql: open the *sql.DB with the driver of your

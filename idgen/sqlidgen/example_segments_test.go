@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/sqlidgen"
 )
@@ -42,7 +43,7 @@ func ExampleSegments() {
 		fmt.Printf("[%d, %d)\n", seg.Start, seg.End)
 	}
 	err = src.SetMax(ctx, "orders", 1200)
-	fmt.Println(errors.Is(err, segment.ErrInvalidConfig))
+	fmt.Println(errors.Is(err, idgen.ErrInvalidConfig))
 	// Output:
 	// [1000, 1100)
 	// [1100, 1200)

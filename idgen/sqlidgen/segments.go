@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/internal/segtag"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/internal/sqldialect"
 )
@@ -45,7 +46,7 @@ func (c SegmentsConfig) Validate() error {
 	return nil
 }
 
-// Segments is a [segment.Source] over Meituan Leaf's table of tags: a row
+// Segments is a [segment.Store] over Meituan Leaf's table of tags: a row
 // per tag (biz_tag) holding the end of the last segment reserved (max_id),
 // the step, a description, the database's time of the last change
 // (update_time) and one column Leaf lacks, max_limit, the highest value
@@ -81,8 +82,7 @@ type Segments struct {
 type tagLimits struct{ step, max int64 }
 
 var (
-	_ segment.Source = (*Segments)(nil)
-	_ segment.Admin  = (*Segments)(nil)
+	_ segment.Store = (*Segments)(nil)
 )
 
 // NewSegments returns the segment source of the table cfg names over db,
@@ -125,7 +125,7 @@ func (s *Segments) Close() error {
 	return err
 }
 
-// NextSegment reserves the next segment of tag, as [segment.Source]
+// NextSegment reserves the next segment of tag, as [segment.Store]
 // says: one UPDATE, one round trip, when the step fits below the tag's
 // maximum. Step 0 takes the stored step (on MySQL it is read once per tag
 // and Segments). When the UPDATE matches no row, a read tells an unknown
@@ -135,12 +135,12 @@ func (s *Segments) Close() error {
 func (s *Segments) NextSegment(ctx context.Context, tag string, step int64) (segment.Segment, error) {
 	what := fmt.Sprintf("next segment of tag %q", tag)
 	if step < 0 {
-		return segment.Segment{}, fmt.Errorf("sqlidgen: %s: step %d: want a positive step, or 0 for the tag's own: %w", what, step, segment.ErrInvalidConfig)
+		return segment.Segment{}, fmt.Errorf("sqlidgen: %s: step %d: want a positive step, or 0 for the tag's own: %w", what, step, idgen.ErrInvalidConfig)
 	}
 	if err := ctx.Err(); err != nil {
 		return segment.Segment{}, fmt.Errorf("sqlidgen: %s: %w", what, err)
 	}
-	if !segment.ValidTagName(tag) {
+	if !segtag.ValidName(tag) {
 		return segment.Segment{}, s.unknown(what)
 	}
 	lim, known := s.limits(tag)
@@ -171,7 +171,7 @@ func (s *Segments) NextSegment(ctx context.Context, tag string, step int64) (seg
 		s.learn(tag, lim)
 		n := cmp.Or(step, lim.step)
 		if n <= 0 {
-			return segment.Segment{}, fmt.Errorf("sqlidgen: %s: the tag's stored step is %d: give it a positive step in table %q: %w", what, lim.step, s.cfg.Table, segment.ErrInvalidConfig)
+			return segment.Segment{}, fmt.Errorf("sqlidgen: %s: the tag's stored step is %d: give it a positive step in table %q: %w", what, lim.step, s.cfg.Table, idgen.ErrInvalidConfig)
 		}
 		top := cmp.Or(lim.max, math.MaxInt64)
 		if maxID >= top {
@@ -234,7 +234,7 @@ func (s *Segments) reserve(ctx context.Context, tag string, n int64, lim tagLimi
 	}
 	n = cmp.Or(n, lim.step)
 	if n <= 0 {
-		return segment.Segment{}, false, fmt.Errorf("the tag's stored step is %d: give it a positive step in table %q: %w", lim.step, s.cfg.Table, segment.ErrInvalidConfig)
+		return segment.Segment{}, false, fmt.Errorf("the tag's stored step is %d: give it a positive step in table %q: %w", lim.step, s.cfg.Table, idgen.ErrInvalidConfig)
 	}
 	return segment.Segment{Start: end - n, End: end, Step: lim.step, Max: lim.max}, true, nil
 }
@@ -274,10 +274,10 @@ func (s *Segments) learn(tag string, lim tagLimits) {
 // tag that exists fails with [segment.ErrTagExists], unchanged.
 func (s *Segments) CreateTag(ctx context.Context, tag segment.Tag) error {
 	what := fmt.Sprintf("create tag %q", tag.Tag)
-	if err := tag.Validate(); err != nil {
+	if err := segtag.Validate(tag); err != nil {
 		return fmt.Errorf("sqlidgen: %s: %w", what, err)
 	}
-	_, err := s.db.ExecContext(ctx, s.q.create, tag.Tag, tag.MaxID, tag.Step, tag.Max, clip(tag.Description, segment.MaxDescriptionLen))
+	_, err := s.db.ExecContext(ctx, s.q.create, tag.Tag, tag.MaxID, tag.Step, tag.Max, clip(tag.Description, segtag.MaxDescriptionLen))
 	if err == nil {
 		return nil
 	}
@@ -299,7 +299,7 @@ func (s *Segments) Tag(ctx context.Context, tag string) (segment.Tag, error) {
 	if err := ctx.Err(); err != nil {
 		return segment.Tag{}, fmt.Errorf("sqlidgen: %s: %w", what, err)
 	}
-	if !segment.ValidTagName(tag) {
+	if !segtag.ValidName(tag) {
 		return segment.Tag{}, s.unknown(what)
 	}
 	t, err := scanTag(s.db.QueryRowContext(ctx, s.q.tag, tag))
@@ -347,18 +347,18 @@ func scanTag(row interface{ Scan(...any) error }) (segment.Tag, error) {
 }
 
 // SetMax sets tag's maximum to max; 0 removes it. A max below the tag's
-// MaxID fails with [segment.ErrInvalidConfig] and changes nothing: the IDs up
+// MaxID fails with [idgen.ErrInvalidConfig] and changes nothing: the IDs up
 // to MaxID-1 were handed out already. An unknown tag fails with
 // [segment.ErrUnknownTag].
 func (s *Segments) SetMax(ctx context.Context, tag string, max int64) error {
 	what := fmt.Sprintf("set the maximum of tag %q to %d", tag, max)
 	if max < 0 {
-		return fmt.Errorf("sqlidgen: %s: want 0 for no maximum, or a positive one: %w", what, segment.ErrInvalidConfig)
+		return fmt.Errorf("sqlidgen: %s: want 0 for no maximum, or a positive one: %w", what, idgen.ErrInvalidConfig)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlidgen: %s: %w", what, err)
 	}
-	if !segment.ValidTagName(tag) {
+	if !segtag.ValidName(tag) {
 		return s.unknown(what)
 	}
 	changed, err := affected(s.db.ExecContext(ctx, s.q.setMax, max, tag, max, max))
@@ -380,7 +380,7 @@ func (s *Segments) SetMax(ctx context.Context, tag string, max int64) error {
 		return fail(ctx, what, err)
 	case max > 0 && maxID > max:
 		return fmt.Errorf("sqlidgen: %s: its MaxID is %d, and IDs up to %d were handed out already; want 0 or at least %d: %w",
-			what, maxID, maxID-1, maxID, segment.ErrInvalidConfig)
+			what, maxID, maxID-1, maxID, idgen.ErrInvalidConfig)
 	case limit != max:
 		// The row changed between the UPDATE and the read.
 		return s.SetMax(ctx, tag, max)

@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/idemq/idemq/idgen/internal/segbench"
 	"github.com/idemq/idemq/idgen/segment"
-	"github.com/idemq/idemq/idgen/segment/segmenttest"
 	"github.com/idemq/idemq/idgen/sqlidgen"
 	"github.com/idemq/idemq/internal/testdb"
 )
@@ -27,7 +27,7 @@ func BenchmarkSegmentSource(b *testing.B) {
 			}
 		}
 		b.Run(be.Name+"/idemq", func(b *testing.B) {
-			segmenttest.BenchAllocator(b, s, "bench", h.RoundTrips)
+			segbench.Allocator(b, s, "bench", h.RoundTrips)
 		})
 		naive := map[sqlidgen.Dialect]string{
 			sqlidgen.MySQL:    "UPDATE idemq_segment SET max_id = LAST_INSERT_ID(max_id + 1) WHERE biz_tag = ?",

@@ -13,7 +13,7 @@ import (
 
 // newChildSegments is a child's source over the database at DSN, of the
 // backend named BACKEND, with connections of its own.
-func newChildSegments(env map[string]string) (segment.Source, func(), error) {
+func newChildSegments(env map[string]string) (segment.Store, func(), error) {
 	b, ok := testdb.Named(env["BACKEND"])
 	if !ok {
 		return nil, nil, fmt.Errorf("no backend %q", env["BACKEND"])

@@ -42,14 +42,14 @@ func TestSegmentConformance(t *testing.T) {
 			dsn := b.DSN(t)
 			open := func(t *testing.T) *sql.DB { return b.OpenDSN(t, dsn) }
 			newSegments(t, open(t), b.Dialect, sqlidgen.SegmentsConfig{})
-			segmenttest.Run(t, func(t *testing.T) segmenttest.Source {
+			segmenttest.Run(t, func(t *testing.T) segment.Store {
 				s, err := sqlidgen.NewSegments(open(t), b.Dialect, sqlidgen.SegmentsConfig{})
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { s.Close() })
 				return s
-			}, segmenttest.Features{})
+			}, 0)
 		})
 	}
 }
@@ -126,7 +126,7 @@ func checkDown(t *testing.T, call string, err error, addr, what string) {
 	if err == nil {
 		t.Fatalf("%s with the database down succeeded", call)
 	}
-	for _, known := range []error{segment.ErrUnknownTag, segment.ErrMaxReached, segment.ErrInvalidConfig, segment.ErrTagExists} {
+	for _, known := range []error{segment.ErrUnknownTag, segment.ErrMaxReached, idgen.ErrInvalidConfig, segment.ErrTagExists} {
 		if errors.Is(err, known) {
 			t.Fatalf("%s = %v: a known outcome, though the database is down", call, err)
 		}
@@ -217,7 +217,7 @@ func TestSegmentLostAnswer(t *testing.T) {
 			if !errors.Is(err, errLost) {
 				t.Fatalf("NextSegment with its answer lost = %v, want the driver's error", err)
 			}
-			for _, known := range []error{segment.ErrUnknownTag, segment.ErrMaxReached, segment.ErrInvalidConfig} {
+			for _, known := range []error{segment.ErrUnknownTag, segment.ErrMaxReached, idgen.ErrInvalidConfig} {
 				if errors.Is(err, known) {
 					t.Fatalf("NextSegment with its answer lost = %v: a known outcome", err)
 				}
@@ -249,7 +249,7 @@ func TestSegmentStoredStepZero(t *testing.T) {
 				t.Fatal(err)
 			}
 			for range 2 {
-				if seg, err := s.NextSegment(ctx, "zero", 0); !errors.Is(err, segment.ErrInvalidConfig) {
+				if seg, err := s.NextSegment(ctx, "zero", 0); !errors.Is(err, idgen.ErrInvalidConfig) {
 					t.Fatalf("NextSegment(0) with stored step 0 = %+v, %v; want ErrInvalidConfig", seg, err)
 				}
 			}

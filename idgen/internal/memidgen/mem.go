@@ -3,7 +3,7 @@
 // generators side by side. It passes the same conformance suite as the Redis
 // and SQL leasers ([github.com/idemq/idemq/idgen/leasetest]); its clock is
 // the process's. [Segments] is, in the same way, an in-memory
-// [segment.Source] for segment allocators. Generators and allocators in
+// [segment.Store] for segment allocators. Generators and allocators in
 // different processes need a shared store:
 // [github.com/idemq/idemq/idgen/redisidgen] or
 // [github.com/idemq/idemq/idgen/sqlidgen].

@@ -8,7 +8,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idemq/idemq/idgen/memidgen"
+	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/internal/memidgen"
 	"github.com/idemq/idemq/idgen/segment"
 )
 
@@ -40,7 +41,7 @@ func TestSegmentsNextSegment(t *testing.T) {
 			{err: segment.ErrMaxReached},
 		}},
 		{name: "negative step", tag: segment.Tag{Tag: "t", Step: 10}, calls: []call{
-			{step: -1, err: segment.ErrInvalidConfig},
+			{step: -1, err: idgen.ErrInvalidConfig},
 			{want: segment.Segment{Start: 0, End: 10, Step: 10}},
 		}},
 	} {
@@ -77,12 +78,12 @@ func TestSegmentsErrors(t *testing.T) {
 		{name: "cancelled", err: func() error { _, err := s.NextSegment(cancelled, "t", 0); return err }(), want: context.Canceled},
 		{name: "Tag of an unknown tag", err: func() error { _, err := s.Tag(ctx, "nope"); return err }(), want: segment.ErrUnknownTag},
 		{name: "create again", err: s.CreateTag(ctx, segment.Tag{Tag: "t", Step: 10}), want: segment.ErrTagExists},
-		{name: "create without a name", err: s.CreateTag(ctx, segment.Tag{Step: 10}), want: segment.ErrInvalidConfig},
-		{name: "create without a step", err: s.CreateTag(ctx, segment.Tag{Tag: "u"}), want: segment.ErrInvalidConfig},
-		{name: "create past the maximum", err: s.CreateTag(ctx, segment.Tag{Tag: "u", MaxID: 11, Step: 1, Max: 10}), want: segment.ErrInvalidConfig},
-		{name: "create with a negative MaxID", err: s.CreateTag(ctx, segment.Tag{Tag: "u", MaxID: -1, Step: 1}), want: segment.ErrInvalidConfig},
-		{name: "maximum below MaxID", err: s.SetMax(ctx, "t", 19), want: segment.ErrInvalidConfig},
-		{name: "negative maximum", err: s.SetMax(ctx, "t", -1), want: segment.ErrInvalidConfig},
+		{name: "create without a name", err: s.CreateTag(ctx, segment.Tag{Step: 10}), want: idgen.ErrInvalidConfig},
+		{name: "create without a step", err: s.CreateTag(ctx, segment.Tag{Tag: "u"}), want: idgen.ErrInvalidConfig},
+		{name: "create past the maximum", err: s.CreateTag(ctx, segment.Tag{Tag: "u", MaxID: 11, Step: 1, Max: 10}), want: idgen.ErrInvalidConfig},
+		{name: "create with a negative MaxID", err: s.CreateTag(ctx, segment.Tag{Tag: "u", MaxID: -1, Step: 1}), want: idgen.ErrInvalidConfig},
+		{name: "maximum below MaxID", err: s.SetMax(ctx, "t", 19), want: idgen.ErrInvalidConfig},
+		{name: "negative maximum", err: s.SetMax(ctx, "t", -1), want: idgen.ErrInvalidConfig},
 		{name: "maximum of an unknown tag", err: s.SetMax(ctx, "nope", 100), want: segment.ErrUnknownTag},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,7 +146,7 @@ func TestSegmentsConcurrent(t *testing.T) {
 	slices.SortFunc(segs, func(a, b segment.Segment) int { return int(a.Start - b.Start) })
 	var end int64
 	for _, seg := range segs {
-		if seg.Start != end || seg.Len() <= 0 {
+		if seg.Start != end || (seg.End-seg.Start) <= 0 {
 			t.Fatalf("segment [%d, %d) after one ending at %d", seg.Start, seg.End, end)
 		}
 		end = seg.End

@@ -3,7 +3,8 @@ package memidgen_test
 import (
 	"testing"
 
-	"github.com/idemq/idemq/idgen/memidgen"
+	"github.com/idemq/idemq/idgen/internal/memidgen"
+	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/segment/segmenttest"
 )
 
@@ -12,5 +13,5 @@ import (
 // it.
 func TestSegmentConformance(t *testing.T) {
 	s := memidgen.NewSegments()
-	segmenttest.Run(t, func(*testing.T) segmenttest.Source { return s }, segmenttest.Features{})
+	segmenttest.Run(t, func(*testing.T) segment.Store { return s }, 0)
 }
