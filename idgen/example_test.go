@@ -155,12 +155,11 @@ func ExampleFileStore() {
 	// true
 }
 
-func ExampleNewCoarseClock() {
-	clock := idgen.NewCoarseClock(time.Millisecond)
-	defer clock.Close()
+func ExampleConfig_coarse() {
 	wide := idgen.Layout{Name: "wide", TimeBits: 41, WorkerBits: 2, SequenceBits: 20,
 		Unit: time.Millisecond, Epoch: idgen.Twitter.Epoch}
-	gen, _ := idgen.New(0, idgen.Config{Layout: wide, Clock: clock})
+	gen, _ := idgen.New(0, idgen.Config{Layout: wide, Coarse: time.Millisecond})
+	defer gen.Close() // stops its coarse clock
 	ids := make([]idgen.ID, 1000)
 	n, err := gen.Fill(context.Background(), ids)
 	fmt.Println(n, err, ids[0] < ids[999])

@@ -22,8 +22,15 @@ type Config struct {
 	Rollback RollbackPolicy
 	// Clock is the time source; nil means the system clock (the wall
 	// clock, read through the monotonic clock and re-read every second).
-	// A *CoarseClock trades precision of the time field for speed.
 	Clock Clock
+	// Coarse, if positive, trades precision of the time field for speed:
+	// the generator reads the time from a clock that a goroutine of its
+	// own updates every Coarse, one atomic load instead of a clock read
+	// per ID, so the time field may lag by up to Coarse. A new tick cannot
+	// start before that clock shows it, so a Coarse longer than the
+	// layout's unit lowers the rate at which a full sequence refills.
+	// Close stops the goroutine. It excludes Clock.
+	Coarse time.Duration
 	// Store, if set, keeps the high-water mark across restarts; it is read
 	// on the first call to Next. A leased generator keeps it in its lease
 	// instead.
@@ -70,7 +77,7 @@ type Generator struct {
 	// Exactly one of the clocks is set; the concrete ones avoid an
 	// interface call on the hot path.
 	sys      *systemClock
-	coarse   *CoarseClock
+	coarse   *coarseClock
 	clock    Clock
 	maxAhead int64 // ticks the time field may run ahead of the clock (Borrow)
 	policy   RollbackPolicy
@@ -147,13 +154,13 @@ func newGenerator(node int64, cfg Config, leased bool) (*Generator, error) {
 		cfg.Reserve = defaultReserve
 	}
 	g := &Generator{p: l.plan(), cfg: cfg, layout: l, policy: cfg.Rollback, store: cfg.Store, used: make(map[nodeGen]int64)}
-	switch c := cfg.Clock.(type) {
-	case nil:
+	switch {
+	case cfg.Coarse < 0 || cfg.Coarse > 0 && cfg.Clock != nil:
+		return nil, fmt.Errorf("%w: Coarse %v with Clock %T: want a positive Coarse without a Clock, or none", ErrInvalidConfig, cfg.Coarse, cfg.Clock)
+	case cfg.Clock == nil:
 		g.sys = newSystemClock()
-	case *CoarseClock:
-		g.coarse = c
 	default:
-		g.clock = c
+		g.clock = cfg.Clock
 	}
 	now := time.Unix(0, g.nanos())
 	if now.Before(l.Epoch) {
@@ -181,6 +188,9 @@ func newGenerator(node int64, cfg Config, leased bool) (*Generator, error) {
 		// A full sequence at tick 0 sends even a clock at the epoch
 		// through extend, which loads the mark.
 		g.state.Store(node<<g.p.nodeShift | g.p.seqMask)
+	}
+	if cfg.Coarse > 0 {
+		g.sys, g.coarse = nil, newCoarseClock(cfg.Coarse)
 	}
 	return g, nil
 }
@@ -677,6 +687,9 @@ func (g *Generator) Close() error {
 	if g.closed.Swap(true) {
 		g.mu.Unlock()
 		return nil
+	}
+	if g.coarse != nil {
+		defer g.coarse.close()
 	}
 	var old int64
 	for {

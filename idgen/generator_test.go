@@ -221,12 +221,10 @@ func TestFill(t *testing.T) {
 
 func TestConcurrentNextIsUnique(t *testing.T) {
 	layouts := []idgen.Layout{idgen.Twitter, idgen.Sonyflake, idgen.JSSafe}
-	coarse := idgen.NewCoarseClock(0)
-	defer coarse.Close()
 	for _, l := range layouts {
-		for _, clock := range []idgen.Clock{nil, coarse} {
+		for _, coarse := range []time.Duration{0, time.Millisecond} {
 			t.Run(l.Name, func(t *testing.T) {
-				g := newGen(t, 1, idgen.Config{Layout: l, Clock: clock})
+				g := newGen(t, 1, idgen.Config{Layout: l, Coarse: coarse})
 				// About a tenth of a second of the layout's capacity.
 				const workers = 8
 				each := min(3000, int(int64(1)<<l.SequenceBits*int64(time.Second/l.Unit))/100)
@@ -263,22 +261,27 @@ func TestConcurrentNextIsUnique(t *testing.T) {
 	}
 }
 
-func TestCoarseClock(t *testing.T) {
-	c := idgen.NewCoarseClock(time.Millisecond)
-	first := c.UnixNano()
-	if d := time.Since(time.Unix(0, first)); d < 0 || d > time.Minute {
-		t.Fatalf("coarse clock %v off the system clock", d)
-	}
-	for c.UnixNano() == first {
-		time.Sleep(time.Millisecond)
-	}
-	if err := c.Close(); err != nil {
+// A coarse generator's IDs follow the system clock, advance with it, and
+// its clock stops with Close (goleak would see the goroutine otherwise); a
+// Coarse with a Clock, or a negative one, is refused.
+func TestCoarse(t *testing.T) {
+	g, err := idgen.New(0, idgen.Config{Coarse: time.Millisecond})
+	if err != nil {
 		t.Fatal(err)
 	}
-	c.Close()
-	stopped := c.UnixNano()
-	time.Sleep(3 * time.Millisecond)
-	if c.UnixNano() != stopped {
-		t.Fatal("clock moved after Close")
+	first := idgen.Twitter.Decode(next(t, g)).Time
+	if d := time.Since(first); d < -time.Millisecond || d > time.Minute {
+		t.Fatalf("coarse clock %v off the system clock", d)
+	}
+	for idgen.Twitter.Decode(next(t, g)).Time.Equal(first) {
+		time.Sleep(time.Millisecond)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []idgen.Config{{Coarse: -1}, {Coarse: time.Millisecond, Clock: testkit.NewClock(t0, 0)}} {
+		if _, err := idgen.New(0, cfg); !errors.Is(err, idgen.ErrInvalidConfig) {
+			t.Errorf("New(%+v) = %v, want ErrInvalidConfig", cfg, err)
+		}
 	}
 }

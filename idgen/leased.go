@@ -98,8 +98,15 @@ func NewLeased(ctx context.Context, l Leaser, cfg Config, lc LeaseConfig) (*Gene
 		done:   make(chan struct{}),
 	}
 	g.lease = h
-	if err := h.lock(ctx); err != nil {
+	// A generator that never starts stops its coarse clock.
+	fail := func(err error) (*Generator, error) {
+		if g.coarse != nil {
+			g.coarse.close()
+		}
 		return nil, err
+	}
+	if err := h.lock(ctx); err != nil {
+		return fail(err)
 	}
 	for {
 		err = h.moveLocked(ctx, g, h.req, Lease{})
@@ -115,7 +122,7 @@ func NewLeased(ctx context.Context, l Leaser, cfg Config, lc LeaseConfig) (*Gene
 	}
 	h.unlock()
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if h.ttl(g) == 0 {
 		close(h.done)

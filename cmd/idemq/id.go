@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/idgen/sqlidgen"
 )
 
 func idCmd(ctx context.Context, e *env, args []string) error {
@@ -110,7 +109,7 @@ func idNew(ctx context.Context, e *env, args []string) error {
 	poolSize := f.Int64("pool-size", 0, "node ids in a new pool (default the layout's node count, at most 65536 on SQL); an existing Redis pool keeps its own")
 	lease := f.Duration("lease", 0, "lease length of a new pool (default 10s); an existing Redis pool keeps its own")
 	namespace := f.String("namespace", "idemq", "Redis key namespace of the pool")
-	table := f.String("table", sqlidgen.DefaultTable, "SQL table of the pool")
+	table := f.String("table", workerLeaseTable, "SQL table of the pool")
 	rest, err := f.parse(e, args)
 	if err != nil {
 		return err

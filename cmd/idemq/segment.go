@@ -32,7 +32,7 @@ func newSegmentFlags(path, synopsis, doc string) *segmentFlags {
 	f := &segmentFlags{flags: newFlags(path, synopsis, doc)}
 	f.store = storeFlag(f.FlagSet)
 	f.namespace = f.String("namespace", "idemq", "Redis key `namespace` of the tags")
-	f.table = f.String("table", sqlidgen.DefaultSegmentTable, "SQL `table` of the tags (Leaf's is leaf_alloc)")
+	f.table = f.String("table", segmentTable, "SQL `table` of the tags (Leaf's is leaf_alloc)")
 	return f
 }
 
@@ -54,7 +54,7 @@ func (f *segmentFlags) open(ctx context.Context, create bool) (segmentStore, *st
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		s, err := redisidgen.NewSegments(rdb, redisidgen.SegmentsConfig{Namespace: *f.namespace})
+		s, err := redisidgen.NewSegments(rdb, *f.namespace)
 		if err != nil {
 			rdb.Close()
 			return nil, nil, nil, f.usageErr("%v", err)
@@ -65,7 +65,7 @@ func (f *segmentFlags) open(ctx context.Context, create bool) (segmentStore, *st
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	s, err := sqlidgen.NewSegments(db, addr.Dialect, sqlidgen.SegmentsConfig{Table: *f.table})
+	s, err := sqlidgen.NewSegments(db, addr.Dialect, *f.table)
 	if err != nil {
 		db.Close()
 		return nil, nil, nil, f.usageErr("%v", err)

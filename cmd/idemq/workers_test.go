@@ -11,7 +11,6 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
-	"github.com/idemq/idemq/idgen/sqlidgen"
 )
 
 // TestLeasedIDsAndWorkers issues IDs from a leased node through the built
@@ -180,7 +179,7 @@ func TestLeaseFullPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaser, closeLeaser, err := openLeaser(ctx, addr, poolConfig{pool: pool, table: sqlidgen.DefaultTable, size: 1}, idgen.JSSafe, true)
+	leaser, closeLeaser, err := openLeaser(ctx, addr, poolConfig{pool: pool, table: workerLeaseTable, size: 1}, idgen.JSSafe, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ var backends = []backend{
 func openRedis(t testing.TB) source {
 	c := redis.NewClient(&redis.Options{Addr: testenv.Redis(t)})
 	t.Cleanup(func() { c.Close() })
-	s, err := redisidgen.NewSegments(c, redisidgen.SegmentsConfig{Namespace: table(t)})
+	s, err := redisidgen.NewSegments(c, table(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func openRedis(t testing.TB) source {
 // the shared MySQL and PostgreSQL the table is the test's own.
 func sqlBackend(b testdb.Backend) func(testing.TB) source {
 	return func(t testing.TB) source {
-		s, err := sqlidgen.NewSegments(b.Open(t), b.Dialect, sqlidgen.SegmentsConfig{Table: table(t)})
+		s, err := sqlidgen.NewSegments(b.Open(t), b.Dialect, table(t))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/idemq/idemq/idgen/internal/segbench"
-	"github.com/idemq/idemq/idgen/redisidgen"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/internal/testenv"
 )
@@ -21,7 +20,7 @@ func BenchmarkSegmentSource(b *testing.B) {
 	c := newClient(b, testenv.Redis(b))
 	hook := &countHook{}
 	c.AddHook(hook)
-	s := newSegments(b, c, redisidgen.SegmentsConfig{Namespace: "bench"})
+	s := newSegments(b, c, "bench")
 	tag := "bench-" + strings.ToLower(rand.Text()[:8])
 	if err := s.CreateTag(ctx, segment.Tag{Tag: tag, Step: 1000}); err != nil {
 		b.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/idgen/redisidgen"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/internal/testenv"
 )
@@ -23,7 +22,7 @@ func TestAllocatorOutlivesOutage(t *testing.T) {
 	r := testenv.StartPrivateRedis(t)
 	c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { c.Close() })
-	src := newSegments(t, c, redisidgen.SegmentsConfig{})
+	src := newSegments(t, c, "")
 	ctx := t.Context()
 	const step = 10
 	if err := src.CreateTag(ctx, segment.Tag{Tag: "orders", MaxID: 1000, Step: step}); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/sqlidgen"
@@ -19,7 +20,7 @@ func ExampleSegments() {
 	ctx := context.Background()
 	db, remove := openExample()
 	defer remove()
-	src, err := sqlidgen.NewSegments(db, sqlidgen.SQLite, sqlidgen.SegmentsConfig{})
+	src, err := sqlidgen.NewSegments(db, sqldedupe.SQLite, "")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func ExampleSegments_allocator() {
 	}
 	db.SetMaxOpenConns(1)
 	defer db.Close()
-	src, err := sqlidgen.NewSegments(db, sqlidgen.SQLite, sqlidgen.SegmentsConfig{})
+	src, err := sqlidgen.NewSegments(db, sqldedupe.SQLite, "")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/sqlidgen"
 )
@@ -38,7 +39,7 @@ func Example() {
 	ctx := context.Background()
 	db, remove := openExample()
 	defer remove()
-	leaser, err := sqlidgen.New(db, sqlidgen.SQLite, sqlidgen.Config{Pool: "orders", Size: 2, Lease: 10 * time.Second})
+	leaser, err := sqlidgen.New(db, sqldedupe.SQLite, sqlidgen.Config{Pool: "orders", Size: 2, Lease: 10 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func ExampleWorkerNodes() {
 	ctx := context.Background()
 	db, remove := openExample()
 	defer remove()
-	nodes, err := sqlidgen.NewWorkerNodes(db, sqlidgen.SQLite, sqlidgen.WorkerNodesConfig{Host: "host-a"})
+	nodes, err := sqlidgen.NewWorkerNodes(db, sqldedupe.SQLite, "")
 	if err != nil {
 		log.Fatal(err)
 	}

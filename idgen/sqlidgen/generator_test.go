@@ -75,7 +75,7 @@ func TestNewLeasedWorkerNodes(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			db := b.Open(t)
-			w := newWorkerNodes(t, db, b.Dialect, sqlidgen.WorkerNodesConfig{})
+			w := newWorkerNodes(t, db, b.Dialect, "")
 			layout := idgen.Layout{Epoch: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), Unit: time.Second, TimeBits: 31, WorkerBits: 2, SequenceBits: 13}
 			cfg := idgen.Config{Layout: layout}
 			for want := int64(1); want <= layout.MaxNode(); want++ {
