@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/idgen/internal/memidgen"
+	"github.com/idemq/idemq/internal/memidgen"
 	"github.com/idemq/idemq/internal/testkit"
 )
 
@@ -62,7 +62,7 @@ func ExampleNodeFromHostname() {
 	fmt.Println(err)
 	// Output:
 	// 7 <nil>
-	// idgen: node id out of range: layout "twitter": node 2048 outside 0..1023 (host name "ingest-2048")
+	// idgen: invalid config: layout "twitter": node 2048 outside 0..1023 (host name "ingest-2048")
 }
 
 func ExampleBumpGeneration() {

@@ -167,7 +167,7 @@ func newGenerator(node int64, cfg Config, leased bool) (*Generator, error) {
 		return nil, fmt.Errorf("%w: layout %q starts %s, after the clock", ErrInvalidConfig, l.Name, l.Epoch.Format(time.RFC3339))
 	}
 	if left := l.endOfLife().Sub(now); left <= 0 {
-		return nil, fmt.Errorf("%w: layout %q ended %s", ErrInvalidConfig, l.Name, l.endOfLife().Format(time.RFC3339))
+		return nil, fmt.Errorf("%w: layout %q exhausted: it ended %s", ErrInvalidConfig, l.Name, l.endOfLife().Format(time.RFC3339))
 	} else if left < minLife && !cfg.AllowShortLife {
 		return nil, fmt.Errorf("%w: layout %q ends %s, %.1f years from now, less than ten (set Config.AllowShortLife to accept it)",
 			ErrInvalidConfig, l.Name, l.endOfLife().Format(time.RFC3339), left.Hours()/year.Hours())
@@ -410,7 +410,7 @@ func park(ctx context.Context, d time.Duration) error {
 // a store it loads the mark on first use and renews the reservation.
 func (g *Generator) extend(ctx context.Context, tick int64) error {
 	if tick > g.p.maxTick {
-		return fmt.Errorf("%w: layout %q ended %s", ErrInvalidConfig, g.layout.Name, g.layout.endOfLife().Format(time.RFC3339))
+		return fmt.Errorf("%w: layout %q exhausted: it ended %s", ErrInvalidConfig, g.layout.Name, g.layout.endOfLife().Format(time.RFC3339))
 	}
 	if g.lease != nil {
 		return g.lease.extend(ctx, g, tick)

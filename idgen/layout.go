@@ -44,8 +44,8 @@ type Layout struct {
 }
 
 // Presets. Each gives the widths and epoch of the system it is named after;
-// the package examples print their reports. Layouts that end within ten
-// years (or already have) need [Config].AllowShortLife; exhausted ones are
+// `idemq id layouts` prints their limits. Layouts that end within ten years
+// (or already have) need [Config].AllowShortLife; exhausted ones are
 // refused.
 var (
 	// Twitter is the original snowflake: 41 bits of milliseconds since

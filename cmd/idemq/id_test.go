@@ -160,7 +160,7 @@ func TestIDBadInput(t *testing.T) {
 	}{
 		{"no node", []string{"new"}, []string{"--node is required", "unique among all generators", "--lease-store"}},
 		{"node out of range", []string{"new", "--node", "1024"}, []string{"--node 1024", "0 to 1023"}},
-		{"worker out of range", []string{"new", "--node", "1:32"}, []string{"node id out of range"}},
+		{"worker out of range", []string{"new", "--node", "1:32"}, []string{"worker 32 outside 0..31"}},
 		{"node not a number", []string{"new", "--node", "x"}, []string{`--node "x"`}},
 		{"split node without datacenter bits", []string{"new", "--layout", "sonyflake", "--node", "1:2"}, []string{"no datacenter bits"}},
 		{"unknown layout", []string{"new", "--node", "1", "--layout", "snowflake"}, []string{`unknown layout "snowflake"`, "twitter"}},

@@ -123,7 +123,7 @@ func testLeasedIDsAndWorkers(t *testing.T, b backend) {
 func TestWorkersNoPool(t *testing.T) {
 	pool := unique("nopool")
 	r := idemq(t, nil, "workers", "list", "--store", redisBackend.url(t), "--pool", pool)
-	wantFail(t, r, exitFailure, `redisidgen: no such pool "`+pool+`"`, "never created", "'idemq workers create --pool "+pool+"'")
+	wantFail(t, r, exitFailure, `redisidgen: list pool "`+pool+`": Redis has no record of the pool`, "never created", "'idemq workers create --pool "+pool+"'")
 }
 
 // TestWorkersCreate creates a Redis pool, which then lists no leases and

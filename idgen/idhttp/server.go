@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/idgen/internal/segtag"
+	"github.com/idemq/idemq/internal/segtag"
 	"github.com/idemq/idemq/idgen/segment"
 )
 

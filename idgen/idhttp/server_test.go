@@ -14,8 +14,8 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/idhttp"
-	"github.com/idemq/idemq/idgen/internal/memidgen"
-	"github.com/idemq/idemq/idgen/internal/segtag"
+	"github.com/idemq/idemq/internal/memidgen"
+	"github.com/idemq/idemq/internal/segtag"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/internal/testkit"
 )

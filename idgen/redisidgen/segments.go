@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/idgen/internal/segtag"
+	"github.com/idemq/idemq/internal/segtag"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/internal/rediskey"
 )

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemq/idemq/idgen/internal/segbench"
+	"github.com/idemq/idemq/internal/segbench"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/internal/testenv"
 )

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/idgen/internal/memidgen"
+	"github.com/idemq/idemq/internal/memidgen"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/internal/testkit"
 	"go.uber.org/goleak"

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemq/idemq/idgen/internal/memidgen"
+	"github.com/idemq/idemq/internal/memidgen"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/internal/testkit"
 )

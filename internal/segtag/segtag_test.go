@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/idgen/internal/segtag"
+	"github.com/idemq/idemq/internal/segtag"
 	"github.com/idemq/idemq/idgen/segment"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/idgen/internal/memidgen"
+	"github.com/idemq/idemq/internal/memidgen"
 	"github.com/idemq/idemq/idgen/segment"
 )
 

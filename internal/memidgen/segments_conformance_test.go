@@ -3,7 +3,7 @@ package memidgen_test
 import (
 	"testing"
 
-	"github.com/idemq/idemq/idgen/internal/memidgen"
+	"github.com/idemq/idemq/internal/memidgen"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/segment/segmenttest"
 )
