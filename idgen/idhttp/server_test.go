@@ -14,9 +14,9 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/idhttp"
+	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/internal/memidgen"
 	"github.com/idemq/idemq/internal/segtag"
-	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/internal/testkit"
 )
 

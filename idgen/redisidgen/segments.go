@@ -13,9 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/internal/segtag"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/internal/rediskey"
+	"github.com/idemq/idemq/internal/segtag"
 )
 
 // maxSegmentValue is the largest MaxID and Max a tag holds in Redis: the

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemq/idemq/internal/segbench"
 	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/internal/segbench"
 	"github.com/idemq/idemq/internal/testenv"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemq/idemq/internal/memidgen"
 	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/internal/memidgen"
 	"github.com/idemq/idemq/internal/testkit"
 )
 

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/internal/segtag"
 	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/internal/segtag"
 	"github.com/idemq/idemq/internal/sqldialect"
 )
 

@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/idemq/idemq/internal/segbench"
 	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/internal/segbench"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
 )

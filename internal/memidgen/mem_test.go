@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/internal/memidgen"
 	"github.com/idemq/idemq/idgen/leasetest"
+	"github.com/idemq/idemq/internal/memidgen"
 )
 
 func TestConformance(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/internal/segtag"
 	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/internal/segtag"
 )
 
 // Segments is an in-memory [segment.Store]: Leaf's table of tags as a

@@ -3,9 +3,9 @@ package memidgen_test
 import (
 	"testing"
 
-	"github.com/idemq/idemq/internal/memidgen"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/segment/segmenttest"
+	"github.com/idemq/idemq/internal/memidgen"
 )
 
 // memidgen.Segments passes the suite the SQL and Redis sources pass: every

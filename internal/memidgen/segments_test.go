@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/internal/memidgen"
 	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/internal/memidgen"
 )
 
 func TestSegmentsNextSegment(t *testing.T) {

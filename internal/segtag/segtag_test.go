@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/internal/segtag"
 	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/internal/segtag"
 )
 
 func TestValidate(t *testing.T) {
