@@ -144,16 +144,3 @@ func TestJSON(t *testing.T) {
 		}
 	}
 }
-
-func TestText(t *testing.T) {
-	var id idgen.ID
-	if err := id.UnmarshalText([]byte("123")); err != nil || id != 123 {
-		t.Fatalf("UnmarshalText: %d, %v", id, err)
-	}
-	if err := id.UnmarshalText([]byte("12 3")); !errors.Is(err, idgen.ErrSyntax) {
-		t.Fatalf("UnmarshalText of bad text: %v", err)
-	}
-	if b, _ := idgen.ID(123).MarshalText(); string(b) != "123" {
-		t.Fatalf("MarshalText: %s", b)
-	}
-}

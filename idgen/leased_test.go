@@ -292,25 +292,6 @@ func TestLeasedLostBeforeFirstRenewal(t *testing.T) {
 	mustNext(t, g)
 }
 
-func TestLeasedSwitchWorkerOnRollback(t *testing.T) {
-	m := newFaultLeaser(t, 3, time.Minute)
-	clock := testkit.NewRunningClock(t0)
-	g := leased(t, m, idgen.Config{Clock: clock, Rollback: idgen.SwitchWorker{}})
-	first := g.Node()
-	last := mustNext(t, g)
-	clock.Add(-time.Second)
-	id := mustNext(t, g)
-	p := g.Config().Layout.Decode(id)
-	if p.Node == first {
-		t.Fatalf("rollback kept node %d", first)
-	}
-	// The old node went back to the pool with the mark of what it issued.
-	want := g.Config().Layout.Decode(last).Time.Add(time.Millisecond)
-	if got, ok := m.releasedMark(first); !ok || !got.Equal(want) {
-		t.Fatalf("node %d released with mark %v (%v), want %v", first, got, ok, want)
-	}
-}
-
 func TestLeasedNeverExpiringNode(t *testing.T) {
 	m := newFaultLeaser(t, 1, 0) // uid-generator's row per start: TTL 0
 	g := leased(t, m, idgen.Config{})

@@ -96,7 +96,7 @@ func (c Config) validate() error {
 //
 //	400 bad_count           count missing, not a number, or outside 1..MaxBatch
 //	400 bad_id              the ID to decode is not a decimal ID
-//	400 bad_tag             a tag longer than segtag.MaxLen bytes
+//	400 bad_tag             a tag longer than 128 bytes (Leaf's biz_tag column)
 //	404 unknown_tag         the source holds no such tag
 //	404 not_served          snowflake or segment IDs are not configured here
 //	405 bad_method          HEAD of an endpoint that issues IDs

@@ -2,10 +2,8 @@ package redisidgen_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -64,29 +62,4 @@ func Example() {
 	// node 0 for 10s, first holder: true
 	// node 0 held by "host-a pid 4242", high water 2026-05-01T12:00:00Z
 	// next holder gets node 1
-}
-
-// A pool that Redis has no record of, new or lost, grants nothing for one
-// lease, so that any holder of a lost lease has stopped issuing IDs.
-func ExampleLeaser_Acquire_recovering() {
-	ctx := context.Background()
-	client := redis.NewClient(&redis.Options{Addr: redisAddr})
-	defer client.Close()
-	leaser, err := redisidgen.New(client, redisidgen.Config{Pool: "payments", Size: 32, Lease: 200 * time.Millisecond})
-	if err != nil {
-		log.Fatal(err)
-	}
-	req := idgen.LeaseRequest{MaxNode: 31}
-	_, err = leaser.Acquire(ctx, req)
-	fmt.Println("no free node:", errors.Is(err, idgen.ErrNoFreeNode), strings.Contains(err.Error(), "lost its records"))
-
-	time.Sleep(250 * time.Millisecond) // a little more than the lease
-	lease, err := leaser.Acquire(ctx, req)
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println("then node", lease.Node)
-	// Output:
-	// no free node: true true
-	// then node 0
 }

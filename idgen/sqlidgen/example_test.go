@@ -95,32 +95,3 @@ func Example() {
 	// node 0: host-c:303, held true
 	// node 1: host-b:202, held true
 }
-
-// Every start records a row, as uid-generator's WORKER_NODE table does, and
-// its id is the node id for good; the ids run out with the layout's node
-// bits.
-func ExampleWorkerNodes() {
-	ctx := context.Background()
-	db, remove := openExample()
-	defer remove()
-	nodes, err := sqlidgen.NewWorkerNodes(db, sqldedupe.SQLite, "")
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := nodes.Migrate(ctx); err != nil {
-		log.Fatal(err)
-	}
-	req := idgen.LeaseRequest{MaxNode: 2} // a layout of two node bits would hold 3
-	for start := 1; start <= 3; start++ {
-		lease, err := nodes.Acquire(ctx, req)
-		if err != nil {
-			fmt.Println("start", start, "refused:", errors.Is(err, idgen.ErrInvalidConfig))
-			continue
-		}
-		fmt.Println("start", start, "has node", lease.Node, "TTL", lease.TTL)
-	}
-	// Output:
-	// start 1 has node 1 TTL 0s
-	// start 2 has node 2 TTL 0s
-	// start 3 refused: true
-}
