@@ -160,3 +160,13 @@ func (c client) fail(path string) failure {
 	}
 	return f
 }
+
+// create makes tags in src.
+func create(t testing.TB, src segment.Store, tags ...segment.Tag) {
+	t.Helper()
+	for _, tg := range tags {
+		if err := src.CreateTag(context.Background(), tg); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
