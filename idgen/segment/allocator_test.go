@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math"
 	"slices"
@@ -590,38 +589,6 @@ func TestNewErrors(t *testing.T) {
 			}
 		})
 	}
-}
-
-// Leaf's segment mode over the in-memory source: the tag "orders" starts
-// at 1 with a step of 1000. An ID service hands out batches with Fill.
-func ExampleAllocator() {
-	ctx := context.Background()
-	src := memidgen.NewSegments()
-	if err := src.CreateTag(ctx, segment.Tag{Tag: "orders", MaxID: 1, Step: 1000}); err != nil {
-		panic(err)
-	}
-	alloc, err := segment.New(ctx, src, "orders", segment.Config{})
-	if err != nil {
-		panic(err)
-	}
-	defer alloc.Close()
-
-	id, err := alloc.Next(ctx)
-	if err != nil {
-		panic(err)
-	}
-	batch := make([]int64, 3)
-	if _, err := alloc.Fill(ctx, batch); err != nil {
-		panic(err)
-	}
-	st := alloc.Stats()
-	fmt.Println(id, batch, st.Current.Start, st.Current.End, st.Step)
-
-	_, err = segment.New(ctx, src, "payments", segment.Config{})
-	fmt.Println(errors.Is(err, segment.ErrUnknownTag))
-	// Output:
-	// 1 [2 3 4] 1 1001 1000
-	// true
 }
 
 // TestSegmentLoadTimeout: a load that hangs ends at LoadTimeout with an
