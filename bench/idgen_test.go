@@ -31,13 +31,13 @@ const fillBatch = 64
 var sink atomic.Int64
 
 func BenchmarkTwitter(b *testing.B) {
-	b.Run("idemq", func(b *testing.B) { benchIdemq(b, newIdemq(b, idgen.Twitter, nil), false) })
+	b.Run("idemq", func(b *testing.B) { benchIdemq(b, newIdemq(b, idgen.Twitter, 0), false) })
 	b.Run("bwmarrin", func(b *testing.B) { benchBwmarrin(b, newBwmarrin(b, 10, 12), false) })
 	b.Run("sonyflake", func(b *testing.B) { benchSony(b, newSony(b, 10, 12), false) })
 }
 
 func BenchmarkTwitterParallel(b *testing.B) {
-	b.Run("idemq", func(b *testing.B) { benchIdemq(b, newIdemq(b, idgen.Twitter, nil), true) })
+	b.Run("idemq", func(b *testing.B) { benchIdemq(b, newIdemq(b, idgen.Twitter, 0), true) })
 	b.Run("bwmarrin", func(b *testing.B) { benchBwmarrin(b, newBwmarrin(b, 10, 12), true) })
 	b.Run("sonyflake", func(b *testing.B) { benchSony(b, newSony(b, 10, 12), true) })
 }
@@ -46,27 +46,23 @@ func BenchmarkWide(b *testing.B)         { benchWide(b, false) }
 func BenchmarkWideParallel(b *testing.B) { benchWide(b, true) }
 
 func benchWide(b *testing.B, parallel bool) {
-	b.Run("idemq", func(b *testing.B) { benchIdemq(b, newIdemq(b, wideLayout, nil), parallel) })
-	b.Run("idemq-coarse", func(b *testing.B) { benchIdemq(b, newIdemq(b, wideLayout, newCoarse(b)), parallel) })
-	b.Run("idemq-fill64", func(b *testing.B) { benchFill(b, newIdemq(b, wideLayout, nil), parallel) })
-	b.Run("idemq-coarse-fill64", func(b *testing.B) { benchFill(b, newIdemq(b, wideLayout, newCoarse(b)), parallel) })
+	b.Run("idemq", func(b *testing.B) { benchIdemq(b, newIdemq(b, wideLayout, 0), parallel) })
+	b.Run("idemq-coarse", func(b *testing.B) { benchIdemq(b, newIdemq(b, wideLayout, time.Millisecond), parallel) })
+	b.Run("idemq-fill64", func(b *testing.B) { benchFill(b, newIdemq(b, wideLayout, 0), parallel) })
+	b.Run("idemq-coarse-fill64", func(b *testing.B) { benchFill(b, newIdemq(b, wideLayout, time.Millisecond), parallel) })
 	b.Run("bwmarrin", func(b *testing.B) { benchBwmarrin(b, newBwmarrin(b, 2, 20), parallel) })
 	b.Run("sonyflake", func(b *testing.B) { benchSony(b, newSony(b, 2, 20), parallel) })
 }
 
-func newIdemq(b *testing.B, l idgen.Layout, clock idgen.Clock) *idgen.Generator {
-	g, err := idgen.New(1, idgen.Config{Layout: l, Clock: clock})
+// newIdemq returns a generator of l on node 1, on a coarse clock of that
+// resolution if it is not 0.
+func newIdemq(b *testing.B, l idgen.Layout, coarse time.Duration) *idgen.Generator {
+	g, err := idgen.New(1, idgen.Config{Layout: l, Coarse: coarse})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { g.Close() })
 	return g
-}
-
-func newCoarse(b *testing.B) idgen.Clock {
-	c := idgen.NewCoarseClock(time.Millisecond)
-	b.Cleanup(func() { c.Close() })
-	return c
 }
 
 // newBwmarrin configures bwmarrin/snowflake through its package variables,

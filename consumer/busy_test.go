@@ -150,20 +150,20 @@ func TestBusyHolderEnds(t *testing.T) {
 			defer cancel()
 			done := make(chan adapter.Verdict, 1)
 			go func() { done <- adapter.Process(ctx, c, msgs("k"), l.handle, adapter.Waiting{})[0] }()
-			s := c.Stats()
-			testkit.WaitFor(t, "Process to wait", func() bool { return s.Waited > 0 })
+			testkit.WaitFor(t, "Process to wait", func() bool { return c.Stats().Waited > 0 })
 			if err := tt.end(cancel, store, tk); err != nil {
 				t.Fatal(err)
 			}
 			select {
 			case v := <-done:
+				s := c.Stats()
 				if v.Action != tt.want || tt.want == adapter.Hold && !errors.Is(v.Err, context.Canceled) || l.count("k") != tt.wantApplied || s.Busy != 0 {
 					t.Errorf("verdict %+v, applied %d, busy %d; want %v, %d and 0", v, l.count("k"), s.Busy, tt.want, tt.wantApplied)
 				}
 			case <-time.After(30 * time.Second):
 				t.Fatal("still waiting 30s after the holder ended")
 			}
-			checkTotals(t, s)
+			checkTotals(t, c.Stats())
 		})
 	}
 }
@@ -226,15 +226,14 @@ func TestBusyWithoutRemainingLease(t *testing.T) {
 	defer cancel()
 	done := make(chan adapter.Verdict, 1)
 	go func() { done <- adapter.Process(ctx, c, msgs("k"), new(ledger).handle, adapter.Waiting{})[0] }()
-	s := c.Stats()
 	select {
 	case v := <-done:
-		if v.Action != adapter.Retry || s.Busy != 1 || s.Waited != 1 {
+		if s := c.Stats(); v.Action != adapter.Retry || s.Busy != 1 || s.Waited != 1 {
 			t.Errorf("verdict %+v, busy %d, waited %d; want Retry, 1 and 1", v, s.Busy, s.Waited)
 		}
 	case <-time.After(10 * time.Second):
 		cancel() // ends the loop
 		<-done
-		t.Errorf("still asking after 10s of a 50ms busy wait: %d claims, waited %d", z.claims.Load(), s.Waited)
+		t.Errorf("still asking after 10s of a 50ms busy wait: %d claims, waited %d", z.claims.Load(), c.Stats().Waited)
 	}
 }

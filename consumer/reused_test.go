@@ -86,7 +86,7 @@ func TestReusedKey(t *testing.T) {
 					recordDone(t, store, "k", hex.EncodeToString(sum[:]))
 				}
 				c, logs := logged(t, store, tt.opts...)
-				l, stats := new(ledger), c.Stats()
+				l := new(ledger)
 				var vs []adapter.Verdict
 				for _, d := range tt.deliveries {
 					vs = process(c, l.handle, d...)
@@ -100,6 +100,7 @@ func TestReusedKey(t *testing.T) {
 				} else if !acked(vs) {
 					t.Errorf("verdicts %+v; want Ack", vs)
 				}
+				stats := c.Stats()
 				var wantConflicts int64
 				if tt.wantConflict {
 					wantConflicts = 1

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
+	"github.com/idemq/idemq/internal/rediskey"
 	"github.com/idemq/idemq/internal/rmqcall"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/internal/testkit"
@@ -127,7 +128,11 @@ func TestREADMEProgramsRun(t *testing.T) {
 	if err := leaser.Create(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { rdb.Del(context.Background(), leaser.Keys()...) })
+	t.Cleanup(func() {
+		// The pool's keys share its hash tag (see redisidgen.Leaser).
+		keys, _ := rdb.Keys(context.Background(), rediskey.HashTag("idemq", pool)+":*").Result()
+		rdb.Del(context.Background(), keys...)
+	})
 
 	// groupState asks the broker which clients it counts in the group and
 	// where the group's offsets stand: a receiver that applies nothing

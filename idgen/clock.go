@@ -61,28 +61,19 @@ func (c *systemClock) sync() {
 	c.resync.Store(mono + int64(resyncEvery))
 }
 
-// A CoarseClock is a Clock that a background goroutine updates every
+// A coarseClock is a clock that a background goroutine updates every
 // resolution, so reading it costs one atomic load instead of a system clock
-// read. Use it where IDs are issued faster than the sequence could limit and
-// the time field may lag by up to one resolution. A generator using it cannot
-// start a new tick before the clock shows it, so a resolution coarser than
-// the layout's unit lowers the rate at which a full sequence refills.
-//
-// One CoarseClock can serve many generators. Close stops its goroutine.
-type CoarseClock struct {
+// read (Config.Coarse).
+type coarseClock struct {
 	now  atomic.Int64
 	stop chan struct{}
 	done sync.WaitGroup
 	once sync.Once
 }
 
-// NewCoarseClock starts a CoarseClock updated every resolution (1ms if
-// resolution is not positive).
-func NewCoarseClock(resolution time.Duration) *CoarseClock {
-	if resolution <= 0 {
-		resolution = time.Millisecond
-	}
-	c := &CoarseClock{stop: make(chan struct{})}
+// newCoarseClock starts a coarseClock updated every resolution.
+func newCoarseClock(resolution time.Duration) *coarseClock {
+	c := &coarseClock{stop: make(chan struct{})}
 	c.now.Store(time.Now().UnixNano())
 	t := time.NewTicker(resolution)
 	c.done.Go(func() {
@@ -100,12 +91,11 @@ func NewCoarseClock(resolution time.Duration) *CoarseClock {
 }
 
 // UnixNano returns the time of the latest update.
-func (c *CoarseClock) UnixNano() int64 { return c.now.Load() }
+func (c *coarseClock) UnixNano() int64 { return c.now.Load() }
 
-// Close stops the updates and waits for the goroutine to end; the clock then
-// stands still. It is safe to call more than once.
-func (c *CoarseClock) Close() error {
+// close stops the updates and waits for the goroutine to end; the clock
+// then stands still. It is safe to call more than once.
+func (c *coarseClock) close() {
 	c.once.Do(func() { close(c.stop) })
 	c.done.Wait()
-	return nil
 }

@@ -22,8 +22,15 @@ type Config struct {
 	Rollback RollbackPolicy
 	// Clock is the time source; nil means the system clock (the wall
 	// clock, read through the monotonic clock and re-read every second).
-	// A *CoarseClock trades precision of the time field for speed.
 	Clock Clock
+	// Coarse, if positive, trades precision of the time field for speed:
+	// the generator reads the time from a clock that a goroutine of its
+	// own updates every Coarse, one atomic load instead of a clock read
+	// per ID, so the time field may lag by up to Coarse. A new tick cannot
+	// start before that clock shows it, so a Coarse longer than the
+	// layout's unit lowers the rate at which a full sequence refills.
+	// Close stops the goroutine. It excludes Clock.
+	Coarse time.Duration
 	// Store, if set, keeps the high-water mark across restarts; it is read
 	// on the first call to Next. A leased generator keeps it in its lease
 	// instead.
@@ -70,7 +77,7 @@ type Generator struct {
 	// Exactly one of the clocks is set; the concrete ones avoid an
 	// interface call on the hot path.
 	sys      *systemClock
-	coarse   *CoarseClock
+	coarse   *coarseClock
 	clock    Clock
 	maxAhead int64 // ticks the time field may run ahead of the clock (Borrow)
 	policy   RollbackPolicy
@@ -116,12 +123,12 @@ type Generator struct {
 }
 
 // New returns a generator issuing IDs with node, 0 to Layout.MaxNode():
-// datacenter and worker together (see Layout.NodeOf, NodeFromEnv,
-// NodeFromHostname). Every generator issuing IDs at the same time needs its
-// own node; node 0 is a node like any other (see Node ids in the package
-// documentation; [NewLeased] leases a node nobody else holds). Errors wrap
-// [ErrInvalidConfig] (a layout that is invalid or has less than ten years
-// left), [ErrExhausted] or [ErrNodeRange].
+// datacenter and worker together (see Layout.NodeOf, NodeFromHostname).
+// Every generator issuing IDs at the same time needs its own node; node 0
+// is a node like any other (see Node ids in the package documentation;
+// [NewLeased] leases a node nobody else holds). Errors wrap
+// [ErrInvalidConfig]: a layout that is invalid, has less than ten years
+// left or has run out, or a node it cannot hold.
 func New(node int64, cfg Config) (*Generator, error) {
 	return newGenerator(node, cfg, false)
 }
@@ -131,7 +138,7 @@ func newGenerator(node int64, cfg Config, leased bool) (*Generator, error) {
 		cfg.Layout = Twitter
 	}
 	l := cfg.Layout
-	if err := l.Validate(); err != nil {
+	if err := l.validate(); err != nil {
 		return nil, err
 	}
 	if err := l.checkNode(node); err != nil {
@@ -147,23 +154,23 @@ func newGenerator(node int64, cfg Config, leased bool) (*Generator, error) {
 		cfg.Reserve = defaultReserve
 	}
 	g := &Generator{p: l.plan(), cfg: cfg, layout: l, policy: cfg.Rollback, store: cfg.Store, used: make(map[nodeGen]int64)}
-	switch c := cfg.Clock.(type) {
-	case nil:
+	switch {
+	case cfg.Coarse < 0 || cfg.Coarse > 0 && cfg.Clock != nil:
+		return nil, fmt.Errorf("%w: Coarse %v with Clock %T: want a positive Coarse without a Clock, or none", ErrInvalidConfig, cfg.Coarse, cfg.Clock)
+	case cfg.Clock == nil:
 		g.sys = newSystemClock()
-	case *CoarseClock:
-		g.coarse = c
 	default:
-		g.clock = c
+		g.clock = cfg.Clock
 	}
 	now := time.Unix(0, g.nanos())
 	if now.Before(l.Epoch) {
 		return nil, fmt.Errorf("%w: layout %q starts %s, after the clock", ErrInvalidConfig, l.Name, l.Epoch.Format(time.RFC3339))
 	}
-	if left := l.EndOfLife().Sub(now); left <= 0 {
-		return nil, fmt.Errorf("%w: layout %q ended %s", ErrExhausted, l.Name, l.EndOfLife().Format(time.RFC3339))
+	if left := l.endOfLife().Sub(now); left <= 0 {
+		return nil, fmt.Errorf("%w: layout %q exhausted: it ended %s", ErrInvalidConfig, l.Name, l.endOfLife().Format(time.RFC3339))
 	} else if left < minLife && !cfg.AllowShortLife {
 		return nil, fmt.Errorf("%w: layout %q ends %s, %.1f years from now, less than ten (set Config.AllowShortLife to accept it)",
-			ErrInvalidConfig, l.Name, l.EndOfLife().Format(time.RFC3339), left.Hours()/year.Hours())
+			ErrInvalidConfig, l.Name, l.endOfLife().Format(time.RFC3339), left.Hours()/year.Hours())
 	}
 	if b, ok := cfg.Rollback.(Borrow); ok {
 		g.maxAhead = int64(b.MaxAhead / l.Unit)
@@ -181,6 +188,9 @@ func newGenerator(node int64, cfg Config, leased bool) (*Generator, error) {
 		// A full sequence at tick 0 sends even a clock at the epoch
 		// through extend, which loads the mark.
 		g.state.Store(node<<g.p.nodeShift | g.p.seqMask)
+	}
+	if cfg.Coarse > 0 {
+		g.sys, g.coarse = nil, newCoarseClock(cfg.Coarse)
 	}
 	return g, nil
 }
@@ -208,7 +218,7 @@ func (g *Generator) Ahead() time.Duration {
 // Next issues an ID. The context matters only when Next has to wait (for
 // the next tick when the sequence is full, or under the Wait policy) or
 // reach the store or the leaser. Errors wrap [ErrClockBackwards],
-// [ErrExhausted] or [ErrClosed], a context's error, or the
+// [ErrInvalidConfig] or [ErrClosed], a context's error, or the
 // error of a store or worker source.
 func (g *Generator) Next(ctx context.Context) (ID, error) {
 	id, _, err := g.issue(ctx, 1)
@@ -400,7 +410,7 @@ func park(ctx context.Context, d time.Duration) error {
 // a store it loads the mark on first use and renews the reservation.
 func (g *Generator) extend(ctx context.Context, tick int64) error {
 	if tick > g.p.maxTick {
-		return fmt.Errorf("%w: layout %q ended %s", ErrExhausted, g.layout.Name, g.layout.EndOfLife().Format(time.RFC3339))
+		return fmt.Errorf("%w: layout %q exhausted: it ended %s", ErrInvalidConfig, g.layout.Name, g.layout.endOfLife().Format(time.RFC3339))
 	}
 	if g.lease != nil {
 		return g.lease.extend(ctx, g, tick)
@@ -677,6 +687,9 @@ func (g *Generator) Close() error {
 	if g.closed.Swap(true) {
 		g.mu.Unlock()
 		return nil
+	}
+	if g.coarse != nil {
+		defer g.coarse.close()
 	}
 	var old int64
 	for {

@@ -24,14 +24,13 @@ func TestNewValidates(t *testing.T) {
 	}{
 		{"zero value", 0, idgen.Config{}, nil},
 		{"node at max", 1023, idgen.Config{}, nil},
-		{"node too big", 1024, idgen.Config{}, idgen.ErrNodeRange},
-		{"negative node", -1, idgen.Config{}, idgen.ErrNodeRange},
-		{"node too big for the layout", 1 << 16, idgen.Config{Layout: idgen.Sonyflake}, idgen.ErrNodeRange},
+		{"node too big", 1024, idgen.Config{}, idgen.ErrInvalidConfig},
+		{"negative node", -1, idgen.Config{}, idgen.ErrInvalidConfig},
+		{"node too big for the layout", 1 << 16, idgen.Config{Layout: idgen.Sonyflake}, idgen.ErrInvalidConfig},
 		{"bad layout", 0, idgen.Config{Layout: idgen.Layout{Name: "x", TimeBits: 41}}, idgen.ErrInvalidConfig},
 		{"short life", 0, idgen.Config{Layout: short}, idgen.ErrInvalidConfig},
 		{"short life allowed", 0, idgen.Config{Layout: short, AllowShortLife: true}, nil},
-		{"exhausted", 0, idgen.Config{Layout: idgen.UIDGenerator, AllowShortLife: true}, idgen.ErrExhausted},
-		{"exhausted wide worker", 0, idgen.Config{Layout: idgen.WideWorker, AllowShortLife: true}, idgen.ErrExhausted},
+		{"exhausted", 0, idgen.Config{Layout: idgen.UIDGenerator, AllowShortLife: true}, idgen.ErrInvalidConfig},
 		{"bump without generation bits", 0, idgen.Config{Rollback: idgen.BumpGeneration{}}, idgen.ErrInvalidConfig},
 		{"bump", 0, idgen.Config{Layout: idgen.RollbackBits, Rollback: idgen.BumpGeneration{}}, nil},
 		{"wait without max", 0, idgen.Config{Rollback: idgen.Wait{}}, idgen.ErrInvalidConfig},
@@ -150,12 +149,12 @@ func TestClockLimits(t *testing.T) {
 	clock := testkit.NewClock(t0, 0)
 	g := newGen(t, 0, idgen.Config{Layout: short, Clock: clock, AllowShortLife: true})
 	next(t, g)
-	clock.Set(short.EndOfLife().Add(-time.Second))
+	clock.Set(idgen.EndOfLife(short).Add(-time.Second))
 	if p := g.Config().Layout.Decode(next(t, g)); p.Tick != 1<<20-1 {
 		t.Fatalf("last tick: %+v", p)
 	}
-	clock.Set(short.EndOfLife())
-	if _, err := g.Next(context.Background()); !errors.Is(err, idgen.ErrExhausted) {
+	clock.Set(idgen.EndOfLife(short))
+	if _, err := g.Next(context.Background()); !errors.Is(err, idgen.ErrInvalidConfig) {
 		t.Fatalf("Next past the end: %v", err)
 	}
 
@@ -222,15 +221,13 @@ func TestFill(t *testing.T) {
 
 func TestConcurrentNextIsUnique(t *testing.T) {
 	layouts := []idgen.Layout{idgen.Twitter, idgen.Sonyflake, idgen.JSSafe}
-	coarse := idgen.NewCoarseClock(0)
-	defer coarse.Close()
 	for _, l := range layouts {
-		for _, clock := range []idgen.Clock{nil, coarse} {
+		for _, coarse := range []time.Duration{0, time.Millisecond} {
 			t.Run(l.Name, func(t *testing.T) {
-				g := newGen(t, 1, idgen.Config{Layout: l, Clock: clock})
+				g := newGen(t, 1, idgen.Config{Layout: l, Coarse: coarse})
 				// About a tenth of a second of the layout's capacity.
 				const workers = 8
-				each := min(3000, int(l.IDsPerSecond())/100)
+				each := min(3000, int(int64(1)<<l.SequenceBits*int64(time.Second/l.Unit))/100)
 				got := make([][]idgen.ID, workers)
 				var wg sync.WaitGroup
 				for w := range workers {
@@ -264,22 +261,27 @@ func TestConcurrentNextIsUnique(t *testing.T) {
 	}
 }
 
-func TestCoarseClock(t *testing.T) {
-	c := idgen.NewCoarseClock(time.Millisecond)
-	first := c.UnixNano()
-	if d := time.Since(time.Unix(0, first)); d < 0 || d > time.Minute {
-		t.Fatalf("coarse clock %v off the system clock", d)
-	}
-	for c.UnixNano() == first {
-		time.Sleep(time.Millisecond)
-	}
-	if err := c.Close(); err != nil {
+// A coarse generator's IDs follow the system clock, advance with it, and
+// its clock stops with Close (goleak would see the goroutine otherwise); a
+// Coarse with a Clock, or a negative one, is refused.
+func TestCoarse(t *testing.T) {
+	g, err := idgen.New(0, idgen.Config{Coarse: time.Millisecond})
+	if err != nil {
 		t.Fatal(err)
 	}
-	c.Close()
-	stopped := c.UnixNano()
-	time.Sleep(3 * time.Millisecond)
-	if c.UnixNano() != stopped {
-		t.Fatal("clock moved after Close")
+	first := idgen.Twitter.Decode(next(t, g)).Time
+	if d := time.Since(first); d < -time.Millisecond || d > time.Minute {
+		t.Fatalf("coarse clock %v off the system clock", d)
+	}
+	for idgen.Twitter.Decode(next(t, g)).Time.Equal(first) {
+		time.Sleep(time.Millisecond)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []idgen.Config{{Coarse: -1}, {Coarse: time.Millisecond, Clock: testkit.NewClock(t0, 0)}} {
+		if _, err := idgen.New(0, cfg); !errors.Is(err, idgen.ErrInvalidConfig) {
+			t.Errorf("New(%+v) = %v, want ErrInvalidConfig", cfg, err)
+		}
 	}
 }

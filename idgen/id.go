@@ -12,22 +12,18 @@ import (
 //
 // IDs print in decimal (String, MarshalText) and marshal to JSON as a decimal
 // string, because a JavaScript number loses precision past 2^53 (convert to
-// int64 for a JSON number). Base32 and Base62 give shorter fixed-width forms
-// that sort like the numbers they encode. Every parser accepts exactly the
-// non-negative int64 range; IDs a Generator issues are never negative.
+// int64 for a JSON number); UnmarshalJSON takes a bare number too. Every
+// parser accepts exactly the non-negative int64 range; IDs a Generator
+// issues are never negative.
 type ID int64
 
 // String returns the ID in decimal, up to 19 digits.
 func (id ID) String() string { return strconv.FormatInt(int64(id), 10) }
 
-// AppendText implements [encoding.TextAppender] with the decimal form; it
-// allocates nothing when dst has room.
-func (id ID) AppendText(dst []byte) ([]byte, error) {
-	return strconv.AppendInt(dst, int64(id), 10), nil
-}
-
-// MarshalText implements [encoding.TextMarshaler] with the decimal form.
-func (id ID) MarshalText() ([]byte, error) { return id.AppendText(nil) }
+// MarshalText implements [encoding.TextMarshaler] with the decimal form,
+// which encoding/json writes as a string: a JavaScript number loses
+// precision past 2^53.
+func (id ID) MarshalText() ([]byte, error) { return strconv.AppendInt(nil, int64(id), 10), nil }
 
 // UnmarshalText implements [encoding.TextUnmarshaler]; it accepts what
 // [Parse] accepts.
@@ -38,15 +34,6 @@ func (id *ID) UnmarshalText(text []byte) error {
 	}
 	*id = v
 	return nil
-}
-
-// MarshalJSON implements [encoding/json.Marshaler]: a decimal string such as
-// "1541815603606036480".
-func (id ID) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 21)
-	b = append(b, '"')
-	b, _ = id.AppendText(b)
-	return append(b, '"'), nil
 }
 
 // UnmarshalJSON implements [encoding/json.Unmarshaler]. It accepts a decimal string

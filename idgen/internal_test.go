@@ -1,10 +1,7 @@
 package idgen
 
 import (
-	"errors"
 	"math/bits"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -42,28 +39,6 @@ func TestDivMagicEdges(t *testing.T) {
 func FuzzTickOf(f *testing.F) {
 	f.Fuzz(func(t *testing.T, nanos, unit int64) {
 		checkDiv(t, uint64(nanos)&maxID, unitOf(unit))
-	})
-}
-
-func FuzzParseNode(f *testing.F) {
-	f.Fuzz(func(t *testing.T, s string) {
-		node, err := parseNode(Twitter, s)
-		if err != nil {
-			if !errors.Is(err, ErrSyntax) && !errors.Is(err, ErrNodeRange) {
-				t.Fatalf("parseNode(%q): unexpected error %v", s, err)
-			}
-			return
-		}
-		if node < 0 || node > Twitter.MaxNode() {
-			t.Fatalf("parseNode(%q) = %d", s, node)
-		}
-		if dc, w, ok := strings.Cut(s, ":"); ok {
-			d, _ := strconv.ParseInt(dc, 10, 64)
-			wk, _ := strconv.ParseInt(w, 10, 64)
-			if gd, gw := Twitter.splitNode(node); gd != d || gw != wk {
-				t.Fatalf("parseNode(%q) = %d = %d:%d", s, node, gd, gw)
-			}
-		}
 	})
 }
 

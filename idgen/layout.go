@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"strings"
 	"time"
 )
 
@@ -45,8 +44,8 @@ type Layout struct {
 }
 
 // Presets. Each gives the widths and epoch of the system it is named after;
-// the package examples print their reports. Layouts that end within ten
-// years (or already have) need [Config].AllowShortLife; exhausted ones are
+// `idemq id layouts` prints their limits. Layouts that end within ten years
+// (or already have) need [Config].AllowShortLife; exhausted ones are
 // refused.
 var (
 	// Twitter is the original snowflake: 41 bits of milliseconds since
@@ -56,13 +55,6 @@ var (
 	Twitter = Layout{
 		Name: "twitter", TimeBits: 41, DatacenterBits: 5, WorkerBits: 5, SequenceBits: 12,
 		Unit: time.Millisecond, Epoch: time.UnixMilli(1288834974657).UTC(),
-	}
-	// WideWorker is a 38/15/10 millisecond layout with 32,768 workers,
-	// room to switch worker ids on large rollbacks. Its 38
-	// bits of milliseconds since 2017-12-21 ran out in September 2026.
-	WideWorker = Layout{
-		Name: "wide-worker", TimeBits: 38, WorkerBits: 15, SequenceBits: 10,
-		Unit: time.Millisecond, Epoch: time.Date(2017, 12, 21, 0, 0, 0, 0, time.UTC),
 	}
 	// RollbackBits counts clock rollbacks in its IDs: 41 bits of
 	// milliseconds since 2020-01-31T16:00:00Z (1580486400000), 3 machine
@@ -99,11 +91,6 @@ var (
 	}
 )
 
-// Presets lists the preset layouts, for tools that pick one by name.
-func Presets() []Layout {
-	return []Layout{Twitter, WideWorker, RollbackBits, UIDGenerator, Sonyflake, JSSafe}
-}
-
 const (
 	// maxGenerationBits bounds the per-generation bookkeeping of
 	// BumpGeneration.
@@ -114,12 +101,12 @@ const (
 	year = 36525 * 24 * time.Hour / 100
 )
 
-// Validate reports whether the layout is well formed: widths not negative,
+// validate reports whether the layout is well formed: widths not negative,
 // at most 63 bits in all, a time field of at least one bit, at most 8
 // generation bits, a unit from 1ms to 1s, an epoch between 1970 and 2200,
 // and a lifetime (2^TimeBits units) within 292 years. Errors wrap
 // [ErrInvalidConfig].
-func (l Layout) Validate() error {
+func (l Layout) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: layout %q: %s", ErrInvalidConfig, l.Name, fmt.Sprintf(format, args...))
 	}
@@ -137,8 +124,8 @@ func (l Layout) Validate() error {
 	switch {
 	case l.TimeBits == 0:
 		return bad("no time bits")
-	case l.TotalBits() > 63:
-		return bad("%d bits do not fit in 63", l.TotalBits())
+	case l.totalBits() > 63:
+		return bad("%d bits do not fit in 63", l.totalBits())
 	case l.GenerationBits > maxGenerationBits:
 		return bad("%d generation bits (at most %d)", l.GenerationBits, maxGenerationBits)
 	case l.Unit < time.Millisecond || l.Unit > time.Second:
@@ -153,8 +140,8 @@ func (l Layout) Validate() error {
 	return nil
 }
 
-// TotalBits is the number of bits an ID uses, at most 63 for a valid layout.
-func (l Layout) TotalBits() int {
+// totalBits is the number of bits an ID uses, at most 63 for a valid layout.
+func (l Layout) totalBits() int {
 	return l.TimeBits + l.nodeBits() + l.GenerationBits + l.SequenceBits
 }
 
@@ -164,86 +151,20 @@ func (l Layout) nodeBits() int { return l.DatacenterBits + l.WorkerBits }
 // MaxNode is the largest node id the layout holds.
 func (l Layout) MaxNode() int64 { return 1<<l.nodeBits() - 1 }
 
-// EndOfLife is the first instant the time field cannot hold: Epoch plus
+// endOfLife is the first instant the time field cannot hold: Epoch plus
 // 2^TimeBits units.
-func (l Layout) EndOfLife() time.Time {
+func (l Layout) endOfLife() time.Time {
 	return l.Epoch.Add(time.Duration(int64(1)<<l.TimeBits) * l.Unit)
 }
 
-// IDsPerSecond is the most IDs one node can issue per second: 2^SequenceBits
-// per unit. Generation bits add nothing; they only absorb rollbacks.
-func (l Layout) IDsPerSecond() float64 {
-	return float64(int64(1)<<l.SequenceBits) * float64(time.Second) / float64(l.Unit)
-}
-
-// exceeds53Bits is the instant from which the layout's IDs are 2^53 or more,
-// past what a JavaScript number (an IEEE 754 double) holds exactly; ok is
-// false when no ID of the layout ever reaches 2^53.
-func (l Layout) exceeds53Bits() (t time.Time, ok bool) {
-	if l.TotalBits() <= 53 {
-		return time.Time{}, false
-	}
-	shift := l.TotalBits() - l.TimeBits
-	if shift >= 53 {
-		return l.Epoch, true // the node and sequence bits alone pass 2^53
-	}
-	// IDs of ticks below 2^(53-shift) stay under 2^53 whatever the low bits.
-	return l.Epoch.Add(time.Duration(int64(1)<<(53-shift)) * l.Unit), true
-}
-
-// String describes the layout's fields, e.g.
-// "twitter: 41 time (1ms since 2010-11-04T01:42:54.657Z) | 5 datacenter | 5 worker | 12 sequence".
-func (l Layout) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %d time (%v since %s)", l.Name, l.TimeBits, l.Unit, l.Epoch.UTC().Format(time.RFC3339Nano))
-	field := func(bits int, name string) {
-		if bits > 0 {
-			fmt.Fprintf(&b, " | %d %s", bits, name)
-		}
-	}
-	node := func() {
-		field(l.DatacenterBits, "datacenter")
-		field(l.WorkerBits, "worker")
-	}
-	if !l.NodeLast {
-		node()
-	}
-	field(l.GenerationBits, "generation")
-	field(l.SequenceBits, "sequence")
-	if l.NodeLast {
-		node()
-	}
-	return b.String()
-}
-
-// Report is a few lines on the layout's limits: end of life and the years
-// left at now, IDs per second per node, nodes, and when IDs pass 2^53.
-func (l Layout) Report(now time.Time) string {
-	var b strings.Builder
-	fmt.Fprintln(&b, l)
-	left := l.EndOfLife().Sub(now)
-	if left <= 0 {
-		fmt.Fprintf(&b, "  end of life: %s (exhausted %.1f years ago)\n", l.EndOfLife().Format(time.DateOnly), -left.Hours()/year.Hours())
-	} else {
-		fmt.Fprintf(&b, "  end of life: %s (%.1f years left)\n", l.EndOfLife().Format(time.DateOnly), left.Hours()/year.Hours())
-	}
-	fmt.Fprintf(&b, "  capacity: %.0f IDs/s per node, %d nodes\n", l.IDsPerSecond(), l.MaxNode()+1)
-	if t, ok := l.exceeds53Bits(); ok {
-		fmt.Fprintf(&b, "  IDs pass 2^53 (unsafe as JavaScript numbers) from %s\n", t.Format(time.DateOnly))
-	} else {
-		fmt.Fprintf(&b, "  IDs stay below 2^53 (safe as JavaScript numbers)\n")
-	}
-	return b.String()
-}
-
 // NodeOf composes a node id from its datacenter and worker halves. Errors
-// wrap [ErrNodeRange].
+// wrap [ErrInvalidConfig].
 func (l Layout) NodeOf(datacenter, worker int64) (int64, error) {
 	if datacenter < 0 || datacenter > 1<<l.DatacenterBits-1 {
-		return 0, fmt.Errorf("%w: layout %q: datacenter %d outside 0..%d", ErrNodeRange, l.Name, datacenter, 1<<l.DatacenterBits-1)
+		return 0, fmt.Errorf("%w: layout %q: datacenter %d outside 0..%d", ErrInvalidConfig, l.Name, datacenter, 1<<l.DatacenterBits-1)
 	}
 	if worker < 0 || worker > 1<<l.WorkerBits-1 {
-		return 0, fmt.Errorf("%w: layout %q: worker %d outside 0..%d", ErrNodeRange, l.Name, worker, 1<<l.WorkerBits-1)
+		return 0, fmt.Errorf("%w: layout %q: worker %d outside 0..%d", ErrInvalidConfig, l.Name, worker, 1<<l.WorkerBits-1)
 	}
 	return datacenter<<l.WorkerBits | worker, nil
 }
@@ -256,7 +177,7 @@ func (l Layout) splitNode(node int64) (datacenter, worker int64) {
 // checkNode reports a node id the layout cannot hold.
 func (l Layout) checkNode(node int64) error {
 	if node < 0 || node > l.MaxNode() {
-		return fmt.Errorf("%w: layout %q: node %d outside 0..%d", ErrNodeRange, l.Name, node, l.MaxNode())
+		return fmt.Errorf("%w: layout %q: node %d outside 0..%d", ErrInvalidConfig, l.Name, node, l.MaxNode())
 	}
 	return nil
 }
@@ -271,13 +192,6 @@ type Parts struct {
 	Node, Datacenter, Worker int64
 	Generation               int64
 	Sequence                 int64
-}
-
-// String formats the parts as key=value pairs, e.g.
-// "time=2022-06-28T16:07:40.105Z node=378 datacenter=11 worker=26 generation=0 sequence=0".
-func (p Parts) String() string {
-	return fmt.Sprintf("time=%s node=%d datacenter=%d worker=%d generation=%d sequence=%d",
-		p.Time.Format(time.RFC3339Nano), p.Node, p.Datacenter, p.Worker, p.Generation, p.Sequence)
 }
 
 // Decode splits id into its fields. It uses no state but the layout, so IDs
@@ -300,16 +214,16 @@ func (l Layout) Decode(id ID) Parts {
 }
 
 // Compose builds the ID of the given fields, for tests and tools; t is
-// rounded down to its tick. Errors wrap [ErrNodeRange] or [ErrRange].
+// rounded down to its tick. Errors wrap [ErrInvalidConfig] or [ErrRange].
 func (l Layout) Compose(t time.Time, node, generation, sequence int64) (ID, error) {
-	if err := l.Validate(); err != nil {
+	if err := l.validate(); err != nil {
 		return 0, err
 	}
 	if err := l.checkNode(node); err != nil {
 		return 0, err
 	}
-	if t.Before(l.Epoch) || !t.Before(l.EndOfLife()) {
-		return 0, fmt.Errorf("%w: layout %q: time %v outside %v..%v", ErrRange, l.Name, t, l.Epoch, l.EndOfLife())
+	if t.Before(l.Epoch) || !t.Before(l.endOfLife()) {
+		return 0, fmt.Errorf("%w: layout %q: time %v outside %v..%v", ErrRange, l.Name, t, l.Epoch, l.endOfLife())
 	}
 	if generation < 0 || generation >= 1<<l.GenerationBits {
 		return 0, fmt.Errorf("%w: layout %q: generation %d outside 0..%d", ErrRange, l.Name, generation, 1<<l.GenerationBits-1)

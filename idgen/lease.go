@@ -11,13 +11,11 @@ import (
 var (
 	// ErrLeaseLost reports a renewal or release whose lease has ended by
 	// the leaser's clock, or whose node another holder has taken since.
+	// A leased Generator returns it too while it cannot prove that its
+	// lease is live (its last successful renewal plus the lease, less the
+	// safety margin, lies behind the local monotonic clock); it issues
+	// again once a renewal succeeds or a new lease is taken.
 	ErrLeaseLost = errors.New("idgen: worker lease lost")
-	// ErrLeaseExpired is what a leased Generator returns while it cannot
-	// prove that its lease is live: its last successful renewal plus the
-	// lease, less the safety margin, lies behind the local monotonic
-	// clock. It issues again once a renewal succeeds or a new lease is
-	// taken.
-	ErrLeaseExpired = errors.New("idgen: worker lease not renewed in time; not issuing IDs")
 	// ErrNoFreeNode reports that no node id can be granted now: the pool's
 	// ids are all held by live leases, the one requested is held, or the
 	// pool is recovering from lost records (a Redis restart without
@@ -55,7 +53,7 @@ type Leaser interface {
 	// exactly req.Node, failing with ErrNoFreeNode if another live lease
 	// holds it; otherwise it takes the free node that waited longest,
 	// failing with ErrNoFreeNode when none is free or the pool recovers
-	// from lost records. It fails with ErrNodeRange when the pool holds
+	// from lost records. It fails with ErrInvalidConfig when the pool holds
 	// node ids above req.MaxNode.
 	Acquire(ctx context.Context, req LeaseRequest) (Lease, error)
 	// Renew extends l by the lease length from the store's now, and

@@ -57,14 +57,14 @@ const (
 // was killed, and even if its clock runs behind this one's. A generator that
 // cannot prove its lease live (its last successful renewal plus the lease,
 // less lc.Margin, lies behind the local monotonic clock) fails Next with
-// [ErrLeaseExpired] until a renewal succeeds or, if the lease was lost, it
+// [ErrLeaseLost] until a renewal succeeds or, if the lease was lost, it
 // has leased a node again. Renewals run off the hot path.
 //
 // ctx bounds the first lease (and the wait for one with lc.Wait). cfg.Store
 // must be nil: the lease carries the high-water mark. Under [Borrow], the
 // lease less its margin must exceed MaxAhead by two ticks, so that IDs
 // borrowed that far stay inside the window a renewal opens. Errors wrap
-// those of [New], [ErrNoFreeNode], [ErrNodeRange] or
+// those of [New], [ErrNoFreeNode], [ErrInvalidConfig] or
 // the leaser's.
 func NewLeased(ctx context.Context, l Leaser, cfg Config, lc LeaseConfig) (*Generator, error) {
 	switch {
@@ -98,8 +98,15 @@ func NewLeased(ctx context.Context, l Leaser, cfg Config, lc LeaseConfig) (*Gene
 		done:   make(chan struct{}),
 	}
 	g.lease = h
-	if err := h.lock(ctx); err != nil {
+	// A generator that never starts stops its coarse clock.
+	fail := func(err error) (*Generator, error) {
+		if g.coarse != nil {
+			g.coarse.close()
+		}
 		return nil, err
+	}
+	if err := h.lock(ctx); err != nil {
+		return fail(err)
 	}
 	for {
 		err = h.moveLocked(ctx, g, h.req, Lease{})
@@ -115,7 +122,7 @@ func NewLeased(ctx context.Context, l Leaser, cfg Config, lc LeaseConfig) (*Gene
 	}
 	h.unlock()
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if h.ttl(g) == 0 {
 		close(h.done)
@@ -181,7 +188,7 @@ func (h *leaseHolder) window(ttl time.Duration) time.Duration {
 func (h *leaseHolder) acquire(ctx context.Context, g *Generator, req LeaseRequest) (Lease, error) {
 	lease, err := h.leaser.Acquire(ctx, req)
 	switch {
-	case errors.Is(err, ErrNoFreeNode) || errors.Is(err, ErrNodeRange) || errors.Is(err, ErrInvalidConfig):
+	case errors.Is(err, ErrNoFreeNode) || errors.Is(err, ErrInvalidConfig):
 		// The leaser's answer names this package's sentinel, and so the
 		// package, already.
 		return Lease{}, err
@@ -218,7 +225,7 @@ func (h *leaseHolder) live(g *Generator) error {
 	if p := h.lastErr.Load(); p != nil {
 		why = (*p).Error()
 	}
-	return fmt.Errorf("%w: node %d (last failure: %s)", ErrLeaseExpired, g.Node(), why)
+	return fmt.Errorf("%w: node %d (last failure: %s)", ErrLeaseLost, g.Node(), why)
 }
 
 // extend makes tick issuable: beyond the window of the last renewal (the
@@ -233,13 +240,13 @@ func (h *leaseHolder) extend(ctx context.Context, g *Generator, tick int64) erro
 			return err
 		}
 		if err := h.renew(ctx, g); err != nil {
-			return fmt.Errorf("%w: %w", ErrLeaseExpired, err)
+			return fmt.Errorf("%w: %w", ErrLeaseLost, err)
 		}
 	}
 	if tick <= g.limit.Load() {
 		return nil
 	}
-	return fmt.Errorf("%w: node %d: the clock is past the window its renewal opened", ErrLeaseExpired, g.Node())
+	return fmt.Errorf("%w: node %d: the clock is past the window its renewal opened", ErrLeaseLost, g.Node())
 }
 
 // renew renews the lease.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/idgen/memidgen"
+	"github.com/idemq/idemq/internal/memidgen"
 )
 
 // benchLayout has 20 sequence bits, so that the cost of issuing an ID, not

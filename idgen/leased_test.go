@@ -61,8 +61,8 @@ func TestNewLeasedConfig(t *testing.T) {
 		{"with a store", m, idgen.Config{Store: store}, idgen.LeaseConfig{}, idgen.ErrInvalidConfig},
 		{"margin too wide", m, idgen.Config{}, idgen.LeaseConfig{Margin: 600 * time.Millisecond}, idgen.ErrInvalidConfig},
 		{"negative margin", m, idgen.Config{}, idgen.LeaseConfig{Margin: -1}, idgen.ErrInvalidConfig},
-		{"pool wider than the layout", newFaultLeaser(t, 64, time.Second), idgen.Config{Layout: smallNodeLayout()}, idgen.LeaseConfig{}, idgen.ErrNodeRange},
-		{"static node out of range", m, idgen.Config{}, idgen.LeaseConfig{Static: true, Node: 5000}, idgen.ErrNodeRange},
+		{"pool wider than the layout", newFaultLeaser(t, 64, time.Second), idgen.Config{Layout: smallNodeLayout()}, idgen.LeaseConfig{}, idgen.ErrInvalidConfig},
+		{"static node out of range", m, idgen.Config{}, idgen.LeaseConfig{Static: true, Node: 5000}, idgen.ErrInvalidConfig},
 		{"lease shorter than two ticks", m, idgen.Config{Layout: secondsLayout}, idgen.LeaseConfig{}, idgen.ErrInvalidConfig},
 		// A lease of 1s less its default margin leaves a window of 800ms:
 		// IDs borrowed 799ms ahead would outrun a renewal's window.
@@ -223,11 +223,11 @@ func TestLeasedFencesItselfAndResumes(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if !errors.Is(err, idgen.ErrLeaseExpired) {
-		t.Fatalf("Next with renewals failing: %v, want ErrLeaseExpired", err)
+	if !errors.Is(err, idgen.ErrLeaseLost) {
+		t.Fatalf("Next with renewals failing: %v, want ErrLeaseLost", err)
 	}
 	for range 10 {
-		if _, err := g.Next(context.Background()); !errors.Is(err, idgen.ErrLeaseExpired) {
+		if _, err := g.Next(context.Background()); !errors.Is(err, idgen.ErrLeaseLost) {
 			t.Fatalf("Next while fenced: %v", err)
 		}
 	}
@@ -290,25 +290,6 @@ func TestLeasedLostBeforeFirstRenewal(t *testing.T) {
 		t.Fatalf("got node %d, want 2: the third granted", g.Node())
 	}
 	mustNext(t, g)
-}
-
-func TestLeasedSwitchWorkerOnRollback(t *testing.T) {
-	m := newFaultLeaser(t, 3, time.Minute)
-	clock := testkit.NewRunningClock(t0)
-	g := leased(t, m, idgen.Config{Clock: clock, Rollback: idgen.SwitchWorker{}})
-	first := g.Node()
-	last := mustNext(t, g)
-	clock.Add(-time.Second)
-	id := mustNext(t, g)
-	p := g.Config().Layout.Decode(id)
-	if p.Node == first {
-		t.Fatalf("rollback kept node %d", first)
-	}
-	// The old node went back to the pool with the mark of what it issued.
-	want := g.Config().Layout.Decode(last).Time.Add(time.Millisecond)
-	if got, ok := m.releasedMark(first); !ok || !got.Equal(want) {
-		t.Fatalf("node %d released with mark %v (%v), want %v", first, got, ok, want)
-	}
 }
 
 func TestLeasedNeverExpiringNode(t *testing.T) {

@@ -37,7 +37,7 @@ func TestLockExclusive(t *testing.T) {
 				// remove.
 				s := &FileStore{path: path}
 				err = s.lockWith(lockExclusive)
-				if !errors.Is(err, ErrStoreLocked) || !strings.Contains(err.Error(), "remove "+lock) {
+				if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "remove "+lock) {
 					t.Fatalf("store on a lock left behind: %v", err)
 				}
 				if err := os.Remove(lock); err != nil {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/idgen/memidgen"
+	"github.com/idemq/idemq/internal/memidgen"
 )
 
 // faultLeaser wraps a memidgen pool to record what generators write and to

@@ -1,29 +1,10 @@
 package idgen
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 )
-
-// NodeFromEnv reads a node id for layout l from the environment variable
-// key: either a whole node id ("37") or, for a layout with datacenter bits,
-// datacenter and worker separated by a colon ("1:5"). Errors wrap [ErrNoNode] (unset or empty), [ErrSyntax] or
-// [ErrNodeRange].
-func NodeFromEnv(l Layout, key string) (int64, error) {
-	v, ok := os.LookupEnv(key)
-	if !ok || v == "" {
-		return 0, fmt.Errorf("%w: environment variable %s not set", ErrNoNode, key)
-	}
-	node, err := parseNode(l, strings.TrimSpace(v))
-	if err != nil {
-		// err names the package already.
-		return 0, fmt.Errorf("%w (node id from %s=%q)", err, key, v)
-	}
-	return node, nil
-}
 
 // NodeFromHostname takes the node id for layout l from the ordinal at the
 // end of a StatefulSet pod's host name, "<set>-<ordinal>": "ingest-7" gives
@@ -34,10 +15,11 @@ func NodeFromEnv(l Layout, key string) (int64, error) {
 // a StatefulSet never runs two pods with the same ordinal. Two StatefulSets,
 // or one in two namespaces or clusters, issuing IDs to the same consumers
 // repeat each other's node ids. Anywhere else take a leased node id
-// ([NewLeased] with a redisidgen or sqlidgen Leaser) or use [NodeFromEnv].
+// ([NewLeased] with a redisidgen or sqlidgen Leaser), or assign node ids
+// yourself (see [New]).
 //
 // It refuses names that only look like a StatefulSet pod's, with an error
-// wrapping [ErrNoNode] that says why:
+// wrapping [ErrInvalidConfig] that says why:
 //   - a name other than "<set>-<ordinal>", the set name made of lowercase
 //     letters, digits and dashes, neither starting nor ending with a dash,
 //     as Kubernetes requires;
@@ -49,16 +31,16 @@ func NodeFromEnv(l Layout, key string) (int64, error) {
 //     random suffix of 5 from the alphabet of Kubernetes' generated names,
 //     which pods of two ReplicaSets can share.
 //
-// An ordinal the layout cannot hold wraps [ErrNodeRange].
+// An ordinal the layout cannot hold wraps [ErrInvalidConfig].
 func NodeFromHostname(l Layout, hostname string) (int64, error) {
 	name, _, _ := strings.Cut(hostname, ".")
 	ordinal, why := podOrdinal(name)
 	if why != "" {
-		return 0, fmt.Errorf("%w: host name %q is not a StatefulSet pod's name: %s; take a leased node id (idgen.NewLeased with redisidgen or sqlidgen) or set one with NodeFromEnv", ErrNoNode, hostname, why)
+		return 0, fmt.Errorf("%w: host name %q is not a StatefulSet pod's name: %s; take a leased node id (idgen.NewLeased with redisidgen or sqlidgen) or assign one yourself", ErrInvalidConfig, hostname, why)
 	}
 	n, err := strconv.ParseInt(ordinal, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: host name %q: ordinal out of range", ErrNodeRange, hostname)
+		return 0, fmt.Errorf("%w: host name %q: ordinal out of range", ErrInvalidConfig, hostname)
 	}
 	if err := l.checkNode(n); err != nil {
 		// err names the package already.
@@ -103,40 +85,4 @@ func allIn(s, chars string) bool {
 		}
 	}
 	return true
-}
-
-// parseNode parses "node" or "datacenter:worker".
-func parseNode(l Layout, s string) (int64, error) {
-	num := func(s string) (int64, error) {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if errors.Is(err, strconv.ErrRange) {
-			return 0, fmt.Errorf("%w: %s", ErrNodeRange, s)
-		}
-		if err != nil {
-			return 0, fmt.Errorf("%w: %q is not an integer", ErrSyntax, s)
-		}
-		return n, nil
-	}
-	if dc, w, ok := strings.Cut(s, ":"); ok {
-		if dc == "" || w == "" {
-			return 0, fmt.Errorf("%w: %q is not datacenter:worker", ErrSyntax, s)
-		}
-		d, err := num(dc)
-		if err != nil {
-			return 0, err
-		}
-		wk, err := num(w)
-		if err != nil {
-			return 0, err
-		}
-		return l.NodeOf(d, wk)
-	}
-	n, err := num(s)
-	if err != nil {
-		return 0, err
-	}
-	if err := l.checkNode(n); err != nil {
-		return 0, err
-	}
-	return n, nil
 }

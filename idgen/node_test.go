@@ -9,45 +9,6 @@ import (
 	"github.com/idemq/idemq/idgen"
 )
 
-func TestNodeFromEnv(t *testing.T) {
-	const key = "IDGEN_TEST_NODE"
-	tests := []struct {
-		name   string
-		layout idgen.Layout
-		value  *string
-		want   int64
-		err    error
-	}{
-		{"unset", idgen.Twitter, nil, 0, idgen.ErrNoNode},
-		{"empty", idgen.Twitter, ptr(""), 0, idgen.ErrNoNode},
-		{"node", idgen.Twitter, ptr("37"), 37, nil},
-		{"spaces", idgen.Twitter, ptr(" 37\n"), 37, nil},
-		{"datacenter:worker", idgen.Twitter, ptr("1:5"), 37, nil},
-		{"machine:process", idgen.RollbackBits, ptr("7:31"), 255, nil},
-		{"max", idgen.Twitter, ptr("1023"), 1023, nil},
-		{"too big", idgen.Twitter, ptr("1024"), 0, idgen.ErrNodeRange},
-		{"negative", idgen.Twitter, ptr("-1"), 0, idgen.ErrNodeRange},
-		{"overflow", idgen.Twitter, ptr("99999999999999999999"), 0, idgen.ErrNodeRange},
-		{"worker too big", idgen.Twitter, ptr("0:32"), 0, idgen.ErrNodeRange},
-		{"no datacenter bits", idgen.JSSafe, ptr("1:5"), 0, idgen.ErrNodeRange},
-		{"not a number", idgen.Twitter, ptr("node-1"), 0, idgen.ErrSyntax},
-		{"half", idgen.Twitter, ptr("1:"), 0, idgen.ErrSyntax},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if tt.value != nil {
-				t.Setenv(key, *tt.value)
-			}
-			got, err := idgen.NodeFromEnv(tt.layout, key)
-			if !errors.Is(err, tt.err) || got != tt.want {
-				t.Fatalf("NodeFromEnv = %d, %v; want %d, %v", got, err, tt.want, tt.err)
-			}
-		})
-	}
-}
-
-func ptr(s string) *string { return &s }
-
 func TestNodeFromHostname(t *testing.T) {
 	tests := []struct {
 		name string
@@ -65,29 +26,29 @@ func TestNodeFromHostname(t *testing.T) {
 		{"set with a version", "redis-v2-1", 1, nil, ""},
 		{"FQDN", "web-3.web.default.svc.cluster.local", 3, nil, ""},
 		{"max", "web-1023", 1023, nil, ""},
-		{"over max", "web-1024", 0, idgen.ErrNodeRange, ""},
-		{"overflow", "web-99999999999999999999", 0, idgen.ErrNodeRange, ""},
-		{"no ordinal", "web", 0, idgen.ErrNoNode, "-<ordinal>"},
-		{"empty ordinal", "web-", 0, idgen.ErrNoNode, "-<ordinal>"},
-		{"no set", "-3", 0, idgen.ErrNoNode, "-<ordinal>"},
-		{"letters in ordinal", "web-3a", 0, idgen.ErrNoNode, "-<ordinal>"},
-		{"empty", "", 0, idgen.ErrNoNode, "-<ordinal>"},
-		{"FQDN without ordinal", "web.default.svc", 0, idgen.ErrNoNode, "-<ordinal>"},
-		{"set ending in a dash", "web--3", 0, idgen.ErrNoNode, "-<ordinal>"},
-		{"upper case", "Web-3", 0, idgen.ErrNoNode, "-<ordinal>"},
-		{"underscore", "web_a-3", 0, idgen.ErrNoNode, "-<ordinal>"},
-		{"control character", "0\n0-0", 0, idgen.ErrNoNode, "-<ordinal>"},
+		{"over max", "web-1024", 0, idgen.ErrInvalidConfig, ""},
+		{"overflow", "web-99999999999999999999", 0, idgen.ErrInvalidConfig, ""},
+		{"no ordinal", "web", 0, idgen.ErrInvalidConfig, "-<ordinal>"},
+		{"empty ordinal", "web-", 0, idgen.ErrInvalidConfig, "-<ordinal>"},
+		{"no set", "-3", 0, idgen.ErrInvalidConfig, "-<ordinal>"},
+		{"letters in ordinal", "web-3a", 0, idgen.ErrInvalidConfig, "-<ordinal>"},
+		{"empty", "", 0, idgen.ErrInvalidConfig, "-<ordinal>"},
+		{"FQDN without ordinal", "web.default.svc", 0, idgen.ErrInvalidConfig, "-<ordinal>"},
+		{"set ending in a dash", "web--3", 0, idgen.ErrInvalidConfig, "-<ordinal>"},
+		{"upper case", "Web-3", 0, idgen.ErrInvalidConfig, "-<ordinal>"},
+		{"underscore", "web_a-3", 0, idgen.ErrInvalidConfig, "-<ordinal>"},
+		{"control character", "0\n0-0", 0, idgen.ErrInvalidConfig, "-<ordinal>"},
 		// Names that end in a number without being a StatefulSet's pod.
-		{"IP-like", "ip-10-0-0-1", 0, idgen.ErrNoNode, "address"},
-		{"IP-like, other subnet", "ip-10-0-7-1", 0, idgen.ErrNoNode, "address"},
-		{"IP-like FQDN", "ip-172-31-5-9.ec2.internal", 0, idgen.ErrNoNode, "address"},
-		{"set ending in -<digits>", "kafka-1-0", 0, idgen.ErrNoNode, "address"},
-		{"Deployment pod", "web-5d8f7c9b4-24567", 0, idgen.ErrNoNode, "Deployment"},
-		{"Deployment pod, 10-char hash", "api-gateway-7c9b4d8f65-22222", 0, idgen.ErrNoNode, "Deployment"},
-		{"Deployment pod, 8-char hash", "web-5d8f7c9b-98765", 0, idgen.ErrNoNode, "Deployment"},
-		{"leading zero", "web-07", 0, idgen.ErrNoNode, "leading zero"},
-		{"zero with a leading zero", "web-00", 0, idgen.ErrNoNode, "leading zero"},
-		{"leading zero overflow", "web-099999999999999999999", 0, idgen.ErrNoNode, "leading zero"},
+		{"IP-like", "ip-10-0-0-1", 0, idgen.ErrInvalidConfig, "address"},
+		{"IP-like, other subnet", "ip-10-0-7-1", 0, idgen.ErrInvalidConfig, "address"},
+		{"IP-like FQDN", "ip-172-31-5-9.ec2.internal", 0, idgen.ErrInvalidConfig, "address"},
+		{"set ending in -<digits>", "kafka-1-0", 0, idgen.ErrInvalidConfig, "address"},
+		{"Deployment pod", "web-5d8f7c9b4-24567", 0, idgen.ErrInvalidConfig, "Deployment"},
+		{"Deployment pod, 10-char hash", "api-gateway-7c9b4d8f65-22222", 0, idgen.ErrInvalidConfig, "Deployment"},
+		{"Deployment pod, 8-char hash", "web-5d8f7c9b-98765", 0, idgen.ErrInvalidConfig, "Deployment"},
+		{"leading zero", "web-07", 0, idgen.ErrInvalidConfig, "leading zero"},
+		{"zero with a leading zero", "web-00", 0, idgen.ErrInvalidConfig, "leading zero"},
+		{"leading zero overflow", "web-099999999999999999999", 0, idgen.ErrInvalidConfig, "leading zero"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,7 +63,7 @@ func TestNodeFromHostname(t *testing.T) {
 			if !strings.Contains(msg, strconv.Quote(tt.host)) || !strings.Contains(msg, tt.why) {
 				t.Errorf("error %q does not name the host and say %q", msg, tt.why)
 			}
-			if errors.Is(err, idgen.ErrNoNode) && !strings.Contains(msg, "NodeFromEnv") {
+			if tt.why != "" && !strings.Contains(msg, "assign one yourself") {
 				t.Errorf("error %q does not say what to use instead", msg)
 			}
 		})
@@ -120,11 +81,11 @@ func TestNodeFromHostnameWideLayout(t *testing.T) {
 		err  error
 	}{
 		{"five-digit ordinal", "web-24567", 24567, nil},
-		{"Deployment pod", "web-5d8f7c9b4-24567", 0, idgen.ErrNoNode},
+		{"Deployment pod", "web-5d8f7c9b4-24567", 0, idgen.ErrInvalidConfig},
 		{"hash too short for a ReplicaSet", "web-5d8f7c9-24567", 24567, nil},
 		{"hash with a vowel", "web-5d8f7c9a4-24567", 24567, nil},
 		{"suffix with a 0", "web-5d8f7c9b4-24560", 24560, nil},
-		{"suffix too long", "web-5d8f7c9b4-245678", 0, idgen.ErrNodeRange},
+		{"suffix too long", "web-5d8f7c9b4-245678", 0, idgen.ErrInvalidConfig},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

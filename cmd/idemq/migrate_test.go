@@ -126,7 +126,7 @@ func testMigrate(t *testing.T, b backend) {
 	if err := s.Complete(ctx, dedupe.Ticket{Ref: ref, Token: res.Token}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	for _, table := range []string{sqlidgen.DefaultTable, "leases2"} {
+	for _, table := range []string{workerLeaseTable, "leases2"} {
 		l, err := sqlidgen.New(db, addr.Dialect, sqlidgen.Config{Pool: "p", Size: 4, Table: table})
 		if err != nil {
 			t.Fatal(err)
@@ -139,8 +139,8 @@ func testMigrate(t *testing.T, b backend) {
 			t.Fatal(err)
 		}
 	}
-	for _, table := range []string{sqlidgen.DefaultSegmentTable, "leaf_alloc"} {
-		src, err := sqlidgen.NewSegments(db, addr.Dialect, sqlidgen.SegmentsConfig{Table: table})
+	for _, table := range []string{segmentTable, "leaf_alloc"} {
+		src, err := sqlidgen.NewSegments(db, addr.Dialect, table)
 		if err != nil {
 			t.Fatal(err)
 		}

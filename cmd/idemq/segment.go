@@ -32,15 +32,14 @@ func newSegmentFlags(path, synopsis, doc string) *segmentFlags {
 	f := &segmentFlags{flags: newFlags(path, synopsis, doc)}
 	f.store = storeFlag(f.FlagSet)
 	f.namespace = f.String("namespace", "idemq", "Redis key `namespace` of the tags")
-	f.table = f.String("table", sqlidgen.DefaultSegmentTable, "SQL `table` of the tags (Leaf's is leaf_alloc)")
+	f.table = f.String("table", segmentTable, "SQL `table` of the tags (Leaf's is leaf_alloc)")
 	return f
 }
 
 // segmentStore is what the Redis and SQL segment sources both are: serve
 // issues from it, the segment commands administer its tags.
 type segmentStore interface {
-	segment.Source
-	segment.Admin
+	segment.Store
 }
 
 // open opens the segment source named by --store; create lets it create the
@@ -55,7 +54,7 @@ func (f *segmentFlags) open(ctx context.Context, create bool) (segmentStore, *st
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		s, err := redisidgen.NewSegments(rdb, redisidgen.SegmentsConfig{Namespace: *f.namespace})
+		s, err := redisidgen.NewSegments(rdb, *f.namespace)
 		if err != nil {
 			rdb.Close()
 			return nil, nil, nil, f.usageErr("%v", err)
@@ -66,7 +65,7 @@ func (f *segmentFlags) open(ctx context.Context, create bool) (segmentStore, *st
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	s, err := sqlidgen.NewSegments(db, addr.Dialect, sqlidgen.SegmentsConfig{Table: *f.table})
+	s, err := sqlidgen.NewSegments(db, addr.Dialect, *f.table)
 	if err != nil {
 		db.Close()
 		return nil, nil, nil, f.usageErr("%v", err)
@@ -89,7 +88,7 @@ func (f *segmentFlags) failure(op string, addr *storeAddr, err error) error {
 		err = missingTable(err, segmentsTables, *f.table)
 	}
 	switch {
-	case errors.Is(err, segment.ErrInvalidConfig), errors.Is(err, idgen.ErrInvalidConfig):
+	case errors.Is(err, idgen.ErrInvalidConfig), errors.Is(err, idgen.ErrInvalidConfig):
 		// The store refused the input: exit 2, though the flags were fine.
 		return usageError{err: err}
 	case errors.Is(err, segment.ErrUnknownTag):

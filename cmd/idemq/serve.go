@@ -12,7 +12,6 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/idhttp"
-	"github.com/idemq/idemq/idgen/sqlidgen"
 )
 
 const serveDoc = `Serve IDs over HTTP in the URL shapes of Meituan's Leaf:
@@ -54,8 +53,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	pool := f.String("pool", "", "worker-id `pool` name, with --lease-store")
 	poolSize := f.Int64("pool-size", 0, "node ids in a new pool (default the layout's node count, at most 65536 on SQL); an existing Redis pool keeps its own")
 	lease := f.Duration("lease", 0, "lease length of a new pool (default 10s); an existing Redis pool keeps its own")
-	poolTable := f.String("pool-table", sqlidgen.DefaultTable, "SQL `table` of the pool")
-	maxBatch := f.Int("max-batch", idhttp.DefaultMaxBatch, "largest count a batch request may ask for")
+	poolTable := f.String("pool-table", workerLeaseTable, "SQL `table` of the pool")
+	maxBatch := f.Int("max-batch", 1000, "largest count a batch request may ask for")
 	drain := f.Duration("drain-timeout", 10*time.Second, "on SIGINT or SIGTERM, how long requests under way may take to finish")
 	logLevel := f.String("log-level", "warn", "log `level`: debug, info, warn or error")
 	e := &env{stdout: stdout}

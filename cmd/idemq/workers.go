@@ -14,6 +14,7 @@ import (
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
 	"github.com/idemq/idemq/idgen/sqlidgen"
+	"github.com/idemq/idemq/internal/rediskey"
 )
 
 func workersCmd(ctx context.Context, e *env, args []string) error {
@@ -46,7 +47,7 @@ func workersList(ctx context.Context, e *env, args []string) error {
 	storeURL := storeFlag(f.FlagSet)
 	pool := f.String("pool", "", "worker-id `pool` name (required)")
 	namespace := f.String("namespace", "idemq", "Redis key namespace of the pool")
-	table := f.String("table", sqlidgen.DefaultTable, "SQL table of the pool")
+	table := f.String("table", workerLeaseTable, "SQL table of the pool")
 	rest, err := f.parse(e, args)
 	if err != nil {
 		return err
@@ -72,7 +73,7 @@ func workersList(ctx context.Context, e *env, args []string) error {
 	switch l := leaser.(type) {
 	case *redisidgen.Leaser:
 		infos, err := l.List(ctx)
-		if errors.Is(err, redisidgen.ErrNoPool) {
+		if errors.Is(err, idgen.ErrNoFreeNode) {
 			return fmt.Errorf("workers list at %s: %w. The pool was never created and no generator has leased a node from it yet, or Redis lost its data. The first generator to lease from it creates it, after waiting one lease; 'idemq workers create --pool %s' creates it now", addr, err, *pool)
 		}
 		if err != nil {
@@ -222,7 +223,7 @@ func openLeaser(ctx context.Context, addr *storeAddr, pc poolConfig, forLayout i
 	}
 	closeFn := func() { db.Close() }
 	if pc.size == 0 {
-		pc.size = min(forLayout.MaxNode()+1, sqlidgen.MaxSize)
+		pc.size = min(forLayout.MaxNode()+1, sqlMaxPool)
 	}
 	l, err := sqlidgen.New(db, addr.Dialect, sqlidgen.Config{Pool: pc.pool, Size: pc.size, Lease: pc.lease, Table: pc.table})
 	if err != nil {
@@ -272,11 +273,15 @@ func leaseGenerator(ctx context.Context, l idgen.Layout, rawURL string, pc poolC
 // which every leaser of the pool must be given; zero if the pool has no
 // record yet.
 func redisPoolMeta(ctx context.Context, rdb *redis.Client, pc poolConfig) (size int64, lease time.Duration, err error) {
-	probe, err := redisidgen.New(rdb, redisidgen.Config{Pool: pc.pool, Size: 1, Namespace: pc.namespace})
-	if err != nil {
+	// New checks the names; the meta key is the one redisidgen documents.
+	if _, err := redisidgen.New(rdb, redisidgen.Config{Pool: pc.pool, Size: 1, Namespace: pc.namespace}); err != nil {
 		return 0, 0, usageError{err: err}
 	}
-	vals, err := rdb.HMGet(ctx, probe.Keys()[0], "size", "lease").Result()
+	ns := pc.namespace
+	if ns == "" {
+		ns = "idemq"
+	}
+	vals, err := rdb.HMGet(ctx, rediskey.HashTag(ns, pc.pool)+":meta", "size", "lease").Result()
 	if err != nil {
 		return 0, 0, fmt.Errorf("read pool %q: %w", pc.pool, err)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
-	"github.com/idemq/idemq/idgen/sqlidgen"
 )
 
 // TestLeasedIDsAndWorkers issues IDs from a leased node through the built
@@ -124,7 +123,7 @@ func testLeasedIDsAndWorkers(t *testing.T, b backend) {
 func TestWorkersNoPool(t *testing.T) {
 	pool := unique("nopool")
 	r := idemq(t, nil, "workers", "list", "--store", redisBackend.url(t), "--pool", pool)
-	wantFail(t, r, exitFailure, `redisidgen: no such pool "`+pool+`"`, "never created", "'idemq workers create --pool "+pool+"'")
+	wantFail(t, r, exitFailure, `redisidgen: list pool "`+pool+`": Redis has no record of the pool`, "never created", "'idemq workers create --pool "+pool+"'")
 }
 
 // TestWorkersCreate creates a Redis pool, which then lists no leases and
@@ -180,7 +179,7 @@ func TestLeaseFullPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaser, closeLeaser, err := openLeaser(ctx, addr, poolConfig{pool: pool, table: sqlidgen.DefaultTable, size: 1}, idgen.JSSafe, true)
+	leaser, closeLeaser, err := openLeaser(ctx, addr, poolConfig{pool: pool, table: workerLeaseTable, size: 1}, idgen.JSSafe, true)
 	if err != nil {
 		t.Fatal(err)
 	}

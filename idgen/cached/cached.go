@@ -13,24 +13,12 @@ import (
 	"github.com/idemq/idemq/idgen"
 )
 
-// ErrBufferEmpty is what a [Generator] configured with [FailWhenEmpty]
-// returns when Next finds no ID buffered: its padding has not caught up with
-// the callers (or the generator behind it cannot issue IDs; the error then
-// wraps the generator's too). Retry later, enlarge the buffer, or use
-// [WaitWhenEmpty].
+// ErrBufferEmpty is what a [Generator] configured with
+// [Config].FailWhenEmpty returns when Next finds no ID buffered: its padding
+// has not caught up with the callers (or the generator behind it cannot
+// issue IDs; the error then wraps the generator's too). Retry later, enlarge
+// the buffer, or let Next wait.
 var ErrBufferEmpty = errors.New("cached: ID buffer empty")
-
-// EmptyPolicy decides what [Generator.Next] does when the buffer is empty:
-// uid-generator's RejectedTakeBufferHandler.
-type EmptyPolicy int
-
-const (
-	// WaitWhenEmpty makes Next wait for the padding, for as long as its
-	// context allows. It is the default.
-	WaitWhenEmpty EmptyPolicy = iota
-	// FailWhenEmpty makes Next fail at once with [ErrBufferEmpty].
-	FailWhenEmpty
-)
 
 // Config holds a [Generator]'s optional settings. The zero value gives
 // uid-generator's defaults: a buffer of eight ticks' worth of IDs, padded
@@ -49,9 +37,11 @@ type Config struct {
 	// whether or not it fell under the threshold (uid-generator's
 	// scheduleInterval). Default 0: off.
 	PaddingInterval time.Duration
-	// WhenEmpty decides what Next does when no ID is buffered. Default
-	// WaitWhenEmpty.
-	WhenEmpty EmptyPolicy
+	// FailWhenEmpty makes Next fail at once with [ErrBufferEmpty] when no
+	// ID is buffered, where by default it waits for the padding for as
+	// long as its context allows: uid-generator's
+	// RejectedTakeBufferHandler.
+	FailWhenEmpty bool
 }
 
 // Defaults of Config: the default Size is the layout's IDs per tick shifted
@@ -87,13 +77,13 @@ const emptySpins = 16
 // never overflows: uid-generator's RejectedPutBufferHandler, which handles a
 // put into a full ring (its threshold-triggered and scheduled paddings race
 // there), has no counterpart. Its RejectedTakeBufferHandler is
-// Config.WhenEmpty.
+// Config.FailWhenEmpty.
 type Generator struct {
 	g         *idgen.Generator
 	mask      int64
 	size      int64
 	threshold int64 // pad when a take leaves at most this many buffered
-	policy    EmptyPolicy
+	failEmpty bool
 	slots     []atomic.Int64
 	layout    idgen.Layout
 	perTick   int64      // IDs of one tick
@@ -195,8 +185,6 @@ func New(ctx context.Context, g *idgen.Generator, cfg Config) (*Generator, error
 		return nil, fmt.Errorf("cached: Config.PaddingPercent %d is outside 1 to 100: %w", cfg.PaddingPercent, idgen.ErrInvalidConfig)
 	case cfg.PaddingInterval < 0:
 		return nil, fmt.Errorf("cached: negative Config.PaddingInterval %v: %w", cfg.PaddingInterval, idgen.ErrInvalidConfig)
-	case cfg.WhenEmpty != WaitWhenEmpty && cfg.WhenEmpty != FailWhenEmpty:
-		return nil, fmt.Errorf("cached: unknown Config.WhenEmpty %d: %w", cfg.WhenEmpty, idgen.ErrInvalidConfig)
 	case !isBorrow:
 		return nil, fmt.Errorf("cached: the generator's rollback policy is %T, not Borrow, so padding would wait for the clock at every tick; make it with Config.Rollback: idgen.Borrow{MaxAhead: %v} or more: %w",
 			gc.Rollback, span, idgen.ErrInvalidConfig)
@@ -209,7 +197,7 @@ func New(ctx context.Context, g *idgen.Generator, cfg Config) (*Generator, error
 		mask:      size - 1,
 		size:      size,
 		threshold: max(size*int64(pct)/100, 1),
-		policy:    cfg.WhenEmpty,
+		failEmpty: cfg.FailWhenEmpty,
 		slots:     make([]atomic.Int64, size),
 		layout:    gc.Layout,
 		perTick:   perTick,
@@ -231,12 +219,9 @@ func New(ctx context.Context, g *idgen.Generator, cfg Config) (*Generator, error
 	return c, nil
 }
 
-// Layout returns the layout of the generator's IDs, which decodes them.
-func (c *Generator) Layout() idgen.Layout { return c.layout }
-
 // Next takes the next buffered ID. While the buffer holds IDs it is a few
 // atomic operations and allocates nothing; the context matters only when
-// the buffer is empty and WhenEmpty is WaitWhenEmpty. Errors wrap
+// the buffer is empty and Config.FailWhenEmpty is not set. Errors wrap
 // [ErrBufferEmpty] (with FailWhenEmpty), [idgen.ErrClosed], a context's
 // error, or the generator's error that stopped the padding.
 func (c *Generator) Next(ctx context.Context) (idgen.ID, error) {
@@ -282,7 +267,7 @@ func (c *Generator) next(ctx context.Context) (idgen.ID, error) {
 	}
 	c.empties.Add(1)
 	c.askPadding()
-	if c.policy == FailWhenEmpty {
+	if c.failEmpty {
 		if id, ok := c.take(); ok {
 			return id, nil
 		}

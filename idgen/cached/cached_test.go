@@ -58,7 +58,6 @@ func TestCachedInvalidConfig(t *testing.T) {
 		{"percent above 100", borrow, cached.Config{Size: 64, PaddingPercent: 101}},
 		{"negative percent", borrow, cached.Config{Size: 64, PaddingPercent: -1}},
 		{"negative interval", borrow, cached.Config{Size: 64, PaddingInterval: -time.Second}},
-		{"unknown empty policy", borrow, cached.Config{Size: 64, WhenEmpty: 7}},
 		{"no Borrow", refuse, cached.Config{Size: 64}},
 		{"MaxAhead shorter than a buffer", short, cached.Config{Size: 64}},
 		{"MaxAhead shorter than the default buffer", borrow, cached.Config{}},
@@ -94,15 +93,12 @@ func TestCachedDefaults(t *testing.T) {
 			if s := c.Stats(); s.Size != tc.size || s.Buffered != tc.size {
 				t.Fatalf("Stats %+v: want size %d, full", s, tc.size)
 			}
-			if c.Layout() != tc.layout {
-				t.Fatalf("Layout %v, want %v", c.Layout(), tc.layout)
-			}
 			id, err := c.Next(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p := c.Layout().Decode(id); p.Node != 1 {
-				t.Fatalf("Decode(%d) = %v, want node 1", id, p)
+			if p := tc.layout.Decode(id); p.Node != 1 {
+				t.Fatalf("Decode(%d) = %+v, want node 1", id, p)
 			}
 		})
 	}
@@ -116,16 +112,16 @@ func TestCachedConcurrent(t *testing.T) {
 		size       int
 		goroutines int
 		each       int
-		policy     cached.EmptyPolicy
+		failEmpty  bool
 	}{
-		{"tiny ring wraps", 16, 8, 4000, cached.WaitWhenEmpty},
-		{"small ring", 1024, 4, 10000, cached.WaitWhenEmpty},
-		{"default ring", 0, 8, 10000, cached.WaitWhenEmpty},
-		{"fail when empty", 256, 8, 4000, cached.FailWhenEmpty},
+		{"tiny ring wraps", 16, 8, 4000, false},
+		{"small ring", 1024, 4, 10000, false},
+		{"default ring", 0, 8, 10000, false},
+		{"fail when empty", 256, 8, 4000, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCached(t, idgen.Config{Layout: layout, Rollback: idgen.Borrow{MaxAhead: 10 * time.Millisecond}},
-				cached.Config{Size: tc.size, WhenEmpty: tc.policy})
+				cached.Config{Size: tc.size, FailWhenEmpty: tc.failEmpty})
 			got := make([][]idgen.ID, tc.goroutines)
 			var wg sync.WaitGroup
 			for i := range got {
@@ -133,7 +129,7 @@ func TestCachedConcurrent(t *testing.T) {
 					ids := make([]idgen.ID, 0, tc.each)
 					for len(ids) < tc.each {
 						id, err := c.Next(context.Background())
-						if errors.Is(err, cached.ErrBufferEmpty) && tc.policy == cached.FailWhenEmpty {
+						if errors.Is(err, cached.ErrBufferEmpty) && tc.failEmpty {
 							continue
 						}
 						if err != nil {
@@ -162,18 +158,18 @@ func TestCachedConcurrent(t *testing.T) {
 // frozenCached returns a Cached generator of 64 slots over cachedLayout on a
 // clock that stands still at t0, borrowing at most 4 ticks: it can hand out
 // 5 ticks' worth of IDs, 80, before the clock must move.
-func frozenCached(t *testing.T, policy cached.EmptyPolicy) (*cached.Generator, *testkit.Clock) {
+func frozenCached(t *testing.T, failEmpty bool) (*cached.Generator, *testkit.Clock) {
 	t.Helper()
 	clock := testkit.NewClock(t0, 0)
 	c := newCached(t, idgen.Config{Layout: cachedLayout, Clock: clock, Rollback: idgen.Borrow{MaxAhead: 4 * time.Millisecond}},
-		cached.Config{Size: 64, WhenEmpty: policy})
+		cached.Config{Size: 64, FailWhenEmpty: failEmpty})
 	return c, clock
 }
 
 const frozenCapacity = 5 * 16
 
 func TestCachedWaitWhenEmpty(t *testing.T) {
-	c, clock := frozenCached(t, cached.WaitWhenEmpty)
+	c, clock := frozenCached(t, false)
 	var ids []idgen.ID
 	for range frozenCapacity {
 		ids = append(ids, take(t, c))
@@ -204,7 +200,7 @@ func TestCachedWaitWhenEmpty(t *testing.T) {
 }
 
 func TestCachedFailWhenEmpty(t *testing.T) {
-	c, clock := frozenCached(t, cached.FailWhenEmpty)
+	c, clock := frozenCached(t, true)
 	var ids []idgen.ID
 	for {
 		id, err := c.Next(context.Background())
@@ -236,7 +232,7 @@ func TestCachedFailWhenEmpty(t *testing.T) {
 // its error instead of leaving it waiting.
 func TestCachedPadderError(t *testing.T) {
 	t.Run("wait", func(t *testing.T) {
-		c, clock := frozenCached(t, cached.WaitWhenEmpty)
+		c, clock := frozenCached(t, false)
 		clock.Add(-time.Hour) // past Borrow's MaxAhead, to its Else: Refuse
 		var err error
 		for range frozenCapacity + 1 {
@@ -249,7 +245,7 @@ func TestCachedPadderError(t *testing.T) {
 		}
 	})
 	t.Run("fail", func(t *testing.T) {
-		c, clock := frozenCached(t, cached.FailWhenEmpty)
+		c, clock := frozenCached(t, true)
 		clock.Add(-time.Hour)
 		testkit.WaitFor(t, "the padding's error", func() bool {
 			_, err := c.Next(context.Background())

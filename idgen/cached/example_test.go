@@ -30,6 +30,6 @@ func Example() {
 		panic(err)
 	}
 	s := ids.Stats()
-	fmt.Println("node", ids.Layout().Decode(id).Node, "buffered", s.Buffered, "of", s.Size)
+	fmt.Println("node", idgen.Twitter.Decode(id).Node, "buffered", s.Buffered, "of", s.Size)
 	// Output: node 7 buffered 32767 of 32768
 }

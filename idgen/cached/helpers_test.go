@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/idgen/memidgen"
+	"github.com/idemq/idemq/internal/memidgen"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -17,8 +17,8 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/idhttp"
-	"github.com/idemq/idemq/idgen/memidgen"
 	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/internal/memidgen"
 )
 
 // BenchmarkService measures the service over loopback with a load generator

@@ -1,6 +1,6 @@
 // Package idhttp serves IDs over HTTP in the URL shapes of Meituan's Leaf:
 // snowflake IDs from one [idgen.Generator] and Leaf segment IDs from a
-// [segment.Source], one [segment.Allocator] per tag. `idemq serve` runs it;
+// [segment.Store], one [segment.Allocator] per tag. `idemq serve` runs it;
 // any program can mount a [Server] on its own mux.
 //
 //	srv, err := idhttp.New(idhttp.Config{Snowflake: gen, Segments: src})

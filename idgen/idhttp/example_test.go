@@ -2,6 +2,7 @@ package idhttp_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,17 +10,34 @@ import (
 	"net/http/httptest"
 	"time"
 
+	_ "modernc.org/sqlite"
+
+	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/idhttp"
-	"github.com/idemq/idemq/idgen/memidgen"
 	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/idgen/sqlidgen"
 )
 
 func Example() {
-	// Segment tags live in a shared store in production (sqlidgen,
-	// redisidgen); snowflake IDs need a node nobody else uses (see
+	// Segment tags live in a store that every replica shares (here an
+	// SQLite file's worth in memory; one connection keeps ":memory:" one
+	// database); snowflake IDs need a node nobody else uses (see
 	// idgen.NewLeased).
-	src := memidgen.NewSegments()
+	db, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		panic(err)
+	}
+	db.SetMaxOpenConns(1)
+	defer db.Close()
+	src, err := sqlidgen.NewSegments(db, sqldedupe.SQLite, "")
+	if err != nil {
+		panic(err)
+	}
+	defer src.Close()
+	if err := src.Migrate(context.Background()); err != nil {
+		panic(err)
+	}
 	if err := src.CreateTag(context.Background(), segment.Tag{Tag: "orders", MaxID: 1000, Step: 100}); err != nil {
 		panic(err)
 	}

@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 // faulty is a real source that fails every call while down, as an
 // unreachable server does, and counts the calls.
 type faulty struct {
-	segment.Source
+	segment.Store
 	down  atomic.Bool
 	calls atomic.Int64
 }
@@ -46,7 +46,7 @@ func (f *faulty) NextSegment(ctx context.Context, tag string, step int64) (segme
 	if f.down.Load() {
 		return segment.Segment{}, errDown
 	}
-	return f.Source.NextSegment(ctx, tag, step)
+	return f.Store.NextSegment(ctx, tag, step)
 }
 
 // serve starts srv on a loopback listener, stopped and closed when t ends.
@@ -159,4 +159,14 @@ func (c client) fail(path string) failure {
 		c.t.Fatalf("GET %s: %d %s, want a JSON error (%v)", path, status, body, err)
 	}
 	return f
+}
+
+// create makes tags in src.
+func create(t testing.TB, src segment.Store, tags ...segment.Tag) {
+	t.Helper()
+	for _, tg := range tags {
+		if err := src.CreateTag(context.Background(), tg); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

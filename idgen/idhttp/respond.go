@@ -57,7 +57,7 @@ func segmentCode(err error) code {
 		return codeUnknownTag
 	case errors.Is(err, segment.ErrMaxReached):
 		return codeMaxReached
-	case errors.Is(err, errClosing), errors.Is(err, segment.ErrClosed):
+	case errors.Is(err, errClosing), errors.Is(err, idgen.ErrClosed):
 		return codeClosing
 	}
 	return codeSourceUnavailable
@@ -66,7 +66,7 @@ func segmentCode(err error) code {
 // snowflakeCode sorts an error of the generator.
 func snowflakeCode(err error) code {
 	switch {
-	case errors.Is(err, idgen.ErrLeaseExpired):
+	case errors.Is(err, idgen.ErrLeaseLost):
 		return codeLeaseExpired
 	case errors.Is(err, idgen.ErrClockBackwards):
 		return codeClockBackwards

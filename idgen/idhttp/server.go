@@ -14,12 +14,13 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/internal/segtag"
 )
 
 // Defaults of Config.
 const (
-	DefaultMaxBatch    = 1000
-	DefaultNegativeTTL = time.Second
+	defaultMaxBatch    = 1000
+	defaultNegativeTTL = time.Second
 	// maxMaxBatch bounds Config.MaxBatch: a batch is one response body
 	// of up to 22 bytes per ID, built in memory.
 	maxMaxBatch = 1 << 20
@@ -34,35 +35,31 @@ type Config struct {
 	Snowflake *idgen.Generator
 	// Segments is the source of the tags of /api/segment/…. Nil: those
 	// endpoints answer not_served.
-	Segments segment.Source
+	Segments segment.Store
 	// Segment configures every tag's allocator; its LoadTimeout also
 	// bounds the load of a tag's first segment, which the tag's first
 	// request waits for. Its Logger defaults to Logger here.
 	Segment segment.Config
 	// MaxBatch is the largest count a batch request may ask for. Default
-	// DefaultMaxBatch (1000); at most 1,048,576.
+	// 1000; at most 1,048,576.
 	MaxBatch int
 	// NegativeTTL is how long a tag the source does not hold, or holds at
 	// its maximum, is answered without asking the source again: a client
 	// asking again and again costs the source one call per NegativeTTL,
 	// and a tag created meanwhile is served after at most that long. A
-	// source that cannot be reached is not remembered. Default
-	// DefaultNegativeTTL (1s).
+	// source that cannot be reached is not remembered. Default 1s.
 	NegativeTTL time.Duration
 	// Logger reports tags served and loads that fail; requests are not
 	// logged. Default slog.Default().
 	Logger *slog.Logger
 }
 
-// ErrInvalidConfig reports a Config that New refuses.
-var ErrInvalidConfig = errors.New("idhttp: invalid config")
-
 func (c *Config) setDefaults() {
 	if c.MaxBatch == 0 {
-		c.MaxBatch = DefaultMaxBatch
+		c.MaxBatch = defaultMaxBatch
 	}
 	if c.NegativeTTL == 0 {
-		c.NegativeTTL = DefaultNegativeTTL
+		c.NegativeTTL = defaultNegativeTTL
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -72,18 +69,18 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports whether c can make a Server, after defaults.
-func (c Config) Validate() error {
+// validate reports whether c can make a Server, after defaults.
+func (c Config) validate() error {
 	switch {
 	case c.Snowflake == nil && c.Segments == nil:
-		return fmt.Errorf("%w: nothing to serve: set Snowflake, Segments or both", ErrInvalidConfig)
+		return fmt.Errorf("%w: nothing to serve: set Snowflake, Segments or both", idgen.ErrInvalidConfig)
 	case c.MaxBatch < 1 || c.MaxBatch > maxMaxBatch:
-		return fmt.Errorf("%w: MaxBatch %d is outside 1..%d", ErrInvalidConfig, c.MaxBatch, maxMaxBatch)
+		return fmt.Errorf("%w: MaxBatch %d is outside 1..%d", idgen.ErrInvalidConfig, c.MaxBatch, maxMaxBatch)
 	case c.NegativeTTL < 0:
-		return fmt.Errorf("%w: negative NegativeTTL %v", ErrInvalidConfig, c.NegativeTTL)
+		return fmt.Errorf("%w: negative NegativeTTL %v", idgen.ErrInvalidConfig, c.NegativeTTL)
 	}
 	if err := c.Segment.Validate(); err != nil {
-		return fmt.Errorf("%w: Segment: %w", ErrInvalidConfig, err)
+		return fmt.Errorf("%w: Segment: %w", idgen.ErrInvalidConfig, err)
 	}
 	return nil
 }
@@ -99,7 +96,7 @@ func (c Config) Validate() error {
 //
 //	400 bad_count           count missing, not a number, or outside 1..MaxBatch
 //	400 bad_id              the ID to decode is not a decimal ID
-//	400 bad_tag             a tag longer than segment.MaxTagLen bytes
+//	400 bad_tag             a tag longer than 128 bytes (Leaf's biz_tag column)
 //	404 unknown_tag         the source holds no such tag
 //	404 not_served          snowflake or segment IDs are not configured here
 //	405 bad_method          HEAD of an endpoint that issues IDs
@@ -145,10 +142,10 @@ type Server struct {
 }
 
 // New returns a Server. It loads nothing: a tag's allocator is made on the
-// tag's first request. Errors wrap ErrInvalidConfig.
+// tag's first request. Errors wrap [idgen.ErrInvalidConfig].
 func New(cfg Config) (*Server, error) {
 	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	s := &Server{gen: cfg.Snowflake, maxBatch: cfg.MaxBatch, mux: http.NewServeMux()}
@@ -348,8 +345,8 @@ func (s *Server) segmentTag(w http.ResponseWriter, r *http.Request) (*tag, bool)
 		s.fail(w, codeClosing, errClosing)
 	case s.tags == nil:
 		s.fail(w, codeNotServed, errNoSegments)
-	case len(name) > segment.MaxTagLen:
-		s.fail(w, codeBadTag, fmt.Errorf("idhttp: tag of %d bytes is longer than %d", len(name), segment.MaxTagLen))
+	case len(name) > segtag.MaxLen:
+		s.fail(w, codeBadTag, fmt.Errorf("idhttp: tag of %d bytes is longer than %d", len(name), segtag.MaxLen))
 	default:
 		tg, err := s.tags.get(r.Context(), name)
 		if err != nil {

@@ -14,234 +14,220 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/idhttp"
-	"github.com/idemq/idemq/idgen/memidgen"
 	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/internal/memidgen"
+	"github.com/idemq/idemq/internal/segtag"
 	"github.com/idemq/idemq/internal/testkit"
 )
 
-// forEach runs f against every backend.
-func forEach(t *testing.T, f func(t *testing.T, b backend)) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) { f(t, b) })
-	}
-}
-
 func TestEndpoints(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
-		src := b.open(t)
-		create(t, src, segment.Tag{Tag: "orders", MaxID: 1000, Step: 100})
-		gen := newGenerator(t, 37)
-		_, c := newServer(t, idhttp.Config{Snowflake: gen, Segments: src})
+	src := memidgen.NewSegments()
+	create(t, src, segment.Tag{Tag: "orders", MaxID: 1000, Step: 100})
+	gen := newGenerator(t, 37)
+	_, c := newServer(t, idhttp.Config{Snowflake: gen, Segments: src})
 
-		// Segment IDs follow each other across single and batch
-		// requests.
-		if got := c.id("/api/segment/get/orders"); got != 1000 {
-			t.Errorf("first ID of orders = %d, want 1000", got)
-		}
-		bt := c.batch("/api/segment/batch/orders?count=250")
-		if len(bt.IDs) != 250 || bt.IDs[0] != 1001 || bt.IDs[249] != 1250 || bt.Code != "" {
-			t.Errorf("batch of 250 = %d IDs %v…%v code %q, want 1001…1250", len(bt.IDs), bt.IDs[0], bt.IDs[len(bt.IDs)-1], bt.Code)
-		}
-		if got := c.id("/api/segment/get/orders"); got != 1251 {
-			t.Errorf("ID after the batch = %d, want 1251", got)
-		}
+	// Segment IDs follow each other across single and batch
+	// requests.
+	if got := c.id("/api/segment/get/orders"); got != 1000 {
+		t.Errorf("first ID of orders = %d, want 1000", got)
+	}
+	bt := c.batch("/api/segment/batch/orders?count=250")
+	if len(bt.IDs) != 250 || bt.IDs[0] != 1001 || bt.IDs[249] != 1250 || bt.Code != "" {
+		t.Errorf("batch of 250 = %d IDs %v…%v code %q, want 1001…1250", len(bt.IDs), bt.IDs[0], bt.IDs[len(bt.IDs)-1], bt.Code)
+	}
+	if got := c.id("/api/segment/get/orders"); got != 1251 {
+		t.Errorf("ID after the batch = %d, want 1251", got)
+	}
 
-		// Snowflake IDs carry the generator's node and increase.
-		id := c.id("/api/snowflake/get/any-business")
-		if p := gen.Config().Layout.Decode(id); p.Node != 37 {
-			t.Errorf("snowflake %d decodes to node %d, want 37", id, p.Node)
-		}
-		sb := c.batch("/api/snowflake/batch/x?count=1000")
-		if len(sb.IDs) != 1000 || !slices.IsSorted(sb.IDs) || sb.IDs[0] <= id {
-			t.Errorf("snowflake batch: %d IDs, sorted %v, first %d after %d", len(sb.IDs), slices.IsSorted(sb.IDs), sb.IDs[0], id)
-		}
+	// Snowflake IDs carry the generator's node and increase.
+	id := c.id("/api/snowflake/get/any-business")
+	if p := gen.Config().Layout.Decode(id); p.Node != 37 {
+		t.Errorf("snowflake %d decodes to node %d, want 37", id, p.Node)
+	}
+	sb := c.batch("/api/snowflake/batch/x?count=1000")
+	if len(sb.IDs) != 1000 || !slices.IsSorted(sb.IDs) || sb.IDs[0] <= id {
+		t.Errorf("snowflake batch: %d IDs, sorted %v, first %d after %d", len(sb.IDs), slices.IsSorted(sb.IDs), sb.IDs[0], id)
+	}
 
-		// Decode gives the generator's fields back.
-		status, body := c.get("/api/snowflake/decode/" + id.String())
-		var d struct {
-			ID                                             string
-			Layout                                         string
-			Time                                           time.Time
-			Tick                                           int64
-			Node, Datacenter, Worker, Generation, Sequence int64
-		}
-		if err := json.Unmarshal(body, &d); status != http.StatusOK || err != nil {
-			t.Fatalf("decode: %d %s (%v)", status, body, err)
-		}
-		p := gen.Config().Layout.Decode(id)
-		want := fmt.Sprint(id, "twitter", p.Time, p.Tick, p.Node, p.Datacenter, p.Worker, p.Generation, p.Sequence)
-		if got := fmt.Sprint(d.ID, d.Layout, d.Time, d.Tick, d.Node, d.Datacenter, d.Worker, d.Generation, d.Sequence); got != want {
-			t.Errorf("decode = %s, want %s", got, want)
-		}
+	// Decode gives the generator's fields back.
+	status, body := c.get("/api/snowflake/decode/" + id.String())
+	var d struct {
+		ID                                             string
+		Layout                                         string
+		Time                                           time.Time
+		Tick                                           int64
+		Node, Datacenter, Worker, Generation, Sequence int64
+	}
+	if err := json.Unmarshal(body, &d); status != http.StatusOK || err != nil {
+		t.Fatalf("decode: %d %s (%v)", status, body, err)
+	}
+	p := gen.Config().Layout.Decode(id)
+	want := fmt.Sprint(id, "twitter", p.Time, p.Tick, p.Node, p.Datacenter, p.Worker, p.Generation, p.Sequence)
+	if got := fmt.Sprint(d.ID, d.Layout, d.Time, d.Tick, d.Node, d.Datacenter, d.Worker, d.Generation, d.Sequence); got != want {
+		t.Errorf("decode = %s, want %s", got, want)
+	}
 
-		status, body = c.get("/healthz")
-		if status != http.StatusOK || string(body) != `{"status":"ok"}` {
-			t.Errorf("healthz = %d %s", status, body)
-		}
+	status, body = c.get("/healthz")
+	if status != http.StatusOK || string(body) != `{"status":"ok"}` {
+		t.Errorf("healthz = %d %s", status, body)
+	}
 
-		_, body = c.get("/metrics")
-		for _, line := range []string{
-			`idemq_http_requests_total{endpoint="segment_get"} 2`,
-			`idemq_http_requests_total{endpoint="segment_batch"} 1`,
-			`idemq_http_requests_total{endpoint="snowflake_decode"} 1`,
-			`idemq_http_requests_total{endpoint="healthz"} 1`,
-			`idemq_ids_issued_total{endpoint="segment_get"} 2`,
-			`idemq_ids_issued_total{endpoint="segment_batch"} 250`,
-			`idemq_ids_issued_total{endpoint="snowflake_get"} 1`,
-			`idemq_ids_issued_total{endpoint="snowflake_batch"} 1000`,
-			`idemq_http_errors_total{code="unknown_tag"} 0`,
-			`idemq_segment_ids_issued_total{tag="orders"} 252`,
-			`idemq_segment_step{tag="orders"} `,
-			`idemq_segment_loaded_total{tag="orders"} `,
-			`idemq_segment_load_failures_total{tag="orders"} 0`,
-			`idemq_segment_ids_left{tag="orders"} `,
-			"# TYPE idemq_segment_ids_left gauge",
-		} {
-			if !strings.Contains(string(body), "\n"+line) {
-				t.Errorf("metrics lack %q:\n%s", line, body)
-			}
+	_, body = c.get("/metrics")
+	for _, line := range []string{
+		`idemq_http_requests_total{endpoint="segment_get"} 2`,
+		`idemq_http_requests_total{endpoint="segment_batch"} 1`,
+		`idemq_http_requests_total{endpoint="snowflake_decode"} 1`,
+		`idemq_http_requests_total{endpoint="healthz"} 1`,
+		`idemq_ids_issued_total{endpoint="segment_get"} 2`,
+		`idemq_ids_issued_total{endpoint="segment_batch"} 250`,
+		`idemq_ids_issued_total{endpoint="snowflake_get"} 1`,
+		`idemq_ids_issued_total{endpoint="snowflake_batch"} 1000`,
+		`idemq_http_errors_total{code="unknown_tag"} 0`,
+		`idemq_segment_ids_issued_total{tag="orders"} 252`,
+		`idemq_segment_step{tag="orders"} `,
+		`idemq_segment_loaded_total{tag="orders"} `,
+		`idemq_segment_load_failures_total{tag="orders"} 0`,
+		`idemq_segment_ids_left{tag="orders"} `,
+		"# TYPE idemq_segment_ids_left gauge",
+	} {
+		if !strings.Contains(string(body), "\n"+line) {
+			t.Errorf("metrics lack %q:\n%s", line, body)
 		}
-	})
+	}
 }
 
 // TestBadRequests checks that every refused request answers its code and
 // issues nothing: the tag's next ID follows the last one issued, and no
 // snowflake ID is counted.
 func TestBadRequests(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
-		src := b.open(t)
-		create(t, src, segment.Tag{Tag: "t", MaxID: 1, Step: 10})
-		_, c := newServer(t, idhttp.Config{Snowflake: newGenerator(t, 1), Segments: src, MaxBatch: 50})
-		last := c.id("/api/segment/get/t")
-		for _, tc := range []struct {
-			path   string
-			status int
-			code   string
-		}{
-			{"/api/segment/batch/t", 400, "bad_count"},
-			{"/api/segment/batch/t?count=", 400, "bad_count"},
-			{"/api/segment/batch/t?count=0", 400, "bad_count"},
-			{"/api/segment/batch/t?count=-1", 400, "bad_count"},
-			{"/api/segment/batch/t?count=51", 400, "bad_count"},
-			{"/api/segment/batch/t?count=1e2", 400, "bad_count"},
-			{"/api/segment/batch/t?count=99999999999999999999", 400, "bad_count"},
-			{"/api/segment/batch/t?n=5", 400, "bad_count"},
-			{"/api/snowflake/batch/k?count=0", 400, "bad_count"},
-			{"/api/snowflake/batch/k?count=x", 400, "bad_count"},
-			{"/api/segment/get/nope", 404, "unknown_tag"},
-			{"/api/segment/batch/nope?count=5", 404, "unknown_tag"},
-			{"/api/segment/get/" + strings.Repeat("x", segment.MaxTagLen+1), 400, "bad_tag"},
-			{"/api/segment/get/%22%5C%0A%01%FF", 404, "unknown_tag"}, // quoted in JSON as sent
-			{"/api/snowflake/decode/abc", 400, "bad_id"},
-			{"/api/snowflake/decode/-1", 400, "bad_id"},
-			{"/api/snowflake/decode/9223372036854775808", 400, "bad_id"},
-		} {
-			f := c.fail(tc.path)
-			if f.Status != tc.status || f.Code != tc.code {
-				t.Errorf("GET %s = %d %s (%s), want %d %s", tc.path, f.Status, f.Code, f.Error, tc.status, tc.code)
-			}
+	src := memidgen.NewSegments()
+	create(t, src, segment.Tag{Tag: "t", MaxID: 1, Step: 10})
+	_, c := newServer(t, idhttp.Config{Snowflake: newGenerator(t, 1), Segments: src, MaxBatch: 50})
+	last := c.id("/api/segment/get/t")
+	for _, tc := range []struct {
+		path   string
+		status int
+		code   string
+	}{
+		{"/api/segment/batch/t", 400, "bad_count"},
+		{"/api/segment/batch/t?count=", 400, "bad_count"},
+		{"/api/segment/batch/t?count=0", 400, "bad_count"},
+		{"/api/segment/batch/t?count=-1", 400, "bad_count"},
+		{"/api/segment/batch/t?count=51", 400, "bad_count"},
+		{"/api/segment/batch/t?count=1e2", 400, "bad_count"},
+		{"/api/segment/batch/t?count=99999999999999999999", 400, "bad_count"},
+		{"/api/segment/batch/t?n=5", 400, "bad_count"},
+		{"/api/snowflake/batch/k?count=0", 400, "bad_count"},
+		{"/api/snowflake/batch/k?count=x", 400, "bad_count"},
+		{"/api/segment/get/nope", 404, "unknown_tag"},
+		{"/api/segment/batch/nope?count=5", 404, "unknown_tag"},
+		{"/api/segment/get/" + strings.Repeat("x", segtag.MaxLen+1), 400, "bad_tag"},
+		{"/api/segment/get/%22%5C%0A%01%FF", 404, "unknown_tag"}, // quoted in JSON as sent
+		{"/api/snowflake/decode/abc", 400, "bad_id"},
+		{"/api/snowflake/decode/-1", 400, "bad_id"},
+		{"/api/snowflake/decode/9223372036854775808", 400, "bad_id"},
+	} {
+		f := c.fail(tc.path)
+		if f.Status != tc.status || f.Code != tc.code {
+			t.Errorf("GET %s = %d %s (%s), want %d %s", tc.path, f.Status, f.Code, f.Error, tc.status, tc.code)
 		}
-		if status, _ := c.get("/api/segment/get"); status != http.StatusNotFound {
-			t.Errorf("GET without a tag = %d, want 404", status)
+	}
+	if status, _ := c.get("/api/segment/get"); status != http.StatusNotFound {
+		t.Errorf("GET without a tag = %d, want 404", status)
+	}
+	for _, req := range []struct{ method, path string }{
+		{http.MethodPost, "/api/segment/get/t"},
+		{http.MethodHead, "/api/segment/get/t"},
+		{http.MethodHead, "/api/segment/batch/t?count=5"},
+		{http.MethodHead, "/api/snowflake/get/k"},
+		{http.MethodHead, "/api/snowflake/batch/k?count=5"},
+	} {
+		r, err := http.NewRequest(req.method, c.base+req.path, nil)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, req := range []struct{ method, path string }{
-			{http.MethodPost, "/api/segment/get/t"},
-			{http.MethodHead, "/api/segment/get/t"},
-			{http.MethodHead, "/api/segment/batch/t?count=5"},
-			{http.MethodHead, "/api/snowflake/get/k"},
-			{http.MethodHead, "/api/snowflake/batch/k?count=5"},
-		} {
-			r, err := http.NewRequest(req.method, c.base+req.path, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp, err := c.c.Do(r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") == "" {
-				t.Errorf("%s %s = %d, Allow %q; want 405 allowing GET", req.method, req.path, resp.StatusCode, resp.Header.Get("Allow"))
-			}
+		resp, err := c.c.Do(r)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if next := c.id("/api/segment/get/t"); next != last+1 {
-			t.Errorf("next ID after the bad requests = %d, want %d", next, last+1)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") == "" {
+			t.Errorf("%s %s = %d, Allow %q; want 405 allowing GET", req.method, req.path, resp.StatusCode, resp.Header.Get("Allow"))
 		}
-		_, body := c.get("/metrics")
-		for _, line := range []string{
-			`idemq_ids_issued_total{endpoint="snowflake_batch"} 0`,
-			`idemq_ids_issued_total{endpoint="segment_batch"} 0`,
-			`idemq_http_errors_total{code="bad_count"} 10`,
-			`idemq_http_errors_total{code="unknown_tag"} 3`,
-			`idemq_http_errors_total{code="bad_tag"} 1`,
-			`idemq_http_errors_total{code="bad_id"} 3`,
-			`idemq_http_errors_total{code="bad_method"} 4`,
-			`idemq_ids_issued_total{endpoint="snowflake_get"} 0`,
-			`idemq_ids_issued_total{endpoint="segment_get"} 2`,
-		} {
-			if !strings.Contains(string(body), "\n"+line+"\n") {
-				t.Errorf("metrics lack %q:\n%s", line, body)
-			}
+	}
+	if next := c.id("/api/segment/get/t"); next != last+1 {
+		t.Errorf("next ID after the bad requests = %d, want %d", next, last+1)
+	}
+	_, body := c.get("/metrics")
+	for _, line := range []string{
+		`idemq_ids_issued_total{endpoint="snowflake_batch"} 0`,
+		`idemq_ids_issued_total{endpoint="segment_batch"} 0`,
+		`idemq_http_errors_total{code="bad_count"} 10`,
+		`idemq_http_errors_total{code="unknown_tag"} 3`,
+		`idemq_http_errors_total{code="bad_tag"} 1`,
+		`idemq_http_errors_total{code="bad_id"} 3`,
+		`idemq_http_errors_total{code="bad_method"} 4`,
+		`idemq_ids_issued_total{endpoint="snowflake_get"} 0`,
+		`idemq_ids_issued_total{endpoint="segment_get"} 2`,
+	} {
+		if !strings.Contains(string(body), "\n"+line+"\n") {
+			t.Errorf("metrics lack %q:\n%s", line, body)
 		}
-	})
+	}
 }
 
 func TestNotServed(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
-		src := b.open(t)
-		create(t, src, segment.Tag{Tag: "t", Step: 10})
-		_, segOnly := newServer(t, idhttp.Config{Segments: src})
-		_, snowOnly := newServer(t, idhttp.Config{Snowflake: newGenerator(t, 2)})
-		for _, tc := range []struct {
-			c    client
-			path string
-		}{
-			{segOnly, "/api/snowflake/get/k"},
-			{segOnly, "/api/snowflake/batch/k?count=2"},
-			{segOnly, "/api/snowflake/decode/1"},
-			{snowOnly, "/api/segment/get/t"},
-			{snowOnly, "/api/segment/batch/t?count=2"},
-		} {
-			if f := tc.c.fail(tc.path); f.Status != 404 || f.Code != "not_served" {
-				t.Errorf("GET %s = %d %s, want 404 not_served", tc.path, f.Status, f.Code)
-			}
+	src := memidgen.NewSegments()
+	create(t, src, segment.Tag{Tag: "t", Step: 10})
+	_, segOnly := newServer(t, idhttp.Config{Segments: src})
+	_, snowOnly := newServer(t, idhttp.Config{Snowflake: newGenerator(t, 2)})
+	for _, tc := range []struct {
+		c    client
+		path string
+	}{
+		{segOnly, "/api/snowflake/get/k"},
+		{segOnly, "/api/snowflake/batch/k?count=2"},
+		{segOnly, "/api/snowflake/decode/1"},
+		{snowOnly, "/api/segment/get/t"},
+		{snowOnly, "/api/segment/batch/t?count=2"},
+	} {
+		if f := tc.c.fail(tc.path); f.Status != 404 || f.Code != "not_served" {
+			t.Errorf("GET %s = %d %s, want 404 not_served", tc.path, f.Status, f.Code)
 		}
-		if got := segOnly.id("/api/segment/get/t"); got != 0 {
-			t.Errorf("segments-only server's ID = %d, want 0", got)
+	}
+	if got := segOnly.id("/api/segment/get/t"); got != 0 {
+		t.Errorf("segments-only server's ID = %d, want 0", got)
+	}
+	snowOnly.id("/api/snowflake/get/k")
+	for _, c := range []client{segOnly, snowOnly} {
+		if status, body := c.get("/healthz"); status != 200 {
+			t.Errorf("healthz = %d %s", status, body)
 		}
-		snowOnly.id("/api/snowflake/get/k")
-		for _, c := range []client{segOnly, snowOnly} {
-			if status, body := c.get("/healthz"); status != 200 {
-				t.Errorf("healthz = %d %s", status, body)
-			}
-		}
-	})
+	}
 }
 
 func TestMaxReached(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
-		src := b.open(t)
-		create(t, src, segment.Tag{Tag: "small", MaxID: 10, Step: 4, Max: 25})
-		_, c := newServer(t, idhttp.Config{Segments: src})
+	src := memidgen.NewSegments()
+	create(t, src, segment.Tag{Tag: "small", MaxID: 10, Step: 4, Max: 25})
+	_, c := newServer(t, idhttp.Config{Segments: src})
 
-		var got []idgen.ID
-		got = append(got, c.id("/api/segment/get/small"))
-		bt := c.batch("/api/segment/batch/small?count=1000")
-		got = append(got, bt.IDs...)
-		if want := idRange(10, 25); !slices.Equal(got, want) || bt.Code != "max_reached" || bt.Error == "" {
-			t.Errorf("IDs up to the maximum = %v, code %q %q; want %v and max_reached", got, bt.Code, bt.Error, want)
+	var got []idgen.ID
+	got = append(got, c.id("/api/segment/get/small"))
+	bt := c.batch("/api/segment/batch/small?count=1000")
+	got = append(got, bt.IDs...)
+	if want := idRange(10, 25); !slices.Equal(got, want) || bt.Code != "max_reached" || bt.Error == "" {
+		t.Errorf("IDs up to the maximum = %v, code %q %q; want %v and max_reached", got, bt.Code, bt.Error, want)
+	}
+	for _, path := range []string{"/api/segment/get/small", "/api/segment/batch/small?count=2"} {
+		if f := c.fail(path); f.Status != http.StatusConflict || f.Code != "max_reached" {
+			t.Errorf("GET %s at the maximum = %d %s, want 409 max_reached", path, f.Status, f.Code)
 		}
-		for _, path := range []string{"/api/segment/get/small", "/api/segment/batch/small?count=2"} {
-			if f := c.fail(path); f.Status != http.StatusConflict || f.Code != "max_reached" {
-				t.Errorf("GET %s at the maximum = %d %s, want 409 max_reached", path, f.Status, f.Code)
-			}
-		}
-		// The tag's maximum is every replica's: reported, still healthy.
-		status, body := c.get("/healthz")
-		if status != http.StatusOK || !strings.Contains(string(body), `"code":"max_reached"`) {
-			t.Errorf("healthz at the maximum = %d %s, want 200 reporting max_reached", status, body)
-		}
-	})
+	}
+	// The tag's maximum is every replica's: reported, still healthy.
+	status, body := c.get("/healthz")
+	if status != http.StatusOK || !strings.Contains(string(body), `"code":"max_reached"`) {
+		t.Errorf("healthz at the maximum = %d %s, want 200 reporting max_reached", status, body)
+	}
 }
 
 func idRange(from, to int64) []idgen.ID {
@@ -257,179 +243,171 @@ func idRange(from, to int64) []idgen.ID {
 // none is left requests fail with 503, and they succeed again once the
 // source is back.
 func TestSourceDown(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
-		real := b.open(t)
-		create(t, real, segment.Tag{Tag: "t", Step: 100})
-		src := &faulty{Source: real}
-		_, c := newServer(t, idhttp.Config{Segments: src})
+	real := memidgen.NewSegments()
+	create(t, real, segment.Tag{Tag: "t", Step: 100})
+	src := &faulty{Store: real}
+	_, c := newServer(t, idhttp.Config{Segments: src})
 
-		seen := map[idgen.ID]bool{}
-		take := func() (failure, bool) {
-			status, body := c.get("/api/segment/get/t")
-			if status != http.StatusOK {
-				f := failure{Status: status}
-				if err := json.Unmarshal(body, &f); err != nil {
-					t.Fatal(err)
-				}
-				return f, false
+	seen := map[idgen.ID]bool{}
+	take := func() (failure, bool) {
+		status, body := c.get("/api/segment/get/t")
+		if status != http.StatusOK {
+			f := failure{Status: status}
+			if err := json.Unmarshal(body, &f); err != nil {
+				t.Fatal(err)
 			}
-			id, err := idgen.Parse(string(body))
-			if err != nil || seen[id] {
-				t.Fatalf("ID %s: %v, seen before: %v", body, err, seen[id])
-			}
-			seen[id] = true
-			return failure{}, true
+			return f, false
 		}
-		take()
-		src.down.Store(true)
+		id, err := idgen.Parse(string(body))
+		if err != nil || seen[id] {
+			t.Fatalf("ID %s: %v, seen before: %v", body, err, seen[id])
+		}
+		seen[id] = true
+		return failure{}, true
+	}
+	take()
+	src.down.Store(true)
 
-		// The background load fails once a tenth is used; IDs flow on.
-		reported := false
-		for !reported {
-			if f, ok := take(); !ok {
-				t.Fatalf("no failing load reported before the IDs ran out at %d: %+v", len(seen), f)
-			}
-			status, body := c.get("/healthz")
-			reported = strings.Contains(string(body), errDown.Error())
-			if reported && (status != http.StatusOK || !strings.Contains(string(body), "IDs left")) {
-				t.Errorf("healthz with IDs left = %d %s, want 200 reporting the failure", status, body)
-			}
-		}
-		_, body := c.get("/metrics")
-		if !strings.Contains(string(body), "\nidemq_segment_failing{tag=\"t\"} 1\n") ||
-			strings.Contains(string(body), "\nidemq_segment_load_failures_total{tag=\"t\"} 0\n") {
-			t.Errorf("metrics do not report the failing loads:\n%s", body)
-		}
-
-		var failed failure
-		for ok := true; ok; {
-			failed, ok = take()
-		}
-		if len(seen) < 100 || failed.Status != http.StatusServiceUnavailable || failed.Code != "source_unavailable" || !strings.Contains(failed.Error, errDown.Error()) {
-			t.Errorf("with the source down: %d IDs, then %+v; want the first segment's 100, then 503 source_unavailable naming the cause", len(seen), failed)
+	// The background load fails once a tenth is used; IDs flow on.
+	reported := false
+	for !reported {
+		if f, ok := take(); !ok {
+			t.Fatalf("no failing load reported before the IDs ran out at %d: %+v", len(seen), f)
 		}
 		status, body := c.get("/healthz")
-		if status != http.StatusServiceUnavailable || !strings.Contains(string(body), errDown.Error()) {
-			t.Errorf("healthz with nothing left = %d %s, want 503 naming the cause", status, body)
+		reported = strings.Contains(string(body), errDown.Error())
+		if reported && (status != http.StatusOK || !strings.Contains(string(body), "IDs left")) {
+			t.Errorf("healthz with IDs left = %d %s, want 200 reporting the failure", status, body)
 		}
+	}
+	_, body := c.get("/metrics")
+	if !strings.Contains(string(body), "\nidemq_segment_failing{tag=\"t\"} 1\n") ||
+		strings.Contains(string(body), "\nidemq_segment_load_failures_total{tag=\"t\"} 0\n") {
+		t.Errorf("metrics do not report the failing loads:\n%s", body)
+	}
 
-		// The allocator retries with backoff: IDs resume at its next try.
-		src.down.Store(false)
-		testkit.WaitFor(t, "an ID after the source came back", func() bool {
-			_, ok := take()
-			return ok
-		})
-		if status, body := c.get("/healthz"); status != http.StatusOK {
-			t.Errorf("healthz once the source is back = %d %s", status, body)
-		}
+	var failed failure
+	for ok := true; ok; {
+		failed, ok = take()
+	}
+	if len(seen) < 100 || failed.Status != http.StatusServiceUnavailable || failed.Code != "source_unavailable" || !strings.Contains(failed.Error, errDown.Error()) {
+		t.Errorf("with the source down: %d IDs, then %+v; want the first segment's 100, then 503 source_unavailable naming the cause", len(seen), failed)
+	}
+	status, body := c.get("/healthz")
+	if status != http.StatusServiceUnavailable || !strings.Contains(string(body), errDown.Error()) {
+		t.Errorf("healthz with nothing left = %d %s, want 503 naming the cause", status, body)
+	}
+
+	// The allocator retries with backoff: IDs resume at its next try.
+	src.down.Store(false)
+	testkit.WaitFor(t, "an ID after the source came back", func() bool {
+		_, ok := take()
+		return ok
 	})
+	if status, body := c.get("/healthz"); status != http.StatusOK {
+		t.Errorf("healthz once the source is back = %d %s", status, body)
+	}
 }
 
 // TestUnknownTag: a missing tag is remembered for NegativeTTL, not longer.
 func TestUnknownTag(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
-		for _, tc := range []struct {
-			name      string
-			ttl       time.Duration
-			wantCalls int64 // for ten requests
-			served    bool  // once created
-		}{
-			{"remembered", time.Hour, 1, false},
-			{"forgotten", time.Nanosecond, 10, true},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				real := b.open(t)
-				src := &faulty{Source: real}
-				_, c := newServer(t, idhttp.Config{Segments: src, NegativeTTL: tc.ttl})
-				for range 10 {
-					if f := c.fail("/api/segment/get/later"); f.Code != "unknown_tag" {
-						t.Fatalf("missing tag: %+v", f)
-					}
+	for _, tc := range []struct {
+		name      string
+		ttl       time.Duration
+		wantCalls int64 // for ten requests
+		served    bool  // once created
+	}{
+		{"remembered", time.Hour, 1, false},
+		{"forgotten", time.Nanosecond, 10, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			real := memidgen.NewSegments()
+			src := &faulty{Store: real}
+			_, c := newServer(t, idhttp.Config{Segments: src, NegativeTTL: tc.ttl})
+			for range 10 {
+				if f := c.fail("/api/segment/get/later"); f.Code != "unknown_tag" {
+					t.Fatalf("missing tag: %+v", f)
 				}
-				if got := src.calls.Load(); got != tc.wantCalls {
-					t.Errorf("source calls for 10 requests = %d, want %d", got, tc.wantCalls)
-				}
-				create(t, real, segment.Tag{Tag: "later", MaxID: 7, Step: 10})
-				if status, body := c.get("/api/segment/get/later"); (status == http.StatusOK) != tc.served {
-					t.Errorf("after CreateTag: %d %s, served %v", status, body, tc.served)
-				}
-			})
-		}
-	})
+			}
+			if got := src.calls.Load(); got != tc.wantCalls {
+				t.Errorf("source calls for 10 requests = %d, want %d", got, tc.wantCalls)
+			}
+			create(t, real, segment.Tag{Tag: "later", MaxID: 7, Step: 10})
+			if status, body := c.get("/api/segment/get/later"); (status == http.StatusOK) != tc.served {
+				t.Errorf("after CreateTag: %d %s, served %v", status, body, tc.served)
+			}
+		})
+	}
 }
 
 // TestConcurrentClients: many clients on single and batch endpoints of
 // both kinds, first requests for a tag included, never get an ID twice.
 func TestConcurrentClients(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
-		real := b.open(t)
-		tags := []string{"a", "b", "c"}
-		for _, tg := range tags {
-			create(t, real, segment.Tag{Tag: tg, Step: 50})
-		}
-		src := &faulty{Source: real}
-		_, c := newServer(t, idhttp.Config{Snowflake: newGenerator(t, 3), Segments: src})
+	real := memidgen.NewSegments()
+	tags := []string{"a", "b", "c"}
+	for _, tg := range tags {
+		create(t, real, segment.Tag{Tag: tg, Step: 50})
+	}
+	src := &faulty{Store: real}
+	_, c := newServer(t, idhttp.Config{Snowflake: newGenerator(t, 3), Segments: src})
 
-		const clients, rounds = 16, 40
-		var (
-			mu   sync.Mutex
-			seen = map[string]map[idgen.ID]bool{}
-			wg   sync.WaitGroup
-		)
-		record := func(space string, ids ...idgen.ID) {
-			mu.Lock()
-			defer mu.Unlock()
-			if seen[space] == nil {
-				seen[space] = map[idgen.ID]bool{}
+	const clients, rounds = 16, 40
+	var (
+		mu   sync.Mutex
+		seen = map[string]map[idgen.ID]bool{}
+		wg   sync.WaitGroup
+	)
+	record := func(space string, ids ...idgen.ID) {
+		mu.Lock()
+		defer mu.Unlock()
+		if seen[space] == nil {
+			seen[space] = map[idgen.ID]bool{}
+		}
+		for _, id := range ids {
+			if seen[space][id] {
+				t.Errorf("%s: ID %d issued twice", space, id)
 			}
-			for _, id := range ids {
-				if seen[space][id] {
-					t.Errorf("%s: ID %d issued twice", space, id)
+			seen[space][id] = true
+		}
+	}
+	for i := range clients {
+		wg.Go(func() {
+			for r := range rounds {
+				tg := tags[(i+r)%len(tags)]
+				if r%2 == 0 {
+					record(tg, c.id("/api/segment/get/"+tg))
+					record("snowflake", c.id("/api/snowflake/get/k"))
+				} else {
+					record(tg, c.batch(fmt.Sprintf("/api/segment/batch/%s?count=%d", tg, 1+r)).IDs...)
+					record("snowflake", c.batch("/api/snowflake/batch/k?count=37").IDs...)
 				}
-				seen[space][id] = true
 			}
-		}
-		for i := range clients {
-			wg.Go(func() {
-				for r := range rounds {
-					tg := tags[(i+r)%len(tags)]
-					if r%2 == 0 {
-						record(tg, c.id("/api/segment/get/"+tg))
-						record("snowflake", c.id("/api/snowflake/get/k"))
-					} else {
-						record(tg, c.batch(fmt.Sprintf("/api/segment/batch/%s?count=%d", tg, 1+r)).IDs...)
-						record("snowflake", c.batch("/api/snowflake/batch/k?count=37").IDs...)
-					}
-				}
-			})
-		}
-		wg.Wait()
-		total := 0
-		for _, ids := range seen {
-			total += len(ids)
-		}
-		t.Logf("%d IDs to %d clients, 0 duplicates, %d source calls", total, clients, src.calls.Load())
-	})
+		})
+	}
+	wg.Wait()
+	total := 0
+	for _, ids := range seen {
+		total += len(ids)
+	}
+	t.Logf("%d IDs to %d clients, 0 duplicates, %d source calls", total, clients, src.calls.Load())
 }
 
 func TestClose(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
-		src := b.open(t)
-		create(t, src, segment.Tag{Tag: "t", Step: 10})
-		srv, c := newServer(t, idhttp.Config{Snowflake: newGenerator(t, 4), Segments: src})
-		c.id("/api/segment/get/t")
-		if err := srv.Close(); err != nil {
-			t.Fatal(err)
+	src := memidgen.NewSegments()
+	create(t, src, segment.Tag{Tag: "t", Step: 10})
+	srv, c := newServer(t, idhttp.Config{Snowflake: newGenerator(t, 4), Segments: src})
+	c.id("/api/segment/get/t")
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/api/segment/get/t", "/api/segment/get/other", "/api/snowflake/get/k", "/api/segment/batch/t?count=3"} {
+		if f := c.fail(path); f.Status != http.StatusServiceUnavailable || f.Code != "closing" {
+			t.Errorf("GET %s after Close = %d %s, want 503 closing", path, f.Status, f.Code)
 		}
-		for _, path := range []string{"/api/segment/get/t", "/api/segment/get/other", "/api/snowflake/get/k", "/api/segment/batch/t?count=3"} {
-			if f := c.fail(path); f.Status != http.StatusServiceUnavailable || f.Code != "closing" {
-				t.Errorf("GET %s after Close = %d %s, want 503 closing", path, f.Status, f.Code)
-			}
-		}
-		if status, _ := c.get("/healthz"); status != http.StatusServiceUnavailable {
-			t.Errorf("healthz after Close = %d, want 503", status)
-		}
-	})
+	}
+	if status, _ := c.get("/healthz"); status != http.StatusServiceUnavailable {
+		t.Errorf("healthz after Close = %d, want 503", status)
+	}
 }
 
 func TestNewRefusesBadConfig(t *testing.T) {
@@ -441,7 +419,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{Snowflake: gen, Segment: segment.Config{LoadTimeout: -time.Second}},
 		{Snowflake: gen, NegativeTTL: -time.Second},
 	} {
-		if _, err := idhttp.New(cfg); !errors.Is(err, idhttp.ErrInvalidConfig) {
+		if _, err := idhttp.New(cfg); !errors.Is(err, idgen.ErrInvalidConfig) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidConfig", cfg, err)
 		}
 	}
@@ -449,26 +427,24 @@ func TestNewRefusesBadConfig(t *testing.T) {
 
 // TestFirstRequests: concurrent first requests for a tag share one load.
 func TestFirstRequests(t *testing.T) {
-	forEach(t, func(t *testing.T, b backend) {
-		real := b.open(t)
-		create(t, real, segment.Tag{Tag: "t", Step: 100_000})
-		src := &faulty{Source: real}
-		_, c := newServer(t, idhttp.Config{Segments: src})
-		const clients = 32
-		ids := make([]idgen.ID, clients)
-		var wg sync.WaitGroup
-		for i := range clients {
-			wg.Go(func() { ids[i] = c.id("/api/segment/get/t") })
-		}
-		wg.Wait()
-		slices.Sort(ids)
-		if !slices.Equal(ids, idRange(0, clients)) {
-			t.Errorf("first IDs = %v, want 0 to %d", ids, clients-1)
-		}
-		if n := src.calls.Load(); n != 1 {
-			t.Errorf("%d first requests made %d source calls, want 1", clients, n)
-		}
-	})
+	real := memidgen.NewSegments()
+	create(t, real, segment.Tag{Tag: "t", Step: 100_000})
+	src := &faulty{Store: real}
+	_, c := newServer(t, idhttp.Config{Segments: src})
+	const clients = 32
+	ids := make([]idgen.ID, clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Go(func() { ids[i] = c.id("/api/segment/get/t") })
+	}
+	wg.Wait()
+	slices.Sort(ids)
+	if !slices.Equal(ids, idRange(0, clients)) {
+		t.Errorf("first IDs = %v, want 0 to %d", ids, clients-1)
+	}
+	if n := src.calls.Load(); n != 1 {
+		t.Errorf("%d first requests made %d source calls, want 1", clients, n)
+	}
 }
 
 // TestSnowflakeUnavailable: a generator that refuses to issue (here, its

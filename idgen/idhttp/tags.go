@@ -24,7 +24,7 @@ type tag struct {
 // a lock in a map replaced, never changed, when a tag is added; the rest —
 // loads under way, tags found missing — is under mu.
 type tags struct {
-	src         segment.Source
+	src         segment.Store
 	cfg         segment.Config
 	negativeTTL time.Duration
 	log         *slog.Logger
@@ -59,7 +59,7 @@ type negative struct {
 // maxMissing bounds the tags remembered as missing, which callers choose.
 const maxMissing = 4096
 
-func newTags(src segment.Source, cfg Config) *tags {
+func newTags(src segment.Store, cfg Config) *tags {
 	ctx, cancel := context.WithCancel(context.Background())
 	t := &tags{
 		src: src, cfg: cfg.Segment, negativeTTL: cfg.NegativeTTL,

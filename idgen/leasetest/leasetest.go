@@ -5,7 +5,7 @@
 //	func TestConformance(t *testing.T) {
 //		leasetest.Run(t, func(t *testing.T, p leasetest.Pool) idgen.Leaser {
 //			return newLeaser(t, p.Name, p.Size, p.TTL)
-//		}, leasetest.Features{})
+//		}, nil)
 //	}
 //
 // Every test uses pools of its own, named at random, so the leasers
@@ -16,7 +16,7 @@
 //   - races: goroutines on several leasers race for fewer nodes than they
 //     are, fresh and just expired, and exactly as many win as there are
 //     nodes, each a different one; the rest get [idgen.ErrNoFreeNode];
-//   - expiry by the store's clock: a lease of [Features.TTL] not renewed
+//   - expiry by the store's clock: a lease of 3 s not renewed
 //     ends, its node goes to the next caller, and the old holder's Renew and
 //     Release fail with [idgen.ErrLeaseLost]; renewals keep a lease alive;
 //   - the free queue: never-used ids first, then released and expired ones
@@ -24,14 +24,14 @@
 //   - static requests: a held node is refused, a free or expired one is
 //     granted and leaves the queue; a node outside the pool, or a pool
 //     larger than LeaseRequest.MaxNode allows, fails with
-//     [idgen.ErrNodeRange];
+//     [idgen.ErrInvalidConfig];
 //   - the high-water mark: Renew raises it and never lowers it; Release
 //     sets it to the holder's exact mark; the next holder's Lease.HighWater
 //     is the last mark written, after a release or an expiry;
 //   - forged and stale tokens: Renew and Release fail with
 //     [idgen.ErrLeaseLost] and change nothing;
 //   - cancelled contexts: every call fails and changes nothing;
-//   - owners: stored with the lease, when [Features.Owner] can read them;
+//   - owners: stored with the lease, when Run's owner can read them;
 //   - a generator switching nodes ([idgen.SwitchWorker]) through the
 //     leaser, each of its calls held in turn by a gate around the leaser:
 //     other callers wait for the switch or get an ID, never an error; one
@@ -39,13 +39,13 @@
 //     during the switch, leaves no lease held and the old node released
 //     with the mark of its last ID.
 //
-// The tests that wait for leases to end lease for [Features.TTL]; the others
+// The tests that wait for leases to end lease for 3 s; the others
 // lease for an hour, so that no stall of a loaded machine ends a lease they
 // count on. A test that waits for leases to end also counts on others
-// holding meanwhile: [Features.TTL] is long against a loaded machine's
+// holding meanwhile: 3 s is long against a loaded machine's
 // pauses (over 2 s were measured at load 40), and a test that finds such a
 // lease ended after a stall of a whole lease fails saying so. The subtests
-// run in parallel; the suite takes about two leases of [Features.TTL] longer
+// run in parallel; the suite takes about two such leases longer
 // than its slowest wait, about 15 s in all.
 package leasetest
 
@@ -78,26 +78,17 @@ type Pool struct {
 	TTL time.Duration
 }
 
-// Features describes where a leaser differs from the others.
-type Features struct {
-	// TTL is the lease length of the pools whose tests wait for leases to
-	// end; they sleep one and a half times it, and the renewal tests renew
-	// every quarter of it. Default 3s. Raise it for a store whose clock is
-	// coarse or far away.
-	TTL time.Duration
-	// Owner reads the owner recorded with node's live lease, or "" when
-	// the node has none. Nil skips the Owner test, which the Leaser
-	// interface alone cannot observe.
-	Owner func(ctx context.Context, l idgen.Leaser, node int64) (string, error)
-}
+// expiringTTL is the lease length of the pools whose tests wait for leases
+// to end; they sleep one and a half times it, and the renewal tests renew
+// every quarter of it.
+const expiringTTL = 3 * time.Second
 
 // Run runs the conformance suite as subtests of t. newLeaser returns the
 // leaser under test for a pool; whatever it opens it closes through
-// t.Cleanup.
-func Run(t *testing.T, newLeaser func(t *testing.T, p Pool) idgen.Leaser, f Features) {
-	if f.TTL <= 0 {
-		f.TTL = 3 * time.Second
-	}
+// t.Cleanup. owner reads the owner recorded with node's live lease, or ""
+// when the node has none; nil skips the Owner test, which the Leaser
+// interface alone cannot observe.
+func Run(t *testing.T, newLeaser func(t *testing.T, p Pool) idgen.Leaser, owner func(ctx context.Context, l idgen.Leaser, node int64) (string, error)) {
 	tests := []struct {
 		name string
 		fn   func(*suite)
@@ -122,7 +113,7 @@ func Run(t *testing.T, newLeaser func(t *testing.T, p Pool) idgen.Leaser, f Feat
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.fn(&suite{T: t, newLeaser: newLeaser, f: f, name: tc.name})
+			tc.fn(&suite{T: t, newLeaser: newLeaser, owner: owner, name: tc.name})
 		})
 	}
 }
@@ -131,10 +122,10 @@ func Run(t *testing.T, newLeaser func(t *testing.T, p Pool) idgen.Leaser, f Feat
 type suite struct {
 	*testing.T
 	newLeaser func(*testing.T, Pool) idgen.Leaser
-	f         Features
+	owner     func(ctx context.Context, l idgen.Leaser, node int64) (string, error)
 	name      string
 	// since, when set, is when the call was sent that granted or renewed
-	// the first to end of the leases of [Features.TTL] the test counts on
+	// the first to end of the leases of expiringTTL the test counts on
 	// holding: renew, release, wantNone and wantNodes do.
 	since time.Time
 }
@@ -150,10 +141,10 @@ func (s *suite) pool(size int64) (Pool, idgen.Leaser) {
 }
 
 // expiring returns a new pool of size node ids with leases of
-// [Features.TTL], and a leaser over it.
+// expiringTTL, and a leaser over it.
 func (s *suite) expiring(size int64) (Pool, idgen.Leaser) {
 	s.Helper()
-	return s.newPool(size, s.f.TTL)
+	return s.newPool(size, expiringTTL)
 }
 
 func (s *suite) newPool(size int64, ttl time.Duration) (Pool, idgen.Leaser) {
@@ -176,8 +167,8 @@ func (s *suite) fail(format string, args ...any) {
 // lease it counts on may have ended by now (see fail).
 func (s *suite) stillHeld(what string) {
 	s.Helper()
-	if d := time.Since(s.since); !s.since.IsZero() && d >= s.f.TTL {
-		s.Fatalf("%s: the leases counted on were asked for %v ago and may have ended (a lease is %v): the machine stalled for a whole lease", what, d.Round(time.Millisecond), s.f.TTL)
+	if d := time.Since(s.since); !s.since.IsZero() && d >= expiringTTL {
+		s.Fatalf("%s: the leases counted on were asked for %v ago and may have ended (a lease is %v): the machine stalled for a whole lease", what, d.Round(time.Millisecond), expiringTTL)
 	}
 }
 
@@ -188,7 +179,7 @@ func poolName(test string) string {
 
 // expire sleeps until a lease granted or renewed before the call has ended
 // by any clock that runs at the rate of ours.
-func (s *suite) expire() { time.Sleep(s.f.TTL * 3 / 2) }
+func (s *suite) expire() { time.Sleep(expiringTTL * 3 / 2) }
 
 // all asks for any free node of p.
 func all(p Pool, owner string) idgen.LeaseRequest {
@@ -476,7 +467,7 @@ func testExpiredJoinTail(s *suite) {
 	// x expires while y and z are renewed; then z is released: x goes
 	// first.
 	x, y, z := got[0], got[1], got[2]
-	for end := time.Now().Add(s.f.TTL * 3 / 2); time.Now().Before(end); {
+	for end := time.Now().Add(expiringTTL * 3 / 2); time.Now().Before(end); {
 		time.Sleep(p.TTL / 4)
 		sent := time.Now()
 		y = s.renew(l, y, time.Time{})
@@ -518,7 +509,7 @@ func testStatic(s *suite) {
 }
 
 // testNodeRange checks that a pool larger than the caller's layout, or a
-// static node outside the pool, is refused with ErrNodeRange and grants
+// static node outside the pool, is refused with ErrInvalidConfig and grants
 // nothing.
 func testNodeRange(s *suite) {
 	p, l := s.pool(4)
@@ -534,8 +525,8 @@ func testNodeRange(s *suite) {
 	} {
 		s.Run(tc.name, func(t *testing.T) {
 			lease, err := l.Acquire(t.Context(), tc.req)
-			if !errors.Is(err, idgen.ErrNodeRange) {
-				t.Fatalf("Acquire(%+v) = node %d, %v; want ErrNodeRange", tc.req, lease.Node, err)
+			if !errors.Is(err, idgen.ErrInvalidConfig) {
+				t.Fatalf("Acquire(%+v) = node %d, %v; want ErrInvalidConfig", tc.req, lease.Node, err)
 			}
 		})
 	}
@@ -666,7 +657,7 @@ func testCancelledContext(s *suite) {
 		{"DeadlineExceeded", expired, context.DeadlineExceeded},
 	} {
 		s.Run(c.name, func(t *testing.T) {
-			s := &suite{T: t, newLeaser: s.newLeaser, f: s.f, name: s.name}
+			s := &suite{T: t, newLeaser: s.newLeaser, owner: s.owner, name: s.name}
 			p, l := s.pool(2)
 			held := s.acquire(p, l, all(p, "held"))
 			check := func(what string, err error) {
@@ -697,14 +688,14 @@ func testCancelledContext(s *suite) {
 // testOwner checks that the owner is recorded with the lease and replaced
 // by the next holder's.
 func testOwner(s *suite) {
-	if s.f.Owner == nil {
-		s.Log("Features.Owner is nil: owners not checked")
+	if s.owner == nil {
+		s.Log("no owner reader: owners not checked")
 		return
 	}
 	p, l := s.pool(1)
 	owner := func(node int64) string {
 		s.Helper()
-		o, err := s.f.Owner(s.Context(), l, node)
+		o, err := s.owner(s.Context(), l, node)
 		if err != nil {
 			s.Fatalf("Owner(%d) = %v", node, err)
 		}

@@ -1,13 +1,13 @@
 // Package redisidgen keeps worker node ids and segment counters in Redis:
 // [Leaser] leases node ids from a pool for generators on many hosts that
-// must never use the same node id at once (see [idgen.NewLeased]), and
-// [Segments] is a [segment.Source] keeping Meituan Leaf's segment counters.
+// must never use the same node id at once (see [idgen.NewLeased]; [Lease]
+// is the one call for a sender), and [NewSegments] returns a
+// [segment.Store] keeping Meituan Leaf's segment counters.
 // Every call is one round trip running a Lua script, atomic on the server.
 //
 // [New] and [NewSegments] take the client, which the caller owns and they
-// never close, and a [Config] or [SegmentsConfig]. Config's Pool and Size
-// are required; every other field's zero value works and states its
-// default.
+// never close; New takes a [Config] whose Pool and Size are required, and
+// every other field's zero value works and states its default.
 //
 // A pool is the node ids 0 to [Config].Size-1. A lease lasts [Config].Lease
 // by the Redis server's TIME unless renewed; keep the Redis host's clock
@@ -35,9 +35,9 @@
 // last writes may lack a lease granted just before, and grant the node
 // twice. To close that window, run the pool's Redis without automatic
 // failover and with AOF appendfsync always; or, after every failover,
-// delete the pool's meta key (the first of [Leaser.Keys]), so that every
-// holder's next Renew fails and the next Acquire fences the pool for one
-// lease. Segment counters are as safe as Redis's last write: a lost
+// delete the pool's meta key ({<namespace>:<pool>}:meta, see [Leaser]), so
+// that every holder's next Renew fails and the next Acquire fences the pool
+// for one lease. Segment counters are as safe as Redis's last write: a lost
 // HINCRBY moves a counter back and repeats IDs; for IDs that must never
 // repeat, use the same settings or an SQL table
 // ([github.com/idemq/idemq/idgen/sqlidgen]).

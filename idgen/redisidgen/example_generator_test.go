@@ -43,7 +43,7 @@ func Example_generator() {
 
 	id, err := gen.Next(ctx)
 	if err != nil {
-		log.Fatal(err) // wraps idgen.ErrLeaseExpired if the lease could not be renewed
+		log.Fatal(err) // wraps idgen.ErrLeaseLost if the lease could not be renewed
 	}
 	fmt.Println("node", gen.Config().Layout.Decode(id).Node)
 	// Output: node 0

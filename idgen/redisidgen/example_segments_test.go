@@ -14,12 +14,12 @@ import (
 // An operator creates a tag; each NextSegment reserves the next step of its
 // counter, or a step of the caller's, in one script run. The tag's hash
 // holds Leaf's columns.
-func ExampleSegments() {
+func ExampleNewSegments() {
 	ctx := context.Background()
 	client := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer client.Close()
 
-	src, err := redisidgen.NewSegments(client, redisidgen.SegmentsConfig{})
+	src, err := redisidgen.NewSegments(client, "")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -33,11 +33,11 @@ func ExampleSegments() {
 		}
 		fmt.Printf("[%d, %d)\n", seg.Start, seg.End)
 	}
-	maxID, err := client.HGet(ctx, src.Key("invoices"), "max_id").Result()
+	maxID, err := client.HGet(ctx, "{idemq:invoices}:segment", "max_id").Result()
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(src.Key("invoices"), "max_id", maxID)
+	fmt.Println("{idemq:invoices}:segment max_id", maxID)
 	// Output:
 	// [1, 1001)
 	// [1001, 2001)

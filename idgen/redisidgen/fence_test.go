@@ -118,8 +118,8 @@ func TestRestartFences(t *testing.T) {
 	if _, err := l.Renew(ctx, held.Lease, time.Time{}); !errors.Is(err, idgen.ErrLeaseLost) {
 		t.Fatalf("Renew after the restart = %v, want ErrLeaseLost", err)
 	}
-	if _, err := l.List(ctx); !errors.Is(err, redisidgen.ErrNoPool) {
-		t.Fatalf("List after the restart = %v, want ErrNoPool", err)
+	if _, err := l.List(ctx); !errors.Is(err, idgen.ErrNoFreeNode) {
+		t.Fatalf("List after the restart = %v, want ErrNoFreeNode", err)
 	}
 	since := time.Now()
 	wantRecovering(t, l, req, since)
@@ -170,7 +170,7 @@ func TestMetaDeleted(t *testing.T) {
 	// the first granted after the fence, even should b end too.
 	b := acquireHeld(t, l, req)
 
-	if err := c.Del(ctx, l.Keys()[0]).Err(); err != nil {
+	if err := c.Del(ctx, redisidgen.PoolKeys(l)[0]).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.Renew(ctx, a.Lease, time.Time{}); !errors.Is(err, idgen.ErrLeaseLost) {
@@ -239,8 +239,8 @@ func TestList(t *testing.T) {
 	c := newClient(t, testenv.Redis(t))
 	ctx := t.Context()
 	l := newLeaser(t, c, redisidgen.Config{Pool: poolName(t), Size: 4, Lease: time.Minute})
-	if _, err := l.List(ctx); !errors.Is(err, redisidgen.ErrNoPool) {
-		t.Fatalf("List of a pool never used = %v, want ErrNoPool", err)
+	if _, err := l.List(ctx); !errors.Is(err, idgen.ErrNoFreeNode) {
+		t.Fatalf("List of a pool never used = %v, want ErrNoFreeNode", err)
 	}
 	if err := l.Create(ctx); err != nil {
 		t.Fatal(err)

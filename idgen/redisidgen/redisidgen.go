@@ -18,18 +18,12 @@ import (
 
 // Errors of pool administration; the lease calls return the sentinels of
 // package idgen. Test with errors.Is.
-var (
-	// ErrPoolExists reports a Create of a pool that has records.
-	ErrPoolExists = errors.New("redisidgen: pool exists")
-	// ErrNoPool reports a List of a pool that has no record: it was never
-	// used, or Redis lost it and the next Acquire starts the fence.
-	ErrNoPool = errors.New("redisidgen: no such pool")
-)
+var ErrPoolExists = errors.New("redisidgen: pool exists")
 
-// MaxSize is the largest pool: the scripts count node ids in Lua numbers,
+// maxSize is the largest pool: the scripts count node ids in Lua numbers,
 // which hold integers exactly up to 2^53. No layout with a useful time
 // field has more node ids.
-const MaxSize = 1 << 53
+const maxSize = 1 << 53
 
 // Config sets up a Leaser. Pool and Size are required; every leaser of one
 // pool must be given the same Size and Lease.
@@ -38,7 +32,7 @@ type Config struct {
 	// Required.
 	Pool string
 	// Size is the number of node ids, 0 to Size-1, usually the layout's
-	// MaxNode()+1; at most MaxSize. There is no default: a pool larger
+	// MaxNode()+1; at most 2^53. There is no default: a pool larger
 	// than a process's layout is refused by Acquire.
 	Size int64
 	// Lease is how long a lease lasts without renewal, by the Redis
@@ -62,9 +56,9 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports settings that cannot work. Errors wrap
+// validate reports settings that cannot work. Errors wrap
 // [idgen.ErrInvalidConfig].
-func (c Config) Validate() error {
+func (c Config) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("redisidgen: %s: %w", fmt.Sprintf(format, args...), idgen.ErrInvalidConfig)
 	}
@@ -73,8 +67,8 @@ func (c Config) Validate() error {
 		return bad("Config.Pool is empty: name the pool that the processes sharing node ids use")
 	case c.Size <= 0:
 		return bad("Config.Size is %d: set the number of node ids, such as the layout's MaxNode()+1", c.Size)
-	case c.Size > MaxSize:
-		return bad("Config.Size %d is more than MaxSize (2^53) node ids", c.Size)
+	case c.Size > maxSize:
+		return bad("Config.Size %d is more than 2^53 node ids", c.Size)
 	case c.Lease < minLease:
 		return bad("Config.Lease %v is below %v: use a lease of seconds, renewed well within it", c.Lease, minLease)
 	case c.Lease%time.Millisecond != 0:
@@ -127,7 +121,7 @@ func New(client redis.UniversalClient, cfg Config) (*Leaser, error) {
 		return nil, errors.New("redisidgen: nil client")
 	}
 	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	l := &Leaser{
@@ -145,10 +139,6 @@ func New(client redis.UniversalClient, cfg Config) (*Leaser, error) {
 	return l, nil
 }
 
-// Keys returns the Redis keys of the pool, for operators: the meta record
-// first (see [Leaser] for the layout).
-func (l *Leaser) Keys() []string { return slices.Clone(l.keys) }
-
 // Acquire implements [idgen.Leaser]. The token is made here, before the
 // script runs, so that a script that go-redis sends again after a lost
 // reply finds the lease it granted and returns it: a dropped connection
@@ -158,10 +148,10 @@ func (l *Leaser) Acquire(ctx context.Context, req idgen.LeaseRequest) (idgen.Lea
 		return idgen.Lease{}, fmt.Errorf("redisidgen: acquire in pool %q: %w", l.pool, err)
 	}
 	if l.size-1 > req.MaxNode {
-		return fail(fmt.Errorf("the pool's node ids run to %d, the layout's to %d: %w", l.size-1, req.MaxNode, idgen.ErrNodeRange))
+		return fail(fmt.Errorf("the pool's node ids run to %d, the layout's to %d: %w", l.size-1, req.MaxNode, idgen.ErrInvalidConfig))
 	}
 	if req.Static && (req.Node < 0 || req.Node >= l.size) {
-		return fail(fmt.Errorf("node %d is outside the pool's 0..%d: %w", req.Node, l.size-1, idgen.ErrNodeRange))
+		return fail(fmt.Errorf("node %d is outside the pool's 0..%d: %w", req.Node, l.size-1, idgen.ErrInvalidConfig))
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
@@ -262,8 +252,9 @@ type LeaseInfo struct {
 	HighWater time.Time
 }
 
-// List returns the pool's live leases by node id. It fails with [ErrNoPool]
-// when Redis has no record of the pool.
+// List returns the pool's live leases by node id. It fails with
+// [idgen.ErrNoFreeNode] when Redis has no record of the pool: it was never
+// used, or Redis lost it, and the next Acquire starts the fence.
 func (l *Leaser) List(ctx context.Context) ([]LeaseInfo, error) {
 	fail := func(err error) ([]LeaseInfo, error) {
 		return nil, fmt.Errorf("redisidgen: list pool %q: %w", l.pool, err)
@@ -278,8 +269,7 @@ func (l *Leaser) List(ctx context.Context) ([]LeaseInfo, error) {
 	switch res.code {
 	case codeOK:
 	case codeMissing:
-		// ErrNoPool names the package already.
-		return nil, fmt.Errorf("%w %q: Redis has no record of it", ErrNoPool, l.pool)
+		return fail(fmt.Errorf("Redis has no record of the pool, which grants nothing until a first Acquire's fence has passed: %w", idgen.ErrNoFreeNode))
 	default:
 		return fail(res.err())
 	}

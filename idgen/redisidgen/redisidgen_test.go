@@ -98,20 +98,19 @@ func conformance(c redis.UniversalClient) func(*testing.T, leasetest.Pool) idgen
 	}
 }
 
-var features = leasetest.Features{
-	Owner: func(ctx context.Context, l idgen.Leaser, node int64) (string, error) {
-		infos, err := l.(*redisidgen.Leaser).List(ctx)
-		for _, li := range infos {
-			if li.Node == node {
-				return li.Owner, err
-			}
+// owner reads the owner of node's live lease from List.
+func owner(ctx context.Context, l idgen.Leaser, node int64) (string, error) {
+	infos, err := l.(*redisidgen.Leaser).List(ctx)
+	for _, li := range infos {
+		if li.Node == node {
+			return li.Owner, err
 		}
-		return "", err
-	},
+	}
+	return "", err
 }
 
 func TestConformance(t *testing.T) {
-	leasetest.Run(t, conformance(newClient(t, testenv.Redis(t))), features)
+	leasetest.Run(t, conformance(newClient(t, testenv.Redis(t))), owner)
 }
 
 func TestConfig(t *testing.T) {
@@ -127,7 +126,7 @@ func TestConfig(t *testing.T) {
 		{"NoPool", redisidgen.Config{Size: 1024}, "Config.Pool"},
 		{"NoSize", redisidgen.Config{Pool: "p"}, "Config.Size is 0"},
 		{"NegativeSize", redisidgen.Config{Pool: "p", Size: -1}, "Config.Size is -1"},
-		{"SizeBeyondLayouts", redisidgen.Config{Pool: "p", Size: redisidgen.MaxSize + 1}, "MaxSize"},
+		{"SizeBeyondLayouts", redisidgen.Config{Pool: "p", Size: redisidgen.MaxSize + 1}, "more than 2^53"},
 		{"ShortLease", redisidgen.Config{Pool: "p", Size: 8, Lease: time.Millisecond}, "Config.Lease 1ms is below"},
 		{"NegativeLease", redisidgen.Config{Pool: "p", Size: 8, Lease: -time.Second}, "Config.Lease -1s is below"},
 		{"FractionalLease", redisidgen.Config{Pool: "p", Size: 8, Lease: 10*time.Millisecond + 500*time.Microsecond}, "not whole milliseconds"},
@@ -162,7 +161,7 @@ func TestKeys(t *testing.T) {
 		{"a", "%7Bb%7D", "{a:%257Bb%257D}:meta"},
 	} {
 		l := newLeaser(t, c, redisidgen.Config{Namespace: tc.ns, Pool: tc.pool, Size: 1})
-		keys := l.Keys()
+		keys := redisidgen.PoolKeys(l)
 		if keys[0] != tc.wantMeta {
 			t.Errorf("namespace %q pool %q: meta key %q, want %q", tc.ns, tc.pool, keys[0], tc.wantMeta)
 		}

@@ -12,32 +12,23 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/internal/rediskey"
+	"github.com/idemq/idemq/internal/segtag"
 )
 
-// MaxSegmentValue is the largest MaxID and Max a tag holds in Redis: the
+// maxSegmentValue is the largest MaxID and Max a tag holds in Redis: the
 // scripts count in Lua numbers, exact up to 2^53. A tag without a maximum
 // ends there.
-const MaxSegmentValue = 1 << 53
+const maxSegmentValue = 1 << 53
 
-// SegmentsConfig holds the optional settings of [Segments]. The zero value
-// works.
-type SegmentsConfig struct {
-	// Namespace opens every key's hash tag, so that the tags of several
-	// applications stand apart in a shared Redis. Default "idemq".
-	Namespace string
-}
-
-func (c *SegmentsConfig) setDefaults() {
-	if c.Namespace == "" {
-		c.Namespace = "idemq"
-	}
-}
-
-// Segments is a [segment.Source] over Redis: a hash per tag with Leaf's
-// columns as fields, which HGETALL shows as they are, and a set of the
-// namespace's tag names:
+// NewSegments returns a [segment.Store] over Redis through client, which
+// the caller owns: the store never closes it, and does no I/O until used.
+// namespace opens every key's hash tag, so that the tags of several
+// applications stand apart in a shared Redis; "" means "idemq". The store
+// keeps a hash per tag with Leaf's columns as fields, which HGETALL shows
+// as they are, and a set of the namespace's tag names:
 //
 //	{idemq:orders}:segment   hash  max_id       end of the last segment reserved
 //	                               step         the stored step
@@ -49,9 +40,20 @@ func (c *SegmentsConfig) setDefaults() {
 // NextSegment runs one script (one round trip) that checks the tag and its
 // maximum and raises max_id with HINCRBY, the atomic step Leaf's UPDATE
 // takes in MySQL. Values count in Lua numbers, so MaxID and Max are at most
-// [MaxSegmentValue] (2^53), where a tag without a maximum ends. It is safe
-// for concurrent use by multiple goroutines and processes.
-type Segments struct {
+// 2^53, where a tag without a maximum ends. It is safe for concurrent use by
+// multiple goroutines and processes.
+func NewSegments(client redis.UniversalClient, namespace string) (segment.Store, error) {
+	if client == nil {
+		return nil, errors.New("redisidgen: nil client")
+	}
+	if namespace == "" {
+		namespace = "idemq"
+	}
+	return &segments{client: client, namespace: namespace, index: rediskey.HashTag(namespace) + ":segment-tags", topArg: strconv.FormatInt(maxSegmentValue, 10)}, nil
+}
+
+// segments is the store NewSegments returns.
+type segments struct {
 	client    redis.UniversalClient
 	namespace string
 	// index is the set of the namespace's tag names, for Tags.
@@ -59,40 +61,20 @@ type Segments struct {
 	topArg string
 }
 
-var (
-	_ segment.Source = (*Segments)(nil)
-	_ segment.Admin  = (*Segments)(nil)
-)
+// key returns the Redis key of tag's hash: {<namespace>:<tag>}:segment,
+// with '%', '{', '}' and ':' percent-encoded in both parts.
+func (s *segments) key(tag string) string { return rediskey.HashTag(s.namespace, tag) + ":segment" }
 
-// NewSegments returns the segment source of cfg's namespace through client,
-// which the caller owns: Segments never closes it. It does no I/O.
-func NewSegments(client redis.UniversalClient, cfg SegmentsConfig) (*Segments, error) {
-	if client == nil {
-		return nil, errors.New("redisidgen: nil client")
-	}
-	cfg.setDefaults()
-	return &Segments{client: client, namespace: cfg.Namespace, index: rediskey.HashTag(cfg.Namespace) + ":segment-tags", topArg: strconv.FormatInt(MaxSegmentValue, 10)}, nil
-}
-
-// Key returns the Redis key of tag's hash, for operators:
-// {<namespace>:<tag>}:segment, with '%', '{', '}' and ':' percent-encoded
-// in both parts.
-func (s *Segments) Key(tag string) string { return rediskey.HashTag(s.namespace, tag) + ":segment" }
-
-// IndexKey returns the key of the set of the namespace's tag names, which
-// [Segments.Tags] reads: {<namespace>}:segment-tags.
-func (s *Segments) IndexKey() string { return s.index }
-
-// NextSegment reserves the next segment of tag, as [segment.Source]
+// NextSegment reserves the next segment of tag, as [segment.Store]
 // says, in one script run (EVALSHA): HINCRBY of the tag's max_id, after
 // checking the tag exists and its maximum. A tag without a maximum ends at
-// [MaxSegmentValue].
-func (s *Segments) NextSegment(ctx context.Context, tag string, step int64) (segment.Segment, error) {
+// 2^53.
+func (s *segments) NextSegment(ctx context.Context, tag string, step int64) (segment.Segment, error) {
 	fail := func(err error) (segment.Segment, error) {
 		return segment.Segment{}, fmt.Errorf("redisidgen: next segment of tag %q: %w", tag, err)
 	}
 	if step < 0 {
-		return fail(fmt.Errorf("step %d: want a positive step, or 0 for the tag's own: %w", step, segment.ErrInvalidConfig))
+		return fail(fmt.Errorf("step %d: want a positive step, or 0 for the tag's own: %w", step, idgen.ErrInvalidConfig))
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
@@ -109,18 +91,18 @@ func (s *Segments) NextSegment(ctx context.Context, tag string, step int64) (seg
 	case codeMax:
 		return fail(fmt.Errorf("every ID below its maximum %d is taken: %w", num(vals, 2), segment.ErrMaxReached))
 	case codeBadStep:
-		return fail(fmt.Errorf("the tag's stored step is %d: give it a positive step in %s: %w", num(vals, 1), s.Key(tag), segment.ErrInvalidConfig))
+		return fail(fmt.Errorf("the tag's stored step is %d: give it a positive step in %s: %w", num(vals, 1), s.key(tag), idgen.ErrInvalidConfig))
 	}
 	return fail(fmt.Errorf("unexpected script answer %v", vals))
 }
 
-func (s *Segments) unknown() error {
+func (s *segments) unknown() error {
 	return fmt.Errorf("no such tag in namespace %q: %w", s.namespace, segment.ErrUnknownTag)
 }
 
 // run runs script over tag's hash.
-func (s *Segments) run(ctx context.Context, script *redis.Script, tag string, args ...any) ([]any, error) {
-	vals, err := script.Run(ctx, s.client, []string{s.Key(tag)}, args...).Slice()
+func (s *segments) run(ctx context.Context, script *redis.Script, tag string, args ...any) ([]any, error) {
+	vals, err := script.Run(ctx, s.client, []string{s.key(tag)}, args...).Slice()
 	if err != nil {
 		return nil, err
 	}
@@ -145,13 +127,13 @@ func num(vals []any, i int) int64 {
 
 // CreateTag records a new tag whose first segment starts at tag.MaxID, with
 // tag.Step (1 to 2^31-1, as sqlidgen's INT column) and tag.Max (0 for none,
-// else at least MaxID); MaxID and Max at most [MaxSegmentValue]. The name is
+// else at least MaxID); MaxID and Max at most 2^53. The name is
 // 1 to 128 bytes of UTF-8; a Description longer than 256 bytes is cut;
 // Updated is ignored. A tag that exists fails with [segment.ErrTagExists],
 // unchanged. It adds the name to the namespace's index first, in a command
 // of its own (the index lives in another cluster slot), so a tag is never
 // missing from Tags.
-func (s *Segments) CreateTag(ctx context.Context, tag segment.Tag) error {
+func (s *segments) CreateTag(ctx context.Context, tag segment.Tag) error {
 	fail := func(err error) error { return fmt.Errorf("redisidgen: create tag %q: %w", tag.Tag, err) }
 	if err := checkTag(tag); err != nil {
 		return fail(err)
@@ -162,7 +144,7 @@ func (s *Segments) CreateTag(ctx context.Context, tag segment.Tag) error {
 	if err := s.client.SAdd(ctx, s.index, tag.Tag).Err(); err != nil {
 		return fail(err)
 	}
-	vals, err := s.run(ctx, createTagScript, tag.Tag, tag.MaxID, tag.Step, tag.Max, clip(tag.Description, segment.MaxDescriptionLen))
+	vals, err := s.run(ctx, createTagScript, tag.Tag, tag.MaxID, tag.Step, tag.Max, clip(tag.Description, segtag.MaxDescriptionLen))
 	switch {
 	case err != nil:
 		return fail(err)
@@ -177,11 +159,11 @@ func (s *Segments) CreateTag(ctx context.Context, tag segment.Tag) error {
 // checkTag checks a tag to create: idgen's rules, and values Lua numbers
 // hold exactly.
 func checkTag(t segment.Tag) error {
-	if err := t.Validate(); err != nil {
+	if err := segtag.Validate(t); err != nil {
 		return err
 	}
-	if t.MaxID > MaxSegmentValue || t.Max > MaxSegmentValue {
-		return fmt.Errorf("MaxID %d and Max %d: want at most 2^53 in Redis: %w", t.MaxID, t.Max, segment.ErrInvalidConfig)
+	if t.MaxID > maxSegmentValue || t.Max > maxSegmentValue {
+		return fmt.Errorf("MaxID %d and Max %d: want at most 2^53 in Redis: %w", t.MaxID, t.Max, idgen.ErrInvalidConfig)
 	}
 	return nil
 }
@@ -204,14 +186,14 @@ func clip(s string, n int) string {
 var tagFields = []string{fieldMaxID, fieldStep, fieldMaxLimit, fieldDescription, fieldUpdateTime}
 
 // Tag returns tag's record, or fails with [segment.ErrUnknownTag].
-func (s *Segments) Tag(ctx context.Context, tag string) (segment.Tag, error) {
+func (s *segments) Tag(ctx context.Context, tag string) (segment.Tag, error) {
 	fail := func(err error) (segment.Tag, error) {
 		return segment.Tag{}, fmt.Errorf("redisidgen: read tag %q: %w", tag, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	vals, err := s.client.HMGet(ctx, s.Key(tag), tagFields...).Result()
+	vals, err := s.client.HMGet(ctx, s.key(tag), tagFields...).Result()
 	if err != nil {
 		return fail(err)
 	}
@@ -238,8 +220,8 @@ func scanTag(tag string, vals []any) (t segment.Tag, ok bool) {
 }
 
 // Tags returns every tag's record in the namespace, sorted by name, byte for
-// byte: the members of [Segments.IndexKey] whose hash exists.
-func (s *Segments) Tags(ctx context.Context) ([]segment.Tag, error) {
+// byte: the members of the index set whose hash exists.
+func (s *segments) Tags(ctx context.Context) ([]segment.Tag, error) {
 	fail := func(err error) ([]segment.Tag, error) {
 		return nil, fmt.Errorf("redisidgen: list tags of namespace %q: %w", s.namespace, err)
 	}
@@ -254,7 +236,7 @@ func (s *Segments) Tags(ctx context.Context) ([]segment.Tag, error) {
 	pipe := s.client.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(names))
 	for i, name := range names {
-		cmds[i] = pipe.HMGet(ctx, s.Key(name), tagFields...)
+		cmds[i] = pipe.HMGet(ctx, s.key(name), tagFields...)
 	}
 	if len(names) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
@@ -271,16 +253,16 @@ func (s *Segments) Tags(ctx context.Context) ([]segment.Tag, error) {
 	return out, nil
 }
 
-// SetMax sets tag's maximum to max, at most [MaxSegmentValue]; 0 removes
-// it. A max below the tag's MaxID fails with [segment.ErrInvalidConfig] and
+// SetMax sets tag's maximum to max, at most 2^53; 0 removes
+// it. A max below the tag's MaxID fails with [idgen.ErrInvalidConfig] and
 // changes nothing: the IDs up to MaxID-1 were handed out already. An
 // unknown tag fails with [segment.ErrUnknownTag].
-func (s *Segments) SetMax(ctx context.Context, tag string, max int64) error {
+func (s *segments) SetMax(ctx context.Context, tag string, max int64) error {
 	fail := func(err error) error {
 		return fmt.Errorf("redisidgen: set the maximum of tag %q to %d: %w", tag, max, err)
 	}
-	if max < 0 || max > MaxSegmentValue {
-		return fail(fmt.Errorf("want 0 for no maximum, or 1 to 2^53: %w", segment.ErrInvalidConfig))
+	if max < 0 || max > maxSegmentValue {
+		return fail(fmt.Errorf("want 0 for no maximum, or 1 to 2^53: %w", idgen.ErrInvalidConfig))
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
@@ -297,7 +279,7 @@ func (s *Segments) SetMax(ctx context.Context, tag string, max int64) error {
 	case codeBelow:
 		maxID := num(vals, 1)
 		return fail(fmt.Errorf("its MaxID is %d, and IDs up to %d were handed out already; want 0 or at least %d: %w",
-			maxID, maxID-1, maxID, segment.ErrInvalidConfig))
+			maxID, maxID-1, maxID, idgen.ErrInvalidConfig))
 	}
 	return fail(fmt.Errorf("unexpected script answer %v", vals))
 }

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/idemq/idemq/idgen/redisidgen"
 	"github.com/idemq/idemq/idgen/segment"
-	"github.com/idemq/idemq/idgen/segment/segmenttest"
+	"github.com/idemq/idemq/internal/segbench"
 	"github.com/idemq/idemq/internal/testenv"
 )
 
@@ -21,14 +20,14 @@ func BenchmarkSegmentSource(b *testing.B) {
 	c := newClient(b, testenv.Redis(b))
 	hook := &countHook{}
 	c.AddHook(hook)
-	s := newSegments(b, c, redisidgen.SegmentsConfig{Namespace: "bench"})
+	s := newSegments(b, c, "bench")
 	tag := "bench-" + strings.ToLower(rand.Text()[:8])
 	if err := s.CreateTag(ctx, segment.Tag{Tag: tag, Step: 1000}); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("Redis/idemq", func(b *testing.B) {
 		var sent int64
-		segmenttest.BenchAllocator(b, s, tag, func() int64 {
+		segbench.Allocator(b, s, tag, func() int64 {
 			sent += int64(len(hook.take()))
 			return sent
 		})

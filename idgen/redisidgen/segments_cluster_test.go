@@ -6,6 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/idgen/redisidgen"
+	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/segment/segmenttest"
 	"github.com/idemq/idemq/internal/testenv"
 )
@@ -21,13 +22,13 @@ func TestSegmentCluster(t *testing.T) {
 		return cc
 	}
 	cc := newCluster(t)
-	s := newSegments(t, cc, redisidgen.SegmentsConfig{Namespace: "cluster"})
+	s := newSegments(t, cc, "cluster")
 	ctx := t.Context()
 	slot := func(key string) int64 { return cc.ClusterKeySlot(ctx, key).Val() }
-	if slot(s.Key("a")) == slot(s.Key("b")) || slot(s.Key("a")) == slot(s.IndexKey()) {
-		t.Fatalf("tags a and b and the index share slots %d, %d, %d; pick others", slot(s.Key("a")), slot(s.Key("b")), slot(s.IndexKey()))
+	if slot(redisidgen.SegmentKey(s, "a")) == slot(redisidgen.SegmentKey(s, "b")) || slot(redisidgen.SegmentKey(s, "a")) == slot(redisidgen.IndexKey(s)) {
+		t.Fatalf("tags a and b and the index share slots %d, %d, %d; pick others", slot(redisidgen.SegmentKey(s, "a")), slot(redisidgen.SegmentKey(s, "b")), slot(redisidgen.IndexKey(s)))
 	}
-	segmenttest.Run(t, func(t *testing.T) segmenttest.Source {
-		return newSegments(t, newCluster(t), redisidgen.SegmentsConfig{Namespace: "cluster"})
-	}, segmenttest.Features{MaxValue: redisidgen.MaxSegmentValue})
+	segmenttest.Run(t, func(t *testing.T) segment.Store {
+		return newSegments(t, newCluster(t), "cluster")
+	}, redisidgen.MaxSegmentValue)
 }

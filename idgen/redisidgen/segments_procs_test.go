@@ -14,9 +14,9 @@ import (
 )
 
 // newChildSegments is a child's source over the Redis at REDIS.
-func newChildSegments(env map[string]string) (segment.Source, func(), error) {
+func newChildSegments(env map[string]string) (segment.Store, func(), error) {
 	client := redis.NewClient(&redis.Options{Addr: env["REDIS"]})
-	s, err := redisidgen.NewSegments(client, redisidgen.SegmentsConfig{Namespace: "procs"})
+	s, err := redisidgen.NewSegments(client, "procs")
 	if err != nil {
 		client.Close()
 		return nil, nil, err
@@ -29,7 +29,7 @@ func newChildSegments(env map[string]string) (segment.Source, func(), error) {
 // written twice, and every one lies between the tag's start and its MaxID.
 func TestSegmentProcesses(t *testing.T) {
 	addr := testenv.Redis(t)
-	s := newSegments(t, newClient(t, addr), redisidgen.SegmentsConfig{Namespace: "procs"})
+	s := newSegments(t, newClient(t, addr), "procs")
 	tag := "procs-" + strings.ToLower(rand.Text()[:8])
 	const start = 1_000_000
 	if err := s.CreateTag(t.Context(), segment.Tag{Tag: tag, MaxID: start, Step: 10}); err != nil {

@@ -21,7 +21,7 @@ const (
 )
 
 // segmentPrelude is shared by the segment scripts. Every number they handle
-// is at most MaxSegmentValue, 2^53, which Lua numbers hold exactly; it is
+// is at most maxSegmentValue, 2^53, which Lua numbers hold exactly; it is
 // formatted as an integer before Redis sees it.
 const segmentPrelude = `
 local function int(x) return string.format('%d', x) end

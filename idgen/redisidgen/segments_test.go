@@ -12,15 +12,16 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/segment/segmenttest"
 	"github.com/idemq/idemq/internal/testenv"
 )
 
-func newSegments(t testing.TB, c redis.UniversalClient, cfg redisidgen.SegmentsConfig) *redisidgen.Segments {
+func newSegments(t testing.TB, c redis.UniversalClient, namespace string) segment.Store {
 	t.Helper()
-	s, err := redisidgen.NewSegments(c, cfg)
+	s, err := redisidgen.NewSegments(c, namespace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,10 +30,10 @@ func newSegments(t testing.TB, c redis.UniversalClient, cfg redisidgen.SegmentsC
 
 func TestSegmentConformance(t *testing.T) {
 	addr := testenv.Redis(t)
-	segmenttest.Run(t, func(t *testing.T) segmenttest.Source {
+	segmenttest.Run(t, func(t *testing.T) segment.Store {
 		// A client each, as another host would have.
-		return newSegments(t, newClient(t, addr), redisidgen.SegmentsConfig{Namespace: "segmenttest"})
-	}, segmenttest.Features{MaxValue: redisidgen.MaxSegmentValue})
+		return newSegments(t, newClient(t, addr), "segmenttest")
+	}, redisidgen.MaxSegmentValue)
 }
 
 // The tag's hash holds Leaf's columns, readable with redis-cli, under the
@@ -40,22 +41,22 @@ func TestSegmentConformance(t *testing.T) {
 func TestSegmentKeys(t *testing.T) {
 	c := newClient(t, testenv.Redis(t))
 	ctx := t.Context()
-	s := newSegments(t, c, redisidgen.SegmentsConfig{Namespace: "a:b{c}"})
+	s := newSegments(t, c, "a:b{c}")
 	tag := fmt.Sprintf("orders:%s{x}", strings.ToLower(t.Name()))
-	if got, want := s.Key(tag), "{a%3Ab%7Bc%7D:orders%3A"+strings.ToLower(t.Name())+"%7Bx%7D}:segment"; got != want {
+	if got, want := redisidgen.SegmentKey(s, tag), "{a%3Ab%7Bc%7D:orders%3A"+strings.ToLower(t.Name())+"%7Bx%7D}:segment"; got != want {
 		t.Fatalf("Key = %q, want %q", got, want)
 	}
-	if got, want := s.IndexKey(), "{a%3Ab%7Bc%7D}:segment-tags"; got != want {
+	if got, want := redisidgen.IndexKey(s), "{a%3Ab%7Bc%7D}:segment-tags"; got != want {
 		t.Fatalf("IndexKey = %q, want %q", got, want)
 	}
-	c.Del(ctx, s.Key(tag))
+	c.Del(ctx, redisidgen.SegmentKey(s, tag))
 	if err := s.CreateTag(ctx, segment.Tag{Tag: tag, MaxID: 100, Step: 10, Max: 1000, Description: "orders"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.NextSegment(ctx, tag, 0); err != nil {
 		t.Fatal(err)
 	}
-	h, err := c.HGetAll(ctx, s.Key(tag)).Result()
+	h, err := c.HGetAll(ctx, redisidgen.SegmentKey(s, tag)).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func TestSegmentKeys(t *testing.T) {
 	if h["update_time"] == "" {
 		t.Fatalf("hash %v has no update_time", h)
 	}
-	if ok, err := c.SIsMember(ctx, s.IndexKey(), tag).Result(); err != nil || !ok {
+	if ok, err := c.SIsMember(ctx, redisidgen.IndexKey(s), tag).Result(); err != nil || !ok {
 		t.Fatalf("tag in the index: %v, %v", ok, err)
 	}
 }
@@ -78,7 +79,7 @@ func TestSegmentsUnreachable(t *testing.T) {
 	r := testenv.StartPrivateRedis(t)
 	c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { c.Close() })
-	s := newSegments(t, c, redisidgen.SegmentsConfig{})
+	s := newSegments(t, c, "")
 	ctx := t.Context()
 	if err := s.CreateTag(ctx, segment.Tag{Tag: "orders", Step: 10}); err != nil {
 		t.Fatal(err)
@@ -102,7 +103,7 @@ func TestSegmentsUnreachable(t *testing.T) {
 		if err == nil {
 			t.Fatalf("%s with Redis down succeeded", c.call)
 		}
-		for _, known := range []error{segment.ErrUnknownTag, segment.ErrMaxReached, segment.ErrInvalidConfig, segment.ErrTagExists} {
+		for _, known := range []error{segment.ErrUnknownTag, segment.ErrMaxReached, idgen.ErrInvalidConfig, segment.ErrTagExists} {
 			if errors.Is(err, known) {
 				t.Fatalf("%s = %v: a known outcome, though Redis is down", c.call, err)
 			}
@@ -150,7 +151,7 @@ func TestSegmentRoundTrips(t *testing.T) {
 	hook := &countHook{}
 	c.AddHook(hook)
 	ctx := t.Context()
-	s := newSegments(t, c, redisidgen.SegmentsConfig{Namespace: "roundtrips"})
+	s := newSegments(t, c, "roundtrips")
 	tag := strings.ToLower(t.Name()) + "-" + strings.ToLower(rand.Text()[:8])
 	if err := s.CreateTag(ctx, segment.Tag{Tag: tag, Step: 10, Max: 100}); err != nil {
 		t.Fatal(err)
@@ -181,7 +182,7 @@ func TestSegmentDroppedReply(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: 3})
 	t.Cleanup(func() { c.Close() })
 	ctx := t.Context()
-	s := newSegments(t, c, redisidgen.SegmentsConfig{Namespace: "dropped"})
+	s := newSegments(t, c, "dropped")
 	tag := "dropped-" + strings.ToLower(rand.Text()[:8])
 	if err := s.CreateTag(ctx, segment.Tag{Tag: tag, Step: 10}); err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 func Example() {
 	// 16, 24 or 32 secret bytes; a real program reads them from its
 	// secret store, and never changes them.
-	s, err := scramble.New([]byte("0123456789abcdef"), idgen.Twitter.TotalBits())
+	s, err := scramble.New([]byte("0123456789abcdef"), 63)
 	if err != nil {
 		log.Fatal(err)
 	}

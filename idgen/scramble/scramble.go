@@ -2,30 +2,26 @@
 // keyed permutation: shown outside (URLs, order numbers), a scrambled ID
 // reveals neither the time, node, sequence nor order of the original, and
 // the key turns it back. It works on any non-negative integer IDs below
-// 2^bits: snowflake IDs (bits = the layout's TotalBits) or segment IDs.
+// 2^bits: snowflake IDs (bits = the sum of the layout's widths: 63 for
+// idgen.Twitter, 53 for idgen.JSSafe) or segment IDs.
 //
-//	s, err := scramble.New(key, idgen.Twitter.TotalBits())
+//	s, err := scramble.New(key, 63)
 //	public, err := s.Scramble(int64(id))
 //	back, err := s.Unscramble(public)
 //
-// [New] takes the key and the width; there are no other settings.
-// It is not encryption of a secret: see [Scrambler] for what it hides.
+// [New] takes the key and the width; there are no other settings. Errors
+// wrap idgen's sentinels: [idgen.ErrInvalidConfig] for a key or width New
+// refuses, [idgen.ErrRange] for an ID outside [0, 2^bits). It is not
+// encryption of a secret: see [Scrambler] for what it hides.
 package scramble
 
 import (
 	"crypto/aes"
 	"crypto/cipher"
 	"encoding/binary"
-	"errors"
 	"fmt"
-)
 
-// Errors of the package, wrapped with details; test with errors.Is.
-var (
-	// ErrInvalidConfig reports a key or width New refuses.
-	ErrInvalidConfig = errors.New("scramble: invalid config")
-	// ErrRange reports an ID outside [0, 2^bits).
-	ErrRange = errors.New("scramble: ID out of range")
+	"github.com/idemq/idemq/idgen"
 )
 
 // A Scrambler is a keyed permutation of the IDs below 2^bits:
@@ -65,28 +61,28 @@ type Scrambler struct {
 const scrambleRounds = 8
 
 // New returns a Scrambler of the IDs below 2^bits under key, 16, 24 or 32
-// secret bytes (an AES key). bits is usually a snowflake layout's
-// TotalBits; it must be 2 to 63.
+// secret bytes (an AES key). bits is usually the sum of a snowflake
+// layout's widths; it must be 2 to 63.
 func New(key []byte, bits int) (*Scrambler, error) {
 	if bits < 2 || bits > 63 {
-		return nil, fmt.Errorf("%w: scrambler over %d bits, want 2 to 63", ErrInvalidConfig, bits)
+		return nil, fmt.Errorf("%w: scrambler over %d bits, want 2 to 63", idgen.ErrInvalidConfig, bits)
 	}
 	block, err := aes.NewCipher(key)
 	if err != nil {
-		return nil, fmt.Errorf("%w: scrambler key of %d bytes, want 16, 24 or 32 secret bytes", ErrInvalidConfig, len(key))
+		return nil, fmt.Errorf("%w: scrambler key of %d bytes, want 16, 24 or 32 secret bytes", idgen.ErrInvalidConfig, len(key))
 	}
 	half := uint(bits+1) / 2
 	return &Scrambler{block: block, bits: uint(bits), half: half, mask: 1<<half - 1}, nil
 }
 
 // Scramble returns id's scrambled form, below 2^bits too. An id outside
-// [0, 2^bits) gives an error wrapping [ErrRange].
+// [0, 2^bits) gives an error wrapping [idgen.ErrRange].
 func (s *Scrambler) Scramble(id int64) (int64, error) {
 	return s.walk(id, s.forward)
 }
 
 // Unscramble returns the ID whose scrambled form is id. An id outside
-// [0, 2^bits) gives an error wrapping [ErrRange].
+// [0, 2^bits) gives an error wrapping [idgen.ErrRange].
 func (s *Scrambler) Unscramble(id int64) (int64, error) {
 	return s.walk(id, s.backward)
 }
@@ -96,7 +92,7 @@ func (s *Scrambler) Unscramble(id int64) (int64, error) {
 // inverse walks back the same cycle.
 func (s *Scrambler) walk(id int64, f func(uint64, *[aes.BlockSize]byte) uint64) (int64, error) {
 	if id < 0 || uint64(id) >= 1<<s.bits {
-		return 0, fmt.Errorf("%w: %d is not below 2^%d", ErrRange, id, s.bits)
+		return 0, fmt.Errorf("%w: %d is not below 2^%d", idgen.ErrRange, id, s.bits)
 	}
 	// One buffer for every round: the block cipher's interface makes it
 	// escape to the heap.

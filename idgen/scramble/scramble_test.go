@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/scramble"
 )
 
@@ -102,10 +103,10 @@ func TestScramblerErrors(t *testing.T) {
 		bits int
 		want error
 	}{
-		{"KeyTooShort", []byte("short"), 63, scramble.ErrInvalidConfig},
-		{"NoKey", nil, 63, scramble.ErrInvalidConfig},
-		{"OneBit", testKey, 1, scramble.ErrInvalidConfig},
-		{"SixtyFourBits", testKey, 64, scramble.ErrInvalidConfig},
+		{"KeyTooShort", []byte("short"), 63, idgen.ErrInvalidConfig},
+		{"NoKey", nil, 63, idgen.ErrInvalidConfig},
+		{"OneBit", testKey, 1, idgen.ErrInvalidConfig},
+		{"SixtyFourBits", testKey, 64, idgen.ErrInvalidConfig},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,10 +117,10 @@ func TestScramblerErrors(t *testing.T) {
 	}
 	s := newScrambler(t, testKey, 53)
 	for _, id := range []int64{-1, 1 << 53, int64(1<<63 - 1)} {
-		if _, err := s.Scramble(id); !errors.Is(err, scramble.ErrRange) {
+		if _, err := s.Scramble(id); !errors.Is(err, idgen.ErrRange) {
 			t.Errorf("Scramble(%d) = %v, want ErrRange", id, err)
 		}
-		if _, err := s.Unscramble(id); !errors.Is(err, scramble.ErrRange) {
+		if _, err := s.Unscramble(id); !errors.Is(err, idgen.ErrRange) {
 			t.Errorf("Unscramble(%d) = %v, want ErrRange", id, err)
 		}
 	}
@@ -131,14 +132,14 @@ func FuzzScrambler(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key []byte, bits int, v int64) {
 		s, err := scramble.New(key, bits)
 		if err != nil {
-			if !errors.Is(err, scramble.ErrInvalidConfig) {
+			if !errors.Is(err, idgen.ErrInvalidConfig) {
 				t.Fatalf("New error %v does not wrap ErrInvalidConfig", err)
 			}
 			return
 		}
 		sc, err := s.Scramble(int64(v))
 		if err != nil {
-			if !errors.Is(err, scramble.ErrRange) || (v >= 0 && v < 1<<bits) {
+			if !errors.Is(err, idgen.ErrRange) || (v >= 0 && v < 1<<bits) {
 				t.Fatalf("Scramble(%d) over %d bits: %v", v, bits, err)
 			}
 			return

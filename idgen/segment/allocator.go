@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemq/idemq/idgen"
 )
 
 // Config holds an Allocator's optional settings. The zero value gives
@@ -40,18 +42,10 @@ type Config struct {
 	LoadTimeout time.Duration
 	// Clock times segments for the adaptive step and stamps load failures;
 	// nil means the system clock.
-	Clock Clock
+	Clock idgen.Clock
 	// Logger reports loads that fail (at warn) and the first success after
 	// them. Default slog.Default().
 	Logger *slog.Logger
-}
-
-// A Clock tells an Allocator the time; idgen's clocks are Clocks. It must be
-// safe for concurrent use.
-type Clock interface {
-	// UnixNano returns the current time in nanoseconds since the Unix
-	// epoch.
-	UnixNano() int64
 }
 
 // Defaults of Config.
@@ -91,24 +85,24 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports a config New rejects, wrapping [ErrInvalidConfig]. Zero
+// Validate reports a config New rejects, wrapping [idgen.ErrInvalidConfig]. Zero
 // fields stand for their defaults.
 func (c Config) Validate() error {
 	c.setDefaults()
 	switch {
 	case !(c.PreloadAt > 0 && c.PreloadAt <= 1):
-		return fmt.Errorf("segment: Config.PreloadAt %v outside (0, 1]: %w", c.PreloadAt, ErrInvalidConfig)
+		return fmt.Errorf("segment: Config.PreloadAt %v outside (0, 1]: %w", c.PreloadAt, idgen.ErrInvalidConfig)
 	case c.MaxStep < 0:
-		return fmt.Errorf("segment: negative Config.MaxStep %d: %w", c.MaxStep, ErrInvalidConfig)
+		return fmt.Errorf("segment: negative Config.MaxStep %d: %w", c.MaxStep, idgen.ErrInvalidConfig)
 	case c.FastSegment < 0 || c.SlowSegment < c.FastSegment:
-		return fmt.Errorf("segment: Config.FastSegment %v and SlowSegment %v must be positive and in that order: %w", c.FastSegment, c.SlowSegment, ErrInvalidConfig)
+		return fmt.Errorf("segment: Config.FastSegment %v and SlowSegment %v must be positive and in that order: %w", c.FastSegment, c.SlowSegment, idgen.ErrInvalidConfig)
 	case c.LoadTimeout < 0:
-		return fmt.Errorf("segment: negative Config.LoadTimeout %v: %w", c.LoadTimeout, ErrInvalidConfig)
+		return fmt.Errorf("segment: negative Config.LoadTimeout %v: %w", c.LoadTimeout, idgen.ErrInvalidConfig)
 	}
 	return nil
 }
 
-// An Allocator issues the IDs of one tag of a [Source] in segments, as
+// An Allocator issues the IDs of one tag of a [Store] in segments, as
 // Meituan Leaf's segment mode does: it reserves a range of the tag's counter
 // with one store call and hands its IDs out from memory, one atomic addition
 // each. It is safe for concurrent use.
@@ -131,7 +125,7 @@ type Allocator struct {
 	cur atomic.Pointer[segBuf]
 	_   [56]byte
 
-	src  Source
+	src  Store
 	tag  string
 	cfg  Config
 	now  func() int64
@@ -172,7 +166,7 @@ type segBuf struct {
 }
 
 func newSegBuf(s Segment, preloadAt float64) *segBuf {
-	n := s.Len()
+	n := s.End - s.Start
 	// Leaf loads when less than (1-preloadAt) of the segment is left, that
 	// is once more than preloadAt of it is used.
 	mark := min(int64(float64(n)*preloadAt)+1, n)
@@ -190,13 +184,13 @@ func (s *segBuf) segment() Segment {
 // segment before it returns, bounded by ctx and Config.LoadTimeout, so that
 // an unknown tag ([ErrUnknownTag]), a tag at its maximum ([ErrMaxReached]) or an
 // unreachable source fails here. Close stops its background loads. Errors
-// also wrap [ErrInvalidConfig] or [ErrBadSegment].
-func New(ctx context.Context, src Source, tag string, cfg Config) (*Allocator, error) {
+// also wrap [idgen.ErrInvalidConfig] or [ErrBadSegment].
+func New(ctx context.Context, src Store, tag string, cfg Config) (*Allocator, error) {
 	switch {
 	case src == nil:
-		return nil, fmt.Errorf("segment: New without a Source: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("segment: New without a Store: %w", idgen.ErrInvalidConfig)
 	case tag == "":
-		return nil, fmt.Errorf("segment: New with an empty tag: %w", ErrInvalidConfig)
+		return nil, fmt.Errorf("segment: New with an empty tag: %w", idgen.ErrInvalidConfig)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -224,11 +218,8 @@ func New(ctx context.Context, src Source, tag string, cfg Config) (*Allocator, e
 	return a, nil
 }
 
-// Tag returns the tag the allocator issues IDs of.
-func (a *Allocator) Tag() string { return a.tag }
-
 // Next issues an ID. The context matters only when Next has to wait for a
-// segment being loaded. Errors wrap [ErrClosed], [ErrMaxReached], the
+// segment being loaded. Errors wrap [idgen.ErrClosed], [ErrMaxReached], the
 // source's error when no ID is left and the next segment failed to load, or
 // the context's while waiting.
 func (a *Allocator) Next(ctx context.Context) (int64, error) {
@@ -347,7 +338,7 @@ func (a *Allocator) advance(ctx context.Context, s *segBuf) error {
 }
 
 func (a *Allocator) closedErr() error {
-	return fmt.Errorf("segment: tag %q: allocator closed: %w", a.tag, ErrClosed)
+	return fmt.Errorf("segment: tag %q: allocator closed: %w", a.tag, idgen.ErrClosed)
 }
 
 // emptyErr is Next's error when both segments are used up and the latest
@@ -500,7 +491,7 @@ func (a *Allocator) check(seg Segment, step int64) error {
 	switch {
 	case seg.Start < 0 || seg.End <= seg.Start:
 		return fmt.Errorf("segment: [%d, %d) is empty or negative: %w", seg.Start, seg.End, ErrBadSegment)
-	case step > 0 && seg.Len() > step:
+	case step > 0 && seg.End-seg.Start > step:
 		return fmt.Errorf("segment: [%d, %d) is longer than the step %d asked for: %w", seg.Start, seg.End, step, ErrBadSegment)
 	case seg.Start < a.end:
 		return fmt.Errorf("segment: [%d, %d) starts below the end %d of the previous one: the tag's counter went back; set it past the highest ID issued: %w", seg.Start, seg.End, a.end, ErrBadSegment)
@@ -586,7 +577,7 @@ func (a *Allocator) Stats() Stats {
 
 // Close stops the background loads and waits for the loader goroutine to
 // end. The IDs left in the current and the next segment are lost. Next and
-// Fill then fail with [ErrClosed]. It is safe to call more than once.
+// Fill then fail with [idgen.ErrClosed]. It is safe to call more than once.
 func (a *Allocator) Close() error {
 	a.once.Do(func() {
 		a.mu.Lock()

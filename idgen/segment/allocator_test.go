@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"math"
 	"slices"
@@ -14,8 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemq/idemq/idgen/memidgen"
+	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/internal/memidgen"
 	"github.com/idemq/idemq/internal/testkit"
 	"go.uber.org/goleak"
 )
@@ -28,7 +28,7 @@ var errDown = errors.New("source down")
 // the segment (a lost reply); while block is set they wait for their
 // context to end.
 type faultySource struct {
-	segment.Source
+	segment.Store
 	after       bool
 	down, block atomic.Bool
 
@@ -45,7 +45,7 @@ func (f *faultySource) NextSegment(ctx context.Context, tag string, step int64) 
 	if f.down.Load() && !f.after {
 		return segment.Segment{}, errDown
 	}
-	seg, err := f.Source.NextSegment(ctx, tag, step)
+	seg, err := f.Store.NextSegment(ctx, tag, step)
 	if err == nil && f.down.Load() {
 		err = errDown
 	}
@@ -77,10 +77,10 @@ func newSegSource(t *testing.T, tag segment.Tag) *faultySource {
 	if err := src.CreateTag(context.Background(), tag); err != nil {
 		t.Fatal(err)
 	}
-	return &faultySource{Source: src}
+	return &faultySource{Store: src}
 }
 
-func newAlloc(t *testing.T, src segment.Source, tag string, cfg segment.Config) *segment.Allocator {
+func newAlloc(t *testing.T, src segment.Store, tag string, cfg segment.Config) *segment.Allocator {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
@@ -219,7 +219,7 @@ func TestAllocatorPreload(t *testing.T) {
 				t.Fatalf("%d source calls before %d IDs of %d were used, want 1", n, tt.mark, step)
 			}
 			take(1)
-			testkit.WaitFor(t, "the second segment", func() bool { return a.Stats().Next.Len() > 0 })
+			testkit.WaitFor(t, "the second segment", func() bool { n := a.Stats().Next; return n.End > n.Start })
 			if st := a.Stats(); st.Next != (segment.Segment{Start: step, End: 2 * step, Step: step}) || st.Segments != 2 || st.Left != 2*step-tt.mark {
 				t.Fatalf("after the load: %+v", st)
 			}
@@ -345,7 +345,7 @@ func TestAllocatorMaxReached(t *testing.T) {
 				t.Fatalf("Next again = %v, want ErrMaxReached", err)
 			}
 			// Raising the maximum resumes the allocator.
-			if err := src.Source.(*memidgen.Segments).SetMax(ctx, "t", tt.max+10); err != nil {
+			if err := src.Store.(*memidgen.Segments).SetMax(ctx, "t", tt.max+10); err != nil {
 				t.Fatal(err)
 			}
 			var id int64
@@ -429,10 +429,10 @@ func TestAllocatorClose(t *testing.T) {
 			if err := a.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := a.Next(context.Background()); !errors.Is(err, segment.ErrClosed) {
+			if _, err := a.Next(context.Background()); !errors.Is(err, idgen.ErrClosed) {
 				t.Fatalf("Next after Close = %v, want ErrClosed", err)
 			}
-			if n, err := a.Fill(context.Background(), make([]int64, 3)); n != 0 || !errors.Is(err, segment.ErrClosed) {
+			if n, err := a.Fill(context.Background(), make([]int64, 3)); n != 0 || !errors.Is(err, idgen.ErrClosed) {
 				t.Fatalf("Fill after Close = %d, %v, want ErrClosed", n, err)
 			}
 			if st := a.Stats(); st.Current != (segment.Segment{}) || st.Left != 0 {
@@ -453,7 +453,7 @@ func TestAllocatorClose(t *testing.T) {
 			if err := a.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if err := <-errc; !errors.Is(err, segment.ErrClosed) {
+			if err := <-errc; !errors.Is(err, idgen.ErrClosed) {
 				t.Fatalf("Next waiting at Close = %v, want ErrClosed", err)
 			}
 		}},
@@ -497,8 +497,9 @@ func TestAllocatorClose(t *testing.T) {
 
 // scriptedSource returns its segments in turn, whatever is asked.
 type scriptedSource struct {
-	mu   sync.Mutex
-	segs []segment.Segment
+	segment.Store // nil: the allocator only calls NextSegment
+	mu            sync.Mutex
+	segs          []segment.Segment
 }
 
 func (s *scriptedSource) NextSegment(ctx context.Context, tag string, step int64) (segment.Segment, error) {
@@ -539,33 +540,33 @@ func TestAllocatorBadSegment(t *testing.T) {
 func TestNewErrors(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		src  func(t *testing.T) segment.Source
+		src  func(t *testing.T) segment.Store
 		tag  string
 		cfg  segment.Config
 		want error
 	}{
-		{name: "no source", tag: "t", want: segment.ErrInvalidConfig},
-		{name: "no tag", want: segment.ErrInvalidConfig},
-		{name: "negative PreloadAt", tag: "t", cfg: segment.Config{PreloadAt: -0.1}, want: segment.ErrInvalidConfig},
-		{name: "PreloadAt over 1", tag: "t", cfg: segment.Config{PreloadAt: 1.5}, want: segment.ErrInvalidConfig},
-		{name: "PreloadAt NaN", tag: "t", cfg: segment.Config{PreloadAt: math.NaN()}, want: segment.ErrInvalidConfig},
-		{name: "negative MaxStep", tag: "t", cfg: segment.Config{MaxStep: -1}, want: segment.ErrInvalidConfig},
-		{name: "negative FastSegment", tag: "t", cfg: segment.Config{FastSegment: -time.Second}, want: segment.ErrInvalidConfig},
-		{name: "SlowSegment below FastSegment", tag: "t", cfg: segment.Config{FastSegment: time.Hour, SlowSegment: time.Minute}, want: segment.ErrInvalidConfig},
-		{name: "negative LoadTimeout", tag: "t", cfg: segment.Config{LoadTimeout: -1}, want: segment.ErrInvalidConfig},
+		{name: "no source", tag: "t", want: idgen.ErrInvalidConfig},
+		{name: "no tag", want: idgen.ErrInvalidConfig},
+		{name: "negative PreloadAt", tag: "t", cfg: segment.Config{PreloadAt: -0.1}, want: idgen.ErrInvalidConfig},
+		{name: "PreloadAt over 1", tag: "t", cfg: segment.Config{PreloadAt: 1.5}, want: idgen.ErrInvalidConfig},
+		{name: "PreloadAt NaN", tag: "t", cfg: segment.Config{PreloadAt: math.NaN()}, want: idgen.ErrInvalidConfig},
+		{name: "negative MaxStep", tag: "t", cfg: segment.Config{MaxStep: -1}, want: idgen.ErrInvalidConfig},
+		{name: "negative FastSegment", tag: "t", cfg: segment.Config{FastSegment: -time.Second}, want: idgen.ErrInvalidConfig},
+		{name: "SlowSegment below FastSegment", tag: "t", cfg: segment.Config{FastSegment: time.Hour, SlowSegment: time.Minute}, want: idgen.ErrInvalidConfig},
+		{name: "negative LoadTimeout", tag: "t", cfg: segment.Config{LoadTimeout: -1}, want: idgen.ErrInvalidConfig},
 		{name: "unknown tag", tag: "nope", want: segment.ErrUnknownTag},
 		{name: "tag at its maximum", tag: "full", want: segment.ErrMaxReached},
-		{name: "source down", tag: "t", src: func(t *testing.T) segment.Source {
+		{name: "source down", tag: "t", src: func(t *testing.T) segment.Store {
 			src := newSegSource(t, segment.Tag{Tag: "t", Step: 10})
 			src.down.Store(true)
 			return src
 		}, want: errDown},
-		{name: "bad first segment", tag: "t", src: func(*testing.T) segment.Source {
+		{name: "bad first segment", tag: "t", src: func(*testing.T) segment.Store {
 			return &scriptedSource{segs: []segment.Segment{{Start: -5, End: 5, Step: 10}}}
 		}, want: segment.ErrBadSegment},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			var src segment.Source
+			var src segment.Store
 			switch {
 			case tt.src != nil:
 				src = tt.src(t)
@@ -588,38 +589,6 @@ func TestNewErrors(t *testing.T) {
 			}
 		})
 	}
-}
-
-// Leaf's segment mode over the in-memory source: the tag "orders" starts
-// at 1 with a step of 1000. An ID service hands out batches with Fill.
-func ExampleAllocator() {
-	ctx := context.Background()
-	src := memidgen.NewSegments()
-	if err := src.CreateTag(ctx, segment.Tag{Tag: "orders", MaxID: 1, Step: 1000}); err != nil {
-		panic(err)
-	}
-	alloc, err := segment.New(ctx, src, "orders", segment.Config{})
-	if err != nil {
-		panic(err)
-	}
-	defer alloc.Close()
-
-	id, err := alloc.Next(ctx)
-	if err != nil {
-		panic(err)
-	}
-	batch := make([]int64, 3)
-	if _, err := alloc.Fill(ctx, batch); err != nil {
-		panic(err)
-	}
-	st := alloc.Stats()
-	fmt.Println(id, batch, st.Current.Start, st.Current.End, st.Step)
-
-	_, err = segment.New(ctx, src, "payments", segment.Config{})
-	fmt.Println(errors.Is(err, segment.ErrUnknownTag))
-	// Output:
-	// 1 [2 3 4] 1 1001 1000
-	// true
 }
 
 // TestSegmentLoadTimeout: a load that hangs ends at LoadTimeout with an

@@ -7,20 +7,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemq/idemq/idgen/memidgen"
 	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/internal/memidgen"
 	"github.com/idemq/idemq/internal/testkit"
 )
 
 // countingSource counts the calls that reach a source.
 type countingSource struct {
-	segment.Source
+	segment.Store
 	calls atomic.Int64
 }
 
 func (c *countingSource) NextSegment(ctx context.Context, tag string, step int64) (segment.Segment, error) {
 	c.calls.Add(1)
-	return c.Source.NextSegment(ctx, tag, step)
+	return c.Store.NextSegment(ctx, tag, step)
 }
 
 func newBenchSource(b *testing.B, step int64) *countingSource {
@@ -28,10 +28,10 @@ func newBenchSource(b *testing.B, step int64) *countingSource {
 	if err := src.CreateTag(context.Background(), segment.Tag{Tag: "bench", Step: step}); err != nil {
 		b.Fatal(err)
 	}
-	return &countingSource{Source: src}
+	return &countingSource{Store: src}
 }
 
-func newBenchAlloc(b *testing.B, src segment.Source, cfg segment.Config) *segment.Allocator {
+func newBenchAlloc(b *testing.B, src segment.Store, cfg segment.Config) *segment.Allocator {
 	cfg.Logger = quiet
 	a, err := segment.New(context.Background(), src, "bench", cfg)
 	if err != nil {
@@ -200,7 +200,7 @@ func BenchmarkSegment(b *testing.B) {
 // naiveSegments takes every ID from the source: a segment of one.
 type naiveSegments struct {
 	mu  sync.Mutex
-	src segment.Source
+	src segment.Store
 }
 
 func (n *naiveSegments) next(ctx context.Context) (int64, error) {

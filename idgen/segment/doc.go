@@ -1,6 +1,6 @@
 // Package segment is Meituan Leaf's segment mode: the IDs of a named counter
-// (a tag) come in segments that a [Source] reserves with one store round
-// trip each, and an [Allocator] hands them out from memory, one atomic
+// (a tag) come in segments that a [Store] reserves with one round trip
+// each, and an [Allocator] hands them out from memory, one atomic
 // addition per ID.
 //
 //	alloc, err := segment.New(ctx, src, "orders", segment.Config{})
@@ -8,19 +8,17 @@
 //	defer alloc.Close()
 //	id, err := alloc.Next(ctx)
 //
-// [New] takes the source and the tag as parameters and a [Config] whose
+// [New] takes the store and the tag as parameters and a [Config] whose
 // zero value works; each field states its default.
 //
-// Sources: github.com/idemq/idemq/idgen/sqlidgen (Leaf's table, on
-// MariaDB/MySQL, PostgreSQL and SQLite), github.com/idemq/idemq/idgen/redisidgen
-// (a counter in Redis) and github.com/idemq/idemq/idgen/memidgen (one
-// process); [github.com/idemq/idemq/idgen/segment/segmenttest] is the suite
-// they pass.
+// Stores: github.com/idemq/idemq/idgen/sqlidgen (Leaf's table, on
+// MariaDB/MySQL, PostgreSQL and SQLite) and
+// github.com/idemq/idemq/idgen/redisidgen (a counter in Redis);
+// [github.com/idemq/idemq/idgen/segment/segmenttest] is the suite they pass.
 //
 // The next segment is loaded in the background (a double buffer), the step
 // adapts to the rate, and a tag's maximum fails loudly with [ErrMaxReached]
 // instead of wrapping around. Segment IDs are dense and short but carry no
 // time or node: they are unique among the users of one tag, and a crash
-// leaves gaps, never duplicates. [AppShard] packs an index with a shard and
-// an application id, as a Leaf-style ID service composes its IDs.
+// leaves gaps, never duplicates.
 package segment

@@ -24,7 +24,7 @@ func TestConformance(t *testing.T) {
 					t.Fatal(err)
 				}
 				return l
-			}, leasetest.Features{Owner: owner})
+			}, owner)
 		})
 	}
 }

@@ -4,21 +4,6 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/idemq/idemq/internal/sqldialect"
-)
-
-// Dialect selects the SQL a [Leaser], [WorkerNodes] or [Segments] speaks:
-// [MySQL], [Postgres] or [SQLite]. It is the Dialect of sqldedupe too, so
-// one value serves both packages.
-type Dialect = sqldialect.Dialect
-
-// Supported databases; the package documentation says from which versions,
-// with which drivers.
-const (
-	MySQL    = sqldialect.MySQL    // MySQL and MariaDB
-	Postgres = sqldialect.Postgres // PostgreSQL
-	SQLite   = sqldialect.SQLite   // SQLite
 )
 
 // markMicros returns a high-water mark in µs since the Unix epoch, rounded

@@ -8,17 +8,21 @@
 //     the last ID anyone issued with it.
 //   - [WorkerNodes] hands out a new node id at every start from an
 //     auto-increment column, as Baidu uid-generator's WORKER_NODE table does.
-//   - [Segments] is a [segment.Source] over Meituan Leaf's table of tags,
+//   - [Segments] is a [segment.Store] over Meituan Leaf's table of tags,
 //     one UPDATE per segment.
 //
 // It imports only database/sql: open the *sql.DB with the driver of your
 // choice (go-sql-driver/mysql, pgx's stdlib, modernc.org/sqlite), then
 // create the tables with Migrate or from Schema (see the Schema examples).
-// The constructors take the *sql.DB and its [Dialect] as parameters and a
-// Config struct; [Config]'s Pool and Size are required, and every other
-// field's zero value works and states its default.
+// The constructors take the *sql.DB and its dialect, the one value that
+// [github.com/idemq/idemq/dedupe/sqldedupe] and
+// [github.com/idemq/idemq/outbox] name too (sqldedupe.MySQL,
+// sqldedupe.Postgres, sqldedupe.SQLite); [New] takes a [Config] whose Pool
+// and Size are required, and every other field's zero value works and
+// states its default; [NewSegments] and [NewWorkerNodes] take the table's
+// name, "" for the default.
 //
-//	leaser, err := sqlidgen.New(db, sqlidgen.Postgres, sqlidgen.Config{Pool: "orders", Size: 1024})
+//	leaser, err := sqlidgen.New(db, sqldedupe.Postgres, sqlidgen.Config{Pool: "orders", Size: 1024})
 //	...
 //	if err := leaser.Migrate(ctx); err != nil { ... }
 //	gen, err := idgen.NewLeased(ctx, leaser, idgen.Config{}, idgen.LeaseConfig{})

@@ -3,53 +3,13 @@ package sqlidgen_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log"
 
+	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/sqlidgen"
 )
-
-// An operator creates a tag whose IDs start at 1000 with a maximum of 1250;
-// each NextSegment reserves the next step of the counter, the last one
-// short, and then none.
-func ExampleSegments() {
-	ctx := context.Background()
-	db, remove := openExample()
-	defer remove()
-	src, err := sqlidgen.NewSegments(db, sqlidgen.SQLite, sqlidgen.SegmentsConfig{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer src.Close()
-	if err := src.Migrate(ctx); err != nil {
-		log.Fatal(err)
-	}
-	err = src.CreateTag(ctx, segment.Tag{Tag: "orders", MaxID: 1000, Step: 100, Max: 1250, Description: "order numbers"})
-	if err != nil {
-		log.Fatal(err)
-	}
-	for {
-		seg, err := src.NextSegment(ctx, "orders", 0)
-		if errors.Is(err, segment.ErrMaxReached) {
-			fmt.Println("orders reached its maximum")
-			break
-		}
-		if err != nil {
-			log.Fatal(err)
-		}
-		fmt.Printf("[%d, %d)\n", seg.Start, seg.End)
-	}
-	err = src.SetMax(ctx, "orders", 1200)
-	fmt.Println(errors.Is(err, segment.ErrInvalidConfig))
-	// Output:
-	// [1000, 1100)
-	// [1100, 1200)
-	// [1200, 1250)
-	// orders reached its maximum
-	// true
-}
 
 // A segment.Allocator hands out a tag's IDs from segments of the table, one
 // UPDATE per segment, loading the next one in the background.
@@ -63,7 +23,7 @@ func ExampleSegments_allocator() {
 	}
 	db.SetMaxOpenConns(1)
 	defer db.Close()
-	src, err := sqlidgen.NewSegments(db, sqlidgen.SQLite, sqlidgen.SegmentsConfig{})
+	src, err := sqlidgen.NewSegments(db, sqldedupe.SQLite, "")
 	if err != nil {
 		log.Fatal(err)
 	}

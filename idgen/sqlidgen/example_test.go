@@ -3,7 +3,6 @@ package sqlidgen_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -12,7 +11,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
-	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/idgen/sqlidgen"
 )
 
@@ -31,95 +30,24 @@ func openExample() (db *sql.DB, remove func()) {
 	return db, func() { db.Close(); os.RemoveAll(dir) }
 }
 
-// Two processes lease node ids from a pool of two; a third finds none free
-// until one of them releases its node, which keeps the high-water mark it
-// wrote.
-func Example() {
-	ctx := context.Background()
+// A sending process takes its IDs from a generator on a node id leased
+// from a pool in its database (the dedupe store's will do), so that no two
+// senders ever issue the same ID; Close gives the node back.
+func ExampleLease() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	db, remove := openExample()
 	defer remove()
-	leaser, err := sqlidgen.New(db, sqlidgen.SQLite, sqlidgen.Config{Pool: "orders", Size: 2, Lease: 10 * time.Second})
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := leaser.Migrate(ctx); err != nil {
-		log.Fatal(err)
-	}
-	layout := idgen.Twitter // 10 node bits: node ids up to 1023
-	req := func(owner string) idgen.LeaseRequest {
-		return idgen.LeaseRequest{MaxNode: layout.MaxNode(), Owner: owner}
-	}
 
-	a, err := leaser.Acquire(ctx, req("host-a:101"))
+	gen, err := sqlidgen.Lease(ctx, db, sqldedupe.SQLite, "senders") // creates the table if missing
 	if err != nil {
 		log.Fatal(err)
 	}
-	b, err := leaser.Acquire(ctx, req("host-b:202"))
+	defer gen.Close() // releases the node
+	id, err := gen.Next(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("a has node", a.Node, "for", a.TTL)
-	fmt.Println("b has node", b.Node)
-
-	_, err = leaser.Acquire(ctx, req("host-c:303"))
-	fmt.Println("c:", errors.Is(err, idgen.ErrNoFreeNode))
-
-	// a renews well within its lease, then stops: its last IDs were issued
-	// before mark.
-	mark := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	if a, err = leaser.Renew(ctx, a, mark); err != nil {
-		log.Fatal(err)
-	}
-	if err := leaser.Release(ctx, a, mark); err != nil {
-		log.Fatal(err)
-	}
-	c, err := leaser.Acquire(ctx, req("host-c:303"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println("c has node", c.Node, "issuing after", c.HighWater.Format(time.RFC3339))
-
-	rows, err := leaser.List(ctx)
-	if err != nil {
-		log.Fatal(err)
-	}
-	for _, r := range rows {
-		fmt.Printf("node %d: %s, held %v\n", r.Node, r.Owner, r.Held)
-	}
-	// Output:
-	// a has node 0 for 10s
-	// b has node 1
-	// c: true
-	// c has node 0 issuing after 2026-01-02T03:04:05Z
-	// node 0: host-c:303, held true
-	// node 1: host-b:202, held true
-}
-
-// Every start records a row, as uid-generator's WORKER_NODE table does, and
-// its id is the node id for good; the ids run out with the layout's node
-// bits.
-func ExampleWorkerNodes() {
-	ctx := context.Background()
-	db, remove := openExample()
-	defer remove()
-	nodes, err := sqlidgen.NewWorkerNodes(db, sqlidgen.SQLite, sqlidgen.WorkerNodesConfig{Host: "host-a"})
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := nodes.Migrate(ctx); err != nil {
-		log.Fatal(err)
-	}
-	req := idgen.LeaseRequest{MaxNode: 2} // a layout of two node bits would hold 3
-	for start := 1; start <= 3; start++ {
-		lease, err := nodes.Acquire(ctx, req)
-		if err != nil {
-			fmt.Println("start", start, "refused:", errors.Is(err, idgen.ErrNodeRange))
-			continue
-		}
-		fmt.Println("start", start, "has node", lease.Node, "TTL", lease.TTL)
-	}
-	// Output:
-	// start 1 has node 1 TTL 0s
-	// start 2 has node 2 TTL 0s
-	// start 3 refused: true
+	fmt.Println("node", gen.Node(), "issued an ID:", id > 0)
+	// Output: node 0 issued an ID: true
 }

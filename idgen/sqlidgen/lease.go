@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/sqldialect"
 )
 
 // Lease returns a generator of the default layout ([idgen.Twitter]) on a
-// node id leased from the pool named pool, in db's [DefaultTable], for as
+// node id leased from the pool named pool, in db's table
+// idemq_worker_lease (d is db's dialect, as [New] says), for as
 // long as it runs: a sending process's one call for its keys
 // (msgkey.FromIDs(gen)). It creates the table if it is missing
 // ([Leaser.Migrate]) and waits, as long as ctx allows, for a free node:
@@ -19,7 +21,7 @@ import (
 // generator renews the lease in the background and Close releases it. For
 // another layout, table, lease or rollback policy, use [New] and
 // [idgen.NewLeased].
-func Lease(ctx context.Context, db *sql.DB, d Dialect, pool string) (*idgen.Generator, error) {
+func Lease(ctx context.Context, db *sql.DB, d sqldialect.Dialect, pool string) (*idgen.Generator, error) {
 	l, err := New(db, d, Config{Pool: pool, Size: idgen.Twitter.MaxNode() + 1})
 	if err != nil {
 		return nil, err

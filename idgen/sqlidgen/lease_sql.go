@@ -71,13 +71,13 @@ type leaseSQL struct {
 	list string
 }
 
-func newLeaseSQL(d Dialect, table string) leaseSQL {
+func newLeaseSQL(d sqldialect.Dialect, table string) leaseSQL {
 	c := sqldialect.Of(d)
 	t := c.Quote(table)
 	free := c.Quote(table + "_free")
 	var q leaseSQL
 	switch d {
-	case MySQL:
+	case sqldialect.MySQL:
 		q.ddl = []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
 	pool       VARBINARY(64)  NOT NULL,
 	node       BIGINT         NOT NULL,
@@ -92,7 +92,7 @@ func newLeaseSQL(d Dialect, table string) leaseSQL {
 	PRIMARY KEY (pool, node),
 	KEY ` + free + ` (pool, expires_at, free_seq, node)
 ) ENGINE = InnoDB`}
-	case Postgres:
+	case sqldialect.Postgres:
 		q.ddl = []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
 	pool       text COLLATE "C" NOT NULL CHECK (octet_length(pool) BETWEEN 1 AND 64),
 	node       bigint NOT NULL CHECK (node >= 0),
@@ -134,7 +134,7 @@ func newLeaseSQL(d Dialect, table string) leaseSQL {
 	// nodes below puts every never-used node first, by node id.
 	unused := `'', '', ` + c.Never() + `, ` + c.Never() + `, NULL, 0, 0`
 	switch d {
-	case MySQL:
+	case sqldialect.MySQL:
 		// The node ids 0 to 65535 (MaxSize) are the four hex digits of
 		// n, each digit's table cut to what size needs. In node order,
 		// so that two clients filling at once lock the rows they
@@ -152,7 +152,7 @@ SELECT ?, n, ` + unused + ` FROM (
 	FROM ` + hex + ` d0, ` + hex + ` d1, ` + hex + ` d2, ` + hex + ` d3
 	WHERE 16 * d1.d < ? AND 256 * d2.d < ? AND 4096 * d3.d < ?
 ) s WHERE n < ? ORDER BY n`
-	case Postgres:
+	case sqldialect.Postgres:
 		// In node order, so that two clients filling at once wait for
 		// each other's rows in one order.
 		q.fill = `INSERT INTO ` + t + ` ` + cols + `
@@ -178,7 +178,7 @@ ON CONFLICT (pool, node) DO NOTHING`
 	// could deadlock with the others. The fill, the one statement that
 	// locks many rows, locks them in node order.
 	byKey := t
-	if d == MySQL {
+	if d == sqldialect.MySQL {
 		byKey += ` FORCE INDEX (PRIMARY)`
 	}
 
@@ -192,7 +192,7 @@ ON CONFLICT (pool, node) DO NOTHING`
 	freeOrder := `expires_at, free_seq, node`
 	grantSet := `token = ?, owner = ?, granted_at = ` + c.Now() + `, expires_at = ` + c.After("?") + `, freed_at = NULL, granted_high_water = high_water`
 	switch d {
-	case MySQL:
+	case sqldialect.MySQL:
 		// MySQL's UPDATE cannot skip locked rows, and one that picked
 		// its row through the index on (pool, expires_at, node) would
 		// lock entries of that index before the row. So pick reads the
@@ -204,7 +204,7 @@ ON CONFLICT (pool, node) DO NOTHING`
 WHERE ` + freeRows + ` ORDER BY ` + freeOrder + ` LIMIT 1`
 		q.grant = `UPDATE ` + byKey + ` SET ` + grantSet + `
 WHERE pool = ? AND node = ? AND token = ? AND expires_at <= ` + c.Now()
-	case Postgres:
+	case sqldialect.Postgres:
 		// The subquery locks the row it picks and skips rows others hold
 		// locked; a row changed since the statement began is checked
 		// again before it is locked.
@@ -223,7 +223,7 @@ RETURNING node, high_water`
 	(SELECT COUNT(*) FROM ` + t + ` WHERE pool = ? AND node < ?)`
 
 	switch d {
-	case MySQL:
+	case sqldialect.MySQL:
 		// ON DUPLICATE KEY UPDATE assigns left to right, each assignment
 		// seeing the ones before it: token is decided first, against the
 		// old row, and the other columns follow it.
@@ -236,7 +236,7 @@ ON DUPLICATE KEY UPDATE
 	expires_at = IF(token = VALUES(token), VALUES(expires_at), expires_at),
 	freed_at = IF(token = VALUES(token), NULL, freed_at),
 	granted_high_water = IF(token = VALUES(token), high_water, granted_high_water)`
-	case Postgres:
+	case sqldialect.Postgres:
 		q.static = `INSERT INTO ` + t + ` AS w ` + cols + `
 ` + vals + `
 ON CONFLICT (pool, node) DO UPDATE SET token = excluded.token, owner = excluded.owner,
@@ -257,14 +257,14 @@ RETURNING high_water`
 	q.took = `SELECT token = ?, high_water FROM ` + t + ` WHERE pool = ? AND node = ?`
 
 	raised := c.Greatest("high_water", "?")
-	if d == MySQL {
+	if d == sqldialect.MySQL {
 		// MySQL returns no rows from an UPDATE: LAST_INSERT_ID(expr)
 		// hands the new mark back as the statement's insert id.
 		raised = `LAST_INSERT_ID(` + raised + `)`
 	}
 	q.renew = `UPDATE ` + byKey + ` SET expires_at = ` + c.After("?") + `, high_water = ` + raised + `
 WHERE pool = ? AND node = ? AND token = ? AND expires_at > ` + c.Now()
-	if d != MySQL {
+	if d != sqldialect.MySQL {
 		q.renew += `
 RETURNING high_water`
 	}
@@ -275,7 +275,7 @@ RETURNING high_water`
 	// first, without a lock: a release that follows another sees its
 	// free_seq; two at once may share one, and then go by node id.
 	nextSeq := `(SELECT COALESCE(MAX(f.free_seq), 0) + 1 FROM ` + t + ` f WHERE f.pool = ?)`
-	if d == MySQL {
+	if d == sqldialect.MySQL {
 		q.nextSeq = `SELECT COALESCE(MAX(free_seq), 0) + 1 FROM ` + t + ` WHERE pool = ?`
 		nextSeq = `?`
 	}
@@ -288,10 +288,10 @@ WHERE pool = ? AND node = ? AND token = ? AND expires_at > ` + c.Now()
 FROM ` + t + ` WHERE pool = ? AND token <> '' ORDER BY node`
 
 	switch d {
-	case MySQL:
+	case sqldialect.MySQL:
 		q.hasSeq = `SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? AND column_name = 'free_seq'`
 		q.addSeq = `ALTER TABLE ` + t + ` ADD COLUMN free_seq BIGINT NOT NULL DEFAULT 0`
-	case Postgres:
+	case sqldialect.Postgres:
 		q.hasSeq = `SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ? AND column_name = 'free_seq'`
 		q.addSeq = `ALTER TABLE ` + t + ` ADD COLUMN IF NOT EXISTS free_seq bigint NOT NULL DEFAULT 0`
 	default:

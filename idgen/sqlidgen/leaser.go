@@ -17,18 +17,15 @@ import (
 
 // Defaults of [Config].
 const (
-	// DefaultTable is the table a Leaser uses unless [Config.Table] names
-	// another.
-	DefaultTable = "idemq_worker_lease"
-	// DefaultLease is the lease length unless [Config.Lease] sets another.
-	DefaultLease = 10 * time.Second
+	defaultTable = "idemq_worker_lease"
+	defaultLease = 10 * time.Second
 )
 
-// MaxSize is the largest [Config.Size] of a leased pool: 65536 node ids,
+// maxSize is the largest [Config.Size] of a leased pool: 65536 node ids,
 // Sonyflake's 16 node bits. A Leaser keeps a row for every node id of its
 // pool, so that it finds the node to grant by one ordered index scan; for a
 // larger id space use [WorkerNodes], which keeps a row per start instead.
-const MaxSize = 1 << 16
+const maxSize = 1 << 16
 
 // Bounds on what a row holds.
 const (
@@ -47,35 +44,36 @@ type Config struct {
 	// Required.
 	Pool string
 	// Size is the number of node ids in the pool, 0 to Size-1, at most
-	// [MaxSize]. It must not exceed the node ids of the layout of every
+	// 65536 (Sonyflake's 16 node bits: a Leaser keeps a row per node id;
+	// for a larger id space use [WorkerNodes]). It must not exceed the node ids of the layout of every
 	// generator using the pool (Acquire checks), and must never shrink
 	// below a node some holder still uses. Required: there is no default
 	// node range.
 	Size int64
 	// Lease is how long a lease lasts from the database's now when it is
 	// granted or renewed. A holder that stalls for longer loses its node.
-	// Default [DefaultLease], 10 seconds; at least a millisecond.
+	// Default 10 seconds; at least a millisecond.
 	Lease time.Duration
 	// Table is the name of the table holding the pool's rows: a letter or
 	// underscore, then letters, digits and underscores, at most 48 bytes
 	// (an index named after it must fit every dialect's limit). It is
 	// quoted, so PostgreSQL keeps its case. One table may hold many pools.
-	// Default [DefaultTable].
+	// Default "idemq_worker_lease".
 	Table string
 }
 
 func (c *Config) setDefaults() {
 	if c.Lease == 0 {
-		c.Lease = DefaultLease
+		c.Lease = defaultLease
 	}
 	if c.Table == "" {
-		c.Table = DefaultTable
+		c.Table = defaultTable
 	}
 }
 
-// Validate reports settings that cannot work, wrapping
+// validate reports settings that cannot work, wrapping
 // [idgen.ErrInvalidConfig].
-func (c Config) Validate() error {
+func (c Config) validate() error {
 	var why string
 	switch {
 	case c.Pool == "":
@@ -84,8 +82,8 @@ func (c Config) Validate() error {
 		why = fmt.Sprintf("Pool %q: want at most %d bytes of UTF-8", c.Pool, maxPool)
 	case c.Size <= 0:
 		why = fmt.Sprintf("Size %d: want the number of node ids in the pool, at least 1", c.Size)
-	case c.Size > MaxSize:
-		why = fmt.Sprintf("Size %d: a leased pool holds at most %d node ids, a row each; for a larger id space use WorkerNodes, which keeps a row per start", c.Size, MaxSize)
+	case c.Size > maxSize:
+		why = fmt.Sprintf("Size %d: a leased pool holds at most %d node ids, a row each; for a larger id space use WorkerNodes, which keeps a row per start", c.Size, maxSize)
 	case c.Lease < time.Millisecond:
 		why = fmt.Sprintf("Lease %v: want at least 1ms", c.Lease)
 	case !sqldialect.ValidTable(c.Table):
@@ -118,7 +116,7 @@ func (c Config) Validate() error {
 // context has ended.
 type Leaser struct {
 	db  *sql.DB
-	d   Dialect
+	d   sqldialect.Dialect
 	cfg Config
 	q   leaseSQL
 	// filled is set once this Leaser has seen a row for every node of
@@ -128,22 +126,21 @@ type Leaser struct {
 
 var _ idgen.Leaser = (*Leaser)(nil)
 
-// New returns a Leaser of the pool cfg names over db, which speaks d. It
-// does not touch the database: call [Leaser.Migrate] to create the table, or
+// New returns a Leaser of the pool cfg names over db, which speaks d (the
+// dialect values of [github.com/idemq/idemq/dedupe/sqldedupe] and
+// [github.com/idemq/idemq/outbox]: sqldedupe.Postgres, ...). It does not
+// touch the database: call [Leaser.Migrate] to create the table, or
 // create it from [Leaser.Schema]. It never closes db.
-func New(db *sql.DB, d Dialect, cfg Config) (*Leaser, error) {
+func New(db *sql.DB, d sqldialect.Dialect, cfg Config) (*Leaser, error) {
 	if err := checkDB(db, d); err != nil {
 		return nil, err
 	}
 	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	return &Leaser{db: db, d: d, cfg: cfg, q: newLeaseSQL(d, cfg.Table)}, nil
 }
-
-// Config returns the Leaser's settings, defaults filled in.
-func (l *Leaser) Config() Config { return l.cfg }
 
 // Schema returns the statements that create the table and its index, for
 // migration tools that manage the schema themselves. A table made by an
@@ -183,7 +180,7 @@ func (l *Leaser) Migrate(ctx context.Context) error {
 }
 
 // checkDB checks the two arguments every constructor takes.
-func checkDB(db *sql.DB, d Dialect) error {
+func checkDB(db *sql.DB, d sqldialect.Dialect) error {
 	if db == nil {
 		return fmt.Errorf("sqlidgen: nil *sql.DB: %w", idgen.ErrInvalidConfig)
 	}
@@ -214,11 +211,11 @@ func migrate(ctx context.Context, db *sql.DB, table string, ddl []string) error 
 func (l *Leaser) Acquire(ctx context.Context, req idgen.LeaseRequest) (idgen.Lease, error) {
 	if top := l.cfg.Size - 1; top > req.MaxNode {
 		return idgen.Lease{}, fmt.Errorf("sqlidgen: pool %q has node ids 0 to %d, but the layout holds only up to %d: shrink Config.Size to at most %d (with no holder above it) or use a layout with more node bits: %w",
-			l.cfg.Pool, top, req.MaxNode, req.MaxNode+1, idgen.ErrNodeRange)
+			l.cfg.Pool, top, req.MaxNode, req.MaxNode+1, idgen.ErrInvalidConfig)
 	}
 	if req.Static && (req.Node < 0 || req.Node >= l.cfg.Size) {
 		return idgen.Lease{}, fmt.Errorf("sqlidgen: static node %d is outside pool %q of node ids 0 to %d: %w",
-			req.Node, l.cfg.Pool, l.cfg.Size-1, idgen.ErrNodeRange)
+			req.Node, l.cfg.Pool, l.cfg.Size-1, idgen.ErrInvalidConfig)
 	}
 	token := rand.Text()
 	owner := clip(req.Owner, maxOwner)
@@ -247,7 +244,7 @@ func (l *Leaser) acquireStatic(ctx context.Context, node int64, token, owner str
 		mark int64
 		ok   bool
 	)
-	if l.d == MySQL {
+	if l.d == sqldialect.MySQL {
 		if _, err := l.db.ExecContext(ctx, l.q.static, args...); err != nil {
 			return idgen.Lease{}, err
 		}
@@ -312,7 +309,7 @@ func (l *Leaser) acquireAny(ctx context.Context, token, owner string) (idgen.Lea
 		// client may still be taking it, holding the row locked (FOR
 		// UPDATE SKIP LOCKED passed over it): look again once it is
 		// done. Elsewhere a node became free since the take.
-		if tried && l.d == Postgres {
+		if tried && l.d == sqldialect.Postgres {
 			if err := sleep(ctx, pause); err != nil {
 				return idgen.Lease{}, err
 			}
@@ -324,7 +321,7 @@ func (l *Leaser) acquireAny(ctx context.Context, token, owner string) (idgen.Lea
 // fill inserts a never-used row for every node of the pool that has no row.
 func (l *Leaser) fill(ctx context.Context) error {
 	args := []any{l.cfg.Pool, l.cfg.Size, l.cfg.Pool}
-	if l.d == MySQL {
+	if l.d == sqldialect.MySQL {
 		args = []any{l.cfg.Pool, l.cfg.Size, l.cfg.Size, l.cfg.Size, l.cfg.Size}
 	}
 	_, err := l.db.ExecContext(ctx, l.q.fill, args...)
@@ -333,7 +330,7 @@ func (l *Leaser) fill(ctx context.Context) error {
 
 // take gives token the free node that has been free longest, if any.
 func (l *Leaser) take(ctx context.Context, token, owner string) (node, mark int64, ok bool, err error) {
-	if l.d != MySQL {
+	if l.d != sqldialect.MySQL {
 		err = l.db.QueryRowContext(ctx, l.q.take, token, owner, sqldialect.Micros(l.cfg.Lease), l.cfg.Pool, l.cfg.Pool, l.cfg.Size).Scan(&node, &mark)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, 0, false, nil
@@ -395,7 +392,7 @@ func (l *Leaser) Renew(ctx context.Context, lease idgen.Lease, highWater time.Ti
 		mark int64
 		ok   bool
 	)
-	if l.d == MySQL {
+	if l.d == sqldialect.MySQL {
 		res, err := l.db.ExecContext(ctx, l.q.renew, args...)
 		if err == nil {
 			var n int64
@@ -451,7 +448,7 @@ func (l *Leaser) Release(ctx context.Context, lease idgen.Lease, highWater time.
 // release ends token's lease of node with mark (µs) and reports whether it
 // was live.
 func (l *Leaser) release(ctx context.Context, node int64, token string, mark int64) (bool, error) {
-	if l.d != MySQL {
+	if l.d != sqldialect.MySQL {
 		return affected(l.db.ExecContext(ctx, l.q.release, mark, l.cfg.Pool, l.cfg.Pool, node, token))
 	}
 	var seq int64

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/sqlidgen"
+	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
 )
 
@@ -60,35 +61,35 @@ func TestNew(t *testing.T) {
 	tests := []struct {
 		name    string
 		db      *sql.DB
-		dialect sqlidgen.Dialect
+		dialect sqldialect.Dialect
 		cfg     sqlidgen.Config
 		ok      bool
 	}{
-		{"Defaults", db, sqlidgen.SQLite, ok, true},
-		{"MySQL", db, sqlidgen.MySQL, ok, true},
-		{"Postgres", db, sqlidgen.Postgres, ok, true},
-		{"Table", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Table = "Worker_Lease2" }), true},
-		{"Table48", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Table = strings.Repeat("t", 48) }), true},
-		{"Pool64", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Pool = strings.Repeat("p", 64) }), true},
-		{"PoolUnicode", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Pool = "订单" }), true},
-		{"Size1", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Size = 1 }), true},
-		{"SizeMax", db, sqlidgen.MySQL, with(func(c *sqlidgen.Config) { c.Size = sqlidgen.MaxSize }), true},
-		{"Lease1ms", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Lease = time.Millisecond }), true},
-		{"NilDB", nil, sqlidgen.SQLite, ok, false},
+		{"Defaults", db, sqldialect.SQLite, ok, true},
+		{"MySQL", db, sqldialect.MySQL, ok, true},
+		{"Postgres", db, sqldialect.Postgres, ok, true},
+		{"Table", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Table = "Worker_Lease2" }), true},
+		{"Table48", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Table = strings.Repeat("t", 48) }), true},
+		{"Pool64", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Pool = strings.Repeat("p", 64) }), true},
+		{"PoolUnicode", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Pool = "订单" }), true},
+		{"Size1", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Size = 1 }), true},
+		{"SizeMax", db, sqldialect.MySQL, with(func(c *sqlidgen.Config) { c.Size = sqlidgen.MaxSize }), true},
+		{"Lease1ms", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Lease = time.Millisecond }), true},
+		{"NilDB", nil, sqldialect.SQLite, ok, false},
 		{"NoDialect", db, 0, ok, false},
-		{"UnknownDialect", db, sqlidgen.SQLite + 1, ok, false},
-		{"NoPool", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Pool = "" }), false},
-		{"Pool65", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Pool = strings.Repeat("p", 65) }), false},
-		{"PoolNotUTF8", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Pool = "p\xff" }), false},
-		{"NoSize", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Size = 0 }), false},
-		{"NegativeSize", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Size = -1 }), false},
-		{"SizeAboveMax", db, sqlidgen.Postgres, with(func(c *sqlidgen.Config) { c.Size = sqlidgen.MaxSize + 1 }), false},
-		{"NegativeLease", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Lease = -time.Second }), false},
-		{"LeaseBelow1ms", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Lease = time.Microsecond }), false},
-		{"Table49", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Table = strings.Repeat("t", 49) }), false},
-		{"TableQuote", db, sqlidgen.Postgres, with(func(c *sqlidgen.Config) { c.Table = `t"; DROP TABLE x; --` }), false},
-		{"TableBacktick", db, sqlidgen.MySQL, with(func(c *sqlidgen.Config) { c.Table = "t`" }), false},
-		{"TableSchema", db, sqlidgen.SQLite, with(func(c *sqlidgen.Config) { c.Table = "public.t" }), false},
+		{"UnknownDialect", db, sqldialect.SQLite + 1, ok, false},
+		{"NoPool", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Pool = "" }), false},
+		{"Pool65", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Pool = strings.Repeat("p", 65) }), false},
+		{"PoolNotUTF8", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Pool = "p\xff" }), false},
+		{"NoSize", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Size = 0 }), false},
+		{"NegativeSize", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Size = -1 }), false},
+		{"SizeAboveMax", db, sqldialect.Postgres, with(func(c *sqlidgen.Config) { c.Size = sqlidgen.MaxSize + 1 }), false},
+		{"NegativeLease", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Lease = -time.Second }), false},
+		{"LeaseBelow1ms", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Lease = time.Microsecond }), false},
+		{"Table49", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Table = strings.Repeat("t", 49) }), false},
+		{"TableQuote", db, sqldialect.Postgres, with(func(c *sqlidgen.Config) { c.Table = `t"; DROP TABLE x; --` }), false},
+		{"TableBacktick", db, sqldialect.MySQL, with(func(c *sqlidgen.Config) { c.Table = "t`" }), false},
+		{"TableSchema", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Table = "public.t" }), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -104,23 +105,13 @@ func TestNew(t *testing.T) {
 }
 
 func TestConfigDefaults(t *testing.T) {
-	l, err := sqlidgen.New(&sql.DB{}, sqlidgen.SQLite, sqlidgen.Config{Pool: "p", Size: 3})
+	l, err := sqlidgen.New(&sql.DB{}, sqldialect.SQLite, sqlidgen.Config{Pool: "p", Size: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := sqlidgen.Config{Pool: "p", Size: 3, Lease: 10 * time.Second, Table: "idemq_worker_lease"}
-	if got := l.Config(); got != want {
+	if got := sqlidgen.LeaserConfig(l); got != want {
 		t.Errorf("Config() = %+v, want %+v", got, want)
-	}
-}
-
-func TestDialectString(t *testing.T) {
-	for d, want := range map[sqlidgen.Dialect]string{
-		sqlidgen.MySQL: "mysql", sqlidgen.Postgres: "postgres", sqlidgen.SQLite: "sqlite", 7: "Dialect(7)",
-	} {
-		if got := d.String(); got != want {
-			t.Errorf("Dialect(%d).String() = %q, want %q", int(d), got, want)
-		}
 	}
 }
 
@@ -139,7 +130,7 @@ func TestMigrate(t *testing.T) {
 			table := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "a", Size: 1, Table: "Other_Table"})
 			for _, l := range []*sqlidgen.Leaser{a, other, table} {
 				if lease := acquire(t, l, any0(1, "x")); lease.Node != 0 {
-					t.Fatalf("%+v: node %d, want 0", l.Config(), lease.Node)
+					t.Fatalf("%+v: node %d, want 0", sqlidgen.LeaserConfig(l), lease.Node)
 				}
 			}
 			if _, err := a.Acquire(t.Context(), any0(1, "x")); !errors.Is(err, idgen.ErrNoFreeNode) {
@@ -258,18 +249,18 @@ func TestHighWaterRounding(t *testing.T) {
 // depends on the size, and 65536 of them take the race-instrumented pure-Go
 // SQLite many seconds.
 func TestMaxSize(t *testing.T) {
-	_, err := sqlidgen.New(&sql.DB{}, sqlidgen.SQLite, sqlidgen.Config{Pool: "p", Size: 1 << 22})
+	_, err := sqlidgen.New(&sql.DB{}, sqldialect.SQLite, sqlidgen.Config{Pool: "p", Size: 1 << 22})
 	if !errors.Is(err, idgen.ErrInvalidConfig) || !strings.Contains(err.Error(), "WorkerNodes") {
 		t.Errorf("New with Size 1<<22 = %v, want ErrInvalidConfig naming WorkerNodes", err)
 	}
 	for _, b := range testdb.Backends {
-		if b.Dialect == sqlidgen.SQLite {
+		if b.Dialect == sqldialect.SQLite {
 			continue
 		}
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			db := b.Open(t)
-			const size = sqlidgen.MaxSize
+			size := sqlidgen.MaxSize
 			l := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "max", Size: size})
 			if n := acquire(t, l, any0(size, "first")).Node; n != 0 {
 				t.Errorf("first Acquire granted node %d, want 0", n)
@@ -394,13 +385,13 @@ func TestShrunkPool(t *testing.T) {
 func TestUnreachable(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		dialect sqlidgen.Dialect
+		dialect sqldialect.Dialect
 		driver  string
 		dsn     string
 	}{
-		{"MySQL", sqlidgen.MySQL, "mysql", "root@tcp(127.0.0.1:1)/idemq?timeout=2s"},
-		{"Postgres", sqlidgen.Postgres, "pgx", "postgres://postgres@127.0.0.1:1/idemq?sslmode=disable&connect_timeout=2"},
-		{"SQLite", sqlidgen.SQLite, "sqlite", "file:" + t.TempDir() + "/missing/dir/ids.db"},
+		{"MySQL", sqldialect.MySQL, "mysql", "root@tcp(127.0.0.1:1)/idemq?timeout=2s"},
+		{"Postgres", sqldialect.Postgres, "pgx", "postgres://postgres@127.0.0.1:1/idemq?sslmode=disable&connect_timeout=2"},
+		{"SQLite", sqldialect.SQLite, "sqlite", "file:" + t.TempDir() + "/missing/dir/ids.db"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -421,7 +412,7 @@ func TestUnreachable(t *testing.T) {
 			if d := time.Since(start); d > 5*time.Second {
 				t.Errorf("Acquire took %v to fail", d)
 			}
-			for _, s := range []error{idgen.ErrNoFreeNode, idgen.ErrLeaseLost, idgen.ErrNodeRange, idgen.ErrInvalidConfig} {
+			for _, s := range []error{idgen.ErrNoFreeNode, idgen.ErrLeaseLost, idgen.ErrInvalidConfig} {
 				if errors.Is(err, s) {
 					t.Errorf("error %v wraps %v", err, s)
 				}
@@ -433,7 +424,7 @@ func TestUnreachable(t *testing.T) {
 			if err := l.Migrate(t.Context()); err == nil || !strings.Contains(err.Error(), "sqlidgen: migrate idemq_worker_lease") {
 				t.Errorf("Migrate = %v", err)
 			}
-			w, err := sqlidgen.NewWorkerNodes(db, tc.dialect, sqlidgen.WorkerNodesConfig{})
+			w, err := sqlidgen.NewWorkerNodes(db, tc.dialect, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -692,90 +683,6 @@ func TestMixedChurn(t *testing.T) {
 	}
 }
 
-// TestRaceFewNodes has many more goroutines than nodes take nodes, hold
-// them briefly and give them back, some by release and some by letting the
-// lease run out: no node is ever held twice, and every node serves.
-func TestRaceFewNodes(t *testing.T) {
-	const (
-		size       = 3
-		goroutines = 16
-		lease      = 400 * time.Millisecond
-		run        = 2 * time.Second
-	)
-	for _, b := range testdb.Backends {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			db := b.Open(t)
-			db.SetMaxOpenConns(goroutines)
-			cfg := sqlidgen.Config{Pool: "race", Size: size, Lease: lease}
-			ls := []*sqlidgen.Leaser{newLeaser(t, db, b.Dialect, cfg), newLeaser(t, db, b.Dialect, cfg), newLeaser(t, db, b.Dialect, cfg)}
-			var (
-				wg            sync.WaitGroup
-				mu            sync.Mutex
-				until         = map[int64]time.Time{} // by our clock, when each node's holder stops using it
-				wins, refusal atomic.Int64
-				late          atomic.Int64 // releases too late
-				served        sync.Map
-			)
-			end := time.Now().Add(run)
-			for g := range goroutines {
-				wg.Go(func() {
-					l := ls[g%len(ls)]
-					for i := 0; time.Now().Before(end); i++ {
-						sent := time.Now()
-						got, err := l.Acquire(t.Context(), any0(size, fmt.Sprint(g)))
-						if errors.Is(err, idgen.ErrNoFreeNode) {
-							refusal.Add(1)
-							time.Sleep(5 * time.Millisecond)
-							continue
-						}
-						if err != nil {
-							t.Errorf("Acquire = %v", err)
-							return
-						}
-						wins.Add(1)
-						served.Store(got.Node, true)
-						// The previous holder stopped using the node
-						// before its lease ended; the new lease began
-						// after that by the database's clock, which
-						// runs with ours.
-						mu.Lock()
-						if prev := until[got.Node]; prev.After(time.Now()) {
-							t.Errorf("node %d granted while its holder may use it until %v", got.Node, prev)
-						}
-						use := sent.Add(lease / 2) // stop well within the lease
-						until[got.Node] = use
-						mu.Unlock()
-						time.Sleep(time.Until(use) / 2)
-						if i%4 == 3 {
-							continue // abandon: the lease expires
-						}
-						mu.Lock()
-						until[got.Node] = time.Now()
-						mu.Unlock()
-						err = l.Release(t.Context(), got, time.Time{})
-						switch {
-						case errors.Is(err, idgen.ErrLeaseLost) && time.Since(sent) >= lease:
-							// The calls waited for the database's
-							// lock longer than the lease lasts.
-							late.Add(1)
-						case err != nil:
-							t.Errorf("Release %v after Acquire was sent = %v", time.Since(sent), err)
-						}
-					}
-				})
-			}
-			wg.Wait()
-			n := 0
-			served.Range(func(any, any) bool { n++; return true })
-			t.Logf("%d grants, %d refusals, %d releases too late, %d nodes served", wins.Load(), refusal.Load(), late.Load(), n)
-			if n != size {
-				t.Errorf("%d nodes served, want %d", n, size)
-			}
-		})
-	}
-}
-
 // TestMigrateAddsFreeSeq turns a pool's table into one of an earlier
 // version, without the free_seq column that orders releases within one
 // tick of the database's clock, and checks that Migrate adds it to the
@@ -783,16 +690,16 @@ func TestRaceFewNodes(t *testing.T) {
 // that releases made back to back come out of the free queue in order.
 func TestMigrateAddsFreeSeq(t *testing.T) {
 	const table = "legacy_lease"
-	legacy := map[sqlidgen.Dialect][]string{
-		sqlidgen.SQLite: {
+	legacy := map[sqldialect.Dialect][]string{
+		sqldialect.SQLite: {
 			`DROP INDEX "legacy_lease_free"`,
 			`ALTER TABLE "legacy_lease" DROP COLUMN free_seq`,
 			`CREATE INDEX "legacy_lease_free" ON "legacy_lease" (pool, expires_at, node)`,
 		},
-		sqlidgen.MySQL: {
+		sqldialect.MySQL: {
 			"ALTER TABLE `legacy_lease` DROP INDEX `legacy_lease_free`, DROP COLUMN free_seq, ADD KEY `legacy_lease_free` (pool, expires_at, node)",
 		},
-		sqlidgen.Postgres: {
+		sqldialect.Postgres: {
 			`ALTER TABLE "legacy_lease" DROP COLUMN free_seq`,
 			`CREATE INDEX "legacy_lease_free" ON "legacy_lease" (pool, expires_at, node)`,
 		},

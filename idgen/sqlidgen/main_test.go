@@ -9,6 +9,7 @@ import (
 	"github.com/idemq/idemq/idgen/sqlidgen"
 	"github.com/idemq/idemq/internal/fleettest"
 	"github.com/idemq/idemq/internal/racechild"
+	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testenv"
 )
 
@@ -18,7 +19,7 @@ func TestMain(m *testing.M) {
 }
 
 // newLeaser returns a Leaser over db, with its table migrated.
-func newLeaser(tb testing.TB, db *sql.DB, d sqlidgen.Dialect, cfg sqlidgen.Config) *sqlidgen.Leaser {
+func newLeaser(tb testing.TB, db *sql.DB, d sqldialect.Dialect, cfg sqlidgen.Config) *sqlidgen.Leaser {
 	tb.Helper()
 	l, err := sqlidgen.New(db, d, cfg)
 	if err != nil {

@@ -13,39 +13,15 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/internal/segtag"
 	"github.com/idemq/idemq/internal/sqldialect"
 )
 
-// DefaultSegmentTable is the table [Segments] uses unless
-// [SegmentsConfig.Table] names another.
-const DefaultSegmentTable = "idemq_segment"
+// defaultSegmentTable is the table of tags unless NewSegments names
+// another.
+const defaultSegmentTable = "idemq_segment"
 
-// SegmentsConfig holds the optional settings of [Segments]. The zero value
-// works.
-type SegmentsConfig struct {
-	// Table is the name of the table of tags, under the rules of
-	// [Config.Table]. Name Leaf's table ("leaf_alloc") to share its tags
-	// with Leaf's servers, once it has the max_limit column (see
-	// [Segments]). Default [DefaultSegmentTable].
-	Table string
-}
-
-func (c *SegmentsConfig) setDefaults() {
-	if c.Table == "" {
-		c.Table = DefaultSegmentTable
-	}
-}
-
-// Validate reports settings that cannot work, wrapping
-// [idgen.ErrInvalidConfig].
-func (c SegmentsConfig) Validate() error {
-	if !sqldialect.ValidTable(c.Table) {
-		return fmt.Errorf("sqlidgen: segments config: Table %q: want %s: %w", c.Table, sqldialect.TableRule, idgen.ErrInvalidConfig)
-	}
-	return nil
-}
-
-// Segments is a [segment.Source] over Meituan Leaf's table of tags: a row
+// Segments is a [segment.Store] over Meituan Leaf's table of tags: a row
 // per tag (biz_tag) holding the end of the last segment reserved (max_id),
 // the step, a description, the database's time of the last change
 // (update_time) and one column Leaf lacks, max_limit, the highest value
@@ -59,13 +35,13 @@ func (c SegmentsConfig) Validate() error {
 //
 //	ALTER TABLE leaf_alloc ADD COLUMN max_limit BIGINT NOT NULL DEFAULT 0;
 //
-// with SegmentsConfig{Table: "leaf_alloc"}; Leaf ignores the maximum, so a
+// with NewSegments(db, d, "leaf_alloc"); Leaf ignores the maximum, so a
 // tag with one should be served by this package only.
 type Segments struct {
-	db  *sql.DB
-	d   Dialect
-	cfg SegmentsConfig
-	q   segmentSQL
+	db    *sql.DB
+	d     sqldialect.Dialect
+	table string
+	q     segmentSQL
 
 	mu sync.Mutex
 	// next is q.next prepared, so that a segment costs one round trip
@@ -81,27 +57,28 @@ type Segments struct {
 type tagLimits struct{ step, max int64 }
 
 var (
-	_ segment.Source = (*Segments)(nil)
-	_ segment.Admin  = (*Segments)(nil)
+	_ segment.Store = (*Segments)(nil)
 )
 
-// NewSegments returns the segment source of the table cfg names over db,
-// which speaks d. It does not touch the database: call [Segments.Migrate]
-// to create the table, or create it from [Segments.Schema]. It never closes
-// db; [Segments.Close] releases its prepared statement.
-func NewSegments(db *sql.DB, d Dialect, cfg SegmentsConfig) (*Segments, error) {
+// NewSegments returns the segment store of table over db, which speaks d
+// (see [New]). table follows the rules of [Config].Table; "" means
+// "idemq_segment", and Leaf's table ("leaf_alloc") shares its tags with
+// Leaf's servers once it has the max_limit column (see [Segments]). It does
+// not touch the database: call [Segments.Migrate] to create the table, or
+// create it from [Segments.Schema]. It never closes db; [Segments.Close]
+// releases its prepared statement.
+func NewSegments(db *sql.DB, d sqldialect.Dialect, table string) (*Segments, error) {
 	if err := checkDB(db, d); err != nil {
 		return nil, err
 	}
-	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
+	if table == "" {
+		table = defaultSegmentTable
 	}
-	return &Segments{db: db, d: d, cfg: cfg, q: newSegmentSQL(d, cfg.Table), known: map[string]tagLimits{}}, nil
+	if !sqldialect.ValidTable(table) {
+		return nil, fmt.Errorf("sqlidgen: segments table %q: want %s: %w", table, sqldialect.TableRule, idgen.ErrInvalidConfig)
+	}
+	return &Segments{db: db, d: d, table: table, q: newSegmentSQL(d, table), known: map[string]tagLimits{}}, nil
 }
-
-// Config returns the settings, defaults filled in.
-func (s *Segments) Config() SegmentsConfig { return s.cfg }
 
 // Schema returns the statements [Segments.Migrate] runs, for migration
 // tools that manage the schema themselves.
@@ -109,7 +86,7 @@ func (s *Segments) Schema() []string { return slices.Clone(s.q.ddl) }
 
 // Migrate creates the table unless it exists.
 func (s *Segments) Migrate(ctx context.Context) error {
-	return migrate(ctx, s.db, s.cfg.Table, s.q.ddl)
+	return migrate(ctx, s.db, s.table, s.q.ddl)
 }
 
 // Close releases the statement the Segments prepared. A later NextSegment
@@ -125,7 +102,7 @@ func (s *Segments) Close() error {
 	return err
 }
 
-// NextSegment reserves the next segment of tag, as [segment.Source]
+// NextSegment reserves the next segment of tag, as [segment.Store]
 // says: one UPDATE, one round trip, when the step fits below the tag's
 // maximum. Step 0 takes the stored step (on MySQL it is read once per tag
 // and Segments). When the UPDATE matches no row, a read tells an unknown
@@ -135,22 +112,22 @@ func (s *Segments) Close() error {
 func (s *Segments) NextSegment(ctx context.Context, tag string, step int64) (segment.Segment, error) {
 	what := fmt.Sprintf("next segment of tag %q", tag)
 	if step < 0 {
-		return segment.Segment{}, fmt.Errorf("sqlidgen: %s: step %d: want a positive step, or 0 for the tag's own: %w", what, step, segment.ErrInvalidConfig)
+		return segment.Segment{}, fmt.Errorf("sqlidgen: %s: step %d: want a positive step, or 0 for the tag's own: %w", what, step, idgen.ErrInvalidConfig)
 	}
 	if err := ctx.Err(); err != nil {
 		return segment.Segment{}, fmt.Errorf("sqlidgen: %s: %w", what, err)
 	}
-	if !segment.ValidTagName(tag) {
+	if !segtag.ValidName(tag) {
 		return segment.Segment{}, s.unknown(what)
 	}
 	lim, known := s.limits(tag)
 	n := step
-	if s.d == MySQL && step == 0 {
+	if s.d == sqldialect.MySQL && step == 0 {
 		// MySQL's UPDATE cannot tell the step it took: size the
 		// segment by the stored step read before, if there was one.
 		n = lim.step
 	}
-	if s.d != MySQL || n > 0 {
+	if s.d != sqldialect.MySQL || n > 0 {
 		seg, ok, err := s.reserve(ctx, tag, n, lim, known)
 		if err != nil {
 			return segment.Segment{}, fail(ctx, what, err)
@@ -171,7 +148,7 @@ func (s *Segments) NextSegment(ctx context.Context, tag string, step int64) (seg
 		s.learn(tag, lim)
 		n := cmp.Or(step, lim.step)
 		if n <= 0 {
-			return segment.Segment{}, fmt.Errorf("sqlidgen: %s: the tag's stored step is %d: give it a positive step in table %q: %w", what, lim.step, s.cfg.Table, segment.ErrInvalidConfig)
+			return segment.Segment{}, fmt.Errorf("sqlidgen: %s: the tag's stored step is %d: give it a positive step in table %q: %w", what, lim.step, s.table, idgen.ErrInvalidConfig)
 		}
 		top := cmp.Or(lim.max, math.MaxInt64)
 		if maxID >= top {
@@ -199,7 +176,7 @@ func (s *Segments) reserve(ctx context.Context, tag string, n int64, lim tagLimi
 	if err != nil {
 		return segment.Segment{}, false, err
 	}
-	if s.d == MySQL {
+	if s.d == sqldialect.MySQL {
 		res, err := stmt.ExecContext(ctx, n, tag, n)
 		if err != nil {
 			return segment.Segment{}, false, err
@@ -234,7 +211,7 @@ func (s *Segments) reserve(ctx context.Context, tag string, n int64, lim tagLimi
 	}
 	n = cmp.Or(n, lim.step)
 	if n <= 0 {
-		return segment.Segment{}, false, fmt.Errorf("the tag's stored step is %d: give it a positive step in table %q: %w", lim.step, s.cfg.Table, segment.ErrInvalidConfig)
+		return segment.Segment{}, false, fmt.Errorf("the tag's stored step is %d: give it a positive step in table %q: %w", lim.step, s.table, idgen.ErrInvalidConfig)
 	}
 	return segment.Segment{Start: end - n, End: end, Step: lim.step, Max: lim.max}, true, nil
 }
@@ -274,23 +251,23 @@ func (s *Segments) learn(tag string, lim tagLimits) {
 // tag that exists fails with [segment.ErrTagExists], unchanged.
 func (s *Segments) CreateTag(ctx context.Context, tag segment.Tag) error {
 	what := fmt.Sprintf("create tag %q", tag.Tag)
-	if err := tag.Validate(); err != nil {
+	if err := segtag.Validate(tag); err != nil {
 		return fmt.Errorf("sqlidgen: %s: %w", what, err)
 	}
-	_, err := s.db.ExecContext(ctx, s.q.create, tag.Tag, tag.MaxID, tag.Step, tag.Max, clip(tag.Description, segment.MaxDescriptionLen))
+	_, err := s.db.ExecContext(ctx, s.q.create, tag.Tag, tag.MaxID, tag.Step, tag.Max, clip(tag.Description, segtag.MaxDescriptionLen))
 	if err == nil {
 		return nil
 	}
 	// Whatever the driver calls a duplicate key, the row tells.
 	if _, rerr := s.Tag(ctx, tag.Tag); rerr == nil {
-		return fmt.Errorf("sqlidgen: %s in table %q: %w", what, s.cfg.Table, segment.ErrTagExists)
+		return fmt.Errorf("sqlidgen: %s in table %q: %w", what, s.table, segment.ErrTagExists)
 	}
 	return fail(ctx, what, err)
 }
 
 // unknown reports a tag the table does not hold.
 func (s *Segments) unknown(what string) error {
-	return fmt.Errorf("sqlidgen: %s: no such tag in table %q: %w", what, s.cfg.Table, segment.ErrUnknownTag)
+	return fmt.Errorf("sqlidgen: %s: no such tag in table %q: %w", what, s.table, segment.ErrUnknownTag)
 }
 
 // Tag returns tag's record, or fails with [segment.ErrUnknownTag].
@@ -299,7 +276,7 @@ func (s *Segments) Tag(ctx context.Context, tag string) (segment.Tag, error) {
 	if err := ctx.Err(); err != nil {
 		return segment.Tag{}, fmt.Errorf("sqlidgen: %s: %w", what, err)
 	}
-	if !segment.ValidTagName(tag) {
+	if !segtag.ValidName(tag) {
 		return segment.Tag{}, s.unknown(what)
 	}
 	t, err := scanTag(s.db.QueryRowContext(ctx, s.q.tag, tag))
@@ -347,18 +324,18 @@ func scanTag(row interface{ Scan(...any) error }) (segment.Tag, error) {
 }
 
 // SetMax sets tag's maximum to max; 0 removes it. A max below the tag's
-// MaxID fails with [segment.ErrInvalidConfig] and changes nothing: the IDs up
+// MaxID fails with [idgen.ErrInvalidConfig] and changes nothing: the IDs up
 // to MaxID-1 were handed out already. An unknown tag fails with
 // [segment.ErrUnknownTag].
 func (s *Segments) SetMax(ctx context.Context, tag string, max int64) error {
 	what := fmt.Sprintf("set the maximum of tag %q to %d", tag, max)
 	if max < 0 {
-		return fmt.Errorf("sqlidgen: %s: want 0 for no maximum, or a positive one: %w", what, segment.ErrInvalidConfig)
+		return fmt.Errorf("sqlidgen: %s: want 0 for no maximum, or a positive one: %w", what, idgen.ErrInvalidConfig)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlidgen: %s: %w", what, err)
 	}
-	if !segment.ValidTagName(tag) {
+	if !segtag.ValidName(tag) {
 		return s.unknown(what)
 	}
 	changed, err := affected(s.db.ExecContext(ctx, s.q.setMax, max, tag, max, max))
@@ -380,7 +357,7 @@ func (s *Segments) SetMax(ctx context.Context, tag string, max int64) error {
 		return fail(ctx, what, err)
 	case max > 0 && maxID > max:
 		return fmt.Errorf("sqlidgen: %s: its MaxID is %d, and IDs up to %d were handed out already; want 0 or at least %d: %w",
-			what, maxID, maxID-1, maxID, segment.ErrInvalidConfig)
+			what, maxID, maxID-1, maxID, idgen.ErrInvalidConfig)
 	case limit != max:
 		// The row changed between the UPDATE and the read.
 		return s.SetMax(ctx, tag, max)

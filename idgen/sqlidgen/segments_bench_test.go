@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/idemq/idemq/idgen/segment"
-	"github.com/idemq/idemq/idgen/segment/segmenttest"
-	"github.com/idemq/idemq/idgen/sqlidgen"
+	"github.com/idemq/idemq/internal/segbench"
+	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
 )
 
@@ -20,22 +20,22 @@ func BenchmarkSegmentSource(b *testing.B) {
 	for _, be := range testdb.Backends {
 		h := &testdb.Hooks{}
 		db := be.OpenWith(b, h)
-		s := newSegments(b, db, be.Dialect, sqlidgen.SegmentsConfig{})
+		s := newSegments(b, db, be.Dialect, "")
 		for _, tag := range []string{"bench", "naive"} {
 			if err := s.CreateTag(ctx, segment.Tag{Tag: tag, Step: 1000}); err != nil {
 				b.Fatal(err)
 			}
 		}
 		b.Run(be.Name+"/idemq", func(b *testing.B) {
-			segmenttest.BenchAllocator(b, s, "bench", h.RoundTrips)
+			segbench.Allocator(b, s, "bench", h.RoundTrips)
 		})
-		naive := map[sqlidgen.Dialect]string{
-			sqlidgen.MySQL:    "UPDATE idemq_segment SET max_id = LAST_INSERT_ID(max_id + 1) WHERE biz_tag = ?",
-			sqlidgen.Postgres: "UPDATE idemq_segment SET max_id = max_id + 1 WHERE biz_tag = $1 RETURNING max_id",
-			sqlidgen.SQLite:   "UPDATE idemq_segment SET max_id = max_id + 1 WHERE biz_tag = ? RETURNING max_id",
+		naive := map[sqldialect.Dialect]string{
+			sqldialect.MySQL:    "UPDATE idemq_segment SET max_id = LAST_INSERT_ID(max_id + 1) WHERE biz_tag = ?",
+			sqldialect.Postgres: "UPDATE idemq_segment SET max_id = max_id + 1 WHERE biz_tag = $1 RETURNING max_id",
+			sqldialect.SQLite:   "UPDATE idemq_segment SET max_id = max_id + 1 WHERE biz_tag = ? RETURNING max_id",
 		}[be.Dialect]
 		name := "/naive-update-returning"
-		if be.Dialect == sqlidgen.MySQL {
+		if be.Dialect == sqldialect.MySQL {
 			name = "/naive-last-insert-id"
 		}
 		b.Run(be.Name+name, func(b *testing.B) {
@@ -48,7 +48,7 @@ func BenchmarkSegmentSource(b *testing.B) {
 			rts := h.RoundTrips()
 			var id int64
 			for b.Loop() {
-				if be.Dialect == sqlidgen.MySQL {
+				if be.Dialect == sqldialect.MySQL {
 					res, err := stmt.ExecContext(ctx, "naive")
 					if err == nil {
 						id, err = res.LastInsertId()

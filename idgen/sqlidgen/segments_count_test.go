@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/idemq/idemq/idgen/segment"
-	"github.com/idemq/idemq/idgen/sqlidgen"
+	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
 )
 
@@ -20,7 +20,7 @@ func TestSegmentRoundTrips(t *testing.T) {
 			db := b.OpenWith(t, h)
 			// One connection: the statement is prepared on it once.
 			db.SetMaxOpenConns(1)
-			s := newSegments(t, db, b.Dialect, sqlidgen.SegmentsConfig{})
+			s := newSegments(t, db, b.Dialect, "")
 			ctx := t.Context()
 			if err := s.CreateTag(ctx, segment.Tag{Tag: "rt", Step: 10, Max: 1000}); err != nil {
 				t.Fatal(err)
@@ -54,7 +54,7 @@ func TestSegmentRoundTrips(t *testing.T) {
 			// The first: prepare and run the UPDATE; on MySQL, which
 			// learns the stored step from the row, the read first.
 			first := int64(2)
-			if b.Dialect == sqlidgen.MySQL {
+			if b.Dialect == sqldialect.MySQL {
 				first += read
 			}
 			count("first NextSegment(0)", first, next(0, 0, 10))

@@ -13,7 +13,7 @@ import (
 
 // newChildSegments is a child's source over the database at DSN, of the
 // backend named BACKEND, with connections of its own.
-func newChildSegments(env map[string]string) (segment.Source, func(), error) {
+func newChildSegments(env map[string]string) (segment.Store, func(), error) {
 	b, ok := testdb.Named(env["BACKEND"])
 	if !ok {
 		return nil, nil, fmt.Errorf("no backend %q", env["BACKEND"])
@@ -22,7 +22,7 @@ func newChildSegments(env map[string]string) (segment.Source, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := sqlidgen.NewSegments(db, b.Dialect, sqlidgen.SegmentsConfig{})
+	s, err := sqlidgen.NewSegments(db, b.Dialect, "")
 	if err != nil {
 		db.Close()
 		return nil, nil, err
@@ -38,7 +38,7 @@ func TestSegmentProcesses(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			dsn := b.DSN(t)
 			db := b.OpenDSN(t, dsn)
-			s := newSegments(t, db, b.Dialect, sqlidgen.SegmentsConfig{})
+			s := newSegments(t, db, b.Dialect, "")
 			const start = 1_000_000
 			if err := s.CreateTag(t.Context(), segment.Tag{Tag: "procs", MaxID: start, Step: 10}); err != nil {
 				t.Fatal(err)

@@ -33,12 +33,12 @@ type segmentSQL struct {
 // that max_id + step cannot overflow (SQLite would turn it into a REAL).
 const maxBigint = "9223372036854775807"
 
-func newSegmentSQL(d Dialect, table string) segmentSQL {
+func newSegmentSQL(d sqldialect.Dialect, table string) segmentSQL {
 	c := sqldialect.Of(d)
 	t := c.Quote(table)
 	var q segmentSQL
 	switch d {
-	case MySQL:
+	case sqldialect.MySQL:
 		// utf8mb4_bin compares tags byte for byte, as PostgreSQL's and
 		// SQLite's defaults and Redis do.
 		q.ddl = []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
@@ -50,7 +50,7 @@ func newSegmentSQL(d Dialect, table string) segmentSQL {
 	update_time DATETIME(6)  NOT NULL,
 	PRIMARY KEY (biz_tag)
 ) ENGINE = InnoDB`}
-	case Postgres:
+	case sqldialect.Postgres:
 		q.ddl = []string{`CREATE TABLE IF NOT EXISTS ` + t + ` (
 	biz_tag     varchar(128) NOT NULL PRIMARY KEY,
 	max_id      bigint       NOT NULL DEFAULT 1,
@@ -73,11 +73,11 @@ func newSegmentSQL(d Dialect, table string) segmentSQL {
 	// num is a numeric parameter: PostgreSQL would infer integer from a
 	// comparison with 0 and refuse a bigint.
 	num := "?"
-	if d == Postgres {
+	if d == sqldialect.Postgres {
 		num = "?::bigint"
 	}
 	limit := `CASE WHEN max_limit = 0 THEN ` + maxBigint + ` ELSE max_limit END`
-	if d == MySQL {
+	if d == sqldialect.MySQL {
 		q.next = `UPDATE ` + t + ` SET max_id = LAST_INSERT_ID(max_id + ?), update_time = ` + c.Now() + `
 WHERE biz_tag = ? AND max_id <= ` + limit + ` - ?`
 	} else {

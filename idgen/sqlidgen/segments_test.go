@@ -14,14 +14,15 @@ import (
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/segment/segmenttest"
 	"github.com/idemq/idemq/idgen/sqlidgen"
+	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
 )
 
 // newSegments returns Segments over db, with its table migrated, closed
 // when tb ends.
-func newSegments(tb testing.TB, db *sql.DB, d sqlidgen.Dialect, cfg sqlidgen.SegmentsConfig) *sqlidgen.Segments {
+func newSegments(tb testing.TB, db *sql.DB, d sqldialect.Dialect, table string) *sqlidgen.Segments {
 	tb.Helper()
-	s, err := sqlidgen.NewSegments(db, d, cfg)
+	s, err := sqlidgen.NewSegments(db, d, table)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -41,15 +42,15 @@ func TestSegmentConformance(t *testing.T) {
 			// would.
 			dsn := b.DSN(t)
 			open := func(t *testing.T) *sql.DB { return b.OpenDSN(t, dsn) }
-			newSegments(t, open(t), b.Dialect, sqlidgen.SegmentsConfig{})
-			segmenttest.Run(t, func(t *testing.T) segmenttest.Source {
-				s, err := sqlidgen.NewSegments(open(t), b.Dialect, sqlidgen.SegmentsConfig{})
+			newSegments(t, open(t), b.Dialect, "")
+			segmenttest.Run(t, func(t *testing.T) segment.Store {
+				s, err := sqlidgen.NewSegments(open(t), b.Dialect, "")
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { s.Close() })
 				return s
-			}, segmenttest.Features{})
+			}, 0)
 		})
 	}
 }
@@ -57,25 +58,25 @@ func TestSegmentConformance(t *testing.T) {
 func TestSegmentsConfig(t *testing.T) {
 	db := testdb.SQLite.Open(t)
 	for _, tc := range []struct {
-		name string
-		db   *sql.DB
-		d    sqlidgen.Dialect
-		cfg  sqlidgen.SegmentsConfig
+		name  string
+		db    *sql.DB
+		d     sqldialect.Dialect
+		table string
 	}{
-		{"nil db", nil, sqlidgen.SQLite, sqlidgen.SegmentsConfig{}},
-		{"unknown dialect", db, sqlidgen.Dialect(9), sqlidgen.SegmentsConfig{}},
-		{"table with a quote", db, sqlidgen.SQLite, sqlidgen.SegmentsConfig{Table: `a"b`}},
-		{"table too long", db, sqlidgen.SQLite, sqlidgen.SegmentsConfig{Table: strings.Repeat("t", 49)}},
+		{"nil db", nil, sqldialect.SQLite, ""},
+		{"unknown dialect", db, sqldialect.Dialect(9), ""},
+		{"table with a quote", db, sqldialect.SQLite, `a"b`},
+		{"table too long", db, sqldialect.SQLite, strings.Repeat("t", 49)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := sqlidgen.NewSegments(tc.db, tc.d, tc.cfg); !errors.Is(err, idgen.ErrInvalidConfig) {
+			if _, err := sqlidgen.NewSegments(tc.db, tc.d, tc.table); !errors.Is(err, idgen.ErrInvalidConfig) {
 				t.Fatalf("NewSegments = %v, want ErrInvalidConfig", err)
 			}
 		})
 	}
-	s, err := sqlidgen.NewSegments(db, sqlidgen.SQLite, sqlidgen.SegmentsConfig{})
-	if err != nil || s.Config().Table != sqlidgen.DefaultSegmentTable {
-		t.Fatalf("NewSegments = %v, table %q; want the default table", err, s.Config().Table)
+	s, err := sqlidgen.NewSegments(db, sqldialect.SQLite, "")
+	if err != nil || sqlidgen.SegmentsTable(s) != "idemq_segment" {
+		t.Fatalf("NewSegments = %v, table %q; want the default table", err, sqlidgen.SegmentsTable(s))
 	}
 }
 
@@ -90,10 +91,10 @@ func TestSegmentsUnreachable(t *testing.T) {
 	ln.Close() // nothing listens there now
 	for _, c := range []struct {
 		name, driver, dsn string
-		d                 sqlidgen.Dialect
+		d                 sqldialect.Dialect
 	}{
-		{"MySQL", "mysql", "u:p@tcp(" + addr + ")/db?timeout=2s", sqlidgen.MySQL},
-		{"Postgres", "pgx", "postgres://u:p@" + addr + "/db?connect_timeout=2", sqlidgen.Postgres},
+		{"MySQL", "mysql", "u:p@tcp(" + addr + ")/db?timeout=2s", sqldialect.MySQL},
+		{"Postgres", "pgx", "postgres://u:p@" + addr + "/db?connect_timeout=2", sqldialect.Postgres},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			db, err := sql.Open(c.driver, c.dsn)
@@ -101,7 +102,7 @@ func TestSegmentsUnreachable(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer db.Close()
-			s, err := sqlidgen.NewSegments(db, c.d, sqlidgen.SegmentsConfig{})
+			s, err := sqlidgen.NewSegments(db, c.d, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -126,7 +127,7 @@ func checkDown(t *testing.T, call string, err error, addr, what string) {
 	if err == nil {
 		t.Fatalf("%s with the database down succeeded", call)
 	}
-	for _, known := range []error{segment.ErrUnknownTag, segment.ErrMaxReached, segment.ErrInvalidConfig, segment.ErrTagExists} {
+	for _, known := range []error{segment.ErrUnknownTag, segment.ErrMaxReached, idgen.ErrInvalidConfig, segment.ErrTagExists} {
 		if errors.Is(err, known) {
 			t.Fatalf("%s = %v: a known outcome, though the database is down", call, err)
 		}
@@ -161,7 +162,7 @@ func TestSegmentsLeafTable(t *testing.T) {
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
-	s, err := sqlidgen.NewSegments(db, b.Dialect, sqlidgen.SegmentsConfig{Table: "leaf_alloc"})
+	s, err := sqlidgen.NewSegments(db, b.Dialect, "leaf_alloc")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +205,7 @@ func TestSegmentLostAnswer(t *testing.T) {
 				}
 				return func() error { return errLost }
 			}})
-			s := newSegments(t, db, b.Dialect, sqlidgen.SegmentsConfig{})
+			s := newSegments(t, db, b.Dialect, "")
 			ctx := t.Context()
 			if err := s.CreateTag(ctx, segment.Tag{Tag: "lost", Step: 10}); err != nil {
 				t.Fatal(err)
@@ -217,7 +218,7 @@ func TestSegmentLostAnswer(t *testing.T) {
 			if !errors.Is(err, errLost) {
 				t.Fatalf("NextSegment with its answer lost = %v, want the driver's error", err)
 			}
-			for _, known := range []error{segment.ErrUnknownTag, segment.ErrMaxReached, segment.ErrInvalidConfig} {
+			for _, known := range []error{segment.ErrUnknownTag, segment.ErrMaxReached, idgen.ErrInvalidConfig} {
 				if errors.Is(err, known) {
 					t.Fatalf("NextSegment with its answer lost = %v: a known outcome", err)
 				}
@@ -240,7 +241,7 @@ func TestSegmentStoredStepZero(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			db := b.Open(t)
-			s := newSegments(t, db, b.Dialect, sqlidgen.SegmentsConfig{})
+			s := newSegments(t, db, b.Dialect, "")
 			ctx := t.Context()
 			if err := s.CreateTag(ctx, segment.Tag{Tag: "zero", MaxID: 5, Step: 10}); err != nil {
 				t.Fatal(err)
@@ -249,7 +250,7 @@ func TestSegmentStoredStepZero(t *testing.T) {
 				t.Fatal(err)
 			}
 			for range 2 {
-				if seg, err := s.NextSegment(ctx, "zero", 0); !errors.Is(err, segment.ErrInvalidConfig) {
+				if seg, err := s.NextSegment(ctx, "zero", 0); !errors.Is(err, idgen.ErrInvalidConfig) {
 					t.Fatalf("NextSegment(0) with stored step 0 = %+v, %v; want ErrInvalidConfig", seg, err)
 				}
 			}

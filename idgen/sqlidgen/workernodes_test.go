@@ -13,12 +13,13 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/sqlidgen"
+	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
 )
 
-func newWorkerNodes(tb testing.TB, db *sql.DB, d sqlidgen.Dialect, cfg sqlidgen.WorkerNodesConfig) *sqlidgen.WorkerNodes {
+func newWorkerNodes(tb testing.TB, db *sql.DB, d sqldialect.Dialect, table string) *sqlidgen.WorkerNodes {
 	tb.Helper()
-	w, err := sqlidgen.NewWorkerNodes(db, d, cfg)
+	w, err := sqlidgen.NewWorkerNodes(db, d, table)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -40,45 +41,35 @@ func TestNewWorkerNodes(t *testing.T) {
 	tests := []struct {
 		name    string
 		db      *sql.DB
-		dialect sqlidgen.Dialect
-		cfg     sqlidgen.WorkerNodesConfig
+		dialect sqldialect.Dialect
+		table   string
 		ok      bool
 	}{
-		{"Defaults", db, sqlidgen.SQLite, sqlidgen.WorkerNodesConfig{}, true},
-		{"UIDGeneratorTable", db, sqlidgen.MySQL, sqlidgen.WorkerNodesConfig{Table: "WORKER_NODE", Type: sqlidgen.Container}, true},
-		{"Postgres", db, sqlidgen.Postgres, sqlidgen.WorkerNodesConfig{Host: "h", Port: "8080"}, true},
-		{"NilDB", nil, sqlidgen.SQLite, sqlidgen.WorkerNodesConfig{}, false},
-		{"NoDialect", db, 0, sqlidgen.WorkerNodesConfig{}, false},
-		{"BadTable", db, sqlidgen.SQLite, sqlidgen.WorkerNodesConfig{Table: "a b"}, false},
-		{"BadType", db, sqlidgen.SQLite, sqlidgen.WorkerNodesConfig{Type: 3}, false},
+		{"Defaults", db, sqldialect.SQLite, "", true},
+		{"UIDGeneratorTable", db, sqldialect.MySQL, "WORKER_NODE", true},
+		{"Postgres", db, sqldialect.Postgres, "", true},
+		{"NilDB", nil, sqldialect.SQLite, "", false},
+		{"NoDialect", db, 0, "", false},
+		{"BadTable", db, sqldialect.SQLite, "a b", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := sqlidgen.NewWorkerNodes(tc.db, tc.dialect, tc.cfg)
+			_, err := sqlidgen.NewWorkerNodes(tc.db, tc.dialect, tc.table)
 			if (err == nil) != tc.ok {
-				t.Fatalf("NewWorkerNodes(%v, %+v) = %v, want ok %v", tc.dialect, tc.cfg, err, tc.ok)
+				t.Fatalf("NewWorkerNodes(%v, %q) = %v, want ok %v", tc.dialect, tc.table, err, tc.ok)
 			}
 			if err != nil && !errors.Is(err, idgen.ErrInvalidConfig) {
 				t.Errorf("error %v does not wrap ErrInvalidConfig", err)
 			}
 		})
 	}
-	w, err := sqlidgen.NewWorkerNodes(db, sqlidgen.SQLite, sqlidgen.WorkerNodesConfig{Host: strings.Repeat("h", 100)})
+	w, err := sqlidgen.NewWorkerNodes(db, sqldialect.SQLite, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	host, _ := os.Hostname()
-	if c := w.Config(); len(c.Host) != 64 || c.Type != sqlidgen.Actual || c.Table != sqlidgen.DefaultWorkerTable {
-		t.Errorf("Config() = %+v", c)
-	}
-	w, _ = sqlidgen.NewWorkerNodes(db, sqlidgen.SQLite, sqlidgen.WorkerNodesConfig{})
-	if c := w.Config(); c.Host != clipTo(host, 64) {
-		t.Errorf("default Host = %q, want %q", c.Host, host)
-	}
-	for typ, want := range map[sqlidgen.NodeType]string{sqlidgen.Container: "container", sqlidgen.Actual: "actual", 9: "NodeType(9)"} {
-		if got := typ.String(); got != want {
-			t.Errorf("NodeType(%d).String() = %q, want %q", int(typ), got, want)
-		}
+	if got := sqlidgen.WorkerNodesHost(w); got != clipTo(host, 64) || sqlidgen.WorkerNodesTable(w) != "idemq_worker_node" {
+		t.Errorf("host %q, table %q; want %q, the default table", got, sqlidgen.WorkerNodesTable(w), host)
 	}
 }
 
@@ -127,7 +118,7 @@ func TestWorkerNodes(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			db := b.Open(t)
-			w := newWorkerNodes(t, db, b.Dialect, sqlidgen.WorkerNodesConfig{Host: "host-a"})
+			w := newWorkerNodes(t, db, b.Dialect, "")
 			const maxNode = 3 // a 2-bit node field
 			req := idgen.LeaseRequest{MaxNode: maxNode, Owner: "host-a:4242"}
 			var leases []idgen.Lease
@@ -141,11 +132,12 @@ func TestWorkerNodes(t *testing.T) {
 				}
 				leases = append(leases, lease)
 			}
-			rows := workerRows(t, db, quoteTable(b.Dialect, sqlidgen.DefaultWorkerTable))
+			rows := workerRows(t, db, quoteTable(b.Dialect, "idemq_worker_node"))
+			host, _ := os.Hostname()
 			today := time.Now().UTC().Format(time.DateOnly)
 			for id := int64(1); id <= maxNode; id++ {
 				r := rows[id]
-				if r.host != "host-a" || r.port != "host-a:4242" || r.typ != int(sqlidgen.Actual) {
+				if r.host != clipTo(host, 64) || r.port != "host-a:4242" || r.typ != 2 { // uid-generator's ACTUAL
 					t.Errorf("row %d = %+v", id, r)
 				}
 				// The session's date: within a day of UTC's.
@@ -163,15 +155,15 @@ func TestWorkerNodes(t *testing.T) {
 			if err := w.Release(t.Context(), leases[0], time.Now()); err != nil {
 				t.Errorf("Release = %v", err)
 			}
-			after := workerRows(t, db, quoteTable(b.Dialect, sqlidgen.DefaultWorkerTable))
+			after := workerRows(t, db, quoteTable(b.Dialect, "idemq_worker_node"))
 			if after[1].modified == rows[1].modified || after[1].create != rows[1].create {
 				t.Errorf("Release changed row 1 from %+v to %+v, want only a later modified time", rows[1], after[1])
 			}
 
 			// The ids have run out for the layout, even after a release.
 			_, err = w.Acquire(t.Context(), req)
-			if !errors.Is(err, idgen.ErrNodeRange) || errors.Is(err, idgen.ErrNoFreeNode) {
-				t.Fatalf("Acquire past the layout = %v, want ErrNodeRange", err)
+			if !errors.Is(err, idgen.ErrInvalidConfig) || errors.Is(err, idgen.ErrNoFreeNode) {
+				t.Fatalf("Acquire past the layout = %v, want ErrInvalidConfig", err)
 			}
 			for _, fix := range []string{"more node bits", "empty idemq_worker_node", "every process using its ids has stopped"} {
 				if !strings.Contains(err.Error(), fix) {
@@ -184,14 +176,14 @@ func TestWorkerNodes(t *testing.T) {
 
 			// Static nodes and layouts without node bits are refused
 			// without recording a start.
-			n := len(workerRows(t, db, quoteTable(b.Dialect, sqlidgen.DefaultWorkerTable)))
+			n := len(workerRows(t, db, quoteTable(b.Dialect, "idemq_worker_node")))
 			if _, err := w.Acquire(t.Context(), idgen.LeaseRequest{MaxNode: 1 << 22, Static: true, Node: 7}); !errors.Is(err, idgen.ErrInvalidConfig) {
 				t.Errorf("static Acquire = %v, want ErrInvalidConfig", err)
 			}
-			if _, err := w.Acquire(t.Context(), idgen.LeaseRequest{MaxNode: 0}); !errors.Is(err, idgen.ErrNodeRange) {
-				t.Errorf("Acquire for a layout of one node = %v, want ErrNodeRange", err)
+			if _, err := w.Acquire(t.Context(), idgen.LeaseRequest{MaxNode: 0}); !errors.Is(err, idgen.ErrInvalidConfig) {
+				t.Errorf("Acquire for a layout of one node = %v, want ErrInvalidConfig", err)
 			}
-			if got := len(workerRows(t, db, quoteTable(b.Dialect, sqlidgen.DefaultWorkerTable))); got != n {
+			if got := len(workerRows(t, db, quoteTable(b.Dialect, "idemq_worker_node"))); got != n {
 				t.Errorf("refused calls recorded %d starts", got-n)
 			}
 		})
@@ -206,9 +198,9 @@ func TestWorkerNodesNeverReused(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			db := b.Open(t)
-			w := newWorkerNodes(t, db, b.Dialect, sqlidgen.WorkerNodesConfig{Table: "WORKER_NODE", Port: "8080", Type: sqlidgen.Container})
+			w := newWorkerNodes(t, db, b.Dialect, "WORKER_NODE")
 			table := quoteTable(b.Dialect, "WORKER_NODE")
-			req := idgen.LeaseRequest{MaxNode: 1<<22 - 1}
+			req := idgen.LeaseRequest{MaxNode: 1<<22 - 1, Owner: "8080"}
 			for range 3 {
 				if _, err := w.Acquire(t.Context(), req); err != nil {
 					t.Fatal(err)
@@ -221,14 +213,14 @@ func TestWorkerNodesNeverReused(t *testing.T) {
 			if err != nil || lease.Node != 4 {
 				t.Fatalf("Acquire after deleting the rows = %+v, %v; want node 4", lease, err)
 			}
-			if r := workerRows(t, db, table)[4]; r.port != "8080" || r.typ != int(sqlidgen.Container) {
+			if r := workerRows(t, db, table)[4]; r.port != "8080" || r.typ != 2 {
 				t.Errorf("row 4 = %+v", r)
 			}
 			var reset []string
 			switch b.Dialect {
-			case sqlidgen.MySQL:
+			case sqldialect.MySQL:
 				reset = []string{`TRUNCATE TABLE ` + table}
-			case sqlidgen.Postgres:
+			case sqldialect.Postgres:
 				reset = []string{`TRUNCATE TABLE ` + table + ` RESTART IDENTITY`}
 			default:
 				reset = []string{`DELETE FROM ` + table, `DELETE FROM sqlite_sequence WHERE name = 'WORKER_NODE'`}
@@ -254,8 +246,8 @@ func TestWorkerNodesConcurrent(t *testing.T) {
 			t.Parallel()
 			db := b.Open(t)
 			ws := []*sqlidgen.WorkerNodes{
-				newWorkerNodes(t, db, b.Dialect, sqlidgen.WorkerNodesConfig{}),
-				newWorkerNodes(t, db, b.Dialect, sqlidgen.WorkerNodesConfig{}),
+				newWorkerNodes(t, db, b.Dialect, ""),
+				newWorkerNodes(t, db, b.Dialect, ""),
 			}
 			var (
 				wg   sync.WaitGroup
@@ -288,8 +280,8 @@ func TestWorkerNodesConcurrent(t *testing.T) {
 	}
 }
 
-func quoteTable(d sqlidgen.Dialect, table string) string {
-	if d == sqlidgen.MySQL {
+func quoteTable(d sqldialect.Dialect, table string) string {
+	if d == sqldialect.MySQL {
 		return "`" + table + "`"
 	}
 	return `"` + table + `"`

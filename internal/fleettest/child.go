@@ -109,10 +109,10 @@ func leased(newLeaser NewLeaser) error {
 			w.Write(buf[:])
 		}
 		issued += n
-		if errors.Is(err, idgen.ErrLeaseExpired) && !fenced {
+		if errors.Is(err, idgen.ErrLeaseLost) && !fenced {
 			fenced = true
 			racechild.Say("fenced")
-		} else if err != nil && !errors.Is(err, idgen.ErrLeaseExpired) {
+		} else if err != nil && !errors.Is(err, idgen.ErrLeaseLost) {
 			return err
 		}
 		if s.Count > 0 {

@@ -18,7 +18,7 @@ import (
 
 // NewSource builds a child's segment source from the backend settings the
 // parent passed ([Processes.Env]). close releases whatever it opened.
-type NewSource func(env map[string]string) (src segment.Source, close func(), err error)
+type NewSource func(env map[string]string) (src segment.Store, close func(), err error)
 
 // Processes configures [RunProcesses].
 type Processes struct {

@@ -1,37 +1,35 @@
-// Package segmenttest checks segment sources against the [segment.Source]
-// contract and the operator's calls every source offers ([Source]). [Run] is the conformance suite every backend runs from
-// its own tests:
+// Package segmenttest checks segment stores against the [segment.Store]
+// contract. [Run] is the conformance suite every backend runs from its own
+// tests:
 //
 //	func TestSegmentConformance(t *testing.T) {
-//		segmenttest.Run(t, func(t *testing.T) segmenttest.Source {
+//		segmenttest.Run(t, func(t *testing.T) segment.Store {
 //			return newSegments(t)
-//		}, segmenttest.Features{})
+//		}, 0)
 //	}
 //
-// Every test uses tags of its own, named at random, so the sources
-// newSource returns may share one store and its old tags.
+// Every test uses tags of its own, named at random, so the stores newStore
+// returns may share one database and its old tags.
 //
 // # What it checks
 //
-//   - concurrency: goroutines on several sources reserve segments of one
+//   - concurrency: goroutines on several stores reserve segments of one
 //     tag, with the stored step and with steps of their own, and the
 //     segments are disjoint and cover the counter from the tag's start to
 //     its MaxID with no gap;
 //   - steps: step 0 reserves the stored step, a given step is honoured, a
-//     negative one fails with [segment.ErrInvalidConfig] and changes nothing;
+//     negative one fails with [idgen.ErrInvalidConfig] and changes nothing;
 //   - the maximum: a short last segment up to it, then
 //     [segment.ErrMaxReached] with nothing changed, also at the largest value
-//     the source holds when no maximum is set;
+//     the store holds when no maximum is set;
 //   - unknown tags: [segment.ErrUnknownTag] from NextSegment, Tag and SetMax;
 //   - CreateTag: its start value, fields and validation; a tag that exists
 //     fails with [segment.ErrTagExists] and keeps its record;
 //   - SetMax: a maximum below MaxID is refused with
-//     [segment.ErrInvalidConfig], a raise lets segments continue, 0 removes
+//     [idgen.ErrInvalidConfig], a raise lets segments continue, 0 removes
 //     the maximum;
 //   - cancelled contexts: every call fails and changes nothing;
 //   - Tag and Tags: the records, sorted by name.
-//
-// [BenchAllocator] measures an allocator over a backend's source.
 package segmenttest
 
 import (
@@ -46,30 +44,18 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/segment"
 )
 
-// Source is a segment source with the operator's calls, which the suite
-// uses to set up its tags.
-type Source interface {
-	segment.Source
-	segment.Admin
-}
-
-// Features describes where a source differs from the others.
-type Features struct {
-	// MaxValue is the largest MaxID and Max the source holds: a tag with
-	// no maximum ends there. Default math.MaxInt64.
-	MaxValue int64
-}
-
-// Run runs the conformance suite as subtests of t. newSource returns a
-// source over the store under test; calls made in one test share the
-// store, as processes on several hosts would. Whatever it opens it closes
-// through t.Cleanup.
-func Run(t *testing.T, newSource func(t *testing.T) Source, f Features) {
-	if f.MaxValue <= 0 {
-		f.MaxValue = math.MaxInt64
+// Run runs the conformance suite as subtests of t. newStore returns a
+// store over the database under test; calls made in one test share the
+// database, as processes on several hosts would. Whatever it opens it
+// closes through t.Cleanup. maxValue is the largest MaxID and Max the
+// store holds, where a tag with no maximum ends; 0 means math.MaxInt64.
+func Run(t *testing.T, newStore func(t *testing.T) segment.Store, maxValue int64) {
+	if maxValue <= 0 {
+		maxValue = math.MaxInt64
 	}
 	tests := []struct {
 		name string
@@ -93,7 +79,7 @@ func Run(t *testing.T, newSource func(t *testing.T) Source, f Features) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.fn(&suite{T: t, src: newSource(t), newSource: newSource, f: f, name: tc.name})
+			tc.fn(&suite{T: t, src: newStore(t), newStore: newStore, maxValue: maxValue, name: tc.name})
 		})
 	}
 }
@@ -101,10 +87,10 @@ func Run(t *testing.T, newSource func(t *testing.T) Source, f Features) {
 // suite is one subtest's helpers.
 type suite struct {
 	*testing.T
-	src       Source
-	newSource func(*testing.T) Source
-	f         Features
-	name      string
+	src      segment.Store
+	newStore func(*testing.T) segment.Store
+	maxValue int64
+	name     string
 }
 
 // tagName returns a tag name of the test, unique to the run.
@@ -176,9 +162,9 @@ func testConcurrent(s *suite) {
 		start      = 1000
 	)
 	tag := s.create(start, 5, 0)
-	srcs := []Source{s.src}
+	srcs := []segment.Store{s.src}
 	for len(srcs) < sources {
-		srcs = append(srcs, s.newSource(s.T))
+		srcs = append(srcs, s.newStore(s.T))
 	}
 	var (
 		mu   sync.Mutex
@@ -200,7 +186,7 @@ func testConcurrent(s *suite) {
 				if step == 0 {
 					want = 5
 				}
-				if seg.Len() != want || seg.Step != 5 {
+				if seg.End-seg.Start != want || seg.Step != 5 {
 					errs <- fmt.Errorf("NextSegment(%q, %d) = %+v, want %d IDs and the stored step 5", tag, step, seg, want)
 					return
 				}
@@ -256,7 +242,7 @@ func testGivenStep(s *suite) {
 func testNegativeStep(s *suite) {
 	tag := s.create(50, 10, 0)
 	_, err := s.src.NextSegment(s.Context(), tag, -1)
-	s.wantErr("NextSegment(step -1)", err, segment.ErrInvalidConfig)
+	s.wantErr("NextSegment(step -1)", err, idgen.ErrInvalidConfig)
 	s.wantMaxID(tag, 50)
 }
 
@@ -300,7 +286,7 @@ func testMaxExact(s *suite) {
 // A tag without a maximum ends at the largest value the source holds, with
 // a short segment and no overflow.
 func testMaxValue(s *suite) {
-	top := s.f.MaxValue
+	top := s.maxValue
 	tag := s.create(top-5, 10, 0)
 	s.next(tag, 0, top-5, top)
 	_, err := s.src.NextSegment(s.Context(), tag, math.MaxInt64)
@@ -316,9 +302,9 @@ func testMaxValue(s *suite) {
 	s.wantErr("NextSegment at the largest value", err, segment.ErrMaxReached)
 	if top < math.MaxInt64 {
 		err = s.src.CreateTag(s.Context(), segment.Tag{Tag: s.tagName(), Step: 1, Max: top + 1})
-		s.wantErr("CreateTag with Max above the largest value", err, segment.ErrInvalidConfig)
+		s.wantErr("CreateTag with Max above the largest value", err, idgen.ErrInvalidConfig)
 		err = s.src.CreateTag(s.Context(), segment.Tag{Tag: s.tagName(), MaxID: top + 1, Step: 1})
-		s.wantErr("CreateTag with MaxID above the largest value", err, segment.ErrInvalidConfig)
+		s.wantErr("CreateTag with MaxID above the largest value", err, idgen.ErrInvalidConfig)
 	}
 }
 
@@ -376,7 +362,7 @@ func testCreateInvalid(s *suite) {
 		{"invalid UTF-8", segment.Tag{Tag: "bad\xff", Step: 1}},
 	} {
 		err := s.src.CreateTag(s.Context(), c.tag)
-		s.wantErr("CreateTag with "+c.name, err, segment.ErrInvalidConfig)
+		s.wantErr("CreateTag with "+c.name, err, idgen.ErrInvalidConfig)
 		if c.tag.Tag != "" {
 			_, err := s.src.Tag(s.Context(), c.tag.Tag)
 			s.wantErr("Tag after CreateTag with "+c.name, err, segment.ErrUnknownTag)
@@ -404,8 +390,8 @@ func testSetMax(s *suite) {
 	_, err := s.src.NextSegment(s.Context(), tag, 0)
 	s.wantErr("NextSegment at the maximum", err, segment.ErrMaxReached)
 
-	s.wantErr("SetMax below MaxID", s.src.SetMax(s.Context(), tag, 14), segment.ErrInvalidConfig)
-	s.wantErr("SetMax negative", s.src.SetMax(s.Context(), tag, -1), segment.ErrInvalidConfig)
+	s.wantErr("SetMax below MaxID", s.src.SetMax(s.Context(), tag, 14), idgen.ErrInvalidConfig)
+	s.wantErr("SetMax negative", s.src.SetMax(s.Context(), tag, -1), idgen.ErrInvalidConfig)
 	if got := s.tag(tag); got.Max != 15 || got.MaxID != 15 {
 		s.Fatalf("tag %+v after refused SetMax: want Max 15 and MaxID 15", got)
 	}

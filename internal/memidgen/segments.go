@@ -9,10 +9,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/internal/segtag"
 )
 
-// Segments is an in-memory [segment.Source]: Leaf's table of tags as a
+// Segments is an in-memory [segment.Store]: Leaf's table of tags as a
 // map, for tests and for the allocators of one process. Its counters live
 // as long as it does, so allocators in different processes, or in a process
 // that restarts, need a shared store: [github.com/idemq/idemq/idgen/redisidgen]
@@ -23,8 +25,7 @@ type Segments struct {
 }
 
 var (
-	_ segment.Source = (*Segments)(nil)
-	_ segment.Admin  = (*Segments)(nil)
+	_ segment.Store = (*Segments)(nil)
 )
 
 // NewSegments returns a source without tags.
@@ -42,7 +43,7 @@ func (s *Segments) CreateTag(ctx context.Context, t segment.Tag) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := t.Validate(); err != nil {
+	if err := segtag.Validate(t); err != nil {
 		return fmt.Errorf("memidgen: create tag: %w", err)
 	}
 	s.mu.Lock()
@@ -55,13 +56,13 @@ func (s *Segments) CreateTag(ctx context.Context, t segment.Tag) error {
 	return nil
 }
 
-// NextSegment implements [segment.Source].
+// NextSegment implements [segment.Store].
 func (s *Segments) NextSegment(ctx context.Context, tag string, step int64) (segment.Segment, error) {
 	if err := ctx.Err(); err != nil {
 		return segment.Segment{}, err
 	}
 	if step < 0 {
-		return segment.Segment{}, fmt.Errorf("memidgen: next segment of tag %q: negative step %d: %w", tag, step, segment.ErrInvalidConfig)
+		return segment.Segment{}, fmt.Errorf("memidgen: next segment of tag %q: negative step %d: %w", tag, step, idgen.ErrInvalidConfig)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -116,7 +117,7 @@ func (s *Segments) Tags(ctx context.Context) ([]segment.Tag, error) {
 // SetMax sets tag's maximum: 0 for none, or at least its MaxID, since IDs
 // below MaxID may have been issued. Raising it lets allocators stopped by
 // [segment.ErrMaxReached] resume. Errors wrap [segment.ErrUnknownTag] or
-// [segment.ErrInvalidConfig].
+// [idgen.ErrInvalidConfig].
 func (s *Segments) SetMax(ctx context.Context, tag string, limit int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -128,7 +129,7 @@ func (s *Segments) SetMax(ctx context.Context, tag string, limit int64) error {
 	case !ok:
 		return fmt.Errorf("memidgen: set the maximum of tag %q: %w", tag, segment.ErrUnknownTag)
 	case limit < 0 || (limit > 0 && limit < t.MaxID):
-		return fmt.Errorf("memidgen: set the maximum of tag %q to %d: below its MaxID %d, which may have been issued: %w", tag, limit, t.MaxID, segment.ErrInvalidConfig)
+		return fmt.Errorf("memidgen: set the maximum of tag %q to %d: below its MaxID %d, which may have been issued: %w", tag, limit, t.MaxID, idgen.ErrInvalidConfig)
 	}
 	t.Max, t.Updated = limit, time.Now()
 	return nil

@@ -3,7 +3,7 @@
 // generators side by side. It passes the same conformance suite as the Redis
 // and SQL leasers ([github.com/idemq/idemq/idgen/leasetest]); its clock is
 // the process's. [Segments] is, in the same way, an in-memory
-// [segment.Source] for segment allocators. Generators and allocators in
+// [segment.Store] for segment allocators. Generators and allocators in
 // different processes need a shared store:
 // [github.com/idemq/idemq/idgen/redisidgen] or
 // [github.com/idemq/idemq/idgen/sqlidgen].
@@ -88,10 +88,10 @@ func (m *Leaser) Acquire(ctx context.Context, req idgen.LeaseRequest) (idgen.Lea
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.size-1 > req.MaxNode {
-		return idgen.Lease{}, fmt.Errorf("memidgen: a pool of %d node ids, the layout holds %d: %w", m.size, req.MaxNode+1, idgen.ErrNodeRange)
+		return idgen.Lease{}, fmt.Errorf("memidgen: a pool of %d node ids, the layout holds %d: %w", m.size, req.MaxNode+1, idgen.ErrInvalidConfig)
 	}
 	if req.Static && (req.Node < 0 || req.Node >= m.size) {
-		return idgen.Lease{}, fmt.Errorf("memidgen: node %d outside the pool of %d: %w", req.Node, m.size, idgen.ErrNodeRange)
+		return idgen.Lease{}, fmt.Errorf("memidgen: node %d outside the pool of %d: %w", req.Node, m.size, idgen.ErrInvalidConfig)
 	}
 	now := time.Now()
 	m.expire(now)

@@ -3,8 +3,9 @@ package memidgen_test
 import (
 	"testing"
 
-	"github.com/idemq/idemq/idgen/memidgen"
+	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/segment/segmenttest"
+	"github.com/idemq/idemq/internal/memidgen"
 )
 
 // memidgen.Segments passes the suite the SQL and Redis sources pass: every
@@ -12,5 +13,5 @@ import (
 // it.
 func TestSegmentConformance(t *testing.T) {
 	s := memidgen.NewSegments()
-	segmenttest.Run(t, func(*testing.T) segmenttest.Source { return s }, segmenttest.Features{})
+	segmenttest.Run(t, func(*testing.T) segment.Store { return s }, 0)
 }

@@ -1,4 +1,6 @@
-package segmenttest
+// Package segbench measures segment allocators over the stores of
+// idgen/redisidgen and idgen/sqlidgen, for their benchmarks.
+package segbench
 
 import (
 	"context"
@@ -8,15 +10,15 @@ import (
 	"github.com/idemq/idemq/idgen/segment"
 )
 
-// BenchAllocator measures Next of an allocator over src, at
+// Allocator measures Next of an allocator over src, at
 // [segment.Config]'s defaults, from tag, which must exist. It reports
 // the segments the allocator reserved and, if sent is not nil, the round
 // trips per segment: sent returns a running count of what reached the
 // store, as the backend's test counts it.
-func BenchAllocator(b *testing.B, src segment.Source, tag string, sent func() int64) {
+func Allocator(b *testing.B, src segment.Store, tag string, sent func() int64) {
 	b.Helper()
 	ctx := b.Context()
-	c := &countingSource{Source: src}
+	c := &countingStore{Store: src}
 	a, err := segment.New(ctx, c, tag, segment.Config{})
 	if err != nil {
 		b.Fatal(err)
@@ -39,14 +41,14 @@ func BenchAllocator(b *testing.B, src segment.Source, tag string, sent func() in
 	}
 }
 
-// countingSource counts the segments its allocator reserves.
-type countingSource struct {
-	segment.Source
+// countingStore counts the segments its allocator reserves.
+type countingStore struct {
+	segment.Store
 	segments atomic.Int64
 }
 
-func (c *countingSource) NextSegment(ctx context.Context, tag string, step int64) (segment.Segment, error) {
-	seg, err := c.Source.NextSegment(ctx, tag, step)
+func (c *countingStore) NextSegment(ctx context.Context, tag string, step int64) (segment.Segment, error) {
+	seg, err := c.Store.NextSegment(ctx, tag, step)
 	if err == nil {
 		c.segments.Add(1)
 	}

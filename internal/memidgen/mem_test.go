@@ -8,7 +8,7 @@ import (
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/leasetest"
-	"github.com/idemq/idemq/idgen/memidgen"
+	"github.com/idemq/idemq/internal/memidgen"
 )
 
 func TestConformance(t *testing.T) {
@@ -25,10 +25,8 @@ func TestConformance(t *testing.T) {
 			pools[p.Name] = l
 		}
 		return pools[p.Name]
-	}, leasetest.Features{
-		Owner: func(_ context.Context, l idgen.Leaser, node int64) (string, error) {
-			return l.(*memidgen.Leaser).Owner(node), nil
-		},
+	}, func(_ context.Context, l idgen.Leaser, node int64) (string, error) {
+		return l.(*memidgen.Leaser).Owner(node), nil
 	})
 }
 
