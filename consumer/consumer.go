@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 )
 
 // Handler processes one message. A nil error acknowledges it; any error
@@ -69,7 +70,7 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 		opt.apply(&o)
 	}
 	probe := dedupe.Ticket{Ref: dedupe.Ref{Namespace: o.namespace, Group: group, Key: probeKey}, Token: probeToken}
-	if err := probe.Validate(); err != nil {
+	if err := dedupekit.CheckRef(probe.Namespace, probe.Group, probe.Key); err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	guard, err := newGuard(store, o)
@@ -99,8 +100,8 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 }
 
 // newGuard returns the guard of a Consumer over store with o: in the
-// transactional mode ([WithTx]) over store itself, else over store with
-// its concurrent calls coalesced ([dedupe.WithGroupCommit]).
+// transactional mode ([WithTx]), else with its concurrent calls coalesced
+// ([dedupe.GuardConfig.GroupCommit]).
 func newGuard(store dedupe.Store, o options) (*dedupe.Guard, error) {
 	cfg := o.guard
 	if o.tx {
@@ -111,7 +112,8 @@ func newGuard(store dedupe.Store, o options) (*dedupe.Guard, error) {
 		}
 		return g, nil
 	}
-	return dedupe.NewGuard(dedupe.WithGroupCommit(store), cfg)
+	cfg.GroupCommit = true
+	return dedupe.NewGuard(store, cfg)
 }
 
 // Stats returns the counters the Consumer updates (those given with

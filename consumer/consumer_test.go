@@ -13,6 +13,8 @@ import (
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -34,9 +36,9 @@ func message(id, key string, reconsumed int32) consumer.Message {
 func hold(t *testing.T, store dedupe.Store, key string, lease time.Duration) dedupe.Ticket {
 	t.Helper()
 	ref := dedupe.Ref{Group: testGroup, Key: key}
-	res, err := store.Claim(context.Background(), dedupe.ClaimRequest{Ref: ref, Lease: lease})
-	if err != nil || res.Status != dedupe.Acquired {
-		t.Fatalf("claim %s = %v, %v; want acquired", key, res.Status, err)
+	res, err := testkit.Claim(context.Background(), store, dedupe.ClaimRequest{Ref: ref, Lease: lease})
+	if err != nil || res.Outcome != dedupe.Acquired {
+		t.Fatalf("claim %s = %v, %v; want acquired", key, res.Outcome, err)
 	}
 	return dedupe.Ticket{Ref: ref, Token: res.Token}
 }
@@ -141,7 +143,7 @@ func TestProcessWaitingAlways(t *testing.T) {
 			extends = append(extends, lease)
 		}
 		if len(extends) == 3 {
-			store.Release(context.Background(), ticket)
+			testkit.Release(context.Background(), store, ticket)
 		}
 	}}
 	ran := 0
@@ -252,10 +254,10 @@ func TestNewRejects(t *testing.T) {
 	}{
 		{name: "NilStore", group: testGroup, want: "nil store"},
 		{name: "EmptyGroup", store: store, group: "", is: dedupe.ErrInvalidKey},
-		{name: "LongGroup", store: store, group: strings.Repeat("g", dedupe.MaxGroupLen+1), is: dedupe.ErrInvalidKey},
+		{name: "LongGroup", store: store, group: strings.Repeat("g", dedupekit.MaxGroupLen+1), is: dedupe.ErrInvalidKey},
 		{name: "ControlInGroup", store: store, group: "g\x01", is: dedupe.ErrInvalidKey},
 		{name: "LongNamespace", store: store, group: testGroup,
-			opts: []consumer.Option{consumer.WithNamespace(strings.Repeat("n", dedupe.MaxNamespaceLen+1))}, is: dedupe.ErrInvalidKey},
+			opts: []consumer.Option{consumer.WithNamespace(strings.Repeat("n", dedupekit.MaxNamespaceLen+1))}, is: dedupe.ErrInvalidKey},
 		{name: "MaxReconsumeZero", store: store, group: testGroup,
 			opts: []consumer.Option{consumer.WithMaxReconsumeTimes(0)}, want: "max reconsume times 0"},
 		{name: "MaxReconsumeUnlimited", store: store, group: testGroup,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 )
 
 // Action is what the client is to do with a message. The Consumer's one
@@ -176,7 +177,7 @@ func (c *Consumer) process(ctx context.Context, msgs []Message, h Handler, w Wai
 		keys[i] = key
 		it := dedupe.Item{Ref: dedupe.Ref{Namespace: c.namespace, Group: c.group, Key: key}}
 		if !c.noFingerprint {
-			it.Fingerprint = dedupe.Fingerprint(msgs[i].Body)
+			it.Fingerprint = dedupekit.Fingerprint(msgs[i].Body)
 		}
 		items = append(items, it)
 		of = append(of, i)

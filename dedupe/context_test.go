@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
-	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 func TestTicketFromContext(t *testing.T) {
@@ -59,8 +59,8 @@ func TestTicketFromContext(t *testing.T) {
 // it sees no ticket, not even the outer guard's, which the outer handler
 // still sees afterwards.
 func TestTicketFromContextUnguarded(t *testing.T) {
-	down := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
-	down.Inject(dedupetest.Fault{Ops: opsClaim})
+	down := testkit.NewFaultStore(memdedupe.New(memdedupe.Config{}))
+	down.Inject(testkit.Fault{Ops: opsClaim})
 	inner := newGuard(t, down, dedupe.GuardConfig{FailOpen: true})
 	outer := newGuard(t, memdedupe.New(memdedupe.Config{}), dedupe.GuardConfig{})
 	outerItems := itemsOf("", "outer")

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -20,8 +21,8 @@ func TestListRequestValidate(t *testing.T) {
 		{"All", dedupe.ListRequest{Namespace: "n", Group: "g", Prefix: "a*%_", Cursor: "anything", Limit: 7}, true, false},
 		{"LongestPrefix", dedupe.ListRequest{Group: "g", Prefix: strings.Repeat("k", msgkey.MaxLen)}, true, false},
 		{"NoGroup", dedupe.ListRequest{Namespace: "n"}, false, true},
-		{"LongGroup", dedupe.ListRequest{Group: strings.Repeat("g", dedupe.MaxGroupLen+1)}, false, true},
-		{"LongNamespace", dedupe.ListRequest{Namespace: strings.Repeat("n", dedupe.MaxNamespaceLen+1), Group: "g"}, false, true},
+		{"LongGroup", dedupe.ListRequest{Group: strings.Repeat("g", dedupekit.MaxGroupLen+1)}, false, true},
+		{"LongNamespace", dedupe.ListRequest{Namespace: strings.Repeat("n", dedupekit.MaxNamespaceLen+1), Group: "g"}, false, true},
 		{"ControlInGroup", dedupe.ListRequest{Group: "g\n"}, false, true},
 		{"LongPrefix", dedupe.ListRequest{Group: "g", Prefix: strings.Repeat("k", msgkey.MaxLen+1)}, false, true},
 		{"BadUTF8Prefix", dedupe.ListRequest{Group: "g", Prefix: "\xff"}, false, true},
@@ -41,20 +42,20 @@ func TestListRequestValidate(t *testing.T) {
 func TestKeyCursor(t *testing.T) {
 	longest := strings.Repeat("é", msgkey.MaxLen/2) + strings.Repeat("k", msgkey.MaxLen%2)
 	for _, key := range []string{"k", "a/b c", "é🙂", longest} {
-		got, err := dedupe.ParseKeyCursor(dedupe.KeyCursor(key))
+		got, err := dedupekit.ParseKeyCursor(dedupekit.KeyCursor(key))
 		if err != nil || got != key {
 			t.Errorf("ParseKeyCursor(KeyCursor(%.20q)) = %.20q, %v; want the key", key, got, err)
 		}
 	}
-	if got, err := dedupe.ParseKeyCursor(""); got != "" || err != nil {
+	if got, err := dedupekit.ParseKeyCursor(""); got != "" || err != nil {
 		t.Errorf(`ParseKeyCursor("") = %q, %v; want "", nil`, got, err)
 	}
 	// A cursor must be base64url of a key List could have returned.
 	for _, c := range []string{
 		"not a cursor", "%%%", "aw==", // "k", padded
-		dedupe.KeyCursor("\xff"), dedupe.KeyCursor("a\x00"), dedupe.KeyCursor(longest + "k"),
+		dedupekit.KeyCursor("\xff"), dedupekit.KeyCursor("a\x00"), dedupekit.KeyCursor(longest + "k"),
 	} {
-		if got, err := dedupe.ParseKeyCursor(c); err == nil || errors.Is(err, dedupe.ErrInvalidKey) {
+		if got, err := dedupekit.ParseKeyCursor(c); err == nil || errors.Is(err, dedupe.ErrInvalidKey) {
 			t.Errorf("ParseKeyCursor(%.20q) = %.20q, %v; want a plain error", c, got, err)
 		}
 	}

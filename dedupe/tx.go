@@ -17,16 +17,16 @@ import (
 // transactional mode ([GuardConfig.Tx]) runs handlers so.
 type TxClaimer interface {
 	// BeginTx begins a transaction on the database the store keeps its
-	// records in. It fails with ErrInFlight when the database's one write
+	// records in. It fails with ErrBusy when the database's one write
 	// lock stayed busy past the store's lock timeout (SQLite), and with an
 	// error of its own when the database failed.
 	BeginTx(ctx context.Context) (*sql.Tx, error)
 	// ClaimTx claims ref as tx's first statement. Unless a live record
 	// answers the claim, it writes the key's record done, kept for
 	// retention from the store's now: Acquired, and tx holds the key. A
-	// live record answers as it would [Store.Claim]: Done, Conflict for a
-	// fingerprint of the same kind that differs (see [ClaimRequest]), or
-	// InFlight for a lease another owner took with Claim. A record whose
+	// live record answers as it would [Store.Claim]: Suppressed, Reused for
+	// a fingerprint of the same kind that differs (see [ClaimRequest]), or
+	// Busy for a lease another owner took with Claim. A record whose
 	// lease or retention has ended is taken over.
 	//
 	// The record takes effect only when tx commits; a rollback leaves the
@@ -36,10 +36,10 @@ type TxClaimer interface {
 	// Claim, waits for tx's outcome, and ClaimTx waits no longer than the
 	// store's lock timeout.
 	//
-	// Errors: ErrInvalidKey for a bad ref or fingerprint; ErrInFlight when
+	// Errors: ErrInvalidKey for a bad ref or fingerprint; ErrBusy when
 	// the key stayed locked by another transaction past the lock timeout,
-	// or the database rolled tx back to break a deadlock (Remaining is
-	// unknown: ask again); any other error means that the store failed.
+	// or the database rolled tx back to break a deadlock (how long to wait
+	// is unknown: ask again); any other error means that the store failed.
 	// After any answer but Acquired, tx holds nothing and is to be rolled
 	// back.
 	ClaimTx(ctx context.Context, tx *sql.Tx, ref Ref, fingerprint string, retention time.Duration) (ClaimResult, error)
@@ -72,7 +72,7 @@ func (g *Guard) runTx(ctx context.Context, it Item, i int, fn func(context.Conte
 	a, err := g.tx.ClaimTx(ctx, tx, it.Ref, it.Fingerprint, g.cfg.Retention)
 	switch {
 	case err == nil:
-	case g.cfg.FailOpen && ctx.Err() == nil && !errors.Is(err, ErrInvalidKey) && !errors.Is(err, ErrInFlight):
+	case g.cfg.FailOpen && ctx.Err() == nil && !errors.Is(err, ErrInvalidKey) && !errors.Is(err, ErrBusy):
 		tx.Rollback()
 		return g.unguardedTx(ctx, it, l, fn, err)
 	default:
@@ -121,7 +121,7 @@ func notRun(ctx context.Context, what string, err error) Result {
 	switch {
 	case errors.Is(err, ErrInvalidKey):
 		return Result{Outcome: InvalidKey, Err: err}
-	case errors.Is(err, ErrInFlight):
+	case errors.Is(err, ErrBusy):
 		return Result{Outcome: Busy, Err: fmt.Errorf("dedupe: %s: %w", what, err)}
 	case ctx.Err() != nil:
 		return Result{Outcome: Canceled, Err: context.Cause(ctx)}

@@ -16,8 +16,8 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
-	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/remoting"
 )
 
@@ -33,7 +33,7 @@ func batchOf(n int) []*primitive.MessageExt {
 // TestBatchRoundTrips consumes a batch of 32 fresh messages, then its
 // redelivery: one claim and one completion in all, then one claim.
 func TestBatchRoundTrips(t *testing.T) {
-	fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
+	fs := testkit.NewFaultStore(memdedupe.New(memdedupe.Config{}))
 	c, cb, stats, _ := setup(t, fs)
 	msgs := batchOf(32)
 	for _, want := range []struct {
@@ -46,13 +46,13 @@ func TestBatchRoundTrips(t *testing.T) {
 		if got := want.stat.Load(); got != 32 {
 			t.Errorf("counted %d, want 32", got)
 		}
-		if n := fs.Calls(dedupetest.OpClaimBatch); n != want.claims {
+		if n := fs.Calls(testkit.OpClaim); n != want.claims {
 			t.Errorf("ClaimBatch called %d times, want %d", n, want.claims)
 		}
-		if n := fs.Calls(dedupetest.OpCompleteBatch); n != want.completes {
+		if n := fs.Calls(testkit.OpComplete); n != want.completes {
 			t.Errorf("CompleteBatch called %d times, want %d", n, want.completes)
 		}
-		if n := fs.Calls(dedupetest.OpAll &^ (dedupetest.OpClaimBatch | dedupetest.OpCompleteBatch)); n != 0 {
+		if n := fs.Calls(testkit.OpAll &^ (testkit.OpClaim | testkit.OpComplete)); n != 0 {
 			t.Errorf("%d other store calls, want none", n)
 		}
 	}
@@ -70,7 +70,7 @@ func TestBatchRoundTrips(t *testing.T) {
 // those that must be retried are, and the redelivery applies each once.
 func TestBatchMixed(t *testing.T) {
 	store := memdedupe.New(memdedupe.Config{})
-	fs := dedupetest.NewFaultStore(store)
+	fs := testkit.NewFaultStore(store)
 	c, cb, stats, logs := setup(t, fs, noWait)
 	if res, _ := cb(context.Background(), msg("done")); res != rmq.ConsumeSuccess {
 		t.Fatal("could not complete a key")
@@ -130,15 +130,15 @@ func TestBatchMixed(t *testing.T) {
 	}
 	// One round trip per phase; the busy key is asked about again, alone,
 	// after its wait.
-	if n := fs.Calls(dedupetest.OpClaimBatch | dedupetest.OpCompleteBatch | dedupetest.OpReleaseBatch); n != 3 {
+	if n := fs.Calls(testkit.OpClaim | testkit.OpComplete | testkit.OpRelease); n != 3 {
 		t.Errorf("%d batch calls, want 3", n)
 	}
-	if n := fs.Calls(dedupetest.OpClaim); n != 1+1 {
+	if n := fs.Calls(testkit.OpClaim); n != 1+1 {
 		t.Errorf("%d single claims, want 2 (the first message's and the busy key's after its wait)", n)
 	}
 
 	// The broker redelivers the whole batch once the failures are gone.
-	if err := store.Release(context.Background(), busy); err != nil {
+	if err := testkit.Release(context.Background(), store, busy); err != nil {
 		t.Fatal(err)
 	}
 	c.fail, c.panics = map[string]error{}, map[string]bool{}
@@ -229,19 +229,19 @@ func TestBatchStoreDown(t *testing.T) {
 	const n = 4
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
+			fs := testkit.NewFaultStore(memdedupe.New(memdedupe.Config{}))
 			cc, _ := newConsumer(t, fs, append(tt.opts, noWait, noStoreWait)...)
 			c := newCounter()
 			first := true
 			cb := remoting.Concurrently(cc, func(ctx context.Context, m *consumer.Message) error {
 				if tt.inHandler && first {
-					fs.Inject(dedupetest.Fault{})
+					fs.Inject(testkit.Fault{})
 				}
 				first = false
 				return c.handle(ctx, m)
 			})
 			if !tt.inHandler {
-				fs.Inject(dedupetest.Fault{})
+				fs.Inject(testkit.Fault{})
 			}
 			msgs := batchOf(n)
 			if res, err := cb(context.Background(), msgs...); res != tt.wantRes {

@@ -139,10 +139,10 @@ func TestBusyHolderEnds(t *testing.T) {
 		wantApplied int
 	}{
 		{"Completed", func(ctx context.Context, s dedupe.Store, tk dedupe.Ticket) error {
-			return s.Complete(ctx, tk, time.Hour)
+			return testkit.Complete(ctx, s, tk, time.Hour)
 		}, 0},
 		{"Released", func(ctx context.Context, s dedupe.Store, tk dedupe.Ticket) error {
-			return s.Release(ctx, tk)
+			return testkit.Release(ctx, s, tk)
 		}, 1},
 	}
 	for _, tt := range tests {
@@ -188,7 +188,7 @@ func TestBusyHolderEndsEarly(t *testing.T) {
 		done <- res
 	}()
 	testkit.WaitFor(t, "the callback to wait", func() bool { return s.Waited.Load() > 0 })
-	if err := store.Complete(context.Background(), tk, time.Hour); err != nil {
+	if err := testkit.Complete(context.Background(), store, tk, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -277,16 +277,20 @@ func TestBusyWaitEndsWithContext(t *testing.T) {
 	checkTotals(t, s)
 }
 
-// zeroRemaining answers every claim InFlight without a remaining lease,
+// zeroRemaining answers every claim Busy without a remaining lease,
 // which dedupe.Busy allows ("zero when unknown: ask again").
 type zeroRemaining struct {
 	dedupe.Store
 	claims atomic.Int64
 }
 
-func (z *zeroRemaining) Claim(context.Context, dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
+func (z *zeroRemaining) Claim(_ context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
 	z.claims.Add(1)
-	return dedupe.ClaimResult{Status: dedupe.InFlight}, nil
+	res := make([]dedupe.ClaimResult, len(reqs))
+	for i := range res {
+		res[i].Outcome = dedupe.Busy
+	}
+	return res, make([]error, len(reqs)), nil
 }
 
 // TestBusyWithoutRemainingLease delivers a key whose store reports it busy

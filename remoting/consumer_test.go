@@ -14,7 +14,6 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
-	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
@@ -95,9 +94,9 @@ func setup(t *testing.T, store dedupe.Store, opts ...consumer.Option) (*counter,
 func hold(t testing.TB, store dedupe.Store, key string, lease time.Duration) dedupe.Ticket {
 	t.Helper()
 	ref := dedupe.Ref{Group: testGroup, Key: key}
-	res, err := store.Claim(context.Background(), dedupe.ClaimRequest{Ref: ref, Lease: lease})
-	if err != nil || res.Status != dedupe.Acquired {
-		t.Fatalf("claim %s = %v, %v; want acquired", key, res.Status, err)
+	res, err := testkit.Claim(context.Background(), store, dedupe.ClaimRequest{Ref: ref, Lease: lease})
+	if err != nil || res.Outcome != dedupe.Acquired {
+		t.Fatalf("claim %s = %v, %v; want acquired", key, res.Outcome, err)
 	}
 	return dedupe.Ticket{Ref: ref, Token: res.Token}
 }
@@ -249,22 +248,22 @@ func TestInvalidKeyIsRetried(t *testing.T) {
 func TestStoreDown(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		fault    dedupetest.Fault
+		fault    testkit.Fault
 		opts     []consumer.Option
 		wantRes  rmq.ConsumeResult
 		applied  int
 		thenHeal int // applied after healing and redelivering
 	}{
-		{"claim fails closed", dedupetest.Fault{Ops: dedupetest.OpClaim}, nil, rmq.ConsumeRetryLater, 0, 1},
-		{"claim fails open", dedupetest.Fault{Ops: dedupetest.OpClaim},
+		{"claim fails closed", testkit.Fault{Ops: testkit.OpClaim}, nil, rmq.ConsumeRetryLater, 0, 1},
+		{"claim fails open", testkit.Fault{Ops: testkit.OpClaim},
 			[]consumer.Option{consumer.WithGuard(dedupe.GuardConfig{FailOpen: true})}, rmq.ConsumeSuccess, 1, 2},
 		// The effect ran but was not recorded: acknowledging is the only
 		// answer that does not run it again at once. The redelivery finds
 		// the key busy until its lease ends, and is handed back.
-		{"complete fails", dedupetest.Fault{Ops: dedupetest.OpComplete}, nil, rmq.ConsumeSuccess, 1, 1},
+		{"complete fails", testkit.Fault{Ops: testkit.OpComplete}, nil, rmq.ConsumeSuccess, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
+			fs := testkit.NewFaultStore(memdedupe.New(memdedupe.Config{}))
 			c, cb, _, _ := setup(t, fs, append(tc.opts, noWait, noStoreWait)...)
 			fs.Inject(tc.fault)
 			if res, err := cb(context.Background(), msg("k")); res != tc.wantRes {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
-	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/remoting"
@@ -47,11 +47,11 @@ func records(l *testkit.Logs) []logRecord {
 func recordDone(t *testing.T, store dedupe.Store, key, fp string) {
 	t.Helper()
 	ref := dedupe.Ref{Group: testGroup, Key: key}
-	res, err := store.Claim(t.Context(), dedupe.ClaimRequest{Ref: ref, Lease: time.Minute, Fingerprint: fp})
-	if err != nil || res.Status != dedupe.Acquired {
-		t.Fatalf("claim %s = %v, %v", key, res.Status, err)
+	res, err := testkit.Claim(t.Context(), store, dedupe.ClaimRequest{Ref: ref, Lease: time.Minute, Fingerprint: fp})
+	if err != nil || res.Outcome != dedupe.Acquired {
+		t.Fatalf("claim %s = %v, %v", key, res.Outcome, err)
 	}
-	if err := store.Complete(t.Context(), dedupe.Ticket{Ref: ref, Token: res.Token}, time.Hour); err != nil {
+	if err := testkit.Complete(t.Context(), store, dedupe.Ticket{Ref: ref, Token: res.Token}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -85,7 +85,7 @@ func checkTotals(t *testing.T, s *consumer.Stats) {
 type outcomeEnv struct {
 	clk    *testkit.Clock
 	mem    *memdedupe.Store
-	fs     *dedupetest.FaultStore
+	fs     *testkit.FaultStore
 	cancel context.CancelFunc
 }
 
@@ -125,7 +125,7 @@ func TestOutcomes(t *testing.T) {
 	}, {
 		name: "Suppressed", outcome: dedupe.Suppressed, ack: true,
 		arrange: func(t *testing.T, e *outcomeEnv) []*primitive.MessageExt {
-			recordDone(t, e.mem, "k", dedupe.Fingerprint(msg("k").Body))
+			recordDone(t, e.mem, "k", dedupekit.Fingerprint(msg("k").Body))
 			return nil
 		},
 		counter: func(s *consumer.Stats) *atomic.Int64 { return &s.Suppressed },
@@ -152,7 +152,7 @@ func TestOutcomes(t *testing.T) {
 	}, {
 		name: "Reused", outcome: dedupe.Reused,
 		arrange: func(t *testing.T, e *outcomeEnv) []*primitive.MessageExt {
-			recordDone(t, e.mem, "k", dedupe.Fingerprint([]byte("another body")))
+			recordDone(t, e.mem, "k", dedupekit.Fingerprint([]byte("another body")))
 			return nil
 		},
 		counter: func(s *consumer.Stats) *atomic.Int64 { return &s.Reused },
@@ -160,7 +160,7 @@ func TestOutcomes(t *testing.T) {
 	}, {
 		name: "StoreDown", outcome: dedupe.StoreDown, opts: []consumer.Option{noStoreWait},
 		arrange: func(t *testing.T, e *outcomeEnv) []*primitive.MessageExt {
-			e.fs.Inject(dedupetest.Fault{Ops: dedupetest.OpClaim})
+			e.fs.Inject(testkit.Fault{Ops: testkit.OpClaim})
 			return nil
 		},
 		counter: func(s *consumer.Stats) *atomic.Int64 { return &s.StoreDown },
@@ -195,7 +195,7 @@ func TestOutcomes(t *testing.T) {
 	}, {
 		name: "Unrecorded", outcome: dedupe.Unrecorded, ack: true,
 		arrange: func(t *testing.T, e *outcomeEnv) []*primitive.MessageExt {
-			e.fs.Inject(dedupetest.Fault{Ops: dedupetest.OpComplete})
+			e.fs.Inject(testkit.Fault{Ops: testkit.OpComplete})
 			return nil
 		},
 		counter: func(s *consumer.Stats) *atomic.Int64 { return &s.Unrecorded },
@@ -203,7 +203,7 @@ func TestOutcomes(t *testing.T) {
 	}, {
 		name: "Unguarded", outcome: dedupe.Unguarded, ack: true, opts: []consumer.Option{failOpen},
 		arrange: func(t *testing.T, e *outcomeEnv) []*primitive.MessageExt {
-			e.fs.Inject(dedupetest.Fault{Ops: dedupetest.OpClaim})
+			e.fs.Inject(testkit.Fault{Ops: testkit.OpClaim})
 			return nil
 		},
 		counter: func(s *consumer.Stats) *atomic.Int64 { return &s.Unguarded },
@@ -252,7 +252,7 @@ func TestOutcomes(t *testing.T) {
 			t.Run(mode.name+"/"+tt.name, func(t *testing.T) {
 				clk := testkit.NewClock(time.Unix(1_700_000_000, 0), 0)
 				mem := memdedupe.New(memdedupe.Config{Now: clk.Now})
-				e := &outcomeEnv{clk: clk, mem: mem, fs: dedupetest.NewFaultStore(mem)}
+				e := &outcomeEnv{clk: clk, mem: mem, fs: testkit.NewFaultStore(mem)}
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				e.cancel = cancel

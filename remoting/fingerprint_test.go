@@ -16,6 +16,7 @@ import (
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/remoting"
 )
 
@@ -32,11 +33,11 @@ func recordEarlier(t *testing.T, store dedupe.Store, key, body string) {
 	t.Helper()
 	ref := dedupe.Ref{Group: testGroup, Key: key}
 	sum := sha256.Sum256([]byte(body))
-	res, err := store.Claim(t.Context(), dedupe.ClaimRequest{Ref: ref, Lease: time.Hour, Fingerprint: hex.EncodeToString(sum[:])})
-	if err != nil || res.Status != dedupe.Acquired {
-		t.Fatalf("claim = %v, %v", res.Status, err)
+	res, err := testkit.Claim(t.Context(), store, dedupe.ClaimRequest{Ref: ref, Lease: time.Hour, Fingerprint: hex.EncodeToString(sum[:])})
+	if err != nil || res.Outcome != dedupe.Acquired {
+		t.Fatalf("claim = %v, %v", res.Outcome, err)
 	}
-	if err := store.Complete(t.Context(), dedupe.Ticket{Ref: ref, Token: res.Token}, time.Hour); err != nil {
+	if err := testkit.Complete(t.Context(), store, dedupe.Ticket{Ref: ref, Token: res.Token}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -25,8 +25,9 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
-	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/remoting"
 )
@@ -56,7 +57,7 @@ func TestTelemetry(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	mem := memdedupe.New(memdedupe.Config{})
-	store := dedupetest.NewFaultStore(mem)
+	store := testkit.NewFaultStore(mem)
 	c, err := consumer.New(store, otelGroup,
 		consumer.WithMeterProvider(mp), consumer.WithTracerProvider(tp),
 		consumer.WithLogger(slog.New(slog.DiscardHandler)),
@@ -79,15 +80,15 @@ func TestTelemetry(t *testing.T) {
 
 	// Another consumer holds the key "busy".
 	busyBody := "body busy"
-	if _, err := mem.Claim(t.Context(), dedupe.ClaimRequest{
-		Ref: dedupe.Ref{Group: otelGroup, Key: "busy"}, Lease: time.Minute, Fingerprint: dedupe.Fingerprint([]byte(busyBody)),
+	if _, err := testkit.Claim(t.Context(), mem, dedupe.ClaimRequest{
+		Ref: dedupe.Ref{Group: otelGroup, Key: "busy"}, Lease: time.Minute, Fingerprint: dedupekit.Fingerprint([]byte(busyBody)),
 	}); err != nil {
 		t.Fatal(err)
 	}
 
 	deliveries := []struct {
 		msgs  []*primitive.MessageExt
-		fault dedupetest.Fault // Ops 0: none
+		fault testkit.Fault // Ops 0: none
 		want  rmq.ConsumeResult
 	}{
 		{msgs: []*primitive.MessageExt{otelMsg("a", "m-completed", "body a")}, want: rmq.ConsumeSuccess},
@@ -96,8 +97,8 @@ func TestTelemetry(t *testing.T) {
 		{msgs: []*primitive.MessageExt{otelMsg("", "m-invalid-key", "no key")}, want: rmq.ConsumeRetryLater},
 		{msgs: []*primitive.MessageExt{otelMsg("a", "m-reused", "another body")}, want: rmq.ConsumeRetryLater},
 		{msgs: []*primitive.MessageExt{otelMsg("busy", "m-busy", busyBody)}, want: rmq.ConsumeRetryLater},
-		{msgs: []*primitive.MessageExt{otelMsg("down", "m-store-down", "body down")}, fault: dedupetest.Fault{Ops: dedupetest.OpClaim}, want: rmq.ConsumeRetryLater},
-		{msgs: []*primitive.MessageExt{otelMsg("unrec", "m-unrecorded", "body unrec")}, fault: dedupetest.Fault{Ops: dedupetest.OpComplete}, want: rmq.ConsumeSuccess},
+		{msgs: []*primitive.MessageExt{otelMsg("down", "m-store-down", "body down")}, fault: testkit.Fault{Ops: testkit.OpClaim}, want: rmq.ConsumeRetryLater},
+		{msgs: []*primitive.MessageExt{otelMsg("unrec", "m-unrecorded", "body unrec")}, fault: testkit.Fault{Ops: testkit.OpComplete}, want: rmq.ConsumeSuccess},
 		{msgs: []*primitive.MessageExt{otelMsg("b1", "m-batch-1", "body b1"), otelMsg("b2", "m-batch-2", "body b2")}, want: rmq.ConsumeSuccess},
 	}
 	for _, d := range deliveries {

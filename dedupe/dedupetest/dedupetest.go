@@ -1,10 +1,10 @@
 // Package dedupetest checks dedupe stores against the [dedupe.Store]
 // contract. [Run] is the conformance suite every backend runs from its own
-// tests; [FaultStore] wraps any store to fail chosen calls;
+// tests; [testkit.FaultStore] wraps any store to fail chosen calls;
 // [BenchInspector] measures a [dedupe.Inspector].
 //
 //	func TestConformance(t *testing.T) {
-//		dedupetest.Run(t, func(t *testing.T) dedupe.Store {
+//		dedupetest.RunConformanceTests(t, func(t *testing.T) dedupe.Store {
 //			return memdedupe.New(memdedupe.Config{})
 //		}, dedupetest.Features{})
 //	}
@@ -32,6 +32,8 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -41,10 +43,6 @@ type Features struct {
 	// expiry by the store's clock; each such test sleeps one and a half
 	// times it. Default 150ms. Raise it for a store whose clock is coarse.
 	Lease time.Duration
-	// Batcher says the store implements [dedupe.Batcher]; the suite then
-	// fails if it does not. Either way the batch tests run, through
-	// [dedupe.ClaimBatch] and its siblings.
-	Batcher bool
 	// Inspector says the store implements [dedupe.Inspector]; the suite
 	// then fails if it does not. Either way the Inspector tests run when
 	// the store implements it.
@@ -79,7 +77,7 @@ const long = time.Hour
 //   - payload fingerprints and conflicts, compared only between
 //     fingerprints of one length; batches with mixed answers and a
 //     key twice; cancelled contexts and non-positive durations;
-//   - failures mid-call through [FaultStore]: nothing is recorded wrongly and
+//   - failures mid-call through [testkit.FaultStore]: nothing is recorded wrongly and
 //     every write can be retried;
 //   - batch claims that fail part-way, through a context that expires
 //     mid-batch or a failed claim in [dedupe.ClaimBatch]'s one-by-one
@@ -96,7 +94,7 @@ const long = time.Hour
 //
 // The suite takes a few seconds: a dozen waits of one and a half leases,
 // and ten leases of churn.
-func Run(t *testing.T, newStore func(t *testing.T) dedupe.Store, f Features) {
+func RunConformanceTests(t *testing.T, newStore func(t *testing.T) dedupe.Store, f Features) {
 	if f.Lease <= 0 {
 		f.Lease = 150 * time.Millisecond
 	}
@@ -129,11 +127,6 @@ func Run(t *testing.T, newStore func(t *testing.T) dedupe.Store, f Features) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &suite{T: t, store: newStore(t), f: f, id: rand.Text()[:12]}
-			if f.Batcher {
-				if _, ok := s.store.(dedupe.Batcher); !ok {
-					t.Fatalf("Features.Batcher is set but %T does not implement dedupe.Batcher", s.store)
-				}
-			}
 			tc.fn(s)
 		})
 	}
@@ -171,7 +164,7 @@ func (s *suite) stalled(sent time.Time, d time.Duration, what string) bool {
 
 func (s *suite) claimFP(ref dedupe.Ref, lease time.Duration, fp string) dedupe.ClaimResult {
 	s.Helper()
-	res, err := s.store.Claim(s.Context(), dedupe.ClaimRequest{Ref: ref, Lease: lease, Fingerprint: fp})
+	res, err := testkit.Claim(s.Context(), s.store, dedupe.ClaimRequest{Ref: ref, Lease: lease, Fingerprint: fp})
 	if err != nil {
 		s.Fatalf("Claim(%q, %v, %q): %v", ref, lease, fp, err)
 	}
@@ -180,38 +173,38 @@ func (s *suite) claimFP(ref dedupe.Ref, lease time.Duration, fp string) dedupe.C
 
 // want claims ref for long with fingerprint fp and checks the answer. An
 // Acquired answer must carry a token, InFlight and Done a time left.
-func (s *suite) want(ref dedupe.Ref, fp string, want dedupe.Status) dedupe.ClaimResult {
+func (s *suite) want(ref dedupe.Ref, fp string, want dedupe.Outcome) dedupe.ClaimResult {
 	s.Helper()
 	res := s.claimFP(ref, long, fp)
-	if res.Status != want {
-		s.Fatalf("Claim(%q, fingerprint %q) = %v, want %v", ref, fp, res.Status, want)
+	if res.Outcome != want {
+		s.Fatalf("Claim(%q, fingerprint %q) = %v, want %v", ref, fp, res.Outcome, want)
 	}
 	s.checkResult(ref, res, long)
 	return res
 }
 
-// checkResult checks the fields that go with res.Status. lease bounds the
+// checkResult checks the fields that go with res.Outcome. lease bounds the
 // time left of an InFlight answer.
 func (s *suite) checkResult(ref dedupe.Ref, res dedupe.ClaimResult, lease time.Duration) {
 	s.Helper()
-	switch res.Status {
+	switch res.Outcome {
 	case dedupe.Acquired:
 		if res.Token == "" || !res.Until.IsZero() || res.Remaining != 0 {
 			s.Errorf("Claim(%q) = acquired with token %q, until %v, remaining %v; want a token and no time", ref, res.Token, res.Until, res.Remaining)
 		}
-	case dedupe.InFlight, dedupe.Done:
+	case dedupe.Busy, dedupe.Suppressed:
 		if res.Token != "" || res.Until.IsZero() || res.Remaining <= 0 {
-			s.Errorf("Claim(%q) = %v with token %q, until %v, remaining %v; want no token and a time", ref, res.Status, res.Token, res.Until, res.Remaining)
+			s.Errorf("Claim(%q) = %v with token %q, until %v, remaining %v; want no token and a time", ref, res.Outcome, res.Token, res.Until, res.Remaining)
 		}
-		if res.Status == dedupe.InFlight && res.Remaining > lease {
+		if res.Outcome == dedupe.Busy && res.Remaining > lease {
 			s.Errorf("Claim(%q) = in flight for %v, longer than the lease %v", ref, res.Remaining, lease)
 		}
-	case dedupe.Conflict:
+	case dedupe.Reused:
 		if res.Token != "" {
 			s.Errorf("Claim(%q) = conflict with token %q", ref, res.Token)
 		}
 	default:
-		s.Errorf("Claim(%q) = %v, not a status", ref, res.Status)
+		s.Errorf("Claim(%q) = %v, not a status", ref, res.Outcome)
 	}
 }
 
@@ -219,8 +212,8 @@ func (s *suite) checkResult(ref dedupe.Ref, res dedupe.ClaimResult, lease time.D
 func (s *suite) acquire(ref dedupe.Ref, lease time.Duration) dedupe.Ticket {
 	s.Helper()
 	res := s.claimFP(ref, lease, "")
-	if res.Status != dedupe.Acquired {
-		s.Fatalf("Claim(%q) = %v, want acquired", ref, res.Status)
+	if res.Outcome != dedupe.Acquired {
+		s.Fatalf("Claim(%q) = %v, want acquired", ref, res.Outcome)
 	}
 	s.checkResult(ref, res, lease)
 	return dedupe.Ticket{Ref: ref, Token: res.Token}
@@ -228,14 +221,14 @@ func (s *suite) acquire(ref dedupe.Ref, lease time.Duration) dedupe.Ticket {
 
 func (s *suite) complete(t dedupe.Ticket, retention time.Duration, want error) {
 	s.Helper()
-	if err := s.store.Complete(s.Context(), t, retention); !matches(err, want) {
+	if err := testkit.Complete(s.Context(), s.store, t, retention); !matches(err, want) {
 		s.Fatalf("Complete(%q, %v) = %v, want %v", t.Ref, retention, err, want)
 	}
 }
 
 func (s *suite) release(t dedupe.Ticket, want error) {
 	s.Helper()
-	if err := s.store.Release(s.Context(), t); !matches(err, want) {
+	if err := testkit.Release(s.Context(), s.store, t); !matches(err, want) {
 		s.Fatalf("Release(%q) = %v, want %v", t.Ref, err, want)
 	}
 }
@@ -259,19 +252,19 @@ func matches(err, want error) bool {
 // than a failure to reach the store.
 func isSentinel(err error) bool {
 	return errors.Is(err, dedupe.ErrInvalidKey) || errors.Is(err, dedupe.ErrLeaseLost) ||
-		errors.Is(err, dedupe.ErrConflict) || errors.Is(err, dedupe.ErrInFlight)
+		errors.Is(err, dedupe.ErrBusy)
 }
 
 func testClaimTwice(s *suite) {
 	r := s.ref("k")
 	tk := s.acquire(r, long)
-	s.want(r, "", dedupe.InFlight)
+	s.want(r, "", dedupe.Busy)
 	other := s.acquire(s.ref("k2"), long)
 	if other.Token == tk.Token {
 		s.Errorf("two claims got the same token %q", tk.Token)
 	}
 	s.complete(tk, long, nil)
-	s.want(r, "", dedupe.Done)
+	s.want(r, "", dedupe.Suppressed)
 }
 
 // testScopes checks that namespace, group and key each separate records, and
@@ -299,8 +292,8 @@ func testScopes(s *suite) {
 				continue // sep ""
 			}
 			s.acquire(p[0], long)
-			if res := s.claimFP(p[1], long, ""); res.Status != dedupe.Acquired {
-				s.Errorf("Claim(%#v) after claiming %#v = %v, want acquired: the two share a record", p[1], p[0], res.Status)
+			if res := s.claimFP(p[1], long, ""); res.Outcome != dedupe.Acquired {
+				s.Errorf("Claim(%#v) after claiming %#v = %v, want acquired: the two share a record", p[1], p[0], res.Outcome)
 			}
 		}
 	}
@@ -321,7 +314,7 @@ func testConcurrentClaim(s *suite) {
 		for i := range n {
 			wg.Go(func() {
 				<-start
-				res[i], errs[i] = s.store.Claim(s.Context(), dedupe.ClaimRequest{Ref: r, Lease: long})
+				res[i], errs[i] = testkit.Claim(s.Context(), s.store, dedupe.ClaimRequest{Ref: r, Lease: long})
 			})
 		}
 		close(start)
@@ -331,10 +324,10 @@ func testConcurrentClaim(s *suite) {
 			switch {
 			case errs[i] != nil:
 				s.Errorf("claim %d of %q: %v", i, r, errs[i])
-			case res[i].Status == dedupe.Acquired:
+			case res[i].Outcome == dedupe.Acquired:
 				won++
-			case res[i].Status != dedupe.InFlight:
-				s.Errorf("claim %d of %q = %v, want acquired or in flight", i, r, res[i].Status)
+			case res[i].Outcome != dedupe.Busy:
+				s.Errorf("claim %d of %q = %v, want acquired or in flight", i, r, res[i].Outcome)
 			}
 		}
 		if won != 1 {
@@ -372,7 +365,7 @@ func testConcurrentBatches(s *suite) {
 			slices.Reverse(reqs)
 		}
 		wg.Go(func() {
-			res, errs, err := dedupe.ClaimBatch(s.Context(), s.store, reqs)
+			res, errs, err := s.store.Claim(s.Context(), reqs)
 			if err != nil {
 				s.Errorf("worker %d: ClaimBatch: %v", w, err)
 				return
@@ -383,10 +376,10 @@ func testConcurrentBatches(s *suite) {
 				switch {
 				case errs[i] != nil:
 					s.Errorf("worker %d: claim %q: %v", w, reqs[i].Ref, errs[i])
-				case r.Status == dedupe.Acquired:
+				case r.Outcome == dedupe.Acquired:
 					owner[reqs[i].Ref]++
-				case r.Status != dedupe.InFlight:
-					s.Errorf("worker %d: claim %q = %v, want acquired or in flight", w, reqs[i].Ref, r.Status)
+				case r.Outcome != dedupe.Busy:
+					s.Errorf("worker %d: claim %q = %v, want acquired or in flight", w, reqs[i].Ref, r.Outcome)
 				}
 			}
 		})
@@ -498,9 +491,9 @@ func (s *suite) churnClaim(w int, rng *mathrand.Rand, refs []dedupe.Ref, lease t
 	)
 	if len(reqs) == 1 {
 		res = make([]dedupe.ClaimResult, 1)
-		res[0], err = s.store.Claim(s.Context(), reqs[0])
+		res[0], err = testkit.Claim(s.Context(), s.store, reqs[0])
 	} else {
-		res, errs, err = dedupe.ClaimBatch(s.Context(), s.store, reqs)
+		res, errs, err = s.store.Claim(s.Context(), reqs)
 	}
 	t1 := time.Now()
 	if err != nil {
@@ -516,11 +509,11 @@ func (s *suite) churnClaim(w int, rng *mathrand.Rand, refs []dedupe.Ref, lease t
 		// The store's now is some instant of the call: one that waited
 		// for a lock may count a lease taken meanwhile from before it.
 		s.checkResult(reqs[i].Ref, r, lease+t1.Sub(t0))
-		switch r.Status {
+		switch r.Outcome {
 		case dedupe.Acquired:
 			g := &grant{worker: w, t0: t0, t1: t1, renewed0: t0, renewed1: t1}
 			mine = append(mine, owned{dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}, g})
-		case dedupe.Conflict:
+		case dedupe.Reused:
 			s.Errorf("worker %d: claim %q without fingerprints = conflict", w, reqs[i].Ref)
 		}
 	}
@@ -579,10 +572,10 @@ func (s *suite) churnFinish(rng *mathrand.Rand, mine []owned, lease, retention, 
 		return
 	case 1, 2, 3, 4:
 		what = "complete"
-		errs, err = dedupe.CompleteBatch(s.Context(), s.store, ts, retention)
+		errs, err = s.store.Complete(s.Context(), ts, retention)
 	default:
 		what = "release"
-		errs, err = dedupe.ReleaseBatch(s.Context(), s.store, ts)
+		errs, err = s.store.Release(s.Context(), ts)
 	}
 	o1 := time.Now()
 	if err != nil {
@@ -608,7 +601,7 @@ func testLeaseExpiry(s *suite) {
 	if tk := s.acquire(r, long); tk.Token == old.Token {
 		s.Errorf("reclaim after the lease expired reused token %q", old.Token)
 	}
-	s.want(r, "", dedupe.InFlight)
+	s.want(r, "", dedupe.Busy)
 }
 
 func testStaleToken(s *suite) {
@@ -621,11 +614,11 @@ func testStaleToken(s *suite) {
 		s.complete(stale, long, dedupe.ErrLeaseLost)
 		s.release(stale, dedupe.ErrLeaseLost)
 		s.extend(stale, long, dedupe.ErrLeaseLost)
-		s.want(r, "", dedupe.InFlight)
+		s.want(r, "", dedupe.Busy)
 		s.complete(owner, long, nil)
-		s.want(r, "", dedupe.Done)
+		s.want(r, "", dedupe.Suppressed)
 		s.release(stale, dedupe.ErrLeaseLost)
-		s.want(r, "", dedupe.Done)
+		s.want(r, "", dedupe.Suppressed)
 	})
 	s.Run("ExpiredNotReclaimed", func(t *testing.T) {
 		s := s.sub(t)
@@ -653,7 +646,7 @@ func testStaleToken(s *suite) {
 		// Another key's token does not own this one.
 		other := s.acquire(s.ref("other"), long)
 		s.complete(dedupe.Ticket{Ref: r, Token: other.Token}, long, dedupe.ErrLeaseLost)
-		s.want(r, "", dedupe.InFlight)
+		s.want(r, "", dedupe.Busy)
 		s.complete(owner, long, nil)
 	})
 	s.Run("NeverClaimed", func(t *testing.T) {
@@ -682,18 +675,18 @@ func testRelease(s *suite) {
 	s.release(old, dedupe.ErrLeaseLost)
 	s.complete(old, long, dedupe.ErrLeaseLost)
 	s.extend(old, long, dedupe.ErrLeaseLost)
-	s.want(r, "", dedupe.InFlight)
+	s.want(r, "", dedupe.Busy)
 	s.complete(tk, long, nil)
 	// A done record is not released: the message was processed.
 	s.release(tk, dedupe.ErrLeaseLost)
-	s.want(r, "", dedupe.Done)
+	s.want(r, "", dedupe.Suppressed)
 }
 
 func testComplete(s *suite) {
 	r := s.ref("k")
 	tk := s.acquire(r, long)
 	s.complete(tk, long, nil)
-	res := s.want(r, "", dedupe.Done)
+	res := s.want(r, "", dedupe.Suppressed)
 	if res.Remaining > long {
 		s.Errorf("done for %v more, longer than the retention %v", res.Remaining, long)
 	}
@@ -701,21 +694,21 @@ func testComplete(s *suite) {
 	s.complete(dedupe.Ticket{Ref: r, Token: "bogus"}, long, dedupe.ErrLeaseLost)
 	s.extend(tk, long, dedupe.ErrLeaseLost)
 	s.release(tk, dedupe.ErrLeaseLost)
-	s.want(r, "", dedupe.Done)
+	s.want(r, "", dedupe.Suppressed)
 
 	// A retry restarts the retention.
 	r = s.ref("retry")
 	tk = s.acquire(r, long)
 	sent := time.Now()
 	s.complete(tk, 4*s.f.Lease, nil)
-	if err := s.store.Complete(s.Context(), tk, long); err != nil {
+	if err := testkit.Complete(s.Context(), s.store, tk, long); err != nil {
 		if errors.Is(err, dedupe.ErrLeaseLost) && s.stalled(sent, 4*s.f.Lease, "the retried Complete found the record gone") {
 			return
 		}
 		s.Fatalf("Complete(%q, %v) again = %v", r, long, err)
 	}
 	time.Sleep(5 * s.f.Lease)
-	s.want(r, "", dedupe.Done)
+	s.want(r, "", dedupe.Suppressed)
 }
 
 func testRetentionExpiry(s *suite) {
@@ -740,7 +733,7 @@ func testExtend(s *suite) {
 			s.Fatalf("Extend(%q, %v) = %v", r, long, err)
 		}
 		time.Sleep(5 * s.f.Lease)
-		res := s.want(r, "", dedupe.InFlight)
+		res := s.want(r, "", dedupe.Busy)
 		if res.Remaining <= long/2 {
 			s.Errorf("in flight for %v more after extending to %v", res.Remaining, long)
 		}
@@ -758,48 +751,48 @@ func testExtend(s *suite) {
 }
 
 func testFingerprint(s *suite) {
-	fa, fb := dedupe.Fingerprint([]byte("a")), dedupe.Fingerprint([]byte("b"))
+	fa, fb := dedupekit.Fingerprint([]byte("a")), dedupekit.Fingerprint([]byte("b"))
 	s.Run("InFlight", func(t *testing.T) {
 		s := s.sub(t)
 		r := s.ref("k")
 		res := s.claimFP(r, long, fa)
-		if res.Status != dedupe.Acquired {
-			s.Fatalf("first claim = %v", res.Status)
+		if res.Outcome != dedupe.Acquired {
+			s.Fatalf("first claim = %v", res.Outcome)
 		}
-		s.want(r, fb, dedupe.Conflict)
-		s.want(r, fa, dedupe.InFlight)
-		s.want(r, "", dedupe.InFlight)
+		s.want(r, fb, dedupe.Reused)
+		s.want(r, fa, dedupe.Busy)
+		s.want(r, "", dedupe.Busy)
 		s.complete(dedupe.Ticket{Ref: r, Token: res.Token}, long, nil)
-		s.want(r, fb, dedupe.Conflict)
-		s.want(r, fa, dedupe.Done)
-		s.want(r, "", dedupe.Done)
+		s.want(r, fb, dedupe.Reused)
+		s.want(r, fa, dedupe.Suppressed)
+		s.want(r, "", dedupe.Suppressed)
 	})
 	s.Run("RecordWithout", func(t *testing.T) {
 		s := s.sub(t)
 		r := s.ref("k")
 		s.complete(s.acquire(r, long), long, nil)
-		s.want(r, fb, dedupe.Done)
+		s.want(r, fb, dedupe.Suppressed)
 	})
 	s.Run("Expired", func(t *testing.T) {
 		s := s.sub(t)
 		r := s.ref("k")
-		if res := s.claimFP(r, s.f.Lease, fa); res.Status != dedupe.Acquired {
-			s.Fatalf("first claim = %v", res.Status)
+		if res := s.claimFP(r, s.f.Lease, fa); res.Outcome != dedupe.Acquired {
+			s.Fatalf("first claim = %v", res.Outcome)
 		}
 		s.expire()
 		// An expired lease is no record: the new claim's fingerprint holds.
-		if res := s.claimFP(r, long, fb); res.Status != dedupe.Acquired {
-			s.Fatalf("claim after expiry = %v, want acquired", res.Status)
+		if res := s.claimFP(r, long, fb); res.Outcome != dedupe.Acquired {
+			s.Fatalf("claim after expiry = %v, want acquired", res.Outcome)
 		}
-		s.want(r, fa, dedupe.Conflict)
+		s.want(r, fa, dedupe.Reused)
 	})
 	s.Run("Released", func(t *testing.T) {
 		s := s.sub(t)
 		r := s.ref("k")
 		res := s.claimFP(r, long, fa)
 		s.release(dedupe.Ticket{Ref: r, Token: res.Token}, nil)
-		if res := s.claimFP(r, long, fb); res.Status != dedupe.Acquired {
-			s.Fatalf("claim after release = %v, want acquired", res.Status)
+		if res := s.claimFP(r, long, fb); res.Outcome != dedupe.Acquired {
+			s.Fatalf("claim after release = %v, want acquired", res.Outcome)
 		}
 	})
 	s.Run("OtherKind", func(t *testing.T) {
@@ -814,23 +807,23 @@ func testFingerprint(s *suite) {
 		}
 		r := s.ref("long")
 		res := s.claimFP(r, long, sha("a"))
-		if res.Status != dedupe.Acquired {
-			s.Fatalf("first claim = %v", res.Status)
+		if res.Outcome != dedupe.Acquired {
+			s.Fatalf("first claim = %v", res.Outcome)
 		}
-		s.want(r, fb, dedupe.InFlight)
-		s.want(r, sha("b"), dedupe.Conflict)
+		s.want(r, fb, dedupe.Busy)
+		s.want(r, sha("b"), dedupe.Reused)
 		s.complete(dedupe.Ticket{Ref: r, Token: res.Token}, long, nil)
-		s.want(r, fa, dedupe.Done)
-		s.want(r, fb, dedupe.Done)
-		s.want(r, sha("a"), dedupe.Done)
-		s.want(r, sha("b"), dedupe.Conflict)
+		s.want(r, fa, dedupe.Suppressed)
+		s.want(r, fb, dedupe.Suppressed)
+		s.want(r, sha("a"), dedupe.Suppressed)
+		s.want(r, sha("b"), dedupe.Reused)
 
 		r = s.ref("short")
 		res = s.claimFP(r, long, fa)
-		s.want(r, sha("b"), dedupe.InFlight)
+		s.want(r, sha("b"), dedupe.Busy)
 		s.complete(dedupe.Ticket{Ref: r, Token: res.Token}, long, nil)
-		s.want(r, sha("b"), dedupe.Done)
-		s.want(r, fb, dedupe.Conflict)
+		s.want(r, sha("b"), dedupe.Suppressed)
+		s.want(r, fb, dedupe.Reused)
 	})
 	s.Run("Verbatim", func(t *testing.T) {
 		s := s.sub(t)
@@ -838,19 +831,19 @@ func testFingerprint(s *suite) {
 		// The longest fingerprint, in multi-byte UTF-8. Each variant has its
 		// length in bytes and differs from it only in case, in one accent,
 		// in its last byte or in its Unicode normalisation.
-		fp := strings.Repeat("é", dedupe.MaxFingerprint/2-2) + "e\u0308e"
+		fp := strings.Repeat("é", dedupekit.MaxFingerprint/2-2) + "e\u0308e"
 		s.claimFP(r, long, fp)
-		s.want(r, fp, dedupe.InFlight)
+		s.want(r, fp, dedupe.Busy)
 		for _, other := range []string{
 			strings.ToUpper(fp),
 			strings.Replace(fp, "é", "è", 1),
 			fp[:len(fp)-1] + "f",
-			strings.Repeat("é", dedupe.MaxFingerprint/2-3) + "e\u0301ëe",
+			strings.Repeat("é", dedupekit.MaxFingerprint/2-3) + "e\u0301ëe",
 		} {
 			if len(other) != len(fp) {
 				s.Fatalf("variant %q is %d bytes, want %d", other, len(other), len(fp))
 			}
-			s.want(r, other, dedupe.Conflict)
+			s.want(r, other, dedupe.Reused)
 		}
 	})
 	s.Run("Batch", func(t *testing.T) {
@@ -864,29 +857,29 @@ func testFingerprint(s *suite) {
 			{Ref: r, Lease: long, Fingerprint: fa},
 			{Ref: r, Lease: long},
 		}
-		check := func(want ...dedupe.Status) []dedupe.ClaimResult {
+		check := func(want ...dedupe.Outcome) []dedupe.ClaimResult {
 			t.Helper()
-			res, errs, err := dedupe.ClaimBatch(s.Context(), s.store, reqs)
+			res, errs, err := s.store.Claim(s.Context(), reqs)
 			if err != nil {
 				t.Fatalf("ClaimBatch: %v", err)
 			}
 			for i, w := range want {
-				if errs[i] != nil || res[i].Status != w {
-					t.Errorf("ClaimBatch item %d (fingerprint %q) = %v, %v; want %v", i, reqs[i].Fingerprint, res[i].Status, errs[i], w)
+				if errs[i] != nil || res[i].Outcome != w {
+					t.Errorf("ClaimBatch item %d (fingerprint %q) = %v, %v; want %v", i, reqs[i].Fingerprint, res[i].Outcome, errs[i], w)
 				}
 				s.checkResult(r, res[i], long)
 			}
 			return res
 		}
-		res := check(dedupe.Acquired, dedupe.Conflict, dedupe.InFlight, dedupe.InFlight)
+		res := check(dedupe.Acquired, dedupe.Reused, dedupe.Busy, dedupe.Busy)
 		s.complete(dedupe.Ticket{Ref: r, Token: res[0].Token}, long, nil)
-		check(dedupe.Done, dedupe.Conflict, dedupe.Done, dedupe.Done)
+		check(dedupe.Suppressed, dedupe.Reused, dedupe.Suppressed, dedupe.Suppressed)
 	})
 	s.Run("Invalid", func(t *testing.T) {
 		s := s.sub(t)
 		r := s.ref("k")
-		for _, fp := range []string{strings.Repeat("f", dedupe.MaxFingerprint+1), "\xff", "a\x00"} {
-			_, err := s.store.Claim(s.Context(), dedupe.ClaimRequest{Ref: r, Lease: long, Fingerprint: fp})
+		for _, fp := range []string{strings.Repeat("f", dedupekit.MaxFingerprint+1), "\xff", "a\x00"} {
+			_, err := testkit.Claim(s.Context(), s.store, dedupe.ClaimRequest{Ref: r, Lease: long, Fingerprint: fp})
 			if !errors.Is(err, dedupe.ErrInvalidKey) {
 				s.Errorf("Claim with fingerprint %q = %v, want ErrInvalidKey", fp, err)
 			}
@@ -912,8 +905,8 @@ func testBatch(s *suite) {
 		{Ref: dup, Lease: long},
 		{Ref: dup, Lease: long},
 	}
-	want := []dedupe.Status{dedupe.Acquired, dedupe.Done, dedupe.InFlight, dedupe.Conflict, 0, dedupe.Acquired, dedupe.InFlight}
-	res, errs, err := dedupe.ClaimBatch(ctx, s.store, reqs)
+	want := []dedupe.Outcome{dedupe.Acquired, dedupe.Suppressed, dedupe.Busy, dedupe.Reused, 0, dedupe.Acquired, dedupe.Busy}
+	res, errs, err := s.store.Claim(ctx, reqs)
 	if err != nil {
 		s.Fatalf("ClaimBatch: %v", err)
 	}
@@ -927,8 +920,8 @@ func testBatch(s *suite) {
 			}
 			continue
 		}
-		if errs[i] != nil || res[i].Status != w {
-			s.Errorf("ClaimBatch item %d (%q) = %v, %v; want %v", i, reqs[i].Ref, res[i].Status, errs[i], w)
+		if errs[i] != nil || res[i].Outcome != w {
+			s.Errorf("ClaimBatch item %d (%q) = %v, %v; want %v", i, reqs[i].Ref, res[i].Outcome, errs[i], w)
 		}
 		s.checkResult(reqs[i].Ref, res[i], long)
 	}
@@ -939,7 +932,7 @@ func testBatch(s *suite) {
 		{Ref: dup, Token: res[5].Token},
 		{Ref: bad, Token: "bogus"},
 	}
-	cerrs, err := dedupe.CompleteBatch(ctx, s.store, tickets, long)
+	cerrs, err := s.store.Complete(ctx, tickets, long)
 	if err != nil {
 		s.Fatalf("CompleteBatch: %v", err)
 	}
@@ -948,12 +941,12 @@ func testBatch(s *suite) {
 			s.Fatalf("CompleteBatch = %v, want item %d %v", cerrs, i, w)
 		}
 	}
-	s.want(free, "", dedupe.Done)
-	s.want(dup, "", dedupe.Done)
-	s.want(flight, "", dedupe.InFlight)
+	s.want(free, "", dedupe.Suppressed)
+	s.want(dup, "", dedupe.Suppressed)
+	s.want(flight, "", dedupe.Busy)
 
 	r1, r2 := s.acquire(s.ref("r1"), long), s.acquire(s.ref("r2"), long)
-	rerrs, err := dedupe.ReleaseBatch(ctx, s.store, []dedupe.Ticket{
+	rerrs, err := s.store.Release(ctx, []dedupe.Ticket{
 		r1, {Ref: r2.Ref, Token: "bogus"}, tickets[0], flightTk, {Ref: bad, Token: "bogus"},
 	})
 	if err != nil {
@@ -965,19 +958,19 @@ func testBatch(s *suite) {
 		}
 	}
 	s.acquire(r1.Ref, long)
-	s.want(r2.Ref, "", dedupe.InFlight)
-	s.want(free, "", dedupe.Done)
+	s.want(r2.Ref, "", dedupe.Busy)
+	s.want(free, "", dedupe.Suppressed)
 	s.acquire(flight, long)
 
 	s.Run("Empty", func(t *testing.T) {
-		res, errs, err := dedupe.ClaimBatch(ctx, s.store, nil)
+		res, errs, err := s.store.Claim(ctx, nil)
 		if len(res) != 0 || len(errs) != 0 || err != nil {
 			t.Errorf("ClaimBatch(nil) = %v, %v, %v; want nothing", res, errs, err)
 		}
-		if errs, err := dedupe.CompleteBatch(ctx, s.store, nil, long); len(errs) != 0 || err != nil {
+		if errs, err := s.store.Complete(ctx, nil, long); len(errs) != 0 || err != nil {
 			t.Errorf("CompleteBatch(nil) = %v, %v; want nothing", errs, err)
 		}
-		if errs, err := dedupe.ReleaseBatch(ctx, s.store, nil); len(errs) != 0 || err != nil {
+		if errs, err := s.store.Release(ctx, nil); len(errs) != 0 || err != nil {
 			t.Errorf("ReleaseBatch(nil) = %v, %v; want nothing", errs, err)
 		}
 	})
@@ -987,23 +980,23 @@ func testBatch(s *suite) {
 		for i := range reqs {
 			reqs[i] = dedupe.ClaimRequest{Ref: s.ref(fmt.Sprint(i)), Lease: long, Fingerprint: fmt.Sprint(i)}
 		}
-		res, errs, err := dedupe.ClaimBatch(ctx, s.store, reqs)
+		res, errs, err := s.store.Claim(ctx, reqs)
 		if err != nil {
 			s.Fatalf("ClaimBatch: %v", err)
 		}
 		tickets := make([]dedupe.Ticket, len(res))
 		for i, r := range res {
-			if r.Status != dedupe.Acquired || errs[i] != nil {
-				s.Fatalf("ClaimBatch item %d = %v, %v", i, r.Status, errs[i])
+			if r.Outcome != dedupe.Acquired || errs[i] != nil {
+				s.Fatalf("ClaimBatch item %d = %v, %v", i, r.Outcome, errs[i])
 			}
 			tickets[i] = dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}
 		}
-		cerrs, err := dedupe.CompleteBatch(ctx, s.store, tickets, long)
+		cerrs, err := s.store.Complete(ctx, tickets, long)
 		if err != nil || slices.ContainsFunc(cerrs, func(e error) bool { return e != nil }) {
 			s.Fatalf("CompleteBatch = %v, %v", cerrs, err)
 		}
-		res, _, err = dedupe.ClaimBatch(ctx, s.store, reqs)
-		if err != nil || slices.ContainsFunc(res, func(r dedupe.ClaimResult) bool { return r.Status != dedupe.Done }) {
+		res, _, err = s.store.Claim(ctx, reqs)
+		if err != nil || slices.ContainsFunc(res, func(r dedupe.ClaimResult) bool { return r.Outcome != dedupe.Suppressed }) {
 			s.Fatalf("ClaimBatch after completing: %v, err %v; want all done", res, err)
 		}
 	})
@@ -1032,7 +1025,7 @@ func testFailedBatch(s *suite) {
 		fail func(s *suite, batch func(string) []dedupe.ClaimRequest, check func([]dedupe.ClaimRequest))
 	}{
 		{"Deadline", failByDeadline},
-		{"Fault", failByFault},
+		{"testkit.Fault", failByFault},
 	}
 	for _, tc := range tests {
 		s.Run(tc.name, func(t *testing.T) {
@@ -1051,7 +1044,7 @@ func testFailedBatch(s *suite) {
 			// is as it was before the batch.
 			check := func(reqs []dedupe.ClaimRequest) {
 				s.Helper()
-				res, errs, err := dedupe.ClaimBatch(s.Context(), s.store, reqs)
+				res, errs, err := s.store.Claim(s.Context(), reqs)
 				if err != nil {
 					s.Fatalf("ClaimBatch after a failed batch: %v", err)
 				}
@@ -1059,11 +1052,11 @@ func testFailedBatch(s *suite) {
 				for i, r := range res {
 					want := dedupe.Acquired
 					if i%every == 0 {
-						want = dedupe.Done
+						want = dedupe.Suppressed
 					}
-					if errs[i] != nil || r.Status != want {
+					if errs[i] != nil || r.Outcome != want {
 						if held == 0 {
-							s.Errorf("ClaimBatch of %q after a failed batch = %v, %v; want %v", reqs[i].Ref, r.Status, errs[i], want)
+							s.Errorf("ClaimBatch of %q after a failed batch = %v, %v; want %v", reqs[i].Ref, r.Outcome, errs[i], want)
 						}
 						held++
 					}
@@ -1084,7 +1077,7 @@ func failByDeadline(s *suite, batch func(string) []dedupe.ClaimRequest, check fu
 	var took time.Duration
 	for i := range 2 { // the first may prepare what the second reuses
 		start := time.Now()
-		if _, _, err := dedupe.ClaimBatch(s.Context(), s.store, batch(fmt.Sprint("warm", i, "-"))); err != nil {
+		if _, _, err := s.store.Claim(s.Context(), batch(fmt.Sprint("warm", i, "-"))); err != nil {
 			s.Fatalf("ClaimBatch: %v", err)
 		}
 		took = time.Since(start)
@@ -1094,7 +1087,7 @@ func failByDeadline(s *suite, batch func(string) []dedupe.ClaimRequest, check fu
 	for i := 1; i < steps; i++ {
 		reqs := batch(fmt.Sprint("deadline", i, "-"))
 		ctx, cancel := context.WithTimeout(s.Context(), took*time.Duration(i)/steps)
-		_, _, err := dedupe.ClaimBatch(ctx, s.store, reqs)
+		_, _, err := s.store.Claim(ctx, reqs)
 		cancel()
 		if err == nil {
 			continue
@@ -1112,11 +1105,11 @@ func failByDeadline(s *suite, batch func(string) []dedupe.ClaimRequest, check fu
 // for a store without batches, and fails a claim in the middle before it
 // reaches the store.
 func failByFault(s *suite, batch func(string) []dedupe.ClaimRequest, check func([]dedupe.ClaimRequest)) {
-	fs := NewFaultStore(s.store)
+	fs := testkit.NewFaultStore(s.store)
 	reqs := batch("fault")[:100] // a key per call
-	fs.Inject(Fault{Ops: OpClaim, Nth: len(reqs) / 2})
-	_, _, err := dedupe.ClaimBatch(s.Context(), plainStore{fs}, reqs)
-	if !errors.Is(err, ErrInjected) {
+	fs.Inject(testkit.Fault{Ops: testkit.OpClaim, Nth: len(reqs) / 2})
+	_, _, err := plainStore{fs}.Claim(s.Context(), reqs)
+	if !errors.Is(err, testkit.ErrInjected) {
 		s.Fatalf("ClaimBatch with a failing claim = %v, want the injected fault", err)
 	}
 	check(reqs)
@@ -1130,21 +1123,21 @@ type plainStore struct{ dedupe.Store }
 func testDurations(s *suite) {
 	r := s.ref("k")
 	for _, d := range []time.Duration{0, -time.Second} {
-		res, err := s.store.Claim(s.Context(), dedupe.ClaimRequest{Ref: r, Lease: d})
+		res, err := testkit.Claim(s.Context(), s.store, dedupe.ClaimRequest{Ref: r, Lease: d})
 		if err == nil || isSentinel(err) {
-			s.Errorf("Claim with lease %v = %v, %v; want a plain error", d, res.Status, err)
+			s.Errorf("Claim with lease %v = %v, %v; want a plain error", d, res.Outcome, err)
 		}
 	}
 	tk := s.acquire(r, long)
 	for _, d := range []time.Duration{0, -time.Second} {
-		if err := s.store.Complete(s.Context(), tk, d); err == nil || isSentinel(err) {
+		if err := testkit.Complete(s.Context(), s.store, tk, d); err == nil || isSentinel(err) {
 			s.Errorf("Complete with retention %v = %v, want a plain error", d, err)
 		}
 		if err := s.store.Extend(s.Context(), tk, d); err == nil || isSentinel(err) {
 			s.Errorf("Extend with lease %v = %v, want a plain error", d, err)
 		}
 	}
-	s.want(r, "", dedupe.InFlight)
+	s.want(r, "", dedupe.Busy)
 	s.complete(tk, long, nil)
 }
 
@@ -1173,20 +1166,20 @@ func testCancelledContext(s *suite) {
 					t.Errorf("%s = %v, want %v", what, err, c.want)
 				}
 			}
-			_, err := s.store.Claim(c.ctx, dedupe.ClaimRequest{Ref: free, Lease: long})
+			_, err := testkit.Claim(c.ctx, s.store, dedupe.ClaimRequest{Ref: free, Lease: long})
 			check("Claim", err)
-			check("Complete", s.store.Complete(c.ctx, tk, long))
+			check("Complete", testkit.Complete(c.ctx, s.store, tk, long))
 			check("Extend", s.store.Extend(c.ctx, tk, time.Millisecond))
-			check("Release", s.store.Release(c.ctx, tk))
-			_, _, err = dedupe.ClaimBatch(c.ctx, s.store, []dedupe.ClaimRequest{{Ref: free, Lease: long}})
+			check("Release", testkit.Release(c.ctx, s.store, tk))
+			_, _, err = s.store.Claim(c.ctx, []dedupe.ClaimRequest{{Ref: free, Lease: long}})
 			check("ClaimBatch", err)
-			_, err = dedupe.CompleteBatch(c.ctx, s.store, []dedupe.Ticket{tk}, long)
+			_, err = s.store.Complete(c.ctx, []dedupe.Ticket{tk}, long)
 			check("CompleteBatch", err)
-			_, err = dedupe.ReleaseBatch(c.ctx, s.store, []dedupe.Ticket{tk})
+			_, err = s.store.Release(c.ctx, []dedupe.Ticket{tk})
 			check("ReleaseBatch", err)
 
 			s.acquire(free, long)
-			s.want(owned, "", dedupe.InFlight)
+			s.want(owned, "", dedupe.Busy)
 			s.complete(tk, long, nil)
 		})
 	}
@@ -1199,39 +1192,39 @@ func testCancelledContext(s *suite) {
 func testFaults(s *suite) {
 	type env struct {
 		*suite
-		fs *FaultStore
+		fs *testkit.FaultStore
 	}
 	setup := func(t *testing.T) env {
 		sub := s.sub(t)
-		fs := NewFaultStore(s.store)
+		fs := testkit.NewFaultStore(s.store)
 		sub.store = fs
 		return env{sub, fs}
 	}
 	injected := func(t *testing.T, what string, err error) {
 		t.Helper()
-		if !errors.Is(err, ErrInjected) || isSentinel(err) {
+		if !errors.Is(err, testkit.ErrInjected) || isSentinel(err) {
 			t.Fatalf("%s = %v, want the injected fault", what, err)
 		}
 	}
 	s.Run("ClaimBefore", func(t *testing.T) {
 		e := setup(t)
 		r := e.ref("k")
-		e.fs.Inject(Fault{Ops: OpClaim, Nth: 1})
-		_, err := e.fs.Claim(e.Context(), dedupe.ClaimRequest{Ref: r, Lease: long})
+		e.fs.Inject(testkit.Fault{Ops: testkit.OpClaim, Nth: 1})
+		_, err := testkit.Claim(e.Context(), e.fs, dedupe.ClaimRequest{Ref: r, Lease: long})
 		injected(t, "Claim", err)
 		e.acquire(r, long)
 	})
 	s.Run("ClaimAfter", func(t *testing.T) {
 		e := setup(t)
 		r := e.ref("k")
-		e.fs.Inject(Fault{Ops: OpClaim, Nth: 1, After: true})
+		e.fs.Inject(testkit.Fault{Ops: testkit.OpClaim, Nth: 1, After: true})
 		sent := time.Now()
-		_, err := e.fs.Claim(e.Context(), dedupe.ClaimRequest{Ref: r, Lease: e.f.Lease})
+		_, err := testkit.Claim(e.Context(), e.fs, dedupe.ClaimRequest{Ref: r, Lease: e.f.Lease})
 		injected(t, "Claim", err)
 		// The lost claim holds the key until its lease ends, never longer.
-		if res := e.claimFP(r, long, ""); res.Status != dedupe.InFlight {
-			if !e.stalled(sent, e.f.Lease, "Claim after a lost claim = "+res.Status.String()) {
-				t.Fatalf("Claim after a lost claim = %v, want in flight", res.Status)
+		if res := e.claimFP(r, long, ""); res.Outcome != dedupe.Busy {
+			if !e.stalled(sent, e.f.Lease, "Claim after a lost claim = "+res.Outcome.String()) {
+				t.Fatalf("Claim after a lost claim = %v, want in flight", res.Outcome)
 			}
 			return
 		}
@@ -1242,28 +1235,28 @@ func testFaults(s *suite) {
 		e := setup(t)
 		r := e.ref("k")
 		tk := e.acquire(r, long)
-		e.fs.Inject(Fault{Ops: OpComplete, Nth: 1})
-		injected(t, "Complete", e.fs.Complete(e.Context(), tk, long))
-		e.want(r, "", dedupe.InFlight)
+		e.fs.Inject(testkit.Fault{Ops: testkit.OpComplete, Nth: 1})
+		injected(t, "Complete", testkit.Complete(e.Context(), e.fs, tk, long))
+		e.want(r, "", dedupe.Busy)
 		e.complete(tk, long, nil)
-		e.want(r, "", dedupe.Done)
+		e.want(r, "", dedupe.Suppressed)
 	})
 	s.Run("CompleteAfter", func(t *testing.T) {
 		e := setup(t)
 		r := e.ref("k")
 		tk := e.acquire(r, long)
-		e.fs.Inject(Fault{Ops: OpComplete, Nth: 1, After: true})
-		injected(t, "Complete", e.fs.Complete(e.Context(), tk, long))
-		e.want(r, "", dedupe.Done)
+		e.fs.Inject(testkit.Fault{Ops: testkit.OpComplete, Nth: 1, After: true})
+		injected(t, "Complete", testkit.Complete(e.Context(), e.fs, tk, long))
+		e.want(r, "", dedupe.Suppressed)
 		e.complete(tk, long, nil)
 	})
 	s.Run("ReleaseBefore", func(t *testing.T) {
 		e := setup(t)
 		r := e.ref("k")
 		tk := e.acquire(r, long)
-		e.fs.Inject(Fault{Ops: OpRelease, Nth: 1})
-		injected(t, "Release", e.fs.Release(e.Context(), tk))
-		e.want(r, "", dedupe.InFlight)
+		e.fs.Inject(testkit.Fault{Ops: testkit.OpRelease, Nth: 1})
+		injected(t, "Release", testkit.Release(e.Context(), e.fs, tk))
+		e.want(r, "", dedupe.Busy)
 		e.release(tk, nil)
 		e.acquire(r, long)
 	})
@@ -1271,8 +1264,8 @@ func testFaults(s *suite) {
 		e := setup(t)
 		r := e.ref("k")
 		tk := e.acquire(r, long)
-		e.fs.Inject(Fault{Ops: OpRelease, Nth: 1, After: true})
-		injected(t, "Release", e.fs.Release(e.Context(), tk))
+		e.fs.Inject(testkit.Fault{Ops: testkit.OpRelease, Nth: 1, After: true})
+		injected(t, "Release", testkit.Release(e.Context(), e.fs, tk))
 		e.release(tk, dedupe.ErrLeaseLost)
 		e.acquire(r, long)
 	})
@@ -1280,7 +1273,7 @@ func testFaults(s *suite) {
 		e := setup(t)
 		r := e.ref("k")
 		tk := e.acquire(r, long)
-		e.fs.Inject(Fault{Ops: OpExtend, Nth: 1, After: true})
+		e.fs.Inject(testkit.Fault{Ops: testkit.OpExtend, Nth: 1, After: true})
 		injected(t, "Extend", e.fs.Extend(e.Context(), tk, long))
 		e.extend(tk, long, nil)
 		e.complete(tk, long, nil)
@@ -1288,26 +1281,26 @@ func testFaults(s *suite) {
 	s.Run("BatchAfter", func(t *testing.T) {
 		e := setup(t)
 		reqs := []dedupe.ClaimRequest{{Ref: e.ref("a"), Lease: long}, {Ref: e.ref("b"), Lease: long}}
-		e.fs.Inject(Fault{Ops: OpClaimBatch, Nth: 1, After: true})
-		_, _, err := e.fs.ClaimBatch(e.Context(), reqs)
+		e.fs.Inject(testkit.Fault{Ops: testkit.OpClaim, Nth: 1, After: true})
+		_, _, err := e.fs.Claim(e.Context(), reqs)
 		injected(t, "ClaimBatch", err)
 		for _, r := range reqs {
-			e.want(r.Ref, "", dedupe.InFlight)
+			e.want(r.Ref, "", dedupe.Busy)
 		}
 
 		var tickets []dedupe.Ticket
 		for _, k := range []string{"c", "d"} {
 			tickets = append(tickets, e.acquire(e.ref(k), long))
 		}
-		e.fs.Inject(Fault{Ops: OpCompleteBatch, Nth: 1, After: true})
-		_, err = e.fs.CompleteBatch(e.Context(), tickets, long)
+		e.fs.Inject(testkit.Fault{Ops: testkit.OpComplete, Nth: 1, After: true})
+		_, err = e.fs.Complete(e.Context(), tickets, long)
 		injected(t, "CompleteBatch", err)
-		errs, err := e.fs.CompleteBatch(e.Context(), tickets, long)
+		errs, err := e.fs.Complete(e.Context(), tickets, long)
 		if err != nil || slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
 			t.Fatalf("CompleteBatch retry = %v, %v; want success", errs, err)
 		}
 		for _, tk := range tickets {
-			e.want(tk.Ref, "", dedupe.Done)
+			e.want(tk.Ref, "", dedupe.Suppressed)
 		}
 	})
 }
@@ -1348,7 +1341,7 @@ func testHostileKeys(s *suite) {
 		s.complete(s.acquire(r, long), long, nil)
 	}
 	for _, key := range hostile {
-		s.want(s.ref(key), "", dedupe.Done)
+		s.want(s.ref(key), "", dedupe.Suppressed)
 	}
 	claimed := map[string]bool{}
 	for key, misses := range nearMiss {
@@ -1357,8 +1350,8 @@ func testHostileKeys(s *suite) {
 				continue
 			}
 			claimed[m] = true
-			if res := s.claimFP(s.ref(m), long, ""); res.Status != dedupe.Acquired {
-				s.Errorf("Claim(%q) after completing %q = %v, want acquired", m, key, res.Status)
+			if res := s.claimFP(s.ref(m), long, ""); res.Outcome != dedupe.Acquired {
+				s.Errorf("Claim(%q) after completing %q = %v, want acquired", m, key, res.Outcome)
 			}
 		}
 	}
@@ -1369,7 +1362,7 @@ func testHostileKeys(s *suite) {
 			{Namespace: s.id + part, Group: "g", Key: "k"},
 		} {
 			s.complete(s.acquire(r, long), long, nil)
-			s.want(r, "", dedupe.Done)
+			s.want(r, "", dedupe.Suppressed)
 		}
 	}
 	s.acquire(dedupe.Ref{Namespace: s.id, Group: "x", Key: "k"}, long)
@@ -1380,11 +1373,11 @@ func testHostileKeys(s *suite) {
 		s.ref(strings.Repeat("k", msgkey.MaxLen)),
 		s.ref(strings.Repeat("🙂", msgkey.MaxLen/4) + strings.Repeat("k", msgkey.MaxLen%4)),
 		s.ref(strings.Repeat("é", msgkey.MaxLen/2) + strings.Repeat("k", msgkey.MaxLen%2)),
-		{Namespace: s.id, Group: strings.Repeat("g", dedupe.MaxGroupLen-len(s.id)) + s.id, Key: "k"},
-		{Namespace: s.id + strings.Repeat("n", dedupe.MaxNamespaceLen-len(s.id)), Group: "g", Key: "k"},
+		{Namespace: s.id, Group: strings.Repeat("g", dedupekit.MaxGroupLen-len(s.id)) + s.id, Key: "k"},
+		{Namespace: s.id + strings.Repeat("n", dedupekit.MaxNamespaceLen-len(s.id)), Group: "g", Key: "k"},
 	} {
 		s.complete(s.acquire(r, long), long, nil)
-		s.want(r, "", dedupe.Done)
+		s.want(r, "", dedupe.Suppressed)
 	}
 }
 
@@ -1402,8 +1395,8 @@ func (s *suite) invalidRefs() []dedupe.Ref {
 	return append(refs,
 		dedupe.Ref{Namespace: s.id, Group: "", Key: "k"},
 		dedupe.Ref{Namespace: s.id, Group: "g\n", Key: "k"},
-		dedupe.Ref{Namespace: s.id, Group: strings.Repeat("g", dedupe.MaxGroupLen+1), Key: "k"},
-		dedupe.Ref{Namespace: s.id + strings.Repeat("n", dedupe.MaxNamespaceLen), Group: "g", Key: "k"},
+		dedupe.Ref{Namespace: s.id, Group: strings.Repeat("g", dedupekit.MaxGroupLen+1), Key: "k"},
+		dedupe.Ref{Namespace: s.id + strings.Repeat("n", dedupekit.MaxNamespaceLen), Group: "g", Key: "k"},
 		dedupe.Ref{Namespace: s.id + "\xff", Group: "g", Key: "k"},
 	)
 }
@@ -1412,15 +1405,15 @@ func testInvalidKeys(s *suite) {
 	ctx := s.Context()
 	refs := s.invalidRefs()
 	for _, r := range refs {
-		if r.Validate() == nil {
+		if dedupekit.CheckRef(r.Namespace, r.Group, r.Key) == nil {
 			s.Fatalf("suite bug: %q is valid", r)
 		}
-		_, err := s.store.Claim(ctx, dedupe.ClaimRequest{Ref: r, Lease: long})
+		_, err := testkit.Claim(ctx, s.store, dedupe.ClaimRequest{Ref: r, Lease: long})
 		tk := dedupe.Ticket{Ref: r, Token: "bogus"}
 		for what, err := range map[string]error{
 			"Claim":    err,
-			"Complete": s.store.Complete(ctx, tk, long),
-			"Release":  s.store.Release(ctx, tk),
+			"Complete": testkit.Complete(ctx, s.store, tk, long),
+			"Release":  testkit.Release(ctx, s.store, tk),
 			"Extend":   s.store.Extend(ctx, tk, long),
 		} {
 			if !errors.Is(err, dedupe.ErrInvalidKey) {
@@ -1433,12 +1426,12 @@ func testInvalidKeys(s *suite) {
 	for _, r := range refs {
 		reqs = append(reqs, dedupe.ClaimRequest{Ref: r, Lease: long})
 	}
-	res, errs, err := dedupe.ClaimBatch(ctx, s.store, reqs)
+	res, errs, err := s.store.Claim(ctx, reqs)
 	if err != nil {
 		s.Fatalf("ClaimBatch: %v", err)
 	}
-	if res[0].Status != dedupe.Acquired || errs[0] != nil {
-		s.Errorf("ClaimBatch item 0 = %v, %v; want acquired", res[0].Status, errs[0])
+	if res[0].Outcome != dedupe.Acquired || errs[0] != nil {
+		s.Errorf("ClaimBatch item 0 = %v, %v; want acquired", res[0].Outcome, errs[0])
 	}
 	for i := 1; i < len(reqs); i++ {
 		if !errors.Is(errs[i], dedupe.ErrInvalidKey) {
@@ -1470,8 +1463,8 @@ func testVerbatim(s *suite) {
 		r0 := dedupe.Ref{Namespace: "dedupetest", Group: group, Key: pair[0]}
 		r1 := dedupe.Ref{Namespace: "dedupetest", Group: group, Key: pair[1]}
 		s.acquire(r0, long)
-		if res := s.claimFP(r1, long, ""); res.Status != dedupe.Acquired {
-			s.Errorf("Claim(%q) after claiming %q = %v, want acquired", pair[1], pair[0], res.Status)
+		if res := s.claimFP(r1, long, ""); res.Outcome != dedupe.Acquired {
+			s.Errorf("Claim(%q) after claiming %q = %v, want acquired", pair[1], pair[0], res.Outcome)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -124,7 +125,7 @@ func (s *suite) listAll(in dedupe.Inspector, req dedupe.ListRequest) []dedupe.Re
 	s.Helper()
 	limit := req.Limit
 	if limit == 0 {
-		limit = dedupe.DefaultListLimit
+		limit = dedupekit.DefaultListLimit
 	}
 	var all []dedupe.Record
 	for pages := 0; ; pages++ {
@@ -353,7 +354,7 @@ func testInspectForget(s *suite, in dedupe.Inspector) {
 	// A done key runs again.
 	r = s.ref("done")
 	s.complete(s.acquire(r, long), long, nil)
-	s.want(r, "", dedupe.Done)
+	s.want(r, "", dedupe.Suppressed)
 	forget(r, true)
 	forget(r, false)
 	s.acquire(r, long)
@@ -393,13 +394,13 @@ func testInspectInvalid(s *suite, in dedupe.Inspector) {
 		}
 		// The key becomes the prefix of a listing; "" is a good one.
 		req := dedupe.ListRequest{Namespace: r.Namespace, Group: r.Group, Prefix: r.Key}
-		if req.Validate() == nil {
+		if dedupekit.CheckList(req.Namespace, req.Group, req.Prefix, req.Limit) == nil {
 			continue
 		}
 		if _, _, err := in.List(ctx, req); !errors.Is(err, dedupe.ErrInvalidKey) {
 			s.Errorf("List(%.60q, %.60q, prefix %.60q) = %v, want ErrInvalidKey", req.Namespace, req.Group, req.Prefix, err)
 		}
-		if (dedupe.Ref{Namespace: r.Namespace, Group: r.Group, Key: "k"}).Validate() != nil {
+		if dedupekit.CheckRef(r.Namespace, r.Group, "k") != nil {
 			if _, err := in.Stats(ctx, r.Namespace, r.Group); !errors.Is(err, dedupe.ErrInvalidKey) {
 				s.Errorf("Stats(%.60q, %.60q) = %v, want ErrInvalidKey", r.Namespace, r.Group, err)
 			}

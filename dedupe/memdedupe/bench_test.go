@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // benchLease is the lease of the benchmarks' claims: no run outlives it.
@@ -100,23 +101,23 @@ func run(b *testing.B, mode string, size int, retention time.Duration, s *memded
 // cycle claims reqs and completes them with tickets, which has their length.
 func cycle(ctx context.Context, s dedupe.Store, reqs []dedupe.ClaimRequest, tickets []dedupe.Ticket, retention time.Duration) error {
 	if len(reqs) == 1 {
-		res, err := s.Claim(ctx, reqs[0])
-		if err != nil || res.Status != dedupe.Acquired {
-			return fmt.Errorf("Claim = %v, %v", res.Status, err)
+		res, err := testkit.Claim(ctx, s, reqs[0])
+		if err != nil || res.Outcome != dedupe.Acquired {
+			return fmt.Errorf("Claim = %v, %v", res.Outcome, err)
 		}
-		return s.Complete(ctx, dedupe.Ticket{Ref: reqs[0].Ref, Token: res.Token}, retention)
+		return testkit.Complete(ctx, s, dedupe.Ticket{Ref: reqs[0].Ref, Token: res.Token}, retention)
 	}
-	res, errs, err := dedupe.ClaimBatch(ctx, s, reqs)
+	res, errs, err := s.Claim(ctx, reqs)
 	if err != nil {
 		return err
 	}
 	for i, r := range res {
-		if errs[i] != nil || r.Status != dedupe.Acquired {
-			return fmt.Errorf("ClaimBatch item %d = %v, %v", i, r.Status, errs[i])
+		if errs[i] != nil || r.Outcome != dedupe.Acquired {
+			return fmt.Errorf("ClaimBatch item %d = %v, %v", i, r.Outcome, errs[i])
 		}
 		tickets[i] = dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}
 	}
-	errs, err = dedupe.CompleteBatch(ctx, s, tickets, retention)
+	errs, err = s.Complete(ctx, tickets, retention)
 	if err != nil {
 		return err
 	}

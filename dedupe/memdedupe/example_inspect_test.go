@@ -7,6 +7,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // An operator lists a group's records page by page, then forgets one that a
@@ -17,9 +18,9 @@ func ExampleStore_List() {
 	ctx := context.Background()
 	for _, key := range []string{"order-1001", "order-1002", "order-1003", "refund-7"} {
 		req := dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "billing", Key: key}, Lease: time.Minute}
-		res, _ := store.Claim(ctx, req)
+		res, _ := testkit.Claim(ctx, store, req)
 		if key != "order-1003" {
-			_ = store.Complete(ctx, dedupe.Ticket{Ref: req.Ref, Token: res.Token}, time.Hour)
+			_ = testkit.Complete(ctx, store, dedupe.Ticket{Ref: req.Ref, Token: res.Token}, time.Hour)
 		}
 	}
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // A consumer claims a message and dies; once its lease has run out another
@@ -19,20 +20,20 @@ func Example() {
 	ctx := context.Background()
 	req := dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "billing", Key: "order-1003"}, Lease: 30 * time.Second}
 
-	first, _ := store.Claim(ctx, req)
-	second, _ := store.Claim(ctx, req)
-	fmt.Println(first.Status, second.Status, second.Remaining)
+	first, _ := testkit.Claim(ctx, store, req)
+	second, _ := testkit.Claim(ctx, store, req)
+	fmt.Println(first.Outcome, second.Outcome, second.Remaining)
 
 	now = now.Add(time.Minute)
-	third, _ := store.Claim(ctx, req)
-	fmt.Println(third.Status)
+	third, _ := testkit.Claim(ctx, store, req)
+	fmt.Println(third.Outcome)
 
-	err := store.Complete(ctx, dedupe.Ticket{Ref: req.Ref, Token: first.Token}, time.Hour)
+	err := testkit.Complete(ctx, store, dedupe.Ticket{Ref: req.Ref, Token: first.Token}, time.Hour)
 	fmt.Println(errors.Is(err, dedupe.ErrLeaseLost))
 
-	err = store.Complete(ctx, dedupe.Ticket{Ref: req.Ref, Token: third.Token}, time.Hour)
-	again, _ := store.Claim(ctx, req)
-	fmt.Println(err, again.Status, again.Remaining)
+	err = testkit.Complete(ctx, store, dedupe.Ticket{Ref: req.Ref, Token: third.Token}, time.Hour)
+	again, _ := testkit.Claim(ctx, store, req)
+	fmt.Println(err, again.Outcome, again.Remaining)
 	// Output:
 	// acquired in-flight 30s
 	// acquired

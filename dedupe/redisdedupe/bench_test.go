@@ -139,24 +139,24 @@ func storeCycle(s dedupe.Store, size int) cycle {
 			reqs[i] = dedupe.ClaimRequest{Ref: dedupe.Ref{Group: group, Key: strconv.Itoa(first + i)}, Lease: benchLease}
 		}
 		if size == 1 {
-			res, err := s.Claim(ctx, reqs[0])
-			if err != nil || res.Status != dedupe.Acquired {
-				return fmt.Errorf("Claim = %v, %v", res.Status, err)
+			res, err := testkit.Claim(ctx, s, reqs[0])
+			if err != nil || res.Outcome != dedupe.Acquired {
+				return fmt.Errorf("Claim = %v, %v", res.Outcome, err)
 			}
-			return s.Complete(ctx, dedupe.Ticket{Ref: reqs[0].Ref, Token: res.Token}, benchRetention)
+			return testkit.Complete(ctx, s, dedupe.Ticket{Ref: reqs[0].Ref, Token: res.Token}, benchRetention)
 		}
-		res, errs, err := dedupe.ClaimBatch(ctx, s, reqs)
+		res, errs, err := s.Claim(ctx, reqs)
 		if err != nil {
 			return err
 		}
 		tickets := make([]dedupe.Ticket, size)
 		for i, r := range res {
-			if errs[i] != nil || r.Status != dedupe.Acquired {
-				return fmt.Errorf("ClaimBatch item %d = %v, %v", i, r.Status, errs[i])
+			if errs[i] != nil || r.Outcome != dedupe.Acquired {
+				return fmt.Errorf("ClaimBatch item %d = %v, %v", i, r.Outcome, errs[i])
 			}
 			tickets[i] = dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}
 		}
-		errs, err = dedupe.CompleteBatch(ctx, s, tickets, benchRetention)
+		errs, err = s.Complete(ctx, tickets, benchRetention)
 		if err != nil {
 			return err
 		}

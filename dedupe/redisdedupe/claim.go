@@ -10,65 +10,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 )
 
 // Claim implements [dedupe.Store].
-func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
-	res, err := s.claimOne(ctx, req)
-	if err != nil {
-		return dedupe.ClaimResult{}, fmt.Errorf("redisdedupe: claim %q: %w", req.Ref, err)
-	}
-	return res, nil
-}
-
-// claimOne is Claim without the batch's slices, which would double the
-// allocations of a consumer's commonest call.
-func (s *Store) claimOne(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
-	if req.Lease <= 0 {
-		return dedupe.ClaimResult{}, fmt.Errorf("lease %v must be positive", req.Lease)
-	}
-	if err := req.Validate(); err != nil {
-		return dedupe.ClaimResult{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return dedupe.ClaimResult{}, err
-	}
-	native, err := s.native(ctx)
-	if err != nil {
-		return dedupe.ClaimResult{}, err
-	}
-	it := item{key: s.Key(req.Ref), rec: newRecord(req.Fingerprint)}
-	if !native {
-		return s.claimSlow(ctx, req, it, s.claimByScript)
-	}
-	cmd := setNX(ctx, it.key, it.rec, box(&s.lease, req.Lease))
-	_ = s.client.Process(ctx, cmd)
-	switch set, err := cmd.Result(); {
-	case err != nil:
-		s.giveBack(ctx, []dedupe.ClaimRequest{req}, []item{it})
-		return dedupe.ClaimResult{}, err
-	case set:
-		return dedupe.ClaimResult{Status: dedupe.Acquired, Token: it.token()}, nil
-	}
-	return s.claimSlow(ctx, req, it, s.claimFound)
-}
-
-// claimSlow answers the claim it of req with step, a stage of a batch's
-// claim, as a batch of one.
-func (s *Store) claimSlow(ctx context.Context, req dedupe.ClaimRequest, it item,
-	step func(context.Context, []dedupe.ClaimRequest, []item, []dedupe.ClaimResult) error) (dedupe.ClaimResult, error) {
-	reqs, items, res := []dedupe.ClaimRequest{req}, []item{it}, make([]dedupe.ClaimResult, 1)
-	if err := step(ctx, reqs, items, res); err != nil {
-		s.giveBack(ctx, reqs, items)
-		return dedupe.ClaimResult{}, err
-	}
-	return res[0], nil
-}
-
-// ClaimBatch implements [dedupe.Batcher].
-func (s *Store) ClaimBatch(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
+func (s *Store) Claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
 	res, errs, err := s.claim(ctx, reqs)
 	if err != nil {
+		if len(reqs) == 1 {
+			return nil, nil, fmt.Errorf("redisdedupe: claim %q: %w", reqs[0].Ref, err)
+		}
 		return nil, nil, fmt.Errorf("redisdedupe: claim batch of %d: %w", len(reqs), err)
 	}
 	return res, errs, nil
@@ -93,11 +44,11 @@ func (s *Store) claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe
 	errs := make([]error, len(reqs))
 	items := make([]item, 0, len(reqs))
 	for i, r := range reqs {
-		if err := r.Validate(); err != nil {
+		if err := dedupekit.CheckClaim(r.Namespace, r.Group, r.Key, r.Lease, r.Fingerprint); err != nil {
 			errs[i] = fmt.Errorf("redisdedupe: claim %q: %w", r.Ref, err)
 			continue
 		}
-		items = append(items, item{i: i, key: s.Key(r.Ref), rec: newRecord(r.Fingerprint)})
+		items = append(items, item{i: i, key: s.key(r.Ref), rec: newRecord(r.Fingerprint)})
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
@@ -138,7 +89,7 @@ func (s *Store) claimNative(ctx context.Context, reqs []dedupe.ClaimRequest, ite
 		case err != nil:
 			return err
 		case set:
-			res[it.i] = dedupe.ClaimResult{Status: dedupe.Acquired, Token: it.token()}
+			res[it.i] = dedupe.ClaimResult{Outcome: dedupe.Acquired, Token: it.token()}
 		default:
 			found = append(found, it)
 		}
@@ -199,7 +150,7 @@ func (s *Store) claimFound(ctx context.Context, reqs []dedupe.ClaimRequest, item
 		case !timed:
 			res[it.i] = answer(st, it)
 		case ttl > 0 && expires > 0:
-			res[it.i] = dedupe.ClaimResult{Status: st, Until: time.UnixMilli(expires), Remaining: time.Duration(ttl) * time.Millisecond}
+			res[it.i] = dedupe.ClaimResult{Outcome: st, Until: time.UnixMilli(expires), Remaining: time.Duration(ttl) * time.Millisecond}
 		default:
 			changed = append(changed, it) // about to run out
 		}
@@ -214,9 +165,9 @@ func (s *Store) claimFound(ctx context.Context, reqs []dedupe.ClaimRequest, item
 // found old: its own record, written by an earlier send of the same
 // command (go-redis sends a command again when an answer is lost, and the
 // token is fresh per claim, so no other claim wrote it); a fingerprint
-// that conflicts, as [dedupe.FingerprintsConflict] says; or a live record
+// that conflicts, as [dedupekit.FingerprintsConflict] says; or a live record
 // done or in flight, whose answer needs its time left (timed).
-func decide(rec, fp, old string) (st dedupe.Status, timed bool) {
+func decide(rec, fp, old string) (st dedupe.Outcome, timed bool) {
 	if old == rec {
 		return dedupe.Acquired, false
 	}
@@ -224,21 +175,21 @@ func decide(rec, fp, old string) (st dedupe.Status, timed bool) {
 	if len(old) > 1+tokenLen {
 		had = old[1+tokenLen:]
 	}
-	if dedupe.FingerprintsConflict(had, fp) {
-		return dedupe.Conflict, false
+	if dedupekit.FingerprintsConflict(had, fp) {
+		return dedupe.Reused, false
 	}
 	if strings.HasPrefix(old, "d") {
-		return dedupe.Done, true
+		return dedupe.Suppressed, true
 	}
-	return dedupe.InFlight, true
+	return dedupe.Busy, true
 }
 
 // answer is the result of an untimed decision for it.
-func answer(st dedupe.Status, it item) dedupe.ClaimResult {
+func answer(st dedupe.Outcome, it item) dedupe.ClaimResult {
 	if st == dedupe.Acquired {
-		return dedupe.ClaimResult{Status: st, Token: it.token()}
+		return dedupe.ClaimResult{Outcome: st, Token: it.token()}
 	}
-	return dedupe.ClaimResult{Status: st}
+	return dedupe.ClaimResult{Outcome: st}
 }
 
 // claimByScript claims items with claimScript, one per (namespace, group).
@@ -270,13 +221,13 @@ func (s *Store) claimByScript(ctx context.Context, reqs []dedupe.ClaimRequest, i
 			left := time.Duration(max(ms, 1)) * time.Millisecond
 			switch code {
 			case codeAcquired:
-				res[it.i] = dedupe.ClaimResult{Status: dedupe.Acquired, Token: it.token()}
+				res[it.i] = dedupe.ClaimResult{Outcome: dedupe.Acquired, Token: it.token()}
 			case codeDone:
-				res[it.i] = dedupe.ClaimResult{Status: dedupe.Done, Until: now.Add(left), Remaining: left}
+				res[it.i] = dedupe.ClaimResult{Outcome: dedupe.Suppressed, Until: now.Add(left), Remaining: left}
 			case codeInFlight:
-				res[it.i] = dedupe.ClaimResult{Status: dedupe.InFlight, Until: now.Add(left), Remaining: left}
+				res[it.i] = dedupe.ClaimResult{Outcome: dedupe.Busy, Until: now.Add(left), Remaining: left}
 			case codeConflict:
-				res[it.i] = dedupe.ClaimResult{Status: dedupe.Conflict}
+				res[it.i] = dedupe.ClaimResult{Outcome: dedupe.Reused}
 			default:
 				return fmt.Errorf("script answered code %d", code)
 			}
@@ -295,7 +246,7 @@ func (s *Store) giveBack(ctx context.Context, reqs []dedupe.ClaimRequest, items 
 	for j, it := range items {
 		ts[j] = dedupe.Ticket{Ref: reqs[it.i].Ref, Token: it.token()}
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dedupe.GiveBackTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dedupekit.GiveBackTimeout)
 	defer cancel()
 	_, _ = s.owned(ctx, "release", releaseScript, ts)
 }

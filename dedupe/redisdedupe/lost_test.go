@@ -10,6 +10,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // TestClaimAnswerLost drops the connection after Redis ran a claim's SET or
@@ -58,7 +59,7 @@ func testClaimAnswerLost(t *testing.T, use func(*redisdedupe.Store)) {
 				warm[i] = r
 				warm[i].Key = "warm-" + r.Key
 			}
-			if _, _, err := s.ClaimBatch(t.Context(), warm); err != nil {
+			if _, _, err := s.Claim(t.Context(), warm); err != nil {
 				t.Fatal(err)
 			}
 			before := proxy.Dropped()
@@ -70,9 +71,9 @@ func testClaimAnswerLost(t *testing.T, use func(*redisdedupe.Store)) {
 			)
 			if len(reqs) == 1 {
 				res = make([]dedupe.ClaimResult, 1)
-				res[0], err = s.Claim(t.Context(), reqs[0])
+				res[0], err = testkit.Claim(t.Context(), s, reqs[0])
 			} else {
-				res, errs, err = s.ClaimBatch(t.Context(), reqs)
+				res, errs, err = s.Claim(t.Context(), reqs)
 			}
 			if proxy.Dropped() == before {
 				t.Fatal("the proxy dropped no answer")
@@ -81,18 +82,18 @@ func testClaimAnswerLost(t *testing.T, use func(*redisdedupe.Store)) {
 				t.Fatalf("claim whose first answer was lost: %v", err)
 			}
 			for i, r := range res {
-				if errs[i] != nil || r.Status != dedupe.Acquired {
-					t.Fatalf("claim %q whose first answer was lost = %v, %v; want acquired", reqs[i].Ref, r.Status, errs[i])
+				if errs[i] != nil || r.Outcome != dedupe.Acquired {
+					t.Fatalf("claim %q whose first answer was lost = %v, %v; want acquired", reqs[i].Ref, r.Outcome, errs[i])
 				}
 				tk := dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}
-				if err := s.Complete(t.Context(), tk, time.Hour); err != nil {
+				if err := testkit.Complete(t.Context(), s, tk, time.Hour); err != nil {
 					t.Fatalf("Complete(%q) with the token the claim answered: %v", reqs[i].Ref, err)
 				}
 			}
 			// Another claimant still finds the key taken.
-			other, err := s.Claim(t.Context(), reqs[0])
-			if err != nil || other.Status != dedupe.Done {
-				t.Errorf("Claim(%q) after completing = %v, %v; want done", reqs[0].Ref, other.Status, err)
+			other, err := testkit.Claim(t.Context(), s, reqs[0])
+			if err != nil || other.Outcome != dedupe.Suppressed {
+				t.Errorf("Claim(%q) after completing = %v, %v; want done", reqs[0].Ref, other.Outcome, err)
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/rediskey"
 )
 
@@ -28,8 +29,8 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports settings that cannot work.
-func (c Config) Validate() error {
+// validate reports settings that cannot work.
+func (c Config) validate() error {
 	if strings.ContainsAny(c.Prefix, "{}") {
 		return fmt.Errorf("redisdedupe: prefix %q holds a brace, which would break the cluster hash tag", c.Prefix)
 	}
@@ -133,10 +134,12 @@ type keyHead struct {
 	ns, group, head string
 }
 
-var (
-	_ dedupe.Store   = (*Store)(nil)
-	_ dedupe.Batcher = (*Store)(nil)
-)
+var _ dedupe.Store = (*Store)(nil)
+
+// checkRef reports whether ref can be stored.
+func checkRef(ref dedupe.Ref) error {
+	return dedupekit.CheckRef(ref.Namespace, ref.Group, ref.Key)
+}
 
 // New returns a Store that keeps its records through client, which the
 // caller owns: the Store never closes it. It does not reach the server: the
@@ -146,15 +149,14 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		return nil, errors.New("redisdedupe: nil client")
 	}
 	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	return &Store{client: client, prefix: cfg.Prefix}, nil
 }
 
-// Key returns the Redis key that holds r's record, for operators and tools
-// that inspect the store.
-func (s *Store) Key(r dedupe.Ref) string {
+// key returns the Redis key that holds r's record.
+func (s *Store) key(r dedupe.Ref) string {
 	h := s.head.Load()
 	if h == nil || h.ns != r.Namespace || h.group != r.Group {
 		h = &keyHead{ns: r.Namespace, group: r.Group, head: s.prefix + rediskey.HashTag(r.Namespace, r.Group) + ":"}
@@ -163,75 +165,23 @@ func (s *Store) Key(r dedupe.Ref) string {
 	return h.head + r.Key
 }
 
-// Complete implements [dedupe.Store].
-func (s *Store) Complete(ctx context.Context, t dedupe.Ticket, retention time.Duration) error {
-	if retention <= 0 {
-		return fmt.Errorf("redisdedupe: complete %q: retention %v must be positive", t.Ref, retention)
-	}
-	return s.ownedOne(ctx, "complete", completeScript, completeHash, t, box(&s.retention, retention), t.Token)
-}
-
-// Release implements [dedupe.Store].
-func (s *Store) Release(ctx context.Context, t dedupe.Ticket) error {
-	return s.ownedOne(ctx, "release", releaseScript, releaseHash, t, t.Token)
-}
-
 // Extend implements [dedupe.Store].
 func (s *Store) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
 	if lease <= 0 {
-		if err := t.Ref.Validate(); err != nil {
+		if err := checkRef(t.Ref); err != nil {
 			return fmt.Errorf("redisdedupe: extend %q: %w", t.Ref, err)
 		}
 		return fmt.Errorf("redisdedupe: extend %q: lease %v must be positive", t.Ref, lease)
 	}
-	return s.ownedOne(ctx, "extend", extendScript, extendHash, t, t.Token, box(&s.lease, lease))
-}
-
-// ownedOne runs script, whose hash is sha and which answers {1} if t's
-// token owns its record and {0} if not, over t's key with args. It builds
-// the EVALSHA itself, which saves half the allocations of script.Run on
-// the path of every message. op names the call in errors.
-func (s *Store) ownedOne(ctx context.Context, op string, script *redis.Script, sha any, t dedupe.Ticket, args ...any) error {
-	err := t.Ref.Validate()
-	if err == nil {
-		err = ctx.Err()
-	}
-	if err == nil {
-		cmdArgs := make([]any, 4+len(args))
-		cmdArgs[0], cmdArgs[1], cmdArgs[2], cmdArgs[3] = "evalsha", sha, 1, s.Key(t.Ref)
-		copy(cmdArgs[4:], args)
-		cmd := redis.NewCmd(ctx, cmdArgs...)
-		_ = s.client.Process(ctx, cmd)
-		if noScript(cmd) {
-			// Redis lost its script cache (a restart or SCRIPT FLUSH):
-			// the script never ran, so running it again is safe.
-			cmd = script.Run(ctx, s.client, []string{cmdArgs[3].(string)}, cmdArgs[4:]...)
-		}
-		err = owns(cmd)
-	}
+	errs, err := s.owned(ctx, "extend", extendScript, []dedupe.Ticket{t}, millis(lease))
 	if err != nil {
-		return fmt.Errorf("redisdedupe: %s %q: %w", op, t.Ref, err)
+		return fmt.Errorf("redisdedupe: extend %q: %w", t.Ref, err)
 	}
-	return nil
+	return errs[0]
 }
 
-// owns reads the answer of an owned script for one key.
-func owns(cmd *redis.Cmd) error {
-	v, err := cmd.Result()
-	if err != nil {
-		return err
-	}
-	switch n, _ := v.([]any); {
-	case len(n) != 1:
-		return fmt.Errorf("script answered %v for 1 key", v)
-	case n[0] != int64(1):
-		return dedupe.ErrLeaseLost
-	}
-	return nil
-}
-
-// CompleteBatch implements [dedupe.Batcher].
-func (s *Store) CompleteBatch(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
+// Complete implements [dedupe.Store].
+func (s *Store) Complete(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
 	if retention <= 0 {
 		return nil, fmt.Errorf("redisdedupe: complete batch of %d: retention %v must be positive", len(ts), retention)
 	}
@@ -242,8 +192,8 @@ func (s *Store) CompleteBatch(ctx context.Context, ts []dedupe.Ticket, retention
 	return errs, nil
 }
 
-// ReleaseBatch implements [dedupe.Batcher].
-func (s *Store) ReleaseBatch(ctx context.Context, ts []dedupe.Ticket) ([]error, error) {
+// Release implements [dedupe.Store].
+func (s *Store) Release(ctx context.Context, ts []dedupe.Ticket) ([]error, error) {
 	errs, err := s.owned(ctx, "release", releaseScript, ts)
 	if err != nil {
 		return nil, fmt.Errorf("redisdedupe: release batch of %d: %w", len(ts), err)
@@ -257,7 +207,7 @@ func (s *Store) owned(ctx context.Context, op string, script *redis.Script, ts [
 	errs := make([]error, len(ts))
 	valid := make([]int, 0, len(ts))
 	for i, t := range ts {
-		if err := t.Ref.Validate(); err != nil {
+		if err := checkRef(t.Ref); err != nil {
 			errs[i] = fmt.Errorf("redisdedupe: %s %q: %w", op, t.Ref, err)
 			continue
 		}
@@ -267,7 +217,7 @@ func (s *Store) owned(ctx context.Context, op string, script *redis.Script, ts [
 	for _, p := range parts {
 		p.args = append(p.args, head...)
 		for _, i := range p.idx {
-			p.keys = append(p.keys, s.Key(ts[i].Ref))
+			p.keys = append(p.keys, s.key(ts[i].Ref))
 			p.args = append(p.args, ts[i].Token)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // naiveSQL is the check-then-insert most hand-written dedupe does, two round
@@ -76,10 +77,10 @@ func BenchmarkClaimComplete(b *testing.B) {
 					measure(b, h, size, func(ctx context.Context) {
 						ts := claimAll(b, s, keys.next(size))
 						if size == 1 {
-							checkAll(b, nil, s.Complete(ctx, ts[0], time.Hour))
+							checkAll(b, nil, testkit.Complete(ctx, s, ts[0], time.Hour))
 							return
 						}
-						errs, err := s.CompleteBatch(ctx, ts, time.Hour)
+						errs, err := s.Complete(ctx, ts, time.Hour)
 						checkAll(b, errs, err)
 					})
 				})
@@ -154,8 +155,8 @@ func BenchmarkClaimTx(b *testing.B) {
 				}
 				defer tx.Rollback()
 				res, err := s.ClaimTx(ctx, tx, ref, "", time.Hour)
-				if err != nil || res.Status != dedupe.Acquired {
-					return fmt.Errorf("ClaimTx = %v, %v", res.Status, err)
+				if err != nil || res.Outcome != dedupe.Acquired {
+					return fmt.Errorf("ClaimTx = %v, %v", res.Outcome, err)
 				}
 				if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, res.Token); err != nil {
 					return err
@@ -180,9 +181,9 @@ func BenchmarkClaimTx(b *testing.B) {
 			complete := prepare(b, db, twoCommitSQL[be.Dialect])
 			twoCommit := func(ctx context.Context) error {
 				ref := dedupe.Ref{Namespace: "bench", Group: group, Key: strconv.FormatInt(next.Add(1), 10)}
-				res, err := s.Claim(ctx, dedupe.ClaimRequest{Ref: ref, Lease: time.Minute})
-				if err != nil || res.Status != dedupe.Acquired {
-					return fmt.Errorf("Claim = %v, %v", res.Status, err)
+				res, err := testkit.Claim(ctx, s, dedupe.ClaimRequest{Ref: ref, Lease: time.Minute})
+				if err != nil || res.Outcome != dedupe.Acquired {
+					return fmt.Errorf("Claim = %v, %v", res.Outcome, err)
 				}
 				tx, err := db.BeginTx(ctx, nil)
 				if err != nil {
@@ -306,19 +307,19 @@ func claimAll(b *testing.B, s *sqldedupe.Store, reqs []dedupe.ClaimRequest) []de
 	ctx := context.Background()
 	var ts []dedupe.Ticket
 	if len(reqs) == 1 {
-		res, err := s.Claim(ctx, reqs[0])
-		if err != nil || res.Status != dedupe.Acquired {
-			b.Fatalf("Claim = %v, %v", res.Status, err)
+		res, err := testkit.Claim(ctx, s, reqs[0])
+		if err != nil || res.Outcome != dedupe.Acquired {
+			b.Fatalf("Claim = %v, %v", res.Outcome, err)
 		}
 		return append(ts, dedupe.Ticket{Ref: reqs[0].Ref, Token: res.Token})
 	}
-	res, errs, err := s.ClaimBatch(ctx, reqs)
+	res, errs, err := s.Claim(ctx, reqs)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for i, r := range res {
-		if errs[i] != nil || r.Status != dedupe.Acquired {
-			b.Fatalf("ClaimBatch item %d = %v, %v", i, r.Status, errs[i])
+		if errs[i] != nil || r.Outcome != dedupe.Acquired {
+			b.Fatalf("ClaimBatch item %d = %v, %v", i, r.Outcome, errs[i])
 		}
 		ts = append(ts, dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token})
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // openExample opens an in-memory SQLite database. One connection keeps it
@@ -41,16 +42,16 @@ func Example() {
 
 	ref := dedupe.Ref{Group: "billing", Key: "order-42"}
 	for delivery := 1; delivery <= 2; delivery++ {
-		res, err := store.Claim(ctx, dedupe.ClaimRequest{Ref: ref, Lease: 30 * time.Second})
+		res, err := testkit.Claim(ctx, store, dedupe.ClaimRequest{Ref: ref, Lease: 30 * time.Second})
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("delivery %d: %v\n", delivery, res.Status)
-		if res.Status != dedupe.Acquired {
+		fmt.Printf("delivery %d: %v\n", delivery, res.Outcome)
+		if res.Outcome != dedupe.Acquired {
 			continue
 		}
 		// ... the handler runs here ...
-		if err := store.Complete(ctx, dedupe.Ticket{Ref: ref, Token: res.Token}, 72*time.Hour); err != nil {
+		if err := testkit.Complete(ctx, store, dedupe.Ticket{Ref: ref, Token: res.Token}, 72*time.Hour); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -91,8 +92,8 @@ func ExampleStore_ClaimTx() {
 		if err != nil {
 			return "", err
 		}
-		if res.Status != dedupe.Acquired {
-			return fmt.Sprintf("%v, acknowledged", res.Status), nil
+		if res.Outcome != dedupe.Acquired {
+			return fmt.Sprintf("%v, acknowledged", res.Outcome), nil
 		}
 		if _, err := tx.Exec("INSERT INTO payments VALUES (?, ?)", ref.Key, cents); err != nil {
 			return "", err

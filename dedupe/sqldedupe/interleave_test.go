@@ -10,6 +10,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // TestRecordGoneBetweenStatements gives a MySQL claim a record to keep and
@@ -66,10 +67,10 @@ func TestRecordGoneBetweenStatements(t *testing.T) {
 				t.Fatalf("claim whose kept record vanished %d times: %v", met.Load(), err)
 			}
 			for i, r := range res {
-				if errs[i] != nil || r.Status != dedupe.Acquired {
-					t.Fatalf("claim %q = %v, %v; want acquired", reqs[i].Ref, r.Status, errs[i])
+				if errs[i] != nil || r.Outcome != dedupe.Acquired {
+					t.Fatalf("claim %q = %v, %v; want acquired", reqs[i].Ref, r.Outcome, errs[i])
 				}
-				if err := s.Complete(t.Context(), dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}, long); err != nil {
+				if err := testkit.Complete(t.Context(), s, dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}, long); err != nil {
 					t.Fatalf("Complete(%q) with the token the claim answered: %v", reqs[i].Ref, err)
 				}
 			}
@@ -83,8 +84,8 @@ func TestRecordGoneBetweenStatements(t *testing.T) {
 // claimReqs claims one request with Claim and more with ClaimBatch.
 func claimReqs(t *testing.T, s *sqldedupe.Store, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
 	if len(reqs) != 1 {
-		return s.ClaimBatch(t.Context(), reqs)
+		return s.Claim(t.Context(), reqs)
 	}
-	res, err := s.Claim(t.Context(), reqs[0])
+	res, err := testkit.Claim(t.Context(), s, reqs[0])
 	return []dedupe.ClaimResult{res}, []error{nil}, err
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // TestLostReply loses the answer of a claim's statement after the database
@@ -57,15 +58,15 @@ func TestLostReply(t *testing.T) {
 					for i, r := range res {
 						want := dedupe.Acquired
 						if i < len(tc.held) {
-							want = dedupe.InFlight
+							want = dedupe.Busy
 						}
-						if errs[i] != nil || r.Status != want {
-							t.Fatalf("claim %q whose answer was lost once = %v, %v; want %v", reqs[i].Ref, r.Status, errs[i], want)
+						if errs[i] != nil || r.Outcome != want {
+							t.Fatalf("claim %q whose answer was lost once = %v, %v; want %v", reqs[i].Ref, r.Outcome, errs[i], want)
 						}
 						if want != dedupe.Acquired {
 							continue
 						}
-						if err := s.Complete(t.Context(), dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}, long); err != nil {
+						if err := testkit.Complete(t.Context(), s, dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}, long); err != nil {
 							t.Fatalf("Complete(%q) with the token the claim answered: %v", reqs[i].Ref, err)
 						}
 					}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/sqldialect"
 )
 
@@ -18,7 +19,7 @@ var _ dedupe.TxClaimer = (*Store)(nil)
 // *sql.DB given to [New], with the database's default isolation. On SQLite
 // a transaction begun IMMEDIATE (the DSN the package documentation shows)
 // waits here for the database's write lock, as long as the connection's
-// busy timeout, and past it fails with [dedupe.ErrInFlight].
+// busy timeout, and past it fails with [dedupe.ErrBusy].
 func (s *Store) BeginTx(ctx context.Context) (*sql.Tx, error) {
 	if s.db.Stats().MaxOpenConnections != 0 {
 		// Prepared now, while this call holds no connection: inside the
@@ -33,7 +34,7 @@ func (s *Store) BeginTx(ctx context.Context) (*sql.Tx, error) {
 	case err == nil:
 		return tx, nil
 	case sqldialect.LockTimeout(err):
-		return nil, fmt.Errorf("sqldedupe: begin: %w: %w", dedupe.ErrInFlight, err)
+		return nil, fmt.Errorf("sqldedupe: begin: %w: %w", dedupe.ErrBusy, err)
 	}
 	return nil, fail(ctx, "begin", err)
 }
@@ -50,11 +51,11 @@ func (s *Store) BeginTx(ctx context.Context) (*sql.Tx, error) {
 // It waits no longer than [Config.LockTimeout], which applies to this
 // statement alone; past it, or when the database rolls tx back to break a
 // deadlock or a serialization conflict, ClaimTx fails with
-// [dedupe.ErrInFlight]. On SQLite, which has one writer at a time, a
+// [dedupe.ErrBusy]. On SQLite, which has one writer at a time, a
 // transaction holds the write lock from its first write, or from BEGIN
 // IMMEDIATE, to its end: a duplicate then waits at its own BEGIN or claim
 // for the whole database, as long as the connection's busy timeout, and
-// SQLITE_BUSY past it is ErrInFlight too.
+// SQLITE_BUSY past it is ErrBusy too.
 //
 // Records written by [Store.Claim] share the table: a live lease another
 // owner took with Claim answers InFlight, with the time it has left, and an
@@ -69,7 +70,7 @@ func (s *Store) ClaimTx(ctx context.Context, tx *sql.Tx, ref dedupe.Ref, fingerp
 	case tx == nil:
 		err = errNilTx
 	default:
-		err = dedupe.ClaimRequest{Ref: ref, Lease: retention, Fingerprint: fingerprint}.Validate()
+		err = dedupekit.CheckClaim(ref.Namespace, ref.Group, ref.Key, retention, fingerprint)
 	}
 	if err := start(ctx, err); err != nil {
 		return dedupe.ClaimResult{}, fmt.Errorf("sqldedupe: %s: %w", what(), err)
@@ -80,7 +81,7 @@ func (s *Store) ClaimTx(ctx context.Context, tx *sql.Tx, ref dedupe.Ref, fingerp
 	case err == nil:
 		return answer(row, rec), nil
 	case ctx.Err() == nil && (sqldialect.LockTimeout(err) || sqldialect.RolledBack(err)):
-		return dedupe.ClaimResult{}, fmt.Errorf("sqldedupe: %s: %w: %w", what(), dedupe.ErrInFlight, err)
+		return dedupe.ClaimResult{}, fmt.Errorf("sqldedupe: %s: %w: %w", what(), dedupe.ErrBusy, err)
 	}
 	return dedupe.ClaimResult{}, fail(ctx, what(), err)
 }

@@ -140,12 +140,12 @@ func TestTxGuardHeld(t *testing.T) {
 			g := newTxGuard(t, e.impatient(), dedupe.GuardConfig{})
 			ref := dedupe.Ref{Group: "g", Key: "a"}
 			holder := e.begin(e.s)
-			if res := e.claimTx(holder, ref, "", long); res.Status != dedupe.Acquired {
-				t.Fatalf("holder's ClaimTx = %v, want acquired", res.Status)
+			if res := e.claimTx(holder, ref, "", long); res.Outcome != dedupe.Acquired {
+				t.Fatalf("holder's ClaimTx = %v, want acquired", res.Outcome)
 			}
 			items := []dedupe.Item{item("a", "")}
 			res := e.do(g, items, nil, []dedupe.Outcome{dedupe.Busy}, nil)
-			if !errors.Is(res[0].Err, dedupe.ErrInFlight) || res[0].Wait != 0 {
+			if !errors.Is(res[0].Err, dedupe.ErrBusy) || res[0].Wait != 0 {
 				t.Errorf("busy item: %v, wait %v; want ErrInFlight, wait 0 (unknown)", res[0].Err, res[0].Wait)
 			}
 			e.finish(holder, false)
@@ -291,7 +291,7 @@ func TestTxGuardStoreFails(t *testing.T) {
 		// Nothing to run the handler's transaction on.
 		{name: "BeginFailsOpen", failOpen: true, begin: errDown, want: dedupe.StoreDown},
 		// A key held is not a store down.
-		{name: "HeldOpen", failOpen: true, claim: fmt.Errorf("held: %w", dedupe.ErrInFlight), want: dedupe.Busy},
+		{name: "HeldOpen", failOpen: true, claim: fmt.Errorf("held: %w", dedupe.ErrBusy), want: dedupe.Busy},
 		{name: "InvalidOpen", failOpen: true, claim: fmt.Errorf("bad: %w", dedupe.ErrInvalidKey), want: dedupe.InvalidKey},
 	}
 	for _, b := range testdb.Backends {

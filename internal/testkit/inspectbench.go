@@ -1,4 +1,4 @@
-package dedupetest
+package testkit
 
 import (
 	"fmt"
@@ -27,17 +27,17 @@ func BenchInspector(b *testing.B, s dedupe.Store, namespace string, groups, size
 		}
 		for i := 0; i < len(reqs); i += 500 {
 			batch := reqs[i:min(i+500, len(reqs))]
-			res, _, err := dedupe.ClaimBatch(ctx, s, batch)
+			res, _, err := s.Claim(ctx, batch)
 			if err != nil {
 				b.Fatal(err)
 			}
 			var ts []dedupe.Ticket
 			for j, r := range res {
-				if j%2 == 0 && r.Status == dedupe.Acquired {
+				if j%2 == 0 && r.Outcome == dedupe.Acquired {
 					ts = append(ts, dedupe.Ticket{Ref: batch[j].Ref, Token: r.Token})
 				}
 			}
-			if _, err := dedupe.CompleteBatch(ctx, s, ts, time.Hour); err != nil {
+			if _, err := s.Complete(ctx, ts, time.Hour); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,0 +1,142 @@
+package dedupekit
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemq/idemq/msgkey"
+)
+
+// ref and claim are a dedupe.Ref and ClaimRequest, which this package
+// cannot import.
+type (
+	ref   struct{ Namespace, Group, Key string }
+	claim struct {
+		ref         ref
+		Lease       time.Duration
+		Fingerprint string
+	}
+)
+
+func TestRefValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		ref  ref
+		ok   bool
+	}{
+		{"Plain", ref{Namespace: "n", Group: "g", Key: "k"}, true},
+		{"NoNamespace", ref{Group: "g", Key: "k"}, true},
+		{"Syntax", ref{Namespace: "{*}", Group: "' OR 1=1 --", Key: `]]..redis.call("FLUSHALL")`}, true},
+		{"LongestKey", ref{Group: "g", Key: strings.Repeat("🙂", msgkey.MaxLen/4)}, true},
+		{"NoGroup", ref{Key: "k"}, false},
+		{"NoKey", ref{Group: "g"}, false},
+		{"LongKey", ref{Group: "g", Key: strings.Repeat("k", msgkey.MaxLen+1)}, false},
+		{"LongGroup", ref{Group: strings.Repeat("g", MaxGroupLen+1), Key: "k"}, false},
+		{"LongNamespace", ref{Namespace: strings.Repeat("n", MaxNamespaceLen+1), Group: "g", Key: "k"}, false},
+		{"InvalidUTF8", ref{Group: "g", Key: "\xc3("}, false},
+		{"NUL", ref{Group: "g", Key: "a\x00"}, false},
+		{"Newline", ref{Group: "g\n", Key: "k"}, false},
+		{"DEL", ref{Namespace: "\x7f", Group: "g", Key: "k"}, false},
+		{"C1", ref{Group: "g", Key: "\u009b"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckRef(tt.ref.Namespace, tt.ref.Group, tt.ref.Key)
+			if tt.ok != (err == nil) || (err != nil && !errors.Is(err, msgkey.ErrInvalid)) {
+				t.Errorf("Validate() = %v, want ok %v or ErrInvalidKey", err, tt.ok)
+			}
+		})
+	}
+}
+
+func TestClaimRequestValidate(t *testing.T) {
+	r := ref{Group: "g", Key: "k"}
+	tests := []struct {
+		name    string
+		req     claim
+		wantErr error // nil: valid; errAny: any error
+	}{
+		{"Valid", claim{ref: r, Lease: time.Second, Fingerprint: Fingerprint(nil)}, nil},
+		{"NoLease", claim{ref: r}, errAny},
+		{"BadRef", claim{Lease: time.Second}, msgkey.ErrInvalid},
+		{"LongFingerprint", claim{ref: r, Lease: time.Second, Fingerprint: strings.Repeat("f", MaxFingerprint+1)}, msgkey.ErrInvalid},
+		{"BinaryFingerprint", claim{ref: r, Lease: time.Second, Fingerprint: "\x00\xff"}, msgkey.ErrInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckClaim(tt.req.ref.Namespace, tt.req.ref.Group, tt.req.ref.Key, tt.req.Lease, tt.req.Fingerprint)
+			switch {
+			case tt.wantErr == nil && err != nil, tt.wantErr != nil && err == nil:
+				t.Errorf("Validate() = %v, want %v", err, tt.wantErr)
+			case tt.wantErr != nil && tt.wantErr != errAny && !errors.Is(err, tt.wantErr):
+				t.Errorf("Validate() = %v, want %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+var errAny = errors.New("any error")
+
+// TestFingerprint pins the fingerprints' values: stored records hold them,
+// so a change of algorithm or encoding must fail here. The CRC-32C and
+// CRC-32 halves of "123456789" are the catalogued check values.
+func TestFingerprint(t *testing.T) {
+	long := make([]byte, 1000) // long enough for the CRCs' vector code paths
+	for i := range long {
+		long[i] = byte(i * 7)
+	}
+	tests := []struct {
+		name    string
+		payload []byte
+		want    string
+	}{
+		{"Empty", nil, "0000000000000000"},
+		{"OneByte", []byte("a"), "c1d04330e8b7be43"},
+		{"CheckString", []byte("123456789"), "e3069283cbf43926"},
+		{"JSON", []byte(`{"amount":42}`), "65c6d4d4fb61df09"},
+		{"OneDigitChanged", []byte(`{"amount":43}`), "76644ca3e27aee48"},
+		{"Long", long, "79a16ae6114ad5ff"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Fingerprint(tt.payload)
+			if got != tt.want {
+				t.Errorf("Fingerprint = %q, want %q", got, tt.want)
+			}
+			if err := CheckClaim("", "g", "k", time.Second, got); err != nil {
+				t.Errorf("not a valid fingerprint: %v", err)
+			}
+		})
+	}
+}
+
+func TestFingerprintsConflict(t *testing.T) {
+	// sha256a is the hex SHA-256 of "a", as earlier versions recorded it.
+	const sha256a = "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb"
+	fa, fb := Fingerprint([]byte("a")), Fingerprint([]byte("b"))
+	tests := []struct {
+		name                string
+		recorded, requested string
+		want                bool
+	}{
+		{"Same", fa, fa, false},
+		{"OtherSameLength", fa, fb, true},
+		{"OtherSHA256", sha256a, strings.Replace(sha256a, "c", "d", 1), true},
+		{"OlderKindRecorded", sha256a, fb, false},
+		{"NewerKindRecorded", fa, sha256a, false},
+		{"NoneRecorded", "", fa, false},
+		{"NoneRequested", fa, "", false},
+		{"Neither", "", "", false},
+		{"LengthInBytes", "é", "e", false},
+		{"ByteForByte", "é", "è", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := FingerprintsConflict(tt.recorded, tt.requested); got != tt.want {
+				t.Errorf("FingerprintsConflict(%q, %q) = %v, want %v", tt.recorded, tt.requested, got, tt.want)
+			}
+		})
+	}
+}
