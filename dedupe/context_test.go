@@ -60,7 +60,7 @@ func TestTicketFromContext(t *testing.T) {
 // still sees afterwards.
 func TestTicketFromContextUnguarded(t *testing.T) {
 	down := testkit.NewFaultStore(memdedupe.New(memdedupe.Config{}))
-	down.Inject(testkit.Fault{Ops: opsClaim})
+	down.Inject(testkit.Fault{Ops: testkit.OpClaim})
 	inner := newGuard(t, down, dedupe.GuardConfig{FailOpen: true})
 	outer := newGuard(t, memdedupe.New(memdedupe.Config{}), dedupe.GuardConfig{})
 	outerItems := itemsOf("", "outer")

@@ -20,14 +20,6 @@ import (
 	"github.com/idemq/idemq/msgkey"
 )
 
-// Store calls by phase, single and batch alike, and by kind.
-const (
-	opsClaim    = testkit.OpClaim | testkit.OpClaim
-	opsComplete = testkit.OpComplete | testkit.OpComplete
-	opsRelease  = testkit.OpRelease | testkit.OpRelease
-	opsSingle   = testkit.OpClaim | testkit.OpComplete | testkit.OpRelease
-	opsBatch    = testkit.OpClaim | testkit.OpComplete | testkit.OpRelease
-)
 
 // sizes are the batch sizes that the tests of behaviour shared by single
 // messages and batches run: one message, which costs single store calls, and
@@ -258,37 +250,37 @@ func TestGuardDo(t *testing.T) {
 		// The claim reached the store, but its answer was lost: the key is
 		// held until its lease ends.
 		name:  "ClaimAnswerLostFailClosed",
-		fault: &testkit.Fault{Ops: opsClaim, After: true},
+		fault: &testkit.Fault{Ops: testkit.OpClaim, After: true},
 		want:  dedupe.StoreDown, wantErr: []error{testkit.ErrInjected},
 		wantAfter: dedupe.Busy, trips: [3]int{1, 0, 0},
 	}, {
 		name:  "ClaimAnswerLostFailOpen",
 		cfg:   dedupe.GuardConfig{FailOpen: true},
-		fault: &testkit.Fault{Ops: opsClaim, After: true},
+		fault: &testkit.Fault{Ops: testkit.OpClaim, After: true},
 		want:  dedupe.Unguarded, wantErr: []error{testkit.ErrInjected}, wantRan: true,
 		wantAfter: dedupe.Busy, trips: [3]int{1, 0, 0},
 	}, {
 		// Complete fails twice (the call and its one retry).
 		name:  "CompleteFails",
-		fault: &testkit.Fault{Ops: opsComplete},
+		fault: &testkit.Fault{Ops: testkit.OpComplete},
 		want:  dedupe.Unrecorded, wantErr: []error{testkit.ErrInjected}, wantRan: true,
 		wantAfter: dedupe.Busy, // until the lease ends
 		trips:     [3]int{1, 2, 0},
 	}, {
 		name:  "CompleteFailsOnceThenRetried",
-		fault: &testkit.Fault{Ops: opsComplete, Nth: 1},
+		fault: &testkit.Fault{Ops: testkit.OpComplete, Nth: 1},
 		want:  dedupe.Completed, wantRan: true, wantAfter: dedupe.Suppressed, trips: [3]int{1, 2, 0},
 	}, {
 		// Complete is applied but its answer lost; the retry, with the
 		// same token, succeeds.
 		name:  "CompleteAnswerLostOnceThenRetried",
-		fault: &testkit.Fault{Ops: opsComplete, Nth: 1, After: true},
+		fault: &testkit.Fault{Ops: testkit.OpComplete, Nth: 1, After: true},
 		want:  dedupe.Completed, wantRan: true, wantAfter: dedupe.Suppressed, trips: [3]int{1, 2, 0},
 	}, {
 		// Every answer is lost: the guard cannot know what the store
 		// knows.
 		name:  "CompleteAnswerLost",
-		fault: &testkit.Fault{Ops: opsComplete, After: true},
+		fault: &testkit.Fault{Ops: testkit.OpComplete, After: true},
 		want:  dedupe.Unrecorded, wantErr: []error{testkit.ErrInjected}, wantRan: true,
 		wantAfter: dedupe.Suppressed, trips: [3]int{1, 2, 0},
 	}, {
@@ -313,7 +305,7 @@ func TestGuardDo(t *testing.T) {
 		wantAfter: dedupe.Busy, trips: [3]int{1, 0, 1},
 	}, {
 		name:    "ReleaseFails",
-		fault:   &testkit.Fault{Ops: opsRelease},
+		fault:   &testkit.Fault{Ops: testkit.OpRelease},
 		handler: errHandler,
 		want:    dedupe.Failed, wantErr: []error{errHandler}, notErr: []error{testkit.ErrInjected}, wantRan: true,
 		wantAfter: dedupe.Busy, trips: [3]int{1, 0, 1},
@@ -387,16 +379,12 @@ func TestGuardDo(t *testing.T) {
 							t.Errorf("%s: handler ran %d times, want ran %v", what, ran[i], tt.wantRan)
 						}
 					}
-					trips := [3]int{e.fs.Calls(opsClaim), e.fs.Calls(opsComplete), e.fs.Calls(opsRelease)}
+					trips := [3]int{e.fs.Calls(testkit.OpClaim), e.fs.Calls(testkit.OpComplete), e.fs.Calls(testkit.OpRelease)}
 					if trips != tt.trips {
 						t.Errorf("claim, complete, release round trips: %v, want %v", trips, tt.trips)
 					}
-					other := opsBatch
-					if n > 1 {
-						other = opsSingle
-					}
-					if c := e.fs.Calls(other | testkit.OpExtend); c != 0 {
-						t.Errorf("%d calls of %v, want none", c, other|testkit.OpExtend)
+					if c := e.fs.Calls(testkit.OpExtend); c != 0 {
+						t.Errorf("%d calls of Extend, want none", c)
 					}
 					if tt.wantAfter != 0 {
 						for i, it := range items {
@@ -491,7 +479,7 @@ func TestGuardMixedBatch(t *testing.T) {
 	for _, p := range []struct {
 		ops  testkit.Op
 		want int
-	}{{opsClaim, 1}, {opsComplete, 1}, {opsRelease, 1}, {testkit.OpExtend, 0}} {
+	}{{testkit.OpClaim, 1}, {testkit.OpComplete, 1}, {testkit.OpRelease, 1}, {testkit.OpExtend, 0}} {
 		if got := e.fs.Calls(p.ops); got != p.want {
 			t.Errorf("%v called %d times, want %d", p.ops, got, p.want)
 		}
@@ -522,12 +510,12 @@ func TestGuardRepeats(t *testing.T) {
 	}{
 		{name: "Completed", wantFirst: dedupe.Completed, wantRan: true, wantRepeat: dedupe.Suppressed},
 		{name: "Failed", handler: errHandler, wantFirst: dedupe.Failed, wantFirstIs: errHandler, wantRan: true, wantRepeat: dedupe.Busy},
-		{name: "Unrecorded", fault: &testkit.Fault{Ops: opsComplete}, wantFirst: dedupe.Unrecorded, wantFirstIs: testkit.ErrInjected, wantRan: true, wantRepeat: dedupe.Suppressed},
+		{name: "Unrecorded", fault: &testkit.Fault{Ops: testkit.OpComplete}, wantFirst: dedupe.Unrecorded, wantFirstIs: testkit.ErrInjected, wantRan: true, wantRepeat: dedupe.Suppressed},
 		{name: "LeaseLost", during: func(t *testing.T, e *guardEnv, r dedupe.Ref) { e.clock.Add(time.Hour) },
 			wantFirst: dedupe.LeaseLost, wantFirstIs: dedupe.ErrLeaseLost, wantRan: true, wantRepeat: dedupe.Suppressed},
-		{name: "Unguarded", cfg: dedupe.GuardConfig{FailOpen: true}, fault: &testkit.Fault{Ops: opsClaim},
+		{name: "Unguarded", cfg: dedupe.GuardConfig{FailOpen: true}, fault: &testkit.Fault{Ops: testkit.OpClaim},
 			wantFirst: dedupe.Unguarded, wantFirstIs: testkit.ErrInjected, wantRan: true, wantRepeat: dedupe.Suppressed},
-		{name: "FailedUnguarded", cfg: dedupe.GuardConfig{FailOpen: true}, fault: &testkit.Fault{Ops: opsClaim}, handler: errHandler,
+		{name: "FailedUnguarded", cfg: dedupe.GuardConfig{FailOpen: true}, fault: &testkit.Fault{Ops: testkit.OpClaim}, handler: errHandler,
 			wantFirst: dedupe.Failed, wantFirstIs: errHandler, wantRan: true, wantRepeat: dedupe.Busy},
 		{name: "Suppressed", setup: func(t *testing.T, e *guardEnv, r dedupe.Ref) { completeVia(t, e.mem, r, "", time.Hour) },
 			wantFirst: dedupe.Suppressed, wantRepeat: dedupe.Suppressed},
@@ -535,7 +523,7 @@ func TestGuardRepeats(t *testing.T) {
 			wantFirst: dedupe.Busy, wantRepeat: dedupe.Busy, wantWait: time.Hour},
 		{name: "Reused", setup: func(t *testing.T, e *guardEnv, r dedupe.Ref) { holdKey(t, e.mem, r, "aaaa", time.Hour) },
 			wantFirst: dedupe.Reused, wantRepeat: dedupe.Reused},
-		{name: "StoreDown", fault: &testkit.Fault{Ops: opsClaim},
+		{name: "StoreDown", fault: &testkit.Fault{Ops: testkit.OpClaim},
 			wantFirst: dedupe.StoreDown, wantFirstIs: testkit.ErrInjected, wantRepeat: dedupe.StoreDown},
 		{name: "Canceled", cancel: true, wantFirst: dedupe.Canceled, wantFirstIs: errCause, wantRepeat: dedupe.Canceled},
 	}
@@ -586,16 +574,12 @@ func TestGuardRepeats(t *testing.T) {
 
 // TestGuardRoundTrips counts the store calls of single messages and of
 // batches whose messages all succeed, all fail, or all are duplicates: one
-// round trip per phase, single calls for one message, batch calls for more
-// (and one call per message for a store without batches).
+// round trip per phase.
 func TestGuardRoundTrips(t *testing.T) {
 	const (
-		claim         = testkit.OpClaim
-		complete      = testkit.OpComplete
-		release       = testkit.OpRelease
-		claimBatch    = testkit.OpClaim
-		completeBatch = testkit.OpComplete
-		releaseBatch  = testkit.OpRelease
+		claim    = testkit.OpClaim
+		complete = testkit.OpComplete
+		release  = testkit.OpRelease
 	)
 	tests := []struct {
 		name string
@@ -604,8 +588,6 @@ func TestGuardRoundTrips(t *testing.T) {
 		fails func(i int) bool
 		// again runs the batch a second time, when its keys are done.
 		again bool
-		// plain hides the fault store's batch methods.
-		plain    bool
 		want     func(i int) dedupe.Outcome
 		wantRuns int
 		calls    map[testkit.Op]int
@@ -620,34 +602,27 @@ func TestGuardRoundTrips(t *testing.T) {
 		calls: map[testkit.Op]int{claim: 2, complete: 1},
 	}, {
 		name: "Batch", n: 32, wantRuns: 32,
-		calls: map[testkit.Op]int{claimBatch: 1, completeBatch: 1},
+		calls: map[testkit.Op]int{claim: 1, complete: 1},
 	}, {
 		name: "BatchFails", n: 32, fails: func(int) bool { return true }, wantRuns: 32,
-		calls: map[testkit.Op]int{claimBatch: 1, releaseBatch: 1},
+		calls: map[testkit.Op]int{claim: 1, release: 1},
 	}, {
 		name: "BatchHalfFails", n: 32, fails: func(i int) bool { return i%2 == 1 }, wantRuns: 32,
-		calls: map[testkit.Op]int{claimBatch: 1, completeBatch: 1, releaseBatch: 1},
+		calls: map[testkit.Op]int{claim: 1, complete: 1, release: 1},
 	}, {
 		// One of each: one call each.
 		name: "BatchOfTwoOneFails", n: 2, fails: func(i int) bool { return i == 1 }, wantRuns: 2,
-		calls: map[testkit.Op]int{claimBatch: 1, complete: 1, release: 1},
+		calls: map[testkit.Op]int{claim: 1, complete: 1, release: 1},
 	}, {
 		name: "BatchDuplicates", n: 32, again: true, wantRuns: 32,
-		calls: map[testkit.Op]int{claimBatch: 2, completeBatch: 1},
-	}, {
-		name: "BatchWithoutBatcher", n: 4, plain: true, wantRuns: 4,
-		calls: map[testkit.Op]int{claim: 4, complete: 4},
+		calls: map[testkit.Op]int{claim: 2, complete: 1},
 	}, {
 		name: "Empty", n: 0,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fs := testkit.NewFaultStore(memdedupe.New(memdedupe.Config{}))
-			var s dedupe.Store = fs
-			if tt.plain {
-				s = plainStore{fs}
-			}
-			g := newGuard(t, s, dedupe.GuardConfig{})
+			g := newGuard(t, fs, dedupe.GuardConfig{})
 			items := itemsOf("", keysOf(tt.n)...)
 			runs := 0
 			fn := func(_ context.Context, i int) error {
@@ -717,26 +692,26 @@ func TestGuardStoreFails(t *testing.T) {
 		wantAfter [3]dedupe.Outcome
 	}{{
 		name:      "ClaimFailsClosed",
-		fault:     testkit.Fault{Ops: opsClaim},
+		fault:     testkit.Fault{Ops: testkit.OpClaim},
 		want:      [4]want{storeDown, storeDown, invalid, storeDown},
 		wantAfter: [3]dedupe.Outcome{dedupe.Acquired, dedupe.Acquired, dedupe.Acquired},
 	}, {
 		name:     "ClaimFailsOpen",
 		failOpen: true,
-		fault:    testkit.Fault{Ops: opsClaim},
+		fault:    testkit.Fault{Ops: testkit.OpClaim},
 		// Invalid keys never run, the store up or down.
 		want:      [4]want{unguarded, failed, invalid, unguarded},
 		wantRan:   []int{0, 1, 3},
 		wantAfter: [3]dedupe.Outcome{dedupe.Acquired, dedupe.Acquired, dedupe.Acquired},
 	}, {
 		name:      "ClaimAnswerLostFailsClosed",
-		fault:     testkit.Fault{Ops: opsClaim, After: true},
+		fault:     testkit.Fault{Ops: testkit.OpClaim, After: true},
 		want:      [4]want{storeDown, storeDown, invalid, storeDown},
 		wantAfter: [3]dedupe.Outcome{dedupe.Busy, dedupe.Busy, dedupe.Busy}, // until the leases end
 	}, {
 		name:      "ClaimAnswerLostFailsOpen",
 		failOpen:  true,
-		fault:     testkit.Fault{Ops: opsClaim, After: true},
+		fault:     testkit.Fault{Ops: testkit.OpClaim, After: true},
 		want:      [4]want{unguarded, failed, invalid, unguarded},
 		wantRan:   []int{0, 1, 3},
 		wantAfter: [3]dedupe.Outcome{dedupe.Busy, dedupe.Busy, dedupe.Busy},
@@ -759,19 +734,19 @@ func TestGuardStoreFails(t *testing.T) {
 		wantAfter: [3]dedupe.Outcome{dedupe.Busy, dedupe.Busy, dedupe.Busy},
 	}, {
 		name:      "CompleteFailsOnceThenRetried",
-		fault:     testkit.Fault{Ops: opsComplete, Nth: 1},
+		fault:     testkit.Fault{Ops: testkit.OpComplete, Nth: 1},
 		want:      [4]want{completed, failed, invalid, completed},
 		wantRan:   []int{0, 1, 3},
 		wantAfter: [3]dedupe.Outcome{dedupe.Suppressed, dedupe.Acquired, dedupe.Suppressed},
 	}, {
 		name:      "CompleteFails",
-		fault:     testkit.Fault{Ops: opsComplete},
+		fault:     testkit.Fault{Ops: testkit.OpComplete},
 		want:      [4]want{unrecorded, failed, invalid, unrecorded},
 		wantRan:   []int{0, 1, 3},
 		wantAfter: [3]dedupe.Outcome{dedupe.Busy, dedupe.Acquired, dedupe.Busy},
 	}, {
 		name:      "ReleaseFails",
-		fault:     testkit.Fault{Ops: opsRelease},
+		fault:     testkit.Fault{Ops: testkit.OpRelease},
 		want:      [4]want{completed, failed, invalid, completed},
 		wantRan:   []int{0, 1, 3},
 		wantAfter: [3]dedupe.Outcome{dedupe.Suppressed, dedupe.Busy, dedupe.Suppressed},
@@ -1171,16 +1146,39 @@ func (s shards) of(r dedupe.Ref) dedupe.Store {
 	return s.rest
 }
 
-func (s shards) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
-	return s.of(req.Ref).Claim(ctx, req)
+// Claim asks each key's store for it alone: a batch of many keys makes
+// many calls, as the test wants.
+func (s shards) Claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
+	res := make([]dedupe.ClaimResult, len(reqs))
+	errs := make([]error, len(reqs))
+	for i, r := range reqs {
+		var err error
+		if res[i], err = testkit.Claim(ctx, s.of(r.Ref), r); err != nil && !errors.Is(err, dedupe.ErrInvalidKey) {
+			return nil, nil, err
+		}
+		errs[i] = err
+	}
+	return res, errs, nil
 }
 
-func (s shards) Complete(ctx context.Context, t dedupe.Ticket, retention time.Duration) error {
-	return s.of(t.Ref).Complete(ctx, t, retention)
+func (s shards) Complete(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
+	return s.each(ts, func(t dedupe.Ticket) error { return testkit.Complete(ctx, s.of(t.Ref), t, retention) })
 }
 
-func (s shards) Release(ctx context.Context, t dedupe.Ticket) error {
-	return s.of(t.Ref).Release(ctx, t)
+func (s shards) Release(ctx context.Context, ts []dedupe.Ticket) ([]error, error) {
+	return s.each(ts, func(t dedupe.Ticket) error { return testkit.Release(ctx, s.of(t.Ref), t) })
+}
+
+func (s shards) each(ts []dedupe.Ticket, f func(dedupe.Ticket) error) ([]error, error) {
+	errs := make([]error, len(ts))
+	for i, t := range ts {
+		err := f(t)
+		if err != nil && !errors.Is(err, dedupe.ErrInvalidKey) && !errors.Is(err, dedupe.ErrLeaseLost) {
+			return nil, err
+		}
+		errs[i] = err
+	}
+	return errs, nil
 }
 
 func (s shards) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
@@ -1405,7 +1403,7 @@ func TestGuardCanceledBeforeClaim(t *testing.T) {
 func TestGuardFailOpenCallerCanceled(t *testing.T) {
 	errCause := errors.New("test: shutting down")
 	fs := testkit.NewFaultStore(memdedupe.New(memdedupe.Config{}))
-	fs.Inject(testkit.Fault{Ops: opsClaim})
+	fs.Inject(testkit.Fault{Ops: testkit.OpClaim})
 	ctx, cancel := context.WithCancelCause(t.Context())
 	defer cancel(nil)
 	items := itemsOf("", keysOf(3)...)
@@ -1443,7 +1441,7 @@ func TestGuardPanic(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			fs := testkit.NewFaultStore(memdedupe.New(memdedupe.Config{}))
 			if tt.unguarded {
-				fs.Inject(testkit.Fault{Ops: opsClaim})
+				fs.Inject(testkit.Fault{Ops: testkit.OpClaim})
 			}
 			// A lease of a minute: the keeper's extensions succeed, so only
 			// a stall of a lease could end one, and the wait below for two
@@ -1498,7 +1496,7 @@ func TestGuardInterrupt(t *testing.T) {
 			mem := memdedupe.New(memdedupe.Config{})
 			fs := testkit.NewFaultStore(mem)
 			if unguarded {
-				fs.Inject(testkit.Fault{Ops: opsClaim})
+				fs.Inject(testkit.Fault{Ops: testkit.OpClaim})
 			}
 			g := newGuard(t, fs, dedupe.GuardConfig{Lease: time.Minute, FailOpen: unguarded})
 			items := itemsOf("", keysOf(3)...)

@@ -1018,56 +1018,45 @@ func testFailedBatch(s *suite) {
 		s.complete(s.acquire(r, long), long, nil)
 		done = append(done, r)
 	}
-	tests := []struct {
-		name string
-		// fail runs claims of batches made by batch that fail part-way,
-		// calling check after each failure.
-		fail func(s *suite, batch func(string) []dedupe.ClaimRequest, check func([]dedupe.ClaimRequest))
-	}{
-		{"Deadline", failByDeadline},
-		{"testkit.Fault", failByFault},
-	}
-	for _, tc := range tests {
-		s.Run(tc.name, func(t *testing.T) {
-			s := s.sub(t)
-			batch := func(prefix string) []dedupe.ClaimRequest {
-				reqs := make([]dedupe.ClaimRequest, n)
-				for i := range reqs {
-					reqs[i] = dedupe.ClaimRequest{Ref: s.ref(fmt.Sprint(prefix, i)), Lease: long}
-					if i%every == 0 {
-						reqs[i].Ref = done[i/every]
-					}
-				}
-				return reqs
-			}
-			// check claims a prefix of a failed batch again: every key
-			// is as it was before the batch.
-			check := func(reqs []dedupe.ClaimRequest) {
-				s.Helper()
-				res, errs, err := s.store.Claim(s.Context(), reqs)
-				if err != nil {
-					s.Fatalf("ClaimBatch after a failed batch: %v", err)
-				}
-				held := 0
-				for i, r := range res {
-					want := dedupe.Acquired
-					if i%every == 0 {
-						want = dedupe.Suppressed
-					}
-					if errs[i] != nil || r.Outcome != want {
-						if held == 0 {
-							s.Errorf("ClaimBatch of %q after a failed batch = %v, %v; want %v", reqs[i].Ref, r.Outcome, errs[i], want)
-						}
-						held++
-					}
-				}
-				if held > 1 {
-					s.Errorf("... and %d more of %d keys", held-1, len(reqs))
+	s.Run("Deadline", func(t *testing.T) {
+		s := s.sub(t)
+		batch := func(prefix string) []dedupe.ClaimRequest {
+			reqs := make([]dedupe.ClaimRequest, n)
+			for i := range reqs {
+				reqs[i] = dedupe.ClaimRequest{Ref: s.ref(fmt.Sprint(prefix, i)), Lease: long}
+				if i%every == 0 {
+					reqs[i].Ref = done[i/every]
 				}
 			}
-			tc.fail(s, batch, check)
-		})
-	}
+			return reqs
+		}
+		// check claims a prefix of a failed batch again: every key
+		// is as it was before the batch.
+		check := func(reqs []dedupe.ClaimRequest) {
+			s.Helper()
+			res, errs, err := s.store.Claim(s.Context(), reqs)
+			if err != nil {
+				s.Fatalf("ClaimBatch after a failed batch: %v", err)
+			}
+			held := 0
+			for i, r := range res {
+				want := dedupe.Acquired
+				if i%every == 0 {
+					want = dedupe.Suppressed
+				}
+				if errs[i] != nil || r.Outcome != want {
+					if held == 0 {
+						s.Errorf("ClaimBatch of %q after a failed batch = %v, %v; want %v", reqs[i].Ref, r.Outcome, errs[i], want)
+					}
+					held++
+				}
+			}
+			if held > 1 {
+				s.Errorf("... and %d more of %d keys", held-1, len(reqs))
+			}
+		}
+		failByDeadline(s, batch, check)
+	})
 }
 
 // failByDeadline claims batches whose contexts expire at fractions of the
@@ -1100,23 +1089,6 @@ func failByDeadline(s *suite, batch func(string) []dedupe.ClaimRequest, check fu
 	}
 	s.Logf("%d of %d batches ran past their deadline; a whole batch took %v", failed, steps-1, took)
 }
-
-// failByFault claims a batch one key at a time, as [dedupe.ClaimBatch] does
-// for a store without batches, and fails a claim in the middle before it
-// reaches the store.
-func failByFault(s *suite, batch func(string) []dedupe.ClaimRequest, check func([]dedupe.ClaimRequest)) {
-	fs := testkit.NewFaultStore(s.store)
-	reqs := batch("fault")[:100] // a key per call
-	fs.Inject(testkit.Fault{Ops: testkit.OpClaim, Nth: len(reqs) / 2})
-	_, _, err := plainStore{fs}.Claim(s.Context(), reqs)
-	if !errors.Is(err, testkit.ErrInjected) {
-		s.Fatalf("ClaimBatch with a failing claim = %v, want the injected fault", err)
-	}
-	check(reqs)
-}
-
-// plainStore hides a store's batch methods.
-type plainStore struct{ dedupe.Store }
 
 // testDurations checks that non-positive leases and retentions are refused
 // and change nothing.

@@ -7,7 +7,6 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
-	"github.com/idemq/idemq/internal/testkit"
 )
 
 // An operator lists a group's records page by page, then forgets one that a
@@ -16,13 +15,20 @@ func ExampleStore_List() {
 	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 	store := memdedupe.New(memdedupe.Config{Now: func() time.Time { return now }})
 	ctx := context.Background()
+	var (
+		reqs []dedupe.ClaimRequest
+		done []dedupe.Ticket
+	)
 	for _, key := range []string{"order-1001", "order-1002", "order-1003", "refund-7"} {
-		req := dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "billing", Key: key}, Lease: time.Minute}
-		res, _ := testkit.Claim(ctx, store, req)
-		if key != "order-1003" {
-			_ = testkit.Complete(ctx, store, dedupe.Ticket{Ref: req.Ref, Token: res.Token}, time.Hour)
+		reqs = append(reqs, dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "billing", Key: key}, Lease: time.Minute})
+	}
+	res, _, _ := store.Claim(ctx, reqs)
+	for i, r := range res {
+		if reqs[i].Key != "order-1003" {
+			done = append(done, dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token})
 		}
 	}
+	_, _ = store.Complete(ctx, done, time.Hour)
 
 	req := dedupe.ListRequest{Group: "billing", Prefix: "order-", Limit: 2}
 	for {

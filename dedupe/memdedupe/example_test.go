@@ -8,7 +8,6 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
-	"github.com/idemq/idemq/internal/testkit"
 )
 
 // A consumer claims a message and dies; once its lease has run out another
@@ -18,25 +17,27 @@ func Example() {
 	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 	store := memdedupe.New(memdedupe.Config{Now: func() time.Time { return now }})
 	ctx := context.Background()
-	req := dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "billing", Key: "order-1003"}, Lease: 30 * time.Second}
+	// A single message is a batch of one.
+	reqs := []dedupe.ClaimRequest{{Ref: dedupe.Ref{Group: "billing", Key: "order-1003"}, Lease: 30 * time.Second}}
+	ref := reqs[0].Ref
 
-	first, _ := testkit.Claim(ctx, store, req)
-	second, _ := testkit.Claim(ctx, store, req)
-	fmt.Println(first.Outcome, second.Outcome, second.Remaining)
+	first, _, _ := store.Claim(ctx, reqs)
+	second, _, _ := store.Claim(ctx, reqs)
+	fmt.Println(first[0].Outcome, second[0].Outcome, second[0].Remaining)
 
 	now = now.Add(time.Minute)
-	third, _ := testkit.Claim(ctx, store, req)
-	fmt.Println(third.Outcome)
+	third, _, _ := store.Claim(ctx, reqs)
+	fmt.Println(third[0].Outcome)
 
-	err := testkit.Complete(ctx, store, dedupe.Ticket{Ref: req.Ref, Token: first.Token}, time.Hour)
-	fmt.Println(errors.Is(err, dedupe.ErrLeaseLost))
+	errs, _ := store.Complete(ctx, []dedupe.Ticket{{Ref: ref, Token: first[0].Token}}, time.Hour)
+	fmt.Println(errors.Is(errs[0], dedupe.ErrLeaseLost))
 
-	err = testkit.Complete(ctx, store, dedupe.Ticket{Ref: req.Ref, Token: third.Token}, time.Hour)
-	again, _ := testkit.Claim(ctx, store, req)
-	fmt.Println(err, again.Outcome, again.Remaining)
+	errs, _ = store.Complete(ctx, []dedupe.Ticket{{Ref: ref, Token: third[0].Token}}, time.Hour)
+	again, _, _ := store.Claim(ctx, reqs)
+	fmt.Println(errs[0], again[0].Outcome, again[0].Remaining)
 	// Output:
-	// acquired in-flight 30s
+	// acquired busy 30s
 	// acquired
 	// true
-	// <nil> done 1h0m0s
+	// <nil> suppressed 1h0m0s
 }

@@ -77,12 +77,20 @@ func (s *Store) claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe
 // records that the SETs found, if any, in a second.
 func (s *Store) claimNative(ctx context.Context, reqs []dedupe.ClaimRequest, items []item, res []dedupe.ClaimResult) error {
 	cmds := make([]*redis.BoolCmd, len(items))
-	pipe := s.client.Pipeline()
 	for j, it := range items {
 		cmds[j] = setNX(ctx, it.key, it.rec, box(&s.lease, reqs[it.i].Lease))
-		_ = pipe.Process(ctx, cmds[j])
 	}
-	_, _ = pipe.Exec(ctx)
+	if len(cmds) == 1 {
+		// A consumer's commonest call: a plain command costs less than a
+		// pipeline.
+		_ = s.client.Process(ctx, cmds[0])
+	} else {
+		pipe := s.client.Pipeline()
+		for _, cmd := range cmds {
+			_ = pipe.Process(ctx, cmd)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
 	var found []item
 	for j, it := range items {
 		switch set, err := cmds[j].Result(); {

@@ -379,7 +379,7 @@ func TestUnreachable(t *testing.T) {
 	r := dedupe.Ref{Group: "g", Key: "k"}
 	tk := dedupe.Ticket{Ref: r, Token: "t"}
 	_, claimErr := testkit.Claim(ctx, s, dedupe.ClaimRequest{Ref: r, Lease: time.Second})
-	_, _, batchErr := s.Claim(ctx, []dedupe.ClaimRequest{{Ref: r, Lease: time.Second}})
+	_, _, batchErr := s.Claim(ctx, []dedupe.ClaimRequest{{Ref: r, Lease: time.Second}, {Ref: r, Lease: time.Second}})
 	// The Inspector's calls are what `idemq dedupe` shows an operator.
 	_, _, getErr := s.Get(ctx, r)
 	_, _, listErr := s.List(ctx, dedupe.ListRequest{Group: "g"})
@@ -387,7 +387,7 @@ func TestUnreachable(t *testing.T) {
 	_, forgetErr := s.Forget(ctx, r)
 	for what, err := range map[string]error{
 		"claim":            claimErr,
-		"claim batch of 1": batchErr,
+		"claim batch of 2": batchErr,
 		"complete":         testkit.Complete(ctx, s, tk, time.Second),
 		"release":          testkit.Release(ctx, s, tk),
 		"extend":           s.Extend(ctx, tk, time.Second),

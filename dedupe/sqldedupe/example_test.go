@@ -3,6 +3,7 @@ package sqldedupe_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
-	"github.com/idemq/idemq/internal/testkit"
 )
 
 // openExample opens an in-memory SQLite database. One connection keeps it
@@ -40,24 +40,26 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	ref := dedupe.Ref{Group: "billing", Key: "order-42"}
+	// A single message is a batch of one.
+	reqs := []dedupe.ClaimRequest{{Ref: dedupe.Ref{Group: "billing", Key: "order-42"}, Lease: 30 * time.Second}}
 	for delivery := 1; delivery <= 2; delivery++ {
-		res, err := testkit.Claim(ctx, store, dedupe.ClaimRequest{Ref: ref, Lease: 30 * time.Second})
-		if err != nil {
+		res, errs, err := store.Claim(ctx, reqs)
+		if err = errors.Join(err, errors.Join(errs...)); err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("delivery %d: %v\n", delivery, res.Outcome)
-		if res.Outcome != dedupe.Acquired {
+		fmt.Printf("delivery %d: %v\n", delivery, res[0].Outcome)
+		if res[0].Outcome != dedupe.Acquired {
 			continue
 		}
 		// ... the handler runs here ...
-		if err := testkit.Complete(ctx, store, dedupe.Ticket{Ref: ref, Token: res.Token}, 72*time.Hour); err != nil {
+		errs, err = store.Complete(ctx, []dedupe.Ticket{{Ref: reqs[0].Ref, Token: res[0].Token}}, 72*time.Hour)
+		if err = errors.Join(err, errors.Join(errs...)); err != nil {
 			log.Fatal(err)
 		}
 	}
 	// Output:
 	// delivery 1: acquired
-	// delivery 2: done
+	// delivery 2: suppressed
 }
 
 // A handler whose effects live in the same database claims the key in its

@@ -9,10 +9,14 @@ import (
 	"github.com/idemq/idemq/msgkey"
 )
 
-// ref and claim are a dedupe.Ref and ClaimRequest, which this package
-// cannot import.
+// ref, claim and list are a dedupe.Ref, ClaimRequest and ListRequest,
+// which this package cannot import.
 type (
-	ref   struct{ Namespace, Group, Key string }
+	ref  struct{ Namespace, Group, Key string }
+	list struct {
+		Namespace, Group, Prefix, Cursor string
+		Limit                            int
+	}
 	claim struct {
 		ref         ref
 		Lease       time.Duration
@@ -20,7 +24,7 @@ type (
 	}
 )
 
-func TestRefValidate(t *testing.T) {
+func TestCheckRef(t *testing.T) {
 	tests := []struct {
 		name string
 		ref  ref
@@ -45,13 +49,13 @@ func TestRefValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			err := CheckRef(tt.ref.Namespace, tt.ref.Group, tt.ref.Key)
 			if tt.ok != (err == nil) || (err != nil && !errors.Is(err, msgkey.ErrInvalid)) {
-				t.Errorf("Validate() = %v, want ok %v or ErrInvalidKey", err, tt.ok)
+				t.Errorf("CheckRef = %v, want ok %v or ErrInvalid", err, tt.ok)
 			}
 		})
 	}
 }
 
-func TestClaimRequestValidate(t *testing.T) {
+func TestCheckClaim(t *testing.T) {
 	r := ref{Group: "g", Key: "k"}
 	tests := []struct {
 		name    string
@@ -69,9 +73,9 @@ func TestClaimRequestValidate(t *testing.T) {
 			err := CheckClaim(tt.req.ref.Namespace, tt.req.ref.Group, tt.req.ref.Key, tt.req.Lease, tt.req.Fingerprint)
 			switch {
 			case tt.wantErr == nil && err != nil, tt.wantErr != nil && err == nil:
-				t.Errorf("Validate() = %v, want %v", err, tt.wantErr)
+				t.Errorf("CheckClaim = %v, want %v", err, tt.wantErr)
 			case tt.wantErr != nil && tt.wantErr != errAny && !errors.Is(err, tt.wantErr):
-				t.Errorf("Validate() = %v, want %v", err, tt.wantErr)
+				t.Errorf("CheckClaim = %v, want %v", err, tt.wantErr)
 			}
 		})
 	}
@@ -138,5 +142,56 @@ func TestFingerprintsConflict(t *testing.T) {
 				t.Errorf("FingerprintsConflict(%q, %q) = %v, want %v", tt.recorded, tt.requested, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestCheckList(t *testing.T) {
+	tests := []struct {
+		name    string
+		req     list
+		ok      bool
+		invalid bool // the error wraps msgkey.ErrInvalid
+	}{
+		{"Group", list{Group: "g"}, true, false},
+		{"All", list{Namespace: "n", Group: "g", Prefix: "a*%_", Cursor: "anything", Limit: 7}, true, false},
+		{"LongestPrefix", list{Group: "g", Prefix: strings.Repeat("k", msgkey.MaxLen)}, true, false},
+		{"NoGroup", list{Namespace: "n"}, false, true},
+		{"LongGroup", list{Group: strings.Repeat("g", MaxGroupLen+1)}, false, true},
+		{"LongNamespace", list{Namespace: strings.Repeat("n", MaxNamespaceLen+1), Group: "g"}, false, true},
+		{"ControlInGroup", list{Group: "g\n"}, false, true},
+		{"LongPrefix", list{Group: "g", Prefix: strings.Repeat("k", msgkey.MaxLen+1)}, false, true},
+		{"BadUTF8Prefix", list{Group: "g", Prefix: "\xff"}, false, true},
+		{"ControlInPrefix", list{Group: "g", Prefix: "a\x00"}, false, true},
+		{"NegativeLimit", list{Group: "g", Limit: -1}, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckList(tt.req.Namespace, tt.req.Group, tt.req.Prefix, tt.req.Limit)
+			if (err == nil) != tt.ok || errors.Is(err, msgkey.ErrInvalid) != tt.invalid {
+				t.Errorf("CheckList = %v, want ok %v, ErrInvalid %v", err, tt.ok, tt.invalid)
+			}
+		})
+	}
+}
+
+func TestKeyCursor(t *testing.T) {
+	longest := strings.Repeat("é", msgkey.MaxLen/2) + strings.Repeat("k", msgkey.MaxLen%2)
+	for _, key := range []string{"k", "a/b c", "é🙂", longest} {
+		got, err := ParseKeyCursor(KeyCursor(key))
+		if err != nil || got != key {
+			t.Errorf("ParseKeyCursor(KeyCursor(%.20q)) = %.20q, %v; want the key", key, got, err)
+		}
+	}
+	if got, err := ParseKeyCursor(""); got != "" || err != nil {
+		t.Errorf(`ParseKeyCursor("") = %q, %v; want "", nil`, got, err)
+	}
+	// A cursor must be base64url of a key List could have returned.
+	for _, c := range []string{
+		"not a cursor", "%%%", "aw==", // "k", padded
+		KeyCursor("\xff"), KeyCursor("a\x00"), KeyCursor(longest + "k"),
+	} {
+		if got, err := ParseKeyCursor(c); err == nil || errors.Is(err, msgkey.ErrInvalid) {
+			t.Errorf("ParseKeyCursor(%.20q) = %.20q, %v; want a plain error", c, got, err)
+		}
 	}
 }
