@@ -168,10 +168,3 @@ func TestDoneCacheBatch(t *testing.T) {
 		t.Errorf("ClaimBatch reached the store %d times, want once", n)
 	}
 }
-
-func TestDoneCacheSizeZero(t *testing.T) {
-	mem := memdedupe.New(memdedupe.Config{})
-	if got := dedupe.WithDoneCache(mem, 0); got != dedupe.Store(mem) {
-		t.Errorf("WithDoneCache(store, 0) = %T, want the store itself", got)
-	}
-}

@@ -170,7 +170,7 @@ func (s *tripStore) Claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]de
 		}
 		refs[i] = r.Ref
 	}
-	if err := s.trip(ctx, "ClaimBatch", 0, refs...); err != nil {
+	if err := s.trip(ctx, "Claim", 0, refs...); err != nil {
 		return nil, nil, err
 	}
 	return s.Store.Claim(ctx, reqs)
@@ -180,14 +180,14 @@ func (s *tripStore) Complete(ctx context.Context, ts []dedupe.Ticket, retention 
 	if retention <= 0 {
 		return s.Store.Complete(ctx, ts, retention)
 	}
-	if err := s.trip(ctx, "CompleteBatch", retention, ticketRefs(ts)...); err != nil {
+	if err := s.trip(ctx, "Complete", retention, ticketRefs(ts)...); err != nil {
 		return nil, err
 	}
 	return s.Store.Complete(ctx, ts, retention)
 }
 
 func (s *tripStore) Release(ctx context.Context, ts []dedupe.Ticket) ([]error, error) {
-	if err := s.trip(ctx, "ReleaseBatch", 0, ticketRefs(ts)...); err != nil {
+	if err := s.trip(ctx, "Release", 0, ticketRefs(ts)...); err != nil {
 		return nil, err
 	}
 	return s.Store.Release(ctx, ts)
@@ -352,10 +352,10 @@ func TestGroupCommitLone(t *testing.T) {
 			_, err := testkit.Claim(t.Context(), g, gcClaim("a"))
 			return err
 		}, []string{"Claim:[a]"}},
-		{"ClaimBatch", func(t *testing.T, g dedupe.Store) error {
+		{"Claim", func(t *testing.T, g dedupe.Store) error {
 			_, _, err := g.Claim(t.Context(), []dedupe.ClaimRequest{gcClaim("a"), gcClaim("b")})
 			return err
-		}, []string{"ClaimBatch:[a b]"}},
+		}, []string{"Claim:[a b]"}},
 		{"Complete", func(t *testing.T, g dedupe.Store) error {
 			return testkit.Complete(t.Context(), g, gcAcquire(t, g, "a"), time.Hour)
 		}, []string{"Claim:[a]", "Complete:[a]@1h0m0s"}},
@@ -394,9 +394,9 @@ func TestGroupCommitCoalesces(t *testing.T) {
 		op, batchOp string
 		pick        func(int, int, int) int
 	}{
-		{"Claim", "ClaimBatch", gcClaims},
-		{"Complete", "CompleteBatch", gcCompletions},
-		{"Release", "ReleaseBatch", gcReleases},
+		{"Claim", "Claim", gcClaims},
+		{"Complete", "Complete", gcCompletions},
+		{"Release", "Release", gcReleases},
 	}
 	for _, tc := range tests {
 		t.Run(tc.op, func(t *testing.T) {
@@ -504,7 +504,7 @@ func TestGroupCommitInFlight(t *testing.T) {
 	held[k-1].open()
 	<-done[k-1]
 	h := e.s.wait(t)
-	if want := "ClaimBatch:[queued queued2]"; h.String() != want {
+	if want := "Claim:[queued queued2]"; h.String() != want {
 		t.Errorf("round trip after one returned is %v, want %s", h.tripEntry, want)
 	}
 	// k are in flight again: a new call queues until one returns.
@@ -513,7 +513,7 @@ func TestGroupCommitInFlight(t *testing.T) {
 	h.open()
 	<-last
 	<-lastToo
-	if tr := e.s.let(t); tr.String() != "ClaimBatch:[after]" {
+	if tr := e.s.let(t); tr.String() != "Claim:[after]" {
 		t.Errorf("round trip after the batch returned is %v, want ClaimBatch:[after]", tr)
 	}
 	<-after
@@ -567,7 +567,7 @@ func TestGroupCommitOrder(t *testing.T) {
 	unblock()
 	tr := e.s.let(t)
 	waited.Wait()
-	if want := "ClaimBatch:[k k done j j j]"; tr.String() != want {
+	if want := "Claim:[k k done j j j]"; tr.String() != want {
 		t.Errorf("round trip %v, want %s", tr, want)
 	}
 	if err := errors.Join(errs[:]...); err != nil {
@@ -784,7 +784,7 @@ func TestGroupCommitContext(t *testing.T) {
 		if errB != nil || resB.Outcome != dedupe.Acquired {
 			t.Errorf("the other claim = %v, %v; want acquired", resB.Outcome, errB)
 		}
-		if h.String() != "ClaimBatch:[a b]" {
+		if h.String() != "Claim:[a b]" {
 			t.Errorf("round trip %v, want both claims", h.tripEntry)
 		}
 		if errs := e.s.ended(); len(errs) != 0 {
@@ -890,7 +890,7 @@ func TestGroupCommitRetention(t *testing.T) {
 	wg.Wait()
 	// Round trips sent at once may reach the store in either order.
 	slices.Sort(got)
-	want := []string{"CompleteBatch:[k0 k2]@1h0m0s", "CompleteBatch:[k1 k4]@2h0m0s", "CompleteBatch:[k3]@3h0m0s"}
+	want := []string{"Complete:[k0 k2]@1h0m0s", "Complete:[k1 k4]@2h0m0s", "Complete:[k3]@3h0m0s"}
 	if !slices.Equal(got, want) {
 		t.Errorf("round trips %q, want %q", got, want)
 	}
@@ -922,7 +922,7 @@ func TestGroupCommitCap(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	if tr := e.s.let(t); tr.op != "ClaimBatch" || len(tr.keys) != len(big) {
+	if tr := e.s.let(t); tr.op != "Claim" || len(tr.keys) != len(big) {
 		t.Errorf("big batch sent as %s of %d", tr.op, len(tr.keys))
 	}
 	<-bigDone // while the round trip before it is still held
@@ -951,13 +951,13 @@ func TestGroupCommitRefused(t *testing.T) {
 		t.Error("Claim with no lease succeeded")
 	}
 	if _, _, err := e.g.Claim(ctx, []dedupe.ClaimRequest{gcClaim("j"), {Ref: gcRef("k")}}); err == nil {
-		t.Error("ClaimBatch with no lease succeeded")
+		t.Error("Claim with no lease succeeded")
 	}
 	if err := testkit.Complete(ctx, e.g, tk, 0); err == nil {
 		t.Error("Complete with no retention succeeded")
 	}
 	if _, err := e.g.Complete(ctx, []dedupe.Ticket{tk}, -time.Second); err == nil {
-		t.Error("CompleteBatch with a negative retention succeeded")
+		t.Error("Complete with a negative retention succeeded")
 	}
 	if got := e.s.log()[before:]; len(got) != 0 {
 		t.Errorf("refused calls made round trips %q", got)

@@ -116,6 +116,6 @@ func ExampleStore_ClaimTx() {
 	fmt.Println("payments:", n)
 	// Output:
 	// delivery 1: paid
-	// delivery 2: done, acknowledged
+	// delivery 2: suppressed, acknowledged
 	// payments: 1
 }
