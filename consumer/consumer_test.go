@@ -253,11 +253,11 @@ func TestNewRejects(t *testing.T) {
 		is   error
 	}{
 		{name: "NilStore", group: testGroup, want: "nil store"},
-		{name: "EmptyGroup", store: store, group: "", is: dedupe.ErrInvalidKey},
-		{name: "LongGroup", store: store, group: strings.Repeat("g", dedupekit.MaxGroupLen+1), is: dedupe.ErrInvalidKey},
-		{name: "ControlInGroup", store: store, group: "g\x01", is: dedupe.ErrInvalidKey},
+		{name: "EmptyGroup", store: store, group: "", is: msgkey.ErrInvalid},
+		{name: "LongGroup", store: store, group: strings.Repeat("g", dedupekit.MaxGroupLen+1), is: msgkey.ErrInvalid},
+		{name: "ControlInGroup", store: store, group: "g\x01", is: msgkey.ErrInvalid},
 		{name: "LongNamespace", store: store, group: testGroup,
-			opts: []consumer.Option{consumer.WithNamespace(strings.Repeat("n", dedupekit.MaxNamespaceLen+1))}, is: dedupe.ErrInvalidKey},
+			opts: []consumer.Option{consumer.WithNamespace(strings.Repeat("n", dedupekit.MaxNamespaceLen+1))}, is: msgkey.ErrInvalid},
 		{name: "MaxReconsumeZero", store: store, group: testGroup,
 			opts: []consumer.Option{consumer.WithMaxReconsumeTimes(0)}, want: "max reconsume times 0"},
 		{name: "MaxReconsumeUnlimited", store: store, group: testGroup,

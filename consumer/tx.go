@@ -73,8 +73,8 @@ func (c *Consumer) Tx(h TxHandler) (Handler, error) {
 		return nil, errors.New("consumer: Tx: the Consumer runs no transactions; create it with consumer.WithTx()")
 	}
 	return func(ctx context.Context, msg *Message) error {
-		tx, ok := dedupe.TxFromContext(ctx)
-		if !ok {
+		_, tx, _ := dedupe.ClaimFromContext(ctx)
+		if tx == nil {
 			return errNoTx
 		}
 		return h(ctx, tx, msg)

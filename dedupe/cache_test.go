@@ -11,6 +11,7 @@ import (
 	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
 	"github.com/idemq/idemq/internal/testkit"
+	"github.com/idemq/idemq/msgkey"
 )
 
 func TestDoneCacheConformance(t *testing.T) {
@@ -74,8 +75,8 @@ func TestDoneCache(t *testing.T) {
 		t.Errorf("Claim on a cancelled context = %v, want context.Canceled", err)
 	}
 	// So does a bad request for a cached key.
-	if _, err := testkit.Claim(t.Context(), s, dedupe.ClaimRequest{Ref: ref, Lease: time.Hour, Fingerprint: "\xff"}); !errors.Is(err, dedupe.ErrInvalidKey) {
-		t.Errorf("Claim with a bad fingerprint = %v, want ErrInvalidKey", err)
+	if _, err := testkit.Claim(t.Context(), s, dedupe.ClaimRequest{Ref: ref, Lease: time.Hour, Fingerprint: "\xff"}); !errors.Is(err, msgkey.ErrInvalid) {
+		t.Errorf("Claim with a bad fingerprint = %v, want msgkey.ErrInvalid", err)
 	}
 }
 

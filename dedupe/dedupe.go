@@ -40,17 +40,12 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/idemq/idemq/msgkey"
 )
 
-// Errors returned by stores. Backends wrap them; test with errors.Is.
+// Errors returned by stores, besides [msgkey.ErrInvalid] for a [Ref] that
+// cannot be stored: the one error for a key that cannot be carried or
+// stored. Backends wrap them; test with errors.Is.
 var (
-	// ErrInvalidKey reports a Ref whose namespace, group or key is empty
-	// (group and key only), too long, not valid UTF-8 or holds control
-	// characters. Nothing is stored for it. It is [msgkey.ErrInvalid], the
-	// one error for a key that cannot be carried or stored.
-	ErrInvalidKey = msgkey.ErrInvalid
 	// ErrLeaseLost reports a Complete, Release or Extend whose token no longer
 	// owns a live lease: the lease ended by the store's clock (whether or not
 	// the key was claimed again since), or the record was released, reclaimed
@@ -66,7 +61,7 @@ var (
 // Ref names one record: Key within consumer Group within Namespace. A Ref
 // is stored when its namespace is at most 64 bytes (it may be empty), its
 // group at most 255 and its key at most [msgkey.MaxLen], all valid UTF-8
-// without control characters; any other fails with [ErrInvalidKey].
+// without control characters; any other fails with [msgkey.ErrInvalid].
 type Ref struct {
 	// Namespace separates applications that share one store. It may be empty.
 	Namespace string
@@ -133,7 +128,7 @@ type Ticket struct {
 // message is a batch of one. Results and per-item errors are in request
 // order, and the answers are those of single calls made one after another
 // in that order (a key twice in one Claim is Acquired, then Busy). Per-item
-// errors are ErrInvalidKey, or ErrLeaseLost for Complete and Release; a
+// errors are [msgkey.ErrInvalid], or [ErrLeaseLost] for Complete and Release; a
 // non-nil error return means the whole call failed with an unknown outcome.
 //
 // Every method honours ctx: a cancelled or expired context ends the call with
@@ -145,7 +140,7 @@ type Ticket struct {
 //
 // Keys are data, never syntax: a valid [Ref] is stored and compared byte
 // for byte (a key "a*" never matches "ab"), whatever quotes, wildcards or
-// braces it holds; an invalid one is rejected with [ErrInvalidKey] before
+// braces it holds; an invalid one is rejected with [msgkey.ErrInvalid] before
 // the store is asked.
 //
 // Package [github.com/idemq/idemq/dedupe/dedupetest] holds the conformance

@@ -62,7 +62,7 @@ const maxInFlight = 1
 // (Were several round trips of a kind in flight at once, their calls would
 // be concurrent calls, applied in either order, as without the wrapper:
 // none of their callers would have returned.) Per-item errors
-// ([ErrInvalidKey], [ErrLeaseLost]) go to their own caller only. An error of
+// ([msgkey.ErrInvalid], [ErrLeaseLost]) go to their own caller only. An error of
 // the whole round trip goes to every caller in it, wrapped with what failed;
 // as for any store error, the outcome of the writes is unknown.
 //

@@ -16,6 +16,7 @@ import (
 	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
 	"github.com/idemq/idemq/internal/testkit"
+	"github.com/idemq/idemq/msgkey"
 )
 
 // tripStore is a Batcher over memdedupe (which is not one) that logs its
@@ -616,7 +617,7 @@ func TestGroupCommitItemErrors(t *testing.T) {
 		bad, good call
 		want      error
 	}{
-		{"ClaimInvalidKey", "Claim", gcClaims, claim("bad\x00key"), claim("good"), dedupe.ErrInvalidKey},
+		{"ClaimInvalidKey", "Claim", gcClaims, claim("bad\x00key"), claim("good"), msgkey.ErrInvalid},
 		{"CompleteLeaseLost", "Complete", gcCompletions, stale(complete), complete, dedupe.ErrLeaseLost},
 		{"ReleaseLeaseLost", "Release", gcReleases, stale(release), release, dedupe.ErrLeaseLost},
 	}

@@ -199,11 +199,11 @@ type Item struct {
 //     (Unguarded, or Failed), while a failed begin does not (fn's
 //     transaction cannot run either).
 //
-// fn's context then carries its transaction ([TxFromContext]), which fn
+// fn's context then carries its transaction ([ClaimFromContext]), which fn
 // must neither commit nor roll back; a panic in fn rolls it back.
 //
 // fn's context carries ctx's values and deadline, and its item's claim:
-// [TicketFromContext] returns its ticket. It ends with ctx, when the lease
+// [ClaimFromContext] returns its ticket. It ends with ctx, when the lease
 // is lost, when [Guard.Interrupt] is called, and once fn has returned. It
 // is made cancellable only when fn first asks for its Done (or it must be
 // cancelled): a fn that never waits on it costs no cancel context, timer

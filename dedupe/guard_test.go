@@ -20,7 +20,6 @@ import (
 	"github.com/idemq/idemq/msgkey"
 )
 
-
 // sizes are the batch sizes that the tests of behaviour shared by single
 // messages and batches run: one message, which costs single store calls, and
 // a batch, which costs batch calls.
@@ -104,7 +103,7 @@ func checkResult(t *testing.T, what string, got dedupe.Result, want dedupe.Outco
 // errSentinels is a handler's error that wraps every sentinel of the store
 // contract: the handler failed, whatever its error wraps.
 var errSentinels = fmt.Errorf("handler: %w", errors.Join(errHandler,
-	dedupe.ErrLeaseLost, dedupe.ErrBusy, dedupe.ErrInvalidKey))
+	dedupe.ErrLeaseLost, dedupe.ErrBusy, msgkey.ErrInvalid))
 
 // TestGuardDo runs n messages in one situation, alone and as a batch: each
 // gets the situation's outcome, the handler runs or not, the key is left as
@@ -206,19 +205,19 @@ func TestGuardDo(t *testing.T) {
 		key:   func(i int) string { return fmt.Sprint("bad\n", i) },
 		cfg:   dedupe.GuardConfig{FailOpen: true},
 		fault: &testkit.Fault{},
-		want:  dedupe.InvalidKey, wantErr: []error{dedupe.ErrInvalidKey},
+		want:  dedupe.InvalidKey, wantErr: []error{msgkey.ErrInvalid},
 	}, {
 		name: "EmptyKey",
 		key:  func(int) string { return "" },
-		want: dedupe.InvalidKey, wantErr: []error{dedupe.ErrInvalidKey},
+		want: dedupe.InvalidKey, wantErr: []error{msgkey.ErrInvalid},
 	}, {
 		name: "KeyTooLong",
 		key:  func(i int) string { return fmt.Sprint(i, strings.Repeat("k", msgkey.MaxLen)) },
-		want: dedupe.InvalidKey, wantErr: []error{dedupe.ErrInvalidKey},
+		want: dedupe.InvalidKey, wantErr: []error{msgkey.ErrInvalid},
 	}, {
 		name: "BadFingerprint",
 		fp:   "ff\x00ff",
-		want: dedupe.InvalidKey, wantErr: []error{dedupe.ErrInvalidKey},
+		want: dedupe.InvalidKey, wantErr: []error{msgkey.ErrInvalid},
 	}, {
 		name:  "StoreDownFailClosed",
 		fault: &testkit.Fault{},
@@ -425,7 +424,7 @@ func TestGuardMixedBatch(t *testing.T) {
 		1: {key: "done", setup: done, want: dedupe.Suppressed, wantAfter: dedupe.Suppressed},
 		2: {key: "busy", setup: hold(""), want: dedupe.Busy, wantWait: held, wantAfter: dedupe.Busy},
 		3: {key: "fail", handler: errHandler, want: dedupe.Failed, wantErr: errHandler, wantAfter: dedupe.Acquired},
-		4: {key: "bad\n", want: dedupe.InvalidKey, wantErr: dedupe.ErrInvalidKey},
+		4: {key: "bad\n", want: dedupe.InvalidKey, wantErr: msgkey.ErrInvalid},
 		5: {key: "reused", fp: "bbbb", setup: hold("aaaa"), want: dedupe.Reused, wantAfter: dedupe.Busy},
 		// Repeats (same key, same fingerprint) are not claimed: once the
 		// first succeeded they are duplicates; when it failed its key is
@@ -444,7 +443,7 @@ func TestGuardMixedBatch(t *testing.T) {
 		// store's clock stands still).
 		11: {key: "fresh", want: dedupe.Busy, wantWait: 30 * time.Second},
 		12: {key: "late", want: dedupe.Completed, wantAfter: dedupe.Suppressed},
-		13: {key: "bad\n", want: dedupe.InvalidKey, wantErr: dedupe.ErrInvalidKey},
+		13: {key: "bad\n", want: dedupe.InvalidKey, wantErr: msgkey.ErrInvalid},
 	}
 	e := newGuardEnv()
 	batch := make([]dedupe.Item, len(items))
@@ -457,7 +456,7 @@ func TestGuardMixedBatch(t *testing.T) {
 	var ran []int
 	res := newGuard(t, e.fs, dedupe.GuardConfig{}).Do(t.Context(), batch, func(ctx context.Context, i int) error {
 		ran = append(ran, i)
-		if tk, ok := dedupe.TicketFromContext(ctx); !ok || tk.Ref != batch[i].Ref {
+		if tk, ok := ticketOf(ctx); !ok || tk.Ref != batch[i].Ref {
 			t.Errorf("item %d: TicketFromContext = %v, %v; want its own", i, tk, ok)
 		}
 		return items[i].handler
@@ -587,7 +586,7 @@ func TestGuardRoundTrips(t *testing.T) {
 		// fails says whether item i's handler fails.
 		fails func(i int) bool
 		// again runs the batch a second time, when its keys are done.
-		again bool
+		again    bool
 		want     func(i int) dedupe.Outcome
 		wantRuns int
 		calls    map[testkit.Op]int
@@ -674,7 +673,7 @@ func TestGuardStoreFails(t *testing.T) {
 	var (
 		completed  = want{dedupe.Completed, nil}
 		failed     = want{dedupe.Failed, []error{errHandler}}
-		invalid    = want{dedupe.InvalidKey, []error{dedupe.ErrInvalidKey}}
+		invalid    = want{dedupe.InvalidKey, []error{msgkey.ErrInvalid}}
 		storeDown  = want{dedupe.StoreDown, []error{testkit.ErrInjected}}
 		unguarded  = want{dedupe.Unguarded, []error{testkit.ErrInjected}}
 		unrecorded = want{dedupe.Unrecorded, []error{testkit.ErrInjected}}
@@ -1153,7 +1152,7 @@ func (s shards) Claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe
 	errs := make([]error, len(reqs))
 	for i, r := range reqs {
 		var err error
-		if res[i], err = testkit.Claim(ctx, s.of(r.Ref), r); err != nil && !errors.Is(err, dedupe.ErrInvalidKey) {
+		if res[i], err = testkit.Claim(ctx, s.of(r.Ref), r); err != nil && !errors.Is(err, msgkey.ErrInvalid) {
 			return nil, nil, err
 		}
 		errs[i] = err
@@ -1173,7 +1172,7 @@ func (s shards) each(ts []dedupe.Ticket, f func(dedupe.Ticket) error) ([]error, 
 	errs := make([]error, len(ts))
 	for i, t := range ts {
 		err := f(t)
-		if err != nil && !errors.Is(err, dedupe.ErrInvalidKey) && !errors.Is(err, dedupe.ErrLeaseLost) {
+		if err != nil && !errors.Is(err, msgkey.ErrInvalid) && !errors.Is(err, dedupe.ErrLeaseLost) {
 			return nil, err
 		}
 		errs[i] = err
@@ -1559,7 +1558,7 @@ func TestGuardHandlerContext(t *testing.T) {
 		if d, ok := ctx.Deadline(); !ok || !d.Equal(deadline) {
 			t.Errorf("item %d: deadline %v, %v; want Do's", i, d, ok)
 		}
-		if tk, ok := dedupe.TicketFromContext(ctx); !ok || tk.Ref != items[i].Ref {
+		if tk, ok := ticketOf(ctx); !ok || tk.Ref != items[i].Ref {
 			t.Errorf("item %d: ticket %v, %v; want its own", i, tk, ok)
 		}
 		switch i {

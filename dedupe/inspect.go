@@ -60,7 +60,7 @@ type Stats struct {
 // handler again — the tool for reprocessing after a bad deploy — and
 // reports whether there was one. A holder of a forgotten lease then fails
 // its Complete with ErrLeaseLost. Refs, and the namespace, group and
-// prefix of a listing, are validated as for Store (ErrInvalidKey).
+// prefix of a listing, are validated as for Store (msgkey.ErrInvalid).
 //
 // Stats and List over Redis scan every key of the Redis node that holds
 // the group: O(keys) work on the server, in steps, without blocking it.

@@ -37,7 +37,7 @@ const (
 	// StoreDown: the store failed (Err says how) and nothing is known; the
 	// handler did not run (fail-closed).
 	StoreDown
-	// InvalidKey: the key cannot be stored (Err wraps [ErrInvalidKey]); the
+	// InvalidKey: the key cannot be stored (Err wraps [msgkey.ErrInvalid]); the
 	// handler did not run.
 	InvalidKey
 	// LeaseLost: the handler succeeded, but its lease had ended, so another
@@ -71,9 +71,6 @@ var outcomeNames = [...]string{
 	Canceled:   "canceled",
 	Acquired:   "acquired",
 }
-
-// Outcomes lists every Outcome a Guard answers, in order.
-var Outcomes = []Outcome{Completed, Failed, Suppressed, Busy, Reused, StoreDown, InvalidKey, LeaseLost, Unrecorded, Unguarded, Canceled}
 
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) && outcomeNames[o] != "" {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idemq/idemq/msgkey"
 )
 
 // TxClaimer is implemented by stores that keep their records in a SQL
@@ -36,7 +38,7 @@ type TxClaimer interface {
 	// Claim, waits for tx's outcome, and ClaimTx waits no longer than the
 	// store's lock timeout.
 	//
-	// Errors: ErrInvalidKey for a bad ref or fingerprint; ErrBusy when
+	// Errors: msgkey.ErrInvalid for a bad ref or fingerprint; ErrBusy when
 	// the key stayed locked by another transaction past the lock timeout,
 	// or the database rolled tx back to break a deadlock (how long to wait
 	// is unknown: ask again); any other error means that the store failed.
@@ -72,7 +74,7 @@ func (g *Guard) runTx(ctx context.Context, it Item, i int, fn func(context.Conte
 	a, err := g.tx.ClaimTx(ctx, tx, it.Ref, it.Fingerprint, g.cfg.Retention)
 	switch {
 	case err == nil:
-	case g.cfg.FailOpen && ctx.Err() == nil && !errors.Is(err, ErrInvalidKey) && !errors.Is(err, ErrBusy):
+	case g.cfg.FailOpen && ctx.Err() == nil && !errors.Is(err, msgkey.ErrInvalid) && !errors.Is(err, ErrBusy):
 		tx.Rollback()
 		return g.unguardedTx(ctx, it, l, fn, err)
 	default:
@@ -119,7 +121,7 @@ func (g *Guard) commit(ctx context.Context, it Item, l *lease, fn func(context.C
 // caller giving up, or the store failing.
 func notRun(ctx context.Context, what string, err error) Result {
 	switch {
-	case errors.Is(err, ErrInvalidKey):
+	case errors.Is(err, msgkey.ErrInvalid):
 		return Result{Outcome: InvalidKey, Err: err}
 	case errors.Is(err, ErrBusy):
 		return Result{Outcome: Busy, Err: fmt.Errorf("dedupe: %s: %w", what, err)}

@@ -24,7 +24,7 @@ const MaxLen = 255
 
 // ErrInvalid reports a key that cannot be carried or stored: empty, longer
 // than MaxLen, not valid UTF-8, or holding characters the transport or a
-// store reserves. Package dedupe returns it (as dedupe.ErrInvalidKey) for a
+// store reserves. Package dedupe returns it (as msgkey.ErrInvalid) for a
 // record name it cannot store.
 var ErrInvalid = errors.New("idemq: invalid message key")
 

@@ -18,6 +18,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
 	"github.com/idemq/idemq/internal/testkit"
+	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/remoting"
 )
 
@@ -89,7 +90,7 @@ func TestBatchMixed(t *testing.T) {
 	if res != rmq.ConsumeRetryLater {
 		t.Fatalf("got %v, %v; want retry later", res, err)
 	}
-	for _, want := range []error{dedupe.ErrInvalidKey, consumer.ErrNoKey, c.fail["fail"]} {
+	for _, want := range []error{msgkey.ErrInvalid, consumer.ErrNoKey, c.fail["fail"]} {
 		if !errors.Is(err, want) {
 			t.Errorf("error %v, want %v", err, want)
 		}
@@ -143,7 +144,7 @@ func TestBatchMixed(t *testing.T) {
 	}
 	c.fail, c.panics = map[string]error{}, map[string]bool{}
 	res, err = cb(context.Background(), batch...)
-	if res != rmq.ConsumeRetryLater || !errors.Is(err, dedupe.ErrInvalidKey) || !errors.Is(err, consumer.ErrNoKey) ||
+	if res != rmq.ConsumeRetryLater || !errors.Is(err, msgkey.ErrInvalid) || !errors.Is(err, consumer.ErrNoKey) ||
 		strings.Contains(err.Error(), "held by another consumer") {
 		t.Fatalf("redelivery: %v, %v; want retry later for the keyless messages only", res, err)
 	}

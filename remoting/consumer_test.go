@@ -233,8 +233,8 @@ func TestMessageWithoutKey(t *testing.T) {
 func TestInvalidKeyIsRetried(t *testing.T) {
 	c, cb, stats, _ := setup(t, memdedupe.New(memdedupe.Config{}))
 	res, err := cb(context.Background(), msg(strings.Repeat("x", msgkey.MaxLen+1)))
-	if res != rmq.ConsumeRetryLater || !errors.Is(err, dedupe.ErrInvalidKey) || !errors.Is(err, msgkey.ErrInvalid) {
-		t.Fatalf("got %v, %v; want retry later with ErrInvalidKey", res, err)
+	if res != rmq.ConsumeRetryLater || !errors.Is(err, msgkey.ErrInvalid) || !errors.Is(err, msgkey.ErrInvalid) {
+		t.Fatalf("got %v, %v; want retry later with msgkey.ErrInvalid", res, err)
 	}
 	// It has a key, one that cannot be stored.
 	if stats.InvalidKey.Load() != 1 || stats.NoKey.Load() != 0 || stats.StoreDown.Load() != 0 {

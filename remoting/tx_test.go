@@ -555,8 +555,8 @@ func TestTxRejects(t *testing.T) {
 	if h, err := c.Tx(nil); err == nil || h != nil {
 		t.Errorf("Tx with a nil handler = %v; want an error", err)
 	}
-	if _, err := consumer.New(store, "", consumer.WithTx()); !errors.Is(err, dedupe.ErrInvalidKey) {
-		t.Errorf("New with an empty group = %v, want ErrInvalidKey", err)
+	if _, err := consumer.New(store, "", consumer.WithTx()); !errors.Is(err, msgkey.ErrInvalid) {
+		t.Errorf("New with an empty group = %v, want msgkey.ErrInvalid", err)
 	}
 	// Keys that cannot be stored are refused before any transaction, the
 	// handler not run.

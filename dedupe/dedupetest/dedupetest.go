@@ -85,7 +85,7 @@ const long = time.Hour
 //   - keys as data: quotes, SQL, Lua, glob and LIKE patterns, Redis hash
 //     tags, the longest valid parts in multi-byte UTF-8, and no case
 //     folding, padding or Unicode normalisation; bad keys (too long, invalid
-//     UTF-8, control characters) refused with [dedupe.ErrInvalidKey];
+//     UTF-8, control characters) refused with [msgkey.ErrInvalid];
 //   - a [dedupe.Inspector], if the store has one: records as claimed,
 //     completed, released and expired; listings paged to the end, by
 //     prefixes that are LIKE and glob patterns, in scopes that hold them
@@ -251,7 +251,7 @@ func matches(err, want error) bool {
 // isSentinel reports whether err is one of the contract's answers rather
 // than a failure to reach the store.
 func isSentinel(err error) bool {
-	return errors.Is(err, dedupe.ErrInvalidKey) || errors.Is(err, dedupe.ErrLeaseLost) ||
+	return errors.Is(err, msgkey.ErrInvalid) || errors.Is(err, dedupe.ErrLeaseLost) ||
 		errors.Is(err, dedupe.ErrBusy)
 }
 
@@ -880,8 +880,8 @@ func testFingerprint(s *suite) {
 		r := s.ref("k")
 		for _, fp := range []string{strings.Repeat("f", dedupekit.MaxFingerprint+1), "\xff", "a\x00"} {
 			_, err := testkit.Claim(s.Context(), s.store, dedupe.ClaimRequest{Ref: r, Lease: long, Fingerprint: fp})
-			if !errors.Is(err, dedupe.ErrInvalidKey) {
-				s.Errorf("Claim with fingerprint %q = %v, want ErrInvalidKey", fp, err)
+			if !errors.Is(err, msgkey.ErrInvalid) {
+				s.Errorf("Claim with fingerprint %q = %v, want msgkey.ErrInvalid", fp, err)
 			}
 		}
 		s.acquire(r, long)
@@ -915,8 +915,8 @@ func testBatch(s *suite) {
 	}
 	for i, w := range want {
 		if w == 0 {
-			if !errors.Is(errs[i], dedupe.ErrInvalidKey) {
-				s.Errorf("ClaimBatch item %d (%q) error = %v, want ErrInvalidKey", i, reqs[i].Ref, errs[i])
+			if !errors.Is(errs[i], msgkey.ErrInvalid) {
+				s.Errorf("ClaimBatch item %d (%q) error = %v, want msgkey.ErrInvalid", i, reqs[i].Ref, errs[i])
 			}
 			continue
 		}
@@ -936,7 +936,7 @@ func testBatch(s *suite) {
 	if err != nil {
 		s.Fatalf("CompleteBatch: %v", err)
 	}
-	for i, w := range []error{nil, dedupe.ErrLeaseLost, nil, dedupe.ErrInvalidKey} {
+	for i, w := range []error{nil, dedupe.ErrLeaseLost, nil, msgkey.ErrInvalid} {
 		if len(cerrs) != len(tickets) || !matches(cerrs[i], w) {
 			s.Fatalf("CompleteBatch = %v, want item %d %v", cerrs, i, w)
 		}
@@ -952,7 +952,7 @@ func testBatch(s *suite) {
 	if err != nil {
 		s.Fatalf("ReleaseBatch: %v", err)
 	}
-	for i, w := range []error{nil, dedupe.ErrLeaseLost, dedupe.ErrLeaseLost, nil, dedupe.ErrInvalidKey} {
+	for i, w := range []error{nil, dedupe.ErrLeaseLost, dedupe.ErrLeaseLost, nil, msgkey.ErrInvalid} {
 		if len(rerrs) != 5 || !matches(rerrs[i], w) {
 			s.Fatalf("ReleaseBatch = %v, want item %d %v", rerrs, i, w)
 		}
@@ -1388,8 +1388,8 @@ func testInvalidKeys(s *suite) {
 			"Release":  testkit.Release(ctx, s.store, tk),
 			"Extend":   s.store.Extend(ctx, tk, long),
 		} {
-			if !errors.Is(err, dedupe.ErrInvalidKey) {
-				s.Errorf("%s(%.60q) = %v, want ErrInvalidKey", what, r, err)
+			if !errors.Is(err, msgkey.ErrInvalid) {
+				s.Errorf("%s(%.60q) = %v, want msgkey.ErrInvalid", what, r, err)
 			}
 		}
 	}
@@ -1406,8 +1406,8 @@ func testInvalidKeys(s *suite) {
 		s.Errorf("ClaimBatch item 0 = %v, %v; want acquired", res[0].Outcome, errs[0])
 	}
 	for i := 1; i < len(reqs); i++ {
-		if !errors.Is(errs[i], dedupe.ErrInvalidKey) {
-			s.Errorf("ClaimBatch item %d (%.60q) = %v, want ErrInvalidKey", i, reqs[i].Ref, errs[i])
+		if !errors.Is(errs[i], msgkey.ErrInvalid) {
+			s.Errorf("ClaimBatch item %d (%.60q) = %v, want msgkey.ErrInvalid", i, reqs[i].Ref, errs[i])
 		}
 	}
 	// Nothing was recorded for a truncated or cleaned-up bad key either.

@@ -388,8 +388,8 @@ func testInspectInvalid(s *suite, in dedupe.Inspector) {
 		_, _, err := in.Get(ctx, r)
 		_, ferr := in.Forget(ctx, r)
 		for what, err := range map[string]error{"Get": err, "Forget": ferr} {
-			if !errors.Is(err, dedupe.ErrInvalidKey) {
-				s.Errorf("%s(%.60q) = %v, want ErrInvalidKey", what, r, err)
+			if !errors.Is(err, msgkey.ErrInvalid) {
+				s.Errorf("%s(%.60q) = %v, want msgkey.ErrInvalid", what, r, err)
 			}
 		}
 		// The key becomes the prefix of a listing; "" is a good one.
@@ -397,12 +397,12 @@ func testInspectInvalid(s *suite, in dedupe.Inspector) {
 		if dedupekit.CheckList(req.Namespace, req.Group, req.Prefix, req.Limit) == nil {
 			continue
 		}
-		if _, _, err := in.List(ctx, req); !errors.Is(err, dedupe.ErrInvalidKey) {
-			s.Errorf("List(%.60q, %.60q, prefix %.60q) = %v, want ErrInvalidKey", req.Namespace, req.Group, req.Prefix, err)
+		if _, _, err := in.List(ctx, req); !errors.Is(err, msgkey.ErrInvalid) {
+			s.Errorf("List(%.60q, %.60q, prefix %.60q) = %v, want msgkey.ErrInvalid", req.Namespace, req.Group, req.Prefix, err)
 		}
 		if dedupekit.CheckRef(r.Namespace, r.Group, "k") != nil {
-			if _, err := in.Stats(ctx, r.Namespace, r.Group); !errors.Is(err, dedupe.ErrInvalidKey) {
-				s.Errorf("Stats(%.60q, %.60q) = %v, want ErrInvalidKey", r.Namespace, r.Group, err)
+			if _, err := in.Stats(ctx, r.Namespace, r.Group); !errors.Is(err, msgkey.ErrInvalid) {
+				s.Errorf("Stats(%.60q, %.60q) = %v, want msgkey.ErrInvalid", r.Namespace, r.Group, err)
 			}
 		}
 	}

@@ -93,7 +93,7 @@ var _ dedupe.Store = (*Store)(nil)
 // A record is a Ref's claim, processing or done, live or expired. Its Ref
 // passed [dedupe.Ref.Validate] when it was claimed, so the calls that find
 // theirs in a record do not validate it again; those that do not validate
-// it to tell ErrInvalidKey from ErrLeaseLost.
+// it to tell msgkey.ErrInvalid from ErrLeaseLost.
 type record struct {
 	ref   dedupe.Ref
 	until time.Time // lease end when processing, retention end when done
@@ -338,7 +338,7 @@ func half(s string) (uint64, bool) {
 	return v, bad&^63 == 0
 }
 
-// lost reports a call that found no lease of its ticket's: ErrInvalidKey if
+// lost reports a call that found no lease of its ticket's: msgkey.ErrInvalid if
 // ref could never have been claimed, else ErrLeaseLost.
 func lost(op string, ref dedupe.Ref) error {
 	if err := checkRef(ref); err != nil {
@@ -347,7 +347,7 @@ func lost(op string, ref dedupe.Ref) error {
 	return fmt.Errorf("memdedupe: %s %q: %w", op, ref, dedupe.ErrLeaseLost)
 }
 
-// invalid reports a call with a bad argument, or ErrInvalidKey first if
+// invalid reports a call with a bad argument, or msgkey.ErrInvalid first if
 // ref is bad too.
 func invalid(op string, ref dedupe.Ref, err error) error {
 	if rerr := checkRef(ref); rerr != nil {

@@ -396,7 +396,7 @@ func TestUnreachable(t *testing.T) {
 		"stats":            statsErr,
 		"forget":           forgetErr,
 	} {
-		if err == nil || errors.Is(err, dedupe.ErrLeaseLost) || errors.Is(err, dedupe.ErrInvalidKey) ||
+		if err == nil || errors.Is(err, dedupe.ErrLeaseLost) || errors.Is(err, msgkey.ErrInvalid) ||
 			!strings.HasPrefix(err.Error(), "redisdedupe: "+what) || !strings.Contains(err.Error(), "127.0.0.1:1") {
 			t.Errorf("%s = %v, want a plain error starting %q and naming 127.0.0.1:1", what, err, "redisdedupe: "+what)
 		}

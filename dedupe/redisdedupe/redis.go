@@ -13,6 +13,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/rediskey"
+	"github.com/idemq/idemq/msgkey"
 )
 
 // Config holds a Store's optional settings. The zero value works.
@@ -250,7 +251,7 @@ func (s *Store) Release(ctx context.Context, ts []dedupe.Ticket) ([]error, error
 // perItem is the answer of a call of one ticket whose error is err: the
 // ticket's own if it is a sentinel, else the call's.
 func perItem(err error) ([]error, error) {
-	if err != nil && !errors.Is(err, dedupe.ErrLeaseLost) && !errors.Is(err, dedupe.ErrInvalidKey) {
+	if err != nil && !errors.Is(err, dedupe.ErrLeaseLost) && !errors.Is(err, msgkey.ErrInvalid) {
 		return nil, err
 	}
 	return []error{err}, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/sqldialect"
+	"github.com/idemq/idemq/msgkey"
 )
 
 // Dialect names the SQL a database speaks: [MySQL], [Postgres] or [SQLite].
@@ -234,7 +235,7 @@ func (s *Store) Claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe
 	for i, req := range reqs {
 		if err := dedupekit.CheckClaim(req.Namespace, req.Group, req.Key, req.Lease, req.Fingerprint); err != nil {
 			err = fmt.Errorf("sqldedupe: claim %q: %w", req.Ref, err)
-			if !errors.Is(err, dedupe.ErrInvalidKey) {
+			if !errors.Is(err, msgkey.ErrInvalid) {
 				return nil, nil, err
 			}
 			errs[i] = err
@@ -530,7 +531,7 @@ func (s *Store) upsertRounds(ctx context.Context, r runner, rows []upsertRow) ([
 }
 
 // complete marks ts done for retention inside r, one statement per round of
-// distinct keys. Per-ticket errors are ErrInvalidKey and ErrLeaseLost.
+// distinct keys. Per-ticket errors are msgkey.ErrInvalid and ErrLeaseLost.
 func (s *Store) complete(ctx context.Context, r runner, what string, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
 	var err error
 	if retention <= 0 {

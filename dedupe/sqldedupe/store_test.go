@@ -710,7 +710,7 @@ func TestUnreachable(t *testing.T) {
 			_, statsErr := s.Stats(ctx, "", "g")
 			_, forgetErr := s.Forget(ctx, r)
 			for what, err := range map[string]error{"claim": claimErr, "get": getErr, "list": listErr, "stats": statsErr, "forget": forgetErr} {
-				if err == nil || errors.Is(err, dedupe.ErrLeaseLost) || errors.Is(err, dedupe.ErrInvalidKey) ||
+				if err == nil || errors.Is(err, dedupe.ErrLeaseLost) || errors.Is(err, msgkey.ErrInvalid) ||
 					!strings.HasPrefix(err.Error(), "sqldedupe: "+what) || !strings.Contains(err.Error(), "127.0.0.1:1") {
 					t.Errorf("%s = %v, want a plain error starting %q and naming 127.0.0.1:1", what, err, "sqldedupe: "+what)
 				}

@@ -14,6 +14,7 @@ import (
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testkit"
+	"github.com/idemq/idemq/msgkey"
 )
 
 // txEnv is a store and a business table in one database.
@@ -270,8 +271,8 @@ func TestClaimTxRefuses(t *testing.T) {
 				{dedupe.Ref{Group: "g", Key: "k"}, strings.Repeat("f", 129), "fingerprint is 129 bytes, limit 128"},
 			} {
 				_, err := e.s.ClaimTx(t.Context(), tx, tc.ref, tc.fp, long)
-				if !errors.Is(err, dedupe.ErrInvalidKey) || !strings.Contains(err.Error(), tc.reason) || !strings.Contains(err.Error(), "sqldedupe: claim") {
-					t.Errorf("ClaimTx(%q, fingerprint %q) = %v; want ErrInvalidKey saying %q", tc.ref, tc.fp, err, tc.reason)
+				if !errors.Is(err, msgkey.ErrInvalid) || !strings.Contains(err.Error(), tc.reason) || !strings.Contains(err.Error(), "sqldedupe: claim") {
+					t.Errorf("ClaimTx(%q, fingerprint %q) = %v; want msgkey.ErrInvalid saying %q", tc.ref, tc.fp, err, tc.reason)
 				}
 			}
 			ref := dedupe.Ref{Group: "g", Key: "k"}
@@ -280,7 +281,7 @@ func TestClaimTxRefuses(t *testing.T) {
 				"no retention":   func() error { _, err := e.s.ClaimTx(t.Context(), tx, ref, "", 0); return err }(),
 				"a negative one": func() error { _, err := e.s.ClaimTx(t.Context(), tx, ref, "", -time.Second); return err }(),
 			} {
-				if err == nil || errors.Is(err, dedupe.ErrInvalidKey) {
+				if err == nil || errors.Is(err, msgkey.ErrInvalid) {
 					t.Errorf("ClaimTx with %s = %v, want a plain error", what, err)
 				}
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/msgkey"
 )
 
 // The guard's transactional mode is tested here, on the real databases,
@@ -48,11 +49,11 @@ var errDeclined = errors.New("test: declined")
 
 func (w *writer) fn(ctx context.Context, i int) error {
 	w.ran = append(w.ran, i)
-	tx, ok := dedupe.TxFromContext(ctx)
+	tx, ok := txOf(ctx)
 	if !ok {
 		return errors.New("no transaction in fn's context")
 	}
-	if tk, ok := dedupe.TicketFromContext(ctx); !ok || tk.Ref != w.items[i].Ref || tk.Token == "" {
+	if tk, ok := ticketOf(ctx); !ok || tk.Ref != w.items[i].Ref || tk.Token == "" {
 		return fmt.Errorf("TicketFromContext = %v, %v; want item %d's", tk, ok, i)
 	}
 	if _, err := tx.ExecContext(ctx, sqldialect.Of(w.e.b.Dialect).Rebind("INSERT INTO orders (id) VALUES (?)"), w.items[i].Ref.Key); err != nil {
@@ -292,7 +293,7 @@ func TestTxGuardStoreFails(t *testing.T) {
 		{name: "BeginFailsOpen", failOpen: true, begin: errDown, want: dedupe.StoreDown},
 		// A key held is not a store down.
 		{name: "HeldOpen", failOpen: true, claim: fmt.Errorf("held: %w", dedupe.ErrBusy), want: dedupe.Busy},
-		{name: "InvalidOpen", failOpen: true, claim: fmt.Errorf("bad: %w", dedupe.ErrInvalidKey), want: dedupe.InvalidKey},
+		{name: "InvalidOpen", failOpen: true, claim: fmt.Errorf("bad: %w", msgkey.ErrInvalid), want: dedupe.InvalidKey},
 	}
 	for _, b := range testdb.Backends {
 		for _, tc := range tests {
@@ -305,10 +306,10 @@ func TestTxGuardStoreFails(t *testing.T) {
 				res := g.Do(t.Context(), items, func(ctx context.Context, i int) error {
 					ran = true
 					// Unguarded: a transaction, and no claim.
-					if tk, ok := dedupe.TicketFromContext(ctx); ok {
+					if tk, ok := ticketOf(ctx); ok {
 						return fmt.Errorf("TicketFromContext of an unguarded run = %v, true", tk)
 					}
-					tx, ok := dedupe.TxFromContext(ctx)
+					tx, ok := txOf(ctx)
 					if !ok {
 						return errors.New("no transaction in fn's context")
 					}
@@ -336,4 +337,17 @@ func TestTxGuardStoreFails(t *testing.T) {
 			})
 		}
 	}
+}
+
+// ticketOf is the ticket fn's context carries; ok when fn runs under a
+// claim.
+func ticketOf(ctx context.Context) (dedupe.Ticket, bool) {
+	t, _, _ := dedupe.ClaimFromContext(ctx)
+	return t, t.Token != ""
+}
+
+// txOf is the transaction fn's context carries, in the transactional mode.
+func txOf(ctx context.Context) (*sql.Tx, bool) {
+	_, tx, _ := dedupe.ClaimFromContext(ctx)
+	return tx, tx != nil
 }

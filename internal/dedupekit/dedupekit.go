@@ -36,7 +36,7 @@ const (
 const DefaultListLimit = 100
 
 // CheckRef reports whether a Ref of namespace, group and key can be
-// stored. Its error wraps [msgkey.ErrInvalid] (dedupe.ErrInvalidKey).
+// stored. Its error wraps [msgkey.ErrInvalid] (msgkey.ErrInvalid).
 func CheckRef(namespace, group, key string) error {
 	if err := checkPart("namespace", namespace, MaxNamespaceLen, true); err != nil {
 		return err
