@@ -33,7 +33,7 @@ func newDedupeFlags(path, synopsis, doc string) *dedupeFlags {
 	f.namespace = f.String("namespace", "", "dedupe `namespace` (the consumer's; default none)")
 	f.group = f.String("group", "", "consumer `group` (required)")
 	f.redisPrefix = f.String("redis-prefix", "idemq:dedupe:", "`prefix` of the store's Redis keys")
-	f.table = f.String("table", sqldedupe.DefaultTable, "SQL `table` of the records")
+	f.table = f.String("table", dedupekit.DefaultTable, "SQL `table` of the records")
 	return f
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testkit"
 )
@@ -38,14 +39,14 @@ func TestRecordGoneBetweenStatements(t *testing.T) {
 	}
 	db = testdb.MySQL.OpenWith(t, &testdb.Hooks{Statement: func(query string) func() error {
 		r := gone.Load()
-		if r == nil || !strings.HasPrefix(query, "INSERT INTO `"+sqldedupe.DefaultTable+"`") {
+		if r == nil || !strings.HasPrefix(query, "INSERT INTO `"+dedupekit.DefaultTable+"`") {
 			return nil
 		}
-		exec("REPLACE INTO `"+sqldedupe.DefaultTable+"` (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at) "+
+		exec("REPLACE INTO `"+dedupekit.DefaultTable+"` (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at) "+
 			"VALUES (?, ?, ?, 'processing', 'holder', '', UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))", r)
 		return func() error {
 			met.Add(1)
-			exec("DELETE FROM `"+sqldedupe.DefaultTable+"` WHERE namespace = ? AND grp = ? AND k = ? AND token = 'holder'", r)
+			exec("DELETE FROM `"+dedupekit.DefaultTable+"` WHERE namespace = ? AND grp = ? AND k = ? AND token = 'holder'", r)
 			return nil
 		}
 	}})

@@ -30,15 +30,12 @@ const (
 	SQLite   = sqldialect.SQLite   // SQLite
 )
 
-// DefaultTable is the table a Store uses unless [Config.Table] names another.
-const DefaultTable = "idemq_dedupe"
-
 // Config holds a Store's optional settings. The zero value works.
 type Config struct {
 	// Table is the name of the table holding the records: a letter or
 	// underscore, then letters, digits and underscores, at most 48 bytes (an
 	// index named after it must fit every dialect's limit). It is quoted, so
-	// PostgreSQL keeps its case. Default [DefaultTable].
+	// PostgreSQL keeps its case. Default "idemq_dedupe".
 	Table string
 	// CleanupInterval is how often a background goroutine deletes expired
 	// records. Negative disables it; run [Store.Cleanup] yourself then.
@@ -69,7 +66,7 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	if c.Table == "" {
-		c.Table = DefaultTable
+		c.Table = dedupekit.DefaultTable
 	}
 	if c.CleanupInterval == 0 {
 		c.CleanupInterval = time.Minute

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testkit"
@@ -296,7 +297,7 @@ func TestClaimTxRefuses(t *testing.T) {
 			}
 			e.finish(tx, false)
 			var n int
-			if err := e.db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM "+sqldedupe.DefaultTable).Scan(&n); err != nil || n != 0 {
+			if err := e.db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM "+dedupekit.DefaultTable).Scan(&n); err != nil || n != 0 {
 				t.Errorf("records after the refused claims and a rollback: %d, %v; want none", n, err)
 			}
 		})

@@ -32,6 +32,10 @@ const (
 	MaxFingerprint  = 128
 )
 
+// DefaultTable is the table of a sqldedupe.Store whose Config names none,
+// and the default of the idemq command's table flags.
+const DefaultTable = "idemq_dedupe"
+
 // DefaultListLimit is the page size of a listing whose limit is 0.
 const DefaultListLimit = 100
 
