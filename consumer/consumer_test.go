@@ -36,7 +36,7 @@ func message(id, key string, reconsumed int32) consumer.Message {
 func hold(t *testing.T, store dedupe.Store, key string, lease time.Duration) dedupe.Ticket {
 	t.Helper()
 	ref := dedupe.Ref{Group: testGroup, Key: key}
-	res, err := testkit.Claim(context.Background(), store, dedupe.ClaimRequest{Ref: ref, Lease: lease})
+	res, err := testkit.Claim(context.Background(), store, dedupe.Item{Ref: ref}, lease)
 	if err != nil || res.Outcome != dedupe.Acquired {
 		t.Fatalf("claim %s = %v, %v; want acquired", key, res.Outcome, err)
 	}

@@ -44,7 +44,7 @@ type doneEntry struct {
 }
 
 // lookup answers req from the cache if it can.
-func (c *doneCache) lookup(req ClaimRequest, now time.Time) (ClaimResult, bool) {
+func (c *doneCache) lookup(req Item, now time.Time) (ClaimResult, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el := c.byRef[req.Ref]
@@ -89,19 +89,19 @@ func (c *doneCache) remember(ref Ref, fp string, expires time.Time) {
 
 // cacheable reports whether req may be answered from the cache: a bad
 // request or a done context must get the store's error.
-func cacheable(ctx context.Context, req ClaimRequest) bool {
-	return ctx.Err() == nil && dedupekit.CheckClaim(req.Namespace, req.Group, req.Key, req.Lease, req.Fingerprint) == nil
+func cacheable(ctx context.Context, req Item, lease time.Duration) bool {
+	return ctx.Err() == nil && dedupekit.CheckClaim(req.Namespace, req.Group, req.Key, lease, req.Fingerprint) == nil
 }
 
-func (c *doneCache) Claim(ctx context.Context, reqs []ClaimRequest) ([]ClaimResult, []error, error) {
+func (c *doneCache) Claim(ctx context.Context, reqs []Item, lease time.Duration) ([]ClaimResult, []error, error) {
 	now := time.Now()
 	res := make([]ClaimResult, len(reqs))
 	var (
 		missed []int // indexes of the requests the store must answer
-		ask    []ClaimRequest
+		ask    []Item
 	)
 	for i, req := range reqs {
-		if cacheable(ctx, req) {
+		if cacheable(ctx, req, lease) {
 			if r, ok := c.lookup(req, now); ok {
 				res[i] = r
 				continue
@@ -114,7 +114,7 @@ func (c *doneCache) Claim(ctx context.Context, reqs []ClaimRequest) ([]ClaimResu
 	if len(ask) == 0 {
 		return res, errs, nil
 	}
-	got, gotErrs, err := c.store.Claim(ctx, ask)
+	got, gotErrs, err := c.store.Claim(ctx, ask, lease)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -32,7 +32,7 @@ func keyRef(i int) dedupe.Ref { return dedupe.Ref{Group: "g", Key: fmt.Sprint("k
 // completeVia claims and completes r through s.
 func completeVia(t *testing.T, s dedupe.Store, r dedupe.Ref, fp string, retention time.Duration) {
 	t.Helper()
-	res, err := testkit.Claim(t.Context(), s, dedupe.ClaimRequest{Ref: r, Lease: time.Hour, Fingerprint: fp})
+	res, err := testkit.Claim(t.Context(), s, dedupe.Item{Ref: r, Fingerprint: fp}, time.Hour)
 	if err != nil || res.Outcome != dedupe.Acquired {
 		t.Fatalf("Claim(%q) = %v, %v", r, res.Outcome, err)
 	}
@@ -46,7 +46,7 @@ func completeVia(t *testing.T, s dedupe.Store, r dedupe.Ref, fp string, retentio
 func claimVia(t *testing.T, s dedupe.Store, fs *testkit.FaultStore, r dedupe.Ref, fp string, want dedupe.Outcome, wantCalls int) {
 	t.Helper()
 	before := fs.Calls(testkit.OpClaim)
-	res, err := testkit.Claim(t.Context(), s, dedupe.ClaimRequest{Ref: r, Lease: time.Hour, Fingerprint: fp})
+	res, err := testkit.Claim(t.Context(), s, dedupe.Item{Ref: r, Fingerprint: fp}, time.Hour)
 	if err != nil || res.Outcome != want {
 		t.Fatalf("Claim(%q, %q) = %v, %v; want %v", r, fp, res.Outcome, err, want)
 	}
@@ -71,11 +71,11 @@ func TestDoneCache(t *testing.T) {
 	// A done context still fails.
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := testkit.Claim(ctx, s, dedupe.ClaimRequest{Ref: ref, Lease: time.Hour}); !errors.Is(err, context.Canceled) {
+	if _, err := testkit.Claim(ctx, s, dedupe.Item{Ref: ref}, time.Hour); !errors.Is(err, context.Canceled) {
 		t.Errorf("Claim on a cancelled context = %v, want context.Canceled", err)
 	}
 	// So does a bad request for a cached key.
-	if _, err := testkit.Claim(t.Context(), s, dedupe.ClaimRequest{Ref: ref, Lease: time.Hour, Fingerprint: "\xff"}); !errors.Is(err, msgkey.ErrInvalid) {
+	if _, err := testkit.Claim(t.Context(), s, dedupe.Item{Ref: ref, Fingerprint: "\xff"}, time.Hour); !errors.Is(err, msgkey.ErrInvalid) {
 		t.Errorf("Claim with a bad fingerprint = %v, want msgkey.ErrInvalid", err)
 	}
 }
@@ -134,11 +134,11 @@ func TestDoneCacheBatch(t *testing.T) {
 	s, fs := cached(8)
 	ctx := t.Context()
 	var tickets []dedupe.Ticket
-	reqs := make([]dedupe.ClaimRequest, 4)
+	reqs := make([]dedupe.Item, 4)
 	for i := range reqs {
-		reqs[i] = dedupe.ClaimRequest{Ref: keyRef(i), Lease: time.Hour}
+		reqs[i] = dedupe.Item{Ref: keyRef(i)}
 	}
-	res, _, err := s.Claim(ctx, reqs[:2])
+	res, _, err := s.Claim(ctx, reqs[:2], time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,14 +149,14 @@ func TestDoneCacheBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := fs.Calls(testkit.OpClaim)
-	res, errs, err := s.Claim(ctx, reqs[:2])
+	res, errs, err := s.Claim(ctx, reqs[:2], time.Hour)
 	if err != nil || res[0].Outcome != dedupe.Suppressed || res[1].Outcome != dedupe.Suppressed || errs[0] != nil || errs[1] != nil {
 		t.Fatalf("ClaimBatch of cached keys = %v, %v, %v", res, errs, err)
 	}
 	if n := fs.Calls(testkit.OpClaim) - before; n != 0 {
 		t.Errorf("ClaimBatch of cached keys reached the store %d times", n)
 	}
-	res, errs, err = s.Claim(ctx, reqs)
+	res, errs, err = s.Claim(ctx, reqs, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

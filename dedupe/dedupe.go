@@ -76,12 +76,10 @@ func (r Ref) String() string {
 	return fmt.Sprintf("%s/%s/%s", r.Namespace, r.Group, r.Key)
 }
 
-// ClaimRequest asks to own one key for a lease.
-type ClaimRequest struct {
+// Item is one message: its key, and its payload's fingerprint. [Guard.Do]
+// runs items, and [Store.Claim] claims them.
+type Item struct {
 	Ref
-	// Lease is how long the claim holds before another caller may take the
-	// key over. It must be positive.
-	Lease time.Duration
 	// Fingerprint optionally identifies the payload (a printable hash, at
 	// most 128 bytes, valid UTF-8 without control characters; a consumer
 	// records 16 hex digits of two CRC-32s of the body). A claim that meets
@@ -97,10 +95,10 @@ type ClaimRequest struct {
 	Fingerprint string
 }
 
-// ClaimResult is the answer to one ClaimRequest.
+// ClaimResult is a store's answer to the claim of one Item.
 type ClaimResult struct {
 	// Outcome is [Acquired], [Suppressed] (the key is done), [Busy] (another
-	// owner holds a live lease) or [Reused] (see [ClaimRequest.Fingerprint]).
+	// owner holds a live lease) or [Reused] (see [Item.Fingerprint]).
 	Outcome Outcome
 	// Token identifies the owner when Outcome is Acquired; it is needed to
 	// complete, release or extend the claim.
@@ -146,16 +144,17 @@ type Ticket struct {
 // Package [github.com/idemq/idemq/dedupe/dedupetest] holds the conformance
 // suite every implementation runs.
 type Store interface {
-	// Claim takes each key for its request's Lease, answering Acquired with
-	// a fresh token, if no record exists, its retention has ended or its
-	// lease has ended (an expired lease counts as no record at all).
-	// Otherwise, if the live record's fingerprint and the request's have
-	// the same length and differ, it answers Reused; else Suppressed for a
-	// completed key and Busy for a key held by a live lease. Fingerprints
-	// of different lengths, like an empty one, are never compared, so that
-	// a rolling upgrade between fingerprint kinds does not report every key
-	// in flight across it as reused (see [ClaimRequest.Fingerprint]).
-	Claim(ctx context.Context, reqs []ClaimRequest) ([]ClaimResult, []error, error)
+	// Claim takes each item's key for lease (which must be positive),
+	// answering Acquired with a fresh token, if no record exists, its
+	// retention has ended or its lease has ended (an expired lease counts
+	// as no record at all). Otherwise, if the live record's fingerprint and
+	// the item's have the same length and differ, it answers Reused; else
+	// Suppressed for a completed key and Busy for a key held by a live
+	// lease. Fingerprints of different lengths, like an empty one, are
+	// never compared, so that a rolling upgrade between fingerprint kinds
+	// does not report every key in flight across it as reused (see
+	// [Item.Fingerprint]).
+	Claim(ctx context.Context, items []Item, lease time.Duration) ([]ClaimResult, []error, error)
 	// Complete marks owned keys done and keeps them for retention (which
 	// must be positive) from the store's now. A token whose lease has ended
 	// or that does not own the record fails with ErrLeaseLost and changes

@@ -49,8 +49,8 @@ const maxInFlight = 1
 // a goroutine that a round trip before them starts and that ends as soon as
 // nothing is queued: a caller that sent a shared round trip itself could not
 // return before its answer, and every caller must be able to return as soon
-// as its context ends. Completions are coalesced only with others of equal
-// retention. Extend, calls the store would refuse as a whole (a non-positive
+// as its context ends. Calls are coalesced only with others of equal lease
+// or retention. Extend, calls the store would refuse as a whole (a non-positive
 // lease or retention) and calls of more than 256 items go straight to
 // the store.
 //
@@ -75,11 +75,11 @@ const maxInFlight = 1
 // of them has none), and is cancelled once every caller in it has gone.
 func withGroupCommit(store Store) *groupCommit {
 	g := &groupCommit{store: store}
-	g.claims = lane[ClaimRequest, ClaimResult]{
+	g.claims = lane[Item, ClaimResult]{
 		kind:    "claim",
 		results: true,
-		batch: func(ctx context.Context, reqs []ClaimRequest, _ time.Duration) ([]ClaimResult, []error, error) {
-			return store.Claim(ctx, reqs)
+		batch: func(ctx context.Context, items []Item, lease time.Duration) ([]ClaimResult, []error, error) {
+			return store.Claim(ctx, items, lease)
 		},
 	}
 	g.completes = lane[Ticket, struct{}]{
@@ -103,7 +103,7 @@ func withGroupCommit(store Store) *groupCommit {
 // coalesced call.
 type groupCommit struct {
 	store     Store
-	claims    lane[ClaimRequest, ClaimResult]
+	claims    lane[Item, ClaimResult]
 	completes lane[Ticket, struct{}]
 	releases  lane[Ticket, struct{}]
 }
@@ -111,13 +111,11 @@ type groupCommit struct {
 var _ Store = (*groupCommit)(nil)
 
 // Claim implements [Store].
-func (g *groupCommit) Claim(ctx context.Context, reqs []ClaimRequest) ([]ClaimResult, []error, error) {
-	for _, r := range reqs {
-		if r.Lease <= 0 {
-			return g.store.Claim(ctx, reqs)
-		}
+func (g *groupCommit) Claim(ctx context.Context, items []Item, lease time.Duration) ([]ClaimResult, []error, error) {
+	if lease <= 0 {
+		return g.store.Claim(ctx, items, lease)
 	}
-	return g.claims.many(ctx, reqs, 0)
+	return g.claims.many(ctx, items, lease)
 }
 
 // Complete implements [Store].
@@ -141,8 +139,8 @@ func (g *groupCommit) Extend(ctx context.Context, t Ticket, lease time.Duration)
 }
 
 // lane coalesces the calls of one kind: requests Q answered by results R,
-// with an argument (the retention of completions) that calls must share to
-// share a round trip.
+// with an argument (the lease of claims, the retention of completions) that
+// calls must share to share a round trip.
 type lane[Q, R any] struct {
 	kind    string // what a call does, for errors
 	results bool   // batch answers a result per item
@@ -325,7 +323,7 @@ func (l *lane[Q, R]) callErr(what string, qs []Q, err error) error {
 // describe names the key of a request.
 func describe(q any) string {
 	switch q := q.(type) {
-	case ClaimRequest:
+	case Item:
 		return fmt.Sprintf("%q", q.Ref)
 	case Ticket:
 		return fmt.Sprintf("%q", q.Ref)

@@ -163,18 +163,18 @@ func (s *tripStore) Extend(ctx context.Context, t dedupe.Ticket, lease time.Dura
 	return s.Store.Extend(ctx, t, lease)
 }
 
-func (s *tripStore) Claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
+func (s *tripStore) Claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
+	if lease <= 0 {
+		return s.Store.Claim(ctx, reqs, lease)
+	}
 	refs := make([]dedupe.Ref, len(reqs))
 	for i, r := range reqs {
-		if r.Lease <= 0 {
-			return s.Store.Claim(ctx, reqs)
-		}
 		refs[i] = r.Ref
 	}
-	if err := s.trip(ctx, "Claim", 0, refs...); err != nil {
+	if err := s.trip(ctx, "Claim", lease, refs...); err != nil {
 		return nil, nil, err
 	}
-	return s.Store.Claim(ctx, reqs)
+	return s.Store.Claim(ctx, reqs, lease)
 }
 
 func (s *tripStore) Complete(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
@@ -205,14 +205,14 @@ func ticketRefs(ts []dedupe.Ticket) []dedupe.Ref {
 // gcRef is key k of the group commit tests.
 func gcRef(k string) dedupe.Ref { return dedupe.Ref{Namespace: "gc", Group: "g", Key: k} }
 
-func gcClaim(k string) dedupe.ClaimRequest {
-	return dedupe.ClaimRequest{Ref: gcRef(k), Lease: time.Hour}
+func gcClaim(k string) dedupe.Item {
+	return dedupe.Item{Ref: gcRef(k)}
 }
 
 // gcAcquire claims k in s, which must be free, and returns its ticket.
 func gcAcquire(t *testing.T, s dedupe.Store, k string) dedupe.Ticket {
 	t.Helper()
-	res, err := testkit.Claim(t.Context(), s, gcClaim(k))
+	res, err := testkit.Claim(t.Context(), s, gcClaim(k), time.Hour)
 	if err != nil || res.Outcome != dedupe.Acquired {
 		t.Fatalf("Claim(%q) = %v, %v; want acquired", k, res.Outcome, err)
 	}
@@ -223,7 +223,7 @@ func gcAcquire(t *testing.T, s dedupe.Store, k string) dedupe.Ticket {
 // acquired.
 func gcStatus(t *testing.T, s dedupe.Store, k string) dedupe.Outcome {
 	t.Helper()
-	res, err := testkit.Claim(t.Context(), s, gcClaim(k))
+	res, err := testkit.Claim(t.Context(), s, gcClaim(k), time.Hour)
 	if err != nil {
 		t.Fatalf("Claim(%q): %v", k, err)
 	}
@@ -315,7 +315,7 @@ func (e gcEnv) block(t *testing.T, op string) (unblock func()) {
 			var err error
 			switch op {
 			case "Claim":
-				_, err = testkit.Claim(ctx, e.g, gcClaim(k))
+				_, err = testkit.Claim(ctx, e.g, gcClaim(k), time.Hour)
 			case "Complete":
 				err = testkit.Complete(ctx, e.g, tks[i], time.Hour)
 			case "Release":
@@ -350,11 +350,11 @@ func TestGroupCommitLone(t *testing.T) {
 		want []string
 	}{
 		{"Claim", func(t *testing.T, g dedupe.Store) error {
-			_, err := testkit.Claim(t.Context(), g, gcClaim("a"))
+			_, err := testkit.Claim(t.Context(), g, gcClaim("a"), time.Hour)
 			return err
 		}, []string{"Claim:[a]"}},
 		{"Claim", func(t *testing.T, g dedupe.Store) error {
-			_, _, err := g.Claim(t.Context(), []dedupe.ClaimRequest{gcClaim("a"), gcClaim("b")})
+			_, _, err := g.Claim(t.Context(), []dedupe.Item{gcClaim("a"), gcClaim("b")}, time.Hour)
 			return err
 		}, []string{"Claim:[a b]"}},
 		{"Complete", func(t *testing.T, g dedupe.Store) error {
@@ -418,14 +418,14 @@ func TestGroupCommitCoalesces(t *testing.T) {
 					switch {
 					case tc.op == "Claim" && i%2 == 0:
 						var res dedupe.ClaimResult
-						res, err = testkit.Claim(ctx, e.g, gcClaim(k))
+						res, err = testkit.Claim(ctx, e.g, gcClaim(k), time.Hour)
 						if err == nil && res.Outcome != dedupe.Acquired {
 							err = fmt.Errorf("status %v", res.Outcome)
 						}
 					case tc.op == "Claim":
 						var res []dedupe.ClaimResult
 						var errs []error
-						res, errs, err = e.g.Claim(ctx, []dedupe.ClaimRequest{gcClaim(k)})
+						res, errs, err = e.g.Claim(ctx, []dedupe.Item{gcClaim(k)}, time.Hour)
 						if err == nil && (errs[0] != nil || res[0].Outcome != dedupe.Acquired) {
 							err = fmt.Errorf("item = %v, %v", res[0].Outcome, errs[0])
 						}
@@ -470,7 +470,7 @@ func TestGroupCommitInFlight(t *testing.T) {
 	ctx := t.Context()
 	claim := func(key string) <-chan struct{} {
 		return gcAsync(func() {
-			res, err := testkit.Claim(ctx, e.g, gcClaim(key))
+			res, err := testkit.Claim(ctx, e.g, gcClaim(key), time.Hour)
 			if err != nil || res.Outcome != dedupe.Acquired {
 				t.Errorf("Claim(%q) = %v, %v; want acquired", key, res.Outcome, err)
 			}
@@ -557,13 +557,13 @@ func TestGroupCommitOrder(t *testing.T) {
 		bErrs  []error
 		waited sync.WaitGroup
 	)
-	waited.Go(func() { first, errs[0] = testkit.Claim(ctx, e.g, gcClaim("k")) })
+	waited.Go(func() { first, errs[0] = testkit.Claim(ctx, e.g, gcClaim("k"), time.Hour) })
 	gcQueued(t, e.g, gcClaims, 1)
 	waited.Go(func() {
-		batch, bErrs, errs[1] = e.g.Claim(ctx, []dedupe.ClaimRequest{gcClaim("k"), gcClaim("done"), gcClaim("j"), gcClaim("j")})
+		batch, bErrs, errs[1] = e.g.Claim(ctx, []dedupe.Item{gcClaim("k"), gcClaim("done"), gcClaim("j"), gcClaim("j")}, time.Hour)
 	})
 	gcQueued(t, e.g, gcClaims, 2)
-	waited.Go(func() { last, errs[2] = testkit.Claim(ctx, e.g, gcClaim("j")) })
+	waited.Go(func() { last, errs[2] = testkit.Claim(ctx, e.g, gcClaim("j"), time.Hour) })
 	gcQueued(t, e.g, gcClaims, 3)
 	unblock()
 	tr := e.s.let(t)
@@ -594,7 +594,7 @@ func TestGroupCommitItemErrors(t *testing.T) {
 	type call func(ctx context.Context, g dedupe.Store, tk dedupe.Ticket) error
 	claim := func(k string) call {
 		return func(ctx context.Context, g dedupe.Store, _ dedupe.Ticket) error {
-			_, err := testkit.Claim(ctx, g, gcClaim(k))
+			_, err := testkit.Claim(ctx, g, gcClaim(k), time.Hour)
 			return err
 		}
 	}
@@ -668,7 +668,7 @@ func TestGroupCommitRoundTripError(t *testing.T) {
 			errs := make([]error, n)
 			var wg sync.WaitGroup
 			for i := range n {
-				wg.Go(func() { _, errs[i] = testkit.Claim(ctx, g, gcClaim(fmt.Sprint("k", i))) })
+				wg.Go(func() { _, errs[i] = testkit.Claim(ctx, g, gcClaim(fmt.Sprint("k", i)), time.Hour) })
 				gcQueued(t, g, gcClaims, i+1)
 			}
 			unblock()
@@ -703,7 +703,7 @@ func TestGroupCommitContext(t *testing.T) {
 		unblock := e.block(t, "Claim")
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		_, err := testkit.Claim(ctx, e.g, gcClaim("k"))
+		_, err := testkit.Claim(ctx, e.g, gcClaim("k"), time.Hour)
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("Claim with a cancelled context = %v, want context.Canceled", err)
 		}
@@ -734,7 +734,7 @@ func TestGroupCommitContext(t *testing.T) {
 			unblock := e.block(t, "Claim")
 			ctx, end := tc.end(t.Context())
 			var err error
-			returned := gcAsync(func() { _, err = testkit.Claim(ctx, e.g, gcClaim("k")) })
+			returned := gcAsync(func() { _, err = testkit.Claim(ctx, e.g, gcClaim("k"), time.Hour) })
 			gcQueuedOr(t, e.g, returned)
 			end()
 			<-returned // while the round trip before it is still held
@@ -769,9 +769,9 @@ func TestGroupCommitContext(t *testing.T) {
 			errA, errB error
 			resB       dedupe.ClaimResult
 		)
-		doneA := gcAsync(func() { _, errA = testkit.Claim(ctxA, e.g, gcClaim("a")) })
+		doneA := gcAsync(func() { _, errA = testkit.Claim(ctxA, e.g, gcClaim("a"), time.Hour) })
 		gcQueued(t, e.g, gcClaims, 1)
-		doneB := gcAsync(func() { resB, errB = testkit.Claim(ctxB, e.g, gcClaim("b")) })
+		doneB := gcAsync(func() { resB, errB = testkit.Claim(ctxB, e.g, gcClaim("b"), time.Hour) })
 		gcQueued(t, e.g, gcClaims, 2)
 		unblock()
 		h := e.s.wait(t) // sent, and held
@@ -800,7 +800,7 @@ func TestGroupCommitContext(t *testing.T) {
 		var wg sync.WaitGroup
 		errs := make([]error, 3)
 		for i := range errs {
-			wg.Go(func() { _, errs[i] = testkit.Claim(ctx, e.g, gcClaim(fmt.Sprint("k", i))) })
+			wg.Go(func() { _, errs[i] = testkit.Claim(ctx, e.g, gcClaim(fmt.Sprint("k", i)), time.Hour) })
 			gcQueued(t, e.g, gcClaims, i+1)
 		}
 		unblock()
@@ -843,7 +843,7 @@ func TestGroupCommitContext(t *testing.T) {
 					defer cancel()
 				}
 				wg.Go(func() {
-					if _, err := testkit.Claim(ctx, e.g, gcClaim(fmt.Sprint("k", i))); err != nil {
+					if _, err := testkit.Claim(ctx, e.g, gcClaim(fmt.Sprint("k", i)), time.Hour); err != nil {
 						t.Error(err)
 					}
 				})
@@ -907,19 +907,19 @@ func TestGroupCommitCap(t *testing.T) {
 	const n = 300
 	for i := range n {
 		wg.Go(func() {
-			if _, err := testkit.Claim(ctx, e.g, gcClaim(fmt.Sprint("k", i))); err != nil {
+			if _, err := testkit.Claim(ctx, e.g, gcClaim(fmt.Sprint("k", i)), time.Hour); err != nil {
 				t.Error(err)
 			}
 		})
 	}
 	gcQueued(t, e.g, gcClaims, n)
 	// A batch of more than a round trip holds is not queued.
-	big := make([]dedupe.ClaimRequest, 257)
+	big := make([]dedupe.Item, 257)
 	for i := range big {
 		big[i] = gcClaim(fmt.Sprint("big", i))
 	}
 	bigDone := gcAsync(func() {
-		if _, _, err := e.g.Claim(ctx, big); err != nil {
+		if _, _, err := e.g.Claim(ctx, big, time.Hour); err != nil {
 			t.Error(err)
 		}
 	})
@@ -948,11 +948,11 @@ func TestGroupCommitRefused(t *testing.T) {
 	unblock := e.block(t, "Claim")
 	ctx := t.Context()
 	before := len(e.s.log())
-	if _, err := testkit.Claim(ctx, e.g, dedupe.ClaimRequest{Ref: gcRef("k")}); err == nil {
+	if _, err := testkit.Claim(ctx, e.g, gcClaim("k"), 0); err == nil {
 		t.Error("Claim with no lease succeeded")
 	}
-	if _, _, err := e.g.Claim(ctx, []dedupe.ClaimRequest{gcClaim("j"), {Ref: gcRef("k")}}); err == nil {
-		t.Error("Claim with no lease succeeded")
+	if _, _, err := e.g.Claim(ctx, []dedupe.Item{gcClaim("j"), gcClaim("k")}, -time.Second); err == nil {
+		t.Error("Claim with a negative lease succeeded")
 	}
 	if err := testkit.Complete(ctx, e.g, tk, 0); err == nil {
 		t.Error("Complete with no retention succeeded")
@@ -994,7 +994,7 @@ func TestGroupCommitChurn(t *testing.T) {
 		wg.Go(func() {
 			for i := range rounds {
 				k := fmt.Sprint("k", (w+i)%keys)
-				res, err := testkit.Claim(ctx, e.g, gcClaim(k))
+				res, err := testkit.Claim(ctx, e.g, gcClaim(k), time.Hour)
 				if err != nil {
 					t.Error(err)
 					return
@@ -1031,8 +1031,8 @@ func TestGroupCommitChurn(t *testing.T) {
 // wrapper's own cost.
 type gcMemBatcher struct{ dedupe.Store }
 
-func (s gcMemBatcher) ClaimBatch(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
-	return s.Store.Claim(ctx, reqs)
+func (s gcMemBatcher) ClaimBatch(ctx context.Context, reqs []dedupe.Item) ([]dedupe.ClaimResult, []error, error) {
+	return s.Store.Claim(ctx, reqs, time.Hour)
 }
 
 func (s gcMemBatcher) CompleteBatch(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
@@ -1063,7 +1063,7 @@ func BenchmarkGroupCommit(b *testing.B) {
 				ctx := b.Context()
 				one := func() {
 					ref := gcRef(strconv.FormatInt(next.Add(1), 10))
-					res, err := testkit.Claim(ctx, s, dedupe.ClaimRequest{Ref: ref, Lease: time.Minute})
+					res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: ref}, time.Minute)
 					if err == nil {
 						err = testkit.Complete(ctx, s, dedupe.Ticket{Ref: ref, Token: res.Token}, time.Minute)
 					}

@@ -142,14 +142,6 @@ func (g *Guard) Config() GuardConfig { return g.cfg }
 // cause counts.
 func (g *Guard) Interrupt(cause error) { g.keep.interrupt(cause) }
 
-// Item is one message given to [Guard.Do].
-type Item struct {
-	Ref Ref
-	// Fingerprint identifies the payload as in [ClaimRequest]; empty
-	// disables the check.
-	Fingerprint string
-}
-
 // Do runs fn(ctx, i) for each of items whose key it acquires, and returns
 // what it did with each, in items' order. A single message is a batch of
 // one: it costs one Claim and one Complete (or Release). A batch costs one
@@ -292,11 +284,11 @@ func firstOf(items []Item, pending []int, seen map[Item]int, i int) int {
 // it sets the result of every other pending item. When the claim fails as
 // a whole with FailOpen, that means running fn for each without a claim.
 func (g *Guard) claim(ctx context.Context, items []Item, pending []int, fn func(context.Context, int) error, res []Result) []lease {
-	reqs := make([]ClaimRequest, len(pending))
+	claims := make([]Item, len(pending))
 	for j, i := range pending {
-		reqs[j] = ClaimRequest{Ref: items[i].Ref, Lease: g.cfg.Lease, Fingerprint: items[i].Fingerprint}
+		claims[j] = items[i]
 	}
-	answers, errs, err := g.store.Claim(ctx, reqs)
+	answers, errs, err := g.store.Claim(ctx, claims, g.cfg.Lease)
 	if err != nil {
 		g.unguarded(ctx, items, pending, fn, res, err)
 		return nil

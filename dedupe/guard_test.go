@@ -49,7 +49,7 @@ func itemsOf(fp string, keys ...string) []dedupe.Item {
 // it acquired.
 func statusOf(t *testing.T, s dedupe.Store, r dedupe.Ref) dedupe.Outcome {
 	t.Helper()
-	res, err := testkit.Claim(context.Background(), s, dedupe.ClaimRequest{Ref: r, Lease: time.Hour})
+	res, err := testkit.Claim(context.Background(), s, dedupe.Item{Ref: r}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func statusOf(t *testing.T, s dedupe.Store, r dedupe.Ref) dedupe.Outcome {
 // holdKey claims r in s for lease as another consumer would.
 func holdKey(t *testing.T, s dedupe.Store, r dedupe.Ref, fp string, lease time.Duration) dedupe.Ticket {
 	t.Helper()
-	res, err := testkit.Claim(context.Background(), s, dedupe.ClaimRequest{Ref: r, Lease: lease, Fingerprint: fp})
+	res, err := testkit.Claim(context.Background(), s, dedupe.Item{Ref: r, Fingerprint: fp}, lease)
 	if err != nil || res.Outcome != dedupe.Acquired {
 		t.Fatalf("Claim(%s) = %v, %v; want acquired", r, res.Outcome, err)
 	}
@@ -1147,12 +1147,12 @@ func (s shards) of(r dedupe.Ref) dedupe.Store {
 
 // Claim asks each key's store for it alone: a batch of many keys makes
 // many calls, as the test wants.
-func (s shards) Claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
+func (s shards) Claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
 	res := make([]dedupe.ClaimResult, len(reqs))
 	errs := make([]error, len(reqs))
 	for i, r := range reqs {
 		var err error
-		if res[i], err = testkit.Claim(ctx, s.of(r.Ref), r); err != nil && !errors.Is(err, msgkey.ErrInvalid) {
+		if res[i], err = testkit.Claim(ctx, s.of(r.Ref), r, lease); err != nil && !errors.Is(err, msgkey.ErrInvalid) {
 			return nil, nil, err
 		}
 		errs[i] = err

@@ -31,7 +31,7 @@ const (
 	// still runs by the store's clock (zero when unknown: ask again).
 	Busy
 	// Reused: the key is recorded with another payload's fingerprint of
-	// the same kind (see [ClaimRequest.Fingerprint]); the handler did not
+	// the same kind (see [Item.Fingerprint]); the handler did not
 	// run.
 	Reused
 	// StoreDown: the store failed (Err says how) and nothing is known; the

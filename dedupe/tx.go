@@ -27,7 +27,7 @@ type TxClaimer interface {
 	// answers the claim, it writes the key's record done, kept for
 	// retention from the store's now: Acquired, and tx holds the key. A
 	// live record answers as it would [Store.Claim]: Suppressed, Reused for
-	// a fingerprint of the same kind that differs (see [ClaimRequest]), or
+	// a fingerprint of the same kind that differs (see [Item]), or
 	// Busy for a lease another owner took with Claim. A record whose
 	// lease or retention has ended is taken over.
 	//

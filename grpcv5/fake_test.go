@@ -221,7 +221,7 @@ func startReceiver(t *testing.T, c *consumer.Consumer, f *fakeSimple, h consumer
 func hold(t *testing.T, store dedupe.Store, key string, lease time.Duration) dedupe.Ticket {
 	t.Helper()
 	ref := dedupe.Ref{Group: "grpc-group", Key: key}
-	res, err := testkit.Claim(context.Background(), store, dedupe.ClaimRequest{Ref: ref, Lease: lease})
+	res, err := testkit.Claim(context.Background(), store, dedupe.Item{Ref: ref}, lease)
 	if err != nil || res.Outcome != dedupe.Acquired {
 		t.Fatalf("claim %s: %v, %v", key, res.Outcome, err)
 	}

@@ -284,7 +284,7 @@ type zeroRemaining struct {
 	claims atomic.Int64
 }
 
-func (z *zeroRemaining) Claim(_ context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
+func (z *zeroRemaining) Claim(_ context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
 	z.claims.Add(1)
 	res := make([]dedupe.ClaimResult, len(reqs))
 	for i := range res {

@@ -47,7 +47,7 @@ func records(l *testkit.Logs) []logRecord {
 func recordDone(t *testing.T, store dedupe.Store, key, fp string) {
 	t.Helper()
 	ref := dedupe.Ref{Group: testGroup, Key: key}
-	res, err := testkit.Claim(t.Context(), store, dedupe.ClaimRequest{Ref: ref, Lease: time.Minute, Fingerprint: fp})
+	res, err := testkit.Claim(t.Context(), store, dedupe.Item{Ref: ref, Fingerprint: fp}, time.Minute)
 	if err != nil || res.Outcome != dedupe.Acquired {
 		t.Fatalf("claim %s = %v, %v", key, res.Outcome, err)
 	}

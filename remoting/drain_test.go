@@ -153,7 +153,7 @@ func (c notingContext) Done() <-chan struct{} {
 func (e *drainEnv) free(key string) bool {
 	e.t.Helper()
 	ref := dedupe.Ref{Group: testGroup, Key: key}
-	res, err := testkit.Claim(context.Background(), e.mem, dedupe.ClaimRequest{Ref: ref, Lease: time.Minute})
+	res, err := testkit.Claim(context.Background(), e.mem, dedupe.Item{Ref: ref}, time.Minute)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func recordEarlier(t *testing.T, store dedupe.Store, key, body string) {
 	t.Helper()
 	ref := dedupe.Ref{Group: testGroup, Key: key}
 	sum := sha256.Sum256([]byte(body))
-	res, err := testkit.Claim(t.Context(), store, dedupe.ClaimRequest{Ref: ref, Lease: time.Hour, Fingerprint: hex.EncodeToString(sum[:])})
+	res, err := testkit.Claim(t.Context(), store, dedupe.Item{Ref: ref, Fingerprint: hex.EncodeToString(sum[:])}, time.Hour)
 	if err != nil || res.Outcome != dedupe.Acquired {
 		t.Fatalf("claim = %v, %v", res.Outcome, err)
 	}

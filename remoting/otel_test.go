@@ -80,9 +80,7 @@ func TestTelemetry(t *testing.T) {
 
 	// Another consumer holds the key "busy".
 	busyBody := "body busy"
-	if _, err := testkit.Claim(t.Context(), mem, dedupe.ClaimRequest{
-		Ref: dedupe.Ref{Group: otelGroup, Key: "busy"}, Lease: time.Minute, Fingerprint: dedupekit.Fingerprint([]byte(busyBody)),
-	}); err != nil {
+	if _, err := testkit.Claim(t.Context(), mem, dedupe.Item{Ref: dedupe.Ref{Group: otelGroup, Key: "busy"}, Fingerprint: dedupekit.Fingerprint([]byte(busyBody))}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 

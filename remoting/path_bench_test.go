@@ -141,9 +141,9 @@ type countingRedis struct {
 	n atomic.Int64
 }
 
-func (s *countingRedis) Claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
+func (s *countingRedis) Claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
 	s.n.Add(1)
-	return s.Store.Claim(ctx, reqs)
+	return s.Store.Claim(ctx, reqs, lease)
 }
 
 func (s *countingRedis) Complete(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {

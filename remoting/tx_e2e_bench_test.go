@@ -142,7 +142,7 @@ WHERE namespace = ? AND grp = ? AND k = ? AND token = ?`,
 // before it claimed in the business transaction.
 func twoCommit(ctx context.Context, db *sql.DB, store *sqldedupe.Store, complete, ins *sql.Stmt, group, key string) error {
 	ref := dedupe.Ref{Group: group, Key: key}
-	res, err := testkit.Claim(ctx, store, dedupe.ClaimRequest{Ref: ref, Lease: 30 * time.Second})
+	res, err := testkit.Claim(ctx, store, dedupe.Item{Ref: ref}, 30*time.Second)
 	if err != nil || res.Outcome != dedupe.Acquired {
 		return fmt.Errorf("claim %s: %v, %v", key, res.Outcome, err)
 	}

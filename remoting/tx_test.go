@@ -145,7 +145,7 @@ func (e *txEnv) idle() {
 func (e *txEnv) status(key string) dedupe.Outcome {
 	e.t.Helper()
 	ref := dedupe.Ref{Group: txGroup, Key: key}
-	res, err := testkit.Claim(e.t.Context(), e.store, dedupe.ClaimRequest{Ref: ref, Lease: time.Hour})
+	res, err := testkit.Claim(e.t.Context(), e.store, dedupe.Item{Ref: ref}, time.Hour)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestTx(t *testing.T) {
 					*testkit.HookStore
 					dedupe.TxClaimer
 				}{&testkit.HookStore{Store: e.store, Hooks: testkit.StoreHooks{
-					Claim:    func(context.Context, []dedupe.ClaimRequest) error { spied.Add(1); return nil },
+					Claim:    func(context.Context, []dedupe.Item) error { spied.Add(1); return nil },
 					Complete: count, Release: count,
 					Extend: func(context.Context, dedupe.Ticket) error { spied.Add(1); return nil },
 				}}, e.store}

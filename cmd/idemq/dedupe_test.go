@@ -89,7 +89,7 @@ func testDedupe(t *testing.T, b backend) {
 	ref := func(k string) dedupe.Ref { return dedupe.Ref{Namespace: ns, Group: group, Key: k} }
 	claim := func(k, fp string) dedupe.Ticket {
 		t.Helper()
-		res, err := testkit.Claim(ctx, s, dedupe.ClaimRequest{Ref: ref(k), Lease: time.Hour, Fingerprint: fp})
+		res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: ref(k), Fingerprint: fp}, time.Hour)
 		if err != nil || res.Outcome != dedupe.Acquired {
 			t.Fatalf("claim %s: %+v, %v", k, res, err)
 		}
@@ -109,7 +109,7 @@ func testDedupe(t *testing.T, b backend) {
 		done(fmt.Sprintf("bulk-%02d", i), "")
 	}
 	// A record of another group is never shown.
-	if _, err := testkit.Claim(ctx, s, dedupe.ClaimRequest{Ref: dedupe.Ref{Namespace: ns, Group: group + "x", Key: "order-1"}, Lease: time.Hour}); err != nil {
+	if _, err := testkit.Claim(ctx, s, dedupe.Item{Ref: dedupe.Ref{Namespace: ns, Group: group + "x", Key: "order-1"}}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	common := []string{"--store", storeURL, "--namespace", ns, "--group", group}
@@ -211,7 +211,7 @@ func testDedupe(t *testing.T, b backend) {
 		}
 		// The forgotten done key runs again; the forgotten holder has lost
 		// its lease.
-		res, err := testkit.Claim(ctx, s, dedupe.ClaimRequest{Ref: ref("order-1"), Lease: time.Minute})
+		res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: ref("order-1")}, time.Minute)
 		if err != nil || res.Outcome != dedupe.Acquired {
 			t.Errorf("claim of a forgotten key: %+v, %v; want Acquired", res, err)
 		}

@@ -120,7 +120,7 @@ func testMigrate(t *testing.T, b backend) {
 	}
 	defer s.Close()
 	ref := dedupe.Ref{Group: "g", Key: "order-1"}
-	res, err := testkit.Claim(ctx, s, dedupe.ClaimRequest{Ref: ref, Lease: time.Minute})
+	res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: ref}, time.Minute)
 	if err != nil || res.Outcome != dedupe.Acquired {
 		t.Fatalf("claim after migrate: %+v, %v", res, err)
 	}

@@ -164,7 +164,7 @@ func (s *suite) stalled(sent time.Time, d time.Duration, what string) bool {
 
 func (s *suite) claimFP(ref dedupe.Ref, lease time.Duration, fp string) dedupe.ClaimResult {
 	s.Helper()
-	res, err := testkit.Claim(s.Context(), s.store, dedupe.ClaimRequest{Ref: ref, Lease: lease, Fingerprint: fp})
+	res, err := testkit.Claim(s.Context(), s.store, dedupe.Item{Ref: ref, Fingerprint: fp}, lease)
 	if err != nil {
 		s.Fatalf("Claim(%q, %v, %q): %v", ref, lease, fp, err)
 	}
@@ -314,7 +314,7 @@ func testConcurrentClaim(s *suite) {
 		for i := range n {
 			wg.Go(func() {
 				<-start
-				res[i], errs[i] = testkit.Claim(s.Context(), s.store, dedupe.ClaimRequest{Ref: r, Lease: long})
+				res[i], errs[i] = testkit.Claim(s.Context(), s.store, dedupe.Item{Ref: r}, long)
 			})
 		}
 		close(start)
@@ -348,9 +348,9 @@ func testConcurrentClaim(s *suite) {
 // store neither fails nor deadlocks.
 func testConcurrentBatches(s *suite) {
 	const workers, keys = 4, 16
-	var refs []dedupe.ClaimRequest
+	var refs []dedupe.Item
 	for i := range keys {
-		refs = append(refs, dedupe.ClaimRequest{Ref: s.ref(fmt.Sprint("k", i)), Lease: long})
+		refs = append(refs, dedupe.Item{Ref: s.ref(fmt.Sprint("k", i))})
 	}
 	var (
 		wg    sync.WaitGroup
@@ -365,7 +365,7 @@ func testConcurrentBatches(s *suite) {
 			slices.Reverse(reqs)
 		}
 		wg.Go(func() {
-			res, errs, err := s.store.Claim(s.Context(), reqs)
+			res, errs, err := s.store.Claim(s.Context(), reqs, long)
 			if err != nil {
 				s.Errorf("worker %d: ClaimBatch: %v", w, err)
 				return
@@ -479,9 +479,9 @@ type owned struct {
 // churnClaim claims one to three of refs, a key possibly twice, and returns
 // those acquired.
 func (s *suite) churnClaim(w int, rng *mathrand.Rand, refs []dedupe.Ref, lease time.Duration) []owned {
-	reqs := make([]dedupe.ClaimRequest, 1+rng.IntN(3))
+	reqs := make([]dedupe.Item, 1+rng.IntN(3))
 	for i := range reqs {
-		reqs[i] = dedupe.ClaimRequest{Ref: refs[rng.IntN(len(refs))], Lease: lease}
+		reqs[i] = dedupe.Item{Ref: refs[rng.IntN(len(refs))]}
 	}
 	t0 := time.Now()
 	var (
@@ -491,9 +491,9 @@ func (s *suite) churnClaim(w int, rng *mathrand.Rand, refs []dedupe.Ref, lease t
 	)
 	if len(reqs) == 1 {
 		res = make([]dedupe.ClaimResult, 1)
-		res[0], err = testkit.Claim(s.Context(), s.store, reqs[0])
+		res[0], err = testkit.Claim(s.Context(), s.store, reqs[0], lease)
 	} else {
-		res, errs, err = s.store.Claim(s.Context(), reqs)
+		res, errs, err = s.store.Claim(s.Context(), reqs, lease)
 	}
 	t1 := time.Now()
 	if err != nil {
@@ -851,15 +851,10 @@ func testFingerprint(s *suite) {
 		// one wrote, as single calls one after another would.
 		s := s.sub(t)
 		r := s.ref("k")
-		reqs := []dedupe.ClaimRequest{
-			{Ref: r, Lease: long, Fingerprint: fa},
-			{Ref: r, Lease: long, Fingerprint: fb},
-			{Ref: r, Lease: long, Fingerprint: fa},
-			{Ref: r, Lease: long},
-		}
+		reqs := []dedupe.Item{{Ref: r, Fingerprint: fa}, {Ref: r, Fingerprint: fb}, {Ref: r, Fingerprint: fa}, {Ref: r}}
 		check := func(want ...dedupe.Outcome) []dedupe.ClaimResult {
 			t.Helper()
-			res, errs, err := s.store.Claim(s.Context(), reqs)
+			res, errs, err := s.store.Claim(s.Context(), reqs, long)
 			if err != nil {
 				t.Fatalf("ClaimBatch: %v", err)
 			}
@@ -879,7 +874,7 @@ func testFingerprint(s *suite) {
 		s := s.sub(t)
 		r := s.ref("k")
 		for _, fp := range []string{strings.Repeat("f", dedupekit.MaxFingerprint+1), "\xff", "a\x00"} {
-			_, err := testkit.Claim(s.Context(), s.store, dedupe.ClaimRequest{Ref: r, Lease: long, Fingerprint: fp})
+			_, err := testkit.Claim(s.Context(), s.store, dedupe.Item{Ref: r, Fingerprint: fp}, long)
 			if !errors.Is(err, msgkey.ErrInvalid) {
 				s.Errorf("Claim with fingerprint %q = %v, want msgkey.ErrInvalid", fp, err)
 			}
@@ -896,17 +891,9 @@ func testBatch(s *suite) {
 	s.claimFP(conflict, long, "A")
 
 	free, dup, bad := s.ref("free"), s.ref("dup"), s.ref("")
-	reqs := []dedupe.ClaimRequest{
-		{Ref: free, Lease: long},
-		{Ref: done, Lease: long},
-		{Ref: flight, Lease: long},
-		{Ref: conflict, Lease: long, Fingerprint: "B"},
-		{Ref: bad, Lease: long},
-		{Ref: dup, Lease: long},
-		{Ref: dup, Lease: long},
-	}
+	reqs := []dedupe.Item{{Ref: free}, {Ref: done}, {Ref: flight}, {Ref: conflict, Fingerprint: "B"}, {Ref: bad}, {Ref: dup}, {Ref: dup}}
 	want := []dedupe.Outcome{dedupe.Acquired, dedupe.Suppressed, dedupe.Busy, dedupe.Reused, 0, dedupe.Acquired, dedupe.Busy}
-	res, errs, err := s.store.Claim(ctx, reqs)
+	res, errs, err := s.store.Claim(ctx, reqs, long)
 	if err != nil {
 		s.Fatalf("ClaimBatch: %v", err)
 	}
@@ -963,7 +950,7 @@ func testBatch(s *suite) {
 	s.acquire(flight, long)
 
 	s.Run("Empty", func(t *testing.T) {
-		res, errs, err := s.store.Claim(ctx, nil)
+		res, errs, err := s.store.Claim(ctx, nil, long)
 		if len(res) != 0 || len(errs) != 0 || err != nil {
 			t.Errorf("ClaimBatch(nil) = %v, %v, %v; want nothing", res, errs, err)
 		}
@@ -976,11 +963,11 @@ func testBatch(s *suite) {
 	})
 	s.Run("Large", func(t *testing.T) {
 		s := s.sub(t)
-		reqs := make([]dedupe.ClaimRequest, 500)
+		reqs := make([]dedupe.Item, 500)
 		for i := range reqs {
-			reqs[i] = dedupe.ClaimRequest{Ref: s.ref(fmt.Sprint(i)), Lease: long, Fingerprint: fmt.Sprint(i)}
+			reqs[i] = dedupe.Item{Ref: s.ref(fmt.Sprint(i)), Fingerprint: fmt.Sprint(i)}
 		}
-		res, errs, err := s.store.Claim(ctx, reqs)
+		res, errs, err := s.store.Claim(ctx, reqs, long)
 		if err != nil {
 			s.Fatalf("ClaimBatch: %v", err)
 		}
@@ -995,7 +982,7 @@ func testBatch(s *suite) {
 		if err != nil || slices.ContainsFunc(cerrs, func(e error) bool { return e != nil }) {
 			s.Fatalf("CompleteBatch = %v, %v", cerrs, err)
 		}
-		res, _, err = s.store.Claim(ctx, reqs)
+		res, _, err = s.store.Claim(ctx, reqs, long)
 		if err != nil || slices.ContainsFunc(res, func(r dedupe.ClaimResult) bool { return r.Outcome != dedupe.Suppressed }) {
 			s.Fatalf("ClaimBatch after completing: %v, err %v; want all done", res, err)
 		}
@@ -1020,10 +1007,10 @@ func testFailedBatch(s *suite) {
 	}
 	s.Run("Deadline", func(t *testing.T) {
 		s := s.sub(t)
-		batch := func(prefix string) []dedupe.ClaimRequest {
-			reqs := make([]dedupe.ClaimRequest, n)
+		batch := func(prefix string) []dedupe.Item {
+			reqs := make([]dedupe.Item, n)
 			for i := range reqs {
-				reqs[i] = dedupe.ClaimRequest{Ref: s.ref(fmt.Sprint(prefix, i)), Lease: long}
+				reqs[i] = dedupe.Item{Ref: s.ref(fmt.Sprint(prefix, i))}
 				if i%every == 0 {
 					reqs[i].Ref = done[i/every]
 				}
@@ -1032,9 +1019,9 @@ func testFailedBatch(s *suite) {
 		}
 		// check claims a prefix of a failed batch again: every key
 		// is as it was before the batch.
-		check := func(reqs []dedupe.ClaimRequest) {
+		check := func(reqs []dedupe.Item) {
 			s.Helper()
-			res, errs, err := s.store.Claim(s.Context(), reqs)
+			res, errs, err := s.store.Claim(s.Context(), reqs, long)
 			if err != nil {
 				s.Fatalf("ClaimBatch after a failed batch: %v", err)
 			}
@@ -1062,11 +1049,11 @@ func testFailedBatch(s *suite) {
 // failByDeadline claims batches whose contexts expire at fractions of the
 // time a whole batch takes, so that most end while the store is part-way
 // through them.
-func failByDeadline(s *suite, batch func(string) []dedupe.ClaimRequest, check func([]dedupe.ClaimRequest)) {
+func failByDeadline(s *suite, batch func(string) []dedupe.Item, check func([]dedupe.Item)) {
 	var took time.Duration
 	for i := range 2 { // the first may prepare what the second reuses
 		start := time.Now()
-		if _, _, err := s.store.Claim(s.Context(), batch(fmt.Sprint("warm", i, "-"))); err != nil {
+		if _, _, err := s.store.Claim(s.Context(), batch(fmt.Sprint("warm", i, "-")), long); err != nil {
 			s.Fatalf("ClaimBatch: %v", err)
 		}
 		took = time.Since(start)
@@ -1076,7 +1063,7 @@ func failByDeadline(s *suite, batch func(string) []dedupe.ClaimRequest, check fu
 	for i := 1; i < steps; i++ {
 		reqs := batch(fmt.Sprint("deadline", i, "-"))
 		ctx, cancel := context.WithTimeout(s.Context(), took*time.Duration(i)/steps)
-		_, _, err := s.store.Claim(ctx, reqs)
+		_, _, err := s.store.Claim(ctx, reqs, long)
 		cancel()
 		if err == nil {
 			continue
@@ -1095,7 +1082,7 @@ func failByDeadline(s *suite, batch func(string) []dedupe.ClaimRequest, check fu
 func testDurations(s *suite) {
 	r := s.ref("k")
 	for _, d := range []time.Duration{0, -time.Second} {
-		res, err := testkit.Claim(s.Context(), s.store, dedupe.ClaimRequest{Ref: r, Lease: d})
+		res, err := testkit.Claim(s.Context(), s.store, dedupe.Item{Ref: r}, d)
 		if err == nil || isSentinel(err) {
 			s.Errorf("Claim with lease %v = %v, %v; want a plain error", d, res.Outcome, err)
 		}
@@ -1138,12 +1125,12 @@ func testCancelledContext(s *suite) {
 					t.Errorf("%s = %v, want %v", what, err, c.want)
 				}
 			}
-			_, err := testkit.Claim(c.ctx, s.store, dedupe.ClaimRequest{Ref: free, Lease: long})
+			_, err := testkit.Claim(c.ctx, s.store, dedupe.Item{Ref: free}, long)
 			check("Claim", err)
 			check("Complete", testkit.Complete(c.ctx, s.store, tk, long))
 			check("Extend", s.store.Extend(c.ctx, tk, time.Millisecond))
 			check("Release", testkit.Release(c.ctx, s.store, tk))
-			_, _, err = s.store.Claim(c.ctx, []dedupe.ClaimRequest{{Ref: free, Lease: long}})
+			_, _, err = s.store.Claim(c.ctx, []dedupe.Item{{Ref: free}}, long)
 			check("ClaimBatch", err)
 			_, err = s.store.Complete(c.ctx, []dedupe.Ticket{tk}, long)
 			check("CompleteBatch", err)
@@ -1182,7 +1169,7 @@ func testFaults(s *suite) {
 		e := setup(t)
 		r := e.ref("k")
 		e.fs.Inject(testkit.Fault{Ops: testkit.OpClaim, Nth: 1})
-		_, err := testkit.Claim(e.Context(), e.fs, dedupe.ClaimRequest{Ref: r, Lease: long})
+		_, err := testkit.Claim(e.Context(), e.fs, dedupe.Item{Ref: r}, long)
 		injected(t, "Claim", err)
 		e.acquire(r, long)
 	})
@@ -1191,7 +1178,7 @@ func testFaults(s *suite) {
 		r := e.ref("k")
 		e.fs.Inject(testkit.Fault{Ops: testkit.OpClaim, Nth: 1, After: true})
 		sent := time.Now()
-		_, err := testkit.Claim(e.Context(), e.fs, dedupe.ClaimRequest{Ref: r, Lease: e.f.Lease})
+		_, err := testkit.Claim(e.Context(), e.fs, dedupe.Item{Ref: r}, e.f.Lease)
 		injected(t, "Claim", err)
 		// The lost claim holds the key until its lease ends, never longer.
 		if res := e.claimFP(r, long, ""); res.Outcome != dedupe.Busy {
@@ -1252,9 +1239,9 @@ func testFaults(s *suite) {
 	})
 	s.Run("BatchAfter", func(t *testing.T) {
 		e := setup(t)
-		reqs := []dedupe.ClaimRequest{{Ref: e.ref("a"), Lease: long}, {Ref: e.ref("b"), Lease: long}}
+		reqs := []dedupe.Item{{Ref: e.ref("a")}, {Ref: e.ref("b")}}
 		e.fs.Inject(testkit.Fault{Ops: testkit.OpClaim, Nth: 1, After: true})
-		_, _, err := e.fs.Claim(e.Context(), reqs)
+		_, _, err := e.fs.Claim(e.Context(), reqs, long)
 		injected(t, "ClaimBatch", err)
 		for _, r := range reqs {
 			e.want(r.Ref, "", dedupe.Busy)
@@ -1380,7 +1367,7 @@ func testInvalidKeys(s *suite) {
 		if dedupekit.CheckRef(r.Namespace, r.Group, r.Key) == nil {
 			s.Fatalf("suite bug: %q is valid", r)
 		}
-		_, err := testkit.Claim(ctx, s.store, dedupe.ClaimRequest{Ref: r, Lease: long})
+		_, err := testkit.Claim(ctx, s.store, dedupe.Item{Ref: r}, long)
 		tk := dedupe.Ticket{Ref: r, Token: "bogus"}
 		for what, err := range map[string]error{
 			"Claim":    err,
@@ -1394,11 +1381,11 @@ func testInvalidKeys(s *suite) {
 		}
 	}
 	// In a batch the bad items fail alone.
-	reqs := []dedupe.ClaimRequest{{Ref: s.ref("good"), Lease: long}}
+	reqs := []dedupe.Item{{Ref: s.ref("good")}}
 	for _, r := range refs {
-		reqs = append(reqs, dedupe.ClaimRequest{Ref: r, Lease: long})
+		reqs = append(reqs, dedupe.Item{Ref: r})
 	}
-	res, errs, err := s.store.Claim(ctx, reqs)
+	res, errs, err := s.store.Claim(ctx, reqs, long)
 	if err != nil {
 		s.Fatalf("ClaimBatch: %v", err)
 	}

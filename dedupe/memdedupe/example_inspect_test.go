@@ -16,13 +16,13 @@ func ExampleStore_List() {
 	store := memdedupe.New(memdedupe.Config{Now: func() time.Time { return now }})
 	ctx := context.Background()
 	var (
-		reqs []dedupe.ClaimRequest
+		reqs []dedupe.Item
 		done []dedupe.Ticket
 	)
 	for _, key := range []string{"order-1001", "order-1002", "order-1003", "refund-7"} {
-		reqs = append(reqs, dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "billing", Key: key}, Lease: time.Minute})
+		reqs = append(reqs, dedupe.Item{Ref: dedupe.Ref{Group: "billing", Key: key}})
 	}
-	res, _, _ := store.Claim(ctx, reqs)
+	res, _, _ := store.Claim(ctx, reqs, time.Minute)
 	for i, r := range res {
 		if reqs[i].Key != "order-1003" {
 			done = append(done, dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token})

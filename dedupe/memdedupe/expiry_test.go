@@ -43,7 +43,7 @@ func TestExpiry(t *testing.T) {
 				t.Helper()
 				n++
 				key := fmt.Sprint("k", n)
-				res, err := testkit.Claim(ctx, s, dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "g", Key: key}, Lease: lease})
+				res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: dedupe.Ref{Group: "g", Key: key}}, lease)
 				if err != nil || res.Outcome != dedupe.Acquired {
 					t.Fatalf("Claim(%q) = %v, %v", key, res.Outcome, err)
 				}
@@ -120,7 +120,7 @@ func TestBoundedWork(t *testing.T) {
 		ref := dedupe.Ref{Group: "g", Key: strconv.Itoa(n)}
 		used, pages := s.used, len(s.pages)
 		start := time.Now()
-		res, err := testkit.Claim(ctx, s, dedupe.ClaimRequest{Ref: ref, Lease: records * time.Microsecond})
+		res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: ref}, records*time.Microsecond)
 		d := time.Since(start)
 		lat.Add(d)
 		if d > time.Millisecond {

@@ -124,29 +124,27 @@ func New(cfg Config) *Store {
 }
 
 // Claim implements [dedupe.Store].
-func (s *Store) Claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
+func (s *Store) Claim(ctx context.Context, items []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, fmt.Errorf("memdedupe: claim: %w", err)
 	}
-	for _, r := range reqs {
-		if r.Lease <= 0 {
-			return nil, nil, fmt.Errorf("memdedupe: claim %q: lease %v must be positive", r.Ref, r.Lease)
-		}
+	if lease <= 0 {
+		return nil, nil, fmt.Errorf("memdedupe: claim: lease %v must be positive", lease)
 	}
-	res := make([]dedupe.ClaimResult, len(reqs))
-	errs := make([]error, len(reqs))
-	for i, r := range reqs {
-		if err := dedupekit.CheckClaim(r.Namespace, r.Group, r.Key, r.Lease, r.Fingerprint); err != nil {
-			errs[i] = fmt.Errorf("memdedupe: claim %q: %w", r.Ref, err)
+	res := make([]dedupe.ClaimResult, len(items))
+	errs := make([]error, len(items))
+	for i, it := range items {
+		if err := dedupekit.CheckClaim(it.Namespace, it.Group, it.Key, lease, it.Fingerprint); err != nil {
+			errs[i] = fmt.Errorf("memdedupe: claim %q: %w", it.Ref, err)
 			continue
 		}
-		res[i] = s.claim(r)
+		res[i] = s.claim(it, lease)
 	}
 	return res, errs, nil
 }
 
-// claim claims req, a valid request.
-func (s *Store) claim(req dedupe.ClaimRequest) dedupe.ClaimResult {
+// claim claims req, a valid item, for lease.
+func (s *Store) claim(req dedupe.Item, lease time.Duration) dedupe.ClaimResult {
 	h := uint32(s.hash(req.Ref))
 	s.mu.Lock()
 	now := s.now()
@@ -171,7 +169,7 @@ func (s *Store) claim(req dedupe.ClaimRequest) dedupe.ClaimResult {
 	}
 	s.seq++
 	seq := s.seq
-	*s.rec(i) = record{ref: req.Ref, until: now.Add(req.Lease), fp: req.Fingerprint, seq: seq, hash: h}
+	*s.rec(i) = record{ref: req.Ref, until: now.Add(lease), fp: req.Fingerprint, seq: seq, hash: h}
 	s.mu.Unlock()
 	return dedupe.ClaimResult{Outcome: dedupe.Acquired, Token: s.token(i, seq)}
 }

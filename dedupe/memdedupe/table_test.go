@@ -109,7 +109,7 @@ func runModel(t *testing.T, rng *rand.Rand, s *Store, keys, steps, checkEvery in
 		case op < 4:
 			fp := fmt.Sprint(rng.IntN(3))
 			lease := time.Duration(1+rng.IntN(5)) * time.Second
-			res, err := testkit.Claim(ctx, s, dedupe.ClaimRequest{Ref: r, Lease: lease, Fingerprint: fp})
+			res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: r, Fingerprint: fp}, lease)
 			want := dedupe.ClaimResult{Outcome: dedupe.Acquired}
 			switch {
 			case live && dedupekit.FingerprintsConflict(m.fp, fp):

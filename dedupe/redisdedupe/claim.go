@@ -14,8 +14,8 @@ import (
 )
 
 // Claim implements [dedupe.Store].
-func (s *Store) Claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
-	res, errs, err := s.claim(ctx, reqs)
+func (s *Store) Claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
+	res, errs, err := s.claim(ctx, reqs, lease)
 	if err != nil {
 		if len(reqs) == 1 {
 			return nil, nil, fmt.Errorf("redisdedupe: claim %q: %w", reqs[0].Ref, err)
@@ -35,16 +35,14 @@ type item struct {
 // token is the owner token in the item's record.
 func (it item) token() string { return it.rec[1 : 1+tokenLen] }
 
-func (s *Store) claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
-	for _, r := range reqs {
-		if r.Lease <= 0 {
-			return nil, nil, fmt.Errorf("%q: lease %v must be positive", r.Ref, r.Lease)
-		}
+func (s *Store) claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
+	if lease <= 0 {
+		return nil, nil, fmt.Errorf("lease %v must be positive", lease)
 	}
 	errs := make([]error, len(reqs))
 	items := make([]item, 0, len(reqs))
 	for i, r := range reqs {
-		if err := dedupekit.CheckClaim(r.Namespace, r.Group, r.Key, r.Lease, r.Fingerprint); err != nil {
+		if err := dedupekit.CheckClaim(r.Namespace, r.Group, r.Key, lease, r.Fingerprint); err != nil {
 			errs[i] = fmt.Errorf("redisdedupe: claim %q: %w", r.Ref, err)
 			continue
 		}
@@ -62,9 +60,9 @@ func (s *Store) claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe
 		return nil, nil, err
 	}
 	if native {
-		err = s.claimNative(ctx, reqs, items, res)
+		err = s.claimNative(ctx, reqs, lease, items, res)
 	} else {
-		err = s.claimByScript(ctx, reqs, items, res)
+		err = s.claimByScript(ctx, reqs, lease, items, res)
 	}
 	if err != nil {
 		s.giveBack(ctx, reqs, items)
@@ -75,10 +73,10 @@ func (s *Store) claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe
 
 // claimNative claims items with one pipeline of SET NX, then reads the
 // records that the SETs found, if any, in a second.
-func (s *Store) claimNative(ctx context.Context, reqs []dedupe.ClaimRequest, items []item, res []dedupe.ClaimResult) error {
+func (s *Store) claimNative(ctx context.Context, reqs []dedupe.Item, lease time.Duration, items []item, res []dedupe.ClaimResult) error {
 	cmds := make([]*redis.BoolCmd, len(items))
 	for j, it := range items {
-		cmds[j] = setNX(ctx, it.key, it.rec, box(&s.lease, reqs[it.i].Lease))
+		cmds[j] = setNX(ctx, it.key, it.rec, box(&s.lease, lease))
 	}
 	if len(cmds) == 1 {
 		// A consumer's commonest call: a plain command costs less than a
@@ -105,7 +103,7 @@ func (s *Store) claimNative(ctx context.Context, reqs []dedupe.ClaimRequest, ite
 	if len(found) == 0 {
 		return nil
 	}
-	return s.claimFound(ctx, reqs, found, res)
+	return s.claimFound(ctx, reqs, lease, found, res)
 }
 
 // setNX is SET key rec NX PX leaseMillis: it writes rec where key holds no
@@ -122,7 +120,7 @@ func setNX(ctx context.Context, key, rec string, leaseMillis any) *redis.BoolCmd
 // between, or is gone (completed, released or ran out since the SET), is
 // claimed again by the claim script, which reads a record and its TTL at
 // one instant.
-func (s *Store) claimFound(ctx context.Context, reqs []dedupe.ClaimRequest, items []item, res []dedupe.ClaimResult) error {
+func (s *Store) claimFound(ctx context.Context, reqs []dedupe.Item, lease time.Duration, items []item, res []dedupe.ClaimResult) error {
 	type reads struct {
 		value, again *redis.StringCmd
 		ttl, expires *redis.IntCmd
@@ -166,7 +164,7 @@ func (s *Store) claimFound(ctx context.Context, reqs []dedupe.ClaimRequest, item
 	if len(changed) == 0 {
 		return nil
 	}
-	return s.claimByScript(ctx, reqs, changed, res)
+	return s.claimByScript(ctx, reqs, lease, changed, res)
 }
 
 // decide answers a claim that tried to write rec, with fingerprint fp, and
@@ -201,7 +199,7 @@ func answer(st dedupe.Outcome, it item) dedupe.ClaimResult {
 }
 
 // claimByScript claims items with claimScript, one per (namespace, group).
-func (s *Store) claimByScript(ctx context.Context, reqs []dedupe.ClaimRequest, items []item, res []dedupe.ClaimResult) error {
+func (s *Store) claimByScript(ctx context.Context, reqs []dedupe.Item, lease time.Duration, items []item, res []dedupe.ClaimResult) error {
 	idx := make([]int, len(items))
 	for j := range items {
 		idx[j] = j
@@ -210,7 +208,7 @@ func (s *Store) claimByScript(ctx context.Context, reqs []dedupe.ClaimRequest, i
 	for _, p := range parts {
 		for _, j := range p.idx {
 			p.keys = append(p.keys, items[j].key)
-			p.args = append(p.args, items[j].rec, millis(reqs[items[j].i].Lease))
+			p.args = append(p.args, items[j].rec, millis(lease))
 		}
 	}
 	out, err := s.run(ctx, claimScript, parts)
@@ -249,7 +247,7 @@ func (s *Store) claimByScript(ctx context.Context, reqs []dedupe.ClaimRequest, i
 // or one part of a pipeline failing), and their tokens never reach the
 // caller. Release deletes a record only if it holds the token, so
 // releasing a claim that never happened is harmless.
-func (s *Store) giveBack(ctx context.Context, reqs []dedupe.ClaimRequest, items []item) {
+func (s *Store) giveBack(ctx context.Context, reqs []dedupe.Item, items []item) {
 	ts := make([]dedupe.Ticket, len(items))
 	for j, it := range items {
 		ts[j] = dedupe.Ticket{Ref: reqs[it.i].Ref, Token: it.token()}

@@ -47,7 +47,7 @@ func TestCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := testkit.Claim(ctx, ws, dedupe.ClaimRequest{Ref: dedupe.Ref{Namespace: t.Name(), Group: "g", Key: "k"}, Lease: time.Minute}); err != nil {
+	if _, err := testkit.Claim(ctx, ws, dedupe.Item{Ref: dedupe.Ref{Namespace: t.Name(), Group: "g", Key: "k"}}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if cmds, _ := hook.take(); !slices.Contains(cmds, "set") || slices.Contains(cmds, "evalsha") {
@@ -59,17 +59,17 @@ func TestCluster(t *testing.T) {
 			dedupetest.RunConformanceTests(t, func(*testing.T) dedupe.Store { return s }, features)
 		})
 		t.Run("BatchAcrossGroups", func(t *testing.T) {
-			var reqs []dedupe.ClaimRequest
+			var reqs []dedupe.Item
 			for i := range 30 {
 				g := fmt.Sprint("group", i%5)
-				reqs = append(reqs, dedupe.ClaimRequest{Ref: dedupe.Ref{Namespace: t.Name(), Group: g, Key: fmt.Sprint(i)}, Lease: time.Minute})
+				reqs = append(reqs, dedupe.Item{Ref: dedupe.Ref{Namespace: t.Name(), Group: g, Key: fmt.Sprint(i)}})
 			}
 			ts := claimAll(t, s, reqs)
 			cerrs, err := s.Complete(t.Context(), ts, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, _, err := s.Claim(t.Context(), reqs)
+			res, _, err := s.Claim(t.Context(), reqs, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -162,7 +162,7 @@ func TestRecord(t *testing.T) {
 	}
 	r := dedupe.Ref{Namespace: "record", Group: t.Name(), Key: "a*"}
 	client.Del(ctx, redisdedupe.Key(s, r))
-	res, err := testkit.Claim(ctx, s, dedupe.ClaimRequest{Ref: r, Lease: time.Minute, Fingerprint: "fp"})
+	res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: r, Fingerprint: "fp"}, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,9 +246,9 @@ func (h *countHook) take() (cmds, pipelines []string) {
 
 // claimAll claims reqs in one batch, all of which must be free, and returns
 // their tickets.
-func claimAll(t *testing.T, s *redisdedupe.Store, reqs []dedupe.ClaimRequest) []dedupe.Ticket {
+func claimAll(t *testing.T, s *redisdedupe.Store, reqs []dedupe.Item) []dedupe.Ticket {
 	t.Helper()
-	res, errs, err := s.Claim(t.Context(), reqs)
+	res, errs, err := s.Claim(t.Context(), reqs, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,11 +298,11 @@ func TestRoundTrips(t *testing.T) {
 				t.Fatal(err)
 			}
 			p.use(s)
-			batch := func(groups ...string) []dedupe.ClaimRequest {
-				var reqs []dedupe.ClaimRequest
+			batch := func(groups ...string) []dedupe.Item {
+				var reqs []dedupe.Item
 				for i := range 32 {
 					g := groups[i%len(groups)]
-					reqs = append(reqs, dedupe.ClaimRequest{Ref: dedupe.Ref{Namespace: "trips", Group: g, Key: fmt.Sprint(i)}, Lease: time.Minute})
+					reqs = append(reqs, dedupe.Item{Ref: dedupe.Ref{Namespace: "trips", Group: g, Key: fmt.Sprint(i)}})
 				}
 				return reqs
 			}
@@ -331,7 +331,7 @@ func TestRoundTrips(t *testing.T) {
 				want{[]string{"evalsha"}, []string{"set*32"}},
 				want{[]string{"evalsha", "evalsha"}, nil}))
 
-			if _, _, err := s.Claim(ctx, one); err != nil {
+			if _, _, err := s.Claim(ctx, one, time.Minute); err != nil {
 				t.Fatal(err)
 			}
 			check(t, "a claim of done keys", pick(
@@ -378,8 +378,8 @@ func TestUnreachable(t *testing.T) {
 	ctx := t.Context()
 	r := dedupe.Ref{Group: "g", Key: "k"}
 	tk := dedupe.Ticket{Ref: r, Token: "t"}
-	_, claimErr := testkit.Claim(ctx, s, dedupe.ClaimRequest{Ref: r, Lease: time.Second})
-	_, _, batchErr := s.Claim(ctx, []dedupe.ClaimRequest{{Ref: r, Lease: time.Second}, {Ref: r, Lease: time.Second}})
+	_, claimErr := testkit.Claim(ctx, s, dedupe.Item{Ref: r}, time.Second)
+	_, _, batchErr := s.Claim(ctx, []dedupe.Item{{Ref: r}, {Ref: r}}, time.Second)
 	// The Inspector's calls are what `idemq dedupe` shows an operator.
 	_, _, getErr := s.Get(ctx, r)
 	_, _, listErr := s.List(ctx, dedupe.ListRequest{Group: "g"})
@@ -451,28 +451,28 @@ func TestLostPipelineGivesClaimsBack(t *testing.T) {
 }
 
 func testLostPipeline(t *testing.T, s *redisdedupe.Store, hook *loseFirstPipeline) {
-	batch := func(keys ...string) []dedupe.ClaimRequest {
-		var reqs []dedupe.ClaimRequest
+	batch := func(keys ...string) []dedupe.Item {
+		var reqs []dedupe.Item
 		for _, g := range []string{"g1", "g2"} {
 			for _, k := range keys {
-				reqs = append(reqs, dedupe.ClaimRequest{Ref: dedupe.Ref{Group: g, Key: k}, Lease: time.Hour})
+				reqs = append(reqs, dedupe.Item{Ref: dedupe.Ref{Group: g, Key: k}})
 			}
 		}
 		return reqs
 	}
 	// Load the scripts and learn the server's version, so that the lost
 	// pipeline really claims.
-	if _, _, err := s.Claim(t.Context(), batch("warm")); err != nil {
+	if _, _, err := s.Claim(t.Context(), batch("warm"), time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	hook.mu.Lock()
 	hook.armed = true
 	hook.mu.Unlock()
 	reqs := batch("a", "b")
-	if _, _, err := s.Claim(t.Context(), reqs); err == nil {
+	if _, _, err := s.Claim(t.Context(), reqs, time.Hour); err == nil {
 		t.Fatal("ClaimBatch succeeded although its answer was lost")
 	}
-	res, _, err := s.Claim(t.Context(), reqs)
+	res, _, err := s.Claim(t.Context(), reqs, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,21 +45,21 @@ func testClaimAnswerLost(t *testing.T, use func(*redisdedupe.Store)) {
 	use(s)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var reqs []dedupe.ClaimRequest
+			var reqs []dedupe.Item
 			for _, g := range tc.groups {
 				for _, k := range tc.keys {
-					reqs = append(reqs, dedupe.ClaimRequest{Ref: dedupe.Ref{Namespace: tc.name, Group: g, Key: k}, Lease: time.Hour})
+					reqs = append(reqs, dedupe.Item{Ref: dedupe.Ref{Namespace: tc.name, Group: g, Key: k}})
 				}
 			}
 			// A claim of other keys first loads the script (or learns the
 			// server's version) and leaves a connection in the pool, so
 			// the armed claim runs as is.
-			warm := make([]dedupe.ClaimRequest, len(reqs))
+			warm := make([]dedupe.Item, len(reqs))
 			for i, r := range reqs {
 				warm[i] = r
 				warm[i].Key = "warm-" + r.Key
 			}
-			if _, _, err := s.Claim(t.Context(), warm); err != nil {
+			if _, _, err := s.Claim(t.Context(), warm, time.Hour); err != nil {
 				t.Fatal(err)
 			}
 			before := proxy.Dropped()
@@ -71,9 +71,9 @@ func testClaimAnswerLost(t *testing.T, use func(*redisdedupe.Store)) {
 			)
 			if len(reqs) == 1 {
 				res = make([]dedupe.ClaimResult, 1)
-				res[0], err = testkit.Claim(t.Context(), s, reqs[0])
+				res[0], err = testkit.Claim(t.Context(), s, reqs[0], time.Hour)
 			} else {
-				res, errs, err = s.Claim(t.Context(), reqs)
+				res, errs, err = s.Claim(t.Context(), reqs, time.Hour)
 			}
 			if proxy.Dropped() == before {
 				t.Fatal("the proxy dropped no answer")
@@ -91,7 +91,7 @@ func testClaimAnswerLost(t *testing.T, use func(*redisdedupe.Store)) {
 				}
 			}
 			// Another claimant still finds the key taken.
-			other, err := testkit.Claim(t.Context(), s, reqs[0])
+			other, err := testkit.Claim(t.Context(), s, reqs[0], time.Hour)
 			if err != nil || other.Outcome != dedupe.Suppressed {
 				t.Errorf("Claim(%q) after completing = %v, %v; want done", reqs[0].Ref, other.Outcome, err)
 			}

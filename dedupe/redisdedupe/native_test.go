@@ -71,16 +71,16 @@ func TestVersionUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "g", Key: "k"}, Lease: time.Hour}
-	_, err = testkit.Claim(t.Context(), s, req)
+	req := dedupe.Item{Ref: dedupe.Ref{Group: "g", Key: "k"}}
+	_, err = testkit.Claim(t.Context(), s, req, time.Hour)
 	if err == nil || !strings.Contains(err.Error(), "cannot tell the Redis version (INFO server): injected") || errors.Is(err, dedupe.ErrBusy) {
 		t.Fatalf("Claim without a version = %v, want the failure to tell it", err)
 	}
-	if _, _, err := s.Claim(t.Context(), []dedupe.ClaimRequest{req}); err == nil || !strings.Contains(err.Error(), "Redis version") {
+	if _, _, err := s.Claim(t.Context(), []dedupe.Item{req}, time.Hour); err == nil || !strings.Contains(err.Error(), "Redis version") {
 		t.Fatalf("ClaimBatch without a version = %v, want the failure to tell it", err)
 	}
 	hook.fail.Store(false)
-	if res, err := testkit.Claim(t.Context(), s, req); err != nil || res.Outcome != dedupe.Acquired {
+	if res, err := testkit.Claim(t.Context(), s, req, time.Hour); err != nil || res.Outcome != dedupe.Acquired {
 		t.Fatalf("Claim once INFO answers = %v, %v; want acquired", res.Outcome, err)
 	}
 }
@@ -150,8 +150,8 @@ func TestRecordChanged(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			req := dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "g", Key: tc.name}, Lease: time.Hour}
-			held, err := testkit.Claim(ctx, holder, req)
+			req := dedupe.Item{Ref: dedupe.Ref{Group: "g", Key: tc.name}}
+			held, err := testkit.Claim(ctx, holder, req, time.Hour)
 			if err != nil || held.Outcome != dedupe.Acquired {
 				t.Fatalf("holder's claim = %v, %v", held.Outcome, err)
 			}
@@ -160,7 +160,7 @@ func TestRecordChanged(t *testing.T) {
 			hook.f = func() { changeErr = tc.change(dedupe.Ticket{Ref: req.Ref, Token: held.Token}) }
 			hook.sent = nil
 			hook.mu.Unlock()
-			res, err := testkit.Claim(ctx, s, req)
+			res, err := testkit.Claim(ctx, s, req, time.Hour)
 			hook.mu.Lock()
 			sent := hook.sent
 			hook.mu.Unlock()

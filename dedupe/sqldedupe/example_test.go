@@ -41,9 +41,9 @@ func Example() {
 	}
 
 	// A single message is a batch of one.
-	reqs := []dedupe.ClaimRequest{{Ref: dedupe.Ref{Group: "billing", Key: "order-42"}, Lease: 30 * time.Second}}
+	reqs := []dedupe.Item{{Ref: dedupe.Ref{Group: "billing", Key: "order-42"}}}
 	for delivery := 1; delivery <= 2; delivery++ {
-		res, errs, err := store.Claim(ctx, reqs)
+		res, errs, err := store.Claim(ctx, reqs, 30*time.Second)
 		if err = errors.Join(err, errors.Join(errs...)); err != nil {
 			log.Fatal(err)
 		}

@@ -53,13 +53,13 @@ func TestRecordGoneBetweenStatements(t *testing.T) {
 	s := newStore(t, db, sqldedupe.MySQL, sqldedupe.Config{})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var reqs []dedupe.ClaimRequest
+			var reqs []dedupe.Item
 			for _, k := range tc.keys {
 				r := dedupe.Ref{Group: t.Name(), Key: k}
 				if k == "gone" {
 					gone.Store(&r)
 				}
-				reqs = append(reqs, dedupe.ClaimRequest{Ref: r, Lease: long})
+				reqs = append(reqs, dedupe.Item{Ref: r})
 			}
 			met.Store(0)
 			res, errs, err := claimReqs(t, s, reqs)
@@ -83,10 +83,10 @@ func TestRecordGoneBetweenStatements(t *testing.T) {
 }
 
 // claimReqs claims one request with Claim and more with ClaimBatch.
-func claimReqs(t *testing.T, s *sqldedupe.Store, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
+func claimReqs(t *testing.T, s *sqldedupe.Store, reqs []dedupe.Item) ([]dedupe.ClaimResult, []error, error) {
 	if len(reqs) != 1 {
-		return s.Claim(t.Context(), reqs)
+		return s.Claim(t.Context(), reqs, long)
 	}
-	res, err := testkit.Claim(t.Context(), s, reqs[0])
+	res, err := testkit.Claim(t.Context(), s, reqs[0], long)
 	return []dedupe.ClaimResult{res}, []error{nil}, err
 }

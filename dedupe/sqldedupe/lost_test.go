@@ -39,13 +39,13 @@ func TestLostReply(t *testing.T) {
 			for _, tc := range tests {
 				t.Run(tc.name, func(t *testing.T) {
 					ref := func(k string) dedupe.Ref { return dedupe.Ref{Group: t.Name(), Key: k} }
-					var reqs []dedupe.ClaimRequest
+					var reqs []dedupe.Item
 					for _, k := range tc.held {
 						acquire(t, s, ref(k), long)
-						reqs = append(reqs, dedupe.ClaimRequest{Ref: ref(k), Lease: long})
+						reqs = append(reqs, dedupe.Item{Ref: ref(k)})
 					}
 					for _, k := range tc.fresh {
-						reqs = append(reqs, dedupe.ClaimRequest{Ref: ref(k), Lease: long})
+						reqs = append(reqs, dedupe.Item{Ref: ref(k)})
 					}
 					lose.Store(true)
 					res, errs, err := claimReqs(t, s, reqs)

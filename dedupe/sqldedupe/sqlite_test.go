@@ -37,7 +37,7 @@ func TestSQLiteWritesQueue(t *testing.T) {
 			ctx := context.Background()
 			for i := range keys {
 				ref := dedupe.Ref{Group: "g" + strconv.Itoa(w), Key: strconv.Itoa(i)}
-				res, err := testkit.Claim(ctx, s, dedupe.ClaimRequest{Ref: ref, Lease: time.Minute})
+				res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: ref}, time.Minute)
 				if err != nil || res.Outcome != dedupe.Acquired {
 					t.Errorf("Claim(%v) = %v, %v", ref, res.Outcome, err)
 					return

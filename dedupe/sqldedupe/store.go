@@ -15,7 +15,6 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/sqldialect"
-	"github.com/idemq/idemq/msgkey"
 )
 
 // Dialect names the SQL a database speaks: [MySQL], [Postgres] or [SQLite].
@@ -218,9 +217,13 @@ func (s *Store) Close() error {
 // those keys' records. A batch of more than 256 keys, or with a key twice,
 // takes several statements in one transaction, so that one failing part-way
 // takes no key.
-func (s *Store) Claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
+func (s *Store) Claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
 	what := batchOf("claim", len(reqs), func() dedupe.Ref { return reqs[0].Ref })
-	if err := ctx.Err(); err != nil {
+	var err error
+	if lease <= 0 {
+		err = fmt.Errorf("lease %v must be positive", lease)
+	}
+	if err := start(ctx, err); err != nil {
 		return nil, nil, fmt.Errorf("sqldedupe: %s: %w", what, err)
 	}
 	res := make([]dedupe.ClaimResult, len(reqs))
@@ -230,15 +233,11 @@ func (s *Store) Claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe
 		idx  []int // idx[j] is the request rows[j] came from
 	)
 	for i, req := range reqs {
-		if err := dedupekit.CheckClaim(req.Namespace, req.Group, req.Key, req.Lease, req.Fingerprint); err != nil {
-			err = fmt.Errorf("sqldedupe: claim %q: %w", req.Ref, err)
-			if !errors.Is(err, msgkey.ErrInvalid) {
-				return nil, nil, err
-			}
-			errs[i] = err
+		if err := dedupekit.CheckClaim(req.Namespace, req.Group, req.Key, lease, req.Fingerprint); err != nil {
+			errs[i] = fmt.Errorf("sqldedupe: claim %q: %w", req.Ref, err)
 			continue
 		}
-		rows = append(rows, upsertRow{ref: req.Ref, fp: req.Fingerprint, lease: req.Lease})
+		rows = append(rows, upsertRow{ref: req.Ref, fp: req.Fingerprint, lease: lease})
 		idx = append(idx, i)
 	}
 	got, err := s.upsert(ctx, rows)

@@ -26,7 +26,7 @@ const long = time.Hour
 
 func claim(t *testing.T, s *sqldedupe.Store, ref dedupe.Ref, lease time.Duration) dedupe.ClaimResult {
 	t.Helper()
-	res, err := testkit.Claim(t.Context(), s, dedupe.ClaimRequest{Ref: ref, Lease: lease})
+	res, err := testkit.Claim(t.Context(), s, dedupe.Item{Ref: ref}, lease)
 	if err != nil {
 		t.Fatalf("Claim(%q): %v", ref, err)
 	}
@@ -165,10 +165,10 @@ func TestStatements(t *testing.T) {
 		}
 		return res
 	}
-	batch := func(refs []dedupe.Ref) []dedupe.ClaimRequest {
-		var reqs []dedupe.ClaimRequest
+	batch := func(refs []dedupe.Ref) []dedupe.Item {
+		var reqs []dedupe.Item
 		for _, r := range refs {
-			reqs = append(reqs, dedupe.ClaimRequest{Ref: r, Lease: long})
+			reqs = append(reqs, dedupe.Item{Ref: r})
 		}
 		return reqs
 	}
@@ -206,7 +206,7 @@ func TestStatements(t *testing.T) {
 	}, {
 		name: "ClaimBatchFresh",
 		do: func(t *testing.T, e env, _ any) {
-			res, errs, err := e.s.Claim(t.Context(), batch(refs(e, "k", 32)))
+			res, errs, err := e.s.Claim(t.Context(), batch(refs(e, "k", 32)), long)
 			mustBatch(t, errs, err, nil)
 			for _, r := range res {
 				if r.Outcome != dedupe.Acquired {
@@ -219,7 +219,7 @@ func TestStatements(t *testing.T) {
 		name:  "ClaimBatchHalfInFlight",
 		setup: func(t *testing.T, e env) any { return claimAll(t, e, refs(e, "k", 16)) },
 		do: func(t *testing.T, e env, _ any) {
-			res, errs, err := e.s.Claim(t.Context(), batch(refs(e, "k", 32)))
+			res, errs, err := e.s.Claim(t.Context(), batch(refs(e, "k", 32)), long)
 			mustBatch(t, errs, err, nil)
 			for i, r := range res {
 				if want := dedupe.Busy; i >= 16 {
@@ -238,7 +238,7 @@ func TestStatements(t *testing.T) {
 		name: "ClaimBatchRepeatedKey",
 		do: func(t *testing.T, e env, _ any) {
 			r := refs(e, "k", 2)
-			res, errs, err := e.s.Claim(t.Context(), batch([]dedupe.Ref{r[0], r[1], r[0]}))
+			res, errs, err := e.s.Claim(t.Context(), batch([]dedupe.Ref{r[0], r[1], r[0]}), long)
 			mustBatch(t, errs, err, nil)
 			if got := []dedupe.Outcome{res[0].Outcome, res[1].Outcome, res[2].Outcome}; !slices.Equal(got, []dedupe.Outcome{dedupe.Acquired, dedupe.Acquired, dedupe.Busy}) {
 				t.Fatalf("ClaimBatch = %v", got)
@@ -248,7 +248,7 @@ func TestStatements(t *testing.T) {
 	}, {
 		name: "ClaimBatchLarge",
 		do: func(t *testing.T, e env, _ any) {
-			_, errs, err := e.s.Claim(t.Context(), batch(refs(e, "k", 600)))
+			_, errs, err := e.s.Claim(t.Context(), batch(refs(e, "k", 600)), long)
 			mustBatch(t, errs, err, nil)
 		},
 		want: 3, // 256 + 256 + 88
@@ -525,7 +525,7 @@ func TestDeadlineWhileLocked(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 			defer cancel()
 			const lease = 100 * time.Millisecond
-			_, err = testkit.Claim(ctx, s, dedupe.ClaimRequest{Ref: ref, Lease: lease})
+			_, err = testkit.Claim(ctx, s, dedupe.Item{Ref: ref}, lease)
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("Claim of a locked key past its deadline = %v, want DeadlineExceeded", err)
 			}
@@ -702,7 +702,7 @@ func TestUnreachable(t *testing.T) {
 			}
 			defer s.Close()
 			ctx, r := t.Context(), dedupe.Ref{Group: "g", Key: "k"}
-			_, claimErr := testkit.Claim(ctx, s, dedupe.ClaimRequest{Ref: r, Lease: time.Second})
+			_, claimErr := testkit.Claim(ctx, s, dedupe.Item{Ref: r}, time.Second)
 			// The Inspector's calls are what `idemq dedupe` shows an
 			// operator.
 			_, _, getErr := s.Get(ctx, r)

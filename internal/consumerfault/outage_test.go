@@ -206,9 +206,9 @@ func (w *watched) report() string {
 		w.claims, w.extends, w.fails, w.slowest.Round(time.Millisecond))
 }
 
-func (w *watched) Claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
+func (w *watched) Claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
 	start := time.Now()
-	r, errs, err := w.Store.Claim(ctx, reqs)
+	r, errs, err := w.Store.Claim(ctx, reqs, lease)
 	w.note(false, start, err)
 	return r, errs, err
 }

@@ -143,13 +143,13 @@ func (f *FaultStore) call(op Op, what string, do func() error) error {
 }
 
 // Claim implements [dedupe.Store].
-func (f *FaultStore) Claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
+func (f *FaultStore) Claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
 	var (
 		res  []dedupe.ClaimResult
 		errs []error
 	)
 	err := f.call(OpClaim, fmt.Sprintf("of %d", len(reqs)), func() (err error) {
-		res, errs, err = f.store.Claim(ctx, reqs)
+		res, errs, err = f.store.Claim(ctx, reqs, lease)
 		return err
 	})
 	if err != nil {
@@ -191,9 +191,9 @@ func (f *FaultStore) Extend(ctx context.Context, t dedupe.Ticket, lease time.Dur
 	})
 }
 
-// Claim claims req alone on s: a batch of one, as tests make most.
-func Claim(ctx context.Context, s dedupe.Store, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
-	res, errs, err := s.Claim(ctx, []dedupe.ClaimRequest{req})
+// Claim claims it alone on s for lease: a batch of one, as tests make most.
+func Claim(ctx context.Context, s dedupe.Store, it dedupe.Item, lease time.Duration) (dedupe.ClaimResult, error) {
+	res, errs, err := s.Claim(ctx, []dedupe.Item{it}, lease)
 	if err != nil {
 		return dedupe.ClaimResult{}, err
 	}

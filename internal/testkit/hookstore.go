@@ -13,7 +13,7 @@ import (
 // returning an error, which the call returns without reaching the store. A
 // nil hook lets its call through.
 type StoreHooks struct {
-	Claim    func(ctx context.Context, reqs []dedupe.ClaimRequest) error
+	Claim    func(ctx context.Context, items []dedupe.Item) error
 	Complete func(ctx context.Context, ts []dedupe.Ticket) error
 	Release  func(ctx context.Context, ts []dedupe.Ticket) error
 	Extend   func(ctx context.Context, t dedupe.Ticket) error
@@ -31,13 +31,13 @@ type HookStore struct {
 var _ dedupe.Store = (*HookStore)(nil)
 
 // Claim runs the Claim hook, then the wrapped store's Claim.
-func (s *HookStore) Claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
+func (s *HookStore) Claim(ctx context.Context, items []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
 	if h := s.Hooks.Claim; h != nil {
-		if err := h(ctx, reqs); err != nil {
+		if err := h(ctx, items); err != nil {
 			return nil, nil, err
 		}
 	}
-	return s.Store.Claim(ctx, reqs)
+	return s.Store.Claim(ctx, items, lease)
 }
 
 // Complete runs the Complete hook, then the wrapped store's Complete.

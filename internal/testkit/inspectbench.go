@@ -21,13 +21,13 @@ func BenchInspector(b *testing.B, s dedupe.Store, namespace string, groups, size
 	ctx := b.Context()
 	group := func(g int) string { return fmt.Sprint("group", g) }
 	for g := range groups {
-		var reqs []dedupe.ClaimRequest
+		var reqs []dedupe.Item
 		for i := range size {
-			reqs = append(reqs, dedupe.ClaimRequest{Ref: dedupe.Ref{Namespace: namespace, Group: group(g), Key: fmt.Sprintf("order-%06d", i)}, Lease: time.Hour})
+			reqs = append(reqs, dedupe.Item{Ref: dedupe.Ref{Namespace: namespace, Group: group(g), Key: fmt.Sprintf("order-%06d", i)}})
 		}
 		for i := 0; i < len(reqs); i += 500 {
 			batch := reqs[i:min(i+500, len(reqs))]
-			res, _, err := s.Claim(ctx, batch)
+			res, _, err := s.Claim(ctx, batch, time.Hour)
 			if err != nil {
 				b.Fatal(err)
 			}
