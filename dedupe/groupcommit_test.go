@@ -171,7 +171,7 @@ func (s *tripStore) Claim(ctx context.Context, reqs []dedupe.Item, lease time.Du
 	for i, r := range reqs {
 		refs[i] = r.Ref
 	}
-	if err := s.trip(ctx, "Claim", lease, refs...); err != nil {
+	if err := s.trip(ctx, "Claim", 0, refs...); err != nil {
 		return nil, nil, err
 	}
 	return s.Store.Claim(ctx, reqs, lease)
