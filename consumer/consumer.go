@@ -44,9 +44,8 @@ type Consumer struct {
 }
 
 // New returns a Consumer for the consumer group group that records keys in
-// store. With store a [dedupe.Batcher] (the Redis and SQL stores are), the
-// claims and completions of handlers running at the same time share store
-// round trips.
+// store. The claims and completions of handlers running at the same time
+// share store round trips ([dedupe.GuardConfig.GroupCommit]).
 //
 // Keys are scoped to the group: two groups that consume one topic each
 // process every message once. In broadcasting mode, where every instance

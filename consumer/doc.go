@@ -39,8 +39,7 @@
 // than [WithStoreDownWait] (10 minutes by default) and never a message's
 // last reconsume; the outage is logged when it begins and when it ends, not
 // per message. Messages delivered
-// together, and with a [dedupe.Batcher] concurrent deliveries too, share
-// store round trips. [Consumer.Drain] stops a client without cutting off a
+// together, and concurrent deliveries too, share store round trips. [Consumer.Drain] stops a client without cutting off a
 // running handler.
 //
 // # Retention

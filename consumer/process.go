@@ -108,7 +108,7 @@ type Waiting struct {
 //     longer acts on the answer;
 //   - the result has one Verdict per message, in msgs' order;
 //   - Process is safe for concurrent use: concurrent calls share store
-//     round trips when the store is a [dedupe.Batcher].
+//     round trips.
 func (c *Consumer) Process(ctx context.Context, msgs []Message, h Handler, w Waiting) []Verdict {
 	if !c.enter() {
 		vs := c.refuse(ctx, msgs)

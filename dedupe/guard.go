@@ -143,11 +143,10 @@ func (g *Guard) Config() GuardConfig { return g.cfg }
 func (g *Guard) Interrupt(cause error) { g.keep.interrupt(cause) }
 
 // Do runs fn(ctx, i) for each of items whose key it acquires, and returns
-// what it did with each, in items' order. A single message is a batch of
-// one: it costs one Claim and one Complete (or Release). A batch costs one
-// [ClaimBatch], one [CompleteBatch] for the items whose fn succeeded and one
-// [ReleaseBatch] for the others, plus the leases' extensions while fn runs
-// for longer than ExtendEvery.
+// what it did with each, in items' order. A batch, a single message
+// included, costs one [Store.Claim], one [Store.Complete] for the items whose
+// fn succeeded and one [Store.Release] for the others, plus the leases'
+// extensions while fn runs for longer than ExtendEvery.
 //
 // fn runs for every acquired item, in order, in the calling goroutine, even
 // after an earlier item failed, so that a redelivery of the batch retries

@@ -1,7 +1,6 @@
 // Package dedupetest checks dedupe stores against the [dedupe.Store]
-// contract. [Run] is the conformance suite every backend runs from its own
-// tests; [testkit.FaultStore] wraps any store to fail chosen calls;
-// [BenchInspector] measures a [dedupe.Inspector].
+// contract: [RunConformanceTests] is the conformance suite every backend
+// runs from its own tests, a store author's too.
 //
 //	func TestConformance(t *testing.T) {
 //		dedupetest.RunConformanceTests(t, func(t *testing.T) dedupe.Store {
@@ -9,12 +8,12 @@
 //		}, dedupetest.Features{})
 //	}
 //
-// [Run] takes a [Features] struct whose zero value describes a plain
-// [dedupe.Store]; each field states what it changes.
+// [RunConformanceTests] takes a [Features] struct whose zero value
+// describes a plain [dedupe.Store]; each field states what it changes.
 //
 // Every test claims keys under a namespace and group of its own, so the
-// stores newStore returns may share one server and its old records. [Run]
-// lists what the suite checks.
+// stores newStore returns may share one server and its old records.
+// [RunConformanceTests] lists what the suite checks.
 package dedupetest
 
 import (
@@ -39,10 +38,6 @@ import (
 
 // Features describes where a store differs from the others.
 type Features struct {
-	// Lease is the short lease and retention the suite waits out to test
-	// expiry by the store's clock; each such test sleeps one and a half
-	// times it. Default 150ms. Raise it for a store whose clock is coarse.
-	Lease time.Duration
 	// Inspector says the store implements [dedupe.Inspector]; the suite
 	// then fails if it does not. Either way the Inspector tests run when
 	// the store implements it.
@@ -57,7 +52,11 @@ type Features struct {
 // long is a lease or retention that no test outlives.
 const long = time.Hour
 
-// Run runs the conformance suite as subtests of t. newStore returns the
+// shortLease is the lease and retention the suite waits out to test expiry by
+// the store's clock; each such test sleeps one and a half times it.
+const shortLease = 150 * time.Millisecond
+
+// RunConformanceTests runs the conformance suite as subtests of t. newStore returns the
 // store under test; it is called once per subtest, and whatever it opens it
 // closes through t.Cleanup.
 //
@@ -65,8 +64,8 @@ const long = time.Hour
 //
 //   - the state machine: claim twice, release and reclaim at once, complete
 //     (and retry a complete), extend, stale and forged tokens refused;
-//   - expiry by the store's clock: leases and retention of [Features.Lease]
-//     run out while the suite sleeps;
+//   - expiry by the store's clock: leases and retention of 150ms run out
+//     while the suite sleeps;
 //   - races: 32 goroutines claim one key (fresh, and just expired) and
 //     exactly one wins; overlapping batches in different orders neither
 //     fail nor deadlock;
@@ -77,11 +76,10 @@ const long = time.Hour
 //   - payload fingerprints and conflicts, compared only between
 //     fingerprints of one length; batches with mixed answers and a
 //     key twice; cancelled contexts and non-positive durations;
-//   - failures mid-call through [testkit.FaultStore]: nothing is recorded wrongly and
-//     every write can be retried;
-//   - batch claims that fail part-way, through a context that expires
-//     mid-batch or a failed claim in [dedupe.ClaimBatch]'s one-by-one
-//     fallback: every key is free again at once;
+//   - failures mid-call, before or after reaching the store: nothing is
+//     recorded wrongly and every write can be retried;
+//   - claims of many keys that fail part-way, through a context that
+//     expires mid-call: every key is free again at once;
 //   - keys as data: quotes, SQL, Lua, glob and LIKE patterns, Redis hash
 //     tags, the longest valid parts in multi-byte UTF-8, and no case
 //     folding, padding or Unicode normalisation; bad keys (too long, invalid
@@ -95,9 +93,6 @@ const long = time.Hour
 // The suite takes a few seconds: a dozen waits of one and a half leases,
 // and ten leases of churn.
 func RunConformanceTests(t *testing.T, newStore func(t *testing.T) dedupe.Store, f Features) {
-	if f.Lease <= 0 {
-		f.Lease = 150 * time.Millisecond
-	}
 	tests := []struct {
 		name string
 		fn   func(*suite)
@@ -144,9 +139,9 @@ func (s *suite) ref(key string) dedupe.Ref {
 	return dedupe.Ref{Namespace: "dedupetest", Group: s.id, Key: key}
 }
 
-// expire sleeps until a lease or retention of s.f.Lease that began before
+// expire sleeps until a lease or retention of shortLease that began before
 // the call has ended by any clock that runs at the rate of ours.
-func (s *suite) expire() { time.Sleep(s.f.Lease * 3 / 2) }
+func (s *suite) expire() { time.Sleep(shortLease * 3 / 2) }
 
 // stalled reports whether a lease or retention of d, begun by a call sent
 // at sent, may have ended by now by any clock that runs at the rate of
@@ -338,7 +333,7 @@ func testConcurrentClaim(s *suite) {
 		race(s.ref(fmt.Sprint("fresh", i)))
 	}
 	r := s.ref("expired")
-	s.acquire(r, s.f.Lease)
+	s.acquire(r, shortLease)
 	s.expire()
 	race(r)
 }
@@ -416,7 +411,7 @@ type grant struct {
 // and none is told its lease is lost before it could have ended.
 func testChurn(s *suite) {
 	const workers, keys = 32, 4
-	lease := s.f.Lease
+	lease := shortLease
 	retention := lease / 4
 	// slack covers the store clock's resolution against ours.
 	const slack = 2 * time.Millisecond
@@ -596,7 +591,7 @@ func (s *suite) churnFinish(rng *mathrand.Rand, mine []owned, lease, retention, 
 
 func testLeaseExpiry(s *suite) {
 	r := s.ref("k")
-	old := s.acquire(r, s.f.Lease)
+	old := s.acquire(r, shortLease)
 	s.expire()
 	if tk := s.acquire(r, long); tk.Token == old.Token {
 		s.Errorf("reclaim after the lease expired reused token %q", old.Token)
@@ -608,7 +603,7 @@ func testStaleToken(s *suite) {
 	s.Run("Reclaimed", func(t *testing.T) {
 		s := s.sub(t)
 		r := s.ref("k")
-		stale := s.acquire(r, s.f.Lease)
+		stale := s.acquire(r, shortLease)
 		s.expire()
 		owner := s.acquire(r, long)
 		s.complete(stale, long, dedupe.ErrLeaseLost)
@@ -623,7 +618,7 @@ func testStaleToken(s *suite) {
 	s.Run("ExpiredNotReclaimed", func(t *testing.T) {
 		s := s.sub(t)
 		r := s.ref("k")
-		stale := s.acquire(r, s.f.Lease)
+		stale := s.acquire(r, shortLease)
 		s.expire()
 		s.complete(stale, long, dedupe.ErrLeaseLost)
 		s.extend(stale, long, dedupe.ErrLeaseLost)
@@ -700,21 +695,21 @@ func testComplete(s *suite) {
 	r = s.ref("retry")
 	tk = s.acquire(r, long)
 	sent := time.Now()
-	s.complete(tk, 4*s.f.Lease, nil)
+	s.complete(tk, 4*shortLease, nil)
 	if err := testkit.Complete(s.Context(), s.store, tk, long); err != nil {
-		if errors.Is(err, dedupe.ErrLeaseLost) && s.stalled(sent, 4*s.f.Lease, "the retried Complete found the record gone") {
+		if errors.Is(err, dedupe.ErrLeaseLost) && s.stalled(sent, 4*shortLease, "the retried Complete found the record gone") {
 			return
 		}
 		s.Fatalf("Complete(%q, %v) again = %v", r, long, err)
 	}
-	time.Sleep(5 * s.f.Lease)
+	time.Sleep(5 * shortLease)
 	s.want(r, "", dedupe.Suppressed)
 }
 
 func testRetentionExpiry(s *suite) {
 	r := s.ref("k")
 	tk := s.acquire(r, long)
-	s.complete(tk, s.f.Lease, nil)
+	s.complete(tk, shortLease, nil)
 	s.expire()
 	s.complete(tk, long, dedupe.ErrLeaseLost)
 	s.acquire(r, long)
@@ -725,14 +720,14 @@ func testExtend(s *suite) {
 		s := s.sub(t)
 		r := s.ref("k")
 		sent := time.Now()
-		tk := s.acquire(r, 4*s.f.Lease)
+		tk := s.acquire(r, 4*shortLease)
 		if err := s.store.Extend(s.Context(), tk, long); err != nil {
-			if errors.Is(err, dedupe.ErrLeaseLost) && s.stalled(sent, 4*s.f.Lease, "Extend found the lease gone") {
+			if errors.Is(err, dedupe.ErrLeaseLost) && s.stalled(sent, 4*shortLease, "Extend found the lease gone") {
 				return
 			}
 			s.Fatalf("Extend(%q, %v) = %v", r, long, err)
 		}
-		time.Sleep(5 * s.f.Lease)
+		time.Sleep(5 * shortLease)
 		res := s.want(r, "", dedupe.Busy)
 		if res.Remaining <= long/2 {
 			s.Errorf("in flight for %v more after extending to %v", res.Remaining, long)
@@ -743,7 +738,7 @@ func testExtend(s *suite) {
 		s := s.sub(t)
 		r := s.ref("k")
 		tk := s.acquire(r, long)
-		s.extend(tk, s.f.Lease, nil)
+		s.extend(tk, shortLease, nil)
 		s.expire()
 		s.extend(tk, long, dedupe.ErrLeaseLost) // no resurrection
 		s.acquire(r, long)
@@ -776,7 +771,7 @@ func testFingerprint(s *suite) {
 	s.Run("Expired", func(t *testing.T) {
 		s := s.sub(t)
 		r := s.ref("k")
-		if res := s.claimFP(r, s.f.Lease, fa); res.Outcome != dedupe.Acquired {
+		if res := s.claimFP(r, shortLease, fa); res.Outcome != dedupe.Acquired {
 			s.Fatalf("first claim = %v", res.Outcome)
 		}
 		s.expire()
@@ -818,7 +813,7 @@ func testFingerprint(s *suite) {
 		s.want(r, sha("a"), dedupe.Suppressed)
 		s.want(r, sha("b"), dedupe.Reused)
 
-		r = s.ref("short")
+		r = s.ref("shortLease")
 		res = s.claimFP(r, long, fa)
 		s.want(r, sha("b"), dedupe.Busy)
 		s.complete(dedupe.Ticket{Ref: r, Token: res.Token}, long, nil)
@@ -1178,11 +1173,11 @@ func testFaults(s *suite) {
 		r := e.ref("k")
 		e.fs.Inject(testkit.Fault{Ops: testkit.OpClaim, Nth: 1, After: true})
 		sent := time.Now()
-		_, err := testkit.Claim(e.Context(), e.fs, dedupe.Item{Ref: r}, e.f.Lease)
+		_, err := testkit.Claim(e.Context(), e.fs, dedupe.Item{Ref: r}, shortLease)
 		injected(t, "Claim", err)
 		// The lost claim holds the key until its lease ends, never longer.
 		if res := e.claimFP(r, long, ""); res.Outcome != dedupe.Busy {
-			if !e.stalled(sent, e.f.Lease, "Claim after a lost claim = "+res.Outcome.String()) {
+			if !e.stalled(sent, shortLease, "Claim after a lost claim = "+res.Outcome.String()) {
 				t.Fatalf("Claim after a lost claim = %v, want in flight", res.Outcome)
 			}
 			return

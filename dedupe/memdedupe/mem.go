@@ -91,7 +91,7 @@ type Store struct {
 var _ dedupe.Store = (*Store)(nil)
 
 // A record is a Ref's claim, processing or done, live or expired. Its Ref
-// passed [dedupe.Ref.Validate] when it was claimed, so the calls that find
+// was valid when it was claimed, so the calls that find
 // theirs in a record do not validate it again; those that do not validate
 // it to tell msgkey.ErrInvalid from ErrLeaseLost.
 type record struct {

@@ -106,7 +106,8 @@ const (
 	stateDone       = "done"
 )
 
-// Store is a [dedupe.Store] and [dedupe.Batcher] over one SQL table. It is
+// Store is a [dedupe.Store] over one SQL table, and its [dedupe.TxClaimer]
+// and [dedupe.Inspector]. It is
 // safe for concurrent use by multiple goroutines and processes sharing the
 // table.
 //

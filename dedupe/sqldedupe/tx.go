@@ -58,7 +58,7 @@ func (s *Store) BeginTx(ctx context.Context) (*sql.Tx, error) {
 // SQLITE_BUSY past it is ErrBusy too.
 //
 // Records written by [Store.Claim] share the table: a live lease another
-// owner took with Claim answers InFlight, with the time it has left, and an
+// owner took with Claim answers Busy, with the time it has left, and an
 // expired record is taken over.
 func (s *Store) ClaimTx(ctx context.Context, tx *sql.Tx, ref dedupe.Ref, fingerprint string, retention time.Duration) (dedupe.ClaimResult, error) {
 	// Formatted on failure only: this is every message's path.

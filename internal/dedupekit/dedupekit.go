@@ -119,7 +119,7 @@ func checkPart(what, s string, max int, emptyOK bool) error {
 	return nil
 }
 
-// Fingerprint returns a dedupe.ClaimRequest fingerprint for payload: 16 lowercase
+// Fingerprint returns a dedupe.Item fingerprint for payload: 16 lowercase
 // hex digits, the CRC-32C of its bytes then their CRC-32 (IEEE), the same
 // in every process and version.
 //
@@ -132,7 +132,7 @@ func checkPart(what, s string, max int, emptyOK bool) error {
 //
 // Earlier versions recorded the 64-digit hex SHA-256 of the payload instead:
 // of another length, so of another kind, their records are not compared with
-// this one's (see dedupe.ClaimRequest.Fingerprint).
+// this one's (see dedupe.Item.Fingerprint).
 func Fingerprint(payload []byte) string {
 	var sum [8]byte
 	binary.BigEndian.PutUint32(sum[:4], crc32.Checksum(payload, castagnoli))
@@ -147,7 +147,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // FingerprintsConflict reports whether a claim with the fingerprint
 // requested answers Reused to a live record holding recorded: the two are
 // of one kind (the same length in bytes) and differ. It is the rule of
-// dedupe.ClaimRequest.Fingerprint, which every dedupe.Store applies.
+// dedupe.Item.Fingerprint, which every dedupe.Store applies.
 func FingerprintsConflict(recorded, requested string) bool {
 	return len(recorded) == len(requested) && recorded != requested
 }
