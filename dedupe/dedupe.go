@@ -123,11 +123,13 @@ type Ticket struct {
 // multiple goroutines and processes.
 //
 // Claim, Complete and Release take many keys, for one round trip: a single
-// message is a batch of one. Results and per-item errors are in request
-// order, and the answers are those of single calls made one after another
-// in that order (a key twice in one Claim is Acquired, then Busy). Per-item
-// errors are [msgkey.ErrInvalid], or [ErrLeaseLost] for Complete and Release; a
-// non-nil error return means the whole call failed with an unknown outcome.
+// message is a batch of one. Results and per-item errors are in the order
+// of the items or tickets, and the answers are those of calls of one key
+// made one after another in that order (a key twice in one Claim is
+// Acquired, then Busy). Per-item errors are [msgkey.ErrInvalid], or
+// [ErrLeaseLost] for Complete and Release; a non-nil error return means the
+// whole call failed with an unknown outcome, except that a failed Claim
+// leaves no key taken, for its caller never learns the tokens.
 //
 // Every method honours ctx: a cancelled or expired context ends the call with
 // an error wrapping ctx.Err(), and a call whose context is done before it

@@ -41,11 +41,18 @@ type GuardConfig struct {
 	// ExtendEvery and CleanupTimeout do not apply. Default false.
 	Tx bool
 	// GroupCommit coalesces the claims, completions and releases of the
-	// Guard's concurrent Do calls into one store round trip per kind, as a
-	// push consumer, which delivers each message on a goroutine of its own,
-	// needs for a per-message path cheaper than a naive claim and mark;
-	// an idle Guard waits for nothing (see the coalescing rules below).
-	// Not with Tx. Default false.
+	// Guard's concurrent Do calls into one store call per kind, as a push
+	// consumer, which delivers each message on a goroutine of its own,
+	// needs for a per-message path cheaper than a naive claim and mark.
+	// There is no timer: a call made while no round trip of its kind is in
+	// flight is sent at once, and the calls made meanwhile (up to 256 keys)
+	// go together when it returns, so at most one claim, one complete and
+	// one release round trip are in flight at a time. Answers are those of
+	// the calls made one after another in the order they queued (a key
+	// claimed twice in one round trip is Acquired, then Busy); an error of
+	// the whole round trip goes to every caller in it. A caller whose
+	// context ends returns at once, and a round trip is cancelled only
+	// once every caller in it has gone. Not with Tx. Default false.
 	GroupCommit bool
 	// DoneCache, if positive, is how many keys the store answered or
 	// recorded as done the Guard remembers, most recently used first, to
