@@ -342,17 +342,13 @@ func (e gcEnv) block(t *testing.T, op string) (unblock func()) {
 }
 
 // TestGroupCommitLone checks that a call with nothing in flight is sent at
-// once, as the call it is.
+// once, as the call it is (the first claim of each row alone).
 func TestGroupCommitLone(t *testing.T) {
 	tests := []struct {
 		name string
 		do   func(t *testing.T, g dedupe.Store) error
 		want []string
 	}{
-		{"Claim", func(t *testing.T, g dedupe.Store) error {
-			_, err := testkit.Claim(t.Context(), g, gcClaim("a"), time.Hour)
-			return err
-		}, []string{"Claim:[a]"}},
 		{"Claim", func(t *testing.T, g dedupe.Store) error {
 			_, _, err := g.Claim(t.Context(), []dedupe.Item{gcClaim("a"), gcClaim("b")}, time.Hour)
 			return err
@@ -381,7 +377,7 @@ func TestGroupCommitLone(t *testing.T) {
 }
 
 // TestGroupCommitCoalesces checks that calls arriving while a round trip is
-// in flight go together in the next, single calls and batches alike.
+// in flight go together in the next.
 func TestGroupCommitCoalesces(t *testing.T) {
 	const n = 8
 	keys := func(prefix string, n int) []string {
@@ -392,12 +388,12 @@ func TestGroupCommitCoalesces(t *testing.T) {
 		return ks
 	}
 	tests := []struct {
-		op, batchOp string
-		pick        func(int, int, int) int
+		op   string
+		pick func(int, int, int) int
 	}{
-		{"Claim", "Claim", gcClaims},
-		{"Complete", "Complete", gcCompletions},
-		{"Release", "Release", gcReleases},
+		{"Claim", gcClaims},
+		{"Complete", gcCompletions},
+		{"Release", gcReleases},
 	}
 	for _, tc := range tests {
 		t.Run(tc.op, func(t *testing.T) {
@@ -416,12 +412,6 @@ func TestGroupCommitCoalesces(t *testing.T) {
 				wg.Go(func() {
 					var err error
 					switch {
-					case tc.op == "Claim" && i%2 == 0:
-						var res dedupe.ClaimResult
-						res, err = testkit.Claim(ctx, e.g, gcClaim(k), time.Hour)
-						if err == nil && res.Outcome != dedupe.Acquired {
-							err = fmt.Errorf("status %v", res.Outcome)
-						}
 					case tc.op == "Claim":
 						var res []dedupe.ClaimResult
 						var errs []error
@@ -444,8 +434,8 @@ func TestGroupCommitCoalesces(t *testing.T) {
 			unblock()
 			tr := e.s.let(t)
 			wg.Wait()
-			if tr.op != tc.batchOp || !slices.Equal(tr.keys, ks) {
-				t.Errorf("second round trip %v, want %s of %q", tr, tc.batchOp, ks)
+			if tr.op != tc.op || !slices.Equal(tr.keys, ks) {
+				t.Errorf("second round trip %v, want %s of %q", tr, tc.op, ks)
 			}
 			// The blockers, the batch and the claims.
 			want := dedupe.GroupCommitMaxInFlight + 1 + len(tks)
@@ -971,82 +961,18 @@ func TestGroupCommitRefused(t *testing.T) {
 }
 
 // TestGroupCommitConformance runs the conformance suite on the wrapper over
-// a Batcher whose round trips are held by nobody.
+// a store whose round trips are held by nobody; its churn has many
+// goroutines claim, complete and release a few keys through one wrapper.
 func TestGroupCommitConformance(t *testing.T) {
 	dedupetest.RunConformanceTests(t, func(t *testing.T) dedupe.Store {
 		return dedupe.WithGroupCommit(newTripStore())
 	}, dedupetest.Features{})
 }
 
-// TestGroupCommitChurn has many goroutines claim, complete and release a
-// few keys through one wrapper: no key has two owners at once, and every
-// call is answered.
-func TestGroupCommitChurn(t *testing.T) {
-	e := newGCEnv()
-	const workers, rounds, keys = 32, 200, 4
-	var (
-		mu     sync.Mutex
-		owners = make(map[string]int)
-	)
-	ctx := t.Context()
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := range rounds {
-				k := fmt.Sprint("k", (w+i)%keys)
-				res, err := testkit.Claim(ctx, e.g, gcClaim(k), time.Hour)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if res.Outcome != dedupe.Acquired {
-					continue
-				}
-				mu.Lock()
-				owners[k]++
-				if owners[k] > 1 {
-					t.Errorf("%s has %d owners", k, owners[k])
-				}
-				mu.Unlock()
-				tk := dedupe.Ticket{Ref: gcRef(k), Token: res.Token}
-				mu.Lock()
-				owners[k]--
-				mu.Unlock()
-				if i%2 == 0 {
-					err = testkit.Release(ctx, e.g, tk)
-				} else {
-					err = testkit.Complete(ctx, e.g, tk, time.Nanosecond)
-				}
-				if err != nil {
-					t.Error(err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-}
-
-// gcMemBatcher is memdedupe with batch calls made one item at a time: a
-// Batcher whose round trips cost next to nothing, to measure the
-// wrapper's own cost.
-type gcMemBatcher struct{ dedupe.Store }
-
-func (s gcMemBatcher) ClaimBatch(ctx context.Context, reqs []dedupe.Item) ([]dedupe.ClaimResult, []error, error) {
-	return s.Store.Claim(ctx, reqs, time.Hour)
-}
-
-func (s gcMemBatcher) CompleteBatch(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
-	return s.Store.Complete(ctx, ts, retention)
-}
-
-func (s gcMemBatcher) ReleaseBatch(ctx context.Context, ts []dedupe.Ticket) ([]error, error) {
-	return s.Store.Release(ctx, ts)
-}
-
 // BenchmarkGroupCommit measures what the wrapper adds to a claim and a
 // completion per message over an in-memory store, from 1 goroutine (every
-// call sent at once) and from 20 (calls queue and are coalesced). The
-// Redis and SQL stores' benchmarks measure it against real round trips.
+// call sent at once) and from 20 (calls queue and are coalesced).
+// remoting's BenchmarkPath measures it against real round trips.
 func BenchmarkGroupCommit(b *testing.B) {
 	for _, n := range []int{1, 20} {
 		for _, wrap := range []bool{false, true} {
@@ -1055,7 +981,7 @@ func BenchmarkGroupCommit(b *testing.B) {
 				name = fmt.Sprintf("goroutines=%d/groupcommit", n)
 			}
 			b.Run(name, func(b *testing.B) {
-				var s dedupe.Store = gcMemBatcher{memdedupe.New(memdedupe.Config{})}
+				var s dedupe.Store = memdedupe.New(memdedupe.Config{})
 				if wrap {
 					s = dedupe.WithGroupCommit(s)
 				}

@@ -1297,6 +1297,11 @@ func testHostileKeys(s *suite) {
 	for _, key := range hostile {
 		s.want(s.ref(key), "", dedupe.Suppressed)
 	}
+	// Read back, a record holds the very bytes claimed, never interpreted.
+	in, _ := s.store.(dedupe.Inspector)
+	if in != nil {
+		s.listKeys(in, dedupe.ListRequest{Namespace: "dedupetest", Group: s.id}, hostile)
+	}
 	claimed := map[string]bool{}
 	for key, misses := range nearMiss {
 		for _, m := range misses {
@@ -1317,6 +1322,11 @@ func testHostileKeys(s *suite) {
 		} {
 			s.complete(s.acquire(r, long), long, nil)
 			s.want(r, "", dedupe.Suppressed)
+			if in != nil {
+				if recs := s.listKeys(in, dedupe.ListRequest{Namespace: r.Namespace, Group: r.Group}, []string{"k"}); len(recs) > 0 && recs[0].Ref != r {
+					s.Errorf("List(%q, %q) = %q, want the ref claimed", r.Namespace, r.Group, recs[0].Ref)
+				}
+			}
 		}
 	}
 	s.acquire(dedupe.Ref{Namespace: s.id, Group: "x", Key: "k"}, long)

@@ -62,7 +62,7 @@ func TestRecordGoneBetweenStatements(t *testing.T) {
 				reqs = append(reqs, dedupe.Item{Ref: r})
 			}
 			met.Store(0)
-			res, errs, err := claimReqs(t, s, reqs)
+			res, errs, err := s.Claim(t.Context(), reqs, long)
 			gone.Store(nil)
 			if err != nil {
 				t.Fatalf("claim whose kept record vanished %d times: %v", met.Load(), err)
@@ -80,13 +80,4 @@ func TestRecordGoneBetweenStatements(t *testing.T) {
 			}
 		})
 	}
-}
-
-// claimReqs claims one request with Claim and more with ClaimBatch.
-func claimReqs(t *testing.T, s *sqldedupe.Store, reqs []dedupe.Item) ([]dedupe.ClaimResult, []error, error) {
-	if len(reqs) != 1 {
-		return s.Claim(t.Context(), reqs, long)
-	}
-	res, err := testkit.Claim(t.Context(), s, reqs[0], long)
-	return []dedupe.ClaimResult{res}, []error{nil}, err
 }

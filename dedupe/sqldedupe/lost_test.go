@@ -48,7 +48,7 @@ func TestLostReply(t *testing.T) {
 						reqs = append(reqs, dedupe.Item{Ref: ref(k)})
 					}
 					lose.Store(true)
-					res, errs, err := claimReqs(t, s, reqs)
+					res, errs, err := s.Claim(t.Context(), reqs, long)
 					if err != nil {
 						t.Fatal(err)
 					}
