@@ -60,6 +60,15 @@ func statusOf(t *testing.T, s dedupe.Store, r dedupe.Ref) dedupe.Outcome {
 	return res.Outcome
 }
 
+// wantStatus fails unless a claim of r in s answers want: the state a Do
+// left r in.
+func wantStatus(t *testing.T, s dedupe.Store, r dedupe.Ref, want dedupe.Outcome) {
+	t.Helper()
+	if got := statusOf(t, s, r); got != want {
+		t.Errorf("after Do, Claim(%q) = %v, want %v", r, got, want)
+	}
+}
+
 // holdKey claims r in s for lease as another consumer would.
 func holdKey(t *testing.T, s dedupe.Store, r dedupe.Ref, fp string, lease time.Duration) dedupe.Ticket {
 	t.Helper()
@@ -364,10 +373,8 @@ func TestGuardDo(t *testing.T) {
 						t.Errorf("%d calls of Extend, want none", c)
 					}
 					if tt.wantAfter != 0 {
-						for i, it := range items {
-							if got := statusOf(t, e.mem, it.Ref); got != tt.wantAfter {
-								t.Errorf("item %d: after Do, Claim = %v, want %v", i, got, tt.wantAfter)
-							}
+						for _, it := range items {
+							wantStatus(t, e.mem, it.Ref, tt.wantAfter)
 						}
 					}
 				})
@@ -445,9 +452,7 @@ func TestGuardMixedBatch(t *testing.T) {
 			t.Errorf("item %d (%q %q): %v, %v, wait %v; want %v, %v, wait %v", i, it.key, it.fp, r.Outcome, r.Err, r.Wait, it.want, it.wantErr, it.wantWait)
 		}
 		if it.wantAfter != 0 {
-			if got := statusOf(t, e.mem, batch[i].Ref); got != it.wantAfter {
-				t.Errorf("item %d (%q): after the batch, Claim = %v, want %v", i, it.key, got, it.wantAfter)
-			}
+			wantStatus(t, e.mem, batch[i].Ref, it.wantAfter)
 		}
 	}
 	if want := []int{0, 3, 12}; !slices.Equal(ran, want) {
@@ -805,19 +810,15 @@ func TestGuardExtends(t *testing.T) {
 								t.Fatalf("while item %d runs, %d extensions in 10s, want %d", i, e.fs.Calls(testkit.OpExtend)-from, 2*n)
 							}
 						}
-						for j, it := range items {
-							if got := statusOf(t, e.mem, it.Ref); got != dedupe.Busy {
-								t.Errorf("while item %d runs, Claim(item %d) = %v, want in flight", i, j, got)
-							}
+						for _, it := range items {
+							wantStatus(t, e.mem, it.Ref, dedupe.Busy)
 						}
 					}
 					return nil
 				})
 				for i, r := range res {
 					checkResult(t, fmt.Sprint("item ", i), r, dedupe.Completed)
-					if got := statusOf(t, e.mem, items[i].Ref); got != dedupe.Suppressed {
-						t.Errorf("item %d: after Do, Claim = %v, want done", i, got)
-					}
+					wantStatus(t, e.mem, items[i].Ref, dedupe.Suppressed)
 				}
 				// Three leases long: at least once a lease for each key.
 				if got := e.fs.Calls(testkit.OpExtend); got < 3*n {
@@ -890,9 +891,7 @@ func TestGuardLeaseLost(t *testing.T) {
 					if i == last {
 						want = dedupe.Busy
 					}
-					if got := statusOf(t, e.mem, it.Ref); got != want {
-						t.Errorf("item %d: after Do, Claim = %v, want %v", i, got, want)
-					}
+					wantStatus(t, e.mem, it.Ref, want)
 				}
 			})
 		}
@@ -969,10 +968,8 @@ func TestGuardCannotExtend(t *testing.T) {
 				if stopped < lease {
 					t.Errorf("handler cancelled after %v, before the lease of %v could have ended", stopped, lease)
 				}
-				for i, it := range items {
-					if got := statusOf(t, mem, it.Ref); got != dedupe.Acquired {
-						t.Errorf("item %d: after Do, Claim = %v, want acquired", i, got)
-					}
+				for _, it := range items {
+					wantStatus(t, mem, it.Ref, dedupe.Acquired)
 				}
 			})
 		}
@@ -1199,9 +1196,7 @@ func TestGuardLeaseLostOneItem(t *testing.T) {
 			// The others' leases held, for their extensions succeeded.
 			for _, i := range []int{0, 2} {
 				checkResult(t, fmt.Sprint("item ", i), res[i], dedupe.Completed)
-				if got := statusOf(t, rest, items[i].Ref); got != dedupe.Suppressed {
-					t.Errorf("item %d: after Do, Claim = %v, want done", i, got)
-				}
+				wantStatus(t, rest, items[i].Ref, dedupe.Suppressed)
 			}
 			if res[1].Outcome != tt.want || res[1].Wait != 0 {
 				t.Errorf("item 1: %v, %v, wait %v; want %v, wait 0", res[1].Outcome, res[1].Err, res[1].Wait, tt.want)
@@ -1211,9 +1206,7 @@ func TestGuardLeaseLostOneItem(t *testing.T) {
 					t.Errorf("item 1: error %v, want %v", res[1].Err, w)
 				}
 			}
-			if got := statusOf(t, memB, items[1].Ref); got != tt.wantAfter {
-				t.Errorf("item 1: after Do, Claim = %v, want %v", got, tt.wantAfter)
-			}
+			wantStatus(t, memB, items[1].Ref, tt.wantAfter)
 		})
 	}
 }
@@ -1256,14 +1249,10 @@ func TestGuardCallerCanceled(t *testing.T) {
 					t.Errorf("handler ran for items %v, want [0]", ran)
 				}
 				checkResult(t, "item 0", res[0], tt.want, tt.wantErr...)
-				if got := statusOf(t, mem, items[0].Ref); got != tt.wantAfter {
-					t.Errorf("item 0: after Do, Claim = %v, want %v", got, tt.wantAfter)
-				}
+				wantStatus(t, mem, items[0].Ref, tt.wantAfter)
 				for i := 1; i < n; i++ {
 					checkResult(t, fmt.Sprint("item ", i), res[i], dedupe.Canceled, errCause)
-					if got := statusOf(t, mem, items[i].Ref); got != dedupe.Acquired {
-						t.Errorf("item %d: after Do, Claim = %v, want acquired", i, got)
-					}
+					wantStatus(t, mem, items[i].Ref, dedupe.Acquired)
 				}
 			})
 		}
@@ -1288,9 +1277,7 @@ func TestGuardCanceledBeforeClaim(t *testing.T) {
 				})
 				for i, r := range res {
 					checkResult(t, fmt.Sprint("item ", i), r, dedupe.Canceled, errCause)
-					if got := statusOf(t, mem, items[i].Ref); got != dedupe.Acquired {
-						t.Errorf("item %d: after Do, Claim = %v, want acquired", i, got)
-					}
+					wantStatus(t, mem, items[i].Ref, dedupe.Acquired)
 				}
 			})
 		}
@@ -1429,9 +1416,7 @@ func TestGuardInterrupt(t *testing.T) {
 			})
 			for i, r := range res {
 				checkResult(t, fmt.Sprint("after: item ", i), r, dedupe.Canceled, errStop)
-				if got := statusOf(t, mem, items[i].Ref); got != dedupe.Acquired {
-					t.Errorf("item %d: after Do, Claim = %v, want acquired", i, got)
-				}
+				wantStatus(t, mem, items[i].Ref, dedupe.Acquired)
 			}
 		})
 	}

@@ -479,17 +479,7 @@ func (s *suite) churnClaim(w int, rng *mathrand.Rand, refs []dedupe.Ref, lease t
 		reqs[i] = dedupe.Item{Ref: refs[rng.IntN(len(refs))]}
 	}
 	t0 := time.Now()
-	var (
-		res  []dedupe.ClaimResult
-		errs = make([]error, len(reqs))
-		err  error
-	)
-	if len(reqs) == 1 {
-		res = make([]dedupe.ClaimResult, 1)
-		res[0], err = testkit.Claim(s.Context(), s.store, reqs[0], lease)
-	} else {
-		res, errs, err = s.store.Claim(s.Context(), reqs, lease)
-	}
+	res, errs, err := s.store.Claim(s.Context(), reqs, lease)
 	t1 := time.Now()
 	if err != nil {
 		s.Errorf("worker %d: claim of %d keys: %v", w, len(reqs), err)

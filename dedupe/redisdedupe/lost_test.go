@@ -64,17 +64,7 @@ func testClaimAnswerLost(t *testing.T, use func(*redisdedupe.Store)) {
 			}
 			before := proxy.Dropped()
 			proxy.Arm(prefix + "{" + tc.name + ":") // in this claim's keys only
-			var (
-				res  []dedupe.ClaimResult
-				errs = make([]error, len(reqs))
-				err  error
-			)
-			if len(reqs) == 1 {
-				res = make([]dedupe.ClaimResult, 1)
-				res[0], err = testkit.Claim(t.Context(), s, reqs[0], time.Hour)
-			} else {
-				res, errs, err = s.Claim(t.Context(), reqs, time.Hour)
-			}
+			res, errs, err := s.Claim(t.Context(), reqs, time.Hour)
 			if proxy.Dropped() == before {
 				t.Fatal("the proxy dropped no answer")
 			}
