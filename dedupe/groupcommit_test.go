@@ -971,8 +971,8 @@ func TestGroupCommitConformance(t *testing.T) {
 
 // BenchmarkGroupCommit measures what the wrapper adds to a claim and a
 // completion per message over an in-memory store, from 1 goroutine (every
-// call sent at once) and from 20 (calls queue and are coalesced).
-// remoting's BenchmarkPath measures it against real round trips.
+// call sent at once) and from 20 (calls queue and are coalesced). The
+// Redis and SQL stores' benchmarks measure it against real round trips.
 func BenchmarkGroupCommit(b *testing.B) {
 	for _, n := range []int{1, 20} {
 		for _, wrap := range []bool{false, true} {
