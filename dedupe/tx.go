@@ -23,13 +23,13 @@ type TxClaimer interface {
 	// lock stayed busy past the store's lock timeout (SQLite), and with an
 	// error of its own when the database failed.
 	BeginTx(ctx context.Context) (*sql.Tx, error)
-	// ClaimTx claims ref as tx's first statement. Unless a live record
-	// answers the claim, it writes the key's record done, kept for
-	// retention from the store's now: Acquired, and tx holds the key. A
-	// live record answers as it would [Store.Claim]: Suppressed, Reused for
-	// a fingerprint of the same kind that differs (see [Item]), or
-	// Busy for a lease another owner took with Claim. A record whose
-	// lease or retention has ended is taken over.
+	// ClaimTx claims the item's key as tx's first statement. Unless a
+	// live record answers the claim, it writes the key's record done, kept
+	// for retention from the store's now: Acquired, and tx holds the key.
+	// A live record answers as it would [Store.Claim]: Suppressed, Reused
+	// for a fingerprint of the same kind that differs (see [Item]), or
+	// Busy for a lease another owner took with Claim. A record whose lease
+	// or retention has ended is taken over.
 	//
 	// The record takes effect only when tx commits; a rollback leaves the
 	// key as it was, and so does a consumer that dies holding it (its
@@ -44,7 +44,7 @@ type TxClaimer interface {
 	// is unknown: ask again); any other error means that the store failed.
 	// After any answer but Acquired, tx holds nothing and is to be rolled
 	// back.
-	ClaimTx(ctx context.Context, tx *sql.Tx, ref Ref, fingerprint string, retention time.Duration) (ClaimResult, error)
+	ClaimTx(ctx context.Context, tx *sql.Tx, it Item, retention time.Duration) (ClaimResult, error)
 }
 
 // runTx is the transactional mode's turn of item i, it: it claims it in a
@@ -71,7 +71,7 @@ func (g *Guard) runTx(ctx context.Context, it Item, i int, fn func(context.Conte
 	// Undoes the claim and fn's writes on every path but a commit, a panic
 	// in fn included; a no-op after Commit.
 	defer tx.Rollback()
-	a, err := g.tx.ClaimTx(ctx, tx, it.Ref, it.Fingerprint, g.cfg.Retention)
+	a, err := g.tx.ClaimTx(ctx, tx, it, g.cfg.Retention)
 	switch {
 	case err == nil:
 	case g.cfg.FailOpen && ctx.Err() == nil && !errors.Is(err, msgkey.ErrInvalid) && !errors.Is(err, ErrBusy):

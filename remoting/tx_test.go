@@ -498,11 +498,11 @@ type flakyStore struct {
 
 var errUnreachable = errors.New("store unreachable")
 
-func (s *flakyStore) ClaimTx(ctx context.Context, tx *sql.Tx, ref dedupe.Ref, fp string, retention time.Duration) (dedupe.ClaimResult, error) {
+func (s *flakyStore) ClaimTx(ctx context.Context, tx *sql.Tx, it dedupe.Item, retention time.Duration) (dedupe.ClaimResult, error) {
 	if s.failing.Add(-1) >= 0 {
 		return dedupe.ClaimResult{}, errUnreachable
 	}
-	return s.txStore.ClaimTx(ctx, tx, ref, fp, retention)
+	return s.txStore.ClaimTx(ctx, tx, it, retention)
 }
 
 func (s *flakyStore) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
@@ -527,7 +527,7 @@ func declined(e *txEnv) consumer.TxHandler {
 // downStore is a txStore whose claims fail as if it were unreachable.
 type downStore struct{ txStore }
 
-func (downStore) ClaimTx(context.Context, *sql.Tx, dedupe.Ref, string, time.Duration) (dedupe.ClaimResult, error) {
+func (downStore) ClaimTx(context.Context, *sql.Tx, dedupe.Item, time.Duration) (dedupe.ClaimResult, error) {
 	return dedupe.ClaimResult{}, errors.New("store unreachable")
 }
 

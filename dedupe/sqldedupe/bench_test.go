@@ -150,7 +150,7 @@ func BenchmarkClaimTx(b *testing.B) {
 					return err
 				}
 				defer tx.Rollback()
-				res, err := s.ClaimTx(ctx, tx, ref, "", time.Hour)
+				res, err := s.ClaimTx(ctx, tx, dedupe.Item{Ref: ref}, time.Hour)
 				if err != nil || res.Outcome != dedupe.Acquired {
 					return fmt.Errorf("ClaimTx = %v, %v", res.Outcome, err)
 				}

@@ -90,7 +90,7 @@ func ExampleStore_ClaimTx() {
 			return "", err
 		}
 		defer tx.Rollback() // after Commit, a no-op
-		res, err := store.ClaimTx(ctx, tx, ref, "", 72*time.Hour)
+		res, err := store.ClaimTx(ctx, tx, dedupe.Item{Ref: ref}, 72*time.Hour)
 		if err != nil {
 			return "", err
 		}

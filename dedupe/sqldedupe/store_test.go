@@ -144,7 +144,7 @@ func TestStatements(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback()
-		res, err := e.s.ClaimTx(t.Context(), tx, ref, "", long)
+		res, err := e.s.ClaimTx(t.Context(), tx, dedupe.Item{Ref: ref}, long)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -466,7 +466,7 @@ func TestDeadlineWhileLocked(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res, err := s.ClaimTx(t.Context(), tx, ref, "", long); err != nil || res.Outcome != dedupe.Acquired {
+			if res, err := s.ClaimTx(t.Context(), tx, dedupe.Item{Ref: ref}, long); err != nil || res.Outcome != dedupe.Acquired {
 				t.Fatalf("ClaimTx = %v, %v; want acquired", res.Outcome, err)
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)

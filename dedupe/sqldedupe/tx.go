@@ -60,9 +60,9 @@ func (s *Store) BeginTx(ctx context.Context) (*sql.Tx, error) {
 // Records written by [Store.Claim] share the table: a live lease another
 // owner took with Claim answers Busy, with the time it has left, and an
 // expired record is taken over.
-func (s *Store) ClaimTx(ctx context.Context, tx *sql.Tx, ref dedupe.Ref, fingerprint string, retention time.Duration) (dedupe.ClaimResult, error) {
+func (s *Store) ClaimTx(ctx context.Context, tx *sql.Tx, it dedupe.Item, retention time.Duration) (dedupe.ClaimResult, error) {
 	// Formatted on failure only: this is every message's path.
-	what := func() string { return fmt.Sprintf("claim %q in a transaction", ref) }
+	what := func() string { return fmt.Sprintf("claim %q in a transaction", it.Ref) }
 	var err error
 	switch {
 	case retention <= 0:
@@ -70,12 +70,12 @@ func (s *Store) ClaimTx(ctx context.Context, tx *sql.Tx, ref dedupe.Ref, fingerp
 	case tx == nil:
 		err = errNilTx
 	default:
-		err = dedupekit.CheckClaim(ref.Namespace, ref.Group, ref.Key, retention, fingerprint)
+		err = dedupekit.CheckClaim(it.Namespace, it.Group, it.Key, retention, it.Fingerprint)
 	}
 	if err := start(ctx, err); err != nil {
 		return dedupe.ClaimResult{}, fmt.Errorf("sqldedupe: %s: %w", what(), err)
 	}
-	row := upsertRow{ref: ref, fp: fingerprint, lease: retention, token: rand.Text()}
+	row := upsertRow{ref: it.Ref, fp: it.Fingerprint, lease: retention, token: rand.Text()}
 	rec, err := s.d.claimTx(ctx, runner{s: s, tx: tx}, row)
 	switch {
 	case err == nil:

@@ -68,7 +68,7 @@ func (e *txEnv) begin(s *sqldedupe.Store) *sql.Tx {
 // claimTx claims ref in tx, for retention, and fails the test on an error.
 func (e *txEnv) claimTx(tx *sql.Tx, ref dedupe.Ref, fp string, retention time.Duration) dedupe.ClaimResult {
 	e.t.Helper()
-	res, err := e.s.ClaimTx(e.t.Context(), tx, ref, fp, retention)
+	res, err := e.s.ClaimTx(e.t.Context(), tx, dedupe.Item{Ref: ref, Fingerprint: fp}, retention)
 	if err != nil {
 		e.t.Fatalf("ClaimTx(%q): %v", ref, err)
 	}
@@ -271,16 +271,16 @@ func TestClaimTxRefuses(t *testing.T) {
 				{dedupe.Ref{Group: "g", Key: "\xff"}, "", "key is not valid UTF-8"},
 				{dedupe.Ref{Group: "g", Key: "k"}, strings.Repeat("f", 129), "fingerprint is 129 bytes, limit 128"},
 			} {
-				_, err := e.s.ClaimTx(t.Context(), tx, tc.ref, tc.fp, long)
+				_, err := e.s.ClaimTx(t.Context(), tx, dedupe.Item{Ref: tc.ref, Fingerprint: tc.fp}, long)
 				if !errors.Is(err, msgkey.ErrInvalid) || !strings.Contains(err.Error(), tc.reason) || !strings.Contains(err.Error(), "sqldedupe: claim") {
 					t.Errorf("ClaimTx(%q, fingerprint %q) = %v; want msgkey.ErrInvalid saying %q", tc.ref, tc.fp, err, tc.reason)
 				}
 			}
 			ref := dedupe.Ref{Group: "g", Key: "k"}
 			for what, err := range map[string]error{
-				"a nil *sql.Tx":  func() error { _, err := e.s.ClaimTx(t.Context(), nil, ref, "", long); return err }(),
-				"no retention":   func() error { _, err := e.s.ClaimTx(t.Context(), tx, ref, "", 0); return err }(),
-				"a negative one": func() error { _, err := e.s.ClaimTx(t.Context(), tx, ref, "", -time.Second); return err }(),
+				"a nil *sql.Tx":  func() error { _, err := e.s.ClaimTx(t.Context(), nil, dedupe.Item{Ref: ref}, long); return err }(),
+				"no retention":   func() error { _, err := e.s.ClaimTx(t.Context(), tx, dedupe.Item{Ref: ref}, 0); return err }(),
+				"a negative one": func() error { _, err := e.s.ClaimTx(t.Context(), tx, dedupe.Item{Ref: ref}, -time.Second); return err }(),
 			} {
 				if err == nil || errors.Is(err, msgkey.ErrInvalid) {
 					t.Errorf("ClaimTx with %s = %v, want a plain error", what, err)
@@ -288,7 +288,7 @@ func TestClaimTxRefuses(t *testing.T) {
 			}
 			cancelled, cancel := context.WithCancel(t.Context())
 			cancel()
-			if _, err := e.s.ClaimTx(cancelled, tx, ref, "", long); !errors.Is(err, context.Canceled) {
+			if _, err := e.s.ClaimTx(cancelled, tx, dedupe.Item{Ref: ref}, long); !errors.Is(err, context.Canceled) {
 				t.Errorf("ClaimTx with a cancelled context = %v, want context.Canceled", err)
 			}
 			// Nothing reached the database: the transaction claims on.
@@ -330,7 +330,7 @@ func TestClaimTxWaits(t *testing.T) {
 							return dedupe.ClaimResult{}, err
 						}
 						defer tx.Rollback()
-						return e.s.ClaimTx(context.Background(), tx, ref, "", long)
+						return e.s.ClaimTx(context.Background(), tx, dedupe.Item{Ref: ref}, long)
 					}()
 					if err != nil {
 						t.Error(err)
@@ -371,7 +371,7 @@ func TestClaimTxLockTimeout(t *testing.T) {
 					return err
 				}
 				defer tx.Rollback()
-				_, err = impatient.ClaimTx(t.Context(), tx, ref, "", long)
+				_, err = impatient.ClaimTx(t.Context(), tx, dedupe.Item{Ref: ref}, long)
 				return err
 			}()
 			if !errors.Is(err, dedupe.ErrBusy) || !sqldialect.LockTimeout(err) {
@@ -382,7 +382,7 @@ func TestClaimTxLockTimeout(t *testing.T) {
 			tx := e.begin(impatient)
 			defer tx.Rollback()
 			before := lockTimeout(t, b.Dialect, tx)
-			if res, err := impatient.ClaimTx(t.Context(), tx, ref, "", long); err != nil || res.Outcome != dedupe.Acquired {
+			if res, err := impatient.ClaimTx(t.Context(), tx, dedupe.Item{Ref: ref}, long); err != nil || res.Outcome != dedupe.Acquired {
 				t.Fatalf("claim once the holder rolled back = %v, %v; want acquired", res.Outcome, err)
 			}
 			if after := lockTimeout(t, b.Dialect, tx); after != before {

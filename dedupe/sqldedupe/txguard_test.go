@@ -265,11 +265,11 @@ func (s *faultyStore) BeginTx(ctx context.Context) (*sql.Tx, error) {
 	return s.Store.BeginTx(ctx)
 }
 
-func (s *faultyStore) ClaimTx(ctx context.Context, tx *sql.Tx, ref dedupe.Ref, fp string, retention time.Duration) (dedupe.ClaimResult, error) {
+func (s *faultyStore) ClaimTx(ctx context.Context, tx *sql.Tx, it dedupe.Item, retention time.Duration) (dedupe.ClaimResult, error) {
 	if s.claim != nil {
 		return dedupe.ClaimResult{}, s.claim
 	}
-	return s.Store.ClaimTx(ctx, tx, ref, fp, retention)
+	return s.Store.ClaimTx(ctx, tx, it, retention)
 }
 
 // TestTxGuardStoreFails fails the transaction's begin or the claim: the
