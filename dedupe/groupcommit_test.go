@@ -19,9 +19,8 @@ import (
 	"github.com/idemq/idemq/msgkey"
 )
 
-// tripStore is a Batcher over memdedupe (which is not one) that logs its
-// round trips — every call is one — and, while held, keeps each round trip
-// waiting until the test lets it go.
+// tripStore is memdedupe that logs its round trips — every call is one —
+// and, while held, keeps each round trip waiting until the test lets it go.
 type tripStore struct {
 	dedupe.Store
 
@@ -505,7 +504,7 @@ func TestGroupCommitInFlight(t *testing.T) {
 	<-last
 	<-lastToo
 	if tr := e.s.let(t); tr.String() != "Claim:[after]" {
-		t.Errorf("round trip after the batch returned is %v, want ClaimBatch:[after]", tr)
+		t.Errorf("round trip after the batch returned is %v, want Claim:[after]", tr)
 	}
 	<-after
 	for i := range k - 1 {

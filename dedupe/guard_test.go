@@ -20,8 +20,7 @@ import (
 )
 
 // sizes are the batch sizes that the tests of behaviour shared by single
-// messages and batches run: one message, which costs single store calls, and
-// a batch, which costs batch calls.
+// messages and batches run: one message, and a batch.
 var sizes = []int{1, 3}
 
 func refOf(key string) dedupe.Ref { return dedupe.Ref{Namespace: "test", Group: "g", Key: key} }
@@ -115,8 +114,7 @@ var errSentinels = fmt.Errorf("handler: %w", errors.Join(errHandler,
 
 // TestGuardDo runs n messages in one situation, alone and as a batch: each
 // gets the situation's outcome, the handler runs or not, the key is left as
-// it should be, and the store sees one round trip per phase: single calls
-// for one message, batch calls for more.
+// it should be, and the store sees one round trip per phase.
 func TestGuardDo(t *testing.T) {
 	// held is how long another consumer holds a key, or how long a done key
 	// is kept, in setups.

@@ -48,10 +48,10 @@ func TestBatchRoundTrips(t *testing.T) {
 			t.Errorf("counted %d, want 32", got)
 		}
 		if n := fs.Calls(testkit.OpClaim); n != want.claims {
-			t.Errorf("ClaimBatch called %d times, want %d", n, want.claims)
+			t.Errorf("Claim called %d times, want %d", n, want.claims)
 		}
 		if n := fs.Calls(testkit.OpComplete); n != want.completes {
-			t.Errorf("CompleteBatch called %d times, want %d", n, want.completes)
+			t.Errorf("Complete called %d times, want %d", n, want.completes)
 		}
 		if n := fs.Calls(testkit.OpAll &^ (testkit.OpClaim | testkit.OpComplete)); n != 0 {
 			t.Errorf("%d other store calls, want none", n)

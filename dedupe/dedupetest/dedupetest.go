@@ -362,7 +362,7 @@ func testConcurrentBatches(s *suite) {
 		wg.Go(func() {
 			res, errs, err := s.store.Claim(s.Context(), reqs, long)
 			if err != nil {
-				s.Errorf("worker %d: ClaimBatch: %v", w, err)
+				s.Errorf("worker %d: Claim: %v", w, err)
 				return
 			}
 			mu.Lock()
@@ -841,11 +841,11 @@ func testFingerprint(s *suite) {
 			t.Helper()
 			res, errs, err := s.store.Claim(s.Context(), reqs, long)
 			if err != nil {
-				t.Fatalf("ClaimBatch: %v", err)
+				t.Fatalf("Claim: %v", err)
 			}
 			for i, w := range want {
 				if errs[i] != nil || res[i].Outcome != w {
-					t.Errorf("ClaimBatch item %d (fingerprint %q) = %v, %v; want %v", i, reqs[i].Fingerprint, res[i].Outcome, errs[i], w)
+					t.Errorf("Claim item %d (fingerprint %q) = %v, %v; want %v", i, reqs[i].Fingerprint, res[i].Outcome, errs[i], w)
 				}
 				s.checkResult(r, res[i], long)
 			}
@@ -880,20 +880,20 @@ func testBatch(s *suite) {
 	want := []dedupe.Outcome{dedupe.Acquired, dedupe.Suppressed, dedupe.Busy, dedupe.Reused, 0, dedupe.Acquired, dedupe.Busy}
 	res, errs, err := s.store.Claim(ctx, reqs, long)
 	if err != nil {
-		s.Fatalf("ClaimBatch: %v", err)
+		s.Fatalf("Claim: %v", err)
 	}
 	if len(res) != len(reqs) || len(errs) != len(reqs) {
-		s.Fatalf("ClaimBatch of %d answered %d results and %d errors", len(reqs), len(res), len(errs))
+		s.Fatalf("Claim of %d answered %d results and %d errors", len(reqs), len(res), len(errs))
 	}
 	for i, w := range want {
 		if w == 0 {
 			if !errors.Is(errs[i], msgkey.ErrInvalid) {
-				s.Errorf("ClaimBatch item %d (%q) error = %v, want msgkey.ErrInvalid", i, reqs[i].Ref, errs[i])
+				s.Errorf("Claim item %d (%q) error = %v, want msgkey.ErrInvalid", i, reqs[i].Ref, errs[i])
 			}
 			continue
 		}
 		if errs[i] != nil || res[i].Outcome != w {
-			s.Errorf("ClaimBatch item %d (%q) = %v, %v; want %v", i, reqs[i].Ref, res[i].Outcome, errs[i], w)
+			s.Errorf("Claim item %d (%q) = %v, %v; want %v", i, reqs[i].Ref, res[i].Outcome, errs[i], w)
 		}
 		s.checkResult(reqs[i].Ref, res[i], long)
 	}
@@ -906,11 +906,11 @@ func testBatch(s *suite) {
 	}
 	cerrs, err := s.store.Complete(ctx, tickets, long)
 	if err != nil {
-		s.Fatalf("CompleteBatch: %v", err)
+		s.Fatalf("Complete: %v", err)
 	}
 	for i, w := range []error{nil, dedupe.ErrLeaseLost, nil, msgkey.ErrInvalid} {
 		if len(cerrs) != len(tickets) || !matches(cerrs[i], w) {
-			s.Fatalf("CompleteBatch = %v, want item %d %v", cerrs, i, w)
+			s.Fatalf("Complete = %v, want item %d %v", cerrs, i, w)
 		}
 	}
 	s.want(free, "", dedupe.Suppressed)
@@ -922,11 +922,11 @@ func testBatch(s *suite) {
 		r1, {Ref: r2.Ref, Token: "bogus"}, tickets[0], flightTk, {Ref: bad, Token: "bogus"},
 	})
 	if err != nil {
-		s.Fatalf("ReleaseBatch: %v", err)
+		s.Fatalf("Release: %v", err)
 	}
 	for i, w := range []error{nil, dedupe.ErrLeaseLost, dedupe.ErrLeaseLost, nil, msgkey.ErrInvalid} {
 		if len(rerrs) != 5 || !matches(rerrs[i], w) {
-			s.Fatalf("ReleaseBatch = %v, want item %d %v", rerrs, i, w)
+			s.Fatalf("Release = %v, want item %d %v", rerrs, i, w)
 		}
 	}
 	s.acquire(r1.Ref, long)
@@ -937,13 +937,13 @@ func testBatch(s *suite) {
 	s.Run("Empty", func(t *testing.T) {
 		res, errs, err := s.store.Claim(ctx, nil, long)
 		if len(res) != 0 || len(errs) != 0 || err != nil {
-			t.Errorf("ClaimBatch(nil) = %v, %v, %v; want nothing", res, errs, err)
+			t.Errorf("Claim(nil) = %v, %v, %v; want nothing", res, errs, err)
 		}
 		if errs, err := s.store.Complete(ctx, nil, long); len(errs) != 0 || err != nil {
-			t.Errorf("CompleteBatch(nil) = %v, %v; want nothing", errs, err)
+			t.Errorf("Complete(nil) = %v, %v; want nothing", errs, err)
 		}
 		if errs, err := s.store.Release(ctx, nil); len(errs) != 0 || err != nil {
-			t.Errorf("ReleaseBatch(nil) = %v, %v; want nothing", errs, err)
+			t.Errorf("Release(nil) = %v, %v; want nothing", errs, err)
 		}
 	})
 	s.Run("Large", func(t *testing.T) {
@@ -954,22 +954,22 @@ func testBatch(s *suite) {
 		}
 		res, errs, err := s.store.Claim(ctx, reqs, long)
 		if err != nil {
-			s.Fatalf("ClaimBatch: %v", err)
+			s.Fatalf("Claim: %v", err)
 		}
 		tickets := make([]dedupe.Ticket, len(res))
 		for i, r := range res {
 			if r.Outcome != dedupe.Acquired || errs[i] != nil {
-				s.Fatalf("ClaimBatch item %d = %v, %v", i, r.Outcome, errs[i])
+				s.Fatalf("Claim item %d = %v, %v", i, r.Outcome, errs[i])
 			}
 			tickets[i] = dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}
 		}
 		cerrs, err := s.store.Complete(ctx, tickets, long)
 		if err != nil || slices.ContainsFunc(cerrs, func(e error) bool { return e != nil }) {
-			s.Fatalf("CompleteBatch = %v, %v", cerrs, err)
+			s.Fatalf("Complete = %v, %v", cerrs, err)
 		}
 		res, _, err = s.store.Claim(ctx, reqs, long)
 		if err != nil || slices.ContainsFunc(res, func(r dedupe.ClaimResult) bool { return r.Outcome != dedupe.Suppressed }) {
-			s.Fatalf("ClaimBatch after completing: %v, err %v; want all done", res, err)
+			s.Fatalf("Claim after completing: %v, err %v; want all done", res, err)
 		}
 	})
 }
@@ -1008,7 +1008,7 @@ func testFailedBatch(s *suite) {
 			s.Helper()
 			res, errs, err := s.store.Claim(s.Context(), reqs, long)
 			if err != nil {
-				s.Fatalf("ClaimBatch after a failed batch: %v", err)
+				s.Fatalf("Claim after a failed batch: %v", err)
 			}
 			held := 0
 			for i, r := range res {
@@ -1018,7 +1018,7 @@ func testFailedBatch(s *suite) {
 				}
 				if errs[i] != nil || r.Outcome != want {
 					if held == 0 {
-						s.Errorf("ClaimBatch of %q after a failed batch = %v, %v; want %v", reqs[i].Ref, r.Outcome, errs[i], want)
+						s.Errorf("Claim of %q after a failed batch = %v, %v; want %v", reqs[i].Ref, r.Outcome, errs[i], want)
 					}
 					held++
 				}
@@ -1039,7 +1039,7 @@ func failByDeadline(s *suite, batch func(string) []dedupe.Item, check func([]ded
 	for i := range 2 { // the first may prepare what the second reuses
 		start := time.Now()
 		if _, _, err := s.store.Claim(s.Context(), batch(fmt.Sprint("warm", i, "-")), long); err != nil {
-			s.Fatalf("ClaimBatch: %v", err)
+			s.Fatalf("Claim: %v", err)
 		}
 		took = time.Since(start)
 	}
@@ -1054,7 +1054,7 @@ func failByDeadline(s *suite, batch func(string) []dedupe.Item, check func([]ded
 			continue
 		}
 		if isSentinel(err) {
-			s.Fatalf("ClaimBatch past its deadline = %v, want a plain error", err)
+			s.Fatalf("Claim past its deadline = %v, want a plain error", err)
 		}
 		failed++
 		check(reqs)
@@ -1116,11 +1116,11 @@ func testCancelledContext(s *suite) {
 			check("Extend", s.store.Extend(c.ctx, tk, time.Millisecond))
 			check("Release", testkit.Release(c.ctx, s.store, tk))
 			_, _, err = s.store.Claim(c.ctx, []dedupe.Item{{Ref: free}}, long)
-			check("ClaimBatch", err)
+			check("Claim", err)
 			_, err = s.store.Complete(c.ctx, []dedupe.Ticket{tk}, long)
-			check("CompleteBatch", err)
+			check("Complete", err)
 			_, err = s.store.Release(c.ctx, []dedupe.Ticket{tk})
-			check("ReleaseBatch", err)
+			check("Release", err)
 
 			s.acquire(free, long)
 			s.want(owned, "", dedupe.Busy)
@@ -1227,7 +1227,7 @@ func testFaults(s *suite) {
 		reqs := []dedupe.Item{{Ref: e.ref("a")}, {Ref: e.ref("b")}}
 		e.fs.Inject(testkit.Fault{Ops: testkit.OpClaim, Nth: 1, After: true})
 		_, _, err := e.fs.Claim(e.Context(), reqs, long)
-		injected(t, "ClaimBatch", err)
+		injected(t, "Claim", err)
 		for _, r := range reqs {
 			e.want(r.Ref, "", dedupe.Busy)
 		}
@@ -1238,10 +1238,10 @@ func testFaults(s *suite) {
 		}
 		e.fs.Inject(testkit.Fault{Ops: testkit.OpComplete, Nth: 1, After: true})
 		_, err = e.fs.Complete(e.Context(), tickets, long)
-		injected(t, "CompleteBatch", err)
+		injected(t, "Complete", err)
 		errs, err := e.fs.Complete(e.Context(), tickets, long)
 		if err != nil || slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
-			t.Fatalf("CompleteBatch retry = %v, %v; want success", errs, err)
+			t.Fatalf("Complete retry = %v, %v; want success", errs, err)
 		}
 		for _, tk := range tickets {
 			e.want(tk.Ref, "", dedupe.Suppressed)
@@ -1382,14 +1382,14 @@ func testInvalidKeys(s *suite) {
 	}
 	res, errs, err := s.store.Claim(ctx, reqs, long)
 	if err != nil {
-		s.Fatalf("ClaimBatch: %v", err)
+		s.Fatalf("Claim: %v", err)
 	}
 	if res[0].Outcome != dedupe.Acquired || errs[0] != nil {
-		s.Errorf("ClaimBatch item 0 = %v, %v; want acquired", res[0].Outcome, errs[0])
+		s.Errorf("Claim item 0 = %v, %v; want acquired", res[0].Outcome, errs[0])
 	}
 	for i := 1; i < len(reqs); i++ {
 		if !errors.Is(errs[i], msgkey.ErrInvalid) {
-			s.Errorf("ClaimBatch item %d (%.60q) = %v, want msgkey.ErrInvalid", i, reqs[i].Ref, errs[i])
+			s.Errorf("Claim item %d (%.60q) = %v, want msgkey.ErrInvalid", i, reqs[i].Ref, errs[i])
 		}
 	}
 	// Nothing was recorded for a truncated or cleaned-up bad key either.

@@ -18,7 +18,7 @@ const benchLease = time.Minute
 
 // BenchmarkClaimComplete measures the happy path of a consumer — claim a
 // fresh key, then complete it — with Claim and Complete (batch=1) and, in
-// batches of 32, through dedupe.ClaimBatch and dedupe.CompleteBatch (which
+// batches of 32, through dedupe.Claim and dedupe.Complete (which
 // serve this store one call at a time and add their result slices). Each
 // runs with one goroutine ("serial") and with GOMAXPROCS ("parallel"), and
 // reports msgs/s and the records the store held at the end. The keys are

@@ -356,7 +356,7 @@ func TestRoundTrips(t *testing.T) {
 				ts := claimAll(t, s, batch(groups...))
 				errs, err := s.Complete(ctx, ts, time.Minute)
 				if err != nil || slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
-					t.Fatalf("CompleteBatch after SCRIPT FLUSH = %v, %v", errs, err)
+					t.Fatalf("Complete after SCRIPT FLUSH = %v, %v", errs, err)
 				}
 				if cmds, _ := hook.take(); !slices.Contains(cmds, "eval") {
 					t.Errorf("after SCRIPT FLUSH the store sent %v, want an eval", cmds)
@@ -470,7 +470,7 @@ func testLostPipeline(t *testing.T, s *redisdedupe.Store, hook *loseFirstPipelin
 	hook.mu.Unlock()
 	reqs := batch("a", "b")
 	if _, _, err := s.Claim(t.Context(), reqs, time.Hour); err == nil {
-		t.Fatal("ClaimBatch succeeded although its answer was lost")
+		t.Fatal("Claim succeeded although its answer was lost")
 	}
 	res, _, err := s.Claim(t.Context(), reqs, time.Hour)
 	if err != nil {

@@ -31,8 +31,8 @@ func testClaimAnswerLost(t *testing.T, use func(*redisdedupe.Store)) {
 		keys   []string
 	}{
 		{"Claim", []string{"g"}, []string{"a"}},
-		{"ClaimBatch", []string{"g"}, []string{"a", "b", "c"}},
-		{"ClaimBatchPipeline", []string{"g1", "g2"}, []string{"a", "b"}},
+		{"ClaimMany", []string{"g"}, []string{"a", "b", "c"}},
+		{"ClaimManyPipeline", []string{"g1", "g2"}, []string{"a", "b"}},
 	}
 	proxy := testenv.StartDropProxy(t, testenv.Redis(t))
 	client := redis.NewClient(&redis.Options{Addr: proxy.Addr()})

@@ -77,7 +77,7 @@ func TestVersionUnknown(t *testing.T) {
 		t.Fatalf("Claim without a version = %v, want the failure to tell it", err)
 	}
 	if _, _, err := s.Claim(t.Context(), []dedupe.Item{req}, time.Hour); err == nil || !strings.Contains(err.Error(), "Redis version") {
-		t.Fatalf("ClaimBatch without a version = %v, want the failure to tell it", err)
+		t.Fatalf("Claim without a version = %v, want the failure to tell it", err)
 	}
 	hook.fail.Store(false)
 	if res, err := testkit.Claim(t.Context(), s, req, time.Hour); err != nil || res.Outcome != dedupe.Acquired {

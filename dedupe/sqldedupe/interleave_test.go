@@ -24,7 +24,7 @@ func TestRecordGoneBetweenStatements(t *testing.T) {
 		keys []string // the record of "gone" vanishes
 	}{
 		{"Claim", []string{"gone"}},
-		{"ClaimBatch", []string{"a", "gone", "z"}},
+		{"ClaimMany", []string{"a", "gone", "z"}},
 	}
 	var (
 		db   *sql.DB

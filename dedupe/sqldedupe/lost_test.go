@@ -22,8 +22,8 @@ func TestLostReply(t *testing.T) {
 		fresh, held []string
 	}{
 		{"Claim", []string{"a"}, nil},
-		{"ClaimBatch", []string{"a", "b", "c"}, nil},
-		{"ClaimBatchWithHeld", []string{"a", "c"}, []string{"b"}},
+		{"ClaimMany", []string{"a", "b", "c"}, nil},
+		{"ClaimManyWithHeld", []string{"a", "c"}, []string{"b"}},
 	}
 	for _, b := range testdb.Backends {
 		t.Run(b.Name, func(t *testing.T) {

@@ -194,19 +194,19 @@ func TestStatements(t *testing.T) {
 		},
 		want: 1, mysql: 2,
 	}, {
-		name: "ClaimBatchFresh",
+		name: "ClaimManyFresh",
 		do: func(t *testing.T, e env, _ any) {
 			res, errs, err := e.s.Claim(t.Context(), batch(refs(e, "k", 32)), long)
 			mustBatch(t, errs, err, nil)
 			for _, r := range res {
 				if r.Outcome != dedupe.Acquired {
-					t.Fatalf("ClaimBatch item = %v, want acquired", r.Outcome)
+					t.Fatalf("Claim item = %v, want acquired", r.Outcome)
 				}
 			}
 		},
 		want: 1,
 	}, {
-		name:  "ClaimBatchHalfInFlight",
+		name:  "ClaimManyHalfInFlight",
 		setup: func(t *testing.T, e env) any { return claimAll(t, e, refs(e, "k", 16)) },
 		do: func(t *testing.T, e env, _ any) {
 			res, errs, err := e.s.Claim(t.Context(), batch(refs(e, "k", 32)), long)
@@ -215,35 +215,35 @@ func TestStatements(t *testing.T) {
 				if want := dedupe.Busy; i >= 16 {
 					want = dedupe.Acquired
 					if r.Outcome != want {
-						t.Fatalf("ClaimBatch item %d = %v, want %v", i, r.Outcome, want)
+						t.Fatalf("Claim item %d = %v, want %v", i, r.Outcome, want)
 					}
 				} else if r.Outcome != want {
-					t.Fatalf("ClaimBatch item %d = %v, want %v", i, r.Outcome, want)
+					t.Fatalf("Claim item %d = %v, want %v", i, r.Outcome, want)
 				}
 			}
 		},
 		want: 1, mysql: 2,
 	}, {
 		// A key twice in a batch is answered as two calls in a row.
-		name: "ClaimBatchRepeatedKey",
+		name: "ClaimManyRepeatedKey",
 		do: func(t *testing.T, e env, _ any) {
 			r := refs(e, "k", 2)
 			res, errs, err := e.s.Claim(t.Context(), batch([]dedupe.Ref{r[0], r[1], r[0]}), long)
 			mustBatch(t, errs, err, nil)
 			if got := []dedupe.Outcome{res[0].Outcome, res[1].Outcome, res[2].Outcome}; !slices.Equal(got, []dedupe.Outcome{dedupe.Acquired, dedupe.Acquired, dedupe.Busy}) {
-				t.Fatalf("ClaimBatch = %v", got)
+				t.Fatalf("Claim = %v", got)
 			}
 		},
 		want: 2, mysql: 3,
 	}, {
-		name: "ClaimBatchLarge",
+		name: "ClaimManyLarge",
 		do: func(t *testing.T, e env, _ any) {
 			_, errs, err := e.s.Claim(t.Context(), batch(refs(e, "k", 600)), long)
 			mustBatch(t, errs, err, nil)
 		},
 		want: 3, // 256 + 256 + 88
 	}, {
-		name:  "CompleteBatch",
+		name:  "CompleteMany",
 		setup: func(t *testing.T, e env) any { return claimAll(t, e, refs(e, "k", 32)) },
 		do: func(t *testing.T, e env, v any) {
 			errs, err := e.s.Complete(t.Context(), v.([]dedupe.Ticket), long)
@@ -251,7 +251,7 @@ func TestStatements(t *testing.T) {
 		},
 		want: 1,
 	}, {
-		name:  "CompleteBatchHalfLost",
+		name:  "CompleteManyHalfLost",
 		setup: func(t *testing.T, e env) any { return claimAll(t, e, refs(e, "k", 32)) },
 		do: func(t *testing.T, e env, v any) {
 			ts := slices.Clone(v.([]dedupe.Ticket))
@@ -264,7 +264,7 @@ func TestStatements(t *testing.T) {
 		},
 		want: 1, mysql: 2,
 	}, {
-		name:  "ReleaseBatch",
+		name:  "ReleaseMany",
 		setup: func(t *testing.T, e env) any { return claimAll(t, e, refs(e, "k", 32)) },
 		do: func(t *testing.T, e env, v any) {
 			errs, err := e.s.Release(t.Context(), v.([]dedupe.Ticket))
