@@ -136,7 +136,6 @@ func TestGuardDo(t *testing.T) {
 		endLease(t, e, r)
 		holdKey(t, e.mem, r, "", held)
 	}
-	storeDown := func(t *testing.T, e *env, _ dedupe.Ref) { e.fs.Inject(testkit.Fault{}) }
 	tests := []struct {
 		name string
 		cfg  dedupe.GuardConfig
@@ -204,24 +203,6 @@ func TestGuardDo(t *testing.T) {
 		fp:   "ff\x00ff",
 		want: dedupe.InvalidKey, wantErr: []error{msgkey.ErrInvalid},
 	}, {
-		name:  "StoreDownFailClosed",
-		fault: &testkit.Fault{},
-		want:  dedupe.StoreDown, wantErr: []error{testkit.ErrInjected},
-		wantAfter: dedupe.Acquired, trips: [3]int{1, 0, 0},
-	}, {
-		name:  "StoreDownFailOpen",
-		cfg:   dedupe.GuardConfig{FailOpen: true},
-		fault: &testkit.Fault{},
-		want:  dedupe.Unguarded, wantErr: []error{testkit.ErrInjected}, wantRan: true,
-		wantAfter: dedupe.Acquired, trips: [3]int{1, 0, 0},
-	}, {
-		name:    "StoreDownFailOpenHandlerError",
-		cfg:     dedupe.GuardConfig{FailOpen: true},
-		fault:   &testkit.Fault{},
-		handler: errHandler,
-		want:    dedupe.Failed, wantErr: []error{errHandler}, notErr: []error{testkit.ErrInjected}, wantRan: true,
-		wantAfter: dedupe.Acquired, trips: [3]int{1, 0, 0},
-	}, {
 		// Fail-open runs the handler unguarded: its error, whatever it
 		// wraps, is a failure too.
 		name:    "StoreDownFailOpenHandlerErrorWrapsSentinels",
@@ -230,30 +211,6 @@ func TestGuardDo(t *testing.T) {
 		handler: errSentinels,
 		want:    dedupe.Failed, wantErr: []error{errSentinels}, wantRan: true,
 		wantAfter: dedupe.Acquired, trips: [3]int{1, 0, 0},
-	}, {
-		// The claim reached the store, but its answer was lost: the key is
-		// held until its lease ends.
-		name:  "ClaimAnswerLostFailClosed",
-		fault: &testkit.Fault{Ops: testkit.OpClaim, After: true},
-		want:  dedupe.StoreDown, wantErr: []error{testkit.ErrInjected},
-		wantAfter: dedupe.Busy, trips: [3]int{1, 0, 0},
-	}, {
-		name:  "ClaimAnswerLostFailOpen",
-		cfg:   dedupe.GuardConfig{FailOpen: true},
-		fault: &testkit.Fault{Ops: testkit.OpClaim, After: true},
-		want:  dedupe.Unguarded, wantErr: []error{testkit.ErrInjected}, wantRan: true,
-		wantAfter: dedupe.Busy, trips: [3]int{1, 0, 0},
-	}, {
-		// Complete fails twice (the call and its one retry).
-		name:  "CompleteFails",
-		fault: &testkit.Fault{Ops: testkit.OpComplete},
-		want:  dedupe.Unrecorded, wantErr: []error{testkit.ErrInjected}, wantRan: true,
-		wantAfter: dedupe.Busy, // until the lease ends
-		trips:     [3]int{1, 2, 0},
-	}, {
-		name:  "CompleteFailsOnceThenRetried",
-		fault: &testkit.Fault{Ops: testkit.OpComplete, Nth: 1},
-		want:  dedupe.Completed, wantRan: true, wantAfter: dedupe.Suppressed, trips: [3]int{1, 2, 0},
 	}, {
 		// Complete is applied but its answer lost; the retry, with the
 		// same token, succeeds.
@@ -267,32 +224,6 @@ func TestGuardDo(t *testing.T) {
 		fault: &testkit.Fault{Ops: testkit.OpComplete, After: true},
 		want:  dedupe.Unrecorded, wantErr: []error{testkit.ErrInjected}, wantRan: true,
 		wantAfter: dedupe.Suppressed, trips: [3]int{1, 2, 0},
-	}, {
-		// FailOpen is about claims: a store lost after the claim does the
-		// same either way.
-		name:   "StoreDownWhileRunning",
-		during: storeDown,
-		want:   dedupe.Unrecorded, wantErr: []error{testkit.ErrInjected}, wantRan: true,
-		wantAfter: dedupe.Busy, trips: [3]int{1, 2, 0},
-	}, {
-		name:   "StoreDownWhileRunningFailOpen",
-		cfg:    dedupe.GuardConfig{FailOpen: true},
-		during: storeDown,
-		want:   dedupe.Unrecorded, wantErr: []error{testkit.ErrInjected}, wantRan: true,
-		wantAfter: dedupe.Busy, trips: [3]int{1, 2, 0},
-	}, {
-		// A failed release is not retried: the lease ends by itself.
-		name:    "StoreDownWhileRunningHandlerError",
-		during:  storeDown,
-		handler: errHandler,
-		want:    dedupe.Failed, wantErr: []error{errHandler}, notErr: []error{testkit.ErrInjected}, wantRan: true,
-		wantAfter: dedupe.Busy, trips: [3]int{1, 0, 1},
-	}, {
-		name:    "ReleaseFails",
-		fault:   &testkit.Fault{Ops: testkit.OpRelease},
-		handler: errHandler,
-		want:    dedupe.Failed, wantErr: []error{errHandler}, notErr: []error{testkit.ErrInjected}, wantRan: true,
-		wantAfter: dedupe.Busy, trips: [3]int{1, 0, 1},
 	}, {
 		// The lease ended by the store's clock while the handler ran, and
 		// nobody took the key: the effect may still have doubled. Complete
@@ -568,7 +499,9 @@ func TestGuardEmpty(t *testing.T) {
 
 // TestGuardStoreFails fails the store at each phase of a batch of two
 // succeeding items, a failing one and an invalid one, fail-closed and
-// fail-open.
+// fail-open: each item's outcome, the handlers run, the keys left and the
+// round trips. (TestGuardDo checks the faults it does not, on batches of
+// one kind.)
 func TestGuardStoreFails(t *testing.T) {
 	type want struct {
 		out dedupe.Outcome
@@ -593,11 +526,14 @@ func TestGuardStoreFails(t *testing.T) {
 		wantRan   []int
 		// wantAfter is the state of the keys of items 0, 1 and 3.
 		wantAfter [3]dedupe.Outcome
+		// trips counts claim, complete and release round trips.
+		trips [3]int
 	}{{
 		name:      "ClaimFailsClosed",
 		fault:     testkit.Fault{Ops: testkit.OpClaim},
 		want:      [4]want{storeDown, storeDown, invalid, storeDown},
 		wantAfter: [3]dedupe.Outcome{dedupe.Acquired, dedupe.Acquired, dedupe.Acquired},
+		trips:     [3]int{1, 0, 0},
 	}, {
 		name:     "ClaimFailsOpen",
 		failOpen: true,
@@ -606,11 +542,13 @@ func TestGuardStoreFails(t *testing.T) {
 		want:      [4]want{unguarded, failed, invalid, unguarded},
 		wantRan:   []int{0, 1, 3},
 		wantAfter: [3]dedupe.Outcome{dedupe.Acquired, dedupe.Acquired, dedupe.Acquired},
+		trips:     [3]int{1, 0, 0},
 	}, {
 		name:      "ClaimAnswerLostFailsClosed",
 		fault:     testkit.Fault{Ops: testkit.OpClaim, After: true},
 		want:      [4]want{storeDown, storeDown, invalid, storeDown},
 		wantAfter: [3]dedupe.Outcome{dedupe.Busy, dedupe.Busy, dedupe.Busy}, // until the leases end
+		trips:     [3]int{1, 0, 0},
 	}, {
 		name:      "ClaimAnswerLostFailsOpen",
 		failOpen:  true,
@@ -618,6 +556,7 @@ func TestGuardStoreFails(t *testing.T) {
 		want:      [4]want{unguarded, failed, invalid, unguarded},
 		wantRan:   []int{0, 1, 3},
 		wantAfter: [3]dedupe.Outcome{dedupe.Busy, dedupe.Busy, dedupe.Busy},
+		trips:     [3]int{1, 0, 0},
 	}, {
 		name:      "DownWhileHandlersRunFailsClosed",
 		fault:     testkit.Fault{},
@@ -625,6 +564,7 @@ func TestGuardStoreFails(t *testing.T) {
 		want:      [4]want{unrecorded, failed, invalid, unrecorded},
 		wantRan:   []int{0, 1, 3},
 		wantAfter: [3]dedupe.Outcome{dedupe.Busy, dedupe.Busy, dedupe.Busy},
+		trips:     [3]int{1, 2, 1},
 	}, {
 		// FailOpen is about claims: a store lost after the claim does the
 		// same as fail-closed.
@@ -635,24 +575,28 @@ func TestGuardStoreFails(t *testing.T) {
 		want:      [4]want{unrecorded, failed, invalid, unrecorded},
 		wantRan:   []int{0, 1, 3},
 		wantAfter: [3]dedupe.Outcome{dedupe.Busy, dedupe.Busy, dedupe.Busy},
+		trips:     [3]int{1, 2, 1},
 	}, {
 		name:      "CompleteFailsOnceThenRetried",
 		fault:     testkit.Fault{Ops: testkit.OpComplete, Nth: 1},
 		want:      [4]want{completed, failed, invalid, completed},
 		wantRan:   []int{0, 1, 3},
 		wantAfter: [3]dedupe.Outcome{dedupe.Suppressed, dedupe.Acquired, dedupe.Suppressed},
+		trips:     [3]int{1, 2, 1},
 	}, {
 		name:      "CompleteFails",
 		fault:     testkit.Fault{Ops: testkit.OpComplete},
 		want:      [4]want{unrecorded, failed, invalid, unrecorded},
 		wantRan:   []int{0, 1, 3},
 		wantAfter: [3]dedupe.Outcome{dedupe.Busy, dedupe.Acquired, dedupe.Busy},
+		trips:     [3]int{1, 2, 1},
 	}, {
 		name:      "ReleaseFails",
 		fault:     testkit.Fault{Ops: testkit.OpRelease},
 		want:      [4]want{completed, failed, invalid, completed},
 		wantRan:   []int{0, 1, 3},
 		wantAfter: [3]dedupe.Outcome{dedupe.Suppressed, dedupe.Busy, dedupe.Suppressed},
+		trips:     [3]int{1, 1, 1},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -682,6 +626,9 @@ func TestGuardStoreFails(t *testing.T) {
 			}
 			if !slices.Equal(ran, tt.wantRan) {
 				t.Errorf("handler ran for items %v, want %v", ran, tt.wantRan)
+			}
+			if trips := [3]int{e.fs.Calls(testkit.OpClaim), e.fs.Calls(testkit.OpComplete), e.fs.Calls(testkit.OpRelease)}; trips != tt.trips {
+				t.Errorf("claim, complete, release round trips: %v, want %v", trips, tt.trips)
 			}
 			for n, i := range []int{0, 1, 3} {
 				if got := statusOf(t, e.mem, items[i].Ref); got != tt.wantAfter[n] {
