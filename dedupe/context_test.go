@@ -15,10 +15,10 @@ import (
 
 func TestClaimFromContext(t *testing.T) {
 	if tk, ok := ticketOf(t.Context()); ok {
-		t.Errorf("TicketFromContext outside a Guard = %v, true", tk)
+		t.Errorf("ClaimFromContext outside a Guard = %v, true", tk)
 	}
 	if tx, ok := txOf(t.Context()); ok {
-		t.Errorf("TxFromContext outside the transactional mode = %v, true", tx)
+		t.Errorf("ClaimFromContext outside the transactional mode = %v, true", tx)
 	}
 	for _, n := range sizes {
 		t.Run(fmt.Sprint("Size", n), func(t *testing.T) {
@@ -27,18 +27,18 @@ func TestClaimFromContext(t *testing.T) {
 			res := newGuard(t, mem, dedupe.GuardConfig{}).Do(t.Context(), items, func(ctx context.Context, i int) error {
 				tk, ok := ticketOf(ctx)
 				if !ok || tk.Ref != items[i].Ref {
-					return fmt.Errorf("TicketFromContext = %v, %v; want item %d's", tk, ok, i)
+					return fmt.Errorf("ClaimFromContext = %v, %v; want item %d's", tk, ok, i)
 				}
 				// A Guard runs fn in no transaction (package sqldedupe
 				// tests the transactional mode, which does).
 				if tx, ok := txOf(ctx); ok {
-					return fmt.Errorf("TxFromContext under a Guard = %v, true", tx)
+					return fmt.Errorf("ClaimFromContext under a Guard = %v, true", tx)
 				}
 				// Contexts derived from fn's carry it too.
 				dctx, cancel := context.WithTimeout(ctx, time.Minute)
 				defer cancel()
 				if got, _ := ticketOf(dctx); got != tk {
-					return fmt.Errorf("TicketFromContext of a derived context = %v, want %v", got, tk)
+					return fmt.Errorf("ClaimFromContext of a derived context = %v, want %v", got, tk)
 				}
 				// It holds the owner's token: it, and only it, can extend
 				// the lease.
@@ -68,7 +68,7 @@ func TestClaimFromContextUnguarded(t *testing.T) {
 	res := outer.Do(t.Context(), outerItems, func(ctx context.Context, _ int) error {
 		for i, r := range inner.Do(ctx, itemsOf("", keysOf(2)...), func(ctx context.Context, i int) error {
 			if tk, ok := ticketOf(ctx); ok {
-				return fmt.Errorf("unguarded item %d: TicketFromContext = %v, true", i, tk)
+				return fmt.Errorf("unguarded item %d: ClaimFromContext = %v, true", i, tk)
 			}
 			return nil
 		}) {
@@ -77,7 +77,7 @@ func TestClaimFromContextUnguarded(t *testing.T) {
 			}
 		}
 		if tk, ok := ticketOf(ctx); !ok || tk.Ref != outerItems[0].Ref {
-			return fmt.Errorf("outer: TicketFromContext = %v, %v; want its own", tk, ok)
+			return fmt.Errorf("outer: ClaimFromContext = %v, %v; want its own", tk, ok)
 		}
 		return nil
 	})

@@ -371,7 +371,7 @@ func TestGuardMixedBatch(t *testing.T) {
 	res := newGuard(t, e.fs, dedupe.GuardConfig{}).Do(t.Context(), batch, func(ctx context.Context, i int) error {
 		ran = append(ran, i)
 		if tk, ok := ticketOf(ctx); !ok || tk.Ref != batch[i].Ref {
-			t.Errorf("item %d: TicketFromContext = %v, %v; want its own", i, tk, ok)
+			t.Errorf("item %d: ClaimFromContext = %v, %v; want its own", i, tk, ok)
 		}
 		return items[i].handler
 	})

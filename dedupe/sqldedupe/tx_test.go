@@ -352,7 +352,7 @@ func TestClaimTxWaits(t *testing.T) {
 }
 
 // TestClaimTxLockTimeout claims a key that another transaction holds, for
-// longer than the lock timeout: the claim gives up with ErrInFlight, the
+// longer than the lock timeout: the claim gives up with ErrBusy, the
 // driver's own error in its chain. The timeout applies to the claim alone.
 func TestClaimTxLockTimeout(t *testing.T) {
 	for _, b := range testdb.Backends {
@@ -375,7 +375,7 @@ func TestClaimTxLockTimeout(t *testing.T) {
 				return err
 			}()
 			if !errors.Is(err, dedupe.ErrBusy) || !sqldialect.LockTimeout(err) {
-				t.Fatalf("claim of a key held past the lock timeout = %v; want ErrInFlight and the driver's lock timeout", err)
+				t.Fatalf("claim of a key held past the lock timeout = %v; want ErrBusy and the driver's lock timeout", err)
 			}
 			e.finish(holder, false)
 

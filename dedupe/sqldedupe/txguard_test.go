@@ -54,7 +54,7 @@ func (w *writer) fn(ctx context.Context, i int) error {
 		return errors.New("no transaction in fn's context")
 	}
 	if tk, ok := ticketOf(ctx); !ok || tk.Ref != w.items[i].Ref || tk.Token == "" {
-		return fmt.Errorf("TicketFromContext = %v, %v; want item %d's", tk, ok, i)
+		return fmt.Errorf("ClaimFromContext = %v, %v; want item %d's", tk, ok, i)
 	}
 	if _, err := tx.ExecContext(ctx, sqldialect.Of(w.e.b.Dialect).Rebind("INSERT INTO orders (id) VALUES (?)"), w.items[i].Ref.Key); err != nil {
 		return err
@@ -147,7 +147,7 @@ func TestTxGuardHeld(t *testing.T) {
 			items := []dedupe.Item{item("a", "")}
 			res := e.do(g, items, nil, []dedupe.Outcome{dedupe.Busy}, nil)
 			if !errors.Is(res[0].Err, dedupe.ErrBusy) || res[0].Wait != 0 {
-				t.Errorf("busy item: %v, wait %v; want ErrInFlight, wait 0 (unknown)", res[0].Err, res[0].Wait)
+				t.Errorf("busy item: %v, wait %v; want ErrBusy, wait 0 (unknown)", res[0].Err, res[0].Wait)
 			}
 			e.finish(holder, false)
 			e.do(g, items, nil, []dedupe.Outcome{dedupe.Completed}, []int{0})
@@ -307,7 +307,7 @@ func TestTxGuardStoreFails(t *testing.T) {
 					ran = true
 					// Unguarded: a transaction, and no claim.
 					if tk, ok := ticketOf(ctx); ok {
-						return fmt.Errorf("TicketFromContext of an unguarded run = %v, true", tk)
+						return fmt.Errorf("ClaimFromContext of an unguarded run = %v, true", tk)
 					}
 					tx, ok := txOf(ctx)
 					if !ok {
