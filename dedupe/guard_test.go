@@ -14,7 +14,6 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
-	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 )
@@ -633,37 +632,6 @@ func TestGuardStoreFails(t *testing.T) {
 			for n, i := range []int{0, 1, 3} {
 				if got := statusOf(t, e.mem, items[i].Ref); got != tt.wantAfter[n] {
 					t.Errorf("item %d: after the batch, Claim = %v, want %v", i, got, tt.wantAfter[n])
-				}
-			}
-		})
-	}
-}
-
-// TestGuardRedelivery runs the same messages through Do until they stick: a
-// failure is retried at once, a success is never repeated.
-func TestGuardRedelivery(t *testing.T) {
-	for _, n := range sizes {
-		t.Run(fmt.Sprint("Size", n), func(t *testing.T) {
-			g := newGuard(t, memdedupe.New(memdedupe.Config{}), dedupe.GuardConfig{})
-			items := itemsOf(dedupekit.Fingerprint([]byte("payload")), keysOf(n)...)
-			runs := make([]int, n)
-			fn := func(_ context.Context, i int) error {
-				runs[i]++
-				if runs[i] == 1 {
-					return errHandler
-				}
-				return nil
-			}
-			for d, want := range []dedupe.Outcome{dedupe.Failed, dedupe.Completed, dedupe.Suppressed, dedupe.Suppressed} {
-				for i, r := range g.Do(t.Context(), items, fn) {
-					if r.Outcome != want {
-						t.Errorf("delivery %d, item %d: %v, %v; want %v", d, i, r.Outcome, r.Err, want)
-					}
-				}
-			}
-			for i, r := range runs {
-				if r != 2 {
-					t.Errorf("item %d: handler ran %d times, want 2", i, r)
 				}
 			}
 		})
