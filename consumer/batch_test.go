@@ -14,10 +14,11 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
-	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testkit"
+	"github.com/idemq/idemq/msgkey"
 )
 
 // batchOf returns messages with keys k0 … k(n-1).
@@ -32,7 +33,7 @@ func batchOf(n int) []consumer.Message {
 // TestBatchRoundTrips processes a batch of 32 fresh messages, then its
 // redelivery: one claim and one completion in all, then one claim.
 func TestBatchRoundTrips(t *testing.T) {
-	fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
+	fs := testkit.NewFaultStore(memdedupe.New(memdedupe.Config{}))
 	c, l := newConsumer(t, fs), new(ledger)
 	ms := batchOf(32)
 	for _, want := range []struct {
@@ -48,13 +49,13 @@ func TestBatchRoundTrips(t *testing.T) {
 		if got := want.stat(c.Stats()); got != 32 {
 			t.Errorf("counted %d, want 32", got)
 		}
-		if n := fs.Calls(dedupetest.OpClaimBatch); n != want.claims {
+		if n := fs.Calls(testkit.OpClaim); n != want.claims {
 			t.Errorf("ClaimBatch called %d times, want %d", n, want.claims)
 		}
-		if n := fs.Calls(dedupetest.OpCompleteBatch); n != want.completes {
+		if n := fs.Calls(testkit.OpComplete); n != want.completes {
 			t.Errorf("CompleteBatch called %d times, want %d", n, want.completes)
 		}
-		if n := fs.Calls(dedupetest.OpAll &^ (dedupetest.OpClaimBatch | dedupetest.OpCompleteBatch)); n != 0 {
+		if n := fs.Calls(testkit.OpAll &^ (testkit.OpClaim | testkit.OpComplete)); n != 0 {
 			t.Errorf("%d other store calls, want none", n)
 		}
 	}
@@ -69,7 +70,7 @@ func TestBatchRoundTrips(t *testing.T) {
 // those that must be retried are, and the redelivery applies each once.
 func TestBatchMixed(t *testing.T) {
 	store := memdedupe.New(memdedupe.Config{})
-	fs := dedupetest.NewFaultStore(store)
+	fs := testkit.NewFaultStore(store)
 	c, logs := logged(t, fs, consumer.WithBusyWait(time.Millisecond))
 	done := new(ledger)
 	if vs := process(c, done.handle, msg("done")); !acked(vs) {
@@ -83,7 +84,7 @@ func TestBatchMixed(t *testing.T) {
 	batch := msgs("fresh", "done", "busy", "fail", strings.Repeat("x", 300), "", "panic", "fresh", "late")
 	vs := process(c, l.handle, batch...)
 	err := errOf(vs)
-	for _, want := range []error{dedupe.ErrInvalidKey, consumer.ErrNoKey, errDown} {
+	for _, want := range []error{msgkey.ErrInvalid, consumer.ErrNoKey, errDown} {
 		if !errors.Is(err, want) {
 			t.Errorf("error %v, want %v", err, want)
 		}
@@ -122,21 +123,21 @@ func TestBatchMixed(t *testing.T) {
 	}
 	// One round trip per phase; the busy key is asked about again, alone,
 	// after its wait.
-	if n := fs.Calls(dedupetest.OpClaimBatch | dedupetest.OpCompleteBatch | dedupetest.OpReleaseBatch); n != 3 {
+	if n := fs.Calls(testkit.OpClaim | testkit.OpComplete | testkit.OpRelease); n != 3 {
 		t.Errorf("%d batch calls, want 3", n)
 	}
-	if n := fs.Calls(dedupetest.OpClaim); n != 1+1 {
+	if n := fs.Calls(testkit.OpClaim); n != 1+1 {
 		t.Errorf("%d single claims, want 2 (the first message's and the busy key's after its wait)", n)
 	}
 
 	// The client redelivers the whole batch once the failures are gone.
-	if err := store.Release(context.Background(), busy); err != nil {
+	if err := testkit.Release(context.Background(), store, busy); err != nil {
 		t.Fatal(err)
 	}
 	l.failing("fail", nil)
 	l.panicking("panic", false)
 	err = errOf(process(c, l.handle, batch...))
-	if !errors.Is(err, dedupe.ErrInvalidKey) || !errors.Is(err, consumer.ErrNoKey) || strings.Contains(err.Error(), "held by another consumer") {
+	if !errors.Is(err, msgkey.ErrInvalid) || !errors.Is(err, consumer.ErrNoKey) || strings.Contains(err.Error(), "held by another consumer") {
 		t.Fatalf("redelivery: %v; want retries for the keyless messages only", err)
 	}
 	for k, want := range map[string]int{"fresh": 1, "late": 1, "done": 0, "busy": 1, "fail": 1, "panic": 1} {
@@ -179,19 +180,19 @@ func TestBatchStoreDown(t *testing.T) {
 	const n = 4
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
+			fs := testkit.NewFaultStore(memdedupe.New(memdedupe.Config{}))
 			c := newConsumer(t, fs, append(tt.opts, consumer.WithBusyWait(time.Millisecond), consumer.WithStoreDownWait(time.Nanosecond))...)
 			l := new(ledger)
 			first := true
 			h := func(ctx context.Context, m *consumer.Message) error {
 				if tt.inHandler && first {
-					fs.Inject(dedupetest.Fault{})
+					fs.Inject(testkit.Fault{})
 				}
 				first = false
 				return l.handle(ctx, m)
 			}
 			if !tt.inHandler {
-				fs.Inject(dedupetest.Fault{})
+				fs.Inject(testkit.Fault{})
 			}
 			ms := batchOf(n)
 			if vs := process(c, h, ms...); acked(vs) != tt.ack {

@@ -131,10 +131,10 @@ func TestBusyHolderEnds(t *testing.T) {
 		wantApplied int
 	}{
 		{"Completed", func(_ context.CancelFunc, s dedupe.Store, tk dedupe.Ticket) error {
-			return s.Complete(context.Background(), tk, time.Hour)
+			return testkit.Complete(context.Background(), s, tk, time.Hour)
 		}, adapter.Ack, 0},
 		{"Released", func(_ context.CancelFunc, s dedupe.Store, tk dedupe.Ticket) error {
-			return s.Release(context.Background(), tk)
+			return testkit.Release(context.Background(), s, tk)
 		}, adapter.Ack, 1},
 		{"ContextEnds", func(cancel context.CancelFunc, _ dedupe.Store, _ dedupe.Ticket) error {
 			cancel()
@@ -203,7 +203,7 @@ func TestBusyBatchWithFailure(t *testing.T) {
 	}
 }
 
-// zeroRemaining answers every claim InFlight without a remaining lease,
+// zeroRemaining answers every claim Busy without a remaining lease,
 // which dedupe.Busy allows ("zero when unknown: ask again"): no hook of
 // testkit.HookStore changes an answer.
 type zeroRemaining struct {
@@ -211,9 +211,13 @@ type zeroRemaining struct {
 	claims atomic.Int64
 }
 
-func (z *zeroRemaining) Claim(context.Context, dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
+func (z *zeroRemaining) Claim(_ context.Context, items []dedupe.Item, _ time.Duration) ([]dedupe.ClaimResult, []error, error) {
 	z.claims.Add(1)
-	return dedupe.ClaimResult{Status: dedupe.InFlight}, nil
+	res := make([]dedupe.ClaimResult, len(items))
+	for i := range res {
+		res[i].Outcome = dedupe.Busy
+	}
+	return res, make([]error, len(items)), nil
 }
 
 // TestBusyWithoutRemainingLease delivers a key whose store reports it busy

@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/internal/adapter"
+	"github.com/idemq/idemq/internal/dedupekit"
 )
 
 // Handler processes one message. A nil error acknowledges it; any error
@@ -50,9 +51,8 @@ type Consumer struct {
 }
 
 // New returns a Consumer for the consumer group group that records keys in
-// store. With store a [dedupe.Batcher] (the Redis and SQL stores are), the
-// claims and completions of handlers running at the same time share store
-// round trips.
+// store. The claims and completions of handlers running at the same time
+// share store round trips ([dedupe.GuardConfig.GroupCommit]).
 //
 // Keys are scoped to the group: two groups that consume one topic each
 // process every message once. In broadcasting mode, where every instance
@@ -75,7 +75,7 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 		opt.apply(&o)
 	}
 	probe := dedupe.Ticket{Ref: dedupe.Ref{Namespace: o.namespace, Group: group, Key: probeKey}, Token: probeToken}
-	if err := probe.Validate(); err != nil {
+	if err := dedupekit.CheckRef(probe.Namespace, probe.Group, probe.Key); err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	if o.guard.Tx {
@@ -83,7 +83,9 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 		// depend on which of two settings a reader finds first.
 		return nil, errors.New("consumer: dedupe.GuardConfig.Tx is set by Consumer.Tx, which makes a handler that writes through the transaction")
 	}
-	guard, err := dedupe.NewGuard(dedupe.WithGroupCommit(store), o.guard)
+	cfg := o.guard
+	cfg.GroupCommit = true
+	guard, err := dedupe.NewGuard(store, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
 	"github.com/idemq/idemq/internal/adapter"
+	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 )
@@ -37,9 +38,9 @@ func message(id, key string, reconsumed int32) consumer.Message {
 func hold(t *testing.T, store dedupe.Store, key string, lease time.Duration) dedupe.Ticket {
 	t.Helper()
 	ref := dedupe.Ref{Group: testGroup, Key: key}
-	res, err := store.Claim(context.Background(), dedupe.ClaimRequest{Ref: ref, Lease: lease})
-	if err != nil || res.Status != dedupe.Acquired {
-		t.Fatalf("claim %s = %v, %v; want acquired", key, res.Status, err)
+	res, err := testkit.Claim(context.Background(), store, dedupe.Item{Ref: ref}, lease)
+	if err != nil || res.Outcome != dedupe.Acquired {
+		t.Fatalf("claim %s = %v, %v; want acquired", key, res.Outcome, err)
 	}
 	return dedupe.Ticket{Ref: ref, Token: res.Token}
 }
@@ -254,7 +255,7 @@ func TestProcessWaitingAlways(t *testing.T) {
 			extends = append(extends, lease)
 		}
 		if len(extends) == 3 {
-			store.Release(context.Background(), ticket)
+			testkit.Release(context.Background(), store, ticket)
 		}
 	}}
 	ran := 0
@@ -283,11 +284,11 @@ func TestNewRejects(t *testing.T) {
 		is   error
 	}{
 		{name: "NilStore", group: testGroup, want: "nil store"},
-		{name: "EmptyGroup", store: store, group: "", is: dedupe.ErrInvalidKey},
-		{name: "LongGroup", store: store, group: strings.Repeat("g", dedupe.MaxGroupLen+1), is: dedupe.ErrInvalidKey},
-		{name: "ControlInGroup", store: store, group: "g\x01", is: dedupe.ErrInvalidKey},
+		{name: "EmptyGroup", store: store, group: "", is: msgkey.ErrInvalid},
+		{name: "LongGroup", store: store, group: strings.Repeat("g", dedupekit.MaxGroupLen+1), is: msgkey.ErrInvalid},
+		{name: "ControlInGroup", store: store, group: "g\x01", is: msgkey.ErrInvalid},
 		{name: "LongNamespace", store: store, group: testGroup,
-			opts: []consumer.Option{consumer.WithNamespace(strings.Repeat("n", dedupe.MaxNamespaceLen+1))}, is: dedupe.ErrInvalidKey},
+			opts: []consumer.Option{consumer.WithNamespace(strings.Repeat("n", dedupekit.MaxNamespaceLen+1))}, is: msgkey.ErrInvalid},
 		{name: "MaxReconsumeZero", store: store, group: testGroup,
 			opts: []consumer.Option{consumer.WithMaxReconsumeTimes(0)}, want: "max reconsume times 0"},
 		{name: "MaxReconsumeUnlimited", store: store, group: testGroup,

@@ -16,7 +16,7 @@ func TestDecisionTableCoversEveryOutcome(t *testing.T) {
 	var s counters
 	counters := map[*atomic.Int64]dedupe.Outcome{}
 	outcomes := map[dedupe.Outcome]bool{}
-	for _, o := range dedupe.Outcomes {
+	for o := dedupe.Completed; o <= dedupe.Canceled; o++ { // every outcome of a Guard
 		outcomes[o] = true
 		if int(o) >= len(decisions) {
 			t.Errorf("%v: no row", o)
@@ -43,7 +43,7 @@ func TestDecisionTableCoversEveryOutcome(t *testing.T) {
 	}
 	for o := range decisions {
 		if d := decisions[o]; (d.act != 0 || d.count != nil) && !outcomes[dedupe.Outcome(o)] {
-			t.Errorf("row %d is no outcome of dedupe.Outcomes", o)
+			t.Errorf("row %d is no outcome of a Guard", o)
 		}
 	}
 }

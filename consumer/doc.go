@@ -56,10 +56,10 @@
 // than [WithStoreDownWait] (10 minutes by default) and never a message's
 // last reconsume; the outage is logged when it begins and when it ends, not
 // per message. Messages delivered
-// together, and with a [dedupe.Batcher] concurrent deliveries too, share
-// store round trips. The adapters' drains (remoting.Drain,
-// grpcv5.Listener.Drain, grpcv5.Receiver.Close) stop a client without
-// cutting off a running handler.
+// together, and concurrent deliveries too, share store round trips. The
+// adapters' drains (remoting.Drain, grpcv5.Listener.Drain,
+// grpcv5.Receiver.Close) stop a client without cutting off a running
+// handler.
 //
 // # Retention
 //

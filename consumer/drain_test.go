@@ -75,8 +75,8 @@ func newDrainEnv(t *testing.T, w adapter.Waiting) *drainEnv {
 	e := &drainEnv{t: t, ev: ev, mem: memdedupe.New(memdedupe.Config{}), w: w, release: make(chan struct{}), canceled: make(chan error, 1)}
 	e.c = newConsumer(t, &testkit.HookStore{Store: e.mem, Hooks: testkit.StoreHooks{
 		// Note the completions and releases.
-		Complete: func(_ context.Context, t dedupe.Ticket) error { ev.add("complete " + t.Ref.Key); return nil },
-		Release:  func(_ context.Context, t dedupe.Ticket) error { ev.add("release " + t.Ref.Key); return nil },
+		Complete: func(_ context.Context, ts []dedupe.Ticket) error { ev.add("complete " + ts[0].Ref.Key); return nil },
+		Release:  func(_ context.Context, ts []dedupe.Ticket) error { ev.add("release " + ts[0].Ref.Key); return nil },
 	}})
 	return e
 }
@@ -140,16 +140,16 @@ func (c notingContext) Done() <-chan struct{} {
 func (e *drainEnv) free(key string) bool {
 	e.t.Helper()
 	ref := dedupe.Ref{Group: testGroup, Key: key}
-	res, err := e.mem.Claim(context.Background(), dedupe.ClaimRequest{Ref: ref, Lease: time.Minute})
+	res, err := testkit.Claim(context.Background(), e.mem, dedupe.Item{Ref: ref}, time.Minute)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if res.Status == dedupe.Acquired {
-		if err := e.mem.Release(context.Background(), dedupe.Ticket{Ref: ref, Token: res.Token}); err != nil {
+	if res.Outcome == dedupe.Acquired {
+		if err := testkit.Release(context.Background(), e.mem, dedupe.Ticket{Ref: ref, Token: res.Token}); err != nil {
 			e.t.Fatal(err)
 		}
 	}
-	return res.Status == dedupe.Acquired
+	return res.Outcome == dedupe.Acquired
 }
 
 // held reports whether v is a drain's hold.

@@ -98,7 +98,7 @@ func WithKeyFallback(fs ...func(*Message) string) Option {
 // reaches an upgraded one). A redelivery has the same body and is
 // suppressed. The fingerprint is a checksum against accidents, not a
 // security check. A store compares only fingerprints of one length (see
-// [dedupe.ClaimRequest]), so keys recorded by earlier versions, with a
+// [dedupe.Item]), so keys recorded by earlier versions, with a
 // SHA-256 fingerprint or none, answer done or in flight as they would
 // without the check.
 //

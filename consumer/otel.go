@@ -142,8 +142,11 @@ func newObserver(t telemetryOptions, group string) (*observer, error) {
 		metric.WithDescription("Times the dedupe store stopped answering claims.")); err != nil {
 		return nil, err
 	}
-	for _, out := range dedupe.Outcomes {
-		set := attribute.NewSet(attribute.String("outcome", out.String()), attribute.String("group", group))
+	for out, d := range decisions {
+		if d.count == nil {
+			continue // no outcome
+		}
+		set := attribute.NewSet(attribute.String("outcome", dedupe.Outcome(out).String()), attribute.String("group", group))
 		ob.byOutcome[out] = []metric.AddOption{metric.WithAttributeSet(set)}
 	}
 	inGroup := metric.WithAttributeSet(attribute.NewSet(attribute.String("group", group)))
@@ -294,7 +297,8 @@ func (d *delivery) run(ctx context.Context, i int, run func(context.Context, int
 	var span trace.Span
 	if d.spans != nil {
 		ctx = trace.ContextWithSpan(ctx, d.spans[i])
-		_, claimed := dedupe.TicketFromContext(ctx)
+		t, _, _ := dedupe.ClaimFromContext(ctx)
+		claimed := t.Token != ""
 		if claimed {
 			_, cs := d.ob.tracer.Start(ctx, "idemq.claim", trace.WithTimestamp(d.round.start))
 			cs.End(trace.WithTimestamp(d.round.claimEnd))

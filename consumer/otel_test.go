@@ -23,9 +23,10 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
-	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
 	"github.com/idemq/idemq/internal/adapter"
+	"github.com/idemq/idemq/internal/dedupekit"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -50,7 +51,7 @@ func TestTelemetry(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	mem := memdedupe.New(memdedupe.Config{})
-	store := dedupetest.NewFaultStore(mem)
+	store := testkit.NewFaultStore(mem)
 	c, err := consumer.New(store, otelGroup,
 		consumer.WithTelemetry(mp, tp),
 		consumer.WithLogger(slog.New(slog.DiscardHandler)),
@@ -73,15 +74,13 @@ func TestTelemetry(t *testing.T) {
 
 	// Another consumer holds the key "busy".
 	busyBody := "body busy"
-	if _, err := mem.Claim(t.Context(), dedupe.ClaimRequest{
-		Ref: dedupe.Ref{Group: otelGroup, Key: "busy"}, Lease: time.Minute, Fingerprint: dedupe.Fingerprint([]byte(busyBody)),
-	}); err != nil {
+	if _, err := testkit.Claim(t.Context(), mem, dedupe.Item{Ref: dedupe.Ref{Group: otelGroup, Key: "busy"}, Fingerprint: dedupekit.Fingerprint([]byte(busyBody))}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 
 	deliveries := []struct {
 		msgs  []consumer.Message
-		fault dedupetest.Fault // Ops 0: none
+		fault testkit.Fault // Ops 0: none
 		ack   bool
 	}{
 		{msgs: []consumer.Message{otelMsg("a", "m-completed", "body a")}, ack: true},
@@ -90,8 +89,8 @@ func TestTelemetry(t *testing.T) {
 		{msgs: []consumer.Message{otelMsg("", "m-invalid-key", "no key")}},
 		{msgs: []consumer.Message{otelMsg("a", "m-reused", "another body")}},
 		{msgs: []consumer.Message{otelMsg("busy", "m-busy", busyBody)}},
-		{msgs: []consumer.Message{otelMsg("down", "m-store-down", "body down")}, fault: dedupetest.Fault{Ops: dedupetest.OpClaim}},
-		{msgs: []consumer.Message{otelMsg("unrec", "m-unrecorded", "body unrec")}, fault: dedupetest.Fault{Ops: dedupetest.OpComplete}, ack: true},
+		{msgs: []consumer.Message{otelMsg("down", "m-store-down", "body down")}, fault: testkit.Fault{Ops: testkit.OpClaim}},
+		{msgs: []consumer.Message{otelMsg("unrec", "m-unrecorded", "body unrec")}, fault: testkit.Fault{Ops: testkit.OpComplete}, ack: true},
 		{msgs: []consumer.Message{otelMsg("b1", "m-batch-1", "body b1"), otelMsg("b2", "m-batch-2", "body b2")}, ack: true},
 	}
 	for _, d := range deliveries {

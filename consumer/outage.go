@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/internal/adapter"
+	"github.com/idemq/idemq/msgkey"
 )
 
 // A claim that fails because the store cannot be reached opens an outage,
@@ -310,7 +311,7 @@ func (c *Consumer) probeStore(ctx context.Context, prev <-chan struct{}, done ch
 		switch {
 		case ctx.Err() != nil:
 			return
-		case err == nil || errors.Is(err, dedupe.ErrLeaseLost) || errors.Is(err, dedupe.ErrInvalidKey):
+		case err == nil || errors.Is(err, dedupe.ErrLeaseLost) || errors.Is(err, msgkey.ErrInvalid):
 			// An answer, whatever it says.
 			c.storeAnswered(ctx, epoch)
 		default:

@@ -12,7 +12,6 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
-	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
 	"github.com/idemq/idemq/internal/adapter"
 	"github.com/idemq/idemq/internal/testkit"
@@ -24,12 +23,12 @@ import (
 // go-redis call does against a Redis that is down (its dials and retries),
 // and are counted: how many ran at once at most.
 type slowProbes struct {
-	*dedupetest.FaultStore
+	*testkit.FaultStore
 	inFlight, most atomic.Int64
 }
 
 func newSlowProbes() *slowProbes {
-	return &slowProbes{FaultStore: dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))}
+	return &slowProbes{FaultStore: testkit.NewFaultStore(memdedupe.New(memdedupe.Config{}))}
 }
 
 func (s *slowProbes) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
@@ -64,7 +63,7 @@ func TestStoreOutageWaits(t *testing.T) {
 	store := newSlowProbes()
 	rec := new(testkit.Logs)
 	c := newConsumer(t, store, consumer.WithLogger(slog.New(rec)))
-	store.Inject(dedupetest.Fault{})
+	store.Inject(testkit.Fault{})
 	const n = 8
 	var msgs []consumer.Message
 	for i := range n {
@@ -74,15 +73,15 @@ func TestStoreOutageWaits(t *testing.T) {
 	verdicts := processAll(context.Background(), c, msgs, l.handle, adapter.Waiting{})
 	st := c.Stats
 	testkit.WaitFor(t, "every message waiting", func() bool { return st().StoreWaited == n })
-	testkit.WaitFor(t, "a probe", func() bool { return store.Calls(dedupetest.OpExtend) >= 1 })
-	claims := store.Calls(dedupetest.OpClaim | dedupetest.OpClaimBatch)
+	testkit.WaitFor(t, "a probe", func() bool { return store.Calls(testkit.OpExtend) >= 1 })
+	claims := store.Calls(testkit.OpClaim)
 
 	// Delivered during the outage, a message waits without a claim.
 	late := processAll(context.Background(), c, []consumer.Message{message("m-late", "k-late", 0)}, l.handle, adapter.Waiting{})
 	testkit.WaitFor(t, "the late message waiting", func() bool { return st().StoreWaited == n+1 })
-	probes := store.Calls(dedupetest.OpExtend)
-	testkit.WaitFor(t, "two more probes", func() bool { return store.Calls(dedupetest.OpExtend) >= probes+2 })
-	if got := store.Calls(dedupetest.OpClaim | dedupetest.OpClaimBatch); got != claims {
+	probes := store.Calls(testkit.OpExtend)
+	testkit.WaitFor(t, "two more probes", func() bool { return store.Calls(testkit.OpExtend) >= probes+2 })
+	if got := store.Calls(testkit.OpClaim); got != claims {
 		t.Errorf("%d claims while the probe asked the store, want none", got-claims)
 	}
 	if len(verdicts)+len(late) != 0 || st().StoreDown != 0 {
@@ -130,7 +129,7 @@ func TestStoreOutageStops(t *testing.T) {
 	t.Run("Drain", func(t *testing.T) {
 		store := newSlowProbes()
 		c := newConsumer(t, store)
-		store.Inject(dedupetest.Fault{})
+		store.Inject(testkit.Fault{})
 		var l ledger
 		v := processAll(context.Background(), c, []consumer.Message{message("m1", "k1", 0)}, l.handle, adapter.Waiting{})
 		testkit.WaitFor(t, "the message waiting", func() bool { return c.Stats().StoreWaited == 1 })
@@ -154,7 +153,7 @@ func TestStoreOutageStops(t *testing.T) {
 	t.Run("ContextEnds", func(t *testing.T) {
 		store := newSlowProbes()
 		c := newConsumer(t, store)
-		store.Inject(dedupetest.Fault{})
+		store.Inject(testkit.Fault{})
 		ctx, cancel := context.WithCancel(context.Background())
 		v := processAll(ctx, c, []consumer.Message{message("m1", "k1", 0)}, (&ledger{}).handle, adapter.Waiting{})
 		testkit.WaitFor(t, "the message waiting", func() bool { return c.Stats().StoreWaited == 1 })
@@ -170,7 +169,7 @@ func TestStoreOutageStops(t *testing.T) {
 	t.Run("WaitSpent", func(t *testing.T) {
 		store := newSlowProbes()
 		c := newConsumer(t, store, consumer.WithStoreDownWait(time.Millisecond))
-		store.Inject(dedupetest.Fault{})
+		store.Inject(testkit.Fault{})
 		v := adapter.Process(context.Background(), c, []consumer.Message{message("m1", "k1", 2)}, (&ledger{}).handle, adapter.Waiting{})[0]
 		if v.Action != adapter.Retry || v.Outcome != dedupe.StoreDown || v.Level != 3 {
 			t.Errorf("verdict %+v, want store-down retried at level 3 (its attempt's)", v)
@@ -190,12 +189,12 @@ func TestStoreOutageStops(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newSlowProbes()
 			c := newConsumer(t, store, consumer.WithStoreDownWait(time.Millisecond), consumer.WithMaxReconsumeTimes(3))
-			store.Inject(dedupetest.Fault{})
+			store.Inject(testkit.Fault{})
 			var l ledger
 			v := processAll(context.Background(), c, []consumer.Message{message("m1", "k1", tt.reconsumed)}, l.handle, tt.w)
 			testkit.WaitFor(t, "the message waiting", func() bool { return c.Stats().StoreWaited == 1 })
 			// Three probes back off 50, 100 and 200 ms: far past the wait.
-			testkit.WaitFor(t, "three probes", func() bool { return store.Calls(dedupetest.OpExtend) >= 3 })
+			testkit.WaitFor(t, "three probes", func() bool { return store.Calls(testkit.OpExtend) >= 3 })
 			if len(v) != 0 {
 				t.Fatalf("verdict %+v while the store was down; want it waiting", <-v)
 			}
@@ -212,15 +211,15 @@ func TestStoreOutageStops(t *testing.T) {
 func TestStoreOutageFailOpen(t *testing.T) {
 	store := newSlowProbes()
 	c := newConsumer(t, store, consumer.WithGuard(dedupe.GuardConfig{FailOpen: true}))
-	store.Inject(dedupetest.Fault{Ops: dedupetest.OpClaim | dedupetest.OpClaimBatch})
+	store.Inject(testkit.Fault{Ops: testkit.OpClaim})
 	var l ledger
 	v := adapter.Process(context.Background(), c, []consumer.Message{message("m1", "k1", 0)}, l.handle, adapter.Waiting{Always: true})[0]
 	if v.Action != adapter.Ack || v.Outcome != dedupe.Unguarded || l.count("k1") != 1 {
 		t.Errorf("verdict %+v, applied %d; want unguarded, once", v, l.count("k1"))
 	}
 	st := c.Stats
-	if st().StoreWaited != 0 || st().Outages != 0 || store.Calls(dedupetest.OpExtend) != 0 {
-		t.Errorf("waited %d, outages %d, probes %d; want none", st().StoreWaited, st().Outages, store.Calls(dedupetest.OpExtend))
+	if st().StoreWaited != 0 || st().Outages != 0 || store.Calls(testkit.OpExtend) != 0 {
+		t.Errorf("waited %d, outages %d, probes %d; want none", st().StoreWaited, st().Outages, store.Calls(testkit.OpExtend))
 	}
 }
 
@@ -235,14 +234,14 @@ func TestStoreOutageBusyKey(t *testing.T) {
 	v := processAll(context.Background(), c, []consumer.Message{message("m1", "busy", 0)}, l.handle, adapter.Waiting{})
 	st := c.Stats
 	testkit.WaitFor(t, "the message waiting for the key", func() bool { return st().Waited == 1 })
-	store.Inject(dedupetest.Fault{})
+	store.Inject(testkit.Fault{})
 	testkit.WaitFor(t, "the message waiting for the store", func() bool { return st().StoreWaited == 1 })
-	claims := store.Calls(dedupetest.OpClaim | dedupetest.OpClaimBatch)
+	claims := store.Calls(testkit.OpClaim)
 	store.Heal()
 	testkit.WaitFor(t, "the key asked about again", func() bool {
-		return store.Calls(dedupetest.OpClaim|dedupetest.OpClaimBatch) > claims
+		return store.Calls(testkit.OpClaim|testkit.OpClaim) > claims
 	})
-	if err := store.Release(context.Background(), tk); err != nil {
+	if err := testkit.Release(context.Background(), store, tk); err != nil {
 		t.Fatal(err)
 	}
 	if got := <-v; got.Outcome != dedupe.Completed || l.count("busy") != 1 {
@@ -271,7 +270,7 @@ func TestStoreOutageStaleAnswer(t *testing.T) {
 	}
 	first := processAll(context.Background(), c, []consumer.Message{message("m1", "k1", 0)}, slow, adapter.Waiting{})
 	<-running
-	store.Inject(dedupetest.Fault{})
+	store.Inject(testkit.Fault{})
 	second := processAll(context.Background(), c, []consumer.Message{message("m2", "k2", 0)}, l.handle, adapter.Waiting{})
 	st := c.Stats
 	testkit.WaitFor(t, "the second message waiting", func() bool { return st().StoreWaited == 1 })

@@ -12,6 +12,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
 	"github.com/idemq/idemq/internal/adapter"
+	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 )
@@ -42,11 +43,11 @@ func records(l *testkit.Logs) []logRecord {
 func recordDone(t *testing.T, store dedupe.Store, key, fp string) {
 	t.Helper()
 	ref := dedupe.Ref{Group: testGroup, Key: key}
-	res, err := store.Claim(t.Context(), dedupe.ClaimRequest{Ref: ref, Lease: time.Minute, Fingerprint: fp})
-	if err != nil || res.Status != dedupe.Acquired {
-		t.Fatalf("claim %s = %v, %v", key, res.Status, err)
+	res, err := testkit.Claim(t.Context(), store, dedupe.Item{Ref: ref, Fingerprint: fp}, time.Minute)
+	if err != nil || res.Outcome != dedupe.Acquired {
+		t.Fatalf("claim %s = %v, %v", key, res.Outcome, err)
 	}
-	if err := store.Complete(t.Context(), dedupe.Ticket{Ref: ref, Token: res.Token}, time.Hour); err != nil {
+	if err := testkit.Complete(t.Context(), store, dedupe.Ticket{Ref: ref, Token: res.Token}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -100,7 +101,7 @@ func TestOutcomes(t *testing.T) {
 	}, {
 		name: "Suppressed", outcome: dedupe.Suppressed, act: adapter.Ack,
 		arrange: func(t *testing.T, e *outcomeEnv) []consumer.Message {
-			recordDone(t, e.mem, "k", dedupe.Fingerprint(msg("k").Body))
+			recordDone(t, e.mem, "k", dedupekit.Fingerprint(msg("k").Body))
 			return nil
 		},
 		counter: func(s consumer.Stats) int64 { return s.Suppressed },
@@ -128,7 +129,7 @@ func TestOutcomes(t *testing.T) {
 	}, {
 		name: "Reused", outcome: dedupe.Reused, act: adapter.Retry, says: "reused",
 		arrange: func(t *testing.T, e *outcomeEnv) []consumer.Message {
-			recordDone(t, e.mem, "k", dedupe.Fingerprint([]byte("another body")))
+			recordDone(t, e.mem, "k", dedupekit.Fingerprint([]byte("another body")))
 			return nil
 		},
 		counter: func(s consumer.Stats) int64 { return s.Reused },
@@ -206,7 +207,7 @@ func TestOutcomes(t *testing.T) {
 	for _, tt := range tests {
 		covered[tt.outcome] = true
 	}
-	for _, o := range dedupe.Outcomes {
+	for o := dedupe.Completed; o <= dedupe.Canceled; o++ { // every outcome of a Guard
 		if !covered[o] {
 			t.Errorf("no row produces outcome %v", o)
 		}
@@ -223,8 +224,8 @@ func TestOutcomes(t *testing.T) {
 				return nil
 			}
 			store := &testkit.HookStore{Store: e.mem, Hooks: testkit.StoreHooks{
-				Claim:    func(context.Context, dedupe.ClaimRequest) error { return fail("claim") },
-				Complete: func(context.Context, dedupe.Ticket) error { return fail("complete") },
+				Claim:    func(context.Context, []dedupe.Item) error { return fail("claim") },
+				Complete: func(context.Context, []dedupe.Ticket) error { return fail("complete") },
 				Extend:   func(context.Context, dedupe.Ticket) error { return fail("claim") }, // the outage's probe
 			}}
 			ctx, cancel := context.WithCancel(context.Background())

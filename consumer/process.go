@@ -7,6 +7,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/internal/adapter"
+	"github.com/idemq/idemq/internal/dedupekit"
 )
 
 // process is the path of every delivered message, the one entry point the
@@ -34,7 +35,7 @@ import (
 //     longer acts on the answer;
 //   - the result has one verdict per message, in msgs' order;
 //   - process is safe for concurrent use: concurrent calls share store
-//     round trips when the store is a [dedupe.Batcher].
+//     round trips.
 func (c *Consumer) process(ctx context.Context, msgs []Message, h Handler, w adapter.Waiting) []adapter.Verdict {
 	if !c.enter() {
 		vs := c.refuse(ctx, msgs)
@@ -103,7 +104,7 @@ func (c *Consumer) handle(ctx context.Context, msgs []Message, h Handler, w adap
 		keys[i] = key
 		it := dedupe.Item{Ref: dedupe.Ref{Namespace: c.namespace, Group: c.group, Key: key}}
 		if !c.noFingerprint {
-			it.Fingerprint = dedupe.Fingerprint(msgs[i].Body)
+			it.Fingerprint = dedupekit.Fingerprint(msgs[i].Body)
 		}
 		items = append(items, it)
 		of = append(of, i)

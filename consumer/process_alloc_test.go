@@ -16,11 +16,13 @@ import (
 // TestProcessAllocations pins what one message costs the consumer path in
 // allocations (one message per call, as a push consumer delivers by
 // default, over memdedupe): its fingerprint, its verdicts, the guard's
-// results and claim, and the store's token. A change that makes a
+// results and claim, the store's token, and the slices of a batch of one
+// (the claim's requests, answers and errors, the completion's tickets and
+// errors). A change that makes a
 // delivery's items or closures escape to the heap, as a call through an
 // interface does, fails it; BenchmarkProcess measures the rest.
 func TestProcessAllocations(t *testing.T) {
-	const want = 5
+	const want = 10
 	c, err := consumer.New(memdedupe.New(memdedupe.Config{}), "allocs",
 		consumer.WithKeyFallback(func(m *consumer.Message) string { return m.ID }),
 		consumer.WithGuard(dedupe.GuardConfig{Retention: benchRetention}), consumer.AcceptShortRetention(),

@@ -73,8 +73,8 @@ func (c *Consumer) Tx(h func(ctx context.Context, tx *sql.Tx, msg *Message) erro
 		return nil, err
 	}
 	return func(ctx context.Context, msg *Message) error {
-		tx, ok := dedupe.TxFromContext(ctx)
-		if !ok {
+		_, tx, _ := dedupe.ClaimFromContext(ctx)
+		if tx == nil {
 			return errNoTx
 		}
 		return h(ctx, tx, msg)

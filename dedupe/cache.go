@@ -5,29 +5,26 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/idemq/idemq/internal/dedupekit"
 )
 
-// WithDoneCache returns a Store that remembers up to size keys that store
+// withDoneCache returns a Store that remembers up to size keys that store
 // answered or recorded as done, most recently used first, and answers their
-// duplicates from memory without a round trip. Everything else goes to
-// store. A size of zero or less returns store itself.
+// duplicates from memory without a round trip (the [GuardConfig.DoneCache]
+// setting). Everything else goes to store, the keys it cannot answer in one
+// call.
 //
-// The cache never answers Done for a key that store does not hold as done:
-// an entry lives no longer than the record's retention, measured on the
-// local clock from before the store's answer (the store's deadline is never
-// earlier), and is used for a claim with a fingerprint only once store has
-// answered Done to that fingerprint. This holds as long as nothing but a
-// Store's own methods removes done records: after an operator deletes keys
-// or Redis evicts them, the cache may still answer Done for up to their
-// retention. The Until of a cached answer is now plus the time left, both on
-// the local clock.
-//
-// The returned Store implements [Batcher], claiming the keys it cannot
-// answer in one call to store. It is safe for concurrent use.
-func WithDoneCache(store Store, size int) Store {
-	if size <= 0 {
-		return store
-	}
+// The cache never answers Suppressed for a key that store does not hold as
+// done: an entry lives no longer than the record's retention, measured on
+// the local clock from before the store's answer (the store's deadline is
+// never earlier), and is used for a claim with a fingerprint only once store
+// has answered Suppressed to that fingerprint. This holds as long as nothing
+// but a Store's own methods removes done records: after an operator deletes
+// keys or Redis evicts them, the cache may still answer Suppressed for up
+// to their retention. The Until of a cached answer is now plus the time
+// left, both on the local clock.
+func withDoneCache(store Store, size int) *doneCache {
 	return &doneCache{store: store, size: size, lru: list.New(), byRef: make(map[Ref]*list.Element, size)}
 }
 
@@ -42,12 +39,12 @@ type doneCache struct {
 
 type doneEntry struct {
 	ref     Ref
-	fp      string    // a fingerprint the store answered Done to, if any
+	fp      string    // a fingerprint the store answered Suppressed to, if any
 	expires time.Time // local clock, no later than the store's deadline
 }
 
 // lookup answers req from the cache if it can.
-func (c *doneCache) lookup(req ClaimRequest, now time.Time) (ClaimResult, bool) {
+func (c *doneCache) lookup(req Item, now time.Time) (ClaimResult, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el := c.byRef[req.Ref]
@@ -61,15 +58,15 @@ func (c *doneCache) lookup(req ClaimRequest, now time.Time) (ClaimResult, bool) 
 		return ClaimResult{}, false
 	}
 	if req.Fingerprint != "" && req.Fingerprint != e.fp {
-		return ClaimResult{}, false // the store may answer Conflict
+		return ClaimResult{}, false // the store may answer Reused
 	}
 	c.lru.MoveToFront(el)
 	left := e.expires.Sub(now)
-	return ClaimResult{Status: Done, Until: now.Add(left), Remaining: left}, true
+	return ClaimResult{Outcome: Suppressed, Until: now.Add(left), Remaining: left}, true
 }
 
 // remember records that the store holds ref as done until at least
-// expires, and answers Done to fp.
+// expires, and answers Suppressed to fp.
 func (c *doneCache) remember(ref Ref, fp string, expires time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -92,33 +89,19 @@ func (c *doneCache) remember(ref Ref, fp string, expires time.Time) {
 
 // cacheable reports whether req may be answered from the cache: a bad
 // request or a done context must get the store's error.
-func cacheable(ctx context.Context, req ClaimRequest) bool {
-	return ctx.Err() == nil && req.Validate() == nil
+func cacheable(ctx context.Context, req Item, lease time.Duration) bool {
+	return ctx.Err() == nil && dedupekit.CheckClaim(req.Namespace, req.Group, req.Key, lease, req.Fingerprint) == nil
 }
 
-func (c *doneCache) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error) {
-	now := time.Now()
-	if cacheable(ctx, req) {
-		if res, ok := c.lookup(req, now); ok {
-			return res, nil
-		}
-	}
-	res, err := c.store.Claim(ctx, req)
-	if err == nil && res.Status == Done {
-		c.remember(req.Ref, req.Fingerprint, now.Add(res.Remaining))
-	}
-	return res, err
-}
-
-func (c *doneCache) ClaimBatch(ctx context.Context, reqs []ClaimRequest) ([]ClaimResult, []error, error) {
+func (c *doneCache) Claim(ctx context.Context, reqs []Item, lease time.Duration) ([]ClaimResult, []error, error) {
 	now := time.Now()
 	res := make([]ClaimResult, len(reqs))
 	var (
 		missed []int // indexes of the requests the store must answer
-		ask    []ClaimRequest
+		ask    []Item
 	)
 	for i, req := range reqs {
-		if cacheable(ctx, req) {
+		if cacheable(ctx, req, lease) {
 			if r, ok := c.lookup(req, now); ok {
 				res[i] = r
 				continue
@@ -131,31 +114,22 @@ func (c *doneCache) ClaimBatch(ctx context.Context, reqs []ClaimRequest) ([]Clai
 	if len(ask) == 0 {
 		return res, errs, nil
 	}
-	got, gotErrs, err := ClaimBatch(ctx, c.store, ask)
+	got, gotErrs, err := c.store.Claim(ctx, ask, lease)
 	if err != nil {
 		return nil, nil, err
 	}
 	for j, i := range missed {
 		res[i], errs[i] = got[j], gotErrs[j]
-		if errs[i] == nil && res[i].Status == Done {
+		if errs[i] == nil && res[i].Outcome == Suppressed {
 			c.remember(reqs[i].Ref, reqs[i].Fingerprint, now.Add(res[i].Remaining))
 		}
 	}
 	return res, errs, nil
 }
 
-func (c *doneCache) Complete(ctx context.Context, t Ticket, retention time.Duration) error {
+func (c *doneCache) Complete(ctx context.Context, ts []Ticket, retention time.Duration) ([]error, error) {
 	now := time.Now()
-	err := c.store.Complete(ctx, t, retention)
-	if err == nil {
-		c.remember(t.Ref, "", now.Add(retention))
-	}
-	return err
-}
-
-func (c *doneCache) CompleteBatch(ctx context.Context, ts []Ticket, retention time.Duration) ([]error, error) {
-	now := time.Now()
-	errs, err := CompleteBatch(ctx, c.store, ts, retention)
+	errs, err := c.store.Complete(ctx, ts, retention)
 	if err != nil {
 		return nil, err
 	}
@@ -167,12 +141,8 @@ func (c *doneCache) CompleteBatch(ctx context.Context, ts []Ticket, retention ti
 	return errs, nil
 }
 
-func (c *doneCache) Release(ctx context.Context, t Ticket) error {
-	return c.store.Release(ctx, t)
-}
-
-func (c *doneCache) ReleaseBatch(ctx context.Context, ts []Ticket) ([]error, error) {
-	return ReleaseBatch(ctx, c.store, ts)
+func (c *doneCache) Release(ctx context.Context, ts []Ticket) ([]error, error) {
+	return c.store.Release(ctx, ts)
 }
 
 func (c *doneCache) Extend(ctx context.Context, t Ticket, lease time.Duration) error {

@@ -10,18 +10,20 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/testkit"
+	"github.com/idemq/idemq/msgkey"
 )
 
 func TestDoneCacheConformance(t *testing.T) {
-	dedupetest.Run(t, func(*testing.T) dedupe.Store {
+	dedupetest.RunConformanceTests(t, func(*testing.T) dedupe.Store {
 		return dedupe.WithDoneCache(memdedupe.New(memdedupe.Config{}), 64)
-	}, dedupetest.Features{Batcher: true})
+	}, dedupetest.Features{})
 }
 
 // cached returns a cache of size over a memory store seen through a fault
 // store, which counts the calls that reach the store.
-func cached(size int) (dedupe.Store, *dedupetest.FaultStore) {
-	fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
+func cached(size int) (dedupe.Store, *testkit.FaultStore) {
+	fs := testkit.NewFaultStore(memdedupe.New(memdedupe.Config{}))
 	return dedupe.WithDoneCache(fs, size), fs
 }
 
@@ -30,28 +32,28 @@ func keyRef(i int) dedupe.Ref { return dedupe.Ref{Group: "g", Key: fmt.Sprint("k
 // completeVia claims and completes r through s.
 func completeVia(t *testing.T, s dedupe.Store, r dedupe.Ref, fp string, retention time.Duration) {
 	t.Helper()
-	res, err := s.Claim(t.Context(), dedupe.ClaimRequest{Ref: r, Lease: time.Hour, Fingerprint: fp})
-	if err != nil || res.Status != dedupe.Acquired {
-		t.Fatalf("Claim(%q) = %v, %v", r, res.Status, err)
+	res, err := testkit.Claim(t.Context(), s, dedupe.Item{Ref: r, Fingerprint: fp}, time.Hour)
+	if err != nil || res.Outcome != dedupe.Acquired {
+		t.Fatalf("Claim(%q) = %v, %v", r, res.Outcome, err)
 	}
-	if err := s.Complete(t.Context(), dedupe.Ticket{Ref: r, Token: res.Token}, retention); err != nil {
+	if err := testkit.Complete(t.Context(), s, dedupe.Ticket{Ref: r, Token: res.Token}, retention); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // claimVia claims r through s and checks the answer and how many claims
 // reached the store.
-func claimVia(t *testing.T, s dedupe.Store, fs *dedupetest.FaultStore, r dedupe.Ref, fp string, want dedupe.Status, wantCalls int) {
+func claimVia(t *testing.T, s dedupe.Store, fs *testkit.FaultStore, r dedupe.Ref, fp string, want dedupe.Outcome, wantCalls int) {
 	t.Helper()
-	before := fs.Calls(dedupetest.OpClaim)
-	res, err := s.Claim(t.Context(), dedupe.ClaimRequest{Ref: r, Lease: time.Hour, Fingerprint: fp})
-	if err != nil || res.Status != want {
-		t.Fatalf("Claim(%q, %q) = %v, %v; want %v", r, fp, res.Status, err, want)
+	before := fs.Calls(testkit.OpClaim)
+	res, err := testkit.Claim(t.Context(), s, dedupe.Item{Ref: r, Fingerprint: fp}, time.Hour)
+	if err != nil || res.Outcome != want {
+		t.Fatalf("Claim(%q, %q) = %v, %v; want %v", r, fp, res.Outcome, err, want)
 	}
-	if want == dedupe.Done && (res.Remaining <= 0 || res.Until.IsZero()) {
+	if want == dedupe.Suppressed && (res.Remaining <= 0 || res.Until.IsZero()) {
 		t.Errorf("Claim(%q) = done for %v until %v, want a time left", r, res.Remaining, res.Until)
 	}
-	if got := fs.Calls(dedupetest.OpClaim) - before; got != wantCalls {
+	if got := fs.Calls(testkit.OpClaim) - before; got != wantCalls {
 		t.Errorf("Claim(%q, %q) reached the store %d times, want %d", r, fp, got, wantCalls)
 	}
 }
@@ -59,22 +61,22 @@ func claimVia(t *testing.T, s dedupe.Store, fs *dedupetest.FaultStore, r dedupe.
 func TestDoneCache(t *testing.T) {
 	s, fs := cached(8)
 	completeVia(t, s, ref, "", time.Hour)
-	claimVia(t, s, fs, ref, "", dedupe.Done, 0)
+	claimVia(t, s, fs, ref, "", dedupe.Suppressed, 0)
 
 	// Answered from memory: even a store that is down is not asked.
-	fs.Inject(dedupetest.Fault{})
-	claimVia(t, s, fs, ref, "", dedupe.Done, 0)
+	fs.Inject(testkit.Fault{})
+	claimVia(t, s, fs, ref, "", dedupe.Suppressed, 0)
 	fs.Heal()
 
 	// A done context still fails.
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := s.Claim(ctx, dedupe.ClaimRequest{Ref: ref, Lease: time.Hour}); !errors.Is(err, context.Canceled) {
+	if _, err := testkit.Claim(ctx, s, dedupe.Item{Ref: ref}, time.Hour); !errors.Is(err, context.Canceled) {
 		t.Errorf("Claim on a cancelled context = %v, want context.Canceled", err)
 	}
 	// So does a bad request for a cached key.
-	if _, err := s.Claim(t.Context(), dedupe.ClaimRequest{Ref: ref, Lease: time.Hour, Fingerprint: "\xff"}); !errors.Is(err, dedupe.ErrInvalidKey) {
-		t.Errorf("Claim with a bad fingerprint = %v, want ErrInvalidKey", err)
+	if _, err := testkit.Claim(t.Context(), s, dedupe.Item{Ref: ref, Fingerprint: "\xff"}, time.Hour); !errors.Is(err, msgkey.ErrInvalid) {
+		t.Errorf("Claim with a bad fingerprint = %v, want msgkey.ErrInvalid", err)
 	}
 }
 
@@ -83,12 +85,12 @@ func TestDoneCache(t *testing.T) {
 func TestDoneCacheFingerprint(t *testing.T) {
 	s, fs := cached(8)
 	completeVia(t, s, ref, "a", time.Hour)
-	claimVia(t, s, fs, ref, "b", dedupe.Conflict, 1)
-	claimVia(t, s, fs, ref, "b", dedupe.Conflict, 1)
-	claimVia(t, s, fs, ref, "a", dedupe.Done, 1)
-	claimVia(t, s, fs, ref, "a", dedupe.Done, 0)
-	claimVia(t, s, fs, ref, "", dedupe.Done, 0)
-	claimVia(t, s, fs, ref, "b", dedupe.Conflict, 1)
+	claimVia(t, s, fs, ref, "b", dedupe.Reused, 1)
+	claimVia(t, s, fs, ref, "b", dedupe.Reused, 1)
+	claimVia(t, s, fs, ref, "a", dedupe.Suppressed, 1)
+	claimVia(t, s, fs, ref, "a", dedupe.Suppressed, 0)
+	claimVia(t, s, fs, ref, "", dedupe.Suppressed, 0)
+	claimVia(t, s, fs, ref, "b", dedupe.Reused, 1)
 }
 
 func TestDoneCacheRetention(t *testing.T) {
@@ -99,7 +101,7 @@ func TestDoneCacheRetention(t *testing.T) {
 	completeVia(t, s, other, "", time.Hour)
 	time.Sleep(2 * retention)
 	claimVia(t, s, fs, ref, "", dedupe.Acquired, 1)
-	claimVia(t, s, fs, other, "", dedupe.Done, 0)
+	claimVia(t, s, fs, other, "", dedupe.Suppressed, 0)
 }
 
 // TestDoneCacheLearns checks that Done answers from the store are cached
@@ -108,10 +110,10 @@ func TestDoneCacheLearns(t *testing.T) {
 	mem := memdedupe.New(memdedupe.Config{})
 	const retention = 150 * time.Millisecond
 	completeVia(t, mem, ref, "", retention)
-	fs := dedupetest.NewFaultStore(mem)
+	fs := testkit.NewFaultStore(mem)
 	s := dedupe.WithDoneCache(fs, 8)
-	claimVia(t, s, fs, ref, "", dedupe.Done, 1)
-	claimVia(t, s, fs, ref, "", dedupe.Done, 0)
+	claimVia(t, s, fs, ref, "", dedupe.Suppressed, 1)
+	claimVia(t, s, fs, ref, "", dedupe.Suppressed, 0)
 	time.Sleep(retention)
 	claimVia(t, s, fs, ref, "", dedupe.Acquired, 1)
 }
@@ -121,56 +123,36 @@ func TestDoneCacheEvicts(t *testing.T) {
 	for i := range 3 {
 		completeVia(t, s, keyRef(i), "", time.Hour)
 	}
-	claimVia(t, s, fs, keyRef(2), "", dedupe.Done, 0)
-	claimVia(t, s, fs, keyRef(1), "", dedupe.Done, 0)
-	claimVia(t, s, fs, keyRef(0), "", dedupe.Done, 1) // evicted, now back
-	claimVia(t, s, fs, keyRef(1), "", dedupe.Done, 0)
-	claimVia(t, s, fs, keyRef(2), "", dedupe.Done, 1) // least recently used
+	claimVia(t, s, fs, keyRef(2), "", dedupe.Suppressed, 0)
+	claimVia(t, s, fs, keyRef(1), "", dedupe.Suppressed, 0)
+	claimVia(t, s, fs, keyRef(0), "", dedupe.Suppressed, 1) // evicted, now back
+	claimVia(t, s, fs, keyRef(1), "", dedupe.Suppressed, 0)
+	claimVia(t, s, fs, keyRef(2), "", dedupe.Suppressed, 1) // least recently used
 }
 
+// TestDoneCacheBatch claims cached and uncached keys in one call: the
+// cache answers the first, and the store, in one call, the others, each
+// answer in its item's place. (TestDoneCache checks a cached key alone.)
 func TestDoneCacheBatch(t *testing.T) {
 	s, fs := cached(8)
-	ctx := t.Context()
-	var tickets []dedupe.Ticket
-	reqs := make([]dedupe.ClaimRequest, 4)
+	reqs := make([]dedupe.Item, 4)
 	for i := range reqs {
-		reqs[i] = dedupe.ClaimRequest{Ref: keyRef(i), Lease: time.Hour}
-	}
-	res, _, err := dedupe.ClaimBatch(ctx, s, reqs[:2])
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, r := range res {
-		tickets = append(tickets, dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token})
-	}
-	if _, err := dedupe.CompleteBatch(ctx, s, tickets, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	before := fs.Calls(dedupetest.OpClaimBatch)
-	res, errs, err := dedupe.ClaimBatch(ctx, s, reqs[:2])
-	if err != nil || res[0].Status != dedupe.Done || res[1].Status != dedupe.Done || errs[0] != nil || errs[1] != nil {
-		t.Fatalf("ClaimBatch of cached keys = %v, %v, %v", res, errs, err)
-	}
-	if n := fs.Calls(dedupetest.OpClaimBatch) - before; n != 0 {
-		t.Errorf("ClaimBatch of cached keys reached the store %d times", n)
-	}
-	res, errs, err = dedupe.ClaimBatch(ctx, s, reqs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, want := range []dedupe.Status{dedupe.Done, dedupe.Done, dedupe.Acquired, dedupe.Acquired} {
-		if res[i].Status != want || errs[i] != nil {
-			t.Errorf("ClaimBatch item %d = %v, %v; want %v", i, res[i].Status, errs[i], want)
+		reqs[i] = dedupe.Item{Ref: keyRef(i)}
+		if i < 2 {
+			completeVia(t, s, keyRef(i), "", time.Hour)
 		}
 	}
-	if n := fs.Calls(dedupetest.OpClaimBatch) - before; n != 1 {
-		t.Errorf("ClaimBatch reached the store %d times, want once", n)
+	before := fs.Calls(testkit.OpClaim)
+	res, errs, err := s.Claim(t.Context(), reqs, time.Hour)
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-func TestDoneCacheSizeZero(t *testing.T) {
-	mem := memdedupe.New(memdedupe.Config{})
-	if got := dedupe.WithDoneCache(mem, 0); got != dedupe.Store(mem) {
-		t.Errorf("WithDoneCache(store, 0) = %T, want the store itself", got)
+	for i, want := range []dedupe.Outcome{dedupe.Suppressed, dedupe.Suppressed, dedupe.Acquired, dedupe.Acquired} {
+		if res[i].Outcome != want || errs[i] != nil {
+			t.Errorf("Claim item %d = %v, %v; want %v", i, res[i].Outcome, errs[i], want)
+		}
+	}
+	if n := fs.Calls(testkit.OpClaim) - before; n != 1 {
+		t.Errorf("Claim reached the store %d times, want once", n)
 	}
 }

@@ -20,24 +20,17 @@ func claimFrom(ctx context.Context) *claim {
 	return c
 }
 
-// TicketFromContext returns the ticket of the claim that a [Guard] holds
-// while it runs fn with ctx (or a context derived from it). ok is false
-// outside its Do, and when FailOpen runs fn without a claim.
-func TicketFromContext(ctx context.Context) (t Ticket, ok bool) {
-	if c := claimFrom(ctx); c != nil && c.ticket.Token != "" {
-		return c.ticket, true
+// ClaimFromContext returns what a [Guard] holds while it runs fn with ctx
+// (or a context derived from it): the ticket of fn's key, and fn's
+// transaction in the transactional mode ([GuardConfig.Tx]), the one whose
+// first statement claimed the key. ok is false outside Do. When FailOpen
+// runs fn without a claim the ticket is zero, and in the
+// transactional mode tx is then a plain transaction of its own; tx is nil
+// outside that mode.
+func ClaimFromContext(ctx context.Context) (t Ticket, tx *sql.Tx, ok bool) {
+	c := claimFrom(ctx)
+	if c == nil {
+		return Ticket{}, nil, false
 	}
-	return Ticket{}, false
-}
-
-// TxFromContext returns the transaction in which a [Guard] in the
-// transactional mode ([GuardConfig.Tx]) runs fn with ctx (or a context
-// derived from it): the one whose first statement claimed fn's key, or,
-// when FailOpen runs fn without a claim, a plain one. ok is false outside
-// that mode.
-func TxFromContext(ctx context.Context) (tx *sql.Tx, ok bool) {
-	if c := claimFrom(ctx); c != nil && c.tx != nil {
-		return c.tx, true
-	}
-	return nil, false
+	return c.ticket, c.tx, true
 }

@@ -2,42 +2,43 @@ package dedupe_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
-	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
-func TestTicketFromContext(t *testing.T) {
-	if tk, ok := dedupe.TicketFromContext(t.Context()); ok {
-		t.Errorf("TicketFromContext outside a Guard = %v, true", tk)
+func TestClaimFromContext(t *testing.T) {
+	if tk, ok := ticketOf(t.Context()); ok {
+		t.Errorf("ClaimFromContext outside a Guard = %v, true", tk)
 	}
-	if tx, ok := dedupe.TxFromContext(t.Context()); ok {
-		t.Errorf("TxFromContext outside the transactional mode = %v, true", tx)
+	if tx, ok := txOf(t.Context()); ok {
+		t.Errorf("ClaimFromContext outside the transactional mode = %v, true", tx)
 	}
 	for _, n := range sizes {
 		t.Run(fmt.Sprint("Size", n), func(t *testing.T) {
 			mem := memdedupe.New(memdedupe.Config{})
 			items := itemsOf("", keysOf(n)...)
 			res := newGuard(t, mem, dedupe.GuardConfig{}).Do(t.Context(), items, func(ctx context.Context, i int) error {
-				tk, ok := dedupe.TicketFromContext(ctx)
+				tk, ok := ticketOf(ctx)
 				if !ok || tk.Ref != items[i].Ref {
-					return fmt.Errorf("TicketFromContext = %v, %v; want item %d's", tk, ok, i)
+					return fmt.Errorf("ClaimFromContext = %v, %v; want item %d's", tk, ok, i)
 				}
 				// A Guard runs fn in no transaction (package sqldedupe
 				// tests the transactional mode, which does).
-				if tx, ok := dedupe.TxFromContext(ctx); ok {
-					return fmt.Errorf("TxFromContext under a Guard = %v, true", tx)
+				if tx, ok := txOf(ctx); ok {
+					return fmt.Errorf("ClaimFromContext under a Guard = %v, true", tx)
 				}
 				// Contexts derived from fn's carry it too.
 				dctx, cancel := context.WithTimeout(ctx, time.Minute)
 				defer cancel()
-				if got, _ := dedupe.TicketFromContext(dctx); got != tk {
-					return fmt.Errorf("TicketFromContext of a derived context = %v, want %v", got, tk)
+				if got, _ := ticketOf(dctx); got != tk {
+					return fmt.Errorf("ClaimFromContext of a derived context = %v, want %v", got, tk)
 				}
 				// It holds the owner's token: it, and only it, can extend
 				// the lease.
@@ -54,20 +55,20 @@ func TestTicketFromContext(t *testing.T) {
 	}
 }
 
-// TestTicketFromContextUnguarded runs a handler without a claim, the store
+// TestClaimFromContextUnguarded runs a handler without a claim, the store
 // being down and the guard failing open, inside another guard's handler:
 // it sees no ticket, not even the outer guard's, which the outer handler
 // still sees afterwards.
-func TestTicketFromContextUnguarded(t *testing.T) {
-	down := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
-	down.Inject(dedupetest.Fault{Ops: opsClaim})
+func TestClaimFromContextUnguarded(t *testing.T) {
+	down := testkit.NewFaultStore(memdedupe.New(memdedupe.Config{}))
+	down.Inject(testkit.Fault{Ops: testkit.OpClaim})
 	inner := newGuard(t, down, dedupe.GuardConfig{FailOpen: true})
 	outer := newGuard(t, memdedupe.New(memdedupe.Config{}), dedupe.GuardConfig{})
 	outerItems := itemsOf("", "outer")
 	res := outer.Do(t.Context(), outerItems, func(ctx context.Context, _ int) error {
 		for i, r := range inner.Do(ctx, itemsOf("", keysOf(2)...), func(ctx context.Context, i int) error {
-			if tk, ok := dedupe.TicketFromContext(ctx); ok {
-				return fmt.Errorf("unguarded item %d: TicketFromContext = %v, true", i, tk)
+			if tk, ok := ticketOf(ctx); ok {
+				return fmt.Errorf("unguarded item %d: ClaimFromContext = %v, true", i, tk)
 			}
 			return nil
 		}) {
@@ -75,10 +76,23 @@ func TestTicketFromContextUnguarded(t *testing.T) {
 				return fmt.Errorf("inner item %d: %v, %v; want unguarded", i, r.Outcome, r.Err)
 			}
 		}
-		if tk, ok := dedupe.TicketFromContext(ctx); !ok || tk.Ref != outerItems[0].Ref {
-			return fmt.Errorf("outer: TicketFromContext = %v, %v; want its own", tk, ok)
+		if tk, ok := ticketOf(ctx); !ok || tk.Ref != outerItems[0].Ref {
+			return fmt.Errorf("outer: ClaimFromContext = %v, %v; want its own", tk, ok)
 		}
 		return nil
 	})
 	checkResult(t, "outer", res[0], dedupe.Completed)
+}
+
+// ticketOf is the ticket fn's context carries; ok when fn runs under a
+// claim.
+func ticketOf(ctx context.Context) (dedupe.Ticket, bool) {
+	t, _, _ := dedupe.ClaimFromContext(ctx)
+	return t, t.Token != ""
+}
+
+// txOf is the transaction fn's context carries, in the transactional mode.
+func txOf(ctx context.Context) (*sql.Tx, bool) {
+	_, tx, _ := dedupe.ClaimFromContext(ctx)
+	return tx, tx != nil
 }

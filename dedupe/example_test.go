@@ -7,6 +7,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 )
 
 // The broker delivers a message twice; the charge runs once.
@@ -41,7 +42,7 @@ func ExampleGuard_Do() {
 	}
 	msg := []dedupe.Item{{
 		Ref:         dedupe.Ref{Group: "billing", Key: "order-1002"},
-		Fingerprint: dedupe.Fingerprint([]byte(`{"amount":42}`)),
+		Fingerprint: dedupekit.Fingerprint([]byte(`{"amount":42}`)),
 	}}
 	attempts := 0
 	charge := func(context.Context, int) error {

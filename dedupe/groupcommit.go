@@ -28,14 +28,12 @@ const maxGroupCommit = 256
 // costing more CPU than the overlap saved. Fewer, fuller round trips win.
 const maxInFlight = 1
 
-// WithGroupCommit returns a Store whose Claim, Complete and Release calls
-// (single and batch) from concurrent goroutines are coalesced into one store
-// round trip per kind: a ClaimBatch, a CompleteBatch or a ReleaseBatch. A
-// push consumer runs its handlers on many goroutines, each delivering one
-// message; coalescing their claims and completions is what makes the
-// per-message path cheaper than a naive claim and mark per message. If store
-// is not a [Batcher] it is returned unchanged; the Store returned is a
-// Batcher.
+// withGroupCommit returns a Store whose Claim, Complete and Release calls
+// from concurrent goroutines are coalesced into one store round trip per
+// kind (the [GuardConfig.GroupCommit] setting). A push consumer runs its
+// handlers on many goroutines, each delivering one message; coalescing
+// their claims and completions is what makes the per-message path cheaper
+// than a naive claim and mark per message.
 //
 // # Coalescing
 //
@@ -44,30 +42,29 @@ const maxInFlight = 1
 // flight is sent at once, on the caller's goroutine and with its context, so
 // an idle consumer waits for nothing. Other calls queue up; when the round
 // trip returns, everything queued (up to 256 items, the rest in the next
-// round trip) is sent as one batch call, so round trips never queue behind
+// round trip) is sent as one call, so round trips never queue behind
 // each other: at most one claim, one complete and one release round trip
 // are in flight at a time (a limit measured to beat two or more, which
 // coalesce less). Queued calls are sent not by one of their callers but by
 // a goroutine that a round trip before them starts and that ends as soon as
 // nothing is queued: a caller that sent a shared round trip itself could not
 // return before its answer, and every caller must be able to return as soon
-// as its context ends. Completions are coalesced only with others of equal
-// retention. Extend, calls the store would refuse as a whole (a non-positive
-// lease or retention) and batch calls of more than 256 items go straight to
-// the store. Calls are coalesced among the callers of one returned Store:
-// wrap a store once and share the result.
+// as its context ends. Calls are coalesced only with others of equal lease
+// or retention. Extend, calls the store would refuse as a whole (a non-positive
+// lease or retention) and calls of more than 256 items go straight to
+// the store.
 //
 // # Semantics
 //
-// Answers are those of the [Store] and [Batcher] contracts, as if the calls
-// were made one after another in the order they queued: within one round
-// trip a key claimed twice is Acquired for the first call and InFlight for
-// the second. (Were several round trips of a kind in flight at once, their
-// calls would be concurrent calls, applied in either order, as without the
-// wrapper: none of their callers would have returned.) Per-item errors ([ErrInvalidKey], [ErrLeaseLost]) go to their
-// own caller only. An error of the whole round trip goes to every caller in
-// it, wrapped with what failed; as for any store error, the outcome of the
-// writes is unknown.
+// Answers are those of the [Store] contract, as if the calls were made one
+// after another in the order they queued: within one round trip a key
+// claimed twice is Acquired for the first call and Busy for the second.
+// (Were several round trips of a kind in flight at once, their calls would
+// be concurrent calls, applied in either order, as without the wrapper:
+// none of their callers would have returned.) Per-item errors
+// ([msgkey.ErrInvalid], [ErrLeaseLost]) go to their own caller only. An error of
+// the whole round trip goes to every caller in it, wrapped with what failed;
+// as for any store error, the outcome of the writes is unknown.
 //
 // A call whose context is done before its request is sent changes nothing
 // and returns an error wrapping ctx.Err(). A call whose context ends once
@@ -76,83 +73,64 @@ const maxInFlight = 1
 // other callers still wait for: the round trip runs with the values of its
 // first caller's context, the latest of its callers' deadlines (none if one
 // of them has none), and is cancelled once every caller in it has gone.
-func WithGroupCommit(store Store) Store {
-	b, ok := store.(Batcher)
-	if !ok {
-		return store
-	}
-	if g, ok := store.(*groupCommit); ok {
-		return g
-	}
+func withGroupCommit(store Store) *groupCommit {
 	g := &groupCommit{store: store}
-	g.claims = lane[ClaimRequest, ClaimResult]{
+	g.claims = lane[Item, ClaimResult]{
 		kind:    "claim",
 		results: true,
-		one: func(ctx context.Context, req ClaimRequest, _ time.Duration) (ClaimResult, error) {
-			return store.Claim(ctx, req)
-		},
-		batch: func(ctx context.Context, reqs []ClaimRequest, _ time.Duration) ([]ClaimResult, []error, error) {
-			return b.ClaimBatch(ctx, reqs)
+		batch: func(ctx context.Context, items []Item, lease time.Duration) ([]ClaimResult, []error, error) {
+			return store.Claim(ctx, items, lease)
 		},
 	}
 	g.completes = lane[Ticket, struct{}]{
 		kind: "completion",
-		one: func(ctx context.Context, t Ticket, retention time.Duration) (struct{}, error) {
-			return struct{}{}, store.Complete(ctx, t, retention)
-		},
 		batch: func(ctx context.Context, ts []Ticket, retention time.Duration) ([]struct{}, []error, error) {
-			errs, err := b.CompleteBatch(ctx, ts, retention)
+			errs, err := store.Complete(ctx, ts, retention)
 			return nil, errs, err
 		},
 	}
 	g.releases = lane[Ticket, struct{}]{
 		kind: "release",
-		one: func(ctx context.Context, t Ticket, _ time.Duration) (struct{}, error) {
-			return struct{}{}, store.Release(ctx, t)
-		},
 		batch: func(ctx context.Context, ts []Ticket, _ time.Duration) ([]struct{}, []error, error) {
-			errs, err := b.ReleaseBatch(ctx, ts)
+			errs, err := store.Release(ctx, ts)
 			return nil, errs, err
 		},
 	}
 	return g
 }
 
-// groupCommit is the Store WithGroupCommit returns: a lane per kind of
+// groupCommit is the Store withGroupCommit returns: a lane per kind of
 // coalesced call.
 type groupCommit struct {
 	store     Store
-	claims    lane[ClaimRequest, ClaimResult]
+	claims    lane[Item, ClaimResult]
 	completes lane[Ticket, struct{}]
 	releases  lane[Ticket, struct{}]
 }
 
-var (
-	_ Store   = (*groupCommit)(nil)
-	_ Batcher = (*groupCommit)(nil)
-)
+var _ Store = (*groupCommit)(nil)
 
 // Claim implements [Store].
-func (g *groupCommit) Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error) {
-	if req.Lease <= 0 {
-		return g.store.Claim(ctx, req)
+func (g *groupCommit) Claim(ctx context.Context, items []Item, lease time.Duration) ([]ClaimResult, []error, error) {
+	if lease <= 0 {
+		return g.store.Claim(ctx, items, lease)
 	}
-	return g.claims.single(ctx, req, 0)
+	return g.claims.many(ctx, items, lease)
 }
 
 // Complete implements [Store].
-func (g *groupCommit) Complete(ctx context.Context, t Ticket, retention time.Duration) error {
+func (g *groupCommit) Complete(ctx context.Context, ts []Ticket, retention time.Duration) ([]error, error) {
 	if retention <= 0 {
-		return g.store.Complete(ctx, t, retention)
+		return g.store.Complete(ctx, ts, retention)
 	}
-	_, err := g.completes.single(ctx, t, retention)
-	return err
+	_, errs, err := g.completes.many(ctx, ts, retention)
+	return errs, err
 }
 
 // Release implements [Store].
-func (g *groupCommit) Release(ctx context.Context, t Ticket) error {
-	_, err := g.releases.single(ctx, t, 0)
-	return err
+func (g *groupCommit) Release(ctx context.Context, ts []Ticket) ([]error, error) {
+	_, errs, err := g.releases.many(ctx, ts, 0)
+	return errs, err
 }
 
 // Extend implements [Store]; it is never coalesced.
@@ -160,39 +138,12 @@ func (g *groupCommit) Extend(ctx context.Context, t Ticket, lease time.Duration)
 	return g.store.Extend(ctx, t, lease)
 }
 
-// ClaimBatch implements [Batcher].
-func (g *groupCommit) ClaimBatch(ctx context.Context, reqs []ClaimRequest) ([]ClaimResult, []error, error) {
-	for _, r := range reqs {
-		if r.Lease <= 0 {
-			return g.claims.batch(ctx, reqs, 0)
-		}
-	}
-	return g.claims.many(ctx, reqs, 0)
-}
-
-// CompleteBatch implements [Batcher].
-func (g *groupCommit) CompleteBatch(ctx context.Context, ts []Ticket, retention time.Duration) ([]error, error) {
-	if retention <= 0 {
-		_, errs, err := g.completes.batch(ctx, ts, retention)
-		return errs, err
-	}
-	_, errs, err := g.completes.many(ctx, ts, retention)
-	return errs, err
-}
-
-// ReleaseBatch implements [Batcher].
-func (g *groupCommit) ReleaseBatch(ctx context.Context, ts []Ticket) ([]error, error) {
-	_, errs, err := g.releases.many(ctx, ts, 0)
-	return errs, err
-}
-
 // lane coalesces the calls of one kind: requests Q answered by results R,
-// with an argument (the retention of completions) that calls must share to
-// share a round trip.
+// with an argument (the lease of claims, the retention of completions) that
+// calls must share to share a round trip.
 type lane[Q, R any] struct {
 	kind    string // what a call does, for errors
 	results bool   // batch answers a result per item
-	one     func(ctx context.Context, q Q, arg time.Duration) (R, error)
 	batch   func(ctx context.Context, qs []Q, arg time.Duration) ([]R, []error, error)
 
 	// Guarded by mu. Calls queue only when maxInFlight round trips are in
@@ -217,12 +168,10 @@ type flight[Q, R any] struct {
 
 // call is one caller's request waiting in a lane.
 type call[Q, R any] struct {
-	ctx    context.Context
-	items  []Q
-	arg    time.Duration
-	one    [1]Q // items of a single call
-	single bool // a call of one request, not a batch
-	done   chan struct{}
+	ctx   context.Context
+	items []Q
+	arg   time.Duration
+	done  chan struct{}
 
 	// Guarded by the lane's mu.
 	state callState
@@ -261,32 +210,6 @@ func (l *lane[Q, R]) sendNow() bool {
 	return true
 }
 
-// single runs one request: at once when nothing is queued and fewer than
-// maxInFlight round trips of the lane are in flight, else in a later one.
-func (l *lane[Q, R]) single(ctx context.Context, q Q, arg time.Duration) (R, error) {
-	l.mu.Lock()
-	if l.sendNow() {
-		defer l.handOff()
-		return l.one(ctx, q, arg)
-	}
-	var r R
-	c, err := l.enqueue(ctx, arg, q, nil)
-	if err != nil {
-		return r, err
-	}
-	if !l.wait(c) {
-		return r, l.leave(c)
-	}
-	if err = c.err; err == nil {
-		if c.res != nil {
-			r = c.res[0]
-		}
-		err = c.errs[0]
-	}
-	l.recycle(c)
-	return r, err
-}
-
 // many runs a batch of requests as one call: at once when nothing is
 // queued and fewer than maxInFlight round trips of the lane are in flight,
 // else in a later one.
@@ -299,8 +222,7 @@ func (l *lane[Q, R]) many(ctx context.Context, qs []Q, arg time.Duration) ([]R, 
 		defer l.handOff()
 		return l.batch(ctx, qs, arg)
 	}
-	var zero Q
-	c, err := l.enqueue(ctx, arg, zero, qs)
+	c, err := l.enqueue(ctx, arg, qs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -315,12 +237,12 @@ func (l *lane[Q, R]) many(ctx context.Context, qs []Q, arg time.Duration) ([]R, 
 	return res, errs, nil
 }
 
-// enqueue queues a call of q (qs nil) or of qs. It is called with l.mu
-// held and releases it.
-func (l *lane[Q, R]) enqueue(ctx context.Context, arg time.Duration, q Q, qs []Q) (*call[Q, R], error) {
+// enqueue queues a call of qs. It is called with l.mu held and releases
+// it.
+func (l *lane[Q, R]) enqueue(ctx context.Context, arg time.Duration, qs []Q) (*call[Q, R], error) {
 	if err := ctx.Err(); err != nil {
 		l.mu.Unlock()
-		return nil, l.callErr("not sent", q, qs, err)
+		return nil, l.callErr("not sent", qs, err)
 	}
 	var c *call[Q, R]
 	if n := len(l.free); n > 0 {
@@ -329,13 +251,7 @@ func (l *lane[Q, R]) enqueue(ctx context.Context, arg time.Duration, q Q, qs []Q
 	} else {
 		c = &call[Q, R]{done: make(chan struct{}, 1)}
 	}
-	c.ctx, c.arg, c.state, c.single = ctx, arg, queued, qs == nil
-	if c.single {
-		c.one[0] = q
-		c.items = c.one[:]
-	} else {
-		c.items = qs
-	}
+	c.ctx, c.arg, c.state, c.items = ctx, arg, queued, qs
 	l.queue = append(l.queue, c)
 	l.mu.Unlock()
 	return c, nil
@@ -346,8 +262,7 @@ const maxFree = 64
 
 // recycle keeps c, whose caller has read its answer, for another call.
 func (l *lane[Q, R]) recycle(c *call[Q, R]) {
-	var zero Q
-	c.ctx, c.items, c.one[0], c.res, c.errs, c.err, c.trip = nil, nil, zero, nil, nil, nil, nil
+	c.ctx, c.items, c.res, c.errs, c.err, c.trip = nil, nil, nil, nil, nil, nil
 	l.mu.Lock()
 	if len(l.free) < maxFree {
 		l.free = append(l.free, c)
@@ -394,17 +309,13 @@ func (l *lane[Q, R]) leave(c *call[Q, R]) error {
 	if state == sent {
 		what = "sent, outcome unknown"
 	}
-	if c.single {
-		return l.callErr(what, c.items[0], nil, c.ctx.Err())
-	}
-	var zero Q
-	return l.callErr(what, zero, c.items, c.ctx.Err())
+	return l.callErr(what, c.items, c.ctx.Err())
 }
 
-// callErr is the error of a call of q (qs nil) or qs that ended with err.
-func (l *lane[Q, R]) callErr(what string, q Q, qs []Q, err error) error {
-	if qs == nil {
-		return fmt.Errorf("dedupe: group commit: %s %s: %s: %w", l.kind, describe(q), what, err)
+// callErr is the error of a call of qs that ended with err.
+func (l *lane[Q, R]) callErr(what string, qs []Q, err error) error {
+	if len(qs) == 1 {
+		return fmt.Errorf("dedupe: group commit: %s %s: %s: %w", l.kind, describe(qs[0]), what, err)
 	}
 	return fmt.Errorf("dedupe: group commit: %s batch of %d: %s: %w", l.kind, len(qs), what, err)
 }
@@ -412,7 +323,7 @@ func (l *lane[Q, R]) callErr(what string, q Q, qs []Q, err error) error {
 // describe names the key of a request.
 func describe(q any) string {
 	switch q := q.(type) {
-	case ClaimRequest:
+	case Item:
 		return fmt.Sprintf("%q", q.Ref)
 	case Ticket:
 		return fmt.Sprintf("%q", q.Ref)

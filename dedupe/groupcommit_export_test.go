@@ -33,3 +33,10 @@ func (l *lane[Q, R]) queued() int {
 	}
 	return n
 }
+
+// WithGroupCommit is the group commit a Guard with GroupCommit set wraps
+// its store in, for tests of the wrapper alone.
+func WithGroupCommit(s Store) Store { return withGroupCommit(s) }
+
+// WithDoneCache is the cache a Guard with a DoneCache wraps its store in.
+func WithDoneCache(s Store, size int) Store { return withDoneCache(s, size) }

@@ -16,11 +16,11 @@ import (
 	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
 	"github.com/idemq/idemq/internal/testkit"
+	"github.com/idemq/idemq/msgkey"
 )
 
-// tripStore is a Batcher over memdedupe (which is not one) that logs its
-// round trips — every call is one — and, while held, keeps each round trip
-// waiting until the test lets it go.
+// tripStore is memdedupe that logs its round trips — every call is one —
+// and, while held, keeps each round trip waiting until the test lets it go.
 type tripStore struct {
 	dedupe.Store
 
@@ -48,10 +48,7 @@ type tripEntry struct {
 	err      error         // ended by its context
 }
 
-var (
-	_ dedupe.Store   = (*tripStore)(nil)
-	_ dedupe.Batcher = (*tripStore)(nil)
-)
+var _ dedupe.Store = (*tripStore)(nil)
 
 func newTripStore() *tripStore {
 	return &tripStore{
@@ -158,33 +155,6 @@ func (s *tripStore) ended() []error {
 // The store refuses non-positive durations before any round trip, as
 // the real ones do.
 
-func (s *tripStore) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
-	if req.Lease <= 0 {
-		return s.Store.Claim(ctx, req)
-	}
-	if err := s.trip(ctx, "Claim", 0, req.Ref); err != nil {
-		return dedupe.ClaimResult{}, err
-	}
-	return s.Store.Claim(ctx, req)
-}
-
-func (s *tripStore) Complete(ctx context.Context, t dedupe.Ticket, retention time.Duration) error {
-	if retention <= 0 {
-		return s.Store.Complete(ctx, t, retention)
-	}
-	if err := s.trip(ctx, "Complete", retention, t.Ref); err != nil {
-		return err
-	}
-	return s.Store.Complete(ctx, t, retention)
-}
-
-func (s *tripStore) Release(ctx context.Context, t dedupe.Ticket) error {
-	if err := s.trip(ctx, "Release", 0, t.Ref); err != nil {
-		return err
-	}
-	return s.Store.Release(ctx, t)
-}
-
 func (s *tripStore) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
 	if err := s.trip(ctx, "Extend", 0, t.Ref); err != nil {
 		return err
@@ -192,35 +162,35 @@ func (s *tripStore) Extend(ctx context.Context, t dedupe.Ticket, lease time.Dura
 	return s.Store.Extend(ctx, t, lease)
 }
 
-func (s *tripStore) ClaimBatch(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
+func (s *tripStore) Claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
+	if lease <= 0 {
+		return s.Store.Claim(ctx, reqs, lease)
+	}
 	refs := make([]dedupe.Ref, len(reqs))
 	for i, r := range reqs {
-		if r.Lease <= 0 {
-			return dedupe.ClaimBatch(ctx, s.Store, reqs)
-		}
 		refs[i] = r.Ref
 	}
-	if err := s.trip(ctx, "ClaimBatch", 0, refs...); err != nil {
+	if err := s.trip(ctx, "Claim", 0, refs...); err != nil {
 		return nil, nil, err
 	}
-	return dedupe.ClaimBatch(ctx, s.Store, reqs)
+	return s.Store.Claim(ctx, reqs, lease)
 }
 
-func (s *tripStore) CompleteBatch(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
+func (s *tripStore) Complete(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
 	if retention <= 0 {
-		return dedupe.CompleteBatch(ctx, s.Store, ts, retention)
+		return s.Store.Complete(ctx, ts, retention)
 	}
-	if err := s.trip(ctx, "CompleteBatch", retention, ticketRefs(ts)...); err != nil {
+	if err := s.trip(ctx, "Complete", retention, ticketRefs(ts)...); err != nil {
 		return nil, err
 	}
-	return dedupe.CompleteBatch(ctx, s.Store, ts, retention)
+	return s.Store.Complete(ctx, ts, retention)
 }
 
-func (s *tripStore) ReleaseBatch(ctx context.Context, ts []dedupe.Ticket) ([]error, error) {
-	if err := s.trip(ctx, "ReleaseBatch", 0, ticketRefs(ts)...); err != nil {
+func (s *tripStore) Release(ctx context.Context, ts []dedupe.Ticket) ([]error, error) {
+	if err := s.trip(ctx, "Release", 0, ticketRefs(ts)...); err != nil {
 		return nil, err
 	}
-	return dedupe.ReleaseBatch(ctx, s.Store, ts)
+	return s.Store.Release(ctx, ts)
 }
 
 func ticketRefs(ts []dedupe.Ticket) []dedupe.Ref {
@@ -234,34 +204,34 @@ func ticketRefs(ts []dedupe.Ticket) []dedupe.Ref {
 // gcRef is key k of the group commit tests.
 func gcRef(k string) dedupe.Ref { return dedupe.Ref{Namespace: "gc", Group: "g", Key: k} }
 
-func gcClaim(k string) dedupe.ClaimRequest {
-	return dedupe.ClaimRequest{Ref: gcRef(k), Lease: time.Hour}
+func gcClaim(k string) dedupe.Item {
+	return dedupe.Item{Ref: gcRef(k)}
 }
 
 // gcAcquire claims k in s, which must be free, and returns its ticket.
 func gcAcquire(t *testing.T, s dedupe.Store, k string) dedupe.Ticket {
 	t.Helper()
-	res, err := s.Claim(t.Context(), gcClaim(k))
-	if err != nil || res.Status != dedupe.Acquired {
-		t.Fatalf("Claim(%q) = %v, %v; want acquired", k, res.Status, err)
+	res, err := testkit.Claim(t.Context(), s, gcClaim(k), time.Hour)
+	if err != nil || res.Outcome != dedupe.Acquired {
+		t.Fatalf("Claim(%q) = %v, %v; want acquired", k, res.Outcome, err)
 	}
 	return dedupe.Ticket{Ref: gcRef(k), Token: res.Token}
 }
 
 // gcStatus claims k in s and returns the answer, releasing what it
 // acquired.
-func gcStatus(t *testing.T, s dedupe.Store, k string) dedupe.Status {
+func gcStatus(t *testing.T, s dedupe.Store, k string) dedupe.Outcome {
 	t.Helper()
-	res, err := s.Claim(t.Context(), gcClaim(k))
+	res, err := testkit.Claim(t.Context(), s, gcClaim(k), time.Hour)
 	if err != nil {
 		t.Fatalf("Claim(%q): %v", k, err)
 	}
-	if res.Status == dedupe.Acquired {
-		if err := s.Release(t.Context(), dedupe.Ticket{Ref: gcRef(k), Token: res.Token}); err != nil {
+	if res.Outcome == dedupe.Acquired {
+		if err := testkit.Release(t.Context(), s, dedupe.Ticket{Ref: gcRef(k), Token: res.Token}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return res.Status
+	return res.Outcome
 }
 
 // gcQueued waits until the group-commit store g has n calls queued of the
@@ -344,11 +314,11 @@ func (e gcEnv) block(t *testing.T, op string) (unblock func()) {
 			var err error
 			switch op {
 			case "Claim":
-				_, err = e.g.Claim(ctx, gcClaim(k))
+				_, err = testkit.Claim(ctx, e.g, gcClaim(k), time.Hour)
 			case "Complete":
-				err = e.g.Complete(ctx, tks[i], time.Hour)
+				err = testkit.Complete(ctx, e.g, tks[i], time.Hour)
 			case "Release":
-				err = e.g.Release(ctx, tks[i])
+				err = testkit.Release(ctx, e.g, tks[i])
 			}
 			if err != nil {
 				t.Errorf("blocking %s: %v", op, err)
@@ -370,22 +340,8 @@ func (e gcEnv) block(t *testing.T, op string) (unblock func()) {
 	}
 }
 
-func TestGroupCommitNotBatcher(t *testing.T) {
-	m := memdedupe.New(memdedupe.Config{})
-	if got := dedupe.WithGroupCommit(m); got != dedupe.Store(m) {
-		t.Errorf("WithGroupCommit(memdedupe) = %T, want the store itself", got)
-	}
-	g := dedupe.WithGroupCommit(newTripStore())
-	if _, ok := g.(dedupe.Batcher); !ok {
-		t.Errorf("WithGroupCommit(Batcher) = %T, not a Batcher", g)
-	}
-	if again := dedupe.WithGroupCommit(g); again != g {
-		t.Errorf("WithGroupCommit twice wraps again")
-	}
-}
-
 // TestGroupCommitLone checks that a call with nothing in flight is sent at
-// once, as the call it is.
+// once, as the call it is (the first claim of each row alone).
 func TestGroupCommitLone(t *testing.T) {
 	tests := []struct {
 		name string
@@ -393,18 +349,14 @@ func TestGroupCommitLone(t *testing.T) {
 		want []string
 	}{
 		{"Claim", func(t *testing.T, g dedupe.Store) error {
-			_, err := g.Claim(t.Context(), gcClaim("a"))
+			_, _, err := g.Claim(t.Context(), []dedupe.Item{gcClaim("a"), gcClaim("b")}, time.Hour)
 			return err
-		}, []string{"Claim:[a]"}},
-		{"ClaimBatch", func(t *testing.T, g dedupe.Store) error {
-			_, _, err := dedupe.ClaimBatch(t.Context(), g, []dedupe.ClaimRequest{gcClaim("a"), gcClaim("b")})
-			return err
-		}, []string{"ClaimBatch:[a b]"}},
+		}, []string{"Claim:[a b]"}},
 		{"Complete", func(t *testing.T, g dedupe.Store) error {
-			return g.Complete(t.Context(), gcAcquire(t, g, "a"), time.Hour)
+			return testkit.Complete(t.Context(), g, gcAcquire(t, g, "a"), time.Hour)
 		}, []string{"Claim:[a]", "Complete:[a]@1h0m0s"}},
 		{"Release", func(t *testing.T, g dedupe.Store) error {
-			return g.Release(t.Context(), gcAcquire(t, g, "a"))
+			return testkit.Release(t.Context(), g, gcAcquire(t, g, "a"))
 		}, []string{"Claim:[a]", "Release:[a]"}},
 		{"Extend", func(t *testing.T, g dedupe.Store) error {
 			return g.Extend(t.Context(), gcAcquire(t, g, "a"), time.Hour)
@@ -424,7 +376,7 @@ func TestGroupCommitLone(t *testing.T) {
 }
 
 // TestGroupCommitCoalesces checks that calls arriving while a round trip is
-// in flight go together in the next, single calls and batches alike.
+// in flight go together in the next.
 func TestGroupCommitCoalesces(t *testing.T) {
 	const n = 8
 	keys := func(prefix string, n int) []string {
@@ -435,12 +387,12 @@ func TestGroupCommitCoalesces(t *testing.T) {
 		return ks
 	}
 	tests := []struct {
-		op, batchOp string
-		pick        func(int, int, int) int
+		op   string
+		pick func(int, int, int) int
 	}{
-		{"Claim", "ClaimBatch", gcClaims},
-		{"Complete", "CompleteBatch", gcCompletions},
-		{"Release", "ReleaseBatch", gcReleases},
+		{"Claim", gcClaims},
+		{"Complete", gcCompletions},
+		{"Release", gcReleases},
 	}
 	for _, tc := range tests {
 		t.Run(tc.op, func(t *testing.T) {
@@ -459,23 +411,17 @@ func TestGroupCommitCoalesces(t *testing.T) {
 				wg.Go(func() {
 					var err error
 					switch {
-					case tc.op == "Claim" && i%2 == 0:
-						var res dedupe.ClaimResult
-						res, err = e.g.Claim(ctx, gcClaim(k))
-						if err == nil && res.Status != dedupe.Acquired {
-							err = fmt.Errorf("status %v", res.Status)
-						}
 					case tc.op == "Claim":
 						var res []dedupe.ClaimResult
 						var errs []error
-						res, errs, err = dedupe.ClaimBatch(ctx, e.g, []dedupe.ClaimRequest{gcClaim(k)})
-						if err == nil && (errs[0] != nil || res[0].Status != dedupe.Acquired) {
-							err = fmt.Errorf("item = %v, %v", res[0].Status, errs[0])
+						res, errs, err = e.g.Claim(ctx, []dedupe.Item{gcClaim(k)}, time.Hour)
+						if err == nil && (errs[0] != nil || res[0].Outcome != dedupe.Acquired) {
+							err = fmt.Errorf("item = %v, %v", res[0].Outcome, errs[0])
 						}
 					case tc.op == "Complete":
-						err = e.g.Complete(ctx, tks[k], time.Hour)
+						err = testkit.Complete(ctx, e.g, tks[k], time.Hour)
 					default:
-						err = e.g.Release(ctx, tks[k])
+						err = testkit.Release(ctx, e.g, tks[k])
 					}
 					if err != nil {
 						t.Errorf("%s(%q): %v", tc.op, k, err)
@@ -487,8 +433,8 @@ func TestGroupCommitCoalesces(t *testing.T) {
 			unblock()
 			tr := e.s.let(t)
 			wg.Wait()
-			if tr.op != tc.batchOp || !slices.Equal(tr.keys, ks) {
-				t.Errorf("second round trip %v, want %s of %q", tr, tc.batchOp, ks)
+			if tr.op != tc.op || !slices.Equal(tr.keys, ks) {
+				t.Errorf("second round trip %v, want %s of %q", tr, tc.op, ks)
 			}
 			// The blockers, the batch and the claims.
 			want := dedupe.GroupCommitMaxInFlight + 1 + len(tks)
@@ -513,9 +459,9 @@ func TestGroupCommitInFlight(t *testing.T) {
 	ctx := t.Context()
 	claim := func(key string) <-chan struct{} {
 		return gcAsync(func() {
-			res, err := e.g.Claim(ctx, gcClaim(key))
-			if err != nil || res.Status != dedupe.Acquired {
-				t.Errorf("Claim(%q) = %v, %v; want acquired", key, res.Status, err)
+			res, err := testkit.Claim(ctx, e.g, gcClaim(key), time.Hour)
+			if err != nil || res.Outcome != dedupe.Acquired {
+				t.Errorf("Claim(%q) = %v, %v; want acquired", key, res.Outcome, err)
 			}
 		})
 	}
@@ -548,7 +494,7 @@ func TestGroupCommitInFlight(t *testing.T) {
 	held[k-1].open()
 	<-done[k-1]
 	h := e.s.wait(t)
-	if want := "ClaimBatch:[queued queued2]"; h.String() != want {
+	if want := "Claim:[queued queued2]"; h.String() != want {
 		t.Errorf("round trip after one returned is %v, want %s", h.tripEntry, want)
 	}
 	// k are in flight again: a new call queues until one returns.
@@ -557,8 +503,8 @@ func TestGroupCommitInFlight(t *testing.T) {
 	h.open()
 	<-last
 	<-lastToo
-	if tr := e.s.let(t); tr.String() != "ClaimBatch:[after]" {
-		t.Errorf("round trip after the batch returned is %v, want ClaimBatch:[after]", tr)
+	if tr := e.s.let(t); tr.String() != "Claim:[after]" {
+		t.Errorf("round trip after the batch returned is %v, want Claim:[after]", tr)
 	}
 	<-after
 	for i := range k - 1 {
@@ -587,7 +533,7 @@ func TestGroupCommitInFlight(t *testing.T) {
 func TestGroupCommitOrder(t *testing.T) {
 	e := newGCEnv()
 	done := gcAcquire(t, e.g, "done")
-	if err := e.g.Complete(t.Context(), done, time.Hour); err != nil {
+	if err := testkit.Complete(t.Context(), e.g, done, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	unblock := e.block(t, "Claim")
@@ -600,32 +546,32 @@ func TestGroupCommitOrder(t *testing.T) {
 		bErrs  []error
 		waited sync.WaitGroup
 	)
-	waited.Go(func() { first, errs[0] = e.g.Claim(ctx, gcClaim("k")) })
+	waited.Go(func() { first, errs[0] = testkit.Claim(ctx, e.g, gcClaim("k"), time.Hour) })
 	gcQueued(t, e.g, gcClaims, 1)
 	waited.Go(func() {
-		batch, bErrs, errs[1] = e.g.(dedupe.Batcher).ClaimBatch(ctx, []dedupe.ClaimRequest{gcClaim("k"), gcClaim("done"), gcClaim("j"), gcClaim("j")})
+		batch, bErrs, errs[1] = e.g.Claim(ctx, []dedupe.Item{gcClaim("k"), gcClaim("done"), gcClaim("j"), gcClaim("j")}, time.Hour)
 	})
 	gcQueued(t, e.g, gcClaims, 2)
-	waited.Go(func() { last, errs[2] = e.g.Claim(ctx, gcClaim("j")) })
+	waited.Go(func() { last, errs[2] = testkit.Claim(ctx, e.g, gcClaim("j"), time.Hour) })
 	gcQueued(t, e.g, gcClaims, 3)
 	unblock()
 	tr := e.s.let(t)
 	waited.Wait()
-	if want := "ClaimBatch:[k k done j j j]"; tr.String() != want {
+	if want := "Claim:[k k done j j j]"; tr.String() != want {
 		t.Errorf("round trip %v, want %s", tr, want)
 	}
 	if err := errors.Join(errs[:]...); err != nil {
 		t.Fatal(err)
 	}
-	got := []dedupe.Status{first.Status}
+	got := []dedupe.Outcome{first.Outcome}
 	for i, r := range batch {
 		if bErrs[i] != nil {
 			t.Errorf("batch item %d: %v", i, bErrs[i])
 		}
-		got = append(got, r.Status)
+		got = append(got, r.Outcome)
 	}
-	got = append(got, last.Status)
-	want := []dedupe.Status{dedupe.Acquired, dedupe.InFlight, dedupe.Done, dedupe.Acquired, dedupe.InFlight, dedupe.InFlight}
+	got = append(got, last.Outcome)
+	want := []dedupe.Outcome{dedupe.Acquired, dedupe.Busy, dedupe.Suppressed, dedupe.Acquired, dedupe.Busy, dedupe.Busy}
 	if !slices.Equal(got, want) {
 		t.Errorf("answers %v, want %v", got, want)
 	}
@@ -637,15 +583,15 @@ func TestGroupCommitItemErrors(t *testing.T) {
 	type call func(ctx context.Context, g dedupe.Store, tk dedupe.Ticket) error
 	claim := func(k string) call {
 		return func(ctx context.Context, g dedupe.Store, _ dedupe.Ticket) error {
-			_, err := g.Claim(ctx, gcClaim(k))
+			_, err := testkit.Claim(ctx, g, gcClaim(k), time.Hour)
 			return err
 		}
 	}
 	complete := func(ctx context.Context, g dedupe.Store, tk dedupe.Ticket) error {
-		return g.Complete(ctx, tk, time.Hour)
+		return testkit.Complete(ctx, g, tk, time.Hour)
 	}
 	release := func(ctx context.Context, g dedupe.Store, tk dedupe.Ticket) error {
-		return g.Release(ctx, tk)
+		return testkit.Release(ctx, g, tk)
 	}
 	stale := func(c call) call {
 		return func(ctx context.Context, g dedupe.Store, tk dedupe.Ticket) error {
@@ -660,7 +606,7 @@ func TestGroupCommitItemErrors(t *testing.T) {
 		bad, good call
 		want      error
 	}{
-		{"ClaimInvalidKey", "Claim", gcClaims, claim("bad\x00key"), claim("good"), dedupe.ErrInvalidKey},
+		{"ClaimInvalidKey", "Claim", gcClaims, claim("bad\x00key"), claim("good"), msgkey.ErrInvalid},
 		{"CompleteLeaseLost", "Complete", gcCompletions, stale(complete), complete, dedupe.ErrLeaseLost},
 		{"ReleaseLeaseLost", "Release", gcReleases, stale(release), release, dedupe.ErrLeaseLost},
 	}
@@ -701,17 +647,17 @@ func TestGroupCommitRoundTripError(t *testing.T) {
 	for _, after := range []bool{false, true} {
 		t.Run(fmt.Sprintf("After=%v", after), func(t *testing.T) {
 			s := newTripStore()
-			fs := dedupetest.NewFaultStore(s)
+			fs := testkit.NewFaultStore(s)
 			g := dedupe.WithGroupCommit(fs)
 			e := gcEnv{s, g}
 			unblock := e.block(t, "Claim")
-			fs.Inject(dedupetest.Fault{Ops: dedupetest.OpClaimBatch, Nth: 1, After: after})
+			fs.Inject(testkit.Fault{Ops: testkit.OpClaim, Nth: 1, After: after})
 			ctx := t.Context()
 			const n = 5
 			errs := make([]error, n)
 			var wg sync.WaitGroup
 			for i := range n {
-				wg.Go(func() { _, errs[i] = g.Claim(ctx, gcClaim(fmt.Sprint("k", i))) })
+				wg.Go(func() { _, errs[i] = testkit.Claim(ctx, g, gcClaim(fmt.Sprint("k", i)), time.Hour) })
 				gcQueued(t, g, gcClaims, i+1)
 			}
 			unblock()
@@ -720,7 +666,7 @@ func TestGroupCommitRoundTripError(t *testing.T) {
 			}
 			wg.Wait()
 			for i, err := range errs {
-				if !errors.Is(err, dedupetest.ErrInjected) {
+				if !errors.Is(err, testkit.ErrInjected) {
 					t.Errorf("call %d = %v, want the injected fault", i, err)
 				}
 			}
@@ -729,7 +675,7 @@ func TestGroupCommitRoundTripError(t *testing.T) {
 			s.unhold()
 			want := dedupe.Acquired
 			if after {
-				want = dedupe.InFlight
+				want = dedupe.Busy
 			}
 			if got := gcStatus(t, g, "k0"); got != want {
 				t.Errorf("k0 after the failed round trip = %v, want %v", got, want)
@@ -746,7 +692,7 @@ func TestGroupCommitContext(t *testing.T) {
 		unblock := e.block(t, "Claim")
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		_, err := e.g.Claim(ctx, gcClaim("k"))
+		_, err := testkit.Claim(ctx, e.g, gcClaim("k"), time.Hour)
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("Claim with a cancelled context = %v, want context.Canceled", err)
 		}
@@ -777,7 +723,7 @@ func TestGroupCommitContext(t *testing.T) {
 			unblock := e.block(t, "Claim")
 			ctx, end := tc.end(t.Context())
 			var err error
-			returned := gcAsync(func() { _, err = e.g.Claim(ctx, gcClaim("k")) })
+			returned := gcAsync(func() { _, err = testkit.Claim(ctx, e.g, gcClaim("k"), time.Hour) })
 			gcQueuedOr(t, e.g, returned)
 			end()
 			<-returned // while the round trip before it is still held
@@ -812,9 +758,9 @@ func TestGroupCommitContext(t *testing.T) {
 			errA, errB error
 			resB       dedupe.ClaimResult
 		)
-		doneA := gcAsync(func() { _, errA = e.g.Claim(ctxA, gcClaim("a")) })
+		doneA := gcAsync(func() { _, errA = testkit.Claim(ctxA, e.g, gcClaim("a"), time.Hour) })
 		gcQueued(t, e.g, gcClaims, 1)
-		doneB := gcAsync(func() { resB, errB = e.g.Claim(ctxB, gcClaim("b")) })
+		doneB := gcAsync(func() { resB, errB = testkit.Claim(ctxB, e.g, gcClaim("b"), time.Hour) })
 		gcQueued(t, e.g, gcClaims, 2)
 		unblock()
 		h := e.s.wait(t) // sent, and held
@@ -825,10 +771,10 @@ func TestGroupCommitContext(t *testing.T) {
 		}
 		h.open()
 		<-doneB
-		if errB != nil || resB.Status != dedupe.Acquired {
-			t.Errorf("the other claim = %v, %v; want acquired", resB.Status, errB)
+		if errB != nil || resB.Outcome != dedupe.Acquired {
+			t.Errorf("the other claim = %v, %v; want acquired", resB.Outcome, errB)
 		}
-		if h.String() != "ClaimBatch:[a b]" {
+		if h.String() != "Claim:[a b]" {
 			t.Errorf("round trip %v, want both claims", h.tripEntry)
 		}
 		if errs := e.s.ended(); len(errs) != 0 {
@@ -843,7 +789,7 @@ func TestGroupCommitContext(t *testing.T) {
 		var wg sync.WaitGroup
 		errs := make([]error, 3)
 		for i := range errs {
-			wg.Go(func() { _, errs[i] = e.g.Claim(ctx, gcClaim(fmt.Sprint("k", i))) })
+			wg.Go(func() { _, errs[i] = testkit.Claim(ctx, e.g, gcClaim(fmt.Sprint("k", i)), time.Hour) })
 			gcQueued(t, e.g, gcClaims, i+1)
 		}
 		unblock()
@@ -886,7 +832,7 @@ func TestGroupCommitContext(t *testing.T) {
 					defer cancel()
 				}
 				wg.Go(func() {
-					if _, err := e.g.Claim(ctx, gcClaim(fmt.Sprint("k", i))); err != nil {
+					if _, err := testkit.Claim(ctx, e.g, gcClaim(fmt.Sprint("k", i)), time.Hour); err != nil {
 						t.Error(err)
 					}
 				})
@@ -920,7 +866,7 @@ func TestGroupCommitRetention(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, r := range rets {
 		wg.Go(func() {
-			if err := e.g.Complete(ctx, tks[i], r); err != nil {
+			if err := testkit.Complete(ctx, e.g, tks[i], r); err != nil {
 				t.Error(err)
 			}
 		})
@@ -934,7 +880,7 @@ func TestGroupCommitRetention(t *testing.T) {
 	wg.Wait()
 	// Round trips sent at once may reach the store in either order.
 	slices.Sort(got)
-	want := []string{"CompleteBatch:[k0 k2]@1h0m0s", "CompleteBatch:[k1 k4]@2h0m0s", "CompleteBatch:[k3]@3h0m0s"}
+	want := []string{"Complete:[k0 k2]@1h0m0s", "Complete:[k1 k4]@2h0m0s", "Complete:[k3]@3h0m0s"}
 	if !slices.Equal(got, want) {
 		t.Errorf("round trips %q, want %q", got, want)
 	}
@@ -950,23 +896,23 @@ func TestGroupCommitCap(t *testing.T) {
 	const n = 300
 	for i := range n {
 		wg.Go(func() {
-			if _, err := e.g.Claim(ctx, gcClaim(fmt.Sprint("k", i))); err != nil {
+			if _, err := testkit.Claim(ctx, e.g, gcClaim(fmt.Sprint("k", i)), time.Hour); err != nil {
 				t.Error(err)
 			}
 		})
 	}
 	gcQueued(t, e.g, gcClaims, n)
 	// A batch of more than a round trip holds is not queued.
-	big := make([]dedupe.ClaimRequest, 257)
+	big := make([]dedupe.Item, 257)
 	for i := range big {
 		big[i] = gcClaim(fmt.Sprint("big", i))
 	}
 	bigDone := gcAsync(func() {
-		if _, _, err := dedupe.ClaimBatch(ctx, e.g, big); err != nil {
+		if _, _, err := e.g.Claim(ctx, big, time.Hour); err != nil {
 			t.Error(err)
 		}
 	})
-	if tr := e.s.let(t); tr.op != "ClaimBatch" || len(tr.keys) != len(big) {
+	if tr := e.s.let(t); tr.op != "Claim" || len(tr.keys) != len(big) {
 		t.Errorf("big batch sent as %s of %d", tr.op, len(tr.keys))
 	}
 	<-bigDone // while the round trip before it is still held
@@ -991,17 +937,17 @@ func TestGroupCommitRefused(t *testing.T) {
 	unblock := e.block(t, "Claim")
 	ctx := t.Context()
 	before := len(e.s.log())
-	if _, err := e.g.Claim(ctx, dedupe.ClaimRequest{Ref: gcRef("k")}); err == nil {
+	if _, err := testkit.Claim(ctx, e.g, gcClaim("k"), 0); err == nil {
 		t.Error("Claim with no lease succeeded")
 	}
-	if _, _, err := dedupe.ClaimBatch(ctx, e.g, []dedupe.ClaimRequest{gcClaim("j"), {Ref: gcRef("k")}}); err == nil {
-		t.Error("ClaimBatch with no lease succeeded")
+	if _, _, err := e.g.Claim(ctx, []dedupe.Item{gcClaim("j"), gcClaim("k")}, -time.Second); err == nil {
+		t.Error("Claim with a negative lease succeeded")
 	}
-	if err := e.g.Complete(ctx, tk, 0); err == nil {
+	if err := testkit.Complete(ctx, e.g, tk, 0); err == nil {
 		t.Error("Complete with no retention succeeded")
 	}
-	if _, err := dedupe.CompleteBatch(ctx, e.g, []dedupe.Ticket{tk}, -time.Second); err == nil {
-		t.Error("CompleteBatch with a negative retention succeeded")
+	if _, err := e.g.Complete(ctx, []dedupe.Ticket{tk}, -time.Second); err == nil {
+		t.Error("Complete with a negative retention succeeded")
 	}
 	if got := e.s.log()[before:]; len(got) != 0 {
 		t.Errorf("refused calls made round trips %q", got)
@@ -1014,76 +960,12 @@ func TestGroupCommitRefused(t *testing.T) {
 }
 
 // TestGroupCommitConformance runs the conformance suite on the wrapper over
-// a Batcher whose round trips are held by nobody.
+// a store whose round trips are held by nobody; its churn has many
+// goroutines claim, complete and release a few keys through one wrapper.
 func TestGroupCommitConformance(t *testing.T) {
-	dedupetest.Run(t, func(t *testing.T) dedupe.Store {
+	dedupetest.RunConformanceTests(t, func(t *testing.T) dedupe.Store {
 		return dedupe.WithGroupCommit(newTripStore())
-	}, dedupetest.Features{Batcher: true})
-}
-
-// TestGroupCommitChurn has many goroutines claim, complete and release a
-// few keys through one wrapper: no key has two owners at once, and every
-// call is answered.
-func TestGroupCommitChurn(t *testing.T) {
-	e := newGCEnv()
-	const workers, rounds, keys = 32, 200, 4
-	var (
-		mu     sync.Mutex
-		owners = make(map[string]int)
-	)
-	ctx := t.Context()
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := range rounds {
-				k := fmt.Sprint("k", (w+i)%keys)
-				res, err := e.g.Claim(ctx, gcClaim(k))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if res.Status != dedupe.Acquired {
-					continue
-				}
-				mu.Lock()
-				owners[k]++
-				if owners[k] > 1 {
-					t.Errorf("%s has %d owners", k, owners[k])
-				}
-				mu.Unlock()
-				tk := dedupe.Ticket{Ref: gcRef(k), Token: res.Token}
-				mu.Lock()
-				owners[k]--
-				mu.Unlock()
-				if i%2 == 0 {
-					err = e.g.Release(ctx, tk)
-				} else {
-					err = e.g.Complete(ctx, tk, time.Nanosecond)
-				}
-				if err != nil {
-					t.Error(err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-}
-
-// gcMemBatcher is memdedupe with batch calls made one item at a time: a
-// Batcher whose round trips cost next to nothing, to measure the
-// wrapper's own cost.
-type gcMemBatcher struct{ dedupe.Store }
-
-func (s gcMemBatcher) ClaimBatch(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
-	return dedupe.ClaimBatch(ctx, s.Store, reqs)
-}
-
-func (s gcMemBatcher) CompleteBatch(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
-	return dedupe.CompleteBatch(ctx, s.Store, ts, retention)
-}
-
-func (s gcMemBatcher) ReleaseBatch(ctx context.Context, ts []dedupe.Ticket) ([]error, error) {
-	return dedupe.ReleaseBatch(ctx, s.Store, ts)
+	}, dedupetest.Features{})
 }
 
 // BenchmarkGroupCommit measures what the wrapper adds to a claim and a
@@ -1098,7 +980,7 @@ func BenchmarkGroupCommit(b *testing.B) {
 				name = fmt.Sprintf("goroutines=%d/groupcommit", n)
 			}
 			b.Run(name, func(b *testing.B) {
-				var s dedupe.Store = gcMemBatcher{memdedupe.New(memdedupe.Config{})}
+				var s dedupe.Store = memdedupe.New(memdedupe.Config{})
 				if wrap {
 					s = dedupe.WithGroupCommit(s)
 				}
@@ -1106,9 +988,9 @@ func BenchmarkGroupCommit(b *testing.B) {
 				ctx := b.Context()
 				one := func() {
 					ref := gcRef(strconv.FormatInt(next.Add(1), 10))
-					res, err := s.Claim(ctx, dedupe.ClaimRequest{Ref: ref, Lease: time.Minute})
+					res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: ref}, time.Minute)
 					if err == nil {
-						err = s.Complete(ctx, dedupe.Ticket{Ref: ref, Token: res.Token}, time.Minute)
+						err = testkit.Complete(ctx, s, dedupe.Ticket{Ref: ref, Token: res.Token}, time.Minute)
 					}
 					if err != nil {
 						b.Fatal(err)

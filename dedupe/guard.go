@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idemq/idemq/internal/dedupekit"
 )
 
 // GuardConfig holds a Guard's optional settings. The zero value works.
@@ -38,6 +40,28 @@ type GuardConfig struct {
 	// claimed row's lock holds the key until the transaction ends, so
 	// ExtendEvery and CleanupTimeout do not apply. Default false.
 	Tx bool
+	// GroupCommit coalesces the claims, completions and releases of the
+	// Guard's concurrent Do calls into one store call per kind, as a push
+	// consumer, which delivers each message on a goroutine of its own,
+	// needs for a per-message path cheaper than a naive claim and mark.
+	// There is no timer: a call made while no round trip of its kind is in
+	// flight is sent at once, and the calls made meanwhile (up to 256 keys)
+	// go together when it returns, so at most one claim, one complete and
+	// one release round trip are in flight at a time. Answers are those of
+	// the calls made one after another in the order they queued (a key
+	// claimed twice in one round trip is Acquired, then Busy); an error of
+	// the whole round trip goes to every caller in it. A caller whose
+	// context ends returns at once, and a round trip is cancelled only
+	// once every caller in it has gone. Not with Tx. Default false.
+	GroupCommit bool
+	// DoneCache, if positive, is how many keys the store answered or
+	// recorded as done the Guard remembers, most recently used first, to
+	// answer their duplicates Suppressed without a round trip. An entry
+	// lives no longer than the key's retention on the local clock, so it
+	// is right as long as nothing but the Guards remove done records (an
+	// operator's Forget, or a Redis eviction, is not seen). Not with Tx.
+	// Default 0: no cache.
+	DoneCache int
 }
 
 func (c *GuardConfig) setDefaults() {
@@ -55,9 +79,13 @@ func (c *GuardConfig) setDefaults() {
 	}
 }
 
-// Validate reports settings that cannot work.
-func (c GuardConfig) Validate() error {
+// validate reports settings that cannot work.
+func (c GuardConfig) validate() error {
 	switch {
+	case c.Tx && (c.GroupCommit || c.DoneCache > 0):
+		return errors.New("dedupe: a transactional guard (Tx) has no group commit or done cache: its claims are statements of the handlers' transactions")
+	case c.DoneCache < 0:
+		return fmt.Errorf("dedupe: guard done cache %d must not be negative", c.DoneCache)
 	case c.Lease <= 0:
 		return fmt.Errorf("dedupe: guard lease %v must be positive", c.Lease)
 	case c.Retention <= 0:
@@ -88,10 +116,16 @@ func NewGuard(store Store, cfg GuardConfig) (*Guard, error) {
 		return nil, errors.New("dedupe: nil store")
 	}
 	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	if !cfg.Tx {
+		if cfg.GroupCommit {
+			store = withGroupCommit(store)
+		}
+		if cfg.DoneCache > 0 {
+			store = withDoneCache(store, cfg.DoneCache)
+		}
 		return &Guard{store: store, cfg: cfg, keep: keeper{store: store, lease: cfg.Lease, extendEvery: cfg.ExtendEvery}}, nil
 	}
 	tx, ok := store.(TxClaimer)
@@ -115,20 +149,11 @@ func (g *Guard) Config() GuardConfig { return g.cfg }
 // cause counts.
 func (g *Guard) Interrupt(cause error) { g.keep.interrupt(cause) }
 
-// Item is one message given to [Guard.Do].
-type Item struct {
-	Ref Ref
-	// Fingerprint identifies the payload as in [ClaimRequest]; empty
-	// disables the check.
-	Fingerprint string
-}
-
 // Do runs fn(ctx, i) for each of items whose key it acquires, and returns
-// what it did with each, in items' order. A single message is a batch of
-// one: it costs one Claim and one Complete (or Release). A batch costs one
-// [ClaimBatch], one [CompleteBatch] for the items whose fn succeeded and one
-// [ReleaseBatch] for the others, plus the leases' extensions while fn runs
-// for longer than ExtendEvery.
+// what it did with each, in items' order. A batch, a single message
+// included, costs one [Store.Claim], one [Store.Complete] for the items whose
+// fn succeeded and one [Store.Release] for the others, plus the leases'
+// extensions while fn runs for longer than ExtendEvery.
 //
 // fn runs for every acquired item, in order, in the calling goroutine, even
 // after an earlier item failed, so that a redelivery of the batch retries
@@ -172,11 +197,11 @@ type Item struct {
 //     (Unguarded, or Failed), while a failed begin does not (fn's
 //     transaction cannot run either).
 //
-// fn's context then carries its transaction ([TxFromContext]), which fn
+// fn's context then carries its transaction ([ClaimFromContext]), which fn
 // must neither commit nor roll back; a panic in fn rolls it back.
 //
 // fn's context carries ctx's values and deadline, and its item's claim:
-// [TicketFromContext] returns its ticket. It ends with ctx, when the lease
+// [ClaimFromContext] returns its ticket. It ends with ctx, when the lease
 // is lost, when [Guard.Interrupt] is called, and once fn has returned. It
 // is made cancellable only when fn first asks for its Done (or it must be
 // cancelled): a fn that never waits on it costs no cancel context, timer
@@ -192,7 +217,7 @@ func (g *Guard) Do(ctx context.Context, items []Item, fn func(ctx context.Contex
 		seen = make(map[Item]int, len(items))
 	}
 	for i, it := range items {
-		if err := (ClaimRequest{Ref: it.Ref, Lease: g.cfg.Lease, Fingerprint: it.Fingerprint}).Validate(); err != nil {
+		if err := dedupekit.CheckClaim(it.Ref.Namespace, it.Ref.Group, it.Ref.Key, g.cfg.Lease, it.Fingerprint); err != nil {
 			res[i] = Result{Outcome: InvalidKey, Err: fmt.Errorf("dedupe: claim %q: %w", it.Ref, err)}
 			continue
 		}
@@ -265,35 +290,18 @@ func firstOf(items []Item, pending []int, seen map[Item]int, i int) int {
 // it sets the result of every other pending item. When the claim fails as
 // a whole with FailOpen, that means running fn for each without a claim.
 func (g *Guard) claim(ctx context.Context, items []Item, pending []int, fn func(context.Context, int) error, res []Result) []lease {
-	var (
-		answers []ClaimResult
-		errs    []error
-		err     error
-		// A single claim's answer: no slices to allocate.
-		one    [1]ClaimResult
-		oneErr [1]error
-	)
-	if len(pending) == 1 {
-		it := items[pending[0]]
-		one[0], err = g.store.Claim(ctx, ClaimRequest{Ref: it.Ref, Lease: g.cfg.Lease, Fingerprint: it.Fingerprint})
-		if errors.Is(err, ErrInvalidKey) {
-			oneErr[0], err, errs = err, nil, oneErr[:]
-		}
-		answers = one[:]
-	} else {
-		reqs := make([]ClaimRequest, len(pending))
-		for j, i := range pending {
-			reqs[j] = ClaimRequest{Ref: items[i].Ref, Lease: g.cfg.Lease, Fingerprint: items[i].Fingerprint}
-		}
-		answers, errs, err = ClaimBatch(ctx, g.store, reqs)
+	claims := make([]Item, len(pending))
+	for j, i := range pending {
+		claims[j] = items[i]
 	}
+	answers, errs, err := g.store.Claim(ctx, claims, g.cfg.Lease)
 	if err != nil {
 		g.unguarded(ctx, items, pending, fn, res, err)
 		return nil
 	}
 	acquired := 0
 	for j, i := range pending {
-		if errs != nil && errs[j] != nil {
+		if errs[j] != nil {
 			res[i] = Result{Outcome: InvalidKey, Err: errs[j]}
 		} else if r, ok := answered(answers[j], items[i].Ref); ok {
 			res[i] = r
@@ -307,7 +315,7 @@ func (g *Guard) claim(ctx context.Context, items []Item, pending []int, fn func(
 	held := make([]lease, acquired)
 	n := 0
 	for j, i := range pending {
-		if (errs == nil || errs[j] == nil) && answers[j].Status == Acquired {
+		if errs[j] == nil && answers[j].Outcome == Acquired {
 			// Field by field: a lease is large, and copying one in whole
 			// costs a write barrier over all of it.
 			l := &held[n]
@@ -323,17 +331,15 @@ func (g *Guard) claim(ctx context.Context, items []Item, pending []int, fn func(
 // with a, unless a acquired the key (ok false): the one mapping from a
 // store's answer to an outcome, in both modes.
 func answered(a ClaimResult, ref Ref) (r Result, ok bool) {
-	switch a.Status {
+	switch a.Outcome {
 	case Acquired:
 		return Result{}, false
-	case Done:
-		return Result{Outcome: Suppressed}, true
-	case InFlight:
+	case Suppressed, Reused:
+		return Result{Outcome: a.Outcome}, true
+	case Busy:
 		return Result{Outcome: Busy, Wait: a.Remaining}, true
-	case Conflict:
-		return Result{Outcome: Reused}, true
 	}
-	return Result{Outcome: StoreDown, Err: fmt.Errorf("dedupe: claim %s answered %v", ref, a.Status)}, true
+	return Result{Outcome: StoreDown, Err: fmt.Errorf("dedupe: claim %s answered %v", ref, a.Outcome)}, true
 }
 
 // unguarded sets the results of the pending items when their claim failed
@@ -482,22 +488,11 @@ func (l *lease) toComplete() bool { return l.ran && l.err == nil }
 func (l *lease) toRelease() bool { return !l.ran || l.err != nil }
 
 // settleAll completes (complete) or releases the claims of the n items
-// of held that are to be: one call for one item, one batch call for more,
-// whose errors are in held's order.
+// of held that are to be, in one call whose errors are in held's order.
 func (g *Guard) settleAll(ctx context.Context, held []lease, n int, complete bool) ([]error, error) {
 	pick := (*lease).toRelease
 	if complete {
 		pick = (*lease).toComplete
-	}
-	if n == 1 {
-		for k := range held {
-			if h := &held[k]; pick(h) {
-				if complete {
-					return nil, g.store.Complete(ctx, h.c.ticket, g.cfg.Retention)
-				}
-				return nil, g.store.Release(ctx, h.c.ticket)
-			}
-		}
 	}
 	ts := make([]Ticket, 0, n)
 	for k := range held {
@@ -506,15 +501,15 @@ func (g *Guard) settleAll(ctx context.Context, held []lease, n int, complete boo
 		}
 	}
 	if complete {
-		return CompleteBatch(ctx, g.store, ts, g.cfg.Retention)
+		return g.store.Complete(ctx, ts, g.cfg.Retention)
 	}
-	return ReleaseBatch(ctx, g.store, ts)
+	return g.store.Release(ctx, ts)
 }
 
 // itemErr is item n's error in a settlement's answer: the whole call's
-// error if it failed or was a single call, else the item's own.
+// error if it failed, else the item's own.
 func itemErr(errs []error, err error, n int) error {
-	if err != nil || errs == nil {
+	if err != nil {
 		return err
 	}
 	return errs[n]

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,24 +13,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/idemq/idemq/dedupe"
-	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/memdedupe"
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 )
 
-// Store calls by phase, single and batch alike, and by kind.
-const (
-	opsClaim    = dedupetest.OpClaim | dedupetest.OpClaimBatch
-	opsComplete = dedupetest.OpComplete | dedupetest.OpCompleteBatch
-	opsRelease  = dedupetest.OpRelease | dedupetest.OpReleaseBatch
-	opsSingle   = dedupetest.OpClaim | dedupetest.OpComplete | dedupetest.OpRelease
-	opsBatch    = dedupetest.OpClaimBatch | dedupetest.OpCompleteBatch | dedupetest.OpReleaseBatch
-)
-
 // sizes are the batch sizes that the tests of behaviour shared by single
-// messages and batches run: one message, which costs single store calls, and
-// a batch, which costs batch calls.
+// messages and batches run: one message, and a batch.
 var sizes = []int{1, 3}
 
 func refOf(key string) dedupe.Ref { return dedupe.Ref{Namespace: "test", Group: "g", Key: key} }
@@ -56,26 +44,35 @@ func itemsOf(fp string, keys ...string) []dedupe.Item {
 
 // statusOf claims r in s for a moment and returns the answer, releasing what
 // it acquired.
-func statusOf(t *testing.T, s dedupe.Store, r dedupe.Ref) dedupe.Status {
+func statusOf(t *testing.T, s dedupe.Store, r dedupe.Ref) dedupe.Outcome {
 	t.Helper()
-	res, err := s.Claim(context.Background(), dedupe.ClaimRequest{Ref: r, Lease: time.Hour})
+	res, err := testkit.Claim(context.Background(), s, dedupe.Item{Ref: r}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status == dedupe.Acquired {
-		if err := s.Release(context.Background(), dedupe.Ticket{Ref: r, Token: res.Token}); err != nil {
+	if res.Outcome == dedupe.Acquired {
+		if err := testkit.Release(context.Background(), s, dedupe.Ticket{Ref: r, Token: res.Token}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return res.Status
+	return res.Outcome
+}
+
+// wantStatus fails unless a claim of r in s answers want: the state a Do
+// left r in.
+func wantStatus(t *testing.T, s dedupe.Store, r dedupe.Ref, want dedupe.Outcome) {
+	t.Helper()
+	if got := statusOf(t, s, r); got != want {
+		t.Errorf("after Do, Claim(%q) = %v, want %v", r, got, want)
+	}
 }
 
 // holdKey claims r in s for lease as another consumer would.
 func holdKey(t *testing.T, s dedupe.Store, r dedupe.Ref, fp string, lease time.Duration) dedupe.Ticket {
 	t.Helper()
-	res, err := s.Claim(context.Background(), dedupe.ClaimRequest{Ref: r, Lease: lease, Fingerprint: fp})
-	if err != nil || res.Status != dedupe.Acquired {
-		t.Fatalf("Claim(%s) = %v, %v; want acquired", r, res.Status, err)
+	res, err := testkit.Claim(context.Background(), s, dedupe.Item{Ref: r, Fingerprint: fp}, lease)
+	if err != nil || res.Outcome != dedupe.Acquired {
+		t.Fatalf("Claim(%s) = %v, %v; want acquired", r, res.Outcome, err)
 	}
 	return dedupe.Ticket{Ref: r, Token: res.Token}
 }
@@ -85,13 +82,13 @@ func holdKey(t *testing.T, s dedupe.Store, r dedupe.Ref, fp string, lease time.D
 type guardEnv struct {
 	clock *testkit.Clock
 	mem   *memdedupe.Store
-	fs    *dedupetest.FaultStore
+	fs    *testkit.FaultStore
 }
 
 func newGuardEnv() *guardEnv {
 	clock := testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 0)
 	mem := memdedupe.New(memdedupe.Config{Now: clock.Now})
-	return &guardEnv{clock: clock, mem: mem, fs: dedupetest.NewFaultStore(mem)}
+	return &guardEnv{clock: clock, mem: mem, fs: testkit.NewFaultStore(mem)}
 }
 
 // checkResult reports got unless it has outcome want and an Err matching
@@ -112,12 +109,11 @@ func checkResult(t *testing.T, what string, got dedupe.Result, want dedupe.Outco
 // errSentinels is a handler's error that wraps every sentinel of the store
 // contract: the handler failed, whatever its error wraps.
 var errSentinels = fmt.Errorf("handler: %w", errors.Join(errHandler,
-	dedupe.ErrLeaseLost, dedupe.ErrInFlight, dedupe.ErrConflict, dedupe.ErrInvalidKey))
+	dedupe.ErrLeaseLost, dedupe.ErrBusy, msgkey.ErrInvalid))
 
 // TestGuardDo runs n messages in one situation, alone and as a batch: each
 // gets the situation's outcome, the handler runs or not, the key is left as
-// it should be, and the store sees one round trip per phase: single calls
-// for one message, batch calls for more.
+// it should be, and the store sees one round trip per phase.
 func TestGuardDo(t *testing.T) {
 	// held is how long another consumer holds a key, or how long a done key
 	// is kept, in setups.
@@ -139,7 +135,6 @@ func TestGuardDo(t *testing.T) {
 		endLease(t, e, r)
 		holdKey(t, e.mem, r, "", held)
 	}
-	storeDown := func(t *testing.T, e *env, _ dedupe.Ref) { e.fs.Inject(dedupetest.Fault{}) }
 	tests := []struct {
 		name string
 		cfg  dedupe.GuardConfig
@@ -149,7 +144,7 @@ func TestGuardDo(t *testing.T) {
 		// setup prepares the record of item i before Do; fault is
 		// injected after it.
 		setup func(t *testing.T, e *env, r dedupe.Ref, i int)
-		fault *dedupetest.Fault
+		fault *testkit.Fault
 		// during runs in each handler before it returns handler.
 		during  func(t *testing.T, e *env, r dedupe.Ref)
 		handler error
@@ -161,12 +156,12 @@ func TestGuardDo(t *testing.T) {
 		wantWait func(i int) time.Duration
 		wantRan  bool
 		// wantAfter is the key's state after Do; zero skips the check.
-		wantAfter dedupe.Status
+		wantAfter dedupe.Outcome
 		// trips counts claim, complete and release round trips.
 		trips [3]int
 	}{{
 		name: "Success",
-		want: dedupe.Completed, wantRan: true, wantAfter: dedupe.Done, trips: [3]int{1, 1, 0},
+		want: dedupe.Completed, wantRan: true, wantAfter: dedupe.Suppressed, trips: [3]int{1, 1, 0},
 	}, {
 		name:    "HandlerError",
 		handler: errHandler,
@@ -182,141 +177,52 @@ func TestGuardDo(t *testing.T) {
 	}, {
 		name:  "Done",
 		setup: done(""),
-		want:  dedupe.Suppressed, wantAfter: dedupe.Done, trips: [3]int{1, 0, 0},
-	}, {
-		name:  "DoneSameFingerprint",
-		setup: done("ffff"), fp: "ffff",
-		want: dedupe.Suppressed, wantAfter: dedupe.Done, trips: [3]int{1, 0, 0},
-	}, {
-		// Fingerprints of different kinds (lengths) are not compared.
-		name:  "DoneOtherFingerprintKind",
-		setup: done("ffff"), fp: "gg",
-		want: dedupe.Suppressed, wantAfter: dedupe.Done, trips: [3]int{1, 0, 0},
+		want:  dedupe.Suppressed, wantAfter: dedupe.Suppressed, trips: [3]int{1, 0, 0},
 	}, {
 		name:     "InFlight",
 		setup:    hold(""),
 		want:     dedupe.Busy,
 		wantWait: func(i int) time.Duration { return time.Duration(i+1) * held },
 		// The holder's claim is untouched.
-		wantAfter: dedupe.InFlight, trips: [3]int{1, 0, 0},
+		wantAfter: dedupe.Busy, trips: [3]int{1, 0, 0},
 	}, {
 		name:  "ReusedInFlight",
 		setup: hold("aaaa"), fp: "bbbb",
-		want: dedupe.Reused, wantAfter: dedupe.InFlight, trips: [3]int{1, 0, 0},
-	}, {
-		name:  "ReusedDone",
-		setup: done("aaaa"), fp: "bbbb",
-		want: dedupe.Reused, wantAfter: dedupe.Done, trips: [3]int{1, 0, 0},
+		want: dedupe.Reused, wantAfter: dedupe.Busy, trips: [3]int{1, 0, 0},
 	}, {
 		// Invalid keys never run, and never reach the store, even when the
 		// store is down and the guard fails open.
 		name:  "InvalidKey",
 		key:   func(i int) string { return fmt.Sprint("bad\n", i) },
 		cfg:   dedupe.GuardConfig{FailOpen: true},
-		fault: &dedupetest.Fault{},
-		want:  dedupe.InvalidKey, wantErr: []error{dedupe.ErrInvalidKey},
-	}, {
-		name: "EmptyKey",
-		key:  func(int) string { return "" },
-		want: dedupe.InvalidKey, wantErr: []error{dedupe.ErrInvalidKey},
-	}, {
-		name: "KeyTooLong",
-		key:  func(i int) string { return fmt.Sprint(i, strings.Repeat("k", msgkey.MaxLen)) },
-		want: dedupe.InvalidKey, wantErr: []error{dedupe.ErrInvalidKey},
+		fault: &testkit.Fault{},
+		want:  dedupe.InvalidKey, wantErr: []error{msgkey.ErrInvalid},
 	}, {
 		name: "BadFingerprint",
 		fp:   "ff\x00ff",
-		want: dedupe.InvalidKey, wantErr: []error{dedupe.ErrInvalidKey},
-	}, {
-		name:  "StoreDownFailClosed",
-		fault: &dedupetest.Fault{},
-		want:  dedupe.StoreDown, wantErr: []error{dedupetest.ErrInjected},
-		wantAfter: dedupe.Acquired, trips: [3]int{1, 0, 0},
-	}, {
-		name:  "StoreDownFailOpen",
-		cfg:   dedupe.GuardConfig{FailOpen: true},
-		fault: &dedupetest.Fault{},
-		want:  dedupe.Unguarded, wantErr: []error{dedupetest.ErrInjected}, wantRan: true,
-		wantAfter: dedupe.Acquired, trips: [3]int{1, 0, 0},
-	}, {
-		name:    "StoreDownFailOpenHandlerError",
-		cfg:     dedupe.GuardConfig{FailOpen: true},
-		fault:   &dedupetest.Fault{},
-		handler: errHandler,
-		want:    dedupe.Failed, wantErr: []error{errHandler}, notErr: []error{dedupetest.ErrInjected}, wantRan: true,
-		wantAfter: dedupe.Acquired, trips: [3]int{1, 0, 0},
+		want: dedupe.InvalidKey, wantErr: []error{msgkey.ErrInvalid},
 	}, {
 		// Fail-open runs the handler unguarded: its error, whatever it
 		// wraps, is a failure too.
 		name:    "StoreDownFailOpenHandlerErrorWrapsSentinels",
 		cfg:     dedupe.GuardConfig{FailOpen: true},
-		fault:   &dedupetest.Fault{},
+		fault:   &testkit.Fault{},
 		handler: errSentinels,
 		want:    dedupe.Failed, wantErr: []error{errSentinels}, wantRan: true,
 		wantAfter: dedupe.Acquired, trips: [3]int{1, 0, 0},
 	}, {
-		// The claim reached the store, but its answer was lost: the key is
-		// held until its lease ends.
-		name:  "ClaimAnswerLostFailClosed",
-		fault: &dedupetest.Fault{Ops: opsClaim, After: true},
-		want:  dedupe.StoreDown, wantErr: []error{dedupetest.ErrInjected},
-		wantAfter: dedupe.InFlight, trips: [3]int{1, 0, 0},
-	}, {
-		name:  "ClaimAnswerLostFailOpen",
-		cfg:   dedupe.GuardConfig{FailOpen: true},
-		fault: &dedupetest.Fault{Ops: opsClaim, After: true},
-		want:  dedupe.Unguarded, wantErr: []error{dedupetest.ErrInjected}, wantRan: true,
-		wantAfter: dedupe.InFlight, trips: [3]int{1, 0, 0},
-	}, {
-		// Complete fails twice (the call and its one retry).
-		name:  "CompleteFails",
-		fault: &dedupetest.Fault{Ops: opsComplete},
-		want:  dedupe.Unrecorded, wantErr: []error{dedupetest.ErrInjected}, wantRan: true,
-		wantAfter: dedupe.InFlight, // until the lease ends
-		trips:     [3]int{1, 2, 0},
-	}, {
-		name:  "CompleteFailsOnceThenRetried",
-		fault: &dedupetest.Fault{Ops: opsComplete, Nth: 1},
-		want:  dedupe.Completed, wantRan: true, wantAfter: dedupe.Done, trips: [3]int{1, 2, 0},
-	}, {
 		// Complete is applied but its answer lost; the retry, with the
 		// same token, succeeds.
 		name:  "CompleteAnswerLostOnceThenRetried",
-		fault: &dedupetest.Fault{Ops: opsComplete, Nth: 1, After: true},
-		want:  dedupe.Completed, wantRan: true, wantAfter: dedupe.Done, trips: [3]int{1, 2, 0},
+		fault: &testkit.Fault{Ops: testkit.OpComplete, Nth: 1, After: true},
+		want:  dedupe.Completed, wantRan: true, wantAfter: dedupe.Suppressed, trips: [3]int{1, 2, 0},
 	}, {
 		// Every answer is lost: the guard cannot know what the store
 		// knows.
 		name:  "CompleteAnswerLost",
-		fault: &dedupetest.Fault{Ops: opsComplete, After: true},
-		want:  dedupe.Unrecorded, wantErr: []error{dedupetest.ErrInjected}, wantRan: true,
-		wantAfter: dedupe.Done, trips: [3]int{1, 2, 0},
-	}, {
-		// FailOpen is about claims: a store lost after the claim does the
-		// same either way.
-		name:   "StoreDownWhileRunning",
-		during: storeDown,
-		want:   dedupe.Unrecorded, wantErr: []error{dedupetest.ErrInjected}, wantRan: true,
-		wantAfter: dedupe.InFlight, trips: [3]int{1, 2, 0},
-	}, {
-		name:   "StoreDownWhileRunningFailOpen",
-		cfg:    dedupe.GuardConfig{FailOpen: true},
-		during: storeDown,
-		want:   dedupe.Unrecorded, wantErr: []error{dedupetest.ErrInjected}, wantRan: true,
-		wantAfter: dedupe.InFlight, trips: [3]int{1, 2, 0},
-	}, {
-		// A failed release is not retried: the lease ends by itself.
-		name:    "StoreDownWhileRunningHandlerError",
-		during:  storeDown,
-		handler: errHandler,
-		want:    dedupe.Failed, wantErr: []error{errHandler}, notErr: []error{dedupetest.ErrInjected}, wantRan: true,
-		wantAfter: dedupe.InFlight, trips: [3]int{1, 0, 1},
-	}, {
-		name:    "ReleaseFails",
-		fault:   &dedupetest.Fault{Ops: opsRelease},
-		handler: errHandler,
-		want:    dedupe.Failed, wantErr: []error{errHandler}, notErr: []error{dedupetest.ErrInjected}, wantRan: true,
-		wantAfter: dedupe.InFlight, trips: [3]int{1, 0, 1},
+		fault: &testkit.Fault{Ops: testkit.OpComplete, After: true},
+		want:  dedupe.Unrecorded, wantErr: []error{testkit.ErrInjected}, wantRan: true,
+		wantAfter: dedupe.Suppressed, trips: [3]int{1, 2, 0},
 	}, {
 		// The lease ended by the store's clock while the handler ran, and
 		// nobody took the key: the effect may still have doubled. Complete
@@ -330,13 +236,13 @@ func TestGuardDo(t *testing.T) {
 		during: takeOver,
 		want:   dedupe.LeaseLost, wantErr: []error{dedupe.ErrLeaseLost}, wantRan: true,
 		// The new owner's claim is untouched.
-		wantAfter: dedupe.InFlight, trips: [3]int{1, 1, 0},
+		wantAfter: dedupe.Busy, trips: [3]int{1, 1, 0},
 	}, {
 		name:    "TakenOverHandlerError",
 		during:  takeOver,
 		handler: errHandler,
 		want:    dedupe.Failed, wantErr: []error{errHandler}, wantRan: true,
-		wantAfter: dedupe.InFlight, trips: [3]int{1, 0, 1},
+		wantAfter: dedupe.Busy, trips: [3]int{1, 0, 1},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -387,22 +293,16 @@ func TestGuardDo(t *testing.T) {
 							t.Errorf("%s: handler ran %d times, want ran %v", what, ran[i], tt.wantRan)
 						}
 					}
-					trips := [3]int{e.fs.Calls(opsClaim), e.fs.Calls(opsComplete), e.fs.Calls(opsRelease)}
+					trips := [3]int{e.fs.Calls(testkit.OpClaim), e.fs.Calls(testkit.OpComplete), e.fs.Calls(testkit.OpRelease)}
 					if trips != tt.trips {
 						t.Errorf("claim, complete, release round trips: %v, want %v", trips, tt.trips)
 					}
-					other := opsBatch
-					if n > 1 {
-						other = opsSingle
-					}
-					if c := e.fs.Calls(other | dedupetest.OpExtend); c != 0 {
-						t.Errorf("%d calls of %v, want none", c, other|dedupetest.OpExtend)
+					if c := e.fs.Calls(testkit.OpExtend); c != 0 {
+						t.Errorf("%d calls of Extend, want none", c)
 					}
 					if tt.wantAfter != 0 {
-						for i, it := range items {
-							if got := statusOf(t, e.mem, it.Ref); got != tt.wantAfter {
-								t.Errorf("item %d: after Do, Claim = %v, want %v", i, got, tt.wantAfter)
-							}
+						for _, it := range items {
+							wantStatus(t, e.mem, it.Ref, tt.wantAfter)
 						}
 					}
 				})
@@ -430,15 +330,15 @@ func TestGuardMixedBatch(t *testing.T) {
 		wantWait time.Duration
 		// wantAfter is the key's state after the batch; zero skips the
 		// check.
-		wantAfter dedupe.Status
+		wantAfter dedupe.Outcome
 	}
 	items := []item{
-		0: {key: "fresh", fp: "ffff", want: dedupe.Completed, wantAfter: dedupe.Done},
-		1: {key: "done", setup: done, want: dedupe.Suppressed, wantAfter: dedupe.Done},
-		2: {key: "busy", setup: hold(""), want: dedupe.Busy, wantWait: held, wantAfter: dedupe.InFlight},
+		0: {key: "fresh", fp: "ffff", want: dedupe.Completed, wantAfter: dedupe.Suppressed},
+		1: {key: "done", setup: done, want: dedupe.Suppressed, wantAfter: dedupe.Suppressed},
+		2: {key: "busy", setup: hold(""), want: dedupe.Busy, wantWait: held, wantAfter: dedupe.Busy},
 		3: {key: "fail", handler: errHandler, want: dedupe.Failed, wantErr: errHandler, wantAfter: dedupe.Acquired},
-		4: {key: "bad\n", want: dedupe.InvalidKey, wantErr: dedupe.ErrInvalidKey},
-		5: {key: "reused", fp: "bbbb", setup: hold("aaaa"), want: dedupe.Reused, wantAfter: dedupe.InFlight},
+		4: {key: "bad\n", want: dedupe.InvalidKey, wantErr: msgkey.ErrInvalid},
+		5: {key: "reused", fp: "bbbb", setup: hold("aaaa"), want: dedupe.Reused, wantAfter: dedupe.Busy},
 		// Repeats (same key, same fingerprint) are not claimed: once the
 		// first succeeded they are duplicates; when it failed its key is
 		// free again, but for a redelivery: busy, with no time to wait;
@@ -455,8 +355,8 @@ func TestGuardMixedBatch(t *testing.T) {
 		// claim in flight, for the guard's lease (30s by default; the
 		// store's clock stands still).
 		11: {key: "fresh", want: dedupe.Busy, wantWait: 30 * time.Second},
-		12: {key: "late", want: dedupe.Completed, wantAfter: dedupe.Done},
-		13: {key: "bad\n", want: dedupe.InvalidKey, wantErr: dedupe.ErrInvalidKey},
+		12: {key: "late", want: dedupe.Completed, wantAfter: dedupe.Suppressed},
+		13: {key: "bad\n", want: dedupe.InvalidKey, wantErr: msgkey.ErrInvalid},
 	}
 	e := newGuardEnv()
 	batch := make([]dedupe.Item, len(items))
@@ -469,8 +369,8 @@ func TestGuardMixedBatch(t *testing.T) {
 	var ran []int
 	res := newGuard(t, e.fs, dedupe.GuardConfig{}).Do(t.Context(), batch, func(ctx context.Context, i int) error {
 		ran = append(ran, i)
-		if tk, ok := dedupe.TicketFromContext(ctx); !ok || tk.Ref != batch[i].Ref {
-			t.Errorf("item %d: TicketFromContext = %v, %v; want its own", i, tk, ok)
+		if tk, ok := ticketOf(ctx); !ok || tk.Ref != batch[i].Ref {
+			t.Errorf("item %d: ClaimFromContext = %v, %v; want its own", i, tk, ok)
 		}
 		return items[i].handler
 	})
@@ -480,18 +380,16 @@ func TestGuardMixedBatch(t *testing.T) {
 			t.Errorf("item %d (%q %q): %v, %v, wait %v; want %v, %v, wait %v", i, it.key, it.fp, r.Outcome, r.Err, r.Wait, it.want, it.wantErr, it.wantWait)
 		}
 		if it.wantAfter != 0 {
-			if got := statusOf(t, e.mem, batch[i].Ref); got != it.wantAfter {
-				t.Errorf("item %d (%q): after the batch, Claim = %v, want %v", i, it.key, got, it.wantAfter)
-			}
+			wantStatus(t, e.mem, batch[i].Ref, it.wantAfter)
 		}
 	}
 	if want := []int{0, 3, 12}; !slices.Equal(ran, want) {
 		t.Errorf("handler ran for items %v, want %v", ran, want)
 	}
 	for _, p := range []struct {
-		ops  dedupetest.Op
+		ops  testkit.Op
 		want int
-	}{{opsClaim, 1}, {opsComplete, 1}, {opsRelease, 1}, {dedupetest.OpExtend, 0}} {
+	}{{testkit.OpClaim, 1}, {testkit.OpComplete, 1}, {testkit.OpRelease, 1}, {testkit.OpExtend, 0}} {
 		if got := e.fs.Calls(p.ops); got != p.want {
 			t.Errorf("%v called %d times, want %d", p.ops, got, p.want)
 		}
@@ -507,7 +405,7 @@ func TestGuardRepeats(t *testing.T) {
 		name  string
 		cfg   dedupe.GuardConfig
 		setup func(t *testing.T, e *guardEnv, r dedupe.Ref)
-		fault *dedupetest.Fault
+		fault *testkit.Fault
 		// cancel: the other message's handler cancels Do's context.
 		cancel bool
 		// during runs in the first's handler before it returns handler.
@@ -522,12 +420,12 @@ func TestGuardRepeats(t *testing.T) {
 	}{
 		{name: "Completed", wantFirst: dedupe.Completed, wantRan: true, wantRepeat: dedupe.Suppressed},
 		{name: "Failed", handler: errHandler, wantFirst: dedupe.Failed, wantFirstIs: errHandler, wantRan: true, wantRepeat: dedupe.Busy},
-		{name: "Unrecorded", fault: &dedupetest.Fault{Ops: opsComplete}, wantFirst: dedupe.Unrecorded, wantFirstIs: dedupetest.ErrInjected, wantRan: true, wantRepeat: dedupe.Suppressed},
+		{name: "Unrecorded", fault: &testkit.Fault{Ops: testkit.OpComplete}, wantFirst: dedupe.Unrecorded, wantFirstIs: testkit.ErrInjected, wantRan: true, wantRepeat: dedupe.Suppressed},
 		{name: "LeaseLost", during: func(t *testing.T, e *guardEnv, r dedupe.Ref) { e.clock.Add(time.Hour) },
 			wantFirst: dedupe.LeaseLost, wantFirstIs: dedupe.ErrLeaseLost, wantRan: true, wantRepeat: dedupe.Suppressed},
-		{name: "Unguarded", cfg: dedupe.GuardConfig{FailOpen: true}, fault: &dedupetest.Fault{Ops: opsClaim},
-			wantFirst: dedupe.Unguarded, wantFirstIs: dedupetest.ErrInjected, wantRan: true, wantRepeat: dedupe.Suppressed},
-		{name: "FailedUnguarded", cfg: dedupe.GuardConfig{FailOpen: true}, fault: &dedupetest.Fault{Ops: opsClaim}, handler: errHandler,
+		{name: "Unguarded", cfg: dedupe.GuardConfig{FailOpen: true}, fault: &testkit.Fault{Ops: testkit.OpClaim},
+			wantFirst: dedupe.Unguarded, wantFirstIs: testkit.ErrInjected, wantRan: true, wantRepeat: dedupe.Suppressed},
+		{name: "FailedUnguarded", cfg: dedupe.GuardConfig{FailOpen: true}, fault: &testkit.Fault{Ops: testkit.OpClaim}, handler: errHandler,
 			wantFirst: dedupe.Failed, wantFirstIs: errHandler, wantRan: true, wantRepeat: dedupe.Busy},
 		{name: "Suppressed", setup: func(t *testing.T, e *guardEnv, r dedupe.Ref) { completeVia(t, e.mem, r, "", time.Hour) },
 			wantFirst: dedupe.Suppressed, wantRepeat: dedupe.Suppressed},
@@ -535,8 +433,8 @@ func TestGuardRepeats(t *testing.T) {
 			wantFirst: dedupe.Busy, wantRepeat: dedupe.Busy, wantWait: time.Hour},
 		{name: "Reused", setup: func(t *testing.T, e *guardEnv, r dedupe.Ref) { holdKey(t, e.mem, r, "aaaa", time.Hour) },
 			wantFirst: dedupe.Reused, wantRepeat: dedupe.Reused},
-		{name: "StoreDown", fault: &dedupetest.Fault{Ops: opsClaim},
-			wantFirst: dedupe.StoreDown, wantFirstIs: dedupetest.ErrInjected, wantRepeat: dedupe.StoreDown},
+		{name: "StoreDown", fault: &testkit.Fault{Ops: testkit.OpClaim},
+			wantFirst: dedupe.StoreDown, wantFirstIs: testkit.ErrInjected, wantRepeat: dedupe.StoreDown},
 		{name: "Canceled", cancel: true, wantFirst: dedupe.Canceled, wantFirstIs: errCause, wantRepeat: dedupe.Canceled},
 	}
 	for _, tt := range tests {
@@ -584,113 +482,25 @@ func TestGuardRepeats(t *testing.T) {
 	}
 }
 
-// TestGuardRoundTrips counts the store calls of single messages and of
-// batches whose messages all succeed, all fail, or all are duplicates: one
-// round trip per phase, single calls for one message, batch calls for more
-// (and one call per message for a store without batches).
-func TestGuardRoundTrips(t *testing.T) {
-	const (
-		claim         = dedupetest.OpClaim
-		complete      = dedupetest.OpComplete
-		release       = dedupetest.OpRelease
-		claimBatch    = dedupetest.OpClaimBatch
-		completeBatch = dedupetest.OpCompleteBatch
-		releaseBatch  = dedupetest.OpReleaseBatch
-	)
-	tests := []struct {
-		name string
-		n    int
-		// fails says whether item i's handler fails.
-		fails func(i int) bool
-		// again runs the batch a second time, when its keys are done.
-		again bool
-		// plain hides the fault store's batch methods.
-		plain    bool
-		want     func(i int) dedupe.Outcome
-		wantRuns int
-		calls    map[dedupetest.Op]int
-	}{{
-		name: "Single", n: 1, wantRuns: 1,
-		calls: map[dedupetest.Op]int{claim: 1, complete: 1},
-	}, {
-		name: "SingleFails", n: 1, fails: func(int) bool { return true }, wantRuns: 1,
-		calls: map[dedupetest.Op]int{claim: 1, release: 1},
-	}, {
-		name: "SingleDuplicate", n: 1, again: true, wantRuns: 1,
-		calls: map[dedupetest.Op]int{claim: 2, complete: 1},
-	}, {
-		name: "Batch", n: 32, wantRuns: 32,
-		calls: map[dedupetest.Op]int{claimBatch: 1, completeBatch: 1},
-	}, {
-		name: "BatchFails", n: 32, fails: func(int) bool { return true }, wantRuns: 32,
-		calls: map[dedupetest.Op]int{claimBatch: 1, releaseBatch: 1},
-	}, {
-		name: "BatchHalfFails", n: 32, fails: func(i int) bool { return i%2 == 1 }, wantRuns: 32,
-		calls: map[dedupetest.Op]int{claimBatch: 1, completeBatch: 1, releaseBatch: 1},
-	}, {
-		// One of each: one call each.
-		name: "BatchOfTwoOneFails", n: 2, fails: func(i int) bool { return i == 1 }, wantRuns: 2,
-		calls: map[dedupetest.Op]int{claimBatch: 1, complete: 1, release: 1},
-	}, {
-		name: "BatchDuplicates", n: 32, again: true, wantRuns: 32,
-		calls: map[dedupetest.Op]int{claimBatch: 2, completeBatch: 1},
-	}, {
-		name: "BatchWithoutBatcher", n: 4, plain: true, wantRuns: 4,
-		calls: map[dedupetest.Op]int{claim: 4, complete: 4},
-	}, {
-		name: "Empty", n: 0,
-	}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
-			var s dedupe.Store = fs
-			if tt.plain {
-				s = plainStore{fs}
-			}
-			g := newGuard(t, s, dedupe.GuardConfig{})
-			items := itemsOf("", keysOf(tt.n)...)
-			runs := 0
-			fn := func(_ context.Context, i int) error {
-				runs++
-				if tt.fails != nil && tt.fails(i) {
-					return errHandler
-				}
-				return nil
-			}
-			res := g.Do(t.Context(), items, fn)
-			if tt.again {
-				res = g.Do(t.Context(), items, fn)
-			}
-			if len(res) != tt.n {
-				t.Fatalf("Do answered %d results for %d items", len(res), tt.n)
-			}
-			for i, r := range res {
-				want := dedupe.Completed
-				switch {
-				case tt.again:
-					want = dedupe.Suppressed
-				case tt.fails != nil && tt.fails(i):
-					want = dedupe.Failed
-				}
-				if r.Outcome != want {
-					t.Errorf("item %d: %v, %v; want %v", i, r.Outcome, r.Err, want)
-				}
-			}
-			if runs != tt.wantRuns {
-				t.Errorf("handler ran %d times, want %d", runs, tt.wantRuns)
-			}
-			for op := dedupetest.Op(1); op&dedupetest.OpAll != 0; op <<= 1 {
-				if got := fs.Calls(op); got != tt.calls[op] {
-					t.Errorf("%v called %d times, want %d", op, got, tt.calls[op])
-				}
-			}
-		})
+// TestGuardEmpty runs no items: no handler runs, and the store sees no
+// call. (TestGuardDo counts the round trips of every situation, alone and
+// as a batch, and TestGuardMixedBatch those of a batch of every kind.)
+func TestGuardEmpty(t *testing.T) {
+	e := newGuardEnv()
+	res := newGuard(t, e.fs, dedupe.GuardConfig{}).Do(t.Context(), nil, func(context.Context, int) error {
+		t.Error("handler ran")
+		return nil
+	})
+	if len(res) != 0 || e.fs.Calls(testkit.OpAll) != 0 {
+		t.Errorf("Do of no items = %v after %d store calls, want nothing", res, e.fs.Calls(testkit.OpAll))
 	}
 }
 
 // TestGuardStoreFails fails the store at each phase of a batch of two
 // succeeding items, a failing one and an invalid one, fail-closed and
-// fail-open.
+// fail-open: each item's outcome, the handlers run, the keys left and the
+// round trips. (TestGuardDo checks the faults it does not, on batches of
+// one kind.)
 func TestGuardStoreFails(t *testing.T) {
 	type want struct {
 		out dedupe.Outcome
@@ -699,82 +509,93 @@ func TestGuardStoreFails(t *testing.T) {
 	var (
 		completed  = want{dedupe.Completed, nil}
 		failed     = want{dedupe.Failed, []error{errHandler}}
-		invalid    = want{dedupe.InvalidKey, []error{dedupe.ErrInvalidKey}}
-		storeDown  = want{dedupe.StoreDown, []error{dedupetest.ErrInjected}}
-		unguarded  = want{dedupe.Unguarded, []error{dedupetest.ErrInjected}}
-		unrecorded = want{dedupe.Unrecorded, []error{dedupetest.ErrInjected}}
+		invalid    = want{dedupe.InvalidKey, []error{msgkey.ErrInvalid}}
+		storeDown  = want{dedupe.StoreDown, []error{testkit.ErrInjected}}
+		unguarded  = want{dedupe.Unguarded, []error{testkit.ErrInjected}}
+		unrecorded = want{dedupe.Unrecorded, []error{testkit.ErrInjected}}
 	)
 	tests := []struct {
 		name     string
 		failOpen bool
-		fault    dedupetest.Fault
+		fault    testkit.Fault
 		// inHandler injects the fault while the first handler runs rather
 		// than before the batch.
 		inHandler bool
 		want      [4]want
 		wantRan   []int
 		// wantAfter is the state of the keys of items 0, 1 and 3.
-		wantAfter [3]dedupe.Status
+		wantAfter [3]dedupe.Outcome
+		// trips counts claim, complete and release round trips.
+		trips [3]int
 	}{{
 		name:      "ClaimFailsClosed",
-		fault:     dedupetest.Fault{Ops: opsClaim},
+		fault:     testkit.Fault{Ops: testkit.OpClaim},
 		want:      [4]want{storeDown, storeDown, invalid, storeDown},
-		wantAfter: [3]dedupe.Status{dedupe.Acquired, dedupe.Acquired, dedupe.Acquired},
+		wantAfter: [3]dedupe.Outcome{dedupe.Acquired, dedupe.Acquired, dedupe.Acquired},
+		trips:     [3]int{1, 0, 0},
 	}, {
 		name:     "ClaimFailsOpen",
 		failOpen: true,
-		fault:    dedupetest.Fault{Ops: opsClaim},
+		fault:    testkit.Fault{Ops: testkit.OpClaim},
 		// Invalid keys never run, the store up or down.
 		want:      [4]want{unguarded, failed, invalid, unguarded},
 		wantRan:   []int{0, 1, 3},
-		wantAfter: [3]dedupe.Status{dedupe.Acquired, dedupe.Acquired, dedupe.Acquired},
+		wantAfter: [3]dedupe.Outcome{dedupe.Acquired, dedupe.Acquired, dedupe.Acquired},
+		trips:     [3]int{1, 0, 0},
 	}, {
 		name:      "ClaimAnswerLostFailsClosed",
-		fault:     dedupetest.Fault{Ops: opsClaim, After: true},
+		fault:     testkit.Fault{Ops: testkit.OpClaim, After: true},
 		want:      [4]want{storeDown, storeDown, invalid, storeDown},
-		wantAfter: [3]dedupe.Status{dedupe.InFlight, dedupe.InFlight, dedupe.InFlight}, // until the leases end
+		wantAfter: [3]dedupe.Outcome{dedupe.Busy, dedupe.Busy, dedupe.Busy}, // until the leases end
+		trips:     [3]int{1, 0, 0},
 	}, {
 		name:      "ClaimAnswerLostFailsOpen",
 		failOpen:  true,
-		fault:     dedupetest.Fault{Ops: opsClaim, After: true},
+		fault:     testkit.Fault{Ops: testkit.OpClaim, After: true},
 		want:      [4]want{unguarded, failed, invalid, unguarded},
 		wantRan:   []int{0, 1, 3},
-		wantAfter: [3]dedupe.Status{dedupe.InFlight, dedupe.InFlight, dedupe.InFlight},
+		wantAfter: [3]dedupe.Outcome{dedupe.Busy, dedupe.Busy, dedupe.Busy},
+		trips:     [3]int{1, 0, 0},
 	}, {
 		name:      "DownWhileHandlersRunFailsClosed",
-		fault:     dedupetest.Fault{},
+		fault:     testkit.Fault{},
 		inHandler: true,
 		want:      [4]want{unrecorded, failed, invalid, unrecorded},
 		wantRan:   []int{0, 1, 3},
-		wantAfter: [3]dedupe.Status{dedupe.InFlight, dedupe.InFlight, dedupe.InFlight},
+		wantAfter: [3]dedupe.Outcome{dedupe.Busy, dedupe.Busy, dedupe.Busy},
+		trips:     [3]int{1, 2, 1},
 	}, {
 		// FailOpen is about claims: a store lost after the claim does the
 		// same as fail-closed.
 		name:      "DownWhileHandlersRunFailsOpen",
 		failOpen:  true,
-		fault:     dedupetest.Fault{},
+		fault:     testkit.Fault{},
 		inHandler: true,
 		want:      [4]want{unrecorded, failed, invalid, unrecorded},
 		wantRan:   []int{0, 1, 3},
-		wantAfter: [3]dedupe.Status{dedupe.InFlight, dedupe.InFlight, dedupe.InFlight},
+		wantAfter: [3]dedupe.Outcome{dedupe.Busy, dedupe.Busy, dedupe.Busy},
+		trips:     [3]int{1, 2, 1},
 	}, {
 		name:      "CompleteFailsOnceThenRetried",
-		fault:     dedupetest.Fault{Ops: opsComplete, Nth: 1},
+		fault:     testkit.Fault{Ops: testkit.OpComplete, Nth: 1},
 		want:      [4]want{completed, failed, invalid, completed},
 		wantRan:   []int{0, 1, 3},
-		wantAfter: [3]dedupe.Status{dedupe.Done, dedupe.Acquired, dedupe.Done},
+		wantAfter: [3]dedupe.Outcome{dedupe.Suppressed, dedupe.Acquired, dedupe.Suppressed},
+		trips:     [3]int{1, 2, 1},
 	}, {
 		name:      "CompleteFails",
-		fault:     dedupetest.Fault{Ops: opsComplete},
+		fault:     testkit.Fault{Ops: testkit.OpComplete},
 		want:      [4]want{unrecorded, failed, invalid, unrecorded},
 		wantRan:   []int{0, 1, 3},
-		wantAfter: [3]dedupe.Status{dedupe.InFlight, dedupe.Acquired, dedupe.InFlight},
+		wantAfter: [3]dedupe.Outcome{dedupe.Busy, dedupe.Acquired, dedupe.Busy},
+		trips:     [3]int{1, 2, 1},
 	}, {
 		name:      "ReleaseFails",
-		fault:     dedupetest.Fault{Ops: opsRelease},
+		fault:     testkit.Fault{Ops: testkit.OpRelease},
 		want:      [4]want{completed, failed, invalid, completed},
 		wantRan:   []int{0, 1, 3},
-		wantAfter: [3]dedupe.Status{dedupe.Done, dedupe.InFlight, dedupe.Done},
+		wantAfter: [3]dedupe.Outcome{dedupe.Suppressed, dedupe.Busy, dedupe.Suppressed},
+		trips:     [3]int{1, 1, 1},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -799,46 +620,18 @@ func TestGuardStoreFails(t *testing.T) {
 			}
 			// A failed release is detail: the handler's error is the one
 			// that counts.
-			if tt.want[1].out == dedupe.Failed && errors.Is(res[1].Err, dedupetest.ErrInjected) {
+			if tt.want[1].out == dedupe.Failed && errors.Is(res[1].Err, testkit.ErrInjected) {
 				t.Errorf("item 1: error %v, want the handler's alone", res[1].Err)
 			}
 			if !slices.Equal(ran, tt.wantRan) {
 				t.Errorf("handler ran for items %v, want %v", ran, tt.wantRan)
 			}
+			if trips := [3]int{e.fs.Calls(testkit.OpClaim), e.fs.Calls(testkit.OpComplete), e.fs.Calls(testkit.OpRelease)}; trips != tt.trips {
+				t.Errorf("claim, complete, release round trips: %v, want %v", trips, tt.trips)
+			}
 			for n, i := range []int{0, 1, 3} {
 				if got := statusOf(t, e.mem, items[i].Ref); got != tt.wantAfter[n] {
 					t.Errorf("item %d: after the batch, Claim = %v, want %v", i, got, tt.wantAfter[n])
-				}
-			}
-		})
-	}
-}
-
-// TestGuardRedelivery runs the same messages through Do until they stick: a
-// failure is retried at once, a success is never repeated.
-func TestGuardRedelivery(t *testing.T) {
-	for _, n := range sizes {
-		t.Run(fmt.Sprint("Size", n), func(t *testing.T) {
-			g := newGuard(t, memdedupe.New(memdedupe.Config{}), dedupe.GuardConfig{})
-			items := itemsOf(dedupe.Fingerprint([]byte("payload")), keysOf(n)...)
-			runs := make([]int, n)
-			fn := func(_ context.Context, i int) error {
-				runs[i]++
-				if runs[i] == 1 {
-					return errHandler
-				}
-				return nil
-			}
-			for d, want := range []dedupe.Outcome{dedupe.Failed, dedupe.Completed, dedupe.Suppressed, dedupe.Suppressed} {
-				for i, r := range g.Do(t.Context(), items, fn) {
-					if r.Outcome != want {
-						t.Errorf("delivery %d, item %d: %v, %v; want %v", d, i, r.Outcome, r.Err, want)
-					}
-				}
-			}
-			for i, r := range runs {
-				if r != 2 {
-					t.Errorf("item %d: handler ran %d times, want 2", i, r)
 				}
 			}
 		})
@@ -924,28 +717,24 @@ func TestGuardExtends(t *testing.T) {
 						// Extensions are counted as they start, one key
 						// after another: 2n more include a whole round
 						// begun after the step.
-						from := e.fs.Calls(dedupetest.OpExtend)
-						for deadline := time.Now().Add(10 * time.Second); e.fs.Calls(dedupetest.OpExtend) < from+2*n; time.Sleep(time.Millisecond) {
+						from := e.fs.Calls(testkit.OpExtend)
+						for deadline := time.Now().Add(10 * time.Second); e.fs.Calls(testkit.OpExtend) < from+2*n; time.Sleep(time.Millisecond) {
 							if time.Now().After(deadline) {
-								t.Fatalf("while item %d runs, %d extensions in 10s, want %d", i, e.fs.Calls(dedupetest.OpExtend)-from, 2*n)
+								t.Fatalf("while item %d runs, %d extensions in 10s, want %d", i, e.fs.Calls(testkit.OpExtend)-from, 2*n)
 							}
 						}
-						for j, it := range items {
-							if got := statusOf(t, e.mem, it.Ref); got != dedupe.InFlight {
-								t.Errorf("while item %d runs, Claim(item %d) = %v, want in flight", i, j, got)
-							}
+						for _, it := range items {
+							wantStatus(t, e.mem, it.Ref, dedupe.Busy)
 						}
 					}
 					return nil
 				})
 				for i, r := range res {
 					checkResult(t, fmt.Sprint("item ", i), r, dedupe.Completed)
-					if got := statusOf(t, e.mem, items[i].Ref); got != dedupe.Done {
-						t.Errorf("item %d: after Do, Claim = %v, want done", i, got)
-					}
+					wantStatus(t, e.mem, items[i].Ref, dedupe.Suppressed)
 				}
 				// Three leases long: at least once a lease for each key.
-				if got := e.fs.Calls(dedupetest.OpExtend); got < 3*n {
+				if got := e.fs.Calls(testkit.OpExtend); got < 3*n {
 					t.Errorf("Extend called %d times, want at least %d", got, 3*n)
 				}
 			})
@@ -1013,11 +802,9 @@ func TestGuardLeaseLost(t *testing.T) {
 				for i, it := range items {
 					want := dedupe.Acquired
 					if i == last {
-						want = dedupe.InFlight
+						want = dedupe.Busy
 					}
-					if got := statusOf(t, e.mem, it.Ref); got != want {
-						t.Errorf("item %d: after Do, Claim = %v, want %v", i, got, want)
-					}
+					wantStatus(t, e.mem, it.Ref, want)
 				}
 			})
 		}
@@ -1052,8 +839,8 @@ func TestGuardCannotExtend(t *testing.T) {
 		} {
 			t.Run(fmt.Sprint(tt.name, "/Size", n), func(t *testing.T) {
 				mem := memdedupe.New(memdedupe.Config{})
-				fs := dedupetest.NewFaultStore(mem)
-				fs.Inject(dedupetest.Fault{Ops: dedupetest.OpExtend})
+				fs := testkit.NewFaultStore(mem)
+				fs.Inject(testkit.Fault{Ops: testkit.OpExtend})
 				ks, extends := countExtends(fs)
 				g := newGuard(t, ks, dedupe.GuardConfig{Lease: lease, ExtendEvery: lease / 4})
 				items := itemsOf("", keysOf(n)...)
@@ -1077,7 +864,7 @@ func TestGuardCannotExtend(t *testing.T) {
 					// No extension starts once the lease is lost, and
 					// none is under way when it is: every one counted
 					// failed before.
-					if tried := extends(items[i].Ref); tried > 0 && !errors.Is(cause, dedupetest.ErrInjected) {
+					if tried := extends(items[i].Ref); tried > 0 && !errors.Is(cause, testkit.ErrInjected) {
 						t.Errorf("handler context cause = %v after %d failed extensions, want the store's error", cause, tried)
 					}
 					// Past the end of the store's leases too.
@@ -1094,10 +881,8 @@ func TestGuardCannotExtend(t *testing.T) {
 				if stopped < lease {
 					t.Errorf("handler cancelled after %v, before the lease of %v could have ended", stopped, lease)
 				}
-				for i, it := range items {
-					if got := statusOf(t, mem, it.Ref); got != dedupe.Acquired {
-						t.Errorf("item %d: after Do, Claim = %v, want acquired", i, got)
-					}
+				for _, it := range items {
+					wantStatus(t, mem, it.Ref, dedupe.Acquired)
 				}
 			})
 		}
@@ -1111,8 +896,8 @@ func TestGuardCannotExtend(t *testing.T) {
 func TestGuardRetriesExtend(t *testing.T) {
 	for _, n := range sizes {
 		t.Run(fmt.Sprint("Size", n), func(t *testing.T) {
-			fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
-			fs.Inject(dedupetest.Fault{Ops: dedupetest.OpExtend})
+			fs := testkit.NewFaultStore(memdedupe.New(memdedupe.Config{}))
+			fs.Inject(testkit.Fault{Ops: testkit.OpExtend})
 			ks, extends := countExtends(fs)
 			g := newGuard(t, ks, dedupe.GuardConfig{Lease: time.Hour, ExtendEvery: time.Millisecond})
 			items := itemsOf("", keysOf(n)...)
@@ -1171,16 +956,39 @@ func (s shards) of(r dedupe.Ref) dedupe.Store {
 	return s.rest
 }
 
-func (s shards) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
-	return s.of(req.Ref).Claim(ctx, req)
+// Claim asks each key's store for it alone: a batch of many keys makes
+// many calls, as the test wants.
+func (s shards) Claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
+	res := make([]dedupe.ClaimResult, len(reqs))
+	errs := make([]error, len(reqs))
+	for i, r := range reqs {
+		var err error
+		if res[i], err = testkit.Claim(ctx, s.of(r.Ref), r, lease); err != nil && !errors.Is(err, msgkey.ErrInvalid) {
+			return nil, nil, err
+		}
+		errs[i] = err
+	}
+	return res, errs, nil
 }
 
-func (s shards) Complete(ctx context.Context, t dedupe.Ticket, retention time.Duration) error {
-	return s.of(t.Ref).Complete(ctx, t, retention)
+func (s shards) Complete(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
+	return s.each(ts, func(t dedupe.Ticket) error { return testkit.Complete(ctx, s.of(t.Ref), t, retention) })
 }
 
-func (s shards) Release(ctx context.Context, t dedupe.Ticket) error {
-	return s.of(t.Ref).Release(ctx, t)
+func (s shards) Release(ctx context.Context, ts []dedupe.Ticket) ([]error, error) {
+	return s.each(ts, func(t dedupe.Ticket) error { return testkit.Release(ctx, s.of(t.Ref), t) })
+}
+
+func (s shards) each(ts []dedupe.Ticket, f func(dedupe.Ticket) error) ([]error, error) {
+	errs := make([]error, len(ts))
+	for i, t := range ts {
+		err := f(t)
+		if err != nil && !errors.Is(err, msgkey.ErrInvalid) && !errors.Is(err, dedupe.ErrLeaseLost) {
+			return nil, err
+		}
+		errs[i] = err
+	}
+	return errs, nil
 }
 
 func (s shards) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
@@ -1192,11 +1000,11 @@ func (s shards) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration
 // rounds of extensions of those without one of that. Every round extends
 // every live lease, and gives one up before it extends the next, so the
 // lease was given up, and its context cancelled, by then.
-func waitLost(t *testing.T, lost, kept *dedupetest.FaultStore, keptKeys int) {
+func waitLost(t *testing.T, lost, kept *testkit.FaultStore, keptKeys int) {
 	t.Helper()
-	nl, nk := lost.Calls(dedupetest.OpExtend), kept.Calls(dedupetest.OpExtend)
+	nl, nk := lost.Calls(testkit.OpExtend), kept.Calls(testkit.OpExtend)
 	testkit.WaitFor(t, "the lease given up", func() bool {
-		l, k := lost.Calls(dedupetest.OpExtend), kept.Calls(dedupetest.OpExtend)
+		l, k := lost.Calls(testkit.OpExtend), kept.Calls(testkit.OpExtend)
 		if l != nl {
 			nl, nk = l, k
 			return false
@@ -1228,37 +1036,37 @@ func TestGuardLeaseLostOneItem(t *testing.T) {
 		want    dedupe.Outcome
 		wantErr []error
 		// wantAfter is the key's state after Do.
-		wantAfter dedupe.Status
+		wantAfter dedupe.Outcome
 	}{{
 		name:   "RefusedBeforeTurn",
 		refuse: true,
 		want:   dedupe.Busy, wantErr: []error{dedupe.ErrLeaseLost},
-		wantAfter: dedupe.InFlight, // the new owner's
+		wantAfter: dedupe.Busy, // the new owner's
 	}, {
 		name: "NoAnswerBeforeTurn",
-		want: dedupe.Busy, wantErr: []error{dedupe.ErrLeaseLost, dedupetest.ErrInjected},
+		want: dedupe.Busy, wantErr: []error{dedupe.ErrLeaseLost, testkit.ErrInjected},
 		// Released: the store's lease had not ended by its clock.
 		wantAfter: dedupe.Acquired,
 	}, {
 		name:   "RefusedWhileRunning",
 		refuse: true, running: true,
 		want: dedupe.LeaseLost, wantErr: []error{dedupe.ErrLeaseLost},
-		wantAfter: dedupe.InFlight,
+		wantAfter: dedupe.Busy,
 	}, {
 		// The keeper gave the lease up, but the store's had not ended by
 		// its clock: the effect is recorded, and could not have doubled.
 		name:    "NoAnswerWhileRunning",
 		running: true,
-		want:    dedupe.Completed, wantAfter: dedupe.Done,
+		want:    dedupe.Completed, wantAfter: dedupe.Suppressed,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rest := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
+			rest := testkit.NewFaultStore(memdedupe.New(memdedupe.Config{}))
 			clock := testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 0)
 			memB := memdedupe.New(memdedupe.Config{Now: clock.Now})
-			own := dedupetest.NewFaultStore(memB)
+			own := testkit.NewFaultStore(memB)
 			if !tt.refuse {
-				own.Inject(dedupetest.Fault{Ops: dedupetest.OpExtend})
+				own.Inject(testkit.Fault{Ops: testkit.OpExtend})
 			}
 			g := newGuard(t, shards{key: "b", own: own, rest: rest}, dedupe.GuardConfig{Lease: lease, ExtendEvery: lease / 10})
 			items := itemsOf("", "a", "b", "c")
@@ -1301,9 +1109,7 @@ func TestGuardLeaseLostOneItem(t *testing.T) {
 			// The others' leases held, for their extensions succeeded.
 			for _, i := range []int{0, 2} {
 				checkResult(t, fmt.Sprint("item ", i), res[i], dedupe.Completed)
-				if got := statusOf(t, rest, items[i].Ref); got != dedupe.Done {
-					t.Errorf("item %d: after Do, Claim = %v, want done", i, got)
-				}
+				wantStatus(t, rest, items[i].Ref, dedupe.Suppressed)
 			}
 			if res[1].Outcome != tt.want || res[1].Wait != 0 {
 				t.Errorf("item 1: %v, %v, wait %v; want %v, wait 0", res[1].Outcome, res[1].Err, res[1].Wait, tt.want)
@@ -1313,9 +1119,7 @@ func TestGuardLeaseLostOneItem(t *testing.T) {
 					t.Errorf("item 1: error %v, want %v", res[1].Err, w)
 				}
 			}
-			if got := statusOf(t, memB, items[1].Ref); got != tt.wantAfter {
-				t.Errorf("item 1: after Do, Claim = %v, want %v", got, tt.wantAfter)
-			}
+			wantStatus(t, memB, items[1].Ref, tt.wantAfter)
 		})
 	}
 }
@@ -1334,9 +1138,9 @@ func TestGuardCallerCanceled(t *testing.T) {
 			handler   func(ctx context.Context) error
 			want      dedupe.Outcome
 			wantErr   []error
-			wantAfter dedupe.Status
+			wantAfter dedupe.Outcome
 		}{
-			{"Completes", func(context.Context) error { return nil }, dedupe.Completed, nil, dedupe.Done},
+			{"Completes", func(context.Context) error { return nil }, dedupe.Completed, nil, dedupe.Suppressed},
 			{"Releases", func(ctx context.Context) error { return ctx.Err() }, dedupe.Failed, []error{context.Canceled}, dedupe.Acquired},
 		} {
 			t.Run(fmt.Sprint(tt.name, "/Size", n), func(t *testing.T) {
@@ -1358,14 +1162,10 @@ func TestGuardCallerCanceled(t *testing.T) {
 					t.Errorf("handler ran for items %v, want [0]", ran)
 				}
 				checkResult(t, "item 0", res[0], tt.want, tt.wantErr...)
-				if got := statusOf(t, mem, items[0].Ref); got != tt.wantAfter {
-					t.Errorf("item 0: after Do, Claim = %v, want %v", got, tt.wantAfter)
-				}
+				wantStatus(t, mem, items[0].Ref, tt.wantAfter)
 				for i := 1; i < n; i++ {
 					checkResult(t, fmt.Sprint("item ", i), res[i], dedupe.Canceled, errCause)
-					if got := statusOf(t, mem, items[i].Ref); got != dedupe.Acquired {
-						t.Errorf("item %d: after Do, Claim = %v, want acquired", i, got)
-					}
+					wantStatus(t, mem, items[i].Ref, dedupe.Acquired)
 				}
 			})
 		}
@@ -1390,9 +1190,7 @@ func TestGuardCanceledBeforeClaim(t *testing.T) {
 				})
 				for i, r := range res {
 					checkResult(t, fmt.Sprint("item ", i), r, dedupe.Canceled, errCause)
-					if got := statusOf(t, mem, items[i].Ref); got != dedupe.Acquired {
-						t.Errorf("item %d: after Do, Claim = %v, want acquired", i, got)
-					}
+					wantStatus(t, mem, items[i].Ref, dedupe.Acquired)
 				}
 			})
 		}
@@ -1404,8 +1202,8 @@ func TestGuardCanceledBeforeClaim(t *testing.T) {
 // not run, as they would not with a claim.
 func TestGuardFailOpenCallerCanceled(t *testing.T) {
 	errCause := errors.New("test: shutting down")
-	fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
-	fs.Inject(dedupetest.Fault{Ops: opsClaim})
+	fs := testkit.NewFaultStore(memdedupe.New(memdedupe.Config{}))
+	fs.Inject(testkit.Fault{Ops: testkit.OpClaim})
 	ctx, cancel := context.WithCancelCause(t.Context())
 	defer cancel(nil)
 	items := itemsOf("", keysOf(3)...)
@@ -1418,7 +1216,7 @@ func TestGuardFailOpenCallerCanceled(t *testing.T) {
 	if !slices.Equal(ran, []int{0}) {
 		t.Errorf("handler ran for items %v, want [0]", ran)
 	}
-	checkResult(t, "item 0", res[0], dedupe.Unguarded, dedupetest.ErrInjected)
+	checkResult(t, "item 0", res[0], dedupe.Unguarded, testkit.ErrInjected)
 	for i := 1; i < len(items); i++ {
 		checkResult(t, fmt.Sprint("item ", i), res[i], dedupe.Canceled, errCause)
 	}
@@ -1441,9 +1239,9 @@ func TestGuardPanic(t *testing.T) {
 		{"Unguarded", 3, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
+			fs := testkit.NewFaultStore(memdedupe.New(memdedupe.Config{}))
 			if tt.unguarded {
-				fs.Inject(dedupetest.Fault{Ops: opsClaim})
+				fs.Inject(testkit.Fault{Ops: testkit.OpClaim})
 			}
 			// A lease of a minute: the keeper's extensions succeed, so only
 			// a stall of a lease could end one, and the wait below for two
@@ -1465,7 +1263,7 @@ func TestGuardPanic(t *testing.T) {
 					}
 					if !tt.unguarded {
 						// Until the keeper has extended the leases twice.
-						for n0 := fs.Calls(dedupetest.OpExtend); fs.Calls(dedupetest.OpExtend) < n0+2*tt.n; {
+						for n0 := fs.Calls(testkit.OpExtend); fs.Calls(testkit.OpExtend) < n0+2*tt.n; {
 							time.Sleep(every / 4)
 						}
 					}
@@ -1476,9 +1274,9 @@ func TestGuardPanic(t *testing.T) {
 			if !slices.Equal(ran, keysIndex(tt.n)) {
 				t.Errorf("handler ran for items %v, want all", ran)
 			}
-			n := fs.Calls(dedupetest.OpExtend)
+			n := fs.Calls(testkit.OpExtend)
 			time.Sleep(5 * every)
-			if got := fs.Calls(dedupetest.OpExtend); got != n {
+			if got := fs.Calls(testkit.OpExtend); got != n {
 				t.Errorf("Extend called %d times after Do, want none", got-n)
 			}
 			goleak.VerifyNone(t)
@@ -1496,9 +1294,9 @@ func TestGuardInterrupt(t *testing.T) {
 	for _, unguarded := range []bool{false, true} {
 		t.Run(fmt.Sprint("Unguarded=", unguarded), func(t *testing.T) {
 			mem := memdedupe.New(memdedupe.Config{})
-			fs := dedupetest.NewFaultStore(mem)
+			fs := testkit.NewFaultStore(mem)
 			if unguarded {
-				fs.Inject(dedupetest.Fault{Ops: opsClaim})
+				fs.Inject(testkit.Fault{Ops: testkit.OpClaim})
 			}
 			g := newGuard(t, fs, dedupe.GuardConfig{Lease: time.Minute, FailOpen: unguarded})
 			items := itemsOf("", keysOf(3)...)
@@ -1531,9 +1329,7 @@ func TestGuardInterrupt(t *testing.T) {
 			})
 			for i, r := range res {
 				checkResult(t, fmt.Sprint("after: item ", i), r, dedupe.Canceled, errStop)
-				if got := statusOf(t, mem, items[i].Ref); got != dedupe.Acquired {
-					t.Errorf("item %d: after Do, Claim = %v, want acquired", i, got)
-				}
+				wantStatus(t, mem, items[i].Ref, dedupe.Acquired)
 			}
 		})
 	}
@@ -1561,7 +1357,7 @@ func TestGuardHandlerContext(t *testing.T) {
 		if d, ok := ctx.Deadline(); !ok || !d.Equal(deadline) {
 			t.Errorf("item %d: deadline %v, %v; want Do's", i, d, ok)
 		}
-		if tk, ok := dedupe.TicketFromContext(ctx); !ok || tk.Ref != items[i].Ref {
+		if tk, ok := ticketOf(ctx); !ok || tk.Ref != items[i].Ref {
 			t.Errorf("item %d: ticket %v, %v; want its own", i, tk, ok)
 		}
 		switch i {
@@ -1614,7 +1410,7 @@ func TestGuardStopWaitsForTick(t *testing.T) {
 	)
 	for _, n := range sizes {
 		t.Run(fmt.Sprint("Size", n), func(t *testing.T) {
-			fs := dedupetest.NewFaultStore(memdedupe.New(memdedupe.Config{}))
+			fs := testkit.NewFaultStore(memdedupe.New(memdedupe.Config{}))
 			// The first Extend stalls until its context ends, and for 5
 			// ticks more, as a store that is slow to answer would.
 			var (
@@ -1656,9 +1452,9 @@ func TestGuardStopWaitsForTick(t *testing.T) {
 			for i, r := range res {
 				checkResult(t, fmt.Sprint("item ", i), r, dedupe.Completed)
 			}
-			c := fs.Calls(dedupetest.OpExtend)
+			c := fs.Calls(testkit.OpExtend)
 			time.Sleep(5 * every)
-			if got := fs.Calls(dedupetest.OpExtend); got != c {
+			if got := fs.Calls(testkit.OpExtend); got != c {
 				t.Errorf("Extend called %d times after Do, want none", got-c)
 			}
 		})

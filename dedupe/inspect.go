@@ -2,11 +2,7 @@ package dedupe
 
 import (
 	"context"
-	"encoding/base64"
-	"fmt"
 	"time"
-
-	"github.com/idemq/idemq/msgkey"
 )
 
 // A Record is what a store holds for one Ref, as an operator sees it.
@@ -36,34 +32,13 @@ type ListRequest struct {
 	// Cursor continues a listing: pass the next cursor of the previous
 	// page, or "" to start.
 	Cursor string
-	// Limit caps the records of a page; 0 means [DefaultListLimit]. On
+	// Limit caps the records of a page; 0 means 100. On
 	// Redis it is a hint, as SCAN's COUNT is: a page may hold a few more.
 	Limit int
 }
 
-// DefaultListLimit is the page size of a ListRequest whose Limit is 0.
-const DefaultListLimit = 100
-
-// Validate reports whether r can be listed: its namespace and group as for
-// [Ref.Validate], its prefix as a key that may be empty (its error wraps
-// [ErrInvalidKey]), and a Limit that is not negative.
-func (r ListRequest) Validate() error {
-	if err := checkPart("namespace", r.Namespace, MaxNamespaceLen, true); err != nil {
-		return err
-	}
-	if err := checkPart("group", r.Group, MaxGroupLen, false); err != nil {
-		return err
-	}
-	if err := checkPart("prefix", r.Prefix, msgkey.MaxLen, true); err != nil {
-		return err
-	}
-	if r.Limit < 0 {
-		return fmt.Errorf("dedupe: list limit %d must not be negative", r.Limit)
-	}
-	return nil
-}
-
-// Stats counts the live records of one consumer group.
+// Stats counts the live records of one consumer group: a snapshot, as
+// [Inspector.Stats] returns it.
 type Stats struct {
 	Processing, Done int64
 }
@@ -85,7 +60,7 @@ type Stats struct {
 // handler again — the tool for reprocessing after a bad deploy — and
 // reports whether there was one. A holder of a forgotten lease then fails
 // its Complete with ErrLeaseLost. Refs, and the namespace, group and
-// prefix of a listing, are validated as for Store (ErrInvalidKey).
+// prefix of a listing, are validated as for Store (msgkey.ErrInvalid).
 //
 // Stats and List over Redis scan every key of the Redis node that holds
 // the group: O(keys) work on the server, in steps, without blocking it.
@@ -94,21 +69,4 @@ type Inspector interface {
 	List(ctx context.Context, req ListRequest) (page []Record, next string, err error)
 	Stats(ctx context.Context, namespace, group string) (Stats, error)
 	Forget(ctx context.Context, ref Ref) (bool, error)
-}
-
-// KeyCursor is the cursor of a List page that ends with key, for stores
-// whose pages are in byte order of the key: the key in base64url, so that it
-// prints as one word. ParseKeyCursor turns it back.
-func KeyCursor(key string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(key))
-}
-
-// ParseKeyCursor returns the key a KeyCursor holds, "" for the empty
-// cursor. A cursor that is not one is an error.
-func ParseKeyCursor(c string) (string, error) {
-	b, err := base64.RawURLEncoding.Strict().DecodeString(c)
-	if err != nil || c != "" && checkPart("key", string(b), msgkey.MaxLen, false) != nil {
-		return "", fmt.Errorf("dedupe: cursor %q is not one List returned", c)
-	}
-	return string(b), nil
 }

@@ -5,14 +5,17 @@ import (
 	"time"
 )
 
-// Outcome is what a [Guard] did with one message: a closed set, so that a
-// caller decides what to do with the message (acknowledge, retry, report)
-// in one table with a row per outcome. The error beside an outcome, in
-// [Result], is detail for logs, never the decision.
+// Outcome is what a [Guard] did with one message, or a [Store]'s answer to
+// one claim: a closed set, so that a caller decides what to do with the
+// message (acknowledge, retry, report) in one table with a row per
+// outcome. The error beside an outcome, in [Result], is detail for logs,
+// never the decision. A store answers Acquired, Suppressed, Busy or
+// Reused, and a Guard answers every outcome but Acquired, each state
+// having one name in both.
 type Outcome uint8
 
-// Guard outcomes. The handler ran for Completed, Failed, LeaseLost,
-// Unrecorded and Unguarded, and for no other.
+// Outcomes. The handler ran for Completed, Failed, LeaseLost, Unrecorded
+// and Unguarded, and for no other.
 const (
 	// Completed: the handler succeeded and the key is recorded done.
 	Completed Outcome = iota + 1
@@ -23,17 +26,18 @@ const (
 	// batch with the same key and payload succeeded); the handler did not
 	// run.
 	Suppressed
-	// Busy: another owner holds the key (the store answered [InFlight]);
-	// the handler did not run. Result.Wait is how long the holder's lease
+	// Busy: another owner holds the key by a live lease (or, in a
+	// transaction, a lock); the handler did not run. Result.Wait is how long the holder's lease
 	// still runs by the store's clock (zero when unknown: ask again).
 	Busy
-	// Reused: the key is recorded with another payload's fingerprint (the
-	// store answered [Conflict]); the handler did not run.
+	// Reused: the key is recorded with another payload's fingerprint of
+	// the same kind (see [Item.Fingerprint]); the handler did not
+	// run.
 	Reused
 	// StoreDown: the store failed (Err says how) and nothing is known; the
 	// handler did not run (fail-closed).
 	StoreDown
-	// InvalidKey: the key cannot be stored (Err wraps [ErrInvalidKey]); the
+	// InvalidKey: the key cannot be stored (Err wraps [msgkey.ErrInvalid]); the
 	// handler did not run.
 	InvalidKey
 	// LeaseLost: the handler succeeded, but its lease had ended, so another
@@ -48,6 +52,9 @@ const (
 	// Canceled: the caller's context ended (Err is its cause) before the
 	// handler's turn came; the handler did not run.
 	Canceled
+	// Acquired: a store's answer only: nobody held the key, and the
+	// claimer owns it until its lease ends.
+	Acquired
 )
 
 var outcomeNames = [...]string{
@@ -62,10 +69,8 @@ var outcomeNames = [...]string{
 	Unrecorded: "unrecorded",
 	Unguarded:  "unguarded",
 	Canceled:   "canceled",
+	Acquired:   "acquired",
 }
-
-// Outcomes lists every Outcome, in order.
-var Outcomes = []Outcome{Completed, Failed, Suppressed, Busy, Reused, StoreDown, InvalidKey, LeaseLost, Unrecorded, Unguarded, Canceled}
 
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) && outcomeNames[o] != "" {
@@ -82,7 +87,7 @@ type Result struct {
 	// and Canceled, and for a Busy item why it did not run when it was not
 	// the store's answer (a lease lost before its turn, a repeat of a
 	// failed item). It is nil for Completed, Suppressed and Reused, and for
-	// Busy when the store answered InFlight.
+	// Busy when the store answered it.
 	Err error
 	// Wait is, for Busy, how long the holder's lease still runs.
 	Wait time.Duration

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idemq/idemq/msgkey"
 )
 
 // TxClaimer is implemented by stores that keep their records in a SQL
@@ -17,17 +19,17 @@ import (
 // transactional mode ([GuardConfig.Tx]) runs handlers so.
 type TxClaimer interface {
 	// BeginTx begins a transaction on the database the store keeps its
-	// records in. It fails with ErrInFlight when the database's one write
+	// records in. It fails with ErrBusy when the database's one write
 	// lock stayed busy past the store's lock timeout (SQLite), and with an
 	// error of its own when the database failed.
 	BeginTx(ctx context.Context) (*sql.Tx, error)
-	// ClaimTx claims ref as tx's first statement. Unless a live record
-	// answers the claim, it writes the key's record done, kept for
-	// retention from the store's now: Acquired, and tx holds the key. A
-	// live record answers as it would [Store.Claim]: Done, Conflict for a
-	// fingerprint of the same kind that differs (see [ClaimRequest]), or
-	// InFlight for a lease another owner took with Claim. A record whose
-	// lease or retention has ended is taken over.
+	// ClaimTx claims the item's key as tx's first statement. Unless a
+	// live record answers the claim, it writes the key's record done, kept
+	// for retention from the store's now: Acquired, and tx holds the key.
+	// A live record answers as it would [Store.Claim]: Suppressed, Reused
+	// for a fingerprint of the same kind that differs (see [Item]), or
+	// Busy for a lease another owner took with Claim. A record whose lease
+	// or retention has ended is taken over.
 	//
 	// The record takes effect only when tx commits; a rollback leaves the
 	// key as it was, and so does a consumer that dies holding it (its
@@ -36,13 +38,13 @@ type TxClaimer interface {
 	// Claim, waits for tx's outcome, and ClaimTx waits no longer than the
 	// store's lock timeout.
 	//
-	// Errors: ErrInvalidKey for a bad ref or fingerprint; ErrInFlight when
+	// Errors: msgkey.ErrInvalid for a bad ref or fingerprint; ErrBusy when
 	// the key stayed locked by another transaction past the lock timeout,
-	// or the database rolled tx back to break a deadlock (Remaining is
-	// unknown: ask again); any other error means that the store failed.
+	// or the database rolled tx back to break a deadlock (how long to wait
+	// is unknown: ask again); any other error means that the store failed.
 	// After any answer but Acquired, tx holds nothing and is to be rolled
 	// back.
-	ClaimTx(ctx context.Context, tx *sql.Tx, ref Ref, fingerprint string, retention time.Duration) (ClaimResult, error)
+	ClaimTx(ctx context.Context, tx *sql.Tx, it Item, retention time.Duration) (ClaimResult, error)
 }
 
 // runTx is the transactional mode's turn of item i, it: it claims it in a
@@ -69,10 +71,10 @@ func (g *Guard) runTx(ctx context.Context, it Item, i int, fn func(context.Conte
 	// Undoes the claim and fn's writes on every path but a commit, a panic
 	// in fn included; a no-op after Commit.
 	defer tx.Rollback()
-	a, err := g.tx.ClaimTx(ctx, tx, it.Ref, it.Fingerprint, g.cfg.Retention)
+	a, err := g.tx.ClaimTx(ctx, tx, it, g.cfg.Retention)
 	switch {
 	case err == nil:
-	case g.cfg.FailOpen && ctx.Err() == nil && !errors.Is(err, ErrInvalidKey) && !errors.Is(err, ErrInFlight):
+	case g.cfg.FailOpen && ctx.Err() == nil && !errors.Is(err, msgkey.ErrInvalid) && !errors.Is(err, ErrBusy):
 		tx.Rollback()
 		return g.unguardedTx(ctx, it, l, fn, err)
 	default:
@@ -119,9 +121,9 @@ func (g *Guard) commit(ctx context.Context, it Item, l *lease, fn func(context.C
 // caller giving up, or the store failing.
 func notRun(ctx context.Context, what string, err error) Result {
 	switch {
-	case errors.Is(err, ErrInvalidKey):
+	case errors.Is(err, msgkey.ErrInvalid):
 		return Result{Outcome: InvalidKey, Err: err}
-	case errors.Is(err, ErrInFlight):
+	case errors.Is(err, ErrBusy):
 		return Result{Outcome: Busy, Err: fmt.Errorf("dedupe: %s: %w", what, err)}
 	case ctx.Err() != nil:
 		return Result{Outcome: Canceled, Err: context.Cause(ctx)}

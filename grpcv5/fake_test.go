@@ -221,9 +221,9 @@ func startReceiver(t *testing.T, c *consumer.Consumer, f *fakeSimple, h consumer
 func hold(t *testing.T, store dedupe.Store, key string, lease time.Duration) dedupe.Ticket {
 	t.Helper()
 	ref := dedupe.Ref{Group: "grpc-group", Key: key}
-	res, err := store.Claim(context.Background(), dedupe.ClaimRequest{Ref: ref, Lease: lease})
-	if err != nil || res.Status != dedupe.Acquired {
-		t.Fatalf("claim %s: %v, %v", key, res.Status, err)
+	res, err := testkit.Claim(context.Background(), store, dedupe.Item{Ref: ref}, lease)
+	if err != nil || res.Outcome != dedupe.Acquired {
+		t.Fatalf("claim %s: %v, %v", key, res.Outcome, err)
 	}
 	return dedupe.Ticket{Ref: ref, Token: res.Token}
 }

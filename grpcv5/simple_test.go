@@ -11,7 +11,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/idemq/idemq/consumer"
-	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/internal/testkit"
 )
 
@@ -119,8 +118,8 @@ func TestSimpleFaults(t *testing.T) {
 		}
 	})
 	t.Run("StoreDown", func(t *testing.T) {
-		fs := dedupetest.NewFaultStore(newStore())
-		fs.Inject(dedupetest.Fault{})
+		fs := testkit.NewFaultStore(newStore())
+		fs.Inject(testkit.Fault{})
 		c := newConsumer(t, fs)
 		f := &fakeSimple{}
 		f.put(newView("m1", "k"))
@@ -129,7 +128,7 @@ func TestSimpleFaults(t *testing.T) {
 		testkit.WaitFor(t, "the message waiting for the store", func() bool { return c.Stats().StoreWaited == 1 })
 		// In hand, it spends nothing while it waits: no retry, however
 		// long the store stays down (a probe asks it meanwhile).
-		testkit.WaitFor(t, "a probe", func() bool { return fs.Calls(dedupetest.OpExtend) > 0 })
+		testkit.WaitFor(t, "a probe", func() bool { return fs.Calls(testkit.OpExtend) > 0 })
 		if len(f.ackedIDs()) != 0 || len(f.changesOf("m1")) != 0 || l.count("k") != 0 {
 			t.Errorf("acknowledged %v, changed %v, applied %d; want none, none, 0", f.ackedIDs(), f.changesOf("m1"), l.count("k"))
 		}
@@ -209,11 +208,11 @@ func TestSimpleBusyKey(t *testing.T) {
 			time.Sleep(lease / 5)
 			switch tt.end {
 			case "complete":
-				if err := store.Complete(context.Background(), ticket, time.Minute); err != nil {
+				if err := testkit.Complete(context.Background(), store, ticket, time.Minute); err != nil {
 					t.Fatal(err)
 				}
 			case "release":
-				if err := store.Release(context.Background(), ticket); err != nil {
+				if err := testkit.Release(context.Background(), store, ticket); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -246,7 +245,7 @@ func TestSimpleBusyKeyExtendsInvisibility(t *testing.T) {
 	if d := f.changesOf("m1")[0]; d <= lease || d > lease+leaseMargin {
 		t.Errorf("invisible for %v; want the lease %v and up to %v more", d, lease, leaseMargin)
 	}
-	if err := store.Complete(context.Background(), ticket, time.Minute); err != nil {
+	if err := testkit.Complete(context.Background(), store, ticket, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, "the acknowledgement", func() bool { return len(f.ackedIDs()) == 1 })

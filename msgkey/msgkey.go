@@ -24,8 +24,8 @@ const MaxLen = 255
 
 // ErrInvalid reports a key that cannot be carried or stored: empty, longer
 // than MaxLen, not valid UTF-8, or holding characters the transport or a
-// store reserves. Package dedupe returns it (as dedupe.ErrInvalidKey) for a
-// record name it cannot store.
+// store reserves. Package dedupe and its stores return it for a record
+// name they cannot store.
 var ErrInvalid = errors.New("idemq: invalid message key")
 
 // Of returns m's key, or "" when it carries none. m is a message whose

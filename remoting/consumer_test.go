@@ -14,6 +14,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
 	"github.com/idemq/idemq/internal/adapter"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/remoting"
 )
@@ -95,7 +96,7 @@ func TestCallbacks(t *testing.T) {
 			store := memdedupe.New(memdedupe.Config{})
 			for key, lease := range map[string]time.Duration{"busy1h": time.Hour, "busy90s": 90 * time.Second} {
 				ref := dedupe.Ref{Group: testGroup, Key: key}
-				if _, err := store.Claim(t.Context(), dedupe.ClaimRequest{Ref: ref, Lease: lease}); err != nil {
+				if _, err := testkit.Claim(t.Context(), store, dedupe.Item{Ref: ref}, lease); err != nil {
 					t.Fatal(err)
 				}
 			}

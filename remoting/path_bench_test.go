@@ -141,24 +141,14 @@ type countingRedis struct {
 	n atomic.Int64
 }
 
-func (s *countingRedis) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
+func (s *countingRedis) Claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
 	s.n.Add(1)
-	return s.Store.Claim(ctx, req)
+	return s.Store.Claim(ctx, reqs, lease)
 }
 
-func (s *countingRedis) Complete(ctx context.Context, t dedupe.Ticket, retention time.Duration) error {
+func (s *countingRedis) Complete(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
 	s.n.Add(1)
-	return s.Store.Complete(ctx, t, retention)
-}
-
-func (s *countingRedis) ClaimBatch(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
-	s.n.Add(1)
-	return s.Store.ClaimBatch(ctx, reqs)
-}
-
-func (s *countingRedis) CompleteBatch(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
-	s.n.Add(1)
-	return s.Store.CompleteBatch(ctx, ts, retention)
+	return s.Store.Complete(ctx, ts, retention)
 }
 
 // naivePathSQL is the check-then-insert of hand-written SQL dedupe (the

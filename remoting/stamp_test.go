@@ -105,7 +105,7 @@ func TestStampRejects(t *testing.T) {
 			m := primitive.NewMessage("orders", []byte("x"))
 			m.WithProperty(msgkey.Property, tc.key)
 			if err := p.Stamp(context.Background(), m); !errors.Is(err, msgkey.ErrInvalid) {
-				t.Fatalf("got %v, want ErrInvalidKey", err)
+				t.Fatalf("got %v, want msgkey.ErrInvalid", err)
 			}
 			if m.GetKeys() != "" {
 				t.Fatalf("an invalid key reached Keys: %q", m.GetKeys())

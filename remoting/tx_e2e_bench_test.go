@@ -15,6 +15,7 @@ import (
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/remoting"
 )
@@ -141,9 +142,9 @@ WHERE namespace = ? AND grp = ? AND k = ? AND token = ?`,
 // before it claimed in the business transaction.
 func twoCommit(ctx context.Context, db *sql.DB, store *sqldedupe.Store, complete, ins *sql.Stmt, group, key string) error {
 	ref := dedupe.Ref{Group: group, Key: key}
-	res, err := store.Claim(ctx, dedupe.ClaimRequest{Ref: ref, Lease: 30 * time.Second})
-	if err != nil || res.Status != dedupe.Acquired {
-		return fmt.Errorf("claim %s: %v, %v", key, res.Status, err)
+	res, err := testkit.Claim(ctx, store, dedupe.Item{Ref: ref}, 30*time.Second)
+	if err != nil || res.Outcome != dedupe.Acquired {
+		return fmt.Errorf("claim %s: %v, %v", key, res.Outcome, err)
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {

@@ -143,19 +143,19 @@ func (e *txEnv) idle() {
 }
 
 // status is the store's answer to a claim of key, which it gives back.
-func (e *txEnv) status(key string) dedupe.Status {
+func (e *txEnv) status(key string) dedupe.Outcome {
 	e.t.Helper()
 	ref := dedupe.Ref{Group: txGroup, Key: key}
-	res, err := e.store.Claim(e.t.Context(), dedupe.ClaimRequest{Ref: ref, Lease: time.Hour})
+	res, err := testkit.Claim(e.t.Context(), e.store, dedupe.Item{Ref: ref}, time.Hour)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if res.Status == dedupe.Acquired {
-		if err := e.store.Release(e.t.Context(), dedupe.Ticket{Ref: ref, Token: res.Token}); err != nil {
+	if res.Outcome == dedupe.Acquired {
+		if err := testkit.Release(e.t.Context(), e.store, dedupe.Ticket{Ref: ref, Token: res.Token}); err != nil {
 			e.t.Fatal(err)
 		}
 	}
-	return res.Status
+	return res.Outcome
 }
 
 // txStore is a store that claims keys in a transaction.
@@ -259,13 +259,14 @@ func TestTx(t *testing.T) {
 				// is its transaction's first statement, and its commit
 				// records the key.
 				var spied atomic.Int32
-				count := func(context.Context, dedupe.Ticket) error { spied.Add(1); return nil }
+				count := func(context.Context, []dedupe.Ticket) error { spied.Add(1); return nil }
 				spy := struct {
 					*testkit.HookStore
 					dedupe.TxClaimer
 				}{&testkit.HookStore{Store: e.store, Hooks: testkit.StoreHooks{
-					Claim:    func(context.Context, dedupe.ClaimRequest) error { spied.Add(1); return nil },
-					Complete: count, Release: count, Extend: count,
+					Claim:    func(context.Context, []dedupe.Item) error { spied.Add(1); return nil },
+					Complete: count, Release: count,
+					Extend: func(context.Context, dedupe.Ticket) error { spied.Add(1); return nil },
 				}}, e.store}
 				calls := 0
 				a, stats := e.consumer(spy, func(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
@@ -288,7 +289,7 @@ func TestTx(t *testing.T) {
 				e.idle()
 				// The record commits with the business row or not at all.
 				got, status := e.applied("order-1"), e.status("order-1")
-				if !slices.Equal(got, tt.wantFirst) || (status == dedupe.Done) != (len(got) == 1) {
+				if !slices.Equal(got, tt.wantFirst) || (status == dedupe.Suppressed) != (len(got) == 1) {
 					t.Fatalf("after the first delivery: applied by %q, key %v; want applied by %q, done exactly when applied",
 						got, status, tt.wantFirst)
 				}
@@ -303,7 +304,7 @@ func TestTx(t *testing.T) {
 				if got := e.applied("order-1"); !slices.Equal(got, tt.wantFinal) {
 					t.Fatalf("after the redeliveries: applied by %q, want %q", got, tt.wantFinal)
 				}
-				if s := e.status("order-1"); s != dedupe.Done {
+				if s := e.status("order-1"); s != dedupe.Suppressed {
 					t.Fatalf("after the redeliveries: key %v, want done", s)
 				}
 				wantSuppressed := int64(1)
@@ -479,7 +480,7 @@ func TestTxStoreDownWaits(t *testing.T) {
 			if got := e.applied("order-1"); !slices.Equal(got, []string{"A"}) {
 				t.Fatalf("applied by %q, want [A]", got)
 			}
-			if s := e.status("order-1"); s != dedupe.Done {
+			if s := e.status("order-1"); s != dedupe.Suppressed {
 				t.Fatalf("key %v, want done", s)
 			}
 			if w, o := stats().StoreWaited, stats().Outages; w != 1 || o != 1 {
@@ -498,11 +499,11 @@ type flakyStore struct {
 
 var errUnreachable = errors.New("store unreachable")
 
-func (s *flakyStore) ClaimTx(ctx context.Context, tx *sql.Tx, ref dedupe.Ref, fp string, retention time.Duration) (dedupe.ClaimResult, error) {
+func (s *flakyStore) ClaimTx(ctx context.Context, tx *sql.Tx, it dedupe.Item, retention time.Duration) (dedupe.ClaimResult, error) {
 	if s.failing.Add(-1) >= 0 {
 		return dedupe.ClaimResult{}, errUnreachable
 	}
-	return s.txStore.ClaimTx(ctx, tx, ref, fp, retention)
+	return s.txStore.ClaimTx(ctx, tx, it, retention)
 }
 
 func (s *flakyStore) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
@@ -529,7 +530,7 @@ func declined(e *txEnv) func(context.Context, *sql.Tx, *consumer.Message) error 
 // downStore is a txStore whose claims fail as if it were unreachable.
 type downStore struct{ txStore }
 
-func (downStore) ClaimTx(context.Context, *sql.Tx, dedupe.Ref, string, time.Duration) (dedupe.ClaimResult, error) {
+func (downStore) ClaimTx(context.Context, *sql.Tx, dedupe.Item, time.Duration) (dedupe.ClaimResult, error) {
 	return dedupe.ClaimResult{}, errors.New("store unreachable")
 }
 
@@ -557,7 +558,7 @@ func TestTxRejects(t *testing.T) {
 	if h, err := c.Tx(nil); err == nil || h != nil {
 		t.Errorf("Tx with a nil handler = %v; want an error", err)
 	}
-	if _, err := consumer.New(store, ""); !errors.Is(err, dedupe.ErrInvalidKey) {
+	if _, err := consumer.New(store, ""); !errors.Is(err, msgkey.ErrInvalid) {
 		t.Errorf("New with an empty group = %v, want ErrInvalidKey", err)
 	}
 	// Keys that cannot be stored are refused before any transaction, the

@@ -9,6 +9,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 )
 
 func dedupeCmd(ctx context.Context, e *env, args []string) error {
@@ -32,7 +33,7 @@ func newDedupeFlags(path, synopsis, doc string) *dedupeFlags {
 	f.namespace = f.String("namespace", "", "dedupe `namespace` (the consumer's; default none)")
 	f.group = f.String("group", "", "consumer `group` (required)")
 	f.redisPrefix = f.String("redis-prefix", "idemq:dedupe:", "`prefix` of the store's Redis keys")
-	f.table = f.String("table", sqldedupe.DefaultTable, "SQL `table` of the records")
+	f.table = f.String("table", dedupekit.DefaultTable, "SQL `table` of the records")
 	return f
 }
 
@@ -57,7 +58,7 @@ func (f *dedupeFlags) refs(keys []string) ([]dedupe.Ref, error) {
 	refs := make([]dedupe.Ref, len(keys))
 	for i, k := range keys {
 		refs[i] = dedupe.Ref{Namespace: *f.namespace, Group: *f.group, Key: k}
-		if err := refs[i].Validate(); err != nil {
+		if err := dedupekit.CheckRef(refs[i].Namespace, refs[i].Group, refs[i].Key); err != nil {
 			return nil, f.usageErr("%v", err)
 		}
 	}
@@ -222,7 +223,7 @@ holds the group.`
 func dedupeList(ctx context.Context, e *env, args []string) error {
 	f := newDedupeFlags("idemq dedupe list", "--store URL --group G [flags]", dedupeListDoc)
 	prefix := f.String("prefix", "", "list only the keys that begin with `P` (byte for byte, no wildcard)")
-	limit := f.Int("limit", dedupe.DefaultListLimit, "records per page (a hint on Redis)")
+	limit := f.Int("limit", dedupekit.DefaultListLimit, "records per page (a hint on Redis)")
 	cursor := f.String("cursor", "", "continue from the `cursor` a previous page printed")
 	all := f.Bool("all", false, "follow the cursor to the last page")
 	rest, err := f.parse(e, args)
@@ -236,7 +237,7 @@ func dedupeList(ctx context.Context, e *env, args []string) error {
 	if *limit < 1 {
 		return f.usageErr("--limit %d: want at least 1", *limit)
 	}
-	if err := req.Validate(); err != nil {
+	if err := dedupekit.CheckList(req.Namespace, req.Group, req.Prefix, req.Limit); err != nil {
 		return f.usageErr("%v", err)
 	}
 	ctx, cancel := f.context(ctx)
@@ -288,7 +289,7 @@ func dedupeStats(ctx context.Context, e *env, args []string) error {
 	if len(rest) > 0 {
 		return f.usageErr("unexpected arguments %q", rest)
 	}
-	if err := (dedupe.ListRequest{Namespace: *f.namespace, Group: *f.group}).Validate(); err != nil {
+	if err := dedupekit.CheckList(*f.namespace, *f.group, "", 0); err != nil {
 		return f.usageErr("%v", err)
 	}
 	ctx, cancel := f.context(ctx)

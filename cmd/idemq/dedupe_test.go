@@ -15,6 +15,8 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // openDedupe opens the dedupe store at rawURL in process, its table created,
@@ -87,19 +89,19 @@ func testDedupe(t *testing.T, b backend) {
 	ref := func(k string) dedupe.Ref { return dedupe.Ref{Namespace: ns, Group: group, Key: k} }
 	claim := func(k, fp string) dedupe.Ticket {
 		t.Helper()
-		res, err := s.Claim(ctx, dedupe.ClaimRequest{Ref: ref(k), Lease: time.Hour, Fingerprint: fp})
-		if err != nil || res.Status != dedupe.Acquired {
+		res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: ref(k), Fingerprint: fp}, time.Hour)
+		if err != nil || res.Outcome != dedupe.Acquired {
 			t.Fatalf("claim %s: %+v, %v", k, res, err)
 		}
 		return dedupe.Ticket{Ref: ref(k), Token: res.Token}
 	}
 	done := func(k, fp string) {
 		t.Helper()
-		if err := s.Complete(ctx, claim(k, fp), time.Hour); err != nil {
+		if err := testkit.Complete(ctx, s, claim(k, fp), time.Hour); err != nil {
 			t.Fatal(err)
 		}
 	}
-	fp := dedupe.Fingerprint([]byte("order 1"))
+	fp := dedupekit.Fingerprint([]byte("order 1"))
 	done("order-1", fp)
 	held := claim("order-2", "")
 	done("a*1", "")
@@ -107,7 +109,7 @@ func testDedupe(t *testing.T, b backend) {
 		done(fmt.Sprintf("bulk-%02d", i), "")
 	}
 	// A record of another group is never shown.
-	if _, err := s.Claim(ctx, dedupe.ClaimRequest{Ref: dedupe.Ref{Namespace: ns, Group: group + "x", Key: "order-1"}, Lease: time.Hour}); err != nil {
+	if _, err := testkit.Claim(ctx, s, dedupe.Item{Ref: dedupe.Ref{Namespace: ns, Group: group + "x", Key: "order-1"}}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	common := []string{"--store", storeURL, "--namespace", ns, "--group", group}
@@ -209,11 +211,11 @@ func testDedupe(t *testing.T, b backend) {
 		}
 		// The forgotten done key runs again; the forgotten holder has lost
 		// its lease.
-		res, err := s.Claim(ctx, dedupe.ClaimRequest{Ref: ref("order-1"), Lease: time.Minute})
-		if err != nil || res.Status != dedupe.Acquired {
+		res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: ref("order-1")}, time.Minute)
+		if err != nil || res.Outcome != dedupe.Acquired {
 			t.Errorf("claim of a forgotten key: %+v, %v; want Acquired", res, err)
 		}
-		if err := s.Complete(ctx, held, time.Hour); !errors.Is(err, dedupe.ErrLeaseLost) {
+		if err := testkit.Complete(ctx, s, held, time.Hour); !errors.Is(err, dedupe.ErrLeaseLost) {
 			t.Errorf("complete of a forgotten lease: %v, want ErrLeaseLost", err)
 		}
 		var st statsOutput

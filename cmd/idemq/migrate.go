@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/idgen/sqlidgen"
+	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/outbox"
 	"github.com/idemq/idemq/outbox/pgwake"
@@ -39,7 +40,7 @@ type tableKind struct {
 }
 
 var (
-	dedupeTables   = tableKind{"dedupe", "dedupe-table", sqldedupe.DefaultTable, "dedupe records", "sqldedupe's Store.Migrate", migrateDedupe}
+	dedupeTables   = tableKind{"dedupe", "dedupe-table", dedupekit.DefaultTable, "dedupe records", "sqldedupe's Store.Migrate", migrateDedupe}
 	workersTables  = tableKind{"workers", "pool-table", workerLeaseTable, "worker-id leases", "sqlidgen's Leaser.Migrate", migrateWorkers}
 	segmentsTables = tableKind{"segments", "segment-table", segmentTable, "segment tags", "sqlidgen's Segments.Migrate", migrateSegments}
 	outboxTables   = tableKind{"outbox", "outbox-table", outbox.DefaultTable, "outbox messages", "outbox's Outbox.Migrate", migrateOutbox}

@@ -12,6 +12,7 @@ import (
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/sqlidgen"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/outbox/pgwake"
 )
 
@@ -119,11 +120,11 @@ func testMigrate(t *testing.T, b backend) {
 	}
 	defer s.Close()
 	ref := dedupe.Ref{Group: "g", Key: "order-1"}
-	res, err := s.Claim(ctx, dedupe.ClaimRequest{Ref: ref, Lease: time.Minute})
-	if err != nil || res.Status != dedupe.Acquired {
+	res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: ref}, time.Minute)
+	if err != nil || res.Outcome != dedupe.Acquired {
 		t.Fatalf("claim after migrate: %+v, %v", res, err)
 	}
-	if err := s.Complete(ctx, dedupe.Ticket{Ref: ref, Token: res.Token}, time.Hour); err != nil {
+	if err := testkit.Complete(ctx, s, dedupe.Ticket{Ref: ref, Token: res.Token}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	for _, table := range []string{workerLeaseTable, "leases2"} {

@@ -1,20 +1,19 @@
 // Package dedupetest checks dedupe stores against the [dedupe.Store]
-// contract. [Run] is the conformance suite every backend runs from its own
-// tests; [FaultStore] wraps any store to fail chosen calls;
-// [BenchInspector] measures a [dedupe.Inspector].
+// contract: [RunConformanceTests] is the conformance suite every backend
+// runs from its own tests, a store author's too.
 //
 //	func TestConformance(t *testing.T) {
-//		dedupetest.Run(t, func(t *testing.T) dedupe.Store {
+//		dedupetest.RunConformanceTests(t, func(t *testing.T) dedupe.Store {
 //			return memdedupe.New(memdedupe.Config{})
 //		}, dedupetest.Features{})
 //	}
 //
-// [Run] takes a [Features] struct whose zero value describes a plain
-// [dedupe.Store]; each field states what it changes.
+// [RunConformanceTests] takes a [Features] struct whose zero value
+// describes a plain [dedupe.Store]; each field states what it changes.
 //
 // Every test claims keys under a namespace and group of its own, so the
-// stores newStore returns may share one server and its old records. [Run]
-// lists what the suite checks.
+// stores newStore returns may share one server and its old records.
+// [RunConformanceTests] lists what the suite checks.
 package dedupetest
 
 import (
@@ -32,19 +31,13 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 )
 
 // Features describes where a store differs from the others.
 type Features struct {
-	// Lease is the short lease and retention the suite waits out to test
-	// expiry by the store's clock; each such test sleeps one and a half
-	// times it. Default 150ms. Raise it for a store whose clock is coarse.
-	Lease time.Duration
-	// Batcher says the store implements [dedupe.Batcher]; the suite then
-	// fails if it does not. Either way the batch tests run, through
-	// [dedupe.ClaimBatch] and its siblings.
-	Batcher bool
 	// Inspector says the store implements [dedupe.Inspector]; the suite
 	// then fails if it does not. Either way the Inspector tests run when
 	// the store implements it.
@@ -59,7 +52,11 @@ type Features struct {
 // long is a lease or retention that no test outlives.
 const long = time.Hour
 
-// Run runs the conformance suite as subtests of t. newStore returns the
+// shortLease is the lease and retention the suite waits out to test expiry by
+// the store's clock; each such test sleeps one and a half times it.
+const shortLease = 150 * time.Millisecond
+
+// RunConformanceTests runs the conformance suite as subtests of t. newStore returns the
 // store under test; it is called once per subtest, and whatever it opens it
 // closes through t.Cleanup.
 //
@@ -67,8 +64,8 @@ const long = time.Hour
 //
 //   - the state machine: claim twice, release and reclaim at once, complete
 //     (and retry a complete), extend, stale and forged tokens refused;
-//   - expiry by the store's clock: leases and retention of [Features.Lease]
-//     run out while the suite sleeps;
+//   - expiry by the store's clock: leases and retention of 150ms run out
+//     while the suite sleeps;
 //   - races: 32 goroutines claim one key (fresh, and just expired) and
 //     exactly one wins; overlapping batches in different orders neither
 //     fail nor deadlock;
@@ -79,15 +76,14 @@ const long = time.Hour
 //   - payload fingerprints and conflicts, compared only between
 //     fingerprints of one length; batches with mixed answers and a
 //     key twice; cancelled contexts and non-positive durations;
-//   - failures mid-call through [FaultStore]: nothing is recorded wrongly and
-//     every write can be retried;
-//   - batch claims that fail part-way, through a context that expires
-//     mid-batch or a failed claim in [dedupe.ClaimBatch]'s one-by-one
-//     fallback: every key is free again at once;
+//   - failures mid-call, before or after reaching the store: nothing is
+//     recorded wrongly and every write can be retried;
+//   - claims of many keys that fail part-way, through a context that
+//     expires mid-call: every key is free again at once;
 //   - keys as data: quotes, SQL, Lua, glob and LIKE patterns, Redis hash
 //     tags, the longest valid parts in multi-byte UTF-8, and no case
 //     folding, padding or Unicode normalisation; bad keys (too long, invalid
-//     UTF-8, control characters) refused with [dedupe.ErrInvalidKey];
+//     UTF-8, control characters) refused with [msgkey.ErrInvalid];
 //   - a [dedupe.Inspector], if the store has one: records as claimed,
 //     completed, released and expired; listings paged to the end, by
 //     prefixes that are LIKE and glob patterns, in scopes that hold them
@@ -96,10 +92,7 @@ const long = time.Hour
 //
 // The suite takes a few seconds: a dozen waits of one and a half leases,
 // and ten leases of churn.
-func Run(t *testing.T, newStore func(t *testing.T) dedupe.Store, f Features) {
-	if f.Lease <= 0 {
-		f.Lease = 150 * time.Millisecond
-	}
+func RunConformanceTests(t *testing.T, newStore func(t *testing.T) dedupe.Store, f Features) {
 	tests := []struct {
 		name string
 		fn   func(*suite)
@@ -129,11 +122,6 @@ func Run(t *testing.T, newStore func(t *testing.T) dedupe.Store, f Features) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &suite{T: t, store: newStore(t), f: f, id: rand.Text()[:12]}
-			if f.Batcher {
-				if _, ok := s.store.(dedupe.Batcher); !ok {
-					t.Fatalf("Features.Batcher is set but %T does not implement dedupe.Batcher", s.store)
-				}
-			}
 			tc.fn(s)
 		})
 	}
@@ -151,9 +139,9 @@ func (s *suite) ref(key string) dedupe.Ref {
 	return dedupe.Ref{Namespace: "dedupetest", Group: s.id, Key: key}
 }
 
-// expire sleeps until a lease or retention of s.f.Lease that began before
+// expire sleeps until a lease or retention of shortLease that began before
 // the call has ended by any clock that runs at the rate of ours.
-func (s *suite) expire() { time.Sleep(s.f.Lease * 3 / 2) }
+func (s *suite) expire() { time.Sleep(shortLease * 3 / 2) }
 
 // stalled reports whether a lease or retention of d, begun by a call sent
 // at sent, may have ended by now by any clock that runs at the rate of
@@ -171,7 +159,7 @@ func (s *suite) stalled(sent time.Time, d time.Duration, what string) bool {
 
 func (s *suite) claimFP(ref dedupe.Ref, lease time.Duration, fp string) dedupe.ClaimResult {
 	s.Helper()
-	res, err := s.store.Claim(s.Context(), dedupe.ClaimRequest{Ref: ref, Lease: lease, Fingerprint: fp})
+	res, err := testkit.Claim(s.Context(), s.store, dedupe.Item{Ref: ref, Fingerprint: fp}, lease)
 	if err != nil {
 		s.Fatalf("Claim(%q, %v, %q): %v", ref, lease, fp, err)
 	}
@@ -180,38 +168,38 @@ func (s *suite) claimFP(ref dedupe.Ref, lease time.Duration, fp string) dedupe.C
 
 // want claims ref for long with fingerprint fp and checks the answer. An
 // Acquired answer must carry a token, InFlight and Done a time left.
-func (s *suite) want(ref dedupe.Ref, fp string, want dedupe.Status) dedupe.ClaimResult {
+func (s *suite) want(ref dedupe.Ref, fp string, want dedupe.Outcome) dedupe.ClaimResult {
 	s.Helper()
 	res := s.claimFP(ref, long, fp)
-	if res.Status != want {
-		s.Fatalf("Claim(%q, fingerprint %q) = %v, want %v", ref, fp, res.Status, want)
+	if res.Outcome != want {
+		s.Fatalf("Claim(%q, fingerprint %q) = %v, want %v", ref, fp, res.Outcome, want)
 	}
 	s.checkResult(ref, res, long)
 	return res
 }
 
-// checkResult checks the fields that go with res.Status. lease bounds the
+// checkResult checks the fields that go with res.Outcome. lease bounds the
 // time left of an InFlight answer.
 func (s *suite) checkResult(ref dedupe.Ref, res dedupe.ClaimResult, lease time.Duration) {
 	s.Helper()
-	switch res.Status {
+	switch res.Outcome {
 	case dedupe.Acquired:
 		if res.Token == "" || !res.Until.IsZero() || res.Remaining != 0 {
 			s.Errorf("Claim(%q) = acquired with token %q, until %v, remaining %v; want a token and no time", ref, res.Token, res.Until, res.Remaining)
 		}
-	case dedupe.InFlight, dedupe.Done:
+	case dedupe.Busy, dedupe.Suppressed:
 		if res.Token != "" || res.Until.IsZero() || res.Remaining <= 0 {
-			s.Errorf("Claim(%q) = %v with token %q, until %v, remaining %v; want no token and a time", ref, res.Status, res.Token, res.Until, res.Remaining)
+			s.Errorf("Claim(%q) = %v with token %q, until %v, remaining %v; want no token and a time", ref, res.Outcome, res.Token, res.Until, res.Remaining)
 		}
-		if res.Status == dedupe.InFlight && res.Remaining > lease {
+		if res.Outcome == dedupe.Busy && res.Remaining > lease {
 			s.Errorf("Claim(%q) = in flight for %v, longer than the lease %v", ref, res.Remaining, lease)
 		}
-	case dedupe.Conflict:
+	case dedupe.Reused:
 		if res.Token != "" {
 			s.Errorf("Claim(%q) = conflict with token %q", ref, res.Token)
 		}
 	default:
-		s.Errorf("Claim(%q) = %v, not a status", ref, res.Status)
+		s.Errorf("Claim(%q) = %v, not a status", ref, res.Outcome)
 	}
 }
 
@@ -219,8 +207,8 @@ func (s *suite) checkResult(ref dedupe.Ref, res dedupe.ClaimResult, lease time.D
 func (s *suite) acquire(ref dedupe.Ref, lease time.Duration) dedupe.Ticket {
 	s.Helper()
 	res := s.claimFP(ref, lease, "")
-	if res.Status != dedupe.Acquired {
-		s.Fatalf("Claim(%q) = %v, want acquired", ref, res.Status)
+	if res.Outcome != dedupe.Acquired {
+		s.Fatalf("Claim(%q) = %v, want acquired", ref, res.Outcome)
 	}
 	s.checkResult(ref, res, lease)
 	return dedupe.Ticket{Ref: ref, Token: res.Token}
@@ -228,14 +216,14 @@ func (s *suite) acquire(ref dedupe.Ref, lease time.Duration) dedupe.Ticket {
 
 func (s *suite) complete(t dedupe.Ticket, retention time.Duration, want error) {
 	s.Helper()
-	if err := s.store.Complete(s.Context(), t, retention); !matches(err, want) {
+	if err := testkit.Complete(s.Context(), s.store, t, retention); !matches(err, want) {
 		s.Fatalf("Complete(%q, %v) = %v, want %v", t.Ref, retention, err, want)
 	}
 }
 
 func (s *suite) release(t dedupe.Ticket, want error) {
 	s.Helper()
-	if err := s.store.Release(s.Context(), t); !matches(err, want) {
+	if err := testkit.Release(s.Context(), s.store, t); !matches(err, want) {
 		s.Fatalf("Release(%q) = %v, want %v", t.Ref, err, want)
 	}
 }
@@ -258,20 +246,20 @@ func matches(err, want error) bool {
 // isSentinel reports whether err is one of the contract's answers rather
 // than a failure to reach the store.
 func isSentinel(err error) bool {
-	return errors.Is(err, dedupe.ErrInvalidKey) || errors.Is(err, dedupe.ErrLeaseLost) ||
-		errors.Is(err, dedupe.ErrConflict) || errors.Is(err, dedupe.ErrInFlight)
+	return errors.Is(err, msgkey.ErrInvalid) || errors.Is(err, dedupe.ErrLeaseLost) ||
+		errors.Is(err, dedupe.ErrBusy)
 }
 
 func testClaimTwice(s *suite) {
 	r := s.ref("k")
 	tk := s.acquire(r, long)
-	s.want(r, "", dedupe.InFlight)
+	s.want(r, "", dedupe.Busy)
 	other := s.acquire(s.ref("k2"), long)
 	if other.Token == tk.Token {
 		s.Errorf("two claims got the same token %q", tk.Token)
 	}
 	s.complete(tk, long, nil)
-	s.want(r, "", dedupe.Done)
+	s.want(r, "", dedupe.Suppressed)
 }
 
 // testScopes checks that namespace, group and key each separate records, and
@@ -299,8 +287,8 @@ func testScopes(s *suite) {
 				continue // sep ""
 			}
 			s.acquire(p[0], long)
-			if res := s.claimFP(p[1], long, ""); res.Status != dedupe.Acquired {
-				s.Errorf("Claim(%#v) after claiming %#v = %v, want acquired: the two share a record", p[1], p[0], res.Status)
+			if res := s.claimFP(p[1], long, ""); res.Outcome != dedupe.Acquired {
+				s.Errorf("Claim(%#v) after claiming %#v = %v, want acquired: the two share a record", p[1], p[0], res.Outcome)
 			}
 		}
 	}
@@ -321,7 +309,7 @@ func testConcurrentClaim(s *suite) {
 		for i := range n {
 			wg.Go(func() {
 				<-start
-				res[i], errs[i] = s.store.Claim(s.Context(), dedupe.ClaimRequest{Ref: r, Lease: long})
+				res[i], errs[i] = testkit.Claim(s.Context(), s.store, dedupe.Item{Ref: r}, long)
 			})
 		}
 		close(start)
@@ -331,10 +319,10 @@ func testConcurrentClaim(s *suite) {
 			switch {
 			case errs[i] != nil:
 				s.Errorf("claim %d of %q: %v", i, r, errs[i])
-			case res[i].Status == dedupe.Acquired:
+			case res[i].Outcome == dedupe.Acquired:
 				won++
-			case res[i].Status != dedupe.InFlight:
-				s.Errorf("claim %d of %q = %v, want acquired or in flight", i, r, res[i].Status)
+			case res[i].Outcome != dedupe.Busy:
+				s.Errorf("claim %d of %q = %v, want acquired or in flight", i, r, res[i].Outcome)
 			}
 		}
 		if won != 1 {
@@ -345,7 +333,7 @@ func testConcurrentClaim(s *suite) {
 		race(s.ref(fmt.Sprint("fresh", i)))
 	}
 	r := s.ref("expired")
-	s.acquire(r, s.f.Lease)
+	s.acquire(r, shortLease)
 	s.expire()
 	race(r)
 }
@@ -355,9 +343,9 @@ func testConcurrentClaim(s *suite) {
 // store neither fails nor deadlocks.
 func testConcurrentBatches(s *suite) {
 	const workers, keys = 4, 16
-	var refs []dedupe.ClaimRequest
+	var refs []dedupe.Item
 	for i := range keys {
-		refs = append(refs, dedupe.ClaimRequest{Ref: s.ref(fmt.Sprint("k", i)), Lease: long})
+		refs = append(refs, dedupe.Item{Ref: s.ref(fmt.Sprint("k", i))})
 	}
 	var (
 		wg    sync.WaitGroup
@@ -372,9 +360,9 @@ func testConcurrentBatches(s *suite) {
 			slices.Reverse(reqs)
 		}
 		wg.Go(func() {
-			res, errs, err := dedupe.ClaimBatch(s.Context(), s.store, reqs)
+			res, errs, err := s.store.Claim(s.Context(), reqs, long)
 			if err != nil {
-				s.Errorf("worker %d: ClaimBatch: %v", w, err)
+				s.Errorf("worker %d: Claim: %v", w, err)
 				return
 			}
 			mu.Lock()
@@ -383,10 +371,10 @@ func testConcurrentBatches(s *suite) {
 				switch {
 				case errs[i] != nil:
 					s.Errorf("worker %d: claim %q: %v", w, reqs[i].Ref, errs[i])
-				case r.Status == dedupe.Acquired:
+				case r.Outcome == dedupe.Acquired:
 					owner[reqs[i].Ref]++
-				case r.Status != dedupe.InFlight:
-					s.Errorf("worker %d: claim %q = %v, want acquired or in flight", w, reqs[i].Ref, r.Status)
+				case r.Outcome != dedupe.Busy:
+					s.Errorf("worker %d: claim %q = %v, want acquired or in flight", w, reqs[i].Ref, r.Outcome)
 				}
 			}
 		})
@@ -423,7 +411,7 @@ type grant struct {
 // and none is told its lease is lost before it could have ended.
 func testChurn(s *suite) {
 	const workers, keys = 32, 4
-	lease := s.f.Lease
+	lease := shortLease
 	retention := lease / 4
 	// slack covers the store clock's resolution against ours.
 	const slack = 2 * time.Millisecond
@@ -486,22 +474,12 @@ type owned struct {
 // churnClaim claims one to three of refs, a key possibly twice, and returns
 // those acquired.
 func (s *suite) churnClaim(w int, rng *mathrand.Rand, refs []dedupe.Ref, lease time.Duration) []owned {
-	reqs := make([]dedupe.ClaimRequest, 1+rng.IntN(3))
+	reqs := make([]dedupe.Item, 1+rng.IntN(3))
 	for i := range reqs {
-		reqs[i] = dedupe.ClaimRequest{Ref: refs[rng.IntN(len(refs))], Lease: lease}
+		reqs[i] = dedupe.Item{Ref: refs[rng.IntN(len(refs))]}
 	}
 	t0 := time.Now()
-	var (
-		res  []dedupe.ClaimResult
-		errs = make([]error, len(reqs))
-		err  error
-	)
-	if len(reqs) == 1 {
-		res = make([]dedupe.ClaimResult, 1)
-		res[0], err = s.store.Claim(s.Context(), reqs[0])
-	} else {
-		res, errs, err = dedupe.ClaimBatch(s.Context(), s.store, reqs)
-	}
+	res, errs, err := s.store.Claim(s.Context(), reqs, lease)
 	t1 := time.Now()
 	if err != nil {
 		s.Errorf("worker %d: claim of %d keys: %v", w, len(reqs), err)
@@ -516,11 +494,11 @@ func (s *suite) churnClaim(w int, rng *mathrand.Rand, refs []dedupe.Ref, lease t
 		// The store's now is some instant of the call: one that waited
 		// for a lock may count a lease taken meanwhile from before it.
 		s.checkResult(reqs[i].Ref, r, lease+t1.Sub(t0))
-		switch r.Status {
+		switch r.Outcome {
 		case dedupe.Acquired:
 			g := &grant{worker: w, t0: t0, t1: t1, renewed0: t0, renewed1: t1}
 			mine = append(mine, owned{dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}, g})
-		case dedupe.Conflict:
+		case dedupe.Reused:
 			s.Errorf("worker %d: claim %q without fingerprints = conflict", w, reqs[i].Ref)
 		}
 	}
@@ -579,10 +557,10 @@ func (s *suite) churnFinish(rng *mathrand.Rand, mine []owned, lease, retention, 
 		return
 	case 1, 2, 3, 4:
 		what = "complete"
-		errs, err = dedupe.CompleteBatch(s.Context(), s.store, ts, retention)
+		errs, err = s.store.Complete(s.Context(), ts, retention)
 	default:
 		what = "release"
-		errs, err = dedupe.ReleaseBatch(s.Context(), s.store, ts)
+		errs, err = s.store.Release(s.Context(), ts)
 	}
 	o1 := time.Now()
 	if err != nil {
@@ -603,34 +581,34 @@ func (s *suite) churnFinish(rng *mathrand.Rand, mine []owned, lease, retention, 
 
 func testLeaseExpiry(s *suite) {
 	r := s.ref("k")
-	old := s.acquire(r, s.f.Lease)
+	old := s.acquire(r, shortLease)
 	s.expire()
 	if tk := s.acquire(r, long); tk.Token == old.Token {
 		s.Errorf("reclaim after the lease expired reused token %q", old.Token)
 	}
-	s.want(r, "", dedupe.InFlight)
+	s.want(r, "", dedupe.Busy)
 }
 
 func testStaleToken(s *suite) {
 	s.Run("Reclaimed", func(t *testing.T) {
 		s := s.sub(t)
 		r := s.ref("k")
-		stale := s.acquire(r, s.f.Lease)
+		stale := s.acquire(r, shortLease)
 		s.expire()
 		owner := s.acquire(r, long)
 		s.complete(stale, long, dedupe.ErrLeaseLost)
 		s.release(stale, dedupe.ErrLeaseLost)
 		s.extend(stale, long, dedupe.ErrLeaseLost)
-		s.want(r, "", dedupe.InFlight)
+		s.want(r, "", dedupe.Busy)
 		s.complete(owner, long, nil)
-		s.want(r, "", dedupe.Done)
+		s.want(r, "", dedupe.Suppressed)
 		s.release(stale, dedupe.ErrLeaseLost)
-		s.want(r, "", dedupe.Done)
+		s.want(r, "", dedupe.Suppressed)
 	})
 	s.Run("ExpiredNotReclaimed", func(t *testing.T) {
 		s := s.sub(t)
 		r := s.ref("k")
-		stale := s.acquire(r, s.f.Lease)
+		stale := s.acquire(r, shortLease)
 		s.expire()
 		s.complete(stale, long, dedupe.ErrLeaseLost)
 		s.extend(stale, long, dedupe.ErrLeaseLost)
@@ -653,7 +631,7 @@ func testStaleToken(s *suite) {
 		// Another key's token does not own this one.
 		other := s.acquire(s.ref("other"), long)
 		s.complete(dedupe.Ticket{Ref: r, Token: other.Token}, long, dedupe.ErrLeaseLost)
-		s.want(r, "", dedupe.InFlight)
+		s.want(r, "", dedupe.Busy)
 		s.complete(owner, long, nil)
 	})
 	s.Run("NeverClaimed", func(t *testing.T) {
@@ -682,18 +660,18 @@ func testRelease(s *suite) {
 	s.release(old, dedupe.ErrLeaseLost)
 	s.complete(old, long, dedupe.ErrLeaseLost)
 	s.extend(old, long, dedupe.ErrLeaseLost)
-	s.want(r, "", dedupe.InFlight)
+	s.want(r, "", dedupe.Busy)
 	s.complete(tk, long, nil)
 	// A done record is not released: the message was processed.
 	s.release(tk, dedupe.ErrLeaseLost)
-	s.want(r, "", dedupe.Done)
+	s.want(r, "", dedupe.Suppressed)
 }
 
 func testComplete(s *suite) {
 	r := s.ref("k")
 	tk := s.acquire(r, long)
 	s.complete(tk, long, nil)
-	res := s.want(r, "", dedupe.Done)
+	res := s.want(r, "", dedupe.Suppressed)
 	if res.Remaining > long {
 		s.Errorf("done for %v more, longer than the retention %v", res.Remaining, long)
 	}
@@ -701,27 +679,27 @@ func testComplete(s *suite) {
 	s.complete(dedupe.Ticket{Ref: r, Token: "bogus"}, long, dedupe.ErrLeaseLost)
 	s.extend(tk, long, dedupe.ErrLeaseLost)
 	s.release(tk, dedupe.ErrLeaseLost)
-	s.want(r, "", dedupe.Done)
+	s.want(r, "", dedupe.Suppressed)
 
 	// A retry restarts the retention.
 	r = s.ref("retry")
 	tk = s.acquire(r, long)
 	sent := time.Now()
-	s.complete(tk, 4*s.f.Lease, nil)
-	if err := s.store.Complete(s.Context(), tk, long); err != nil {
-		if errors.Is(err, dedupe.ErrLeaseLost) && s.stalled(sent, 4*s.f.Lease, "the retried Complete found the record gone") {
+	s.complete(tk, 4*shortLease, nil)
+	if err := testkit.Complete(s.Context(), s.store, tk, long); err != nil {
+		if errors.Is(err, dedupe.ErrLeaseLost) && s.stalled(sent, 4*shortLease, "the retried Complete found the record gone") {
 			return
 		}
 		s.Fatalf("Complete(%q, %v) again = %v", r, long, err)
 	}
-	time.Sleep(5 * s.f.Lease)
-	s.want(r, "", dedupe.Done)
+	time.Sleep(5 * shortLease)
+	s.want(r, "", dedupe.Suppressed)
 }
 
 func testRetentionExpiry(s *suite) {
 	r := s.ref("k")
 	tk := s.acquire(r, long)
-	s.complete(tk, s.f.Lease, nil)
+	s.complete(tk, shortLease, nil)
 	s.expire()
 	s.complete(tk, long, dedupe.ErrLeaseLost)
 	s.acquire(r, long)
@@ -732,15 +710,15 @@ func testExtend(s *suite) {
 		s := s.sub(t)
 		r := s.ref("k")
 		sent := time.Now()
-		tk := s.acquire(r, 4*s.f.Lease)
+		tk := s.acquire(r, 4*shortLease)
 		if err := s.store.Extend(s.Context(), tk, long); err != nil {
-			if errors.Is(err, dedupe.ErrLeaseLost) && s.stalled(sent, 4*s.f.Lease, "Extend found the lease gone") {
+			if errors.Is(err, dedupe.ErrLeaseLost) && s.stalled(sent, 4*shortLease, "Extend found the lease gone") {
 				return
 			}
 			s.Fatalf("Extend(%q, %v) = %v", r, long, err)
 		}
-		time.Sleep(5 * s.f.Lease)
-		res := s.want(r, "", dedupe.InFlight)
+		time.Sleep(5 * shortLease)
+		res := s.want(r, "", dedupe.Busy)
 		if res.Remaining <= long/2 {
 			s.Errorf("in flight for %v more after extending to %v", res.Remaining, long)
 		}
@@ -750,7 +728,7 @@ func testExtend(s *suite) {
 		s := s.sub(t)
 		r := s.ref("k")
 		tk := s.acquire(r, long)
-		s.extend(tk, s.f.Lease, nil)
+		s.extend(tk, shortLease, nil)
 		s.expire()
 		s.extend(tk, long, dedupe.ErrLeaseLost) // no resurrection
 		s.acquire(r, long)
@@ -758,48 +736,48 @@ func testExtend(s *suite) {
 }
 
 func testFingerprint(s *suite) {
-	fa, fb := dedupe.Fingerprint([]byte("a")), dedupe.Fingerprint([]byte("b"))
+	fa, fb := dedupekit.Fingerprint([]byte("a")), dedupekit.Fingerprint([]byte("b"))
 	s.Run("InFlight", func(t *testing.T) {
 		s := s.sub(t)
 		r := s.ref("k")
 		res := s.claimFP(r, long, fa)
-		if res.Status != dedupe.Acquired {
-			s.Fatalf("first claim = %v", res.Status)
+		if res.Outcome != dedupe.Acquired {
+			s.Fatalf("first claim = %v", res.Outcome)
 		}
-		s.want(r, fb, dedupe.Conflict)
-		s.want(r, fa, dedupe.InFlight)
-		s.want(r, "", dedupe.InFlight)
+		s.want(r, fb, dedupe.Reused)
+		s.want(r, fa, dedupe.Busy)
+		s.want(r, "", dedupe.Busy)
 		s.complete(dedupe.Ticket{Ref: r, Token: res.Token}, long, nil)
-		s.want(r, fb, dedupe.Conflict)
-		s.want(r, fa, dedupe.Done)
-		s.want(r, "", dedupe.Done)
+		s.want(r, fb, dedupe.Reused)
+		s.want(r, fa, dedupe.Suppressed)
+		s.want(r, "", dedupe.Suppressed)
 	})
 	s.Run("RecordWithout", func(t *testing.T) {
 		s := s.sub(t)
 		r := s.ref("k")
 		s.complete(s.acquire(r, long), long, nil)
-		s.want(r, fb, dedupe.Done)
+		s.want(r, fb, dedupe.Suppressed)
 	})
 	s.Run("Expired", func(t *testing.T) {
 		s := s.sub(t)
 		r := s.ref("k")
-		if res := s.claimFP(r, s.f.Lease, fa); res.Status != dedupe.Acquired {
-			s.Fatalf("first claim = %v", res.Status)
+		if res := s.claimFP(r, shortLease, fa); res.Outcome != dedupe.Acquired {
+			s.Fatalf("first claim = %v", res.Outcome)
 		}
 		s.expire()
 		// An expired lease is no record: the new claim's fingerprint holds.
-		if res := s.claimFP(r, long, fb); res.Status != dedupe.Acquired {
-			s.Fatalf("claim after expiry = %v, want acquired", res.Status)
+		if res := s.claimFP(r, long, fb); res.Outcome != dedupe.Acquired {
+			s.Fatalf("claim after expiry = %v, want acquired", res.Outcome)
 		}
-		s.want(r, fa, dedupe.Conflict)
+		s.want(r, fa, dedupe.Reused)
 	})
 	s.Run("Released", func(t *testing.T) {
 		s := s.sub(t)
 		r := s.ref("k")
 		res := s.claimFP(r, long, fa)
 		s.release(dedupe.Ticket{Ref: r, Token: res.Token}, nil)
-		if res := s.claimFP(r, long, fb); res.Status != dedupe.Acquired {
-			s.Fatalf("claim after release = %v, want acquired", res.Status)
+		if res := s.claimFP(r, long, fb); res.Outcome != dedupe.Acquired {
+			s.Fatalf("claim after release = %v, want acquired", res.Outcome)
 		}
 	})
 	s.Run("OtherKind", func(t *testing.T) {
@@ -814,23 +792,23 @@ func testFingerprint(s *suite) {
 		}
 		r := s.ref("long")
 		res := s.claimFP(r, long, sha("a"))
-		if res.Status != dedupe.Acquired {
-			s.Fatalf("first claim = %v", res.Status)
+		if res.Outcome != dedupe.Acquired {
+			s.Fatalf("first claim = %v", res.Outcome)
 		}
-		s.want(r, fb, dedupe.InFlight)
-		s.want(r, sha("b"), dedupe.Conflict)
+		s.want(r, fb, dedupe.Busy)
+		s.want(r, sha("b"), dedupe.Reused)
 		s.complete(dedupe.Ticket{Ref: r, Token: res.Token}, long, nil)
-		s.want(r, fa, dedupe.Done)
-		s.want(r, fb, dedupe.Done)
-		s.want(r, sha("a"), dedupe.Done)
-		s.want(r, sha("b"), dedupe.Conflict)
+		s.want(r, fa, dedupe.Suppressed)
+		s.want(r, fb, dedupe.Suppressed)
+		s.want(r, sha("a"), dedupe.Suppressed)
+		s.want(r, sha("b"), dedupe.Reused)
 
-		r = s.ref("short")
+		r = s.ref("shortLease")
 		res = s.claimFP(r, long, fa)
-		s.want(r, sha("b"), dedupe.InFlight)
+		s.want(r, sha("b"), dedupe.Busy)
 		s.complete(dedupe.Ticket{Ref: r, Token: res.Token}, long, nil)
-		s.want(r, sha("b"), dedupe.Done)
-		s.want(r, fb, dedupe.Conflict)
+		s.want(r, sha("b"), dedupe.Suppressed)
+		s.want(r, fb, dedupe.Reused)
 	})
 	s.Run("Verbatim", func(t *testing.T) {
 		s := s.sub(t)
@@ -838,19 +816,19 @@ func testFingerprint(s *suite) {
 		// The longest fingerprint, in multi-byte UTF-8. Each variant has its
 		// length in bytes and differs from it only in case, in one accent,
 		// in its last byte or in its Unicode normalisation.
-		fp := strings.Repeat("é", dedupe.MaxFingerprint/2-2) + "e\u0308e"
+		fp := strings.Repeat("é", dedupekit.MaxFingerprint/2-2) + "e\u0308e"
 		s.claimFP(r, long, fp)
-		s.want(r, fp, dedupe.InFlight)
+		s.want(r, fp, dedupe.Busy)
 		for _, other := range []string{
 			strings.ToUpper(fp),
 			strings.Replace(fp, "é", "è", 1),
 			fp[:len(fp)-1] + "f",
-			strings.Repeat("é", dedupe.MaxFingerprint/2-3) + "e\u0301ëe",
+			strings.Repeat("é", dedupekit.MaxFingerprint/2-3) + "e\u0301ëe",
 		} {
 			if len(other) != len(fp) {
 				s.Fatalf("variant %q is %d bytes, want %d", other, len(other), len(fp))
 			}
-			s.want(r, other, dedupe.Conflict)
+			s.want(r, other, dedupe.Reused)
 		}
 	})
 	s.Run("Batch", func(t *testing.T) {
@@ -858,37 +836,32 @@ func testFingerprint(s *suite) {
 		// one wrote, as single calls one after another would.
 		s := s.sub(t)
 		r := s.ref("k")
-		reqs := []dedupe.ClaimRequest{
-			{Ref: r, Lease: long, Fingerprint: fa},
-			{Ref: r, Lease: long, Fingerprint: fb},
-			{Ref: r, Lease: long, Fingerprint: fa},
-			{Ref: r, Lease: long},
-		}
-		check := func(want ...dedupe.Status) []dedupe.ClaimResult {
+		reqs := []dedupe.Item{{Ref: r, Fingerprint: fa}, {Ref: r, Fingerprint: fb}, {Ref: r, Fingerprint: fa}, {Ref: r}}
+		check := func(want ...dedupe.Outcome) []dedupe.ClaimResult {
 			t.Helper()
-			res, errs, err := dedupe.ClaimBatch(s.Context(), s.store, reqs)
+			res, errs, err := s.store.Claim(s.Context(), reqs, long)
 			if err != nil {
-				t.Fatalf("ClaimBatch: %v", err)
+				t.Fatalf("Claim: %v", err)
 			}
 			for i, w := range want {
-				if errs[i] != nil || res[i].Status != w {
-					t.Errorf("ClaimBatch item %d (fingerprint %q) = %v, %v; want %v", i, reqs[i].Fingerprint, res[i].Status, errs[i], w)
+				if errs[i] != nil || res[i].Outcome != w {
+					t.Errorf("Claim item %d (fingerprint %q) = %v, %v; want %v", i, reqs[i].Fingerprint, res[i].Outcome, errs[i], w)
 				}
 				s.checkResult(r, res[i], long)
 			}
 			return res
 		}
-		res := check(dedupe.Acquired, dedupe.Conflict, dedupe.InFlight, dedupe.InFlight)
+		res := check(dedupe.Acquired, dedupe.Reused, dedupe.Busy, dedupe.Busy)
 		s.complete(dedupe.Ticket{Ref: r, Token: res[0].Token}, long, nil)
-		check(dedupe.Done, dedupe.Conflict, dedupe.Done, dedupe.Done)
+		check(dedupe.Suppressed, dedupe.Reused, dedupe.Suppressed, dedupe.Suppressed)
 	})
 	s.Run("Invalid", func(t *testing.T) {
 		s := s.sub(t)
 		r := s.ref("k")
-		for _, fp := range []string{strings.Repeat("f", dedupe.MaxFingerprint+1), "\xff", "a\x00"} {
-			_, err := s.store.Claim(s.Context(), dedupe.ClaimRequest{Ref: r, Lease: long, Fingerprint: fp})
-			if !errors.Is(err, dedupe.ErrInvalidKey) {
-				s.Errorf("Claim with fingerprint %q = %v, want ErrInvalidKey", fp, err)
+		for _, fp := range []string{strings.Repeat("f", dedupekit.MaxFingerprint+1), "\xff", "a\x00"} {
+			_, err := testkit.Claim(s.Context(), s.store, dedupe.Item{Ref: r, Fingerprint: fp}, long)
+			if !errors.Is(err, msgkey.ErrInvalid) {
+				s.Errorf("Claim with fingerprint %q = %v, want msgkey.ErrInvalid", fp, err)
 			}
 		}
 		s.acquire(r, long)
@@ -903,32 +876,24 @@ func testBatch(s *suite) {
 	s.claimFP(conflict, long, "A")
 
 	free, dup, bad := s.ref("free"), s.ref("dup"), s.ref("")
-	reqs := []dedupe.ClaimRequest{
-		{Ref: free, Lease: long},
-		{Ref: done, Lease: long},
-		{Ref: flight, Lease: long},
-		{Ref: conflict, Lease: long, Fingerprint: "B"},
-		{Ref: bad, Lease: long},
-		{Ref: dup, Lease: long},
-		{Ref: dup, Lease: long},
-	}
-	want := []dedupe.Status{dedupe.Acquired, dedupe.Done, dedupe.InFlight, dedupe.Conflict, 0, dedupe.Acquired, dedupe.InFlight}
-	res, errs, err := dedupe.ClaimBatch(ctx, s.store, reqs)
+	reqs := []dedupe.Item{{Ref: free}, {Ref: done}, {Ref: flight}, {Ref: conflict, Fingerprint: "B"}, {Ref: bad}, {Ref: dup}, {Ref: dup}}
+	want := []dedupe.Outcome{dedupe.Acquired, dedupe.Suppressed, dedupe.Busy, dedupe.Reused, 0, dedupe.Acquired, dedupe.Busy}
+	res, errs, err := s.store.Claim(ctx, reqs, long)
 	if err != nil {
-		s.Fatalf("ClaimBatch: %v", err)
+		s.Fatalf("Claim: %v", err)
 	}
 	if len(res) != len(reqs) || len(errs) != len(reqs) {
-		s.Fatalf("ClaimBatch of %d answered %d results and %d errors", len(reqs), len(res), len(errs))
+		s.Fatalf("Claim of %d answered %d results and %d errors", len(reqs), len(res), len(errs))
 	}
 	for i, w := range want {
 		if w == 0 {
-			if !errors.Is(errs[i], dedupe.ErrInvalidKey) {
-				s.Errorf("ClaimBatch item %d (%q) error = %v, want ErrInvalidKey", i, reqs[i].Ref, errs[i])
+			if !errors.Is(errs[i], msgkey.ErrInvalid) {
+				s.Errorf("Claim item %d (%q) error = %v, want msgkey.ErrInvalid", i, reqs[i].Ref, errs[i])
 			}
 			continue
 		}
-		if errs[i] != nil || res[i].Status != w {
-			s.Errorf("ClaimBatch item %d (%q) = %v, %v; want %v", i, reqs[i].Ref, res[i].Status, errs[i], w)
+		if errs[i] != nil || res[i].Outcome != w {
+			s.Errorf("Claim item %d (%q) = %v, %v; want %v", i, reqs[i].Ref, res[i].Outcome, errs[i], w)
 		}
 		s.checkResult(reqs[i].Ref, res[i], long)
 	}
@@ -939,72 +904,72 @@ func testBatch(s *suite) {
 		{Ref: dup, Token: res[5].Token},
 		{Ref: bad, Token: "bogus"},
 	}
-	cerrs, err := dedupe.CompleteBatch(ctx, s.store, tickets, long)
+	cerrs, err := s.store.Complete(ctx, tickets, long)
 	if err != nil {
-		s.Fatalf("CompleteBatch: %v", err)
+		s.Fatalf("Complete: %v", err)
 	}
-	for i, w := range []error{nil, dedupe.ErrLeaseLost, nil, dedupe.ErrInvalidKey} {
+	for i, w := range []error{nil, dedupe.ErrLeaseLost, nil, msgkey.ErrInvalid} {
 		if len(cerrs) != len(tickets) || !matches(cerrs[i], w) {
-			s.Fatalf("CompleteBatch = %v, want item %d %v", cerrs, i, w)
+			s.Fatalf("Complete = %v, want item %d %v", cerrs, i, w)
 		}
 	}
-	s.want(free, "", dedupe.Done)
-	s.want(dup, "", dedupe.Done)
-	s.want(flight, "", dedupe.InFlight)
+	s.want(free, "", dedupe.Suppressed)
+	s.want(dup, "", dedupe.Suppressed)
+	s.want(flight, "", dedupe.Busy)
 
 	r1, r2 := s.acquire(s.ref("r1"), long), s.acquire(s.ref("r2"), long)
-	rerrs, err := dedupe.ReleaseBatch(ctx, s.store, []dedupe.Ticket{
+	rerrs, err := s.store.Release(ctx, []dedupe.Ticket{
 		r1, {Ref: r2.Ref, Token: "bogus"}, tickets[0], flightTk, {Ref: bad, Token: "bogus"},
 	})
 	if err != nil {
-		s.Fatalf("ReleaseBatch: %v", err)
+		s.Fatalf("Release: %v", err)
 	}
-	for i, w := range []error{nil, dedupe.ErrLeaseLost, dedupe.ErrLeaseLost, nil, dedupe.ErrInvalidKey} {
+	for i, w := range []error{nil, dedupe.ErrLeaseLost, dedupe.ErrLeaseLost, nil, msgkey.ErrInvalid} {
 		if len(rerrs) != 5 || !matches(rerrs[i], w) {
-			s.Fatalf("ReleaseBatch = %v, want item %d %v", rerrs, i, w)
+			s.Fatalf("Release = %v, want item %d %v", rerrs, i, w)
 		}
 	}
 	s.acquire(r1.Ref, long)
-	s.want(r2.Ref, "", dedupe.InFlight)
-	s.want(free, "", dedupe.Done)
+	s.want(r2.Ref, "", dedupe.Busy)
+	s.want(free, "", dedupe.Suppressed)
 	s.acquire(flight, long)
 
 	s.Run("Empty", func(t *testing.T) {
-		res, errs, err := dedupe.ClaimBatch(ctx, s.store, nil)
+		res, errs, err := s.store.Claim(ctx, nil, long)
 		if len(res) != 0 || len(errs) != 0 || err != nil {
-			t.Errorf("ClaimBatch(nil) = %v, %v, %v; want nothing", res, errs, err)
+			t.Errorf("Claim(nil) = %v, %v, %v; want nothing", res, errs, err)
 		}
-		if errs, err := dedupe.CompleteBatch(ctx, s.store, nil, long); len(errs) != 0 || err != nil {
-			t.Errorf("CompleteBatch(nil) = %v, %v; want nothing", errs, err)
+		if errs, err := s.store.Complete(ctx, nil, long); len(errs) != 0 || err != nil {
+			t.Errorf("Complete(nil) = %v, %v; want nothing", errs, err)
 		}
-		if errs, err := dedupe.ReleaseBatch(ctx, s.store, nil); len(errs) != 0 || err != nil {
-			t.Errorf("ReleaseBatch(nil) = %v, %v; want nothing", errs, err)
+		if errs, err := s.store.Release(ctx, nil); len(errs) != 0 || err != nil {
+			t.Errorf("Release(nil) = %v, %v; want nothing", errs, err)
 		}
 	})
 	s.Run("Large", func(t *testing.T) {
 		s := s.sub(t)
-		reqs := make([]dedupe.ClaimRequest, 500)
+		reqs := make([]dedupe.Item, 500)
 		for i := range reqs {
-			reqs[i] = dedupe.ClaimRequest{Ref: s.ref(fmt.Sprint(i)), Lease: long, Fingerprint: fmt.Sprint(i)}
+			reqs[i] = dedupe.Item{Ref: s.ref(fmt.Sprint(i)), Fingerprint: fmt.Sprint(i)}
 		}
-		res, errs, err := dedupe.ClaimBatch(ctx, s.store, reqs)
+		res, errs, err := s.store.Claim(ctx, reqs, long)
 		if err != nil {
-			s.Fatalf("ClaimBatch: %v", err)
+			s.Fatalf("Claim: %v", err)
 		}
 		tickets := make([]dedupe.Ticket, len(res))
 		for i, r := range res {
-			if r.Status != dedupe.Acquired || errs[i] != nil {
-				s.Fatalf("ClaimBatch item %d = %v, %v", i, r.Status, errs[i])
+			if r.Outcome != dedupe.Acquired || errs[i] != nil {
+				s.Fatalf("Claim item %d = %v, %v", i, r.Outcome, errs[i])
 			}
 			tickets[i] = dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}
 		}
-		cerrs, err := dedupe.CompleteBatch(ctx, s.store, tickets, long)
+		cerrs, err := s.store.Complete(ctx, tickets, long)
 		if err != nil || slices.ContainsFunc(cerrs, func(e error) bool { return e != nil }) {
-			s.Fatalf("CompleteBatch = %v, %v", cerrs, err)
+			s.Fatalf("Complete = %v, %v", cerrs, err)
 		}
-		res, _, err = dedupe.ClaimBatch(ctx, s.store, reqs)
-		if err != nil || slices.ContainsFunc(res, func(r dedupe.ClaimResult) bool { return r.Status != dedupe.Done }) {
-			s.Fatalf("ClaimBatch after completing: %v, err %v; want all done", res, err)
+		res, _, err = s.store.Claim(ctx, reqs, long)
+		if err != nil || slices.ContainsFunc(res, func(r dedupe.ClaimResult) bool { return r.Outcome != dedupe.Suppressed }) {
+			s.Fatalf("Claim after completing: %v, err %v; want all done", res, err)
 		}
 	})
 }
@@ -1025,67 +990,56 @@ func testFailedBatch(s *suite) {
 		s.complete(s.acquire(r, long), long, nil)
 		done = append(done, r)
 	}
-	tests := []struct {
-		name string
-		// fail runs claims of batches made by batch that fail part-way,
-		// calling check after each failure.
-		fail func(s *suite, batch func(string) []dedupe.ClaimRequest, check func([]dedupe.ClaimRequest))
-	}{
-		{"Deadline", failByDeadline},
-		{"Fault", failByFault},
-	}
-	for _, tc := range tests {
-		s.Run(tc.name, func(t *testing.T) {
-			s := s.sub(t)
-			batch := func(prefix string) []dedupe.ClaimRequest {
-				reqs := make([]dedupe.ClaimRequest, n)
-				for i := range reqs {
-					reqs[i] = dedupe.ClaimRequest{Ref: s.ref(fmt.Sprint(prefix, i)), Lease: long}
-					if i%every == 0 {
-						reqs[i].Ref = done[i/every]
-					}
-				}
-				return reqs
-			}
-			// check claims a prefix of a failed batch again: every key
-			// is as it was before the batch.
-			check := func(reqs []dedupe.ClaimRequest) {
-				s.Helper()
-				res, errs, err := dedupe.ClaimBatch(s.Context(), s.store, reqs)
-				if err != nil {
-					s.Fatalf("ClaimBatch after a failed batch: %v", err)
-				}
-				held := 0
-				for i, r := range res {
-					want := dedupe.Acquired
-					if i%every == 0 {
-						want = dedupe.Done
-					}
-					if errs[i] != nil || r.Status != want {
-						if held == 0 {
-							s.Errorf("ClaimBatch of %q after a failed batch = %v, %v; want %v", reqs[i].Ref, r.Status, errs[i], want)
-						}
-						held++
-					}
-				}
-				if held > 1 {
-					s.Errorf("... and %d more of %d keys", held-1, len(reqs))
+	s.Run("Deadline", func(t *testing.T) {
+		s := s.sub(t)
+		batch := func(prefix string) []dedupe.Item {
+			reqs := make([]dedupe.Item, n)
+			for i := range reqs {
+				reqs[i] = dedupe.Item{Ref: s.ref(fmt.Sprint(prefix, i))}
+				if i%every == 0 {
+					reqs[i].Ref = done[i/every]
 				}
 			}
-			tc.fail(s, batch, check)
-		})
-	}
+			return reqs
+		}
+		// check claims a prefix of a failed batch again: every key
+		// is as it was before the batch.
+		check := func(reqs []dedupe.Item) {
+			s.Helper()
+			res, errs, err := s.store.Claim(s.Context(), reqs, long)
+			if err != nil {
+				s.Fatalf("Claim after a failed batch: %v", err)
+			}
+			held := 0
+			for i, r := range res {
+				want := dedupe.Acquired
+				if i%every == 0 {
+					want = dedupe.Suppressed
+				}
+				if errs[i] != nil || r.Outcome != want {
+					if held == 0 {
+						s.Errorf("Claim of %q after a failed batch = %v, %v; want %v", reqs[i].Ref, r.Outcome, errs[i], want)
+					}
+					held++
+				}
+			}
+			if held > 1 {
+				s.Errorf("... and %d more of %d keys", held-1, len(reqs))
+			}
+		}
+		failByDeadline(s, batch, check)
+	})
 }
 
 // failByDeadline claims batches whose contexts expire at fractions of the
 // time a whole batch takes, so that most end while the store is part-way
 // through them.
-func failByDeadline(s *suite, batch func(string) []dedupe.ClaimRequest, check func([]dedupe.ClaimRequest)) {
+func failByDeadline(s *suite, batch func(string) []dedupe.Item, check func([]dedupe.Item)) {
 	var took time.Duration
 	for i := range 2 { // the first may prepare what the second reuses
 		start := time.Now()
-		if _, _, err := dedupe.ClaimBatch(s.Context(), s.store, batch(fmt.Sprint("warm", i, "-"))); err != nil {
-			s.Fatalf("ClaimBatch: %v", err)
+		if _, _, err := s.store.Claim(s.Context(), batch(fmt.Sprint("warm", i, "-")), long); err != nil {
+			s.Fatalf("Claim: %v", err)
 		}
 		took = time.Since(start)
 	}
@@ -1094,13 +1048,13 @@ func failByDeadline(s *suite, batch func(string) []dedupe.ClaimRequest, check fu
 	for i := 1; i < steps; i++ {
 		reqs := batch(fmt.Sprint("deadline", i, "-"))
 		ctx, cancel := context.WithTimeout(s.Context(), took*time.Duration(i)/steps)
-		_, _, err := dedupe.ClaimBatch(ctx, s.store, reqs)
+		_, _, err := s.store.Claim(ctx, reqs, long)
 		cancel()
 		if err == nil {
 			continue
 		}
 		if isSentinel(err) {
-			s.Fatalf("ClaimBatch past its deadline = %v, want a plain error", err)
+			s.Fatalf("Claim past its deadline = %v, want a plain error", err)
 		}
 		failed++
 		check(reqs)
@@ -1108,43 +1062,26 @@ func failByDeadline(s *suite, batch func(string) []dedupe.ClaimRequest, check fu
 	s.Logf("%d of %d batches ran past their deadline; a whole batch took %v", failed, steps-1, took)
 }
 
-// failByFault claims a batch one key at a time, as [dedupe.ClaimBatch] does
-// for a store without batches, and fails a claim in the middle before it
-// reaches the store.
-func failByFault(s *suite, batch func(string) []dedupe.ClaimRequest, check func([]dedupe.ClaimRequest)) {
-	fs := NewFaultStore(s.store)
-	reqs := batch("fault")[:100] // a key per call
-	fs.Inject(Fault{Ops: OpClaim, Nth: len(reqs) / 2})
-	_, _, err := dedupe.ClaimBatch(s.Context(), plainStore{fs}, reqs)
-	if !errors.Is(err, ErrInjected) {
-		s.Fatalf("ClaimBatch with a failing claim = %v, want the injected fault", err)
-	}
-	check(reqs)
-}
-
-// plainStore hides a store's batch methods.
-type plainStore struct{ dedupe.Store }
-
 // testDurations checks that non-positive leases and retentions are refused
 // and change nothing.
 func testDurations(s *suite) {
 	r := s.ref("k")
 	for _, d := range []time.Duration{0, -time.Second} {
-		res, err := s.store.Claim(s.Context(), dedupe.ClaimRequest{Ref: r, Lease: d})
+		res, err := testkit.Claim(s.Context(), s.store, dedupe.Item{Ref: r}, d)
 		if err == nil || isSentinel(err) {
-			s.Errorf("Claim with lease %v = %v, %v; want a plain error", d, res.Status, err)
+			s.Errorf("Claim with lease %v = %v, %v; want a plain error", d, res.Outcome, err)
 		}
 	}
 	tk := s.acquire(r, long)
 	for _, d := range []time.Duration{0, -time.Second} {
-		if err := s.store.Complete(s.Context(), tk, d); err == nil || isSentinel(err) {
+		if err := testkit.Complete(s.Context(), s.store, tk, d); err == nil || isSentinel(err) {
 			s.Errorf("Complete with retention %v = %v, want a plain error", d, err)
 		}
 		if err := s.store.Extend(s.Context(), tk, d); err == nil || isSentinel(err) {
 			s.Errorf("Extend with lease %v = %v, want a plain error", d, err)
 		}
 	}
-	s.want(r, "", dedupe.InFlight)
+	s.want(r, "", dedupe.Busy)
 	s.complete(tk, long, nil)
 }
 
@@ -1173,20 +1110,20 @@ func testCancelledContext(s *suite) {
 					t.Errorf("%s = %v, want %v", what, err, c.want)
 				}
 			}
-			_, err := s.store.Claim(c.ctx, dedupe.ClaimRequest{Ref: free, Lease: long})
+			_, err := testkit.Claim(c.ctx, s.store, dedupe.Item{Ref: free}, long)
 			check("Claim", err)
-			check("Complete", s.store.Complete(c.ctx, tk, long))
+			check("Complete", testkit.Complete(c.ctx, s.store, tk, long))
 			check("Extend", s.store.Extend(c.ctx, tk, time.Millisecond))
-			check("Release", s.store.Release(c.ctx, tk))
-			_, _, err = dedupe.ClaimBatch(c.ctx, s.store, []dedupe.ClaimRequest{{Ref: free, Lease: long}})
-			check("ClaimBatch", err)
-			_, err = dedupe.CompleteBatch(c.ctx, s.store, []dedupe.Ticket{tk}, long)
-			check("CompleteBatch", err)
-			_, err = dedupe.ReleaseBatch(c.ctx, s.store, []dedupe.Ticket{tk})
-			check("ReleaseBatch", err)
+			check("Release", testkit.Release(c.ctx, s.store, tk))
+			_, _, err = s.store.Claim(c.ctx, []dedupe.Item{{Ref: free}}, long)
+			check("Claim", err)
+			_, err = s.store.Complete(c.ctx, []dedupe.Ticket{tk}, long)
+			check("Complete", err)
+			_, err = s.store.Release(c.ctx, []dedupe.Ticket{tk})
+			check("Release", err)
 
 			s.acquire(free, long)
-			s.want(owned, "", dedupe.InFlight)
+			s.want(owned, "", dedupe.Busy)
 			s.complete(tk, long, nil)
 		})
 	}
@@ -1199,39 +1136,39 @@ func testCancelledContext(s *suite) {
 func testFaults(s *suite) {
 	type env struct {
 		*suite
-		fs *FaultStore
+		fs *testkit.FaultStore
 	}
 	setup := func(t *testing.T) env {
 		sub := s.sub(t)
-		fs := NewFaultStore(s.store)
+		fs := testkit.NewFaultStore(s.store)
 		sub.store = fs
 		return env{sub, fs}
 	}
 	injected := func(t *testing.T, what string, err error) {
 		t.Helper()
-		if !errors.Is(err, ErrInjected) || isSentinel(err) {
+		if !errors.Is(err, testkit.ErrInjected) || isSentinel(err) {
 			t.Fatalf("%s = %v, want the injected fault", what, err)
 		}
 	}
 	s.Run("ClaimBefore", func(t *testing.T) {
 		e := setup(t)
 		r := e.ref("k")
-		e.fs.Inject(Fault{Ops: OpClaim, Nth: 1})
-		_, err := e.fs.Claim(e.Context(), dedupe.ClaimRequest{Ref: r, Lease: long})
+		e.fs.Inject(testkit.Fault{Ops: testkit.OpClaim, Nth: 1})
+		_, err := testkit.Claim(e.Context(), e.fs, dedupe.Item{Ref: r}, long)
 		injected(t, "Claim", err)
 		e.acquire(r, long)
 	})
 	s.Run("ClaimAfter", func(t *testing.T) {
 		e := setup(t)
 		r := e.ref("k")
-		e.fs.Inject(Fault{Ops: OpClaim, Nth: 1, After: true})
+		e.fs.Inject(testkit.Fault{Ops: testkit.OpClaim, Nth: 1, After: true})
 		sent := time.Now()
-		_, err := e.fs.Claim(e.Context(), dedupe.ClaimRequest{Ref: r, Lease: e.f.Lease})
+		_, err := testkit.Claim(e.Context(), e.fs, dedupe.Item{Ref: r}, shortLease)
 		injected(t, "Claim", err)
 		// The lost claim holds the key until its lease ends, never longer.
-		if res := e.claimFP(r, long, ""); res.Status != dedupe.InFlight {
-			if !e.stalled(sent, e.f.Lease, "Claim after a lost claim = "+res.Status.String()) {
-				t.Fatalf("Claim after a lost claim = %v, want in flight", res.Status)
+		if res := e.claimFP(r, long, ""); res.Outcome != dedupe.Busy {
+			if !e.stalled(sent, shortLease, "Claim after a lost claim = "+res.Outcome.String()) {
+				t.Fatalf("Claim after a lost claim = %v, want in flight", res.Outcome)
 			}
 			return
 		}
@@ -1242,28 +1179,28 @@ func testFaults(s *suite) {
 		e := setup(t)
 		r := e.ref("k")
 		tk := e.acquire(r, long)
-		e.fs.Inject(Fault{Ops: OpComplete, Nth: 1})
-		injected(t, "Complete", e.fs.Complete(e.Context(), tk, long))
-		e.want(r, "", dedupe.InFlight)
+		e.fs.Inject(testkit.Fault{Ops: testkit.OpComplete, Nth: 1})
+		injected(t, "Complete", testkit.Complete(e.Context(), e.fs, tk, long))
+		e.want(r, "", dedupe.Busy)
 		e.complete(tk, long, nil)
-		e.want(r, "", dedupe.Done)
+		e.want(r, "", dedupe.Suppressed)
 	})
 	s.Run("CompleteAfter", func(t *testing.T) {
 		e := setup(t)
 		r := e.ref("k")
 		tk := e.acquire(r, long)
-		e.fs.Inject(Fault{Ops: OpComplete, Nth: 1, After: true})
-		injected(t, "Complete", e.fs.Complete(e.Context(), tk, long))
-		e.want(r, "", dedupe.Done)
+		e.fs.Inject(testkit.Fault{Ops: testkit.OpComplete, Nth: 1, After: true})
+		injected(t, "Complete", testkit.Complete(e.Context(), e.fs, tk, long))
+		e.want(r, "", dedupe.Suppressed)
 		e.complete(tk, long, nil)
 	})
 	s.Run("ReleaseBefore", func(t *testing.T) {
 		e := setup(t)
 		r := e.ref("k")
 		tk := e.acquire(r, long)
-		e.fs.Inject(Fault{Ops: OpRelease, Nth: 1})
-		injected(t, "Release", e.fs.Release(e.Context(), tk))
-		e.want(r, "", dedupe.InFlight)
+		e.fs.Inject(testkit.Fault{Ops: testkit.OpRelease, Nth: 1})
+		injected(t, "Release", testkit.Release(e.Context(), e.fs, tk))
+		e.want(r, "", dedupe.Busy)
 		e.release(tk, nil)
 		e.acquire(r, long)
 	})
@@ -1271,8 +1208,8 @@ func testFaults(s *suite) {
 		e := setup(t)
 		r := e.ref("k")
 		tk := e.acquire(r, long)
-		e.fs.Inject(Fault{Ops: OpRelease, Nth: 1, After: true})
-		injected(t, "Release", e.fs.Release(e.Context(), tk))
+		e.fs.Inject(testkit.Fault{Ops: testkit.OpRelease, Nth: 1, After: true})
+		injected(t, "Release", testkit.Release(e.Context(), e.fs, tk))
 		e.release(tk, dedupe.ErrLeaseLost)
 		e.acquire(r, long)
 	})
@@ -1280,34 +1217,34 @@ func testFaults(s *suite) {
 		e := setup(t)
 		r := e.ref("k")
 		tk := e.acquire(r, long)
-		e.fs.Inject(Fault{Ops: OpExtend, Nth: 1, After: true})
+		e.fs.Inject(testkit.Fault{Ops: testkit.OpExtend, Nth: 1, After: true})
 		injected(t, "Extend", e.fs.Extend(e.Context(), tk, long))
 		e.extend(tk, long, nil)
 		e.complete(tk, long, nil)
 	})
 	s.Run("BatchAfter", func(t *testing.T) {
 		e := setup(t)
-		reqs := []dedupe.ClaimRequest{{Ref: e.ref("a"), Lease: long}, {Ref: e.ref("b"), Lease: long}}
-		e.fs.Inject(Fault{Ops: OpClaimBatch, Nth: 1, After: true})
-		_, _, err := e.fs.ClaimBatch(e.Context(), reqs)
-		injected(t, "ClaimBatch", err)
+		reqs := []dedupe.Item{{Ref: e.ref("a")}, {Ref: e.ref("b")}}
+		e.fs.Inject(testkit.Fault{Ops: testkit.OpClaim, Nth: 1, After: true})
+		_, _, err := e.fs.Claim(e.Context(), reqs, long)
+		injected(t, "Claim", err)
 		for _, r := range reqs {
-			e.want(r.Ref, "", dedupe.InFlight)
+			e.want(r.Ref, "", dedupe.Busy)
 		}
 
 		var tickets []dedupe.Ticket
 		for _, k := range []string{"c", "d"} {
 			tickets = append(tickets, e.acquire(e.ref(k), long))
 		}
-		e.fs.Inject(Fault{Ops: OpCompleteBatch, Nth: 1, After: true})
-		_, err = e.fs.CompleteBatch(e.Context(), tickets, long)
-		injected(t, "CompleteBatch", err)
-		errs, err := e.fs.CompleteBatch(e.Context(), tickets, long)
+		e.fs.Inject(testkit.Fault{Ops: testkit.OpComplete, Nth: 1, After: true})
+		_, err = e.fs.Complete(e.Context(), tickets, long)
+		injected(t, "Complete", err)
+		errs, err := e.fs.Complete(e.Context(), tickets, long)
 		if err != nil || slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
-			t.Fatalf("CompleteBatch retry = %v, %v; want success", errs, err)
+			t.Fatalf("Complete retry = %v, %v; want success", errs, err)
 		}
 		for _, tk := range tickets {
-			e.want(tk.Ref, "", dedupe.Done)
+			e.want(tk.Ref, "", dedupe.Suppressed)
 		}
 	})
 }
@@ -1348,7 +1285,12 @@ func testHostileKeys(s *suite) {
 		s.complete(s.acquire(r, long), long, nil)
 	}
 	for _, key := range hostile {
-		s.want(s.ref(key), "", dedupe.Done)
+		s.want(s.ref(key), "", dedupe.Suppressed)
+	}
+	// Read back, a record holds the very bytes claimed, never interpreted.
+	in, _ := s.store.(dedupe.Inspector)
+	if in != nil {
+		s.listKeys(in, dedupe.ListRequest{Namespace: "dedupetest", Group: s.id}, hostile)
 	}
 	claimed := map[string]bool{}
 	for key, misses := range nearMiss {
@@ -1357,8 +1299,8 @@ func testHostileKeys(s *suite) {
 				continue
 			}
 			claimed[m] = true
-			if res := s.claimFP(s.ref(m), long, ""); res.Status != dedupe.Acquired {
-				s.Errorf("Claim(%q) after completing %q = %v, want acquired", m, key, res.Status)
+			if res := s.claimFP(s.ref(m), long, ""); res.Outcome != dedupe.Acquired {
+				s.Errorf("Claim(%q) after completing %q = %v, want acquired", m, key, res.Outcome)
 			}
 		}
 	}
@@ -1369,7 +1311,12 @@ func testHostileKeys(s *suite) {
 			{Namespace: s.id + part, Group: "g", Key: "k"},
 		} {
 			s.complete(s.acquire(r, long), long, nil)
-			s.want(r, "", dedupe.Done)
+			s.want(r, "", dedupe.Suppressed)
+			if in != nil {
+				if recs := s.listKeys(in, dedupe.ListRequest{Namespace: r.Namespace, Group: r.Group}, []string{"k"}); len(recs) > 0 && recs[0].Ref != r {
+					s.Errorf("List(%q, %q) = %q, want the ref claimed", r.Namespace, r.Group, recs[0].Ref)
+				}
+			}
 		}
 	}
 	s.acquire(dedupe.Ref{Namespace: s.id, Group: "x", Key: "k"}, long)
@@ -1380,11 +1327,11 @@ func testHostileKeys(s *suite) {
 		s.ref(strings.Repeat("k", msgkey.MaxLen)),
 		s.ref(strings.Repeat("🙂", msgkey.MaxLen/4) + strings.Repeat("k", msgkey.MaxLen%4)),
 		s.ref(strings.Repeat("é", msgkey.MaxLen/2) + strings.Repeat("k", msgkey.MaxLen%2)),
-		{Namespace: s.id, Group: strings.Repeat("g", dedupe.MaxGroupLen-len(s.id)) + s.id, Key: "k"},
-		{Namespace: s.id + strings.Repeat("n", dedupe.MaxNamespaceLen-len(s.id)), Group: "g", Key: "k"},
+		{Namespace: s.id, Group: strings.Repeat("g", dedupekit.MaxGroupLen-len(s.id)) + s.id, Key: "k"},
+		{Namespace: s.id + strings.Repeat("n", dedupekit.MaxNamespaceLen-len(s.id)), Group: "g", Key: "k"},
 	} {
 		s.complete(s.acquire(r, long), long, nil)
-		s.want(r, "", dedupe.Done)
+		s.want(r, "", dedupe.Suppressed)
 	}
 }
 
@@ -1402,8 +1349,8 @@ func (s *suite) invalidRefs() []dedupe.Ref {
 	return append(refs,
 		dedupe.Ref{Namespace: s.id, Group: "", Key: "k"},
 		dedupe.Ref{Namespace: s.id, Group: "g\n", Key: "k"},
-		dedupe.Ref{Namespace: s.id, Group: strings.Repeat("g", dedupe.MaxGroupLen+1), Key: "k"},
-		dedupe.Ref{Namespace: s.id + strings.Repeat("n", dedupe.MaxNamespaceLen), Group: "g", Key: "k"},
+		dedupe.Ref{Namespace: s.id, Group: strings.Repeat("g", dedupekit.MaxGroupLen+1), Key: "k"},
+		dedupe.Ref{Namespace: s.id + strings.Repeat("n", dedupekit.MaxNamespaceLen), Group: "g", Key: "k"},
 		dedupe.Ref{Namespace: s.id + "\xff", Group: "g", Key: "k"},
 	)
 }
@@ -1412,37 +1359,37 @@ func testInvalidKeys(s *suite) {
 	ctx := s.Context()
 	refs := s.invalidRefs()
 	for _, r := range refs {
-		if r.Validate() == nil {
+		if dedupekit.CheckRef(r.Namespace, r.Group, r.Key) == nil {
 			s.Fatalf("suite bug: %q is valid", r)
 		}
-		_, err := s.store.Claim(ctx, dedupe.ClaimRequest{Ref: r, Lease: long})
+		_, err := testkit.Claim(ctx, s.store, dedupe.Item{Ref: r}, long)
 		tk := dedupe.Ticket{Ref: r, Token: "bogus"}
 		for what, err := range map[string]error{
 			"Claim":    err,
-			"Complete": s.store.Complete(ctx, tk, long),
-			"Release":  s.store.Release(ctx, tk),
+			"Complete": testkit.Complete(ctx, s.store, tk, long),
+			"Release":  testkit.Release(ctx, s.store, tk),
 			"Extend":   s.store.Extend(ctx, tk, long),
 		} {
-			if !errors.Is(err, dedupe.ErrInvalidKey) {
-				s.Errorf("%s(%.60q) = %v, want ErrInvalidKey", what, r, err)
+			if !errors.Is(err, msgkey.ErrInvalid) {
+				s.Errorf("%s(%.60q) = %v, want msgkey.ErrInvalid", what, r, err)
 			}
 		}
 	}
 	// In a batch the bad items fail alone.
-	reqs := []dedupe.ClaimRequest{{Ref: s.ref("good"), Lease: long}}
+	reqs := []dedupe.Item{{Ref: s.ref("good")}}
 	for _, r := range refs {
-		reqs = append(reqs, dedupe.ClaimRequest{Ref: r, Lease: long})
+		reqs = append(reqs, dedupe.Item{Ref: r})
 	}
-	res, errs, err := dedupe.ClaimBatch(ctx, s.store, reqs)
+	res, errs, err := s.store.Claim(ctx, reqs, long)
 	if err != nil {
-		s.Fatalf("ClaimBatch: %v", err)
+		s.Fatalf("Claim: %v", err)
 	}
-	if res[0].Status != dedupe.Acquired || errs[0] != nil {
-		s.Errorf("ClaimBatch item 0 = %v, %v; want acquired", res[0].Status, errs[0])
+	if res[0].Outcome != dedupe.Acquired || errs[0] != nil {
+		s.Errorf("Claim item 0 = %v, %v; want acquired", res[0].Outcome, errs[0])
 	}
 	for i := 1; i < len(reqs); i++ {
-		if !errors.Is(errs[i], dedupe.ErrInvalidKey) {
-			s.Errorf("ClaimBatch item %d (%.60q) = %v, want ErrInvalidKey", i, reqs[i].Ref, errs[i])
+		if !errors.Is(errs[i], msgkey.ErrInvalid) {
+			s.Errorf("Claim item %d (%.60q) = %v, want msgkey.ErrInvalid", i, reqs[i].Ref, errs[i])
 		}
 	}
 	// Nothing was recorded for a truncated or cleaned-up bad key either.
@@ -1470,8 +1417,8 @@ func testVerbatim(s *suite) {
 		r0 := dedupe.Ref{Namespace: "dedupetest", Group: group, Key: pair[0]}
 		r1 := dedupe.Ref{Namespace: "dedupetest", Group: group, Key: pair[1]}
 		s.acquire(r0, long)
-		if res := s.claimFP(r1, long, ""); res.Status != dedupe.Acquired {
-			s.Errorf("Claim(%q) after claiming %q = %v, want acquired", pair[1], pair[0], res.Status)
+		if res := s.claimFP(r1, long, ""); res.Outcome != dedupe.Acquired {
+			s.Errorf("Claim(%q) after claiming %q = %v, want acquired", pair[1], pair[0], res.Outcome)
 		}
 	}
 }

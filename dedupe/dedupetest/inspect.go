@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -91,8 +92,8 @@ func testInspectGet(s *suite, in dedupe.Inspector) {
 	s.complete(s.acquire(done, long), 3*long, nil)
 	s.release(s.acquire(released, long), nil)
 	sent := time.Now()
-	s.acquire(short, s.f.Lease)
-	if _, ok := s.get(in, short); !ok && !s.stalled(sent, s.f.Lease, "Get of the short lease = none") {
+	s.acquire(short, shortLease)
+	if _, ok := s.get(in, short); !ok && !s.stalled(sent, shortLease, "Get of the short lease = none") {
 		s.Errorf("Get(%q) of a live lease = none", short)
 	}
 
@@ -124,7 +125,7 @@ func (s *suite) listAll(in dedupe.Inspector, req dedupe.ListRequest) []dedupe.Re
 	s.Helper()
 	limit := req.Limit
 	if limit == 0 {
-		limit = dedupe.DefaultListLimit
+		limit = dedupekit.DefaultListLimit
 	}
 	var all []dedupe.Record
 	for pages := 0; ; pages++ {
@@ -216,7 +217,7 @@ func testInspectList(s *suite, in dedupe.Inspector) {
 			s.checkRecord(fmt.Sprintf("List record %q", rec.Ref.Key), rec, false, "", long)
 		}
 	}
-	s.acquire(s.ref("expired"), s.f.Lease)
+	s.acquire(s.ref("expired"), shortLease)
 	s.expire()
 	for _, limit := range []int{1, 5, 0} {
 		s.listKeys(in, dedupe.ListRequest{Namespace: "dedupetest", Group: s.id, Limit: limit}, keys)
@@ -291,7 +292,7 @@ func testInspectListScopes(s *suite, in dedupe.Inspector) {
 
 func testInspectStats(s *suite, in dedupe.Inspector) {
 	// stats checks the group's counts. want counts a processing key and a
-	// done one of s.f.Lease, whose calls were sent at short unless it is
+	// done one of shortLease, whose calls were sent at short unless it is
 	// zero: if they may have ended, either count may lack them.
 	stats := func(want dedupe.Stats, short time.Time) {
 		s.Helper()
@@ -304,7 +305,7 @@ func testInspectStats(s *suite, in dedupe.Inspector) {
 		}
 		ended := dedupe.Stats{Processing: want.Processing - st.Processing, Done: want.Done - st.Done}
 		if !short.IsZero() && ended.Processing >= 0 && ended.Processing <= 1 && ended.Done >= 0 && ended.Done <= 1 &&
-			s.stalled(short, s.f.Lease, fmt.Sprintf("Stats = %+v", st)) {
+			s.stalled(short, shortLease, fmt.Sprintf("Stats = %+v", st)) {
 			return
 		}
 		s.Errorf("Stats = %+v; want %+v", st, want)
@@ -322,8 +323,8 @@ func testInspectStats(s *suite, in dedupe.Inspector) {
 		s.complete(s.acquire(s.ref(fmt.Sprint("d", i)), long), long, nil)
 	}
 	sent := time.Now()
-	s.acquire(s.ref("short"), s.f.Lease)
-	s.complete(s.acquire(s.ref("short-done"), long), s.f.Lease, nil)
+	s.acquire(s.ref("short"), shortLease)
+	s.complete(s.acquire(s.ref("short-done"), long), shortLease, nil)
 	stats(dedupe.Stats{Processing: 5, Done: 4}, sent)
 	s.expire()
 	stats(dedupe.Stats{Processing: 4, Done: 3}, time.Time{})
@@ -353,7 +354,7 @@ func testInspectForget(s *suite, in dedupe.Inspector) {
 	// A done key runs again.
 	r = s.ref("done")
 	s.complete(s.acquire(r, long), long, nil)
-	s.want(r, "", dedupe.Done)
+	s.want(r, "", dedupe.Suppressed)
 	forget(r, true)
 	forget(r, false)
 	s.acquire(r, long)
@@ -364,7 +365,7 @@ func testInspectForget(s *suite, in dedupe.Inspector) {
 	s.release(s.acquire(r, long), nil)
 	forget(r, false)
 	r = s.ref("expired")
-	s.acquire(r, s.f.Lease)
+	s.acquire(r, shortLease)
 	s.expire()
 	forget(r, false)
 	s.acquire(r, long)
@@ -387,21 +388,21 @@ func testInspectInvalid(s *suite, in dedupe.Inspector) {
 		_, _, err := in.Get(ctx, r)
 		_, ferr := in.Forget(ctx, r)
 		for what, err := range map[string]error{"Get": err, "Forget": ferr} {
-			if !errors.Is(err, dedupe.ErrInvalidKey) {
-				s.Errorf("%s(%.60q) = %v, want ErrInvalidKey", what, r, err)
+			if !errors.Is(err, msgkey.ErrInvalid) {
+				s.Errorf("%s(%.60q) = %v, want msgkey.ErrInvalid", what, r, err)
 			}
 		}
 		// The key becomes the prefix of a listing; "" is a good one.
 		req := dedupe.ListRequest{Namespace: r.Namespace, Group: r.Group, Prefix: r.Key}
-		if req.Validate() == nil {
+		if dedupekit.CheckList(req.Namespace, req.Group, req.Prefix, req.Limit) == nil {
 			continue
 		}
-		if _, _, err := in.List(ctx, req); !errors.Is(err, dedupe.ErrInvalidKey) {
-			s.Errorf("List(%.60q, %.60q, prefix %.60q) = %v, want ErrInvalidKey", req.Namespace, req.Group, req.Prefix, err)
+		if _, _, err := in.List(ctx, req); !errors.Is(err, msgkey.ErrInvalid) {
+			s.Errorf("List(%.60q, %.60q, prefix %.60q) = %v, want msgkey.ErrInvalid", req.Namespace, req.Group, req.Prefix, err)
 		}
-		if (dedupe.Ref{Namespace: r.Namespace, Group: r.Group, Key: "k"}).Validate() != nil {
-			if _, err := in.Stats(ctx, r.Namespace, r.Group); !errors.Is(err, dedupe.ErrInvalidKey) {
-				s.Errorf("Stats(%.60q, %.60q) = %v, want ErrInvalidKey", r.Namespace, r.Group, err)
+		if dedupekit.CheckRef(r.Namespace, r.Group, "k") != nil {
+			if _, err := in.Stats(ctx, r.Namespace, r.Group); !errors.Is(err, msgkey.ErrInvalid) {
+				s.Errorf("Stats(%.60q, %.60q) = %v, want msgkey.ErrInvalid", r.Namespace, r.Group, err)
 			}
 		}
 	}

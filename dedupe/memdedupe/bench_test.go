@@ -18,7 +18,7 @@ const benchLease = time.Minute
 
 // BenchmarkClaimComplete measures the happy path of a consumer — claim a
 // fresh key, then complete it — with Claim and Complete (batch=1) and, in
-// batches of 32, through dedupe.ClaimBatch and dedupe.CompleteBatch (which
+// batches of 32, through dedupe.Claim and dedupe.Complete (which
 // serve this store one call at a time and add their result slices). Each
 // runs with one goroutine ("serial") and with GOMAXPROCS ("parallel"), and
 // reports msgs/s and the records the store held at the end. The keys are
@@ -70,10 +70,10 @@ func run(b *testing.B, mode string, size int, retention time.Duration, s *memded
 	ref := benchRefs()
 	ctx := b.Context()
 	var next atomic.Uint64 // the next unused key number
-	one := func(reqs []dedupe.ClaimRequest, tickets []dedupe.Ticket) {
+	one := func(reqs []dedupe.Item, tickets []dedupe.Ticket) {
 		first := next.Add(uint64(size)) - uint64(size)
 		for i := range reqs {
-			reqs[i] = dedupe.ClaimRequest{Ref: ref(first + uint64(i)), Lease: benchLease}
+			reqs[i] = dedupe.Item{Ref: ref(first + uint64(i))}
 		}
 		if err := cycle(ctx, s, reqs, tickets, retention); err != nil {
 			b.Error(err)
@@ -81,13 +81,13 @@ func run(b *testing.B, mode string, size int, retention time.Duration, s *memded
 	}
 	b.ResetTimer()
 	if mode == "serial" {
-		reqs, tickets := make([]dedupe.ClaimRequest, size), make([]dedupe.Ticket, size)
+		reqs, tickets := make([]dedupe.Item, size), make([]dedupe.Ticket, size)
 		for b.Loop() {
 			one(reqs, tickets)
 		}
 	} else {
 		b.RunParallel(func(pb *testing.PB) {
-			reqs, tickets := make([]dedupe.ClaimRequest, size), make([]dedupe.Ticket, size)
+			reqs, tickets := make([]dedupe.Item, size), make([]dedupe.Ticket, size)
 			for pb.Next() {
 				one(reqs, tickets)
 			}
@@ -98,25 +98,18 @@ func run(b *testing.B, mode string, size int, retention time.Duration, s *memded
 }
 
 // cycle claims reqs and completes them with tickets, which has their length.
-func cycle(ctx context.Context, s dedupe.Store, reqs []dedupe.ClaimRequest, tickets []dedupe.Ticket, retention time.Duration) error {
-	if len(reqs) == 1 {
-		res, err := s.Claim(ctx, reqs[0])
-		if err != nil || res.Status != dedupe.Acquired {
-			return fmt.Errorf("Claim = %v, %v", res.Status, err)
-		}
-		return s.Complete(ctx, dedupe.Ticket{Ref: reqs[0].Ref, Token: res.Token}, retention)
-	}
-	res, errs, err := dedupe.ClaimBatch(ctx, s, reqs)
+func cycle(ctx context.Context, s dedupe.Store, reqs []dedupe.Item, tickets []dedupe.Ticket, retention time.Duration) error {
+	res, errs, err := s.Claim(ctx, reqs, benchLease)
 	if err != nil {
 		return err
 	}
 	for i, r := range res {
-		if errs[i] != nil || r.Status != dedupe.Acquired {
-			return fmt.Errorf("ClaimBatch item %d = %v, %v", i, r.Status, errs[i])
+		if errs[i] != nil || r.Outcome != dedupe.Acquired {
+			return fmt.Errorf("Claim item %d = %v, %v", i, r.Outcome, errs[i])
 		}
 		tickets[i] = dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}
 	}
-	errs, err = dedupe.CompleteBatch(ctx, s, tickets, retention)
+	errs, err = s.Complete(ctx, tickets, retention)
 	if err != nil {
 		return err
 	}

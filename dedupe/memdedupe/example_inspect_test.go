@@ -15,13 +15,20 @@ func ExampleStore_List() {
 	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 	store := memdedupe.New(memdedupe.Config{Now: func() time.Time { return now }})
 	ctx := context.Background()
+	var (
+		reqs []dedupe.Item
+		done []dedupe.Ticket
+	)
 	for _, key := range []string{"order-1001", "order-1002", "order-1003", "refund-7"} {
-		req := dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "billing", Key: key}, Lease: time.Minute}
-		res, _ := store.Claim(ctx, req)
-		if key != "order-1003" {
-			_ = store.Complete(ctx, dedupe.Ticket{Ref: req.Ref, Token: res.Token}, time.Hour)
+		reqs = append(reqs, dedupe.Item{Ref: dedupe.Ref{Group: "billing", Key: key}})
+	}
+	res, _, _ := store.Claim(ctx, reqs, time.Minute)
+	for i, r := range res {
+		if reqs[i].Key != "order-1003" {
+			done = append(done, dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token})
 		}
 	}
+	_, _ = store.Complete(ctx, done, time.Hour)
 
 	req := dedupe.ListRequest{Group: "billing", Prefix: "order-", Limit: 2}
 	for {

@@ -17,25 +17,28 @@ func Example() {
 	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 	store := memdedupe.New(memdedupe.Config{Now: func() time.Time { return now }})
 	ctx := context.Background()
-	req := dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "billing", Key: "order-1003"}, Lease: 30 * time.Second}
+	// A single message is a batch of one.
+	const lease = 30 * time.Second
+	reqs := []dedupe.Item{{Ref: dedupe.Ref{Group: "billing", Key: "order-1003"}}}
+	ref := reqs[0].Ref
 
-	first, _ := store.Claim(ctx, req)
-	second, _ := store.Claim(ctx, req)
-	fmt.Println(first.Status, second.Status, second.Remaining)
+	first, _, _ := store.Claim(ctx, reqs, lease)
+	second, _, _ := store.Claim(ctx, reqs, lease)
+	fmt.Println(first[0].Outcome, second[0].Outcome, second[0].Remaining)
 
 	now = now.Add(time.Minute)
-	third, _ := store.Claim(ctx, req)
-	fmt.Println(third.Status)
+	third, _, _ := store.Claim(ctx, reqs, lease)
+	fmt.Println(third[0].Outcome)
 
-	err := store.Complete(ctx, dedupe.Ticket{Ref: req.Ref, Token: first.Token}, time.Hour)
-	fmt.Println(errors.Is(err, dedupe.ErrLeaseLost))
+	errs, _ := store.Complete(ctx, []dedupe.Ticket{{Ref: ref, Token: first[0].Token}}, time.Hour)
+	fmt.Println(errors.Is(errs[0], dedupe.ErrLeaseLost))
 
-	err = store.Complete(ctx, dedupe.Ticket{Ref: req.Ref, Token: third.Token}, time.Hour)
-	again, _ := store.Claim(ctx, req)
-	fmt.Println(err, again.Status, again.Remaining)
+	errs, _ = store.Complete(ctx, []dedupe.Ticket{{Ref: ref, Token: third[0].Token}}, time.Hour)
+	again, _, _ := store.Claim(ctx, reqs, lease)
+	fmt.Println(errs[0], again[0].Outcome, again[0].Remaining)
 	// Output:
-	// acquired in-flight 30s
+	// acquired busy 30s
 	// acquired
 	// true
-	// <nil> done 1h0m0s
+	// <nil> suppressed 1h0m0s
 }

@@ -43,9 +43,9 @@ func TestExpiry(t *testing.T) {
 				t.Helper()
 				n++
 				key := fmt.Sprint("k", n)
-				res, err := s.Claim(ctx, dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "g", Key: key}, Lease: lease})
-				if err != nil || res.Status != dedupe.Acquired {
-					t.Fatalf("Claim(%q) = %v, %v", key, res.Status, err)
+				res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: dedupe.Ref{Group: "g", Key: key}}, lease)
+				if err != nil || res.Outcome != dedupe.Acquired {
+					t.Fatalf("Claim(%q) = %v, %v", key, res.Outcome, err)
 				}
 			}
 			const live, round = 100, 1024
@@ -120,14 +120,14 @@ func TestBoundedWork(t *testing.T) {
 		ref := dedupe.Ref{Group: "g", Key: strconv.Itoa(n)}
 		used, pages := s.used, len(s.pages)
 		start := time.Now()
-		res, err := s.Claim(ctx, dedupe.ClaimRequest{Ref: ref, Lease: records * time.Microsecond})
+		res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: ref}, records*time.Microsecond)
 		d := time.Since(start)
 		lat.Add(d)
 		if d > time.Millisecond {
 			slow++
 		}
-		if err != nil || res.Status != dedupe.Acquired {
-			t.Fatalf("Claim(%v) = %v, %v", ref, res.Status, err)
+		if err != nil || res.Outcome != dedupe.Acquired {
+			t.Fatalf("Claim(%v) = %v, %v", ref, res.Outcome, err)
 		}
 		if dropped := used + 1 - s.used; dropped > expireStep {
 			t.Fatalf("claim %d, at %d records, dropped %d", n, used, dropped)

@@ -7,13 +7,14 @@ import (
 	"strings"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 )
 
 var _ dedupe.Inspector = (*Store)(nil)
 
 // Get implements [dedupe.Inspector].
 func (s *Store) Get(ctx context.Context, ref dedupe.Ref) (dedupe.Record, bool, error) {
-	if err := check(ctx, ref.Validate()); err != nil {
+	if err := check(ctx, checkRef(ref)); err != nil {
 		return dedupe.Record{}, false, fmt.Errorf("memdedupe: get %q: %w", ref, err)
 	}
 	h := uint32(s.hash(ref))
@@ -37,16 +38,16 @@ func (r *record) inspect() dedupe.Record {
 // process, where that is small.
 func (s *Store) List(ctx context.Context, req dedupe.ListRequest) ([]dedupe.Record, string, error) {
 	what := fmt.Sprintf("list %s/%s/%s*", req.Namespace, req.Group, req.Prefix)
-	if err := check(ctx, req.Validate()); err != nil {
+	if err := check(ctx, dedupekit.CheckList(req.Namespace, req.Group, req.Prefix, req.Limit)); err != nil {
 		return nil, "", fmt.Errorf("memdedupe: %s: %w", what, err)
 	}
-	after, err := dedupe.ParseKeyCursor(req.Cursor)
+	after, err := dedupekit.ParseKeyCursor(req.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("memdedupe: %s: %w", what, err)
 	}
 	limit := req.Limit
 	if limit == 0 {
-		limit = dedupe.DefaultListLimit
+		limit = dedupekit.DefaultListLimit
 	}
 	var page []dedupe.Record
 	s.mu.Lock()
@@ -66,12 +67,12 @@ func (s *Store) List(ctx context.Context, req dedupe.ListRequest) ([]dedupe.Reco
 		return page, "", nil
 	}
 	page = page[:limit]
-	return page, dedupe.KeyCursor(page[limit-1].Ref.Key), nil
+	return page, dedupekit.KeyCursor(page[limit-1].Ref.Key), nil
 }
 
 // Stats implements [dedupe.Inspector].
 func (s *Store) Stats(ctx context.Context, namespace, group string) (dedupe.Stats, error) {
-	if err := check(ctx, dedupe.ListRequest{Namespace: namespace, Group: group}.Validate()); err != nil {
+	if err := check(ctx, dedupekit.CheckList(namespace, group, "", 0)); err != nil {
 		return dedupe.Stats{}, fmt.Errorf("memdedupe: stats %s/%s: %w", namespace, group, err)
 	}
 	var st dedupe.Stats
@@ -98,7 +99,7 @@ func (s *Store) Stats(ctx context.Context, namespace, group string) (dedupe.Stat
 // reporting false for it; its slot's claim number goes with it, so the
 // token of a forgotten lease matches no later record.
 func (s *Store) Forget(ctx context.Context, ref dedupe.Ref) (bool, error) {
-	if err := check(ctx, ref.Validate()); err != nil {
+	if err := check(ctx, checkRef(ref)); err != nil {
 		return false, fmt.Errorf("memdedupe: forget %q: %w", ref, err)
 	}
 	h := uint32(s.hash(ref))

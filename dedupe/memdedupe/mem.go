@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 )
 
 // Config holds a Store's optional settings. The zero value works.
@@ -90,9 +91,9 @@ type Store struct {
 var _ dedupe.Store = (*Store)(nil)
 
 // A record is a Ref's claim, processing or done, live or expired. Its Ref
-// passed [dedupe.Ref.Validate] when it was claimed, so the calls that find
+// was valid when it was claimed, so the calls that find
 // theirs in a record do not validate it again; those that do not validate
-// it to tell ErrInvalidKey from ErrLeaseLost.
+// it to tell msgkey.ErrInvalid from ErrLeaseLost.
 type record struct {
 	ref   dedupe.Ref
 	until time.Time // lease end when processing, retention end when done
@@ -123,10 +124,27 @@ func New(cfg Config) *Store {
 }
 
 // Claim implements [dedupe.Store].
-func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
-	if err := check(ctx, req.Validate()); err != nil {
-		return dedupe.ClaimResult{}, fmt.Errorf("memdedupe: claim %q: %w", req.Ref, err)
+func (s *Store) Claim(ctx context.Context, items []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("memdedupe: claim: %w", err)
 	}
+	if lease <= 0 {
+		return nil, nil, fmt.Errorf("memdedupe: claim: lease %v must be positive", lease)
+	}
+	res := make([]dedupe.ClaimResult, len(items))
+	errs := make([]error, len(items))
+	for i, it := range items {
+		if err := dedupekit.CheckClaim(it.Namespace, it.Group, it.Key, lease, it.Fingerprint); err != nil {
+			errs[i] = fmt.Errorf("memdedupe: claim %q: %w", it.Ref, err)
+			continue
+		}
+		res[i] = s.claim(it, lease)
+	}
+	return res, errs, nil
+}
+
+// claim claims req, a valid item, for lease.
+func (s *Store) claim(req dedupe.Item, lease time.Duration) dedupe.ClaimResult {
 	h := uint32(s.hash(req.Ref))
 	s.mu.Lock()
 	now := s.now()
@@ -136,12 +154,12 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 		r := *s.rec(i)
 		s.mu.Unlock()
 		switch {
-		case dedupe.FingerprintsConflict(r.fp, req.Fingerprint):
-			return dedupe.ClaimResult{Status: dedupe.Conflict}, nil
+		case dedupekit.FingerprintsConflict(r.fp, req.Fingerprint):
+			return dedupe.ClaimResult{Outcome: dedupe.Reused}
 		case r.done:
-			return dedupe.ClaimResult{Status: dedupe.Done, Until: r.until, Remaining: r.until.Sub(now)}, nil
+			return dedupe.ClaimResult{Outcome: dedupe.Suppressed, Until: r.until, Remaining: r.until.Sub(now)}
 		default:
-			return dedupe.ClaimResult{Status: dedupe.InFlight, Until: r.until, Remaining: r.until.Sub(now)}, nil
+			return dedupe.ClaimResult{Outcome: dedupe.Busy, Until: r.until, Remaining: r.until.Sub(now)}
 		}
 	}
 	// An expired record counts as none: the claim takes its slot over.
@@ -151,19 +169,41 @@ func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.Clai
 	}
 	s.seq++
 	seq := s.seq
-	*s.rec(i) = record{ref: req.Ref, until: now.Add(req.Lease), fp: req.Fingerprint, seq: seq, hash: h}
+	*s.rec(i) = record{ref: req.Ref, until: now.Add(lease), fp: req.Fingerprint, seq: seq, hash: h}
 	s.mu.Unlock()
-	return dedupe.ClaimResult{Status: dedupe.Acquired, Token: s.token(i, seq)}, nil
+	return dedupe.ClaimResult{Outcome: dedupe.Acquired, Token: s.token(i, seq)}
 }
 
 // Complete implements [dedupe.Store].
-func (s *Store) Complete(ctx context.Context, t dedupe.Ticket, retention time.Duration) error {
+func (s *Store) Complete(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("memdedupe: complete %q: %w", t.Ref, err)
+		return nil, fmt.Errorf("memdedupe: complete: %w", err)
 	}
 	if retention <= 0 {
-		return invalid("complete", t.Ref, fmt.Errorf("retention %v must be positive", retention))
+		return nil, fmt.Errorf("memdedupe: complete: retention %v must be positive", retention)
 	}
+	return each(ts, func(t dedupe.Ticket) error { return s.complete(t, retention) }), nil
+}
+
+// Release implements [dedupe.Store].
+func (s *Store) Release(ctx context.Context, ts []dedupe.Ticket) ([]error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memdedupe: release: %w", err)
+	}
+	return each(ts, s.release), nil
+}
+
+// each returns f's answer for every ticket of ts, in order.
+func each(ts []dedupe.Ticket, f func(dedupe.Ticket) error) []error {
+	errs := make([]error, len(ts))
+	for i, t := range ts {
+		errs[i] = f(t)
+	}
+	return errs
+}
+
+// complete completes t for retention.
+func (s *Store) complete(t dedupe.Ticket, retention time.Duration) error {
 	i, seq := s.parse(t.Token)
 	s.mu.Lock()
 	now := s.now()
@@ -177,11 +217,8 @@ func (s *Store) Complete(ctx context.Context, t dedupe.Ticket, retention time.Du
 	return lost("complete", t.Ref)
 }
 
-// Release implements [dedupe.Store].
-func (s *Store) Release(ctx context.Context, t dedupe.Ticket) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("memdedupe: release %q: %w", t.Ref, err)
-	}
+// release releases t.
+func (s *Store) release(t dedupe.Ticket) error {
 	i, seq := s.parse(t.Token)
 	s.mu.Lock()
 	if r := s.record(i, seq, t.Ref); r != nil && !r.done && s.now().Before(r.until) {
@@ -299,22 +336,27 @@ func half(s string) (uint64, bool) {
 	return v, bad&^63 == 0
 }
 
-// lost reports a call that found no lease of its ticket's: ErrInvalidKey if
+// lost reports a call that found no lease of its ticket's: msgkey.ErrInvalid if
 // ref could never have been claimed, else ErrLeaseLost.
 func lost(op string, ref dedupe.Ref) error {
-	if err := ref.Validate(); err != nil {
+	if err := checkRef(ref); err != nil {
 		return fmt.Errorf("memdedupe: %s %q: %w", op, ref, err)
 	}
 	return fmt.Errorf("memdedupe: %s %q: %w", op, ref, dedupe.ErrLeaseLost)
 }
 
-// invalid reports a call with a bad argument, or ErrInvalidKey first if
+// invalid reports a call with a bad argument, or msgkey.ErrInvalid first if
 // ref is bad too.
 func invalid(op string, ref dedupe.Ref, err error) error {
-	if rerr := ref.Validate(); rerr != nil {
+	if rerr := checkRef(ref); rerr != nil {
 		err = rerr
 	}
 	return fmt.Errorf("memdedupe: %s %q: %w", op, ref, err)
+}
+
+// checkRef reports whether ref can be stored.
+func checkRef(ref dedupe.Ref) error {
+	return dedupekit.CheckRef(ref.Namespace, ref.Group, ref.Key)
 }
 
 // check returns ctx's error if it is done, else err: a call on a cancelled

@@ -13,7 +13,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestConformance(t *testing.T) {
-	dedupetest.Run(t, func(*testing.T) dedupe.Store {
+	dedupetest.RunConformanceTests(t, func(*testing.T) dedupe.Store {
 		return memdedupe.New(memdedupe.Config{})
 	}, dedupetest.Features{Inspector: true})
 }

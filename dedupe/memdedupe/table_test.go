@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/testkit"
 )
 
@@ -108,18 +109,18 @@ func runModel(t *testing.T, rng *rand.Rand, s *Store, keys, steps, checkEvery in
 		case op < 4:
 			fp := fmt.Sprint(rng.IntN(3))
 			lease := time.Duration(1+rng.IntN(5)) * time.Second
-			res, err := s.Claim(ctx, dedupe.ClaimRequest{Ref: r, Lease: lease, Fingerprint: fp})
-			want := dedupe.ClaimResult{Status: dedupe.Acquired}
+			res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: r, Fingerprint: fp}, lease)
+			want := dedupe.ClaimResult{Outcome: dedupe.Acquired}
 			switch {
-			case live && dedupe.FingerprintsConflict(m.fp, fp):
-				want.Status = dedupe.Conflict
+			case live && dedupekit.FingerprintsConflict(m.fp, fp):
+				want.Outcome = dedupe.Reused
 			case live && m.done:
-				want = dedupe.ClaimResult{Status: dedupe.Done, Until: m.until, Remaining: m.until.Sub(now())}
+				want = dedupe.ClaimResult{Outcome: dedupe.Suppressed, Until: m.until, Remaining: m.until.Sub(now())}
 			case live:
-				want = dedupe.ClaimResult{Status: dedupe.InFlight, Until: m.until, Remaining: m.until.Sub(now())}
+				want = dedupe.ClaimResult{Outcome: dedupe.Busy, Until: m.until, Remaining: m.until.Sub(now())}
 			}
-			if want.Status == dedupe.Acquired {
-				if err != nil || res.Status != dedupe.Acquired || issued[res.Token] {
+			if want.Outcome == dedupe.Acquired {
+				if err != nil || res.Outcome != dedupe.Acquired || issued[res.Token] {
 					t.Fatalf("step %d: Claim(%v) = %+v, %v; want acquired with a new token", step, r, res, err)
 				}
 				issued[res.Token] = true
@@ -130,7 +131,7 @@ func runModel(t *testing.T, rng *rand.Rand, s *Store, keys, steps, checkEvery in
 			}
 		case op < 6:
 			tok := token(r)
-			err := s.Complete(ctx, dedupe.Ticket{Ref: r, Token: tok}, 4*time.Second)
+			err := testkit.Complete(ctx, s, dedupe.Ticket{Ref: r, Token: tok}, 4*time.Second)
 			if live && tok == m.token {
 				m.done, m.until = true, now().Add(4*time.Second)
 				model[r] = m
@@ -142,7 +143,7 @@ func runModel(t *testing.T, rng *rand.Rand, s *Store, keys, steps, checkEvery in
 			}
 		case op < 7:
 			tok := token(r)
-			err := s.Release(ctx, dedupe.Ticket{Ref: r, Token: tok})
+			err := testkit.Release(ctx, s, dedupe.Ticket{Ref: r, Token: tok})
 			if live && !m.done && tok == m.token {
 				delete(model, r)
 				if err != nil {

@@ -130,33 +130,26 @@ func serverCPU(b *testing.B, client *redis.Client) time.Duration {
 	return sum
 }
 
-// storeCycle claims size keys through s and completes them: with Claim and
-// Complete for one key, with ClaimBatch and CompleteBatch for more.
+// storeCycle claims size keys through s and completes them, in one Claim
+// and one Complete.
 func storeCycle(s dedupe.Store, size int) cycle {
 	return func(ctx context.Context, group string, first int) error {
-		reqs := make([]dedupe.ClaimRequest, size)
+		reqs := make([]dedupe.Item, size)
 		for i := range reqs {
-			reqs[i] = dedupe.ClaimRequest{Ref: dedupe.Ref{Group: group, Key: strconv.Itoa(first + i)}, Lease: benchLease}
+			reqs[i] = dedupe.Item{Ref: dedupe.Ref{Group: group, Key: strconv.Itoa(first + i)}}
 		}
-		if size == 1 {
-			res, err := s.Claim(ctx, reqs[0])
-			if err != nil || res.Status != dedupe.Acquired {
-				return fmt.Errorf("Claim = %v, %v", res.Status, err)
-			}
-			return s.Complete(ctx, dedupe.Ticket{Ref: reqs[0].Ref, Token: res.Token}, benchRetention)
-		}
-		res, errs, err := dedupe.ClaimBatch(ctx, s, reqs)
+		res, errs, err := s.Claim(ctx, reqs, benchLease)
 		if err != nil {
 			return err
 		}
 		tickets := make([]dedupe.Ticket, size)
 		for i, r := range res {
-			if errs[i] != nil || r.Status != dedupe.Acquired {
-				return fmt.Errorf("ClaimBatch item %d = %v, %v", i, r.Status, errs[i])
+			if errs[i] != nil || r.Outcome != dedupe.Acquired {
+				return fmt.Errorf("Claim item %d = %v, %v", i, r.Outcome, errs[i])
 			}
 			tickets[i] = dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}
 		}
-		errs, err = dedupe.CompleteBatch(ctx, s, tickets, benchRetention)
+		errs, err = s.Complete(ctx, tickets, benchRetention)
 		if err != nil {
 			return err
 		}

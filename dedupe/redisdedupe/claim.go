@@ -10,65 +10,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 )
 
 // Claim implements [dedupe.Store].
-func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
-	res, err := s.claimOne(ctx, req)
+func (s *Store) Claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
+	res, errs, err := s.claim(ctx, reqs, lease)
 	if err != nil {
-		return dedupe.ClaimResult{}, fmt.Errorf("redisdedupe: claim %q: %w", req.Ref, err)
-	}
-	return res, nil
-}
-
-// claimOne is Claim without the batch's slices, which would double the
-// allocations of a consumer's commonest call.
-func (s *Store) claimOne(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
-	if req.Lease <= 0 {
-		return dedupe.ClaimResult{}, fmt.Errorf("lease %v must be positive", req.Lease)
-	}
-	if err := req.Validate(); err != nil {
-		return dedupe.ClaimResult{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return dedupe.ClaimResult{}, err
-	}
-	native, err := s.native(ctx)
-	if err != nil {
-		return dedupe.ClaimResult{}, err
-	}
-	it := item{key: s.Key(req.Ref), rec: newRecord(req.Fingerprint)}
-	if !native {
-		return s.claimSlow(ctx, req, it, s.claimByScript)
-	}
-	cmd := setNX(ctx, it.key, it.rec, box(&s.lease, req.Lease))
-	_ = s.client.Process(ctx, cmd)
-	switch set, err := cmd.Result(); {
-	case err != nil:
-		s.giveBack(ctx, []dedupe.ClaimRequest{req}, []item{it})
-		return dedupe.ClaimResult{}, err
-	case set:
-		return dedupe.ClaimResult{Status: dedupe.Acquired, Token: it.token()}, nil
-	}
-	return s.claimSlow(ctx, req, it, s.claimFound)
-}
-
-// claimSlow answers the claim it of req with step, a stage of a batch's
-// claim, as a batch of one.
-func (s *Store) claimSlow(ctx context.Context, req dedupe.ClaimRequest, it item,
-	step func(context.Context, []dedupe.ClaimRequest, []item, []dedupe.ClaimResult) error) (dedupe.ClaimResult, error) {
-	reqs, items, res := []dedupe.ClaimRequest{req}, []item{it}, make([]dedupe.ClaimResult, 1)
-	if err := step(ctx, reqs, items, res); err != nil {
-		s.giveBack(ctx, reqs, items)
-		return dedupe.ClaimResult{}, err
-	}
-	return res[0], nil
-}
-
-// ClaimBatch implements [dedupe.Batcher].
-func (s *Store) ClaimBatch(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
-	res, errs, err := s.claim(ctx, reqs)
-	if err != nil {
+		if len(reqs) == 1 {
+			return nil, nil, fmt.Errorf("redisdedupe: claim %q: %w", reqs[0].Ref, err)
+		}
 		return nil, nil, fmt.Errorf("redisdedupe: claim batch of %d: %w", len(reqs), err)
 	}
 	return res, errs, nil
@@ -84,20 +35,18 @@ type item struct {
 // token is the owner token in the item's record.
 func (it item) token() string { return it.rec[1 : 1+tokenLen] }
 
-func (s *Store) claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
-	for _, r := range reqs {
-		if r.Lease <= 0 {
-			return nil, nil, fmt.Errorf("%q: lease %v must be positive", r.Ref, r.Lease)
-		}
+func (s *Store) claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
+	if lease <= 0 {
+		return nil, nil, fmt.Errorf("lease %v must be positive", lease)
 	}
 	errs := make([]error, len(reqs))
 	items := make([]item, 0, len(reqs))
 	for i, r := range reqs {
-		if err := r.Validate(); err != nil {
+		if err := dedupekit.CheckClaim(r.Namespace, r.Group, r.Key, lease, r.Fingerprint); err != nil {
 			errs[i] = fmt.Errorf("redisdedupe: claim %q: %w", r.Ref, err)
 			continue
 		}
-		items = append(items, item{i: i, key: s.Key(r.Ref), rec: newRecord(r.Fingerprint)})
+		items = append(items, item{i: i, key: s.key(r.Ref), rec: newRecord(r.Fingerprint)})
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
@@ -111,9 +60,9 @@ func (s *Store) claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe
 		return nil, nil, err
 	}
 	if native {
-		err = s.claimNative(ctx, reqs, items, res)
+		err = s.claimNative(ctx, reqs, lease, items, res)
 	} else {
-		err = s.claimByScript(ctx, reqs, items, res)
+		err = s.claimByScript(ctx, reqs, lease, items, res)
 	}
 	if err != nil {
 		s.giveBack(ctx, reqs, items)
@@ -124,21 +73,29 @@ func (s *Store) claim(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe
 
 // claimNative claims items with one pipeline of SET NX, then reads the
 // records that the SETs found, if any, in a second.
-func (s *Store) claimNative(ctx context.Context, reqs []dedupe.ClaimRequest, items []item, res []dedupe.ClaimResult) error {
+func (s *Store) claimNative(ctx context.Context, reqs []dedupe.Item, lease time.Duration, items []item, res []dedupe.ClaimResult) error {
 	cmds := make([]*redis.BoolCmd, len(items))
-	pipe := s.client.Pipeline()
 	for j, it := range items {
-		cmds[j] = setNX(ctx, it.key, it.rec, box(&s.lease, reqs[it.i].Lease))
-		_ = pipe.Process(ctx, cmds[j])
+		cmds[j] = setNX(ctx, it.key, it.rec, box(&s.lease, lease))
 	}
-	_, _ = pipe.Exec(ctx)
+	if len(cmds) == 1 {
+		// A consumer's commonest call: a plain command costs less than a
+		// pipeline.
+		_ = s.client.Process(ctx, cmds[0])
+	} else {
+		pipe := s.client.Pipeline()
+		for _, cmd := range cmds {
+			_ = pipe.Process(ctx, cmd)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
 	var found []item
 	for j, it := range items {
 		switch set, err := cmds[j].Result(); {
 		case err != nil:
 			return err
 		case set:
-			res[it.i] = dedupe.ClaimResult{Status: dedupe.Acquired, Token: it.token()}
+			res[it.i] = dedupe.ClaimResult{Outcome: dedupe.Acquired, Token: it.token()}
 		default:
 			found = append(found, it)
 		}
@@ -146,7 +103,7 @@ func (s *Store) claimNative(ctx context.Context, reqs []dedupe.ClaimRequest, ite
 	if len(found) == 0 {
 		return nil
 	}
-	return s.claimFound(ctx, reqs, found, res)
+	return s.claimFound(ctx, reqs, lease, found, res)
 }
 
 // setNX is SET key rec NX PX leaseMillis: it writes rec where key holds no
@@ -163,7 +120,7 @@ func setNX(ctx context.Context, key, rec string, leaseMillis any) *redis.BoolCmd
 // between, or is gone (completed, released or ran out since the SET), is
 // claimed again by the claim script, which reads a record and its TTL at
 // one instant.
-func (s *Store) claimFound(ctx context.Context, reqs []dedupe.ClaimRequest, items []item, res []dedupe.ClaimResult) error {
+func (s *Store) claimFound(ctx context.Context, reqs []dedupe.Item, lease time.Duration, items []item, res []dedupe.ClaimResult) error {
 	type reads struct {
 		value, again *redis.StringCmd
 		ttl, expires *redis.IntCmd
@@ -199,7 +156,7 @@ func (s *Store) claimFound(ctx context.Context, reqs []dedupe.ClaimRequest, item
 		case !timed:
 			res[it.i] = answer(st, it)
 		case ttl > 0 && expires > 0:
-			res[it.i] = dedupe.ClaimResult{Status: st, Until: time.UnixMilli(expires), Remaining: time.Duration(ttl) * time.Millisecond}
+			res[it.i] = dedupe.ClaimResult{Outcome: st, Until: time.UnixMilli(expires), Remaining: time.Duration(ttl) * time.Millisecond}
 		default:
 			changed = append(changed, it) // about to run out
 		}
@@ -207,16 +164,16 @@ func (s *Store) claimFound(ctx context.Context, reqs []dedupe.ClaimRequest, item
 	if len(changed) == 0 {
 		return nil
 	}
-	return s.claimByScript(ctx, reqs, changed, res)
+	return s.claimByScript(ctx, reqs, lease, changed, res)
 }
 
 // decide answers a claim that tried to write rec, with fingerprint fp, and
 // found old: its own record, written by an earlier send of the same
 // command (go-redis sends a command again when an answer is lost, and the
 // token is fresh per claim, so no other claim wrote it); a fingerprint
-// that conflicts, as [dedupe.FingerprintsConflict] says; or a live record
+// that conflicts, as [dedupekit.FingerprintsConflict] says; or a live record
 // done or in flight, whose answer needs its time left (timed).
-func decide(rec, fp, old string) (st dedupe.Status, timed bool) {
+func decide(rec, fp, old string) (st dedupe.Outcome, timed bool) {
 	if old == rec {
 		return dedupe.Acquired, false
 	}
@@ -224,25 +181,25 @@ func decide(rec, fp, old string) (st dedupe.Status, timed bool) {
 	if len(old) > 1+tokenLen {
 		had = old[1+tokenLen:]
 	}
-	if dedupe.FingerprintsConflict(had, fp) {
-		return dedupe.Conflict, false
+	if dedupekit.FingerprintsConflict(had, fp) {
+		return dedupe.Reused, false
 	}
 	if strings.HasPrefix(old, "d") {
-		return dedupe.Done, true
+		return dedupe.Suppressed, true
 	}
-	return dedupe.InFlight, true
+	return dedupe.Busy, true
 }
 
 // answer is the result of an untimed decision for it.
-func answer(st dedupe.Status, it item) dedupe.ClaimResult {
+func answer(st dedupe.Outcome, it item) dedupe.ClaimResult {
 	if st == dedupe.Acquired {
-		return dedupe.ClaimResult{Status: st, Token: it.token()}
+		return dedupe.ClaimResult{Outcome: st, Token: it.token()}
 	}
-	return dedupe.ClaimResult{Status: st}
+	return dedupe.ClaimResult{Outcome: st}
 }
 
 // claimByScript claims items with claimScript, one per (namespace, group).
-func (s *Store) claimByScript(ctx context.Context, reqs []dedupe.ClaimRequest, items []item, res []dedupe.ClaimResult) error {
+func (s *Store) claimByScript(ctx context.Context, reqs []dedupe.Item, lease time.Duration, items []item, res []dedupe.ClaimResult) error {
 	idx := make([]int, len(items))
 	for j := range items {
 		idx[j] = j
@@ -251,7 +208,7 @@ func (s *Store) claimByScript(ctx context.Context, reqs []dedupe.ClaimRequest, i
 	for _, p := range parts {
 		for _, j := range p.idx {
 			p.keys = append(p.keys, items[j].key)
-			p.args = append(p.args, items[j].rec, millis(reqs[items[j].i].Lease))
+			p.args = append(p.args, items[j].rec, millis(lease))
 		}
 	}
 	out, err := s.run(ctx, claimScript, parts)
@@ -270,13 +227,13 @@ func (s *Store) claimByScript(ctx context.Context, reqs []dedupe.ClaimRequest, i
 			left := time.Duration(max(ms, 1)) * time.Millisecond
 			switch code {
 			case codeAcquired:
-				res[it.i] = dedupe.ClaimResult{Status: dedupe.Acquired, Token: it.token()}
+				res[it.i] = dedupe.ClaimResult{Outcome: dedupe.Acquired, Token: it.token()}
 			case codeDone:
-				res[it.i] = dedupe.ClaimResult{Status: dedupe.Done, Until: now.Add(left), Remaining: left}
+				res[it.i] = dedupe.ClaimResult{Outcome: dedupe.Suppressed, Until: now.Add(left), Remaining: left}
 			case codeInFlight:
-				res[it.i] = dedupe.ClaimResult{Status: dedupe.InFlight, Until: now.Add(left), Remaining: left}
+				res[it.i] = dedupe.ClaimResult{Outcome: dedupe.Busy, Until: now.Add(left), Remaining: left}
 			case codeConflict:
-				res[it.i] = dedupe.ClaimResult{Status: dedupe.Conflict}
+				res[it.i] = dedupe.ClaimResult{Outcome: dedupe.Reused}
 			default:
 				return fmt.Errorf("script answered code %d", code)
 			}
@@ -290,12 +247,12 @@ func (s *Store) claimByScript(ctx context.Context, reqs []dedupe.ClaimRequest, i
 // or one part of a pipeline failing), and their tokens never reach the
 // caller. Release deletes a record only if it holds the token, so
 // releasing a claim that never happened is harmless.
-func (s *Store) giveBack(ctx context.Context, reqs []dedupe.ClaimRequest, items []item) {
+func (s *Store) giveBack(ctx context.Context, reqs []dedupe.Item, items []item) {
 	ts := make([]dedupe.Ticket, len(items))
 	for j, it := range items {
 		ts[j] = dedupe.Ticket{Ref: reqs[it.i].Ref, Token: it.token()}
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dedupe.GiveBackTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dedupekit.GiveBackTimeout)
 	defer cancel()
 	_, _ = s.owned(ctx, "release", releaseScript, ts)
 }

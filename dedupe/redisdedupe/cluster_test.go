@@ -13,6 +13,7 @@ import (
 	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // TestCluster runs the store on a Redis Cluster: one node that owns every
@@ -28,7 +29,7 @@ func TestCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The node does check slots: one script over two groups' keys fails.
-	a, b := s.Key(dedupe.Ref{Group: "a", Key: "k"}), s.Key(dedupe.Ref{Group: "b", Key: "k"})
+	a, b := redisdedupe.Key(s, dedupe.Ref{Group: "a", Key: "k"}), redisdedupe.Key(s, dedupe.Ref{Group: "b", Key: "k"})
 	if slot(a) == slot(b) {
 		t.Fatalf("groups a and b share slot %d; pick others", slot(a))
 	}
@@ -46,7 +47,7 @@ func TestCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ws.Claim(ctx, dedupe.ClaimRequest{Ref: dedupe.Ref{Namespace: t.Name(), Group: "g", Key: "k"}, Lease: time.Minute}); err != nil {
+	if _, err := testkit.Claim(ctx, ws, dedupe.Item{Ref: dedupe.Ref{Namespace: t.Name(), Group: "g", Key: "k"}}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if cmds, _ := hook.take(); !slices.Contains(cmds, "set") || slices.Contains(cmds, "evalsha") {
@@ -55,26 +56,26 @@ func TestCluster(t *testing.T) {
 
 	eachPath(t, cc, func(t *testing.T, s *redisdedupe.Store) {
 		t.Run("Conformance", func(t *testing.T) {
-			dedupetest.Run(t, func(*testing.T) dedupe.Store { return s }, features)
+			dedupetest.RunConformanceTests(t, func(*testing.T) dedupe.Store { return s }, features)
 		})
 		t.Run("BatchAcrossGroups", func(t *testing.T) {
-			var reqs []dedupe.ClaimRequest
+			var reqs []dedupe.Item
 			for i := range 30 {
 				g := fmt.Sprint("group", i%5)
-				reqs = append(reqs, dedupe.ClaimRequest{Ref: dedupe.Ref{Namespace: t.Name(), Group: g, Key: fmt.Sprint(i)}, Lease: time.Minute})
+				reqs = append(reqs, dedupe.Item{Ref: dedupe.Ref{Namespace: t.Name(), Group: g, Key: fmt.Sprint(i)}})
 			}
 			ts := claimAll(t, s, reqs)
-			cerrs, err := s.CompleteBatch(t.Context(), ts, time.Minute)
+			cerrs, err := s.Complete(t.Context(), ts, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, _, err := s.ClaimBatch(t.Context(), reqs)
+			res, _, err := s.Claim(t.Context(), reqs, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for i := range reqs {
-				if cerrs[i] != nil || res[i].Status != dedupe.Done {
-					t.Errorf("item %d: complete %v, then claim %v; want done", i, cerrs[i], res[i].Status)
+				if cerrs[i] != nil || res[i].Outcome != dedupe.Suppressed {
+					t.Errorf("item %d: complete %v, then claim %v; want done", i, cerrs[i], res[i].Outcome)
 				}
 			}
 		})

@@ -1,4 +1,4 @@
-// Package redisdedupe is a [dedupe.Store] and [dedupe.Batcher] on Redis 5.0
+// Package redisdedupe is a [dedupe.Store] on Redis 5.0
 // or later (its scripts call TIME; the tests run Redis 7). On Redis 7.0 or
 // later a claim is one native command, SET with NX; before 7.0 it is a Lua
 // script. Complete, Release and Extend are Lua scripts everywhere, because

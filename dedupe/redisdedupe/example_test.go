@@ -20,7 +20,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	guard, err := dedupe.NewGuard(dedupe.WithDoneCache(store, 10_000), dedupe.GuardConfig{})
+	guard, err := dedupe.NewGuard(store, dedupe.GuardConfig{DoneCache: 10_000})
 	if err != nil {
 		fmt.Println(err)
 		return

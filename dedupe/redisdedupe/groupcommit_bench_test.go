@@ -3,6 +3,7 @@ package redisdedupe_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,13 +13,13 @@ import (
 )
 
 // BenchmarkGroupCommit measures the per-message path of a push consumer —
-// claim one message, then complete it — from 1 and from 20 handler
-// goroutines: through dedupe.WithGroupCommit over the Store, which
-// coalesces the goroutines' claims and completions into shared round
-// trips; through the Store alone; each on the store's native path and on
-// its script path (as on Redis before 7.0); and through the naive SET NX +
-// SET. Each reports msgs/s, and the group commit the store round trips it
-// made per message; compare them within one run and one goroutine count.
+// a Guard claims one message, then completes it — from 1 and from 20
+// handler goroutines: with GuardConfig.GroupCommit, which coalesces the
+// goroutines' claims and completions into shared round trips, and without;
+// each on the store's native path and on its script path (as on Redis
+// before 7.0); and through the naive SET NX + SET. Each reports msgs/s, and
+// the group commit the store round trips it made per message; compare them
+// within one run and one goroutine count.
 func BenchmarkGroupCommit(b *testing.B) {
 	client := newClient(b)
 	stores := benchStores(b, client)
@@ -26,19 +27,34 @@ func BenchmarkGroupCommit(b *testing.B) {
 		for _, p := range paths {
 			s := stores[p.name]
 			trips := &countingStore{Store: s}
-			g := dedupe.WithGroupCommit(trips)
 			b.Run(fmt.Sprintf("goroutines=%d/idemq-%s-groupcommit", n, p.name), func(b *testing.B) {
 				before := trips.n.Load()
-				msgs := run(b, client, n, 1, storeCycle(g, 1))
+				msgs := run(b, client, n, 1, guardCycle(b, trips, true))
 				b.ReportMetric(float64(trips.n.Load()-before)/float64(msgs), "trips/msg")
 			})
 			b.Run(fmt.Sprintf("goroutines=%d/idemq-%s", n, p.name), func(b *testing.B) {
-				run(b, client, n, 1, storeCycle(s, 1))
+				run(b, client, n, 1, guardCycle(b, s, false))
 			})
 		}
 		b.Run(fmt.Sprintf("goroutines=%d/naive", n), func(b *testing.B) {
 			run(b, client, n, 1, naiveCycle(client))
 		})
+	}
+}
+
+// guardCycle handles one message through a Guard over s, with its claims
+// and completions coalesced or not.
+func guardCycle(b *testing.B, s dedupe.Store, groupCommit bool) cycle {
+	g, err := dedupe.NewGuard(s, dedupe.GuardConfig{Lease: benchLease, Retention: benchRetention, GroupCommit: groupCommit})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func(ctx context.Context, group string, first int) error {
+		items := []dedupe.Item{{Ref: dedupe.Ref{Group: group, Key: strconv.Itoa(first)}}}
+		if r := g.Do(ctx, items, func(context.Context, int) error { return nil })[0]; r.Outcome != dedupe.Completed {
+			return fmt.Errorf("Do = %v, %v", r.Outcome, r.Err)
+		}
+		return nil
 	}
 }
 
@@ -48,22 +64,12 @@ type countingStore struct {
 	n atomic.Int64
 }
 
-func (s *countingStore) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
+func (s *countingStore) Claim(ctx context.Context, items []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
 	s.n.Add(1)
-	return s.Store.Claim(ctx, req)
+	return s.Store.Claim(ctx, items, lease)
 }
 
-func (s *countingStore) Complete(ctx context.Context, t dedupe.Ticket, retention time.Duration) error {
+func (s *countingStore) Complete(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
 	s.n.Add(1)
-	return s.Store.Complete(ctx, t, retention)
-}
-
-func (s *countingStore) ClaimBatch(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
-	s.n.Add(1)
-	return s.Store.ClaimBatch(ctx, reqs)
-}
-
-func (s *countingStore) CompleteBatch(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
-	s.n.Add(1)
-	return s.Store.CompleteBatch(ctx, ts, retention)
+	return s.Store.Complete(ctx, ts, retention)
 }

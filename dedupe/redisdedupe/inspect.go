@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 )
 
 var _ dedupe.Inspector = (*Store)(nil)
@@ -54,13 +55,13 @@ const (
 
 // Get implements [dedupe.Inspector] with one script.
 func (s *Store) Get(ctx context.Context, ref dedupe.Ref) (dedupe.Record, bool, error) {
-	err := ref.Validate()
+	err := checkRef(ref)
 	if err == nil {
 		err = ctx.Err()
 	}
 	var recs []dedupe.Record
 	if err == nil {
-		recs, err = s.read(ctx, ref.Namespace, ref.Group, []string{s.Key(ref)})
+		recs, err = s.read(ctx, ref.Namespace, ref.Group, []string{s.key(ref)})
 	}
 	if err != nil {
 		return dedupe.Record{}, false, fmt.Errorf("redisdedupe: get %q: %w", ref, err)
@@ -97,7 +98,7 @@ func (s *Store) List(ctx context.Context, req dedupe.ListRequest) ([]dedupe.Reco
 }
 
 func (s *Store) list(ctx context.Context, req dedupe.ListRequest) ([]dedupe.Record, string, error) {
-	if err := req.Validate(); err != nil {
+	if err := dedupekit.CheckList(req.Namespace, req.Group, req.Prefix, req.Limit); err != nil {
 		return nil, "", err
 	}
 	if err := ctx.Err(); err != nil {
@@ -112,7 +113,7 @@ func (s *Store) list(ctx context.Context, req dedupe.ListRequest) ([]dedupe.Reco
 	}
 	limit := req.Limit
 	if limit == 0 {
-		limit = dedupe.DefaultListLimit
+		limit = dedupekit.DefaultListLimit
 	}
 	base := s.groupKey(req.Namespace, req.Group)
 	node, err := s.node(ctx, base)
@@ -188,7 +189,7 @@ func (s *Store) Stats(ctx context.Context, namespace, group string) (dedupe.Stat
 }
 
 func (s *Store) stats(ctx context.Context, namespace, group string) (dedupe.Stats, error) {
-	if err := (dedupe.ListRequest{Namespace: namespace, Group: group}).Validate(); err != nil {
+	if err := dedupekit.CheckList(namespace, group, "", 0); err != nil {
 		return dedupe.Stats{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -228,13 +229,13 @@ func (s *Store) stats(ctx context.Context, namespace, group string) (dedupe.Stat
 
 // Forget implements [dedupe.Inspector] with one DEL.
 func (s *Store) Forget(ctx context.Context, ref dedupe.Ref) (bool, error) {
-	err := ref.Validate()
+	err := checkRef(ref)
 	if err == nil {
 		err = ctx.Err()
 	}
 	var n int64
 	if err == nil {
-		n, err = s.client.Del(ctx, s.Key(ref)).Result()
+		n, err = s.client.Del(ctx, s.key(ref)).Result()
 	}
 	if err != nil {
 		return false, fmt.Errorf("redisdedupe: forget %q: %w", ref, err)
@@ -281,7 +282,7 @@ func (s *Store) read(ctx context.Context, namespace, group string, keys []string
 
 // groupKey returns the start of every key of the group's records.
 func (s *Store) groupKey(namespace, group string) string {
-	return s.Key(dedupe.Ref{Namespace: namespace, Group: group})
+	return s.key(dedupe.Ref{Namespace: namespace, Group: group})
 }
 
 // node returns the client that a SCAN of key's hash slot goes to: on a

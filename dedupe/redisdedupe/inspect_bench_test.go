@@ -4,8 +4,8 @@ import (
 	"crypto/rand"
 	"testing"
 
-	"github.com/idemq/idemq/dedupe/dedupetest"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // BenchmarkInspect measures the Inspector over 5 groups of 2000 records.
@@ -17,7 +17,7 @@ func BenchmarkInspect(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	dedupetest.BenchInspector(b, s, "bench-"+rand.Text(), 5, 2000)
+	testkit.BenchInspector(b, s, "bench-"+rand.Text(), 5, 2000)
 	n, err := client.DBSize(b.Context()).Result()
 	if err != nil {
 		b.Fatal(err)

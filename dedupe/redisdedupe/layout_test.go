@@ -17,6 +17,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -65,7 +66,7 @@ func TestKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := s.Key(tt.ref); got != tt.want {
+		if got := redisdedupe.Key(s, tt.ref); got != tt.want {
 			t.Errorf("Key(%#v) = %q, want %q", tt.ref, got, tt.want)
 		}
 	}
@@ -139,7 +140,7 @@ func TestBatchSlot(t *testing.T) {
 	} {
 		want := int(crc16(scope.tag) % 16384)
 		for _, k := range keys {
-			key := s.Key(dedupe.Ref{Namespace: scope.ns, Group: scope.group, Key: k})
+			key := redisdedupe.Key(s, dedupe.Ref{Namespace: scope.ns, Group: scope.group, Key: k})
 			if tag := hashTag(key); tag != scope.tag {
 				t.Errorf("hash tag of %q = %q, want %q", key, tag, scope.tag)
 			}
@@ -160,21 +161,21 @@ func TestRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := dedupe.Ref{Namespace: "record", Group: t.Name(), Key: "a*"}
-	client.Del(ctx, s.Key(r))
-	res, err := s.Claim(ctx, dedupe.ClaimRequest{Ref: r, Lease: time.Minute, Fingerprint: "fp"})
+	client.Del(ctx, redisdedupe.Key(s, r))
+	res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: r, Fingerprint: "fp"}, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	check := func(state string, ttl time.Duration) {
 		t.Helper()
-		v, err := client.Get(ctx, s.Key(r)).Result()
+		v, err := client.Get(ctx, redisdedupe.Key(s, r)).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if want := state + res.Token + "fp"; v != want {
 			t.Errorf("record = %q, want %q", v, want)
 		}
-		if got := client.PTTL(ctx, s.Key(r)).Val(); got <= ttl-time.Second || got > ttl {
+		if got := client.PTTL(ctx, redisdedupe.Key(s, r)).Val(); got <= ttl-time.Second || got > ttl {
 			t.Errorf("record TTL = %v, want about %v", got, ttl)
 		}
 	}
@@ -183,11 +184,11 @@ func TestRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("p", time.Hour)
-	if err := s.Complete(ctx, dedupe.Ticket{Ref: r, Token: res.Token}, 72*time.Hour); err != nil {
+	if err := testkit.Complete(ctx, s, dedupe.Ticket{Ref: r, Token: res.Token}, 72*time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	check("d", 72*time.Hour)
-	if n := client.Exists(ctx, strings.Replace(s.Key(r), "a*", "ab", 1)).Val(); n != 0 {
+	if n := client.Exists(ctx, strings.Replace(redisdedupe.Key(s, r), "a*", "ab", 1)).Val(); n != 0 {
 		t.Errorf("a record for key ab exists")
 	}
 }
@@ -245,16 +246,16 @@ func (h *countHook) take() (cmds, pipelines []string) {
 
 // claimAll claims reqs in one batch, all of which must be free, and returns
 // their tickets.
-func claimAll(t *testing.T, s *redisdedupe.Store, reqs []dedupe.ClaimRequest) []dedupe.Ticket {
+func claimAll(t *testing.T, s *redisdedupe.Store, reqs []dedupe.Item) []dedupe.Ticket {
 	t.Helper()
-	res, errs, err := s.ClaimBatch(t.Context(), reqs)
+	res, errs, err := s.Claim(t.Context(), reqs, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ts []dedupe.Ticket
 	for i, r := range res {
-		if r.Status != dedupe.Acquired || errs[i] != nil {
-			t.Fatalf("item %d = %v, %v; want acquired", i, r.Status, errs[i])
+		if r.Outcome != dedupe.Acquired || errs[i] != nil {
+			t.Fatalf("item %d = %v, %v; want acquired", i, r.Outcome, errs[i])
 		}
 		ts = append(ts, dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token})
 	}
@@ -297,11 +298,11 @@ func TestRoundTrips(t *testing.T) {
 				t.Fatal(err)
 			}
 			p.use(s)
-			batch := func(groups ...string) []dedupe.ClaimRequest {
-				var reqs []dedupe.ClaimRequest
+			batch := func(groups ...string) []dedupe.Item {
+				var reqs []dedupe.Item
 				for i := range 32 {
 					g := groups[i%len(groups)]
-					reqs = append(reqs, dedupe.ClaimRequest{Ref: dedupe.Ref{Namespace: "trips", Group: g, Key: fmt.Sprint(i)}, Lease: time.Minute})
+					reqs = append(reqs, dedupe.Item{Ref: dedupe.Ref{Namespace: "trips", Group: g, Key: fmt.Sprint(i)}})
 				}
 				return reqs
 			}
@@ -309,10 +310,10 @@ func TestRoundTrips(t *testing.T) {
 
 			// Load the scripts.
 			ts := claimAll(t, s, batch(id+"warm"))
-			if errs, err := s.CompleteBatch(ctx, ts[:16], time.Minute); err != nil || errs[0] != nil {
+			if errs, err := s.Complete(ctx, ts[:16], time.Minute); err != nil || errs[0] != nil {
 				t.Fatal(errs, err)
 			}
-			if errs, err := s.ReleaseBatch(ctx, ts[16:]); err != nil || errs[0] != nil {
+			if errs, err := s.Release(ctx, ts[16:]); err != nil || errs[0] != nil {
 				t.Fatal(errs, err)
 			}
 			infos, _ := hook.take()
@@ -323,14 +324,14 @@ func TestRoundTrips(t *testing.T) {
 
 			one := batch(id + "one")
 			ts = claimAll(t, s, one)
-			if _, err := s.CompleteBatch(ctx, ts, time.Minute); err != nil {
+			if _, err := s.Complete(ctx, ts, time.Minute); err != nil {
 				t.Fatal(err)
 			}
 			check(t, "claim and complete of one group", pick(
 				want{[]string{"evalsha"}, []string{"set*32"}},
 				want{[]string{"evalsha", "evalsha"}, nil}))
 
-			if _, _, err := s.ClaimBatch(ctx, one); err != nil {
+			if _, _, err := s.Claim(ctx, one, time.Minute); err != nil {
 				t.Fatal(err)
 			}
 			check(t, "a claim of done keys", pick(
@@ -338,7 +339,7 @@ func TestRoundTrips(t *testing.T) {
 				want{[]string{"evalsha"}, nil}))
 
 			ts = claimAll(t, s, batch(id+"a", id+"b", id+"c"))
-			if _, err := s.ReleaseBatch(ctx, ts); err != nil {
+			if _, err := s.Release(ctx, ts); err != nil {
 				t.Fatal(err)
 			}
 			check(t, "claim and release over three groups", pick(
@@ -353,9 +354,9 @@ func TestRoundTrips(t *testing.T) {
 					t.Fatal(err)
 				}
 				ts := claimAll(t, s, batch(groups...))
-				errs, err := s.CompleteBatch(ctx, ts, time.Minute)
+				errs, err := s.Complete(ctx, ts, time.Minute)
 				if err != nil || slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
-					t.Fatalf("CompleteBatch after SCRIPT FLUSH = %v, %v", errs, err)
+					t.Fatalf("Complete after SCRIPT FLUSH = %v, %v", errs, err)
 				}
 				if cmds, _ := hook.take(); !slices.Contains(cmds, "eval") {
 					t.Errorf("after SCRIPT FLUSH the store sent %v, want an eval", cmds)
@@ -377,8 +378,8 @@ func TestUnreachable(t *testing.T) {
 	ctx := t.Context()
 	r := dedupe.Ref{Group: "g", Key: "k"}
 	tk := dedupe.Ticket{Ref: r, Token: "t"}
-	_, claimErr := s.Claim(ctx, dedupe.ClaimRequest{Ref: r, Lease: time.Second})
-	_, _, batchErr := s.ClaimBatch(ctx, []dedupe.ClaimRequest{{Ref: r, Lease: time.Second}})
+	_, claimErr := testkit.Claim(ctx, s, dedupe.Item{Ref: r}, time.Second)
+	_, _, batchErr := s.Claim(ctx, []dedupe.Item{{Ref: r}, {Ref: r}}, time.Second)
 	// The Inspector's calls are what `idemq dedupe` shows an operator.
 	_, _, getErr := s.Get(ctx, r)
 	_, _, listErr := s.List(ctx, dedupe.ListRequest{Group: "g"})
@@ -386,16 +387,16 @@ func TestUnreachable(t *testing.T) {
 	_, forgetErr := s.Forget(ctx, r)
 	for what, err := range map[string]error{
 		"claim":            claimErr,
-		"claim batch of 1": batchErr,
-		"complete":         s.Complete(ctx, tk, time.Second),
-		"release":          s.Release(ctx, tk),
+		"claim batch of 2": batchErr,
+		"complete":         testkit.Complete(ctx, s, tk, time.Second),
+		"release":          testkit.Release(ctx, s, tk),
 		"extend":           s.Extend(ctx, tk, time.Second),
 		"get":              getErr,
 		"list":             listErr,
 		"stats":            statsErr,
 		"forget":           forgetErr,
 	} {
-		if err == nil || errors.Is(err, dedupe.ErrLeaseLost) || errors.Is(err, dedupe.ErrInvalidKey) ||
+		if err == nil || errors.Is(err, dedupe.ErrLeaseLost) || errors.Is(err, msgkey.ErrInvalid) ||
 			!strings.HasPrefix(err.Error(), "redisdedupe: "+what) || !strings.Contains(err.Error(), "127.0.0.1:1") {
 			t.Errorf("%s = %v, want a plain error starting %q and naming 127.0.0.1:1", what, err, "redisdedupe: "+what)
 		}
@@ -450,34 +451,34 @@ func TestLostPipelineGivesClaimsBack(t *testing.T) {
 }
 
 func testLostPipeline(t *testing.T, s *redisdedupe.Store, hook *loseFirstPipeline) {
-	batch := func(keys ...string) []dedupe.ClaimRequest {
-		var reqs []dedupe.ClaimRequest
+	batch := func(keys ...string) []dedupe.Item {
+		var reqs []dedupe.Item
 		for _, g := range []string{"g1", "g2"} {
 			for _, k := range keys {
-				reqs = append(reqs, dedupe.ClaimRequest{Ref: dedupe.Ref{Group: g, Key: k}, Lease: time.Hour})
+				reqs = append(reqs, dedupe.Item{Ref: dedupe.Ref{Group: g, Key: k}})
 			}
 		}
 		return reqs
 	}
 	// Load the scripts and learn the server's version, so that the lost
 	// pipeline really claims.
-	if _, _, err := s.ClaimBatch(t.Context(), batch("warm")); err != nil {
+	if _, _, err := s.Claim(t.Context(), batch("warm"), time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	hook.mu.Lock()
 	hook.armed = true
 	hook.mu.Unlock()
 	reqs := batch("a", "b")
-	if _, _, err := s.ClaimBatch(t.Context(), reqs); err == nil {
-		t.Fatal("ClaimBatch succeeded although its answer was lost")
+	if _, _, err := s.Claim(t.Context(), reqs, time.Hour); err == nil {
+		t.Fatal("Claim succeeded although its answer was lost")
 	}
-	res, _, err := s.ClaimBatch(t.Context(), reqs)
+	res, _, err := s.Claim(t.Context(), reqs, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, r := range res {
-		if r.Status != dedupe.Acquired {
-			t.Errorf("%s after the lost batch: %v, want acquired", reqs[i].Ref, r.Status)
+		if r.Outcome != dedupe.Acquired {
+			t.Errorf("%s after the lost batch: %v, want acquired", reqs[i].Ref, r.Outcome)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // TestClaimAnswerLost drops the connection after Redis ran a claim's SET or
@@ -30,8 +31,8 @@ func testClaimAnswerLost(t *testing.T, use func(*redisdedupe.Store)) {
 		keys   []string
 	}{
 		{"Claim", []string{"g"}, []string{"a"}},
-		{"ClaimBatch", []string{"g"}, []string{"a", "b", "c"}},
-		{"ClaimBatchPipeline", []string{"g1", "g2"}, []string{"a", "b"}},
+		{"ClaimMany", []string{"g"}, []string{"a", "b", "c"}},
+		{"ClaimManyPipeline", []string{"g1", "g2"}, []string{"a", "b"}},
 	}
 	proxy := testenv.StartDropProxy(t, testenv.Redis(t))
 	client := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
@@ -44,36 +45,26 @@ func testClaimAnswerLost(t *testing.T, use func(*redisdedupe.Store)) {
 	use(s)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var reqs []dedupe.ClaimRequest
+			var reqs []dedupe.Item
 			for _, g := range tc.groups {
 				for _, k := range tc.keys {
-					reqs = append(reqs, dedupe.ClaimRequest{Ref: dedupe.Ref{Namespace: tc.name, Group: g, Key: k}, Lease: time.Hour})
+					reqs = append(reqs, dedupe.Item{Ref: dedupe.Ref{Namespace: tc.name, Group: g, Key: k}})
 				}
 			}
 			// A claim of other keys first loads the script (or learns the
 			// server's version) and leaves a connection in the pool, so
 			// the armed claim runs as is.
-			warm := make([]dedupe.ClaimRequest, len(reqs))
+			warm := make([]dedupe.Item, len(reqs))
 			for i, r := range reqs {
 				warm[i] = r
 				warm[i].Key = "warm-" + r.Key
 			}
-			if _, _, err := s.ClaimBatch(t.Context(), warm); err != nil {
+			if _, _, err := s.Claim(t.Context(), warm, time.Hour); err != nil {
 				t.Fatal(err)
 			}
 			before := proxy.Dropped()
 			proxy.Arm(prefix + "{" + tc.name + ":") // in this claim's keys only
-			var (
-				res  []dedupe.ClaimResult
-				errs = make([]error, len(reqs))
-				err  error
-			)
-			if len(reqs) == 1 {
-				res = make([]dedupe.ClaimResult, 1)
-				res[0], err = s.Claim(t.Context(), reqs[0])
-			} else {
-				res, errs, err = s.ClaimBatch(t.Context(), reqs)
-			}
+			res, errs, err := s.Claim(t.Context(), reqs, time.Hour)
 			if proxy.Dropped() == before {
 				t.Fatal("the proxy dropped no answer")
 			}
@@ -81,18 +72,18 @@ func testClaimAnswerLost(t *testing.T, use func(*redisdedupe.Store)) {
 				t.Fatalf("claim whose first answer was lost: %v", err)
 			}
 			for i, r := range res {
-				if errs[i] != nil || r.Status != dedupe.Acquired {
-					t.Fatalf("claim %q whose first answer was lost = %v, %v; want acquired", reqs[i].Ref, r.Status, errs[i])
+				if errs[i] != nil || r.Outcome != dedupe.Acquired {
+					t.Fatalf("claim %q whose first answer was lost = %v, %v; want acquired", reqs[i].Ref, r.Outcome, errs[i])
 				}
 				tk := dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}
-				if err := s.Complete(t.Context(), tk, time.Hour); err != nil {
+				if err := testkit.Complete(t.Context(), s, tk, time.Hour); err != nil {
 					t.Fatalf("Complete(%q) with the token the claim answered: %v", reqs[i].Ref, err)
 				}
 			}
 			// Another claimant still finds the key taken.
-			other, err := s.Claim(t.Context(), reqs[0])
-			if err != nil || other.Status != dedupe.Done {
-				t.Errorf("Claim(%q) after completing = %v, %v; want done", reqs[0].Ref, other.Status, err)
+			other, err := testkit.Claim(t.Context(), s, reqs[0], time.Hour)
+			if err != nil || other.Outcome != dedupe.Suppressed {
+				t.Errorf("Claim(%q) after completing = %v, %v; want done", reqs[0].Ref, other.Outcome, err)
 			}
 		})
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 func TestMajorVersion(t *testing.T) {
@@ -70,17 +71,17 @@ func TestVersionUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "g", Key: "k"}, Lease: time.Hour}
-	_, err = s.Claim(t.Context(), req)
-	if err == nil || !strings.Contains(err.Error(), "cannot tell the Redis version (INFO server): injected") || errors.Is(err, dedupe.ErrInFlight) {
+	req := dedupe.Item{Ref: dedupe.Ref{Group: "g", Key: "k"}}
+	_, err = testkit.Claim(t.Context(), s, req, time.Hour)
+	if err == nil || !strings.Contains(err.Error(), "cannot tell the Redis version (INFO server): injected") || errors.Is(err, dedupe.ErrBusy) {
 		t.Fatalf("Claim without a version = %v, want the failure to tell it", err)
 	}
-	if _, _, err := s.ClaimBatch(t.Context(), []dedupe.ClaimRequest{req}); err == nil || !strings.Contains(err.Error(), "Redis version") {
-		t.Fatalf("ClaimBatch without a version = %v, want the failure to tell it", err)
+	if _, _, err := s.Claim(t.Context(), []dedupe.Item{req}, time.Hour); err == nil || !strings.Contains(err.Error(), "Redis version") {
+		t.Fatalf("Claim without a version = %v, want the failure to tell it", err)
 	}
 	hook.fail.Store(false)
-	if res, err := s.Claim(t.Context(), req); err != nil || res.Status != dedupe.Acquired {
-		t.Fatalf("Claim once INFO answers = %v, %v; want acquired", res.Status, err)
+	if res, err := testkit.Claim(t.Context(), s, req, time.Hour); err != nil || res.Outcome != dedupe.Acquired {
+		t.Fatalf("Claim once INFO answers = %v, %v; want acquired", res.Outcome, err)
 	}
 }
 
@@ -141,45 +142,45 @@ func TestRecordChanged(t *testing.T) {
 	tests := []struct {
 		name   string
 		change func(dedupe.Ticket) error
-		want   dedupe.Status
+		want   dedupe.Outcome
 	}{
-		{"Released", func(tk dedupe.Ticket) error { return holder.Release(ctx, tk) }, dedupe.Acquired},
-		{"Completed", func(tk dedupe.Ticket) error { return holder.Complete(ctx, tk, 2*time.Hour) }, dedupe.Done},
-		{"Extended", func(tk dedupe.Ticket) error { return holder.Extend(ctx, tk, 2*time.Hour) }, dedupe.InFlight},
+		{"Released", func(tk dedupe.Ticket) error { return testkit.Release(ctx, holder, tk) }, dedupe.Acquired},
+		{"Completed", func(tk dedupe.Ticket) error { return testkit.Complete(ctx, holder, tk, 2*time.Hour) }, dedupe.Suppressed},
+		{"Extended", func(tk dedupe.Ticket) error { return holder.Extend(ctx, tk, 2*time.Hour) }, dedupe.Busy},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			req := dedupe.ClaimRequest{Ref: dedupe.Ref{Group: "g", Key: tc.name}, Lease: time.Hour}
-			held, err := holder.Claim(ctx, req)
-			if err != nil || held.Status != dedupe.Acquired {
-				t.Fatalf("holder's claim = %v, %v", held.Status, err)
+			req := dedupe.Item{Ref: dedupe.Ref{Group: "g", Key: tc.name}}
+			held, err := testkit.Claim(ctx, holder, req, time.Hour)
+			if err != nil || held.Outcome != dedupe.Acquired {
+				t.Fatalf("holder's claim = %v, %v", held.Outcome, err)
 			}
 			var changeErr error
 			hook.mu.Lock()
 			hook.f = func() { changeErr = tc.change(dedupe.Ticket{Ref: req.Ref, Token: held.Token}) }
 			hook.sent = nil
 			hook.mu.Unlock()
-			res, err := s.Claim(ctx, req)
+			res, err := testkit.Claim(ctx, s, req, time.Hour)
 			hook.mu.Lock()
 			sent := hook.sent
 			hook.mu.Unlock()
 			if changeErr != nil {
 				t.Fatal(changeErr)
 			}
-			if err != nil || res.Status != tc.want {
-				t.Fatalf("claim of a record %s under it = %v, %v; want %v", tc.name, res.Status, err, tc.want)
+			if err != nil || res.Outcome != tc.want {
+				t.Fatalf("claim of a record %s under it = %v, %v; want %v", tc.name, res.Outcome, err, tc.want)
 			}
 			if scripted := slices.Contains(sent, "evalsha"); scripted != (tc.want == dedupe.Acquired) {
 				t.Errorf("the claim sent %q", sent)
 			}
-			switch res.Status {
+			switch res.Outcome {
 			case dedupe.Acquired:
-				if err := s.Complete(ctx, dedupe.Ticket{Ref: req.Ref, Token: res.Token}, time.Hour); err != nil {
+				if err := testkit.Complete(ctx, s, dedupe.Ticket{Ref: req.Ref, Token: res.Token}, time.Hour); err != nil {
 					t.Errorf("Complete with the token the claim answered: %v", err)
 				}
-			case dedupe.Done, dedupe.InFlight:
+			case dedupe.Suppressed, dedupe.Busy:
 				if res.Remaining <= time.Hour || res.Remaining > 2*time.Hour || res.Until.IsZero() {
-					t.Errorf("claim answered %v for %v, until %v; want the holder's new time", res.Status, res.Remaining, res.Until)
+					t.Errorf("claim answered %v for %v, until %v; want the holder's new time", res.Outcome, res.Remaining, res.Until)
 				}
 			}
 		})

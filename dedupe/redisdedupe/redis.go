@@ -11,7 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/rediskey"
+	"github.com/idemq/idemq/msgkey"
 )
 
 // Config holds a Store's optional settings. The zero value works.
@@ -28,8 +30,8 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports settings that cannot work.
-func (c Config) Validate() error {
+// validate reports settings that cannot work.
+func (c Config) validate() error {
 	if strings.ContainsAny(c.Prefix, "{}") {
 		return fmt.Errorf("redisdedupe: prefix %q holds a brace, which would break the cluster hash tag", c.Prefix)
 	}
@@ -133,10 +135,12 @@ type keyHead struct {
 	ns, group, head string
 }
 
-var (
-	_ dedupe.Store   = (*Store)(nil)
-	_ dedupe.Batcher = (*Store)(nil)
-)
+var _ dedupe.Store = (*Store)(nil)
+
+// checkRef reports whether ref can be stored.
+func checkRef(ref dedupe.Ref) error {
+	return dedupekit.CheckRef(ref.Namespace, ref.Group, ref.Key)
+}
 
 // New returns a Store that keeps its records through client, which the
 // caller owns: the Store never closes it. It does not reach the server: the
@@ -146,15 +150,14 @@ func New(client redis.UniversalClient, cfg Config) (*Store, error) {
 		return nil, errors.New("redisdedupe: nil client")
 	}
 	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	return &Store{client: client, prefix: cfg.Prefix}, nil
 }
 
-// Key returns the Redis key that holds r's record, for operators and tools
-// that inspect the store.
-func (s *Store) Key(r dedupe.Ref) string {
+// key returns the Redis key that holds r's record.
+func (s *Store) key(r dedupe.Ref) string {
 	h := s.head.Load()
 	if h == nil || h.ns != r.Namespace || h.group != r.Group {
 		h = &keyHead{ns: r.Namespace, group: r.Group, head: s.prefix + rediskey.HashTag(r.Namespace, r.Group) + ":"}
@@ -163,23 +166,10 @@ func (s *Store) Key(r dedupe.Ref) string {
 	return h.head + r.Key
 }
 
-// Complete implements [dedupe.Store].
-func (s *Store) Complete(ctx context.Context, t dedupe.Ticket, retention time.Duration) error {
-	if retention <= 0 {
-		return fmt.Errorf("redisdedupe: complete %q: retention %v must be positive", t.Ref, retention)
-	}
-	return s.ownedOne(ctx, "complete", completeScript, completeHash, t, box(&s.retention, retention), t.Token)
-}
-
-// Release implements [dedupe.Store].
-func (s *Store) Release(ctx context.Context, t dedupe.Ticket) error {
-	return s.ownedOne(ctx, "release", releaseScript, releaseHash, t, t.Token)
-}
-
 // Extend implements [dedupe.Store].
 func (s *Store) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
 	if lease <= 0 {
-		if err := t.Ref.Validate(); err != nil {
+		if err := checkRef(t.Ref); err != nil {
 			return fmt.Errorf("redisdedupe: extend %q: %w", t.Ref, err)
 		}
 		return fmt.Errorf("redisdedupe: extend %q: lease %v must be positive", t.Ref, lease)
@@ -192,13 +182,13 @@ func (s *Store) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration
 // the EVALSHA itself, which saves half the allocations of script.Run on
 // the path of every message. op names the call in errors.
 func (s *Store) ownedOne(ctx context.Context, op string, script *redis.Script, sha any, t dedupe.Ticket, args ...any) error {
-	err := t.Ref.Validate()
+	err := checkRef(t.Ref)
 	if err == nil {
 		err = ctx.Err()
 	}
 	if err == nil {
 		cmdArgs := make([]any, 4+len(args))
-		cmdArgs[0], cmdArgs[1], cmdArgs[2], cmdArgs[3] = "evalsha", sha, 1, s.Key(t.Ref)
+		cmdArgs[0], cmdArgs[1], cmdArgs[2], cmdArgs[3] = "evalsha", sha, 1, s.key(t.Ref)
 		copy(cmdArgs[4:], args)
 		cmd := redis.NewCmd(ctx, cmdArgs...)
 		_ = s.client.Process(ctx, cmd)
@@ -230,10 +220,14 @@ func owns(cmd *redis.Cmd) error {
 	return nil
 }
 
-// CompleteBatch implements [dedupe.Batcher].
-func (s *Store) CompleteBatch(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
+// Complete implements [dedupe.Store]. One ticket, a consumer's commonest
+// call, takes one EVALSHA built without a batch's slices.
+func (s *Store) Complete(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
 	if retention <= 0 {
 		return nil, fmt.Errorf("redisdedupe: complete batch of %d: retention %v must be positive", len(ts), retention)
+	}
+	if len(ts) == 1 {
+		return perItem(s.ownedOne(ctx, "complete", completeScript, completeHash, ts[0], box(&s.retention, retention), ts[0].Token))
 	}
 	errs, err := s.owned(ctx, "complete", completeScript, ts, millis(retention))
 	if err != nil {
@@ -242,13 +236,25 @@ func (s *Store) CompleteBatch(ctx context.Context, ts []dedupe.Ticket, retention
 	return errs, nil
 }
 
-// ReleaseBatch implements [dedupe.Batcher].
-func (s *Store) ReleaseBatch(ctx context.Context, ts []dedupe.Ticket) ([]error, error) {
+// Release implements [dedupe.Store], one ticket as Complete does.
+func (s *Store) Release(ctx context.Context, ts []dedupe.Ticket) ([]error, error) {
+	if len(ts) == 1 {
+		return perItem(s.ownedOne(ctx, "release", releaseScript, releaseHash, ts[0], ts[0].Token))
+	}
 	errs, err := s.owned(ctx, "release", releaseScript, ts)
 	if err != nil {
 		return nil, fmt.Errorf("redisdedupe: release batch of %d: %w", len(ts), err)
 	}
 	return errs, nil
+}
+
+// perItem is the answer of a call of one ticket whose error is err: the
+// ticket's own if it is a sentinel, else the call's.
+func perItem(err error) ([]error, error) {
+	if err != nil && !errors.Is(err, dedupe.ErrLeaseLost) && !errors.Is(err, msgkey.ErrInvalid) {
+		return nil, err
+	}
+	return []error{err}, nil
 }
 
 // owned runs script, which answers 1 or 0 per ticket, over ts with head
@@ -257,7 +263,7 @@ func (s *Store) owned(ctx context.Context, op string, script *redis.Script, ts [
 	errs := make([]error, len(ts))
 	valid := make([]int, 0, len(ts))
 	for i, t := range ts {
-		if err := t.Ref.Validate(); err != nil {
+		if err := checkRef(t.Ref); err != nil {
 			errs[i] = fmt.Errorf("redisdedupe: %s %q: %w", op, t.Ref, err)
 			continue
 		}
@@ -267,7 +273,7 @@ func (s *Store) owned(ctx context.Context, op string, script *redis.Script, ts [
 	for _, p := range parts {
 		p.args = append(p.args, head...)
 		for _, i := range p.idx {
-			p.keys = append(p.keys, s.Key(ts[i].Ref))
+			p.keys = append(p.keys, s.key(ts[i].Ref))
 			p.args = append(p.args, ts[i].Token)
 		}
 	}

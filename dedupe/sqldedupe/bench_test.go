@@ -15,6 +15,7 @@ import (
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // naiveSQL is the check-then-insert most hand-written dedupe does, two round
@@ -75,11 +76,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 				b.Run(fmt.Sprintf("idemq-batch=%d", size), func(b *testing.B) {
 					measure(b, h, size, func(ctx context.Context) {
 						ts := claimAll(b, s, keys.next(size))
-						if size == 1 {
-							checkAll(b, nil, s.Complete(ctx, ts[0], time.Hour))
-							return
-						}
-						errs, err := s.CompleteBatch(ctx, ts, time.Hour)
+						errs, err := s.Complete(ctx, ts, time.Hour)
 						checkAll(b, errs, err)
 					})
 				})
@@ -153,9 +150,9 @@ func BenchmarkClaimTx(b *testing.B) {
 					return err
 				}
 				defer tx.Rollback()
-				res, err := s.ClaimTx(ctx, tx, ref, "", time.Hour)
-				if err != nil || res.Status != dedupe.Acquired {
-					return fmt.Errorf("ClaimTx = %v, %v", res.Status, err)
+				res, err := s.ClaimTx(ctx, tx, dedupe.Item{Ref: ref}, time.Hour)
+				if err != nil || res.Outcome != dedupe.Acquired {
+					return fmt.Errorf("ClaimTx = %v, %v", res.Outcome, err)
 				}
 				if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, res.Token); err != nil {
 					return err
@@ -180,9 +177,9 @@ func BenchmarkClaimTx(b *testing.B) {
 			complete := prepare(b, db, twoCommitSQL[be.Dialect])
 			twoCommit := func(ctx context.Context) error {
 				ref := dedupe.Ref{Namespace: "bench", Group: group, Key: strconv.FormatInt(next.Add(1), 10)}
-				res, err := s.Claim(ctx, dedupe.ClaimRequest{Ref: ref, Lease: time.Minute})
-				if err != nil || res.Status != dedupe.Acquired {
-					return fmt.Errorf("Claim = %v, %v", res.Status, err)
+				res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: ref}, time.Minute)
+				if err != nil || res.Outcome != dedupe.Acquired {
+					return fmt.Errorf("Claim = %v, %v", res.Outcome, err)
 				}
 				tx, err := db.BeginTx(ctx, nil)
 				if err != nil {
@@ -292,33 +289,26 @@ type keySource struct {
 	n     int
 }
 
-func (k *keySource) next(n int) []dedupe.ClaimRequest {
-	reqs := make([]dedupe.ClaimRequest, n)
+func (k *keySource) next(n int) []dedupe.Item {
+	reqs := make([]dedupe.Item, n)
 	for i := range reqs {
 		k.n++
-		reqs[i] = dedupe.ClaimRequest{Ref: dedupe.Ref{Namespace: "bench", Group: k.group, Key: fmt.Sprint(k.n)}, Lease: time.Minute}
+		reqs[i] = dedupe.Item{Ref: dedupe.Ref{Namespace: "bench", Group: k.group, Key: fmt.Sprint(k.n)}}
 	}
 	return reqs
 }
 
 // claimAll claims reqs, which must all be free, and returns their tickets.
-func claimAll(b *testing.B, s *sqldedupe.Store, reqs []dedupe.ClaimRequest) []dedupe.Ticket {
+func claimAll(b *testing.B, s *sqldedupe.Store, reqs []dedupe.Item) []dedupe.Ticket {
 	ctx := context.Background()
 	var ts []dedupe.Ticket
-	if len(reqs) == 1 {
-		res, err := s.Claim(ctx, reqs[0])
-		if err != nil || res.Status != dedupe.Acquired {
-			b.Fatalf("Claim = %v, %v", res.Status, err)
-		}
-		return append(ts, dedupe.Ticket{Ref: reqs[0].Ref, Token: res.Token})
-	}
-	res, errs, err := s.ClaimBatch(ctx, reqs)
+	res, errs, err := s.Claim(ctx, reqs, time.Minute)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for i, r := range res {
-		if errs[i] != nil || r.Status != dedupe.Acquired {
-			b.Fatalf("ClaimBatch item %d = %v, %v", i, r.Status, errs[i])
+		if errs[i] != nil || r.Outcome != dedupe.Acquired {
+			b.Fatalf("Claim item %d = %v, %v", i, r.Outcome, errs[i])
 		}
 		ts = append(ts, dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token})
 	}

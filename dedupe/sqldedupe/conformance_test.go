@@ -16,9 +16,9 @@ func TestConformance(t *testing.T) {
 			// One database per dialect: the suite keeps its tests apart
 			// by group, and a store per subtest shares it.
 			db := b.Open(t)
-			dedupetest.Run(t, func(t *testing.T) dedupe.Store {
+			dedupetest.RunConformanceTests(t, func(t *testing.T) dedupe.Store {
 				return newStore(t, db, b.Dialect, sqldedupe.Config{})
-			}, dedupetest.Features{Batcher: true, Inspector: true})
+			}, dedupetest.Features{Inspector: true})
 		})
 	}
 }

@@ -1,4 +1,4 @@
-// Package sqldedupe is a [dedupe.Store] and [dedupe.Batcher] in one SQL
+// Package sqldedupe is a [dedupe.Store] in one SQL
 // table, on MySQL 5.7+ or MariaDB 10.5+, PostgreSQL 10+ and SQLite 3.35+
 // (for RETURNING). It imports only database/sql: a program links the one
 // driver it opens its *sql.DB with.
@@ -23,7 +23,7 @@
 //
 // Every lease and retention is measured by the database's clock, never the
 // calling process's, so consumers on hosts with skewed clocks agree. A call
-// is one statement (a batch one per 256 keys; see [Store.ClaimBatch]), and
+// is one statement (one per 256 keys; see [Store.Claim]), and
 // one the database rolls back to break a deadlock runs again.
 //
 // # Transactions

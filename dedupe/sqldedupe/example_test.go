@@ -3,6 +3,7 @@ package sqldedupe_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -39,24 +40,26 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	ref := dedupe.Ref{Group: "billing", Key: "order-42"}
+	// A single message is a batch of one.
+	reqs := []dedupe.Item{{Ref: dedupe.Ref{Group: "billing", Key: "order-42"}}}
 	for delivery := 1; delivery <= 2; delivery++ {
-		res, err := store.Claim(ctx, dedupe.ClaimRequest{Ref: ref, Lease: 30 * time.Second})
-		if err != nil {
+		res, errs, err := store.Claim(ctx, reqs, 30*time.Second)
+		if err = errors.Join(err, errors.Join(errs...)); err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("delivery %d: %v\n", delivery, res.Status)
-		if res.Status != dedupe.Acquired {
+		fmt.Printf("delivery %d: %v\n", delivery, res[0].Outcome)
+		if res[0].Outcome != dedupe.Acquired {
 			continue
 		}
 		// ... the handler runs here ...
-		if err := store.Complete(ctx, dedupe.Ticket{Ref: ref, Token: res.Token}, 72*time.Hour); err != nil {
+		errs, err = store.Complete(ctx, []dedupe.Ticket{{Ref: reqs[0].Ref, Token: res[0].Token}}, 72*time.Hour)
+		if err = errors.Join(err, errors.Join(errs...)); err != nil {
 			log.Fatal(err)
 		}
 	}
 	// Output:
 	// delivery 1: acquired
-	// delivery 2: done
+	// delivery 2: suppressed
 }
 
 // A handler whose effects live in the same database claims the key in its
@@ -87,12 +90,12 @@ func ExampleStore_ClaimTx() {
 			return "", err
 		}
 		defer tx.Rollback() // after Commit, a no-op
-		res, err := store.ClaimTx(ctx, tx, ref, "", 72*time.Hour)
+		res, err := store.ClaimTx(ctx, tx, dedupe.Item{Ref: ref}, 72*time.Hour)
 		if err != nil {
 			return "", err
 		}
-		if res.Status != dedupe.Acquired {
-			return fmt.Sprintf("%v, acknowledged", res.Status), nil
+		if res.Outcome != dedupe.Acquired {
+			return fmt.Sprintf("%v, acknowledged", res.Outcome), nil
 		}
 		if _, err := tx.Exec("INSERT INTO payments VALUES (?, ?)", ref.Key, cents); err != nil {
 			return "", err
@@ -113,6 +116,6 @@ func ExampleStore_ClaimTx() {
 	fmt.Println("payments:", n)
 	// Output:
 	// delivery 1: paid
-	// delivery 2: done, acknowledged
+	// delivery 2: suppressed, acknowledged
 	// payments: 1
 }

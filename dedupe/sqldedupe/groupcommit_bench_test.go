@@ -17,11 +17,11 @@ import (
 )
 
 // BenchmarkGroupCommit measures the per-message path of a push consumer —
-// claim one message, then complete it — from 1 and from 20 handler
-// goroutines on MySQL and PostgreSQL: through dedupe.WithGroupCommit over
-// the Store, which coalesces the goroutines' claims and completions into
-// shared statements; through the Store alone; and through the naive
-// SELECT-then-INSERT of BenchmarkClaimComplete. Each reports msgs/s and
+// a Guard claims one message, then completes it — from 1 and from 20
+// handler goroutines on MySQL and PostgreSQL: with GuardConfig.GroupCommit,
+// which coalesces the goroutines' claims and completions into shared
+// statements; without; and through the naive SELECT-then-INSERT of
+// BenchmarkClaimComplete. Each reports msgs/s and
 // the statements sent per message; compare them within one run and one
 // goroutine count. The pool keeps an idle connection per goroutine, so
 // that the naive baseline does not reconnect (database/sql keeps two).
@@ -35,7 +35,7 @@ func BenchmarkGroupCommit(b *testing.B) {
 			db := be.OpenWith(b, h)
 			db.SetMaxIdleConns(32)
 			s := newStore(b, db, be.Dialect, sqldedupe.Config{})
-			g := dedupe.WithGroupCommit(s)
+			grouped, alone := benchGuard(b, s, true), benchGuard(b, s, false)
 			sel, ins := prepare(b, db, naiveSQL[be.Dialect][0]), prepare(b, db, naiveSQL[be.Dialect][1])
 			group := rand.Text()
 			var next atomic.Int64 // the next unused key number
@@ -44,10 +44,10 @@ func BenchmarkGroupCommit(b *testing.B) {
 			}
 			for _, n := range []int{1, 20} {
 				b.Run(fmt.Sprintf("goroutines=%d/idemq-groupcommit", n), func(b *testing.B) {
-					measureGoroutines(b, h, n, func(ctx context.Context) error { return message(ctx, g, fresh()) })
+					measureGoroutines(b, h, n, func(ctx context.Context) error { return message(ctx, grouped, fresh()) })
 				})
 				b.Run(fmt.Sprintf("goroutines=%d/idemq", n), func(b *testing.B) {
-					measureGoroutines(b, h, n, func(ctx context.Context) error { return message(ctx, s, fresh()) })
+					measureGoroutines(b, h, n, func(ctx context.Context) error { return message(ctx, alone, fresh()) })
 				})
 				b.Run(fmt.Sprintf("goroutines=%d/naive", n), func(b *testing.B) {
 					measureGoroutines(b, h, n, func(ctx context.Context) error { return naiveMessage(ctx, sel, ins, fresh()) })
@@ -57,13 +57,21 @@ func BenchmarkGroupCommit(b *testing.B) {
 	}
 }
 
-// message claims ref in s and completes it.
-func message(ctx context.Context, s dedupe.Store, ref dedupe.Ref) error {
-	res, err := s.Claim(ctx, dedupe.ClaimRequest{Ref: ref, Lease: time.Minute})
-	if err != nil || res.Status != dedupe.Acquired {
-		return fmt.Errorf("Claim = %v, %v", res.Status, err)
+// benchGuard returns a Guard over s, its calls coalesced or not.
+func benchGuard(b *testing.B, s dedupe.Store, groupCommit bool) *dedupe.Guard {
+	g, err := dedupe.NewGuard(s, dedupe.GuardConfig{Lease: time.Minute, Retention: time.Hour, GroupCommit: groupCommit})
+	if err != nil {
+		b.Fatal(err)
 	}
-	return s.Complete(ctx, dedupe.Ticket{Ref: ref, Token: res.Token}, time.Hour)
+	return g
+}
+
+// message handles ref through g: a claim, then a completion.
+func message(ctx context.Context, g *dedupe.Guard, ref dedupe.Ref) error {
+	if r := g.Do(ctx, []dedupe.Item{{Ref: ref}}, func(context.Context, int) error { return nil })[0]; r.Outcome != dedupe.Completed {
+		return fmt.Errorf("Do = %v, %v", r.Outcome, r.Err)
+	}
+	return nil
 }
 
 // naiveMessage checks that ref has no record and inserts a done one.

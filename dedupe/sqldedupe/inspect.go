@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/sqldialect"
 )
 
@@ -34,7 +35,7 @@ func (q inspectSQL) columns() string {
 // Get implements [dedupe.Inspector] with one SELECT.
 func (s *Store) Get(ctx context.Context, ref dedupe.Ref) (dedupe.Record, bool, error) {
 	what := fmt.Sprintf("get %q", ref)
-	if err := start(ctx, ref.Validate()); err != nil {
+	if err := start(ctx, checkRef(ref)); err != nil {
 		return dedupe.Record{}, false, fmt.Errorf("sqldedupe: %s: %w", what, err)
 	}
 	q := s.inspectSQL()
@@ -60,16 +61,16 @@ WHERE namespace = ? AND grp = ? AND k = ? AND expires_at > `+q.Now()), ref.Names
 // byte. The cursor is the last key listed, in base64url.
 func (s *Store) List(ctx context.Context, req dedupe.ListRequest) ([]dedupe.Record, string, error) {
 	what := fmt.Sprintf("list %q", req.Namespace+"/"+req.Group+"/"+req.Prefix+"*")
-	if err := start(ctx, req.Validate()); err != nil {
+	if err := start(ctx, dedupekit.CheckList(req.Namespace, req.Group, req.Prefix, req.Limit)); err != nil {
 		return nil, "", fmt.Errorf("sqldedupe: %s: %w", what, err)
 	}
-	after, err := dedupe.ParseKeyCursor(req.Cursor)
+	after, err := dedupekit.ParseKeyCursor(req.Cursor)
 	if err != nil {
 		return nil, "", fmt.Errorf("sqldedupe: %s: %w", what, err)
 	}
 	limit := req.Limit
 	if limit == 0 {
-		limit = dedupe.DefaultListLimit
+		limit = dedupekit.DefaultListLimit
 	}
 	q := s.inspectSQL()
 	text := `SELECT k, ` + q.columns() + ` FROM ` + q.table + `
@@ -92,7 +93,7 @@ WHERE namespace = ? AND grp = ? AND k > ? AND k >= ? AND expires_at > ` + q.Now(
 		return page, "", nil
 	}
 	page = page[:limit]
-	return page, dedupe.KeyCursor(page[limit-1].Ref.Key), nil
+	return page, dedupekit.KeyCursor(page[limit-1].Ref.Key), nil
 }
 
 // scanInspected reads rows of k then [inspectSQL.columns] as records of a
@@ -120,7 +121,7 @@ func scanInspected(rows *sql.Rows, namespace, group string) ([]dedupe.Record, er
 // the group's range of the primary key: O(the group's records).
 func (s *Store) Stats(ctx context.Context, namespace, group string) (dedupe.Stats, error) {
 	what := fmt.Sprintf("stats %q", namespace+"/"+group)
-	if err := start(ctx, dedupe.ListRequest{Namespace: namespace, Group: group}.Validate()); err != nil {
+	if err := start(ctx, dedupekit.CheckList(namespace, group, "", 0)); err != nil {
 		return dedupe.Stats{}, fmt.Errorf("sqldedupe: %s: %w", what, err)
 	}
 	q := s.inspectSQL()
@@ -156,7 +157,7 @@ WHERE namespace = ? AND grp = ? AND expires_at > `+q.Now()+` GROUP BY state`), n
 // then finds no row its token owns.
 func (s *Store) Forget(ctx context.Context, ref dedupe.Ref) (bool, error) {
 	what := fmt.Sprintf("forget %q", ref)
-	if err := start(ctx, ref.Validate()); err != nil {
+	if err := start(ctx, checkRef(ref)); err != nil {
 		return false, fmt.Errorf("sqldedupe: %s: %w", what, err)
 	}
 	q := s.inspectSQL()

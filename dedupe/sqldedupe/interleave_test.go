@@ -9,7 +9,9 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // TestRecordGoneBetweenStatements gives a MySQL claim a record to keep and
@@ -22,7 +24,7 @@ func TestRecordGoneBetweenStatements(t *testing.T) {
 		keys []string // the record of "gone" vanishes
 	}{
 		{"Claim", []string{"gone"}},
-		{"ClaimBatch", []string{"a", "gone", "z"}},
+		{"ClaimMany", []string{"a", "gone", "z"}},
 	}
 	var (
 		db   *sql.DB
@@ -37,39 +39,39 @@ func TestRecordGoneBetweenStatements(t *testing.T) {
 	}
 	db = testdb.MySQL.OpenWith(t, &testdb.Hooks{Statement: func(query string) func() error {
 		r := gone.Load()
-		if r == nil || !strings.HasPrefix(query, "INSERT INTO `"+sqldedupe.DefaultTable+"`") {
+		if r == nil || !strings.HasPrefix(query, "INSERT INTO `"+dedupekit.DefaultTable+"`") {
 			return nil
 		}
-		exec("REPLACE INTO `"+sqldedupe.DefaultTable+"` (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at) "+
+		exec("REPLACE INTO `"+dedupekit.DefaultTable+"` (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at) "+
 			"VALUES (?, ?, ?, 'processing', 'holder', '', UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))", r)
 		return func() error {
 			met.Add(1)
-			exec("DELETE FROM `"+sqldedupe.DefaultTable+"` WHERE namespace = ? AND grp = ? AND k = ? AND token = 'holder'", r)
+			exec("DELETE FROM `"+dedupekit.DefaultTable+"` WHERE namespace = ? AND grp = ? AND k = ? AND token = 'holder'", r)
 			return nil
 		}
 	}})
 	s := newStore(t, db, sqldedupe.MySQL, sqldedupe.Config{})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var reqs []dedupe.ClaimRequest
+			var reqs []dedupe.Item
 			for _, k := range tc.keys {
 				r := dedupe.Ref{Group: t.Name(), Key: k}
 				if k == "gone" {
 					gone.Store(&r)
 				}
-				reqs = append(reqs, dedupe.ClaimRequest{Ref: r, Lease: long})
+				reqs = append(reqs, dedupe.Item{Ref: r})
 			}
 			met.Store(0)
-			res, errs, err := claimReqs(t, s, reqs)
+			res, errs, err := s.Claim(t.Context(), reqs, long)
 			gone.Store(nil)
 			if err != nil {
 				t.Fatalf("claim whose kept record vanished %d times: %v", met.Load(), err)
 			}
 			for i, r := range res {
-				if errs[i] != nil || r.Status != dedupe.Acquired {
-					t.Fatalf("claim %q = %v, %v; want acquired", reqs[i].Ref, r.Status, errs[i])
+				if errs[i] != nil || r.Outcome != dedupe.Acquired {
+					t.Fatalf("claim %q = %v, %v; want acquired", reqs[i].Ref, r.Outcome, errs[i])
 				}
-				if err := s.Complete(t.Context(), dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}, long); err != nil {
+				if err := testkit.Complete(t.Context(), s, dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}, long); err != nil {
 					t.Fatalf("Complete(%q) with the token the claim answered: %v", reqs[i].Ref, err)
 				}
 			}
@@ -78,13 +80,4 @@ func TestRecordGoneBetweenStatements(t *testing.T) {
 			}
 		})
 	}
-}
-
-// claimReqs claims one request with Claim and more with ClaimBatch.
-func claimReqs(t *testing.T, s *sqldedupe.Store, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
-	if len(reqs) != 1 {
-		return s.ClaimBatch(t.Context(), reqs)
-	}
-	res, err := s.Claim(t.Context(), reqs[0])
-	return []dedupe.ClaimResult{res}, []error{nil}, err
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // TestLostReply loses the answer of a claim's statement after the database
@@ -21,8 +22,8 @@ func TestLostReply(t *testing.T) {
 		fresh, held []string
 	}{
 		{"Claim", []string{"a"}, nil},
-		{"ClaimBatch", []string{"a", "b", "c"}, nil},
-		{"ClaimBatchWithHeld", []string{"a", "c"}, []string{"b"}},
+		{"ClaimMany", []string{"a", "b", "c"}, nil},
+		{"ClaimManyWithHeld", []string{"a", "c"}, []string{"b"}},
 	}
 	for _, b := range testdb.Backends {
 		t.Run(b.Name, func(t *testing.T) {
@@ -38,16 +39,16 @@ func TestLostReply(t *testing.T) {
 			for _, tc := range tests {
 				t.Run(tc.name, func(t *testing.T) {
 					ref := func(k string) dedupe.Ref { return dedupe.Ref{Group: t.Name(), Key: k} }
-					var reqs []dedupe.ClaimRequest
+					var reqs []dedupe.Item
 					for _, k := range tc.held {
 						acquire(t, s, ref(k), long)
-						reqs = append(reqs, dedupe.ClaimRequest{Ref: ref(k), Lease: long})
+						reqs = append(reqs, dedupe.Item{Ref: ref(k)})
 					}
 					for _, k := range tc.fresh {
-						reqs = append(reqs, dedupe.ClaimRequest{Ref: ref(k), Lease: long})
+						reqs = append(reqs, dedupe.Item{Ref: ref(k)})
 					}
 					lose.Store(true)
-					res, errs, err := claimReqs(t, s, reqs)
+					res, errs, err := s.Claim(t.Context(), reqs, long)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -57,15 +58,15 @@ func TestLostReply(t *testing.T) {
 					for i, r := range res {
 						want := dedupe.Acquired
 						if i < len(tc.held) {
-							want = dedupe.InFlight
+							want = dedupe.Busy
 						}
-						if errs[i] != nil || r.Status != want {
-							t.Fatalf("claim %q whose answer was lost once = %v, %v; want %v", reqs[i].Ref, r.Status, errs[i], want)
+						if errs[i] != nil || r.Outcome != want {
+							t.Fatalf("claim %q whose answer was lost once = %v, %v; want %v", reqs[i].Ref, r.Outcome, errs[i], want)
 						}
 						if want != dedupe.Acquired {
 							continue
 						}
-						if err := s.Complete(t.Context(), dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}, long); err != nil {
+						if err := testkit.Complete(t.Context(), s, dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}, long); err != nil {
 							t.Fatalf("Complete(%q) with the token the claim answered: %v", reqs[i].Ref, err)
 						}
 					}

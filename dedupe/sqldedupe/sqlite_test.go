@@ -12,6 +12,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // TestSQLiteWritesQueue checks that a Store's own writes on SQLite wait
@@ -36,9 +37,9 @@ func TestSQLiteWritesQueue(t *testing.T) {
 			ctx := context.Background()
 			for i := range keys {
 				ref := dedupe.Ref{Group: "g" + strconv.Itoa(w), Key: strconv.Itoa(i)}
-				res, err := s.Claim(ctx, dedupe.ClaimRequest{Ref: ref, Lease: time.Minute})
-				if err != nil || res.Status != dedupe.Acquired {
-					t.Errorf("Claim(%v) = %v, %v", ref, res.Status, err)
+				res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: ref}, time.Minute)
+				if err != nil || res.Outcome != dedupe.Acquired {
+					t.Errorf("Claim(%v) = %v, %v", ref, res.Outcome, err)
 					return
 				}
 				tk := dedupe.Ticket{Ref: ref, Token: res.Token}
@@ -49,7 +50,7 @@ func TestSQLiteWritesQueue(t *testing.T) {
 					t.Errorf("Extend(%v): %v", ref, err)
 					return
 				}
-				if err := s.Complete(ctx, tk, time.Hour); err != nil {
+				if err := testkit.Complete(ctx, s, tk, time.Hour); err != nil {
 					t.Errorf("Complete(%v): %v", ref, err)
 					return
 				}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/sqldialect"
 )
 
@@ -28,15 +29,12 @@ const (
 	SQLite   = sqldialect.SQLite   // SQLite
 )
 
-// DefaultTable is the table a Store uses unless [Config.Table] names another.
-const DefaultTable = "idemq_dedupe"
-
 // Config holds a Store's optional settings. The zero value works.
 type Config struct {
 	// Table is the name of the table holding the records: a letter or
 	// underscore, then letters, digits and underscores, at most 48 bytes (an
 	// index named after it must fit every dialect's limit). It is quoted, so
-	// PostgreSQL keeps its case. Default [DefaultTable].
+	// PostgreSQL keeps its case. Default "idemq_dedupe".
 	Table string
 	// CleanupInterval is how often a background goroutine deletes expired
 	// records. Negative disables it; run [Store.Cleanup] yourself then.
@@ -51,7 +49,7 @@ type Config struct {
 	Logger *slog.Logger
 	// LockTimeout bounds how long [Store.ClaimTx] waits for a key that
 	// another transaction holds, before it answers that the key is busy
-	// (dedupe.ErrInFlight): a duplicate delivered while the first runs
+	// (dedupe.ErrBusy): a duplicate delivered while the first runs
 	// waits for its outcome that long, then the consumer asks again. It
 	// applies to the claim alone, not to the rest of the transaction:
 	// PostgreSQL's lock_timeout, restored within the statement, and
@@ -67,7 +65,7 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	if c.Table == "" {
-		c.Table = DefaultTable
+		c.Table = dedupekit.DefaultTable
 	}
 	if c.CleanupInterval == 0 {
 		c.CleanupInterval = time.Minute
@@ -83,8 +81,8 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports settings that cannot work.
-func (c Config) Validate() error {
+// validate reports settings that cannot work.
+func (c Config) validate() error {
 	switch {
 	case !sqldialect.ValidTable(c.Table):
 		return fmt.Errorf("sqldedupe: table name %q: want %s", c.Table, sqldialect.TableRule)
@@ -108,7 +106,8 @@ const (
 	stateDone       = "done"
 )
 
-// Store is a [dedupe.Store] and [dedupe.Batcher] over one SQL table. It is
+// Store is a [dedupe.Store] over one SQL table, and its [dedupe.TxClaimer]
+// and [dedupe.Inspector]. It is
 // safe for concurrent use by multiple goroutines and processes sharing the
 // table.
 //
@@ -144,10 +143,7 @@ type Store struct {
 	done      chan struct{}      // closed when the cleanup goroutine returns
 }
 
-var (
-	_ dedupe.Store   = (*Store)(nil)
-	_ dedupe.Batcher = (*Store)(nil)
-)
+var _ dedupe.Store = (*Store)(nil)
 
 // New returns a Store over db, which speaks dialect. It does not touch the
 // database: call [Store.Migrate] to create the table, or create it from
@@ -158,7 +154,7 @@ func New(db *sql.DB, dialect Dialect, cfg Config) (*Store, error) {
 		return nil, errors.New("sqldedupe: nil *sql.DB")
 	}
 	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	var d sqlDialect
@@ -216,28 +212,19 @@ func (s *Store) Close() error {
 	return err
 }
 
-// Claim implements [dedupe.Store].
-func (s *Store) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
-	what := fmt.Sprintf("claim %q", req.Ref)
-	if err := start(ctx, req.Validate()); err != nil {
-		return dedupe.ClaimResult{}, fmt.Errorf("sqldedupe: %s: %w", what, err)
-	}
-	res, err := s.upsert(ctx, []upsertRow{{ref: req.Ref, fp: req.Fingerprint, lease: req.Lease}})
-	if err != nil {
-		return dedupe.ClaimResult{}, fail(ctx, what, err)
-	}
-	return res[0], nil
-}
-
-// ClaimBatch implements [dedupe.Batcher]. Keys that are free, or whose
-// records are done or in flight, take one statement per batch; on MySQL a
+// Claim implements [dedupe.Store]. Keys that are free, or whose records
+// are done or in flight, take one statement per call; on MySQL a
 // batch holding a key it did not acquire takes a second statement to read
 // those keys' records. A batch of more than 256 keys, or with a key twice,
 // takes several statements in one transaction, so that one failing part-way
 // takes no key.
-func (s *Store) ClaimBatch(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
-	what := fmt.Sprintf("claim batch of %d", len(reqs))
-	if err := ctx.Err(); err != nil {
+func (s *Store) Claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
+	what := batchOf("claim", len(reqs), func() dedupe.Ref { return reqs[0].Ref })
+	var err error
+	if lease <= 0 {
+		err = fmt.Errorf("lease %v must be positive", lease)
+	}
+	if err := start(ctx, err); err != nil {
 		return nil, nil, fmt.Errorf("sqldedupe: %s: %w", what, err)
 	}
 	res := make([]dedupe.ClaimResult, len(reqs))
@@ -247,15 +234,11 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []dedupe.ClaimRequest) ([]d
 		idx  []int // idx[j] is the request rows[j] came from
 	)
 	for i, req := range reqs {
-		if err := req.Validate(); err != nil {
-			err = fmt.Errorf("sqldedupe: claim %q: %w", req.Ref, err)
-			if !errors.Is(err, dedupe.ErrInvalidKey) {
-				return nil, nil, err
-			}
-			errs[i] = err
+		if err := dedupekit.CheckClaim(req.Namespace, req.Group, req.Key, lease, req.Fingerprint); err != nil {
+			errs[i] = fmt.Errorf("sqldedupe: claim %q: %w", req.Ref, err)
 			continue
 		}
-		rows = append(rows, upsertRow{ref: req.Ref, fp: req.Fingerprint, lease: req.Lease})
+		rows = append(rows, upsertRow{ref: req.Ref, fp: req.Fingerprint, lease: lease})
 		idx = append(idx, i)
 	}
 	got, err := s.upsert(ctx, rows)
@@ -268,40 +251,37 @@ func (s *Store) ClaimBatch(ctx context.Context, reqs []dedupe.ClaimRequest) ([]d
 	return res, errs, nil
 }
 
-// Complete implements [dedupe.Store] with one UPDATE (on PostgreSQL an
-// INSERT ... ON CONFLICT DO UPDATE, which reaches the row through the
-// primary key whatever the planner's statistics say).
-func (s *Store) Complete(ctx context.Context, t dedupe.Ticket, retention time.Duration) error {
-	return one(s.complete(ctx, runner{s: s}, fmt.Sprintf("complete %q", t.Ref), []dedupe.Ticket{t}, retention))
+// Complete implements [dedupe.Store] with one statement per call (on
+// PostgreSQL an INSERT ... ON CONFLICT DO UPDATE, which reaches the rows
+// through the primary key whatever the planner's statistics say). On
+// MySQL, a call in which some but not all tickets lost their lease takes a
+// second statement to read their records and tell which.
+func (s *Store) Complete(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
+	return s.complete(ctx, runner{s: s}, batchOf("complete", len(ts), func() dedupe.Ref { return ts[0].Ref }), ts, retention)
 }
 
-// CompleteBatch implements [dedupe.Batcher] with one statement per batch.
-// On MySQL, a batch in which some but not all tickets lost their lease
-// takes a second statement to read their records and tell which.
-func (s *Store) CompleteBatch(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
-	return s.complete(ctx, runner{s: s}, fmt.Sprintf("complete batch of %d", len(ts)), ts, retention)
-}
-
-// Release implements [dedupe.Store] with one DELETE (on PostgreSQL an
-// upsert that leaves the record expired, for a claim or the cleanup to
-// take).
-func (s *Store) Release(ctx context.Context, t dedupe.Ticket) error {
-	return one(s.release(ctx, fmt.Sprintf("release %q", t.Ref), []dedupe.Ticket{t}))
-}
-
-// ReleaseBatch implements [dedupe.Batcher] with one statement per batch; on
-// MySQL, which cannot report which rows a DELETE removed, a batch of more
+// Release implements [dedupe.Store] with one statement per call; on
+// MySQL, which cannot report which rows a DELETE removed, a call of more
 // than one key takes a transaction of two statements. On PostgreSQL a
 // released record stays as an expired row until a claim or the cleanup
 // takes it.
-func (s *Store) ReleaseBatch(ctx context.Context, ts []dedupe.Ticket) ([]error, error) {
-	return s.release(ctx, fmt.Sprintf("release batch of %d", len(ts)), ts)
+func (s *Store) Release(ctx context.Context, ts []dedupe.Ticket) ([]error, error) {
+	return s.release(ctx, batchOf("release", len(ts), func() dedupe.Ref { return ts[0].Ref }), ts)
+}
+
+// batchOf names a call of op on n items, the first of which is ref's, in
+// errors.
+func batchOf(op string, n int, ref func() dedupe.Ref) string {
+	if n == 1 {
+		return fmt.Sprintf("%s %q", op, ref())
+	}
+	return fmt.Sprintf("%s batch of %d", op, n)
 }
 
 // Extend implements [dedupe.Store].
 func (s *Store) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration) error {
 	what := fmt.Sprintf("extend %q", t.Ref)
-	err := t.Ref.Validate()
+	err := checkRef(t.Ref)
 	if err == nil && lease <= 0 {
 		err = fmt.Errorf("lease %v must be positive", lease)
 	}
@@ -388,23 +368,23 @@ type record struct {
 // answer classifies rec, the record row's key held when the claim met it.
 // Every dialect's upsert returns the record's fingerprint with it, so a
 // conflict is decided here, for all three alike, by
-// [dedupe.FingerprintsConflict]. A record read after the statement that
+// [dedupekit.FingerprintsConflict]. A record read after the statement that
 // kept it (MySQL's second statement) may have ended since; the claim still
 // met it live, so it answers with the shortest wait there is.
 func answer(row upsertRow, rec record) dedupe.ClaimResult {
 	if rec.token == row.token {
-		return dedupe.ClaimResult{Status: dedupe.Acquired, Token: row.token}
+		return dedupe.ClaimResult{Outcome: dedupe.Acquired, Token: row.token}
 	}
-	if dedupe.FingerprintsConflict(rec.fp, row.fp) {
-		return dedupe.ClaimResult{Status: dedupe.Conflict}
+	if dedupekit.FingerprintsConflict(rec.fp, row.fp) {
+		return dedupe.ClaimResult{Outcome: dedupe.Reused}
 	}
 	res := dedupe.ClaimResult{
-		Status:    dedupe.InFlight,
+		Outcome:   dedupe.Busy,
 		Until:     time.UnixMicro(rec.expires),
 		Remaining: time.Duration(max(rec.expires-rec.now, 1)) * time.Microsecond,
 	}
 	if rec.state == stateDone {
-		res.Status = dedupe.Done
+		res.Outcome = dedupe.Suppressed
 	}
 	return res
 }
@@ -444,7 +424,7 @@ func (s *Store) upsert(ctx context.Context, rows []upsertRow) ([]dedupe.ClaimRes
 		for i, row := range rows {
 			ts[i] = dedupe.Ticket{Ref: row.ref, Token: row.token}
 		}
-		giveBack, cancel := context.WithTimeout(context.WithoutCancel(ctx), dedupe.GiveBackTimeout)
+		giveBack, cancel := context.WithTimeout(context.WithoutCancel(ctx), dedupekit.GiveBackTimeout)
 		defer cancel()
 		if _, uerr := s.release(giveBack, fmt.Sprintf("give back a claim of %d that ended with its context", len(ts)), ts); uerr != nil {
 			err = errors.Join(err, uerr)
@@ -548,7 +528,7 @@ func (s *Store) upsertRounds(ctx context.Context, r runner, rows []upsertRow) ([
 }
 
 // complete marks ts done for retention inside r, one statement per round of
-// distinct keys. Per-ticket errors are ErrInvalidKey and ErrLeaseLost.
+// distinct keys. Per-ticket errors are msgkey.ErrInvalid and ErrLeaseLost.
 func (s *Store) complete(ctx context.Context, r runner, what string, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
 	var err error
 	if retention <= 0 {
@@ -580,7 +560,7 @@ func (s *Store) perTicket(ctx context.Context, op, what string, ts []dedupe.Tick
 	errs := make([]error, len(ts))
 	var pending []int
 	for i, t := range ts {
-		if err := t.Ref.Validate(); err != nil {
+		if err := checkRef(t.Ref); err != nil {
 			errs[i] = fmt.Errorf("sqldedupe: %s %q: %w", op, t.Ref, err)
 			continue
 		}
@@ -633,6 +613,11 @@ func compareRefs(a, b dedupe.Ref) int {
 		return c
 	}
 	return strings.Compare(a.Key, b.Key)
+}
+
+// checkRef reports whether ref can be stored.
+func checkRef(ref dedupe.Ref) error {
+	return dedupekit.CheckRef(ref.Namespace, ref.Group, ref.Key)
 }
 
 // one turns a batch answer of one item into a single call's error.

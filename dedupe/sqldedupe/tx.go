@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/sqldialect"
 )
 
@@ -18,7 +19,7 @@ var _ dedupe.TxClaimer = (*Store)(nil)
 // *sql.DB given to [New], with the database's default isolation. On SQLite
 // a transaction begun IMMEDIATE (the DSN the package documentation shows)
 // waits here for the database's write lock, as long as the connection's
-// busy timeout, and past it fails with [dedupe.ErrInFlight].
+// busy timeout, and past it fails with [dedupe.ErrBusy].
 func (s *Store) BeginTx(ctx context.Context) (*sql.Tx, error) {
 	if s.db.Stats().MaxOpenConnections != 0 {
 		// Prepared now, while this call holds no connection: inside the
@@ -33,7 +34,7 @@ func (s *Store) BeginTx(ctx context.Context) (*sql.Tx, error) {
 	case err == nil:
 		return tx, nil
 	case sqldialect.LockTimeout(err):
-		return nil, fmt.Errorf("sqldedupe: begin: %w: %w", dedupe.ErrInFlight, err)
+		return nil, fmt.Errorf("sqldedupe: begin: %w: %w", dedupe.ErrBusy, err)
 	}
 	return nil, fail(ctx, "begin", err)
 }
@@ -50,18 +51,18 @@ func (s *Store) BeginTx(ctx context.Context) (*sql.Tx, error) {
 // It waits no longer than [Config.LockTimeout], which applies to this
 // statement alone; past it, or when the database rolls tx back to break a
 // deadlock or a serialization conflict, ClaimTx fails with
-// [dedupe.ErrInFlight]. On SQLite, which has one writer at a time, a
+// [dedupe.ErrBusy]. On SQLite, which has one writer at a time, a
 // transaction holds the write lock from its first write, or from BEGIN
 // IMMEDIATE, to its end: a duplicate then waits at its own BEGIN or claim
 // for the whole database, as long as the connection's busy timeout, and
-// SQLITE_BUSY past it is ErrInFlight too.
+// SQLITE_BUSY past it is ErrBusy too.
 //
 // Records written by [Store.Claim] share the table: a live lease another
-// owner took with Claim answers InFlight, with the time it has left, and an
+// owner took with Claim answers Busy, with the time it has left, and an
 // expired record is taken over.
-func (s *Store) ClaimTx(ctx context.Context, tx *sql.Tx, ref dedupe.Ref, fingerprint string, retention time.Duration) (dedupe.ClaimResult, error) {
+func (s *Store) ClaimTx(ctx context.Context, tx *sql.Tx, it dedupe.Item, retention time.Duration) (dedupe.ClaimResult, error) {
 	// Formatted on failure only: this is every message's path.
-	what := func() string { return fmt.Sprintf("claim %q in a transaction", ref) }
+	what := func() string { return fmt.Sprintf("claim %q in a transaction", it.Ref) }
 	var err error
 	switch {
 	case retention <= 0:
@@ -69,18 +70,18 @@ func (s *Store) ClaimTx(ctx context.Context, tx *sql.Tx, ref dedupe.Ref, fingerp
 	case tx == nil:
 		err = errNilTx
 	default:
-		err = dedupe.ClaimRequest{Ref: ref, Lease: retention, Fingerprint: fingerprint}.Validate()
+		err = dedupekit.CheckClaim(it.Namespace, it.Group, it.Key, retention, it.Fingerprint)
 	}
 	if err := start(ctx, err); err != nil {
 		return dedupe.ClaimResult{}, fmt.Errorf("sqldedupe: %s: %w", what(), err)
 	}
-	row := upsertRow{ref: ref, fp: fingerprint, lease: retention, token: rand.Text()}
+	row := upsertRow{ref: it.Ref, fp: it.Fingerprint, lease: retention, token: rand.Text()}
 	rec, err := s.d.claimTx(ctx, runner{s: s, tx: tx}, row)
 	switch {
 	case err == nil:
 		return answer(row, rec), nil
 	case ctx.Err() == nil && (sqldialect.LockTimeout(err) || sqldialect.RolledBack(err)):
-		return dedupe.ClaimResult{}, fmt.Errorf("sqldedupe: %s: %w: %w", what(), dedupe.ErrInFlight, err)
+		return dedupe.ClaimResult{}, fmt.Errorf("sqldedupe: %s: %w: %w", what(), dedupe.ErrBusy, err)
 	}
 	return dedupe.ClaimResult{}, fail(ctx, what(), err)
 }

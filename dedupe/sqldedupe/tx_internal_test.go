@@ -29,8 +29,8 @@ func TestClaimTxWithoutSetStatement(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback()
-		if res, err := s.ClaimTx(t.Context(), tx, dedupe.Ref{Group: "g", Key: key}, "", time.Hour); err != nil || res.Status != dedupe.Acquired {
-			t.Fatalf("ClaimTx(%s) = %v, %v; want acquired", key, res.Status, err)
+		if res, err := s.ClaimTx(t.Context(), tx, dedupe.Item{Ref: dedupe.Ref{Group: "g", Key: key}}, time.Hour); err != nil || res.Outcome != dedupe.Acquired {
+			t.Fatalf("ClaimTx(%s) = %v, %v; want acquired", key, res.Outcome, err)
 		}
 	}
 	claim("a")

@@ -11,9 +11,11 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testkit"
+	"github.com/idemq/idemq/msgkey"
 )
 
 // txEnv is a store and a business table in one database.
@@ -66,7 +68,7 @@ func (e *txEnv) begin(s *sqldedupe.Store) *sql.Tx {
 // claimTx claims ref in tx, for retention, and fails the test on an error.
 func (e *txEnv) claimTx(tx *sql.Tx, ref dedupe.Ref, fp string, retention time.Duration) dedupe.ClaimResult {
 	e.t.Helper()
-	res, err := e.s.ClaimTx(e.t.Context(), tx, ref, fp, retention)
+	res, err := e.s.ClaimTx(e.t.Context(), tx, dedupe.Item{Ref: ref, Fingerprint: fp}, retention)
 	if err != nil {
 		e.t.Fatalf("ClaimTx(%q): %v", ref, err)
 	}
@@ -104,7 +106,7 @@ func (e *txEnv) finish(tx *sql.Tx, commit bool) {
 // free fails unless ref can be claimed, and gives the claim back.
 func (e *txEnv) free(ref dedupe.Ref) {
 	e.t.Helper()
-	if err := e.s.Release(e.t.Context(), acquire(e.t, e.s, ref, long)); err != nil {
+	if err := testkit.Release(e.t.Context(), e.s, acquire(e.t, e.s, ref, long)); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -117,7 +119,7 @@ func (e *txEnv) waitBlocked(done <-chan dedupe.ClaimResult) {
 	if _, ok := e.b.LockWaits(e.t, e.db); !ok {
 		select {
 		case res := <-done:
-			e.t.Fatalf("the second claim returned %v while the first transaction was open", res.Status)
+			e.t.Fatalf("the second claim returned %v while the first transaction was open", res.Outcome)
 		case <-time.After(100 * time.Millisecond):
 		}
 		return
@@ -139,7 +141,7 @@ func TestClaimTx(t *testing.T) {
 
 			tx := e.begin(e.s)
 			res := e.claimTx(tx, ref, "fp000001", long)
-			if res.Status != dedupe.Acquired || res.Token == "" {
+			if res.Outcome != dedupe.Acquired || res.Token == "" {
 				t.Fatalf("ClaimTx of a fresh key = %+v, want acquired with a token", res)
 			}
 			e.order(tx, ref.Key)
@@ -151,28 +153,28 @@ func TestClaimTx(t *testing.T) {
 			e.free(ref)
 
 			tx = e.begin(e.s)
-			if res := e.claimTx(tx, ref, "fp000001", long); res.Status != dedupe.Acquired {
-				t.Fatalf("ClaimTx after a rollback = %v, want acquired", res.Status)
+			if res := e.claimTx(tx, ref, "fp000001", long); res.Outcome != dedupe.Acquired {
+				t.Fatalf("ClaimTx after a rollback = %v, want acquired", res.Outcome)
 			}
 			e.order(tx, ref.Key)
 			e.finish(tx, true)
 			if !e.ordered(ref.Key) {
 				t.Fatal("committed order is missing")
 			}
-			if res := claim(t, e.s, ref, long); res.Status != dedupe.Done {
-				t.Fatalf("Claim after a committed ClaimTx = %v, want done", res.Status)
+			if res := claim(t, e.s, ref, long); res.Outcome != dedupe.Suppressed {
+				t.Fatalf("Claim after a committed ClaimTx = %v, want done", res.Outcome)
 			}
 			for _, tc := range []struct {
 				fp   string
-				want dedupe.Status
-			}{{"fp000001", dedupe.Done}, {"fp000002", dedupe.Conflict}, {"", dedupe.Done}, {"another kind", dedupe.Done}} {
+				want dedupe.Outcome
+			}{{"fp000001", dedupe.Suppressed}, {"fp000002", dedupe.Reused}, {"", dedupe.Suppressed}, {"another kind", dedupe.Suppressed}} {
 				tx := e.begin(e.s)
 				res := e.claimTx(tx, ref, tc.fp, long)
 				e.finish(tx, false)
-				if res.Status != tc.want {
-					t.Errorf("ClaimTx of a done key with fingerprint %q = %v, want %v", tc.fp, res.Status, tc.want)
+				if res.Outcome != tc.want {
+					t.Errorf("ClaimTx of a done key with fingerprint %q = %v, want %v", tc.fp, res.Outcome, tc.want)
 				}
-				if res.Status == dedupe.Done && (res.Remaining <= 0 || res.Remaining > long) {
+				if res.Outcome == dedupe.Suppressed && (res.Remaining <= 0 || res.Remaining > long) {
 					t.Errorf("ClaimTx of a done key: remaining %v, want within the retention %v", res.Remaining, long)
 				}
 			}
@@ -188,23 +190,23 @@ func TestClaimTxRecords(t *testing.T) {
 		name string
 		// write leaves ref's record as the case has it.
 		write func(e *txEnv, ref dedupe.Ref)
-		want  dedupe.Status
+		want  dedupe.Outcome
 	}{
-		{"Lease", func(e *txEnv, ref dedupe.Ref) { acquire(e.t, e.s, ref, long) }, dedupe.InFlight},
+		{"Lease", func(e *txEnv, ref dedupe.Ref) { acquire(e.t, e.s, ref, long) }, dedupe.Busy},
 		{"LeaseEnded", func(e *txEnv, ref dedupe.Ref) {
 			acquire(e.t, e.s, ref, 10*time.Millisecond)
 			time.Sleep(20 * time.Millisecond)
 		}, dedupe.Acquired},
 		{"Released", func(e *txEnv, ref dedupe.Ref) {
-			if err := e.s.Release(e.t.Context(), acquire(e.t, e.s, ref, long)); err != nil {
+			if err := testkit.Release(e.t.Context(), e.s, acquire(e.t, e.s, ref, long)); err != nil {
 				e.t.Fatal(err)
 			}
 		}, dedupe.Acquired},
 		{"Completed", func(e *txEnv, ref dedupe.Ref) {
-			if err := e.s.Complete(e.t.Context(), acquire(e.t, e.s, ref, long), long); err != nil {
+			if err := testkit.Complete(e.t.Context(), e.s, acquire(e.t, e.s, ref, long), long); err != nil {
 				e.t.Fatal(err)
 			}
-		}, dedupe.Done},
+		}, dedupe.Suppressed},
 		{"RetentionEnded", func(e *txEnv, ref dedupe.Ref) {
 			tx := e.begin(e.s)
 			e.claimTx(tx, ref, "", 10*time.Millisecond)
@@ -221,13 +223,13 @@ func TestClaimTxRecords(t *testing.T) {
 				tc.write(e, ref)
 				tx := e.begin(e.s)
 				res := e.claimTx(tx, ref, "", long)
-				if res.Status != tc.want {
-					t.Fatalf("ClaimTx = %v, want %v", res.Status, tc.want)
+				if res.Outcome != tc.want {
+					t.Fatalf("ClaimTx = %v, want %v", res.Outcome, tc.want)
 				}
-				if res.Status == dedupe.InFlight && (res.Remaining <= 0 || res.Remaining > long) {
+				if res.Outcome == dedupe.Busy && (res.Remaining <= 0 || res.Remaining > long) {
 					t.Errorf("ClaimTx of a leased key: remaining %v, want within the lease %v", res.Remaining, long)
 				}
-				if res.Status != dedupe.Acquired {
+				if res.Outcome != dedupe.Acquired {
 					e.finish(tx, false)
 					return
 				}
@@ -235,12 +237,12 @@ func TestClaimTxRecords(t *testing.T) {
 				// record for the next claim.
 				e.finish(tx, false)
 				tx = e.begin(e.s)
-				if res := e.claimTx(tx, ref, "", long); res.Status != dedupe.Acquired {
-					t.Fatalf("ClaimTx after the takeover rolled back = %v, want acquired", res.Status)
+				if res := e.claimTx(tx, ref, "", long); res.Outcome != dedupe.Acquired {
+					t.Fatalf("ClaimTx after the takeover rolled back = %v, want acquired", res.Outcome)
 				}
 				e.finish(tx, true)
-				if res := claim(t, e.s, ref, long); res.Status != dedupe.Done {
-					t.Fatalf("Claim after the takeover committed = %v, want done", res.Status)
+				if res := claim(t, e.s, ref, long); res.Outcome != dedupe.Suppressed {
+					t.Fatalf("Claim after the takeover committed = %v, want done", res.Outcome)
 				}
 			})
 		}
@@ -269,33 +271,33 @@ func TestClaimTxRefuses(t *testing.T) {
 				{dedupe.Ref{Group: "g", Key: "\xff"}, "", "key is not valid UTF-8"},
 				{dedupe.Ref{Group: "g", Key: "k"}, strings.Repeat("f", 129), "fingerprint is 129 bytes, limit 128"},
 			} {
-				_, err := e.s.ClaimTx(t.Context(), tx, tc.ref, tc.fp, long)
-				if !errors.Is(err, dedupe.ErrInvalidKey) || !strings.Contains(err.Error(), tc.reason) || !strings.Contains(err.Error(), "sqldedupe: claim") {
-					t.Errorf("ClaimTx(%q, fingerprint %q) = %v; want ErrInvalidKey saying %q", tc.ref, tc.fp, err, tc.reason)
+				_, err := e.s.ClaimTx(t.Context(), tx, dedupe.Item{Ref: tc.ref, Fingerprint: tc.fp}, long)
+				if !errors.Is(err, msgkey.ErrInvalid) || !strings.Contains(err.Error(), tc.reason) || !strings.Contains(err.Error(), "sqldedupe: claim") {
+					t.Errorf("ClaimTx(%q, fingerprint %q) = %v; want msgkey.ErrInvalid saying %q", tc.ref, tc.fp, err, tc.reason)
 				}
 			}
 			ref := dedupe.Ref{Group: "g", Key: "k"}
 			for what, err := range map[string]error{
-				"a nil *sql.Tx":  func() error { _, err := e.s.ClaimTx(t.Context(), nil, ref, "", long); return err }(),
-				"no retention":   func() error { _, err := e.s.ClaimTx(t.Context(), tx, ref, "", 0); return err }(),
-				"a negative one": func() error { _, err := e.s.ClaimTx(t.Context(), tx, ref, "", -time.Second); return err }(),
+				"a nil *sql.Tx":  func() error { _, err := e.s.ClaimTx(t.Context(), nil, dedupe.Item{Ref: ref}, long); return err }(),
+				"no retention":   func() error { _, err := e.s.ClaimTx(t.Context(), tx, dedupe.Item{Ref: ref}, 0); return err }(),
+				"a negative one": func() error { _, err := e.s.ClaimTx(t.Context(), tx, dedupe.Item{Ref: ref}, -time.Second); return err }(),
 			} {
-				if err == nil || errors.Is(err, dedupe.ErrInvalidKey) {
+				if err == nil || errors.Is(err, msgkey.ErrInvalid) {
 					t.Errorf("ClaimTx with %s = %v, want a plain error", what, err)
 				}
 			}
 			cancelled, cancel := context.WithCancel(t.Context())
 			cancel()
-			if _, err := e.s.ClaimTx(cancelled, tx, ref, "", long); !errors.Is(err, context.Canceled) {
+			if _, err := e.s.ClaimTx(cancelled, tx, dedupe.Item{Ref: ref}, long); !errors.Is(err, context.Canceled) {
 				t.Errorf("ClaimTx with a cancelled context = %v, want context.Canceled", err)
 			}
 			// Nothing reached the database: the transaction claims on.
-			if res := e.claimTx(tx, ref, "", long); res.Status != dedupe.Acquired {
-				t.Fatalf("ClaimTx after the refused calls = %v, want acquired", res.Status)
+			if res := e.claimTx(tx, ref, "", long); res.Outcome != dedupe.Acquired {
+				t.Fatalf("ClaimTx after the refused calls = %v, want acquired", res.Outcome)
 			}
 			e.finish(tx, false)
 			var n int
-			if err := e.db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM "+sqldedupe.DefaultTable).Scan(&n); err != nil || n != 0 {
+			if err := e.db.QueryRowContext(t.Context(), "SELECT COUNT(*) FROM "+dedupekit.DefaultTable).Scan(&n); err != nil || n != 0 {
 				t.Errorf("records after the refused claims and a rollback: %d, %v; want none", n, err)
 			}
 		})
@@ -315,8 +317,8 @@ func TestClaimTxWaits(t *testing.T) {
 				e := newTxEnv(t, b, sqldedupe.Config{LockTimeout: time.Minute})
 				ref := dedupe.Ref{Group: "g", Key: "order-1"}
 				first := e.begin(e.s)
-				if res := e.claimTx(first, ref, "", long); res.Status != dedupe.Acquired {
-					t.Fatalf("first ClaimTx = %v, want acquired", res.Status)
+				if res := e.claimTx(first, ref, "", long); res.Outcome != dedupe.Acquired {
+					t.Fatalf("first ClaimTx = %v, want acquired", res.Outcome)
 				}
 				e.order(first, ref.Key)
 				second := make(chan dedupe.ClaimResult, 1)
@@ -328,7 +330,7 @@ func TestClaimTxWaits(t *testing.T) {
 							return dedupe.ClaimResult{}, err
 						}
 						defer tx.Rollback()
-						return e.s.ClaimTx(context.Background(), tx, ref, "", long)
+						return e.s.ClaimTx(context.Background(), tx, dedupe.Item{Ref: ref}, long)
 					}()
 					if err != nil {
 						t.Error(err)
@@ -339,10 +341,10 @@ func TestClaimTxWaits(t *testing.T) {
 				e.finish(first, commit)
 				want := dedupe.Acquired
 				if commit {
-					want = dedupe.Done
+					want = dedupe.Suppressed
 				}
-				if res := <-second; res.Status != want {
-					t.Errorf("second ClaimTx after the first transaction ended (commit %v) = %v, want %v", commit, res.Status, want)
+				if res := <-second; res.Outcome != want {
+					t.Errorf("second ClaimTx after the first transaction ended (commit %v) = %v, want %v", commit, res.Outcome, want)
 				}
 			})
 		}
@@ -350,7 +352,7 @@ func TestClaimTxWaits(t *testing.T) {
 }
 
 // TestClaimTxLockTimeout claims a key that another transaction holds, for
-// longer than the lock timeout: the claim gives up with ErrInFlight, the
+// longer than the lock timeout: the claim gives up with ErrBusy, the
 // driver's own error in its chain. The timeout applies to the claim alone.
 func TestClaimTxLockTimeout(t *testing.T) {
 	for _, b := range testdb.Backends {
@@ -360,8 +362,8 @@ func TestClaimTxLockTimeout(t *testing.T) {
 			impatient := e.impatient()
 			ref := dedupe.Ref{Group: "g", Key: "order-1"}
 			holder := e.begin(e.s)
-			if res := e.claimTx(holder, ref, "", long); res.Status != dedupe.Acquired {
-				t.Fatalf("holder's ClaimTx = %v, want acquired", res.Status)
+			if res := e.claimTx(holder, ref, "", long); res.Outcome != dedupe.Acquired {
+				t.Fatalf("holder's ClaimTx = %v, want acquired", res.Outcome)
 			}
 			err := func() error {
 				tx, err := impatient.BeginTx(t.Context())
@@ -369,19 +371,19 @@ func TestClaimTxLockTimeout(t *testing.T) {
 					return err
 				}
 				defer tx.Rollback()
-				_, err = impatient.ClaimTx(t.Context(), tx, ref, "", long)
+				_, err = impatient.ClaimTx(t.Context(), tx, dedupe.Item{Ref: ref}, long)
 				return err
 			}()
-			if !errors.Is(err, dedupe.ErrInFlight) || !sqldialect.LockTimeout(err) {
-				t.Fatalf("claim of a key held past the lock timeout = %v; want ErrInFlight and the driver's lock timeout", err)
+			if !errors.Is(err, dedupe.ErrBusy) || !sqldialect.LockTimeout(err) {
+				t.Fatalf("claim of a key held past the lock timeout = %v; want ErrBusy and the driver's lock timeout", err)
 			}
 			e.finish(holder, false)
 
 			tx := e.begin(impatient)
 			defer tx.Rollback()
 			before := lockTimeout(t, b.Dialect, tx)
-			if res, err := impatient.ClaimTx(t.Context(), tx, ref, "", long); err != nil || res.Status != dedupe.Acquired {
-				t.Fatalf("claim once the holder rolled back = %v, %v; want acquired", res.Status, err)
+			if res, err := impatient.ClaimTx(t.Context(), tx, dedupe.Item{Ref: ref}, long); err != nil || res.Outcome != dedupe.Acquired {
+				t.Fatalf("claim once the holder rolled back = %v, %v; want acquired", res.Outcome, err)
 			}
 			if after := lockTimeout(t, b.Dialect, tx); after != before {
 				t.Errorf("lock timeout of the transaction after the claim = %q, want %q as before it", after, before)

@@ -13,6 +13,7 @@ import (
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/msgkey"
 )
 
 // The guard's transactional mode is tested here, on the real databases,
@@ -48,12 +49,12 @@ var errDeclined = errors.New("test: declined")
 
 func (w *writer) fn(ctx context.Context, i int) error {
 	w.ran = append(w.ran, i)
-	tx, ok := dedupe.TxFromContext(ctx)
+	tx, ok := txOf(ctx)
 	if !ok {
 		return errors.New("no transaction in fn's context")
 	}
-	if tk, ok := dedupe.TicketFromContext(ctx); !ok || tk.Ref != w.items[i].Ref || tk.Token == "" {
-		return fmt.Errorf("TicketFromContext = %v, %v; want item %d's", tk, ok, i)
+	if tk, ok := ticketOf(ctx); !ok || tk.Ref != w.items[i].Ref || tk.Token == "" {
+		return fmt.Errorf("ClaimFromContext = %v, %v; want item %d's", tk, ok, i)
 	}
 	if _, err := tx.ExecContext(ctx, sqldialect.Of(w.e.b.Dialect).Rebind("INSERT INTO orders (id) VALUES (?)"), w.items[i].Ref.Key); err != nil {
 		return err
@@ -140,13 +141,13 @@ func TestTxGuardHeld(t *testing.T) {
 			g := newTxGuard(t, e.impatient(), dedupe.GuardConfig{})
 			ref := dedupe.Ref{Group: "g", Key: "a"}
 			holder := e.begin(e.s)
-			if res := e.claimTx(holder, ref, "", long); res.Status != dedupe.Acquired {
-				t.Fatalf("holder's ClaimTx = %v, want acquired", res.Status)
+			if res := e.claimTx(holder, ref, "", long); res.Outcome != dedupe.Acquired {
+				t.Fatalf("holder's ClaimTx = %v, want acquired", res.Outcome)
 			}
 			items := []dedupe.Item{item("a", "")}
 			res := e.do(g, items, nil, []dedupe.Outcome{dedupe.Busy}, nil)
-			if !errors.Is(res[0].Err, dedupe.ErrInFlight) || res[0].Wait != 0 {
-				t.Errorf("busy item: %v, wait %v; want ErrInFlight, wait 0 (unknown)", res[0].Err, res[0].Wait)
+			if !errors.Is(res[0].Err, dedupe.ErrBusy) || res[0].Wait != 0 {
+				t.Errorf("busy item: %v, wait %v; want ErrBusy, wait 0 (unknown)", res[0].Err, res[0].Wait)
 			}
 			e.finish(holder, false)
 			e.do(g, items, nil, []dedupe.Outcome{dedupe.Completed}, []int{0})
@@ -264,11 +265,11 @@ func (s *faultyStore) BeginTx(ctx context.Context) (*sql.Tx, error) {
 	return s.Store.BeginTx(ctx)
 }
 
-func (s *faultyStore) ClaimTx(ctx context.Context, tx *sql.Tx, ref dedupe.Ref, fp string, retention time.Duration) (dedupe.ClaimResult, error) {
+func (s *faultyStore) ClaimTx(ctx context.Context, tx *sql.Tx, it dedupe.Item, retention time.Duration) (dedupe.ClaimResult, error) {
 	if s.claim != nil {
 		return dedupe.ClaimResult{}, s.claim
 	}
-	return s.Store.ClaimTx(ctx, tx, ref, fp, retention)
+	return s.Store.ClaimTx(ctx, tx, it, retention)
 }
 
 // TestTxGuardStoreFails fails the transaction's begin or the claim: the
@@ -291,8 +292,8 @@ func TestTxGuardStoreFails(t *testing.T) {
 		// Nothing to run the handler's transaction on.
 		{name: "BeginFailsOpen", failOpen: true, begin: errDown, want: dedupe.StoreDown},
 		// A key held is not a store down.
-		{name: "HeldOpen", failOpen: true, claim: fmt.Errorf("held: %w", dedupe.ErrInFlight), want: dedupe.Busy},
-		{name: "InvalidOpen", failOpen: true, claim: fmt.Errorf("bad: %w", dedupe.ErrInvalidKey), want: dedupe.InvalidKey},
+		{name: "HeldOpen", failOpen: true, claim: fmt.Errorf("held: %w", dedupe.ErrBusy), want: dedupe.Busy},
+		{name: "InvalidOpen", failOpen: true, claim: fmt.Errorf("bad: %w", msgkey.ErrInvalid), want: dedupe.InvalidKey},
 	}
 	for _, b := range testdb.Backends {
 		for _, tc := range tests {
@@ -305,10 +306,10 @@ func TestTxGuardStoreFails(t *testing.T) {
 				res := g.Do(t.Context(), items, func(ctx context.Context, i int) error {
 					ran = true
 					// Unguarded: a transaction, and no claim.
-					if tk, ok := dedupe.TicketFromContext(ctx); ok {
-						return fmt.Errorf("TicketFromContext of an unguarded run = %v, true", tk)
+					if tk, ok := ticketOf(ctx); ok {
+						return fmt.Errorf("ClaimFromContext of an unguarded run = %v, true", tk)
 					}
-					tx, ok := dedupe.TxFromContext(ctx)
+					tx, ok := txOf(ctx)
 					if !ok {
 						return errors.New("no transaction in fn's context")
 					}
@@ -336,4 +337,17 @@ func TestTxGuardStoreFails(t *testing.T) {
 			})
 		}
 	}
+}
+
+// ticketOf is the ticket fn's context carries; ok when fn runs under a
+// claim.
+func ticketOf(ctx context.Context) (dedupe.Ticket, bool) {
+	t, _, _ := dedupe.ClaimFromContext(ctx)
+	return t, t.Token != ""
+}
+
+// txOf is the transaction fn's context carries, in the transactional mode.
+func txOf(ctx context.Context) (*sql.Tx, bool) {
+	_, tx, _ := dedupe.ClaimFromContext(ctx)
+	return tx, tx != nil
 }

@@ -110,10 +110,11 @@ func newCase(t *testing.T, h Harness) *kase {
 		}
 		return nil
 	}
-	ticket := func(ctx context.Context, _ dedupe.Ticket) error { return fail(ctx) }
+	tickets := func(ctx context.Context, _ []dedupe.Ticket) error { return fail(ctx) }
 	k.store = &testkit.HookStore{Store: k.mem, Hooks: testkit.StoreHooks{
-		Claim:    func(ctx context.Context, _ dedupe.ClaimRequest) error { return fail(ctx) },
-		Complete: ticket, Release: ticket, Extend: ticket,
+		Claim:    func(ctx context.Context, _ []dedupe.Item) error { return fail(ctx) },
+		Complete: tickets, Release: tickets,
+		Extend: func(ctx context.Context, _ dedupe.Ticket) error { return fail(ctx) },
 	}}
 	return k
 }
@@ -246,15 +247,15 @@ func duplicates(t *testing.T, k *kase) {
 func busyKey(t *testing.T, k *kase) {
 	sent := keys(t, 1)
 	ref := dedupe.Ref{Group: k.Group, Key: sent[0]}
-	res, err := k.mem.Claim(t.Context(), dedupe.ClaimRequest{Ref: ref, Lease: time.Minute})
-	if err != nil || res.Status != dedupe.Acquired {
-		t.Fatalf("hold the key: %v, %v", res.Status, err)
+	res, err := testkit.Claim(t.Context(), k.mem, dedupe.Item{Ref: ref}, time.Minute)
+	if err != nil || res.Outcome != dedupe.Acquired {
+		t.Fatalf("hold the key: %v, %v", res.Outcome, err)
 	}
 	c := k.consumer(t)
 	k.start(t, c, k.l.handle, false)
 	k.Send(t, sent...)
 	testkit.WaitFor(t, "the consumer to wait for the key", func() bool { return c.Stats().Waited > 0 })
-	if err := k.mem.Release(t.Context(), dedupe.Ticket{Ref: ref, Token: res.Token}); err != nil {
+	if err := testkit.Release(t.Context(), k.mem, dedupe.Ticket{Ref: ref, Token: res.Token}); err != nil {
 		t.Fatal(err)
 	}
 	k.settle(t, sent)

@@ -206,16 +206,9 @@ func (w *watched) report() string {
 		w.claims, w.extends, w.fails, w.slowest.Round(time.Millisecond))
 }
 
-func (w *watched) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
+func (w *watched) Claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
 	start := time.Now()
-	r, err := w.Store.Claim(ctx, req)
-	w.note(false, start, err)
-	return r, err
-}
-
-func (w *watched) ClaimBatch(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
-	start := time.Now()
-	r, errs, err := w.Store.ClaimBatch(ctx, reqs)
+	r, errs, err := w.Store.Claim(ctx, reqs, lease)
 	w.note(false, start, err)
 	return r, errs, err
 }
@@ -249,4 +242,4 @@ func (l *outageLogs) Handle(_ context.Context, r slog.Record) error {
 
 func (l *outageLogs) counts() (starts, ends int64) { return l.starts.Load(), l.ends.Load() }
 
-var _ dedupe.Batcher = (*watched)(nil)
+var _ dedupe.Store = (*watched)(nil)

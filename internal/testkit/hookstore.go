@@ -13,16 +13,16 @@ import (
 // returning an error, which the call returns without reaching the store. A
 // nil hook lets its call through.
 type StoreHooks struct {
-	Claim    func(ctx context.Context, req dedupe.ClaimRequest) error
-	Complete func(ctx context.Context, t dedupe.Ticket) error
-	Release  func(ctx context.Context, t dedupe.Ticket) error
+	Claim    func(ctx context.Context, items []dedupe.Item) error
+	Complete func(ctx context.Context, ts []dedupe.Ticket) error
+	Release  func(ctx context.Context, ts []dedupe.Ticket) error
 	Extend   func(ctx context.Context, t dedupe.Ticket) error
 }
 
 // HookStore wraps a store and runs a test's [StoreHooks] before its Claim,
 // Complete, Release and Extend, so that a test can fail or hold chosen
 // calls of a real store. Its other methods are the wrapped store's. (To fail
-// the nth call of a kind, or a batch call, use dedupetest.FaultStore.)
+// the nth call of a kind, use FaultStore.)
 type HookStore struct {
 	dedupe.Store
 	Hooks StoreHooks
@@ -31,33 +31,33 @@ type HookStore struct {
 var _ dedupe.Store = (*HookStore)(nil)
 
 // Claim runs the Claim hook, then the wrapped store's Claim.
-func (s *HookStore) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
+func (s *HookStore) Claim(ctx context.Context, items []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
 	if h := s.Hooks.Claim; h != nil {
-		if err := h(ctx, req); err != nil {
-			return dedupe.ClaimResult{}, err
+		if err := h(ctx, items); err != nil {
+			return nil, nil, err
 		}
 	}
-	return s.Store.Claim(ctx, req)
+	return s.Store.Claim(ctx, items, lease)
 }
 
 // Complete runs the Complete hook, then the wrapped store's Complete.
-func (s *HookStore) Complete(ctx context.Context, t dedupe.Ticket, retention time.Duration) error {
+func (s *HookStore) Complete(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
 	if h := s.Hooks.Complete; h != nil {
-		if err := h(ctx, t); err != nil {
-			return err
+		if err := h(ctx, ts); err != nil {
+			return nil, err
 		}
 	}
-	return s.Store.Complete(ctx, t, retention)
+	return s.Store.Complete(ctx, ts, retention)
 }
 
 // Release runs the Release hook, then the wrapped store's Release.
-func (s *HookStore) Release(ctx context.Context, t dedupe.Ticket) error {
+func (s *HookStore) Release(ctx context.Context, ts []dedupe.Ticket) ([]error, error) {
 	if h := s.Hooks.Release; h != nil {
-		if err := h(ctx, t); err != nil {
-			return err
+		if err := h(ctx, ts); err != nil {
+			return nil, err
 		}
 	}
-	return s.Store.Release(ctx, t)
+	return s.Store.Release(ctx, ts)
 }
 
 // Extend runs the Extend hook, then the wrapped store's Extend.

@@ -1,4 +1,4 @@
-package dedupe_test
+package dedupekit_test
 
 import (
 	"crypto/sha256"
@@ -8,7 +8,7 @@ import (
 	"hash/fnv"
 	"testing"
 
-	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/dedupekit"
 )
 
 // BenchmarkFingerprint compares Fingerprint with the hex SHA-256 that
@@ -25,7 +25,7 @@ func BenchmarkFingerprint(b *testing.B) {
 		name string
 		fp   func([]byte) string
 	}{
-		{"idemq", dedupe.Fingerprint},
+		{"idemq", dedupekit.Fingerprint},
 		{"sha256", func(p []byte) string {
 			sum := sha256.Sum256(p)
 			return hex.EncodeToString(sum[:])

@@ -1,4 +1,4 @@
-package dedupetest
+package testkit
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 )
 
 // ErrInjected is wrapped by every error a [FaultStore] injects.
-var ErrInjected = errors.New("dedupetest: injected fault")
+var ErrInjected = errors.New("testkit: injected fault")
 
 // Op is a set of store calls.
 type Op uint
@@ -24,15 +24,12 @@ const (
 	OpComplete
 	OpRelease
 	OpExtend
-	OpClaimBatch
-	OpCompleteBatch
-	OpReleaseBatch
 
 	// OpAll is every call.
-	OpAll = OpClaim | OpComplete | OpRelease | OpExtend | OpClaimBatch | OpCompleteBatch | OpReleaseBatch
+	OpAll = OpClaim | OpComplete | OpRelease | OpExtend
 )
 
-var opNames = [...]string{"Claim", "Complete", "Release", "Extend", "ClaimBatch", "CompleteBatch", "ReleaseBatch"}
+var opNames = [...]string{"Claim", "Complete", "Release", "Extend"}
 
 func (o Op) String() string {
 	if o == 0 {
@@ -66,23 +63,18 @@ type Fault struct {
 }
 
 // FaultStore wraps a store and fails the calls its [Fault] selects, so that
-// tests can prove how a caller behaves when the store fails mid-flow. It
-// implements [dedupe.Batcher]; a batch call counts as one call, passed to the
-// wrapped store through [dedupe.ClaimBatch] and its siblings. It is safe for
-// concurrent use.
+// tests can prove how a caller behaves when the store fails mid-flow. A
+// call of many items counts as one call. It is safe for concurrent use.
 type FaultStore struct {
 	store dedupe.Store
 
 	mu    sync.Mutex
 	fault *Fault
 	seen  int    // calls counted by fault since Inject
-	calls [7]int // calls made, by op bit
+	calls [4]int // calls made, by op bit
 }
 
-var (
-	_ dedupe.Store   = (*FaultStore)(nil)
-	_ dedupe.Batcher = (*FaultStore)(nil)
-)
+var _ dedupe.Store = (*FaultStore)(nil)
 
 // NewFaultStore returns a FaultStore over s that fails nothing until Inject.
 func NewFaultStore(s dedupe.Store) *FaultStore {
@@ -147,34 +139,49 @@ func (f *FaultStore) call(op Op, what string, do func() error) error {
 		// The wrapped store's answer is lost, whatever it was.
 		_ = do()
 	}
-	return fmt.Errorf("dedupetest: %v %s: %s: %w", op, what, where, ErrInjected)
+	return fmt.Errorf("testkit: %v %s: %s: %w", op, what, where, ErrInjected)
 }
 
 // Claim implements [dedupe.Store].
-func (f *FaultStore) Claim(ctx context.Context, req dedupe.ClaimRequest) (dedupe.ClaimResult, error) {
-	var res dedupe.ClaimResult
-	err := f.call(OpClaim, fmt.Sprintf("%q", req.Ref), func() (err error) {
-		res, err = f.store.Claim(ctx, req)
+func (f *FaultStore) Claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
+	var (
+		res  []dedupe.ClaimResult
+		errs []error
+	)
+	err := f.call(OpClaim, fmt.Sprintf("of %d", len(reqs)), func() (err error) {
+		res, errs, err = f.store.Claim(ctx, reqs, lease)
 		return err
 	})
 	if err != nil {
-		return dedupe.ClaimResult{}, err
+		return nil, nil, err
 	}
-	return res, nil
+	return res, errs, nil
 }
 
 // Complete implements [dedupe.Store].
-func (f *FaultStore) Complete(ctx context.Context, t dedupe.Ticket, retention time.Duration) error {
-	return f.call(OpComplete, fmt.Sprintf("%q", t.Ref), func() error {
-		return f.store.Complete(ctx, t, retention)
+func (f *FaultStore) Complete(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
+	var errs []error
+	err := f.call(OpComplete, fmt.Sprintf("of %d", len(ts)), func() (err error) {
+		errs, err = f.store.Complete(ctx, ts, retention)
+		return err
 	})
+	if err != nil {
+		return nil, err
+	}
+	return errs, nil
 }
 
 // Release implements [dedupe.Store].
-func (f *FaultStore) Release(ctx context.Context, t dedupe.Ticket) error {
-	return f.call(OpRelease, fmt.Sprintf("%q", t.Ref), func() error {
-		return f.store.Release(ctx, t)
+func (f *FaultStore) Release(ctx context.Context, ts []dedupe.Ticket) ([]error, error) {
+	var errs []error
+	err := f.call(OpRelease, fmt.Sprintf("of %d", len(ts)), func() (err error) {
+		errs, err = f.store.Release(ctx, ts)
+		return err
 	})
+	if err != nil {
+		return nil, err
+	}
+	return errs, nil
 }
 
 // Extend implements [dedupe.Store].
@@ -184,44 +191,29 @@ func (f *FaultStore) Extend(ctx context.Context, t dedupe.Ticket, lease time.Dur
 	})
 }
 
-// ClaimBatch implements [dedupe.Batcher].
-func (f *FaultStore) ClaimBatch(ctx context.Context, reqs []dedupe.ClaimRequest) ([]dedupe.ClaimResult, []error, error) {
-	var (
-		res  []dedupe.ClaimResult
-		errs []error
-	)
-	err := f.call(OpClaimBatch, fmt.Sprintf("of %d", len(reqs)), func() (err error) {
-		res, errs, err = dedupe.ClaimBatch(ctx, f.store, reqs)
-		return err
-	})
+// Claim claims it alone on s for lease: a batch of one, as tests make most.
+func Claim(ctx context.Context, s dedupe.Store, it dedupe.Item, lease time.Duration) (dedupe.ClaimResult, error) {
+	res, errs, err := s.Claim(ctx, []dedupe.Item{it}, lease)
 	if err != nil {
-		return nil, nil, err
+		return dedupe.ClaimResult{}, err
 	}
-	return res, errs, nil
+	return res[0], errs[0]
 }
 
-// CompleteBatch implements [dedupe.Batcher].
-func (f *FaultStore) CompleteBatch(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
-	var errs []error
-	err := f.call(OpCompleteBatch, fmt.Sprintf("of %d", len(ts)), func() (err error) {
-		errs, err = dedupe.CompleteBatch(ctx, f.store, ts, retention)
-		return err
-	})
+// Complete completes t alone on s.
+func Complete(ctx context.Context, s dedupe.Store, t dedupe.Ticket, retention time.Duration) error {
+	errs, err := s.Complete(ctx, []dedupe.Ticket{t}, retention)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return errs, nil
+	return errs[0]
 }
 
-// ReleaseBatch implements [dedupe.Batcher].
-func (f *FaultStore) ReleaseBatch(ctx context.Context, ts []dedupe.Ticket) ([]error, error) {
-	var errs []error
-	err := f.call(OpReleaseBatch, fmt.Sprintf("of %d", len(ts)), func() (err error) {
-		errs, err = dedupe.ReleaseBatch(ctx, f.store, ts)
-		return err
-	})
+// Release releases t alone on s.
+func Release(ctx context.Context, s dedupe.Store, t dedupe.Ticket) error {
+	errs, err := s.Release(ctx, []dedupe.Ticket{t})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return errs, nil
+	return errs[0]
 }

@@ -1,4 +1,4 @@
-package dedupetest
+package testkit
 
 import (
 	"fmt"
@@ -21,23 +21,23 @@ func BenchInspector(b *testing.B, s dedupe.Store, namespace string, groups, size
 	ctx := b.Context()
 	group := func(g int) string { return fmt.Sprint("group", g) }
 	for g := range groups {
-		var reqs []dedupe.ClaimRequest
+		var reqs []dedupe.Item
 		for i := range size {
-			reqs = append(reqs, dedupe.ClaimRequest{Ref: dedupe.Ref{Namespace: namespace, Group: group(g), Key: fmt.Sprintf("order-%06d", i)}, Lease: time.Hour})
+			reqs = append(reqs, dedupe.Item{Ref: dedupe.Ref{Namespace: namespace, Group: group(g), Key: fmt.Sprintf("order-%06d", i)}})
 		}
 		for i := 0; i < len(reqs); i += 500 {
 			batch := reqs[i:min(i+500, len(reqs))]
-			res, _, err := dedupe.ClaimBatch(ctx, s, batch)
+			res, _, err := s.Claim(ctx, batch, time.Hour)
 			if err != nil {
 				b.Fatal(err)
 			}
 			var ts []dedupe.Ticket
 			for j, r := range res {
-				if j%2 == 0 && r.Status == dedupe.Acquired {
+				if j%2 == 0 && r.Outcome == dedupe.Acquired {
 					ts = append(ts, dedupe.Ticket{Ref: batch[j].Ref, Token: r.Token})
 				}
 			}
-			if _, err := dedupe.CompleteBatch(ctx, s, ts, time.Hour); err != nil {
+			if _, err := s.Complete(ctx, ts, time.Hour); err != nil {
 				b.Fatal(err)
 			}
 		}
