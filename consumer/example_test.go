@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/adapter"
 	"github.com/idemq/idemq/msgkey"
 )
@@ -29,7 +30,7 @@ func ExampleConsumer_Tx() {
 	}
 	db.SetMaxOpenConns(1)
 	defer db.Close()
-	store, err := sqldedupe.New(db, sqldedupe.SQLite, sqldedupe.Config{})
+	store, err := sqldedupe.New(db, dialect.SQLite, sqldedupe.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}

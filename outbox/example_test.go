@@ -10,6 +10,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
@@ -49,7 +50,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	ob, err := outbox.New(db, outbox.SQLite, msgkey.FromIDs(gen), outbox.Config{})
+	ob, err := outbox.New(db, dialect.SQLite, msgkey.FromIDs(gen), outbox.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -8,19 +8,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/msgkey"
-)
-
-// Dialect names the SQL a database speaks: [MySQL], [Postgres] or [SQLite].
-// It is the Dialect of dedupe/sqldedupe and idgen/sqlidgen too.
-type Dialect = sqldialect.Dialect
-
-// The databases an Outbox speaks.
-const (
-	MySQL    = sqldialect.MySQL    // MySQL and MariaDB
-	Postgres = sqldialect.Postgres // PostgreSQL
-	SQLite   = sqldialect.SQLite   // SQLite
 )
 
 // DefaultTable is the table an Outbox uses unless [Config.Table] names
@@ -77,18 +67,18 @@ type Outbox struct {
 // or whose messages all carry their keys; Add then refuses a message
 // without one. New does not touch the database: call [Outbox.Migrate] to
 // create the table, or create it from [Outbox.Schema].
-func New(db *sql.DB, dialect Dialect, keys msgkey.Source, cfg Config) (*Outbox, error) {
+func New(db *sql.DB, kind dialect.Dialect, keys msgkey.Source, cfg Config) (*Outbox, error) {
 	switch {
 	case db == nil:
 		return nil, errors.New("outbox: nil *sql.DB")
-	case !sqldialect.Valid(dialect):
-		return nil, fmt.Errorf("outbox: unknown dialect %v", dialect)
+	case !sqldialect.Valid(kind):
+		return nil, fmt.Errorf("outbox: unknown dialect %v", kind)
 	}
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Outbox{db: db, keys: keys, cfg: cfg, q: newQueries(dialect, cfg.Table)}, nil
+	return &Outbox{db: db, keys: keys, cfg: cfg, q: newQueries(kind, cfg.Table)}, nil
 }
 
 // Table is the name of the outbox's table.

@@ -12,6 +12,7 @@ import (
 	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 	_ "github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
@@ -33,7 +34,7 @@ func ExampleNewOutboxSender() {
 		log.Fatal(err)
 	}
 
-	ob, err := outbox.New(db, outbox.Postgres, msgkey.FromIDs(gen), outbox.Config{})
+	ob, err := outbox.New(db, dialect.Postgres, msgkey.FromIDs(gen), outbox.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}

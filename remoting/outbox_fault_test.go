@@ -20,6 +20,7 @@ import (
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testdb"
@@ -75,7 +76,7 @@ func runRelay() error {
 	if err != nil {
 		return err
 	}
-	o, err := outbox.New(db, outbox.Postgres, msgkey.FromIDs(gen), outbox.Config{})
+	o, err := outbox.New(db, dialect.Postgres, msgkey.FromIDs(gen), outbox.Config{})
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/internal/testenv/remotingread"
@@ -60,7 +61,7 @@ func TestBrokerDownDatabaseRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	o := migrated(t, db, outbox.Postgres, 1)
+	o := migrated(t, db, dialect.Postgres, 1)
 	r, err := outbox.NewRelay(o, newSender(t, ns, topic+"-relay"), outbox.RelayConfig{
 		Batch: 20, Lease: 5 * time.Second, MaxBackoff: time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/idemq/idemq/dedupe/memdedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/remoting"
@@ -155,20 +156,20 @@ func (s *countingRedis) Complete(ctx context.Context, ts []dedupe.Ticket, retent
 // naive baseline of package sqldedupe's benchmarks): SELECT the key, run the
 // handler, INSERT a done record into the same table. Its transactional form
 // does the same, with the business row, in one transaction.
-var naivePathSQL = map[sqldedupe.Dialect]struct{ sel, ins, business string }{
-	sqldedupe.MySQL: {
+var naivePathSQL = map[dialect.Dialect]struct{ sel, ins, business string }{
+	dialect.MySQL: {
 		"SELECT state FROM idemq_dedupe WHERE namespace = ? AND grp = ? AND k = ?",
 		`INSERT INTO idemq_dedupe (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
 VALUES (?, ?, ?, 'done', ?, '', UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
 		"INSERT INTO bench_orders (id) VALUES (?)",
 	},
-	sqldedupe.Postgres: {
+	dialect.Postgres: {
 		"SELECT state FROM idemq_dedupe WHERE namespace = $1 AND grp = $2 AND k = $3",
 		`INSERT INTO idemq_dedupe (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
 VALUES ($1, $2, $3, 'done', $4, '', now() + interval '1 hour', now(), now())`,
 		"INSERT INTO bench_orders (id) VALUES ($1)",
 	},
-	sqldedupe.SQLite: {
+	dialect.SQLite: {
 		"SELECT state FROM idemq_dedupe WHERE namespace = ? AND grp = ? AND k = ?",
 		`INSERT INTO idemq_dedupe (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
 VALUES (?, ?, ?, 'done', ?, '', unixepoch() * 1000000 + 3600000000, unixepoch() * 1000000, unixepoch() * 1000000)`,
@@ -210,7 +211,7 @@ func benchPathSQL(b *testing.B, d testdb.Backend) {
 	const naiveNS = "naive"
 
 	gs := pathGoroutines
-	if d.Dialect == sqldedupe.SQLite {
+	if d.Dialect == dialect.SQLite {
 		// One writer at a time: more goroutines only queue, and the naive
 		// transaction's SELECT-then-INSERT fails with SQLITE_BUSY when
 		// another writer commits between the two.

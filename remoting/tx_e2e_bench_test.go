@@ -13,6 +13,7 @@ import (
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testkit"
@@ -38,7 +39,7 @@ import (
 func benchTxEndToEnd(b *testing.B, ns, topic string, d testdb.Backend) {
 	db := d.Open(b)
 	db.SetMaxIdleConns(64) // every callback goroutine keeps its connection
-	if d.Dialect == sqldedupe.SQLite {
+	if d.Dialect == dialect.SQLite {
 		db.SetMaxOpenConns(1)
 	}
 	store, err := sqldedupe.New(db, d.Dialect, sqldedupe.Config{})

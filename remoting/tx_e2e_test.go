@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/msgkey"
@@ -30,7 +31,7 @@ func TestEndToEndTxEachRowCommittedOnce(t *testing.T) {
 	if _, err := admin.ExecContext(t.Context(), "CREATE TABLE applied (k VARCHAR(255) NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
-	migrated, err := sqldedupe.New(admin, sqldedupe.MySQL, sqldedupe.Config{CleanupInterval: -1})
+	migrated, err := sqldedupe.New(admin, dialect.MySQL, sqldedupe.Config{CleanupInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func TestEndToEndTxEachRowCommittedOnce(t *testing.T) {
 	)
 	endToEnd(t, broker4, func(group string) (*consumer.Consumer, func(consumer.Handler) callback, error) {
 		db := testdb.MySQL.OpenDSN(t, dsn)
-		store, err := sqldedupe.New(db, sqldedupe.MySQL, sqldedupe.Config{})
+		store, err := sqldedupe.New(db, dialect.MySQL, sqldedupe.Config{})
 		if err != nil {
 			return nil, nil, err
 		}

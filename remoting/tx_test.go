@@ -17,6 +17,7 @@ import (
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/adapter"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
@@ -68,7 +69,7 @@ func newTxEnvDSN(t *testing.T, d testdb.Backend, dsn string, create bool, cfg sq
 func (e *txEnv) impatient() *txEnv {
 	e.t.Helper()
 	i := newTxEnvDSN(e.t, e.d, e.dsn, false, sqldedupe.Config{LockTimeout: 200 * time.Millisecond})
-	if e.d.Dialect == sqldedupe.SQLite {
+	if e.d.Dialect == dialect.SQLite {
 		// One connection, so that the pragma holds for every statement.
 		i.db.SetMaxOpenConns(1)
 		if _, err := i.db.ExecContext(e.t.Context(), "PRAGMA busy_timeout = 200"); err != nil {
@@ -542,7 +543,7 @@ func TestTxRejects(t *testing.T) {
 	defer db.Close()
 	// One connection keeps ":memory:" one database.
 	db.SetMaxOpenConns(1)
-	store, err := sqldedupe.New(db, sqldedupe.SQLite, sqldedupe.Config{CleanupInterval: -1})
+	store, err := sqldedupe.New(db, dialect.SQLite, sqldedupe.Config{CleanupInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testkit"
@@ -22,18 +23,18 @@ import (
 // trips per message and no lease: a SELECT for the key, then an INSERT of a
 // done record into the same table. It is the baseline the Store's one
 // statement per batch is measured against.
-var naiveSQL = map[sqldedupe.Dialect][2]string{
-	sqldedupe.MySQL: {
+var naiveSQL = map[dialect.Dialect][2]string{
+	dialect.MySQL: {
 		"SELECT state FROM idemq_dedupe WHERE namespace = ? AND grp = ? AND k = ?",
 		`INSERT INTO idemq_dedupe (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
 VALUES (?, ?, ?, 'done', ?, '', UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
 	},
-	sqldedupe.Postgres: {
+	dialect.Postgres: {
 		"SELECT state FROM idemq_dedupe WHERE namespace = $1 AND grp = $2 AND k = $3",
 		`INSERT INTO idemq_dedupe (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
 VALUES ($1, $2, $3, 'done', $4, '', now() + interval '1 hour', now(), now())`,
 	},
-	sqldedupe.SQLite: {
+	dialect.SQLite: {
 		"SELECT state FROM idemq_dedupe WHERE namespace = ? AND grp = ? AND k = ?",
 		`INSERT INTO idemq_dedupe (namespace, grp, k, state, token, fingerprint, expires_at, created_at, updated_at)
 VALUES (?, ?, ?, 'done', ?, '', unixepoch() * 1000000 + 3600000000, unixepoch() * 1000000, unixepoch() * 1000000)`,
@@ -44,18 +45,18 @@ VALUES (?, ?, ?, 'done', ?, '', unixepoch() * 1000000 + 3600000000, unixepoch() 
 // transactional mode before it claimed in that transaction (a Claim
 // committed of its own, then BEGIN, the business INSERT, this, COMMIT),
 // re-enacted as BenchmarkClaimTx's two-commit peer.
-var twoCommitSQL = map[sqldedupe.Dialect]string{
-	sqldedupe.MySQL: `UPDATE idemq_dedupe SET state = 'done', expires_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, updated_at = UTC_TIMESTAMP(6)
+var twoCommitSQL = map[dialect.Dialect]string{
+	dialect.MySQL: `UPDATE idemq_dedupe SET state = 'done', expires_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, updated_at = UTC_TIMESTAMP(6)
 WHERE namespace = ? AND grp = ? AND k = ? AND token = ?`,
-	sqldedupe.Postgres: `UPDATE idemq_dedupe SET state = 'done', expires_at = now() + interval '1 hour', updated_at = now()
+	dialect.Postgres: `UPDATE idemq_dedupe SET state = 'done', expires_at = now() + interval '1 hour', updated_at = now()
 WHERE namespace = $1 AND grp = $2 AND k = $3 AND token = $4`,
-	sqldedupe.SQLite: `UPDATE idemq_dedupe SET state = 'done', expires_at = expires_at + 3600000000
+	dialect.SQLite: `UPDATE idemq_dedupe SET state = 'done', expires_at = expires_at + 3600000000
 WHERE namespace = ? AND grp = ? AND k = ? AND token = ?`,
 }
 
 // ordersSQL creates and fills, one row per INSERT, the business table of
 // the transactional benchmark.
-func ordersSQL(d sqldedupe.Dialect) (create, insert string) {
+func ordersSQL(d dialect.Dialect) (create, insert string) {
 	return "CREATE TABLE bench_orders (id VARCHAR(64) PRIMARY KEY)",
 		sqldialect.Of(d).Rebind("INSERT INTO bench_orders (id) VALUES (?)")
 }
@@ -195,7 +196,7 @@ func BenchmarkClaimTx(b *testing.B) {
 				return tx.Commit()
 			}
 			gs := []int{1, 20}
-			if be.Dialect == sqldedupe.SQLite {
+			if be.Dialect == dialect.SQLite {
 				gs = gs[:1]
 			}
 			for _, g := range gs {

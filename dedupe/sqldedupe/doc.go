@@ -3,12 +3,12 @@
 // (for RETURNING). It imports only database/sql: a program links the one
 // driver it opens its *sql.DB with.
 //
-//	store, err := sqldedupe.New(db, sqldedupe.Postgres, sqldedupe.Config{})
+//	store, err := sqldedupe.New(db, dialect.Postgres, sqldedupe.Config{})
 //	...
 //	defer store.Close()
 //	if err := store.Migrate(ctx); err != nil { ... }
 //
-// [New] takes the *sql.DB and its [Dialect], which are required, and a
+// [New] takes the *sql.DB and its [dialect.Dialect], which are required, and a
 // [Config] whose zero value works; each field states its default. Migrate
 // creates the table; a migration tool can take the DDL from [Store.Schema]
 // instead.

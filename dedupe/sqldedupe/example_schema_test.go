@@ -6,6 +6,7 @@ import (
 	"log"
 
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/dialect"
 )
 
 // The table Store.Migrate creates, for the default table name. One table
@@ -16,7 +17,7 @@ import (
 // retention's end once it is done; its index serves the cleanup. MySQL's
 // times are in UTC; SQLite's are microseconds since the Unix epoch.
 func ExampleStore_Schema() {
-	for _, d := range []sqldedupe.Dialect{sqldedupe.MySQL, sqldedupe.Postgres, sqldedupe.SQLite} {
+	for _, d := range []dialect.Dialect{dialect.MySQL, dialect.Postgres, dialect.SQLite} {
 		s, err := sqldedupe.New(&sql.DB{}, d, sqldedupe.Config{CleanupInterval: -1})
 		if err != nil {
 			log.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/dialect"
 )
 
 // openExample opens an in-memory SQLite database. One connection keeps it
@@ -31,7 +32,7 @@ func Example() {
 	ctx := context.Background()
 	db := openExample()
 	defer db.Close()
-	store, err := sqldedupe.New(db, sqldedupe.SQLite, sqldedupe.Config{})
+	store, err := sqldedupe.New(db, dialect.SQLite, sqldedupe.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func ExampleStore_ClaimTx() {
 	ctx := context.Background()
 	db := openExample()
 	defer db.Close()
-	store, err := sqldedupe.New(db, sqldedupe.SQLite, sqldedupe.Config{})
+	store, err := sqldedupe.New(db, dialect.SQLite, sqldedupe.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/testdb"
 )
 
@@ -27,7 +28,7 @@ import (
 // that the naive baseline does not reconnect (database/sql keeps two).
 func BenchmarkGroupCommit(b *testing.B) {
 	for _, be := range testdb.Backends {
-		if be.Dialect == sqldedupe.SQLite {
+		if be.Dialect == dialect.SQLite {
 			continue // one writer at a time: nothing to run in parallel
 		}
 		b.Run(be.Name, func(b *testing.B) {

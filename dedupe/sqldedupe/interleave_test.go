@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testkit"
@@ -50,7 +51,7 @@ func TestRecordGoneBetweenStatements(t *testing.T) {
 			return nil
 		}
 	}})
-	s := newStore(t, db, sqldedupe.MySQL, sqldedupe.Config{})
+	s := newStore(t, db, dialect.MySQL, sqldedupe.Config{})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var reqs []dedupe.Item

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/testenv"
 )
 
@@ -17,7 +18,7 @@ func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
 // application migrates before it serves: a cleanup due every few
 // milliseconds, as in these tests, races the DDL otherwise (SQLite answered
 // the migration with SQLITE_BUSY at once).
-func newStore(tb testing.TB, db *sql.DB, d sqldedupe.Dialect, cfg sqldedupe.Config) *sqldedupe.Store {
+func newStore(tb testing.TB, db *sql.DB, d dialect.Dialect, cfg sqldedupe.Config) *sqldedupe.Store {
 	tb.Helper()
 	migrateHere := cfg.CleanupInterval <= 0
 	if !migrateHere {

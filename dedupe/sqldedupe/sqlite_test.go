@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testkit"
 )
@@ -25,7 +26,7 @@ func TestSQLiteWritesQueue(t *testing.T) {
 	t.Parallel()
 	dsn := "file:" + filepath.Join(t.TempDir(), "test.db") +
 		"?_pragma=busy_timeout(0)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
-	s := newStore(t, testdb.SQLite.OpenDSN(t, dsn), sqldedupe.SQLite, sqldedupe.Config{})
+	s := newStore(t, testdb.SQLite.OpenDSN(t, dsn), dialect.SQLite, sqldedupe.Config{})
 	const writers, keys = 6, 100
 	var (
 		wg    sync.WaitGroup

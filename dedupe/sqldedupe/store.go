@@ -13,20 +13,9 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/sqldialect"
-)
-
-// Dialect names the SQL a database speaks: [MySQL], [Postgres] or [SQLite].
-// It is the Dialect of sqlidgen too, so one value serves both packages.
-type Dialect = sqldialect.Dialect
-
-// The databases a Store speaks; the package documentation says from which
-// versions, with which drivers.
-const (
-	MySQL    = sqldialect.MySQL    // MySQL and MariaDB
-	Postgres = sqldialect.Postgres // PostgreSQL
-	SQLite   = sqldialect.SQLite   // SQLite
 )
 
 // Config holds a Store's optional settings. The zero value works.
@@ -149,7 +138,7 @@ var _ dedupe.Store = (*Store)(nil)
 // database: call [Store.Migrate] to create the table, or create it from
 // [Store.Schema]. Unless cfg disables it, a goroutine deletes expired
 // records until [Store.Close].
-func New(db *sql.DB, dialect Dialect, cfg Config) (*Store, error) {
+func New(db *sql.DB, kind dialect.Dialect, cfg Config) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("sqldedupe: nil *sql.DB")
 	}
@@ -158,18 +147,18 @@ func New(db *sql.DB, dialect Dialect, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	var d sqlDialect
-	switch dialect {
-	case MySQL:
+	switch kind {
+	case dialect.MySQL:
 		d = newMySQL(cfg.Table, cfg.LockTimeout)
-	case Postgres:
+	case dialect.Postgres:
 		d = newPostgres(cfg.Table, cfg.LockTimeout)
-	case SQLite:
+	case dialect.SQLite:
 		d = newSQLite(cfg.Table)
 	default:
-		return nil, fmt.Errorf("sqldedupe: unknown dialect %v", dialect)
+		return nil, fmt.Errorf("sqldedupe: unknown dialect %v", kind)
 	}
-	s := &Store{db: db, d: d, syn: sqldialect.Of(dialect), cfg: cfg, stmts: stmtCache{m: map[string]*cachedStmt{}}}
-	if dialect == SQLite {
+	s := &Store{db: db, d: d, syn: sqldialect.Of(kind), cfg: cfg, stmts: stmtCache{m: map[string]*cachedStmt{}}}
+	if kind == dialect.SQLite {
 		s.writing = make(chan struct{}, 1)
 	}
 	if cfg.CleanupInterval > 0 {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
@@ -51,21 +52,21 @@ func TestNew(t *testing.T) {
 	tests := []struct {
 		name    string
 		db      *sql.DB
-		dialect sqldedupe.Dialect
+		dialect dialect.Dialect
 		cfg     sqldedupe.Config
 		ok      bool
 	}{
-		{"Defaults", db, sqldedupe.SQLite, sqldedupe.Config{}, true},
-		{"MySQL", db, sqldedupe.MySQL, sqldedupe.Config{}, true},
-		{"Postgres", db, sqldedupe.Postgres, sqldedupe.Config{}, true},
+		{"Defaults", db, dialect.SQLite, sqldedupe.Config{}, true},
+		{"MySQL", db, dialect.MySQL, sqldedupe.Config{}, true},
+		{"Postgres", db, dialect.Postgres, sqldedupe.Config{}, true},
 		// The table name rule is sqldialect.ValidTable's (TestValidTable).
-		{"Table", db, sqldedupe.SQLite, sqldedupe.Config{Table: "Orders_dedupe2"}, true},
-		{"CleanupDisabled", db, sqldedupe.SQLite, sqldedupe.Config{CleanupInterval: -1}, true},
-		{"NilDB", nil, sqldedupe.SQLite, sqldedupe.Config{}, false},
+		{"Table", db, dialect.SQLite, sqldedupe.Config{Table: "Orders_dedupe2"}, true},
+		{"CleanupDisabled", db, dialect.SQLite, sqldedupe.Config{CleanupInterval: -1}, true},
+		{"NilDB", nil, dialect.SQLite, sqldedupe.Config{}, false},
 		{"NoDialect", db, 0, sqldedupe.Config{}, false},
-		{"UnknownDialect", db, sqldedupe.SQLite + 1, sqldedupe.Config{}, false},
-		{"TableQuote", db, sqldedupe.Postgres, sqldedupe.Config{Table: `t"; DROP TABLE x; --`}, false},
-		{"NegativeBatch", db, sqldedupe.SQLite, sqldedupe.Config{CleanupBatch: -1}, false},
+		{"UnknownDialect", db, dialect.SQLite + 1, sqldedupe.Config{}, false},
+		{"TableQuote", db, dialect.Postgres, sqldedupe.Config{Table: `t"; DROP TABLE x; --`}, false},
+		{"NegativeBatch", db, dialect.SQLite, sqldedupe.Config{CleanupBatch: -1}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -327,7 +328,7 @@ func TestStatements(t *testing.T) {
 					before := h.Runs.Load()
 					tc.do(t, e, v)
 					want := tc.want
-					if b.Dialect == sqldedupe.MySQL && tc.mysql != 0 {
+					if b.Dialect == dialect.MySQL && tc.mysql != 0 {
 						want = tc.mysql
 					}
 					if got := h.Runs.Load() - before; got != want {
@@ -346,7 +347,7 @@ func TestFastPathAfterKeptRecord(t *testing.T) {
 	h := &testdb.Hooks{}
 	db := testdb.MySQL.OpenWith(t, h)
 	db.SetMaxOpenConns(1)
-	s := newStore(t, db, sqldedupe.MySQL, sqldedupe.Config{})
+	s := newStore(t, db, dialect.MySQL, sqldedupe.Config{})
 	ref := dedupe.Ref{Group: "g", Key: "kept"}
 	acquire(t, s, ref, long)
 	claim(t, s, ref, long) // kept: LAST_INSERT_ID(1)
@@ -362,7 +363,7 @@ func TestFastPathAfterKeptRecord(t *testing.T) {
 // show that a lone claim was not acquired.
 func TestProxyWithoutInsertID(t *testing.T) {
 	db := testdb.MySQL.OpenWith(t, &testdb.Hooks{NoInsertID: true})
-	s := newStore(t, db, sqldedupe.MySQL, sqldedupe.Config{})
+	s := newStore(t, db, dialect.MySQL, sqldedupe.Config{})
 	ref := dedupe.Ref{Group: "g", Key: "k"}
 	tk := acquire(t, s, ref, long)
 	if res := claim(t, s, ref, long); res.Outcome != dedupe.Busy {
@@ -382,11 +383,11 @@ func TestProxyWithoutInsertID(t *testing.T) {
 func TestSessionTimeZone(t *testing.T) {
 	zoned := []struct {
 		name    string
-		dialect sqldedupe.Dialect
+		dialect dialect.Dialect
 		driver  string
 		dsn     func(testing.TB) string
 	}{
-		{"MySQL", sqldedupe.MySQL, "mysql", func(tb testing.TB) string {
+		{"MySQL", dialect.MySQL, "mysql", func(tb testing.TB) string {
 			cfg, err := mysql.ParseDSN(testdb.MySQL.DSN(tb))
 			if err != nil {
 				tb.Fatal(err)
@@ -397,7 +398,7 @@ func TestSessionTimeZone(t *testing.T) {
 			cfg.Loc = time.FixedZone("", -7*3600)
 			return cfg.FormatDSN()
 		}},
-		{"Postgres", sqldedupe.Postgres, "pgx", func(tb testing.TB) string {
+		{"Postgres", dialect.Postgres, "pgx", func(tb testing.TB) string {
 			u, err := url.Parse(testdb.Postgres.DSN(tb))
 			if err != nil {
 				tb.Fatal(err)
@@ -565,7 +566,7 @@ func TestBackgroundCleanup(t *testing.T) {
 func TestCleanupLogsErrors(t *testing.T) {
 	db := testdb.SQLite.Open(t)
 	logs := new(testkit.Logs)
-	s, err := sqldedupe.New(db, sqldedupe.SQLite, sqldedupe.Config{
+	s, err := sqldedupe.New(db, dialect.SQLite, sqldedupe.Config{
 		Table: "never_migrated", CleanupInterval: time.Millisecond, Logger: slog.New(logs),
 	})
 	if err != nil {
@@ -592,7 +593,7 @@ func TestClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	s, err := sqldedupe.New(db, sqldedupe.SQLite, sqldedupe.Config{CleanupInterval: time.Millisecond})
+	s, err := sqldedupe.New(db, dialect.SQLite, sqldedupe.Config{CleanupInterval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -623,10 +624,10 @@ func TestClose(t *testing.T) {
 func TestUnreachable(t *testing.T) {
 	tests := []struct {
 		name, driver, dsn string
-		dialect           sqldedupe.Dialect
+		dialect           dialect.Dialect
 	}{
-		{"MySQL", "mysql", "root@tcp(127.0.0.1:1)/idemq?timeout=1s", sqldedupe.MySQL},
-		{"Postgres", "pgx", "postgres://postgres@127.0.0.1:1/idemq?connect_timeout=1", sqldedupe.Postgres},
+		{"MySQL", "mysql", "root@tcp(127.0.0.1:1)/idemq?timeout=1s", dialect.MySQL},
+		{"Postgres", "pgx", "postgres://postgres@127.0.0.1:1/idemq?connect_timeout=1", dialect.Postgres},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/testdb"
 )
 
@@ -13,7 +14,7 @@ import (
 // one): the claim goes through without it, and so does every later one.
 func TestClaimTxWithoutSetStatement(t *testing.T) {
 	db := testdb.MySQL.Open(t)
-	s, err := New(db, MySQL, Config{CleanupInterval: -1})
+	s, err := New(db, dialect.MySQL, Config{CleanupInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

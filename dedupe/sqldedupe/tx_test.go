@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/dedupekit"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
@@ -45,7 +46,7 @@ func newTxEnv(t *testing.T, b testdb.Backend, cfg sqldedupe.Config) *txEnv {
 func (e *txEnv) impatient() *sqldedupe.Store {
 	e.t.Helper()
 	db := e.db
-	if e.b.Dialect == sqldedupe.SQLite {
+	if e.b.Dialect == dialect.SQLite {
 		db = e.b.OpenDSN(e.t, e.dsn)
 		// One connection, so that the pragma holds for every statement.
 		db.SetMaxOpenConns(1)
@@ -393,13 +394,13 @@ func TestClaimTxLockTimeout(t *testing.T) {
 }
 
 // lockTimeout returns the lock timeout of tx's session, "" on SQLite.
-func lockTimeout(t *testing.T, d sqldedupe.Dialect, tx *sql.Tx) string {
+func lockTimeout(t *testing.T, d dialect.Dialect, tx *sql.Tx) string {
 	t.Helper()
 	var q string
 	switch d {
-	case sqldedupe.MySQL:
+	case dialect.MySQL:
 		q = "SELECT @@innodb_lock_wait_timeout"
-	case sqldedupe.Postgres:
+	case dialect.Postgres:
 		q = "SHOW lock_timeout"
 	default:
 		return ""

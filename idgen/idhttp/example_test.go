@@ -12,7 +12,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
-	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/idhttp"
 	"github.com/idemq/idemq/idgen/segment"
@@ -30,7 +30,7 @@ func Example() {
 	}
 	db.SetMaxOpenConns(1)
 	defer db.Close()
-	src, err := sqlidgen.NewSegments(db, sqldedupe.SQLite, "")
+	src, err := sqlidgen.NewSegments(db, dialect.SQLite, "")
 	if err != nil {
 		panic(err)
 	}

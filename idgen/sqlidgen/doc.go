@@ -16,13 +16,13 @@
 // create the tables with Migrate or from Schema (see the Schema examples).
 // The constructors take the *sql.DB and its dialect, the one value that
 // [github.com/idemq/idemq/dedupe/sqldedupe] and
-// [github.com/idemq/idemq/outbox] name too (sqldedupe.MySQL,
-// sqldedupe.Postgres, sqldedupe.SQLite); [New] takes a [Config] whose Pool
+// [github.com/idemq/idemq/outbox] name too (dialect.MySQL,
+// dialect.Postgres, dialect.SQLite); [New] takes a [Config] whose Pool
 // and Size are required, and every other field's zero value works and
 // states its default; [NewSegments] and [NewWorkerNodes] take the table's
 // name, "" for the default.
 //
-//	leaser, err := sqlidgen.New(db, sqldedupe.Postgres, sqlidgen.Config{Pool: "orders", Size: 1024})
+//	leaser, err := sqlidgen.New(db, dialect.Postgres, sqlidgen.Config{Pool: "orders", Size: 1024})
 //	...
 //	if err := leaser.Migrate(ctx); err != nil { ... }
 //	gen, err := idgen.NewLeased(ctx, leaser, idgen.Config{}, idgen.LeaseConfig{})

@@ -5,16 +5,16 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/idgen/sqlidgen"
 )
 
 // dialects are the dialects the schema examples print, in order.
-var dialects = []sqldedupe.Dialect{sqldedupe.MySQL, sqldedupe.Postgres, sqldedupe.SQLite}
+var dialects = []dialect.Dialect{dialect.MySQL, dialect.Postgres, dialect.SQLite}
 
 // printSchema prints each dialect's statements, as a migration tool would
 // run them.
-func printSchema(schema func(sqldedupe.Dialect) ([]string, error)) {
+func printSchema(schema func(dialect.Dialect) ([]string, error)) {
 	for _, d := range dialects {
 		stmts, err := schema(d)
 		if err != nil {
@@ -30,7 +30,7 @@ func printSchema(schema func(sqldedupe.Dialect) ([]string, error)) {
 // The tables Leaser.Migrate creates, for the default table name. MySQL's
 // times are in UTC; SQLite's are microseconds since the Unix epoch.
 func ExampleLeaser_Schema() {
-	printSchema(func(d sqldedupe.Dialect) ([]string, error) {
+	printSchema(func(d dialect.Dialect) ([]string, error) {
 		l, err := sqlidgen.New(&sql.DB{}, d, sqlidgen.Config{Pool: "orders", Size: 1024})
 		if err != nil {
 			return nil, err
@@ -90,7 +90,7 @@ func ExampleLeaser_Schema() {
 // in the session's time zone on MySQL. SQLite's AUTOINCREMENT hands no id
 // out twice.
 func ExampleWorkerNodes_Schema() {
-	printSchema(func(d sqldedupe.Dialect) ([]string, error) {
+	printSchema(func(d dialect.Dialect) ([]string, error) {
 		w, err := sqlidgen.NewWorkerNodes(&sql.DB{}, d, "")
 		if err != nil {
 			return nil, err
@@ -134,7 +134,7 @@ func ExampleWorkerNodes_Schema() {
 // The table Segments.Migrate creates, for the default table name. MySQL's
 // times are in UTC; SQLite's are microseconds since the Unix epoch.
 func ExampleSegments_Schema() {
-	printSchema(func(d sqldedupe.Dialect) ([]string, error) {
+	printSchema(func(d dialect.Dialect) ([]string, error) {
 		s, err := sqlidgen.NewSegments(&sql.DB{}, d, "")
 		if err != nil {
 			return nil, err

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/sqlidgen"
 )
@@ -23,7 +23,7 @@ func ExampleSegments_allocator() {
 	}
 	db.SetMaxOpenConns(1)
 	defer db.Close()
-	src, err := sqlidgen.NewSegments(db, sqldedupe.SQLite, "")
+	src, err := sqlidgen.NewSegments(db, dialect.SQLite, "")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
-	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/idgen/sqlidgen"
 )
 
@@ -39,7 +39,7 @@ func ExampleLease() {
 	db, remove := openExample()
 	defer remove()
 
-	gen, err := sqlidgen.Lease(ctx, db, sqldedupe.SQLite, "senders") // creates the table if missing
+	gen, err := sqlidgen.Lease(ctx, db, dialect.SQLite, "senders") // creates the table if missing
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/idgen"
-	"github.com/idemq/idemq/internal/sqldialect"
 )
 
 // Lease returns a generator of the default layout ([idgen.Twitter]) on a
@@ -21,7 +21,7 @@ import (
 // generator renews the lease in the background and Close releases it. For
 // another layout, table, lease or rollback policy, use [New] and
 // [idgen.NewLeased].
-func Lease(ctx context.Context, db *sql.DB, d sqldialect.Dialect, pool string) (*idgen.Generator, error) {
+func Lease(ctx context.Context, db *sql.DB, d dialect.Dialect, pool string) (*idgen.Generator, error) {
 	l, err := New(db, d, Config{Pool: pool, Size: idgen.Twitter.MaxNode() + 1})
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/sqldialect"
 )
@@ -128,10 +129,10 @@ var _ idgen.Leaser = (*Leaser)(nil)
 
 // New returns a Leaser of the pool cfg names over db, which speaks d (the
 // dialect values of [github.com/idemq/idemq/dedupe/sqldedupe] and
-// [github.com/idemq/idemq/outbox]: sqldedupe.Postgres, ...). It does not
+// [github.com/idemq/idemq/outbox]: dialect.Postgres, ...). It does not
 // touch the database: call [Leaser.Migrate] to create the table, or
 // create it from [Leaser.Schema]. It never closes db.
-func New(db *sql.DB, d sqldialect.Dialect, cfg Config) (*Leaser, error) {
+func New(db *sql.DB, d dialect.Dialect, cfg Config) (*Leaser, error) {
 	if err := checkDB(db, d); err != nil {
 		return nil, err
 	}

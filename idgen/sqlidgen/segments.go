@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/internal/segtag"
@@ -67,7 +68,7 @@ var (
 // not touch the database: call [Segments.Migrate] to create the table, or
 // create it from [Segments.Schema]. It never closes db; [Segments.Close]
 // releases its prepared statement.
-func NewSegments(db *sql.DB, d sqldialect.Dialect, table string) (*Segments, error) {
+func NewSegments(db *sql.DB, d dialect.Dialect, table string) (*Segments, error) {
 	if err := checkDB(db, d); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/sqldialect"
 )
@@ -58,7 +59,7 @@ var _ idgen.Leaser = (*WorkerNodes)(nil)
 // same layout. It does not touch the database: call [WorkerNodes.Migrate]
 // to create the table, or create it from [WorkerNodes.Schema]. It never
 // closes db.
-func NewWorkerNodes(db *sql.DB, d sqldialect.Dialect, table string) (*WorkerNodes, error) {
+func NewWorkerNodes(db *sql.DB, d dialect.Dialect, table string) (*WorkerNodes, error) {
 	if err := checkDB(db, d); err != nil {
 		return nil, err
 	}

@@ -22,45 +22,19 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemq/idemq/dialect"
 )
 
-// Dialect names the SQL a database speaks. The zero value names none.
-//
-// sqldedupe and sqlidgen hand it to their users (a type alias and the
-// constants), so it has no method but String: the SQL it stands for is
-// built through [Syntax], which only this module can reach.
-type Dialect int
+// Dialect is the public [dialect.Dialect], under the name this package's
+// functions have always used; the constants are its.
+type Dialect = dialect.Dialect
 
-// The supported databases, each with the oldest version it is supported
-// from and why. The tests run on MariaDB 10.11, PostgreSQL 15 and the
-// SQLite of modernc.org/sqlite.
 const (
-	// MySQL is MySQL 5.7 or later, or MariaDB 10.5 or later, with InnoDB
-	// and github.com/go-sql-driver/mysql: the oldest releases that driver
-	// supports, and the statements need nothing newer (DATETIME(6), row
-	// constructors, LAST_INSERT_ID(expr)). A statement with SKIP LOCKED
-	// would need MySQL 8.0 or MariaDB 10.6.
-	MySQL Dialect = iota + 1
-	// Postgres is PostgreSQL 10 or later, for identity columns, with pgx's
-	// database/sql driver (github.com/jackc/pgx/v5/stdlib), which encodes
-	// the arrays that batches travel in.
-	Postgres
-	// SQLite is SQLite 3.35 or later, for RETURNING, such as the pure-Go
-	// modernc.org/sqlite.
-	SQLite
+	MySQL    = dialect.MySQL
+	Postgres = dialect.Postgres
+	SQLite   = dialect.SQLite
 )
-
-func (d Dialect) String() string {
-	switch d {
-	case MySQL:
-		return "mysql"
-	case Postgres:
-		return "postgres"
-	case SQLite:
-		return "sqlite"
-	}
-	return fmt.Sprintf("Dialect(%d)", int(d))
-}
 
 // Valid reports whether d is one of the supported dialects.
 func Valid(d Dialect) bool { return d >= MySQL && d <= SQLite }

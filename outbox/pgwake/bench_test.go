@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/outbox"
@@ -25,7 +26,7 @@ func BenchmarkAdd(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			db := testdb.Postgres.Open(b)
-			o, err := outbox.New(db, outbox.Postgres, testkit.Keys(b, 1), outbox.Config{})
+			o, err := outbox.New(db, dialect.Postgres, testkit.Keys(b, 1), outbox.Config{})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/outbox"
@@ -62,7 +63,7 @@ func TestWakeAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	o, err := outbox.New(db, outbox.Postgres, testkit.Keys(t, 1), outbox.Config{})
+	o, err := outbox.New(db, dialect.Postgres, testkit.Keys(t, 1), outbox.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
