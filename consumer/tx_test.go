@@ -261,16 +261,10 @@ func TestTx(t *testing.T) {
 				// API, which the transactional mode never makes: its claim
 				// is its transaction's first statement, and its commit
 				// records the key.
-				var spied atomic.Int32
-				count := func(context.Context, []dedupe.Ticket) error { spied.Add(1); return nil }
 				spy := struct {
-					*testkit.HookStore
+					*testkit.FaultStore
 					dedupe.TxClaimer
-				}{&testkit.HookStore{Store: e.store, Hooks: testkit.StoreHooks{
-					Claim:    func(context.Context, []dedupe.Item) error { spied.Add(1); return nil },
-					Complete: count, Release: count,
-					Extend: func(context.Context, dedupe.Ticket) error { spied.Add(1); return nil },
-				}}, e.store}
+				}{testkit.NewFaultStore(e.store), e.store}
 				calls := 0
 				a, stats := e.consumer(spy, func(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
 					calls++
@@ -319,7 +313,7 @@ func TestTx(t *testing.T) {
 				// One commit per message: no claim, completion, release
 				// or extension besides the transaction (e.status's own
 				// calls go to the store directly).
-				if n := spied.Load(); n != 0 {
+				if n := spy.Calls(testkit.OpAll); n != 0 {
 					t.Errorf("the consumer called the store outside its transactions %d times", n)
 				}
 			})
