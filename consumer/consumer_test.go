@@ -164,62 +164,6 @@ func checkTotals(t *testing.T, s consumer.Stats) {
 	}
 }
 
-// TestProcess checks the verdicts of one delivery through the client-neutral
-// path: what each message's Action, Outcome, Err and Delay are, and that the
-// handler sees the message as the adapter described it.
-func TestProcess(t *testing.T) {
-	store := memdedupe.New(memdedupe.Config{})
-	hold(t, store, "busy", 90*time.Second)
-	c := newConsumer(t, store, consumer.WithBusyWait(time.Millisecond))
-	msgs := []consumer.Message{
-		message("m-ok", "ok", 0),
-		message("m-fail", "fail", 2),
-		message("m-nokey", "", 0),
-		message("m-busy", "busy", 0),
-	}
-	var seen []any
-	h := func(_ context.Context, m *consumer.Message) error {
-		seen = append(seen, m.Raw)
-		if msgkey.Of(m) == "fail" {
-			return errors.New("declined")
-		}
-		return nil
-	}
-	vs := adapter.Process(context.Background(), c, msgs, h, adapter.Waiting{})
-	want := []struct {
-		act     adapter.Action
-		outcome dedupe.Outcome
-		delay   time.Duration
-		level   int
-		err     string
-	}{
-		{adapter.Ack, dedupe.Completed, 0, 0, ""},
-		// The level of its attempt: reconsumed twice, the third, 10s.
-		{adapter.Retry, dedupe.Failed, 10 * time.Second, 3, "declined"},
-		{adapter.Retry, dedupe.InvalidKey, time.Second, 1, "no idempotency key"},
-		// The first default level no shorter than the holder's 90s: 2m.
-		{adapter.Retry, dedupe.Busy, 2 * time.Minute, 6, "held by another consumer"},
-	}
-	if len(vs) != len(want) {
-		t.Fatalf("%d verdicts for %d messages", len(vs), len(want))
-	}
-	for i, w := range want {
-		v := vs[i]
-		if v.Action != w.act || v.Outcome != w.outcome || v.Delay != w.delay || v.Level != w.level {
-			t.Errorf("%s: verdict %+v; want %v %v after %v (level %d)", msgs[i].ID, v, w.act, w.outcome, w.delay, w.level)
-		}
-		if (v.Err == nil) != (w.err == "") || v.Err != nil && !strings.Contains(v.Err.Error(), w.err) {
-			t.Errorf("%s: err %v, want one that says %q", msgs[i].ID, v.Err, w.err)
-		}
-	}
-	if len(seen) != 2 || seen[0] != "m-ok" || seen[1] != "m-fail" {
-		t.Errorf("the handler saw %v; want m-ok and m-fail, as described", seen)
-	}
-	if errors.Is(vs[2].Err, consumer.ErrNoKey) != true {
-		t.Errorf("no key: %v, want ErrNoKey", vs[2].Err)
-	}
-}
-
 // TestProcessKeyFallback: a message without a key is run under the first
 // fallback that names one.
 func TestProcessKeyFallback(t *testing.T) {

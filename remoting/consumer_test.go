@@ -39,10 +39,6 @@ func msg(key string) *primitive.MessageExt {
 	return m
 }
 
-// noStoreWait is a store-down wait short enough that a message whose claim
-// failed is handed back at once, unless it must wait.
-var noStoreWait = consumer.WithStoreDownWait(time.Nanosecond)
-
 // callback is the function a rocketmq.PushConsumer subscribes with, as
 // remoting.Concurrently and remoting.Orderly return it.
 type callback = func(context.Context, ...*primitive.MessageExt) (rmq.ConsumeResult, error)

@@ -14,9 +14,8 @@ func TestMain(m *testing.M) {
 	rlog.SetLogLevel("error")
 	// A child runs its role and exits.
 	racechild.Main(map[string]func() error{
-		roleTxHolder: txHolder,
-		roleOrderly:  orderlyMember,
-		roleRelay:    runRelay,
+		roleOrderly: orderlyMember,
+		roleRelay:   runRelay,
 	})
 	os.Exit(testenv.Run(m))
 }

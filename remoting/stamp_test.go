@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -45,87 +44,48 @@ func newProducer(t *testing.T, keys msgkey.Source) *remoting.Producer {
 	return p
 }
 
-func TestStampOnceAndKeep(t *testing.T) {
+// TestStamp checks how Stamp carries the key in the client's message (the
+// rules are msgkey's TestStamp): in its property and among its Keys, the
+// caller's Keys kept, the same key on a resend.
+func TestStamp(t *testing.T) {
 	p := newProducer(t, &seqKeys{})
 	m := primitive.NewMessage("orders", []byte("x"))
+	m.WithKeys([]string{"customer-7"})
 	for range 3 { // a resend stamps again
 		if err := p.Stamp(context.Background(), m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := msgkey.Of(m); got != "k1" {
-		t.Fatalf("key %q, want k1", got)
-	}
-	if got := m.GetKeys(); got != "k1" {
-		t.Fatalf("Keys %q, want k1", got)
+	if msgkey.Of(m) != "k1" || m.GetKeys() != "customer-7 k1" {
+		t.Fatalf("key %q Keys %q, want k1 and customer-7 k1", msgkey.Of(m), m.GetKeys())
 	}
 }
 
-func TestStampKeepsCallerKeys(t *testing.T) {
-	for _, tc := range []struct {
-		name              string
-		property, keys    string
-		wantKey, wantKeys string
-	}{
-		{"business key", "order-42", "", "order-42", "order-42"},
-		{"existing Keys", "", "customer-7", "k1", "customer-7 k1"},
-		{"key already in Keys", "order-42", "a order-42", "order-42", "a order-42"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := newProducer(t, &seqKeys{})
-			m := primitive.NewMessage("orders", []byte("x"))
-			m.WithProperty(msgkey.Property, tc.property)
-			if tc.keys != "" {
-				m.WithKeys(strings.Fields(tc.keys))
-			}
-			if err := p.Stamp(context.Background(), m); err != nil {
-				t.Fatal(err)
-			}
-			if msgkey.Of(m) != tc.wantKey || m.GetKeys() != tc.wantKeys {
-				t.Fatalf("key %q Keys %q, want %q %q", msgkey.Of(m), m.GetKeys(), tc.wantKey, tc.wantKeys)
-			}
-		})
-	}
-}
-
-func TestStampRejects(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		key  string
-	}{
-		{"too long", strings.Repeat("k", msgkey.MaxLen+1)},
-		{"space", "order 42"},
-		{"property separator", "a\x01b"},
-		{"value separator", "a\x02b"},
-		{"newline", "a\nb"},
-		{"invalid UTF-8", "a\xffb"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := newProducer(t, &seqKeys{})
-			m := primitive.NewMessage("orders", []byte("x"))
-			m.WithProperty(msgkey.Property, tc.key)
-			if err := p.Stamp(context.Background(), m); !errors.Is(err, msgkey.ErrInvalid) {
-				t.Fatalf("got %v, want msgkey.ErrInvalid", err)
-			}
-			if m.GetKeys() != "" {
-				t.Fatalf("an invalid key reached Keys: %q", m.GetKeys())
-			}
-		})
-	}
-}
-
-func TestStampKeySourceFails(t *testing.T) {
+// TestStampRefuses: an invalid preset key, or a key source that fails, is
+// an error from Stamp and from SendSync before it sends, and leaves the
+// message as it was.
+func TestStampRefuses(t *testing.T) {
 	boom := errors.New("clock moved backwards")
-	p := newProducer(t, &seqKeys{err: boom})
-	m := primitive.NewMessage("orders", []byte("x"))
-	if err := p.Stamp(context.Background(), m); !errors.Is(err, boom) {
-		t.Fatalf("got %v, want the key source's error", err)
-	}
-	if msgkey.Of(m) != "" {
-		t.Fatal("a message was stamped although the key source failed")
-	}
-	if _, err := p.SendSync(context.Background(), m); !errors.Is(err, boom) {
-		t.Fatalf("SendSync: %v, want the key source's error before sending", err)
+	for _, tc := range []struct {
+		name, preset string
+		want         error
+	}{{"InvalidKey", "order 42", msgkey.ErrInvalid}, {"KeySourceFails", "", boom}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newProducer(t, &seqKeys{err: boom})
+			m := primitive.NewMessage("orders", []byte("x"))
+			if tc.preset != "" {
+				m.WithProperty(msgkey.Property, tc.preset)
+			}
+			if err := p.Stamp(context.Background(), m); !errors.Is(err, tc.want) {
+				t.Fatalf("Stamp: %v, want %v", err, tc.want)
+			}
+			if _, err := p.SendSync(context.Background(), m); !errors.Is(err, tc.want) {
+				t.Fatalf("SendSync: %v, want %v before sending", err, tc.want)
+			}
+			if msgkey.Of(m) != tc.preset || m.GetKeys() != "" {
+				t.Fatalf("the refused message changed: key %q Keys %q", msgkey.Of(m), m.GetKeys())
+			}
+		})
 	}
 }
 

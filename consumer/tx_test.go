@@ -1,17 +1,16 @@
-package remoting_test
+package consumer_test
 
 import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
@@ -23,7 +22,6 @@ import (
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
-	"github.com/idemq/idemq/remoting"
 )
 
 // txBackends are the databases of the transaction tests. SQLite's
@@ -165,9 +163,12 @@ type txStore interface {
 	dedupe.TxClaimer
 }
 
-// consumer returns a callback that runs h through a transactional Consumer
-// over store.
-func (e *txEnv) consumer(store txStore, h func(context.Context, *sql.Tx, *consumer.Message) error, opts ...consumer.Option) (callback, func() consumer.Stats) {
+// deliver delivers messages together and returns their verdicts.
+type deliver func(context.Context, ...consumer.Message) []adapter.Verdict
+
+// consumer returns what delivers messages, as a client that does not keep
+// them in hand, to h through a transactional Consumer over store.
+func (e *txEnv) consumer(store txStore, h func(context.Context, *sql.Tx, *consumer.Message) error, opts ...consumer.Option) (deliver, func() consumer.Stats) {
 	e.t.Helper()
 	opts = append([]consumer.Option{consumer.WithLogger(slog.New(slog.DiscardHandler))}, opts...)
 	c, err := consumer.New(store, txGroup, opts...)
@@ -178,7 +179,9 @@ func (e *txEnv) consumer(store txStore, h func(context.Context, *sql.Tx, *consum
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return remoting.Concurrently(c, th), c.Stats
+	return func(ctx context.Context, ms ...consumer.Message) []adapter.Verdict {
+		return adapter.Process(ctx, c, ms, th, adapter.Waiting{})
+	}, c.Stats
 }
 
 // applier is a transactional handler (Consumer.Tx) that applies every message as by.
@@ -259,16 +262,10 @@ func TestTx(t *testing.T) {
 				// API, which the transactional mode never makes: its claim
 				// is its transaction's first statement, and its commit
 				// records the key.
-				var spied atomic.Int32
-				count := func(context.Context, []dedupe.Ticket) error { spied.Add(1); return nil }
 				spy := struct {
-					*testkit.HookStore
+					*testkit.FaultStore
 					dedupe.TxClaimer
-				}{&testkit.HookStore{Store: e.store, Hooks: testkit.StoreHooks{
-					Claim:    func(context.Context, []dedupe.Item) error { spied.Add(1); return nil },
-					Complete: count, Release: count,
-					Extend: func(context.Context, dedupe.Ticket) error { spied.Add(1); return nil },
-				}}, e.store}
+				}{testkit.NewFaultStore(e.store), e.store}
 				calls := 0
 				a, stats := e.consumer(spy, func(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
 					calls++
@@ -279,13 +276,12 @@ func TestTx(t *testing.T) {
 				})
 
 				m := msg("order-1")
-				res, err := a(t.Context(), m)
-				if tt.wantErr == "" {
-					if res != rmq.ConsumeSuccess || err != nil {
-						t.Fatalf("first delivery = %v, %v; want success", res, err)
-					}
-				} else if res != rmq.ConsumeRetryLater || err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("first delivery = %v, %v; want retry later with %q", res, err, tt.wantErr)
+				want := adapter.Ack
+				if tt.wantErr != "" {
+					want = adapter.Retry
+				}
+				if v := a(t.Context(), m)[0]; v.Action != want || (v.Err == nil) != (tt.wantErr == "") || !strings.Contains(fmt.Sprint(v.Err), tt.wantErr) {
+					t.Fatalf("first delivery = %+v; want %v with %q", v, want, tt.wantErr)
 				}
 				e.idle()
 				// The record commits with the business row or not at all.
@@ -298,8 +294,8 @@ func TestTx(t *testing.T) {
 				// A failed run rolled its claim back, so the redelivery
 				// runs at once; a duplicate of a done key is suppressed.
 				for i := range 2 {
-					if res, err := a(t.Context(), m); res != rmq.ConsumeSuccess || err != nil {
-						t.Fatalf("redelivery %d = %v, %v; want success", i+1, res, err)
+					if vs := a(t.Context(), m); !acked(vs) {
+						t.Fatalf("redelivery %d = %+v; want Ack", i+1, vs)
 					}
 				}
 				if got := e.applied("order-1"); !slices.Equal(got, tt.wantFinal) {
@@ -318,7 +314,7 @@ func TestTx(t *testing.T) {
 				// One commit per message: no claim, completion, release
 				// or extension besides the transaction (e.status's own
 				// calls go to the store directly).
-				if n := spied.Load(); n != 0 {
+				if n := spy.Calls(testkit.OpAll); n != 0 {
 					t.Errorf("the consumer called the store outside its transactions %d times", n)
 				}
 			})
@@ -361,8 +357,7 @@ func TestTxDuplicate(t *testing.T) {
 				b, bstats := eb.consumer(eb.store, eb.applier("B"))
 				m := msg("order-1")
 				var (
-					bres  rmq.ConsumeResult
-					berr  error
+					bvs   []adapter.Verdict
 					bdone = make(chan struct{})
 				)
 				a, astats := ea.consumer(ea.store, func(ctx context.Context, tx *sql.Tx, msg *consumer.Message) error {
@@ -371,7 +366,7 @@ func TestTxDuplicate(t *testing.T) {
 					}
 					go func() {
 						defer close(bdone)
-						bres, berr = b(context.Background(), m)
+						bvs = b(context.Background(), m)
 					}()
 					// Hold the key until B waits for it: on its row lock,
 					// or, impatient, in process.
@@ -390,14 +385,10 @@ func TestTxDuplicate(t *testing.T) {
 					}
 					return nil
 				})
-				res, err := a(t.Context(), m)
+				avs := a(t.Context(), m)
 				<-bdone
-				wantA := rmq.ConsumeSuccess
-				if tt.fail {
-					wantA = rmq.ConsumeRetryLater
-				}
-				if res != wantA || bres != rmq.ConsumeSuccess || berr != nil {
-					t.Fatalf("A = %v, %v (want %v); B = %v, %v (want success)", res, err, wantA, bres, berr)
+				if acked(avs) == tt.fail || !acked(bvs) {
+					t.Fatalf("A = %+v (want Ack: %v); B = %+v (want Ack)", avs, !tt.fail, bvs)
 				}
 				outcomes := map[string]int64{"suppressed": bstats().Suppressed, "completed": bstats().Completed}
 				if outcomes[tt.wantB] != 1 || bstats().Retried != 0 || bstats().Failed != 0 || bstats().Busy != 0 {
@@ -427,14 +418,14 @@ func TestTxStoreDown(t *testing.T) {
 		name     string
 		failOpen bool
 		h        func(e *txEnv) func(context.Context, *sql.Tx, *consumer.Message) error
-		wantRes  rmq.ConsumeResult
+		ack      bool
 		want     []string
 		// wantUnguarded counts successful runs without dedupe.
 		wantUnguarded int64
 	}{
-		{"FailClosed", false, applierA, rmq.ConsumeRetryLater, []string{}, 0},
-		{"FailOpen", true, applierA, rmq.ConsumeSuccess, []string{"A"}, 1},
-		{"FailOpenHandlerError", true, declined, rmq.ConsumeRetryLater, []string{}, 0},
+		{"FailClosed", false, applierA, false, []string{}, 0},
+		{"FailOpen", true, applierA, true, []string{"A"}, 1},
+		{"FailOpenHandlerError", true, declined, false, []string{}, 0},
 	}
 	for _, d := range txBackends {
 		for _, tt := range tests {
@@ -442,10 +433,9 @@ func TestTxStoreDown(t *testing.T) {
 				t.Parallel()
 				e := newTxEnv(t, d)
 				down := &downStore{txStore: e.store}
-				a, stats := e.consumer(down, tt.h(e), consumer.WithGuard(dedupe.GuardConfig{FailOpen: tt.failOpen}), noStoreWait)
-				res, err := a(t.Context(), msg("order-1"))
-				if res != tt.wantRes {
-					t.Fatalf("delivery = %v, %v; want %v", res, err, tt.wantRes)
+				a, stats := e.consumer(down, tt.h(e), consumer.WithGuard(dedupe.GuardConfig{FailOpen: tt.failOpen}), consumer.WithStoreDownWait(time.Nanosecond))
+				if vs := a(t.Context(), msg("order-1")); acked(vs) != tt.ack {
+					t.Fatalf("delivery = %+v; want Ack: %v", vs, tt.ack)
 				}
 				e.idle()
 				if got := e.applied("order-1"); !slices.Equal(got, tt.want) {
@@ -474,8 +464,8 @@ func TestTxStoreDownWaits(t *testing.T) {
 			down := &flakyStore{txStore: e.store}
 			down.failing.Store(2)
 			a, stats := e.consumer(down, e.applier("A"))
-			if res, err := a(t.Context(), msg("order-1")); res != rmq.ConsumeSuccess {
-				t.Fatalf("delivery = %v, %v; want success once the store answers", res, err)
+			if vs := a(t.Context(), msg("order-1")); !acked(vs) {
+				t.Fatalf("delivery = %+v; want Ack once the store answers", vs)
 			}
 			e.idle()
 			if got := e.applied("order-1"); !slices.Equal(got, []string{"A"}) {
@@ -535,22 +525,10 @@ func (downStore) ClaimTx(context.Context, *sql.Tx, dedupe.Item, time.Duration) (
 	return dedupe.ClaimResult{}, errors.New("store unreachable")
 }
 
+// TestTxRejects checks what Tx refuses, and what a Tx handler refuses to
+// run.
 func TestTxRejects(t *testing.T) {
-	db, err := sql.Open("sqlite", ":memory:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	// One connection keeps ":memory:" one database.
-	db.SetMaxOpenConns(1)
-	store, err := sqldedupe.New(db, dialect.SQLite, sqldedupe.Config{CleanupInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	if err := store.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	store := newTxEnv(t, testdb.SQLite).store
 	noop := func(context.Context, *sql.Tx, *consumer.Message) error { return nil }
 	c, err := consumer.New(store, txGroup, consumer.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
@@ -558,9 +536,6 @@ func TestTxRejects(t *testing.T) {
 	}
 	if h, err := c.Tx(nil); err == nil || h != nil {
 		t.Errorf("Tx with a nil handler = %v; want an error", err)
-	}
-	if _, err := consumer.New(store, ""); !errors.Is(err, msgkey.ErrInvalid) {
-		t.Errorf("New with an empty group = %v, want ErrInvalidKey", err)
 	}
 	// Keys that cannot be stored are refused before any transaction, the
 	// handler not run.
@@ -639,4 +614,38 @@ func (e *txEnv) commit(commit, rollback func() error) error {
 		return errCommitAnswerLost
 	}
 	return commit()
+}
+
+// TestTxReusedKey checks that Consumer.Tx neither runs nor commits a reused
+// key's other body, unless the check is turned off.
+func TestTxReusedKey(t *testing.T) {
+	for _, d := range txBackends {
+		for _, tt := range []struct {
+			name         string
+			opts         []consumer.Option
+			wantConflict bool
+		}{
+			{"Default", nil, true},
+			{"WithoutFingerprint", []consumer.Option{consumer.WithoutFingerprint()}, false},
+		} {
+			t.Run(d.Name+"/"+tt.name, func(t *testing.T) {
+				e := newTxEnv(t, d)
+				cb, stats := e.consumer(e.store, e.applier("A"), tt.opts...)
+				if vs := cb(t.Context(), withBody("k", "A")); !acked(vs) {
+					t.Fatalf("first delivery: %+v", vs)
+				}
+				vs := cb(t.Context(), withBody("k", "B"))
+				if tt.wantConflict != (stats().Reused == 1) || tt.wantConflict == acked(vs) {
+					t.Errorf("other body: %+v, reused %d; want reused: %v", vs, stats().Reused, tt.wantConflict)
+				}
+				if got := e.applied("k"); len(got) != 1 {
+					t.Errorf("applied by %v, want once", got)
+				}
+				if n := stats().Reused + stats().Suppressed; n != 1 {
+					t.Errorf("Reused %d + Suppressed %d, want 1 in all", stats().Reused, stats().Suppressed)
+				}
+				e.idle()
+			})
+		}
+	}
 }

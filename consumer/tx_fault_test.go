@@ -1,4 +1,4 @@
-package remoting_test
+package consumer_test
 
 import (
 	"context"
@@ -10,16 +10,13 @@ import (
 	"testing"
 	"time"
 
-	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
-	"github.com/apache/rocketmq-client-go/v2/primitive"
-
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/internal/adapter"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/msgkey"
-	"github.com/idemq/idemq/remoting"
 )
 
 // roleTxHolder is the role of txHolder's child processes.
@@ -83,12 +80,8 @@ func txHolder() error {
 	if err != nil {
 		return err
 	}
-	msgs := make([]*primitive.MessageExt, len(s.Keys))
-	for i, k := range s.Keys {
-		msgs[i] = msg(k)
-	}
-	if res, err := remoting.Concurrently(c, h)(context.Background(), msgs...); res != rmq.ConsumeSuccess {
-		return fmt.Errorf("the batch: %v, %v", res, err)
+	if vs := adapter.Process(context.Background(), c, msgs(s.Keys...), h, adapter.Waiting{}); !acked(vs) {
+		return fmt.Errorf("the batch: %+v", vs)
 	}
 	racechild.Say("done ok")
 	return nil
@@ -112,12 +105,8 @@ func TestTxHolderKilled(t *testing.T) {
 			holder.Kill(t)
 
 			cb, stats := e.consumer(e.store, e.applier("parent"))
-			msgs := make([]*primitive.MessageExt, len(keys))
-			for i, k := range keys {
-				msgs[i] = msg(k)
-			}
-			if res, err := cb(t.Context(), msgs...); res != rmq.ConsumeSuccess {
-				t.Fatalf("redelivery = %v, %v; want success", res, err)
+			if vs := cb(t.Context(), msgs(keys...)...); !acked(vs) {
+				t.Fatalf("redelivery = %+v; want Ack", vs)
 			}
 			if stats().Completed != 1 || stats().Suppressed != 2 || stats().Waited != 0 || stats().Retried != 0 {
 				t.Errorf("redelivery: completed %d, suppressed %d, waited %d, retried %d; want 1, 2 and the held key free at once",
@@ -152,10 +141,10 @@ func TestTxHolderPaused(t *testing.T) {
 
 			i := e.impatient()
 			cb, stats := i.consumer(i.store, i.applier("parent"), consumer.WithBusyWait(time.Millisecond))
-			res, err := cb(t.Context(), msg("order-1"))
-			if res != rmq.ConsumeRetryLater || stats().Busy != 1 || stats().Failed != 0 || stats().StoreDown != 0 || stats().Waited == 0 {
-				t.Fatalf("duplicate of the paused holder's key = %v, %v: busy %d, failed %d, store-down %d, waited %d; want busy, waited for",
-					res, err, stats().Busy, stats().Failed, stats().StoreDown, stats().Waited)
+			v := cb(t.Context(), msg("order-1"))[0]
+			if v.Action != adapter.Retry || stats().Busy != 1 || stats().Failed != 0 || stats().StoreDown != 0 || stats().Waited == 0 {
+				t.Fatalf("duplicate of the paused holder's key = %+v: busy %d, failed %d, store-down %d, waited %d; want busy, waited for",
+					v, stats().Busy, stats().Failed, stats().StoreDown, stats().Waited)
 			}
 			if got := e.applied("order-1"); len(got) != 0 {
 				t.Fatalf("applied by %q while the holder is paused, want nobody yet", got)
@@ -166,8 +155,8 @@ func TestTxHolderPaused(t *testing.T) {
 			holder.Expect(t, "done ok", time.Minute)
 			holder.Stop()
 			holder.Wait(t, time.Minute, nil)
-			if res, err := cb(t.Context(), msg("order-1")); res != rmq.ConsumeSuccess || stats().Suppressed != 1 {
-				t.Fatalf("redelivery after the holder committed = %v, %v, suppressed %d; want success, suppressed", res, err, stats().Suppressed)
+			if vs := cb(t.Context(), msg("order-1")); !acked(vs) || stats().Suppressed != 1 {
+				t.Fatalf("redelivery after the holder committed = %+v, suppressed %d; want Ack, suppressed", vs, stats().Suppressed)
 			}
 			if got := e.applied("order-1"); !slices.Equal(got, []string{"child"}) {
 				t.Errorf("applied by %q, want the holder alone", got)
