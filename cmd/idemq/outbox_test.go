@@ -108,27 +108,3 @@ func addOutboxRows(t *testing.T, storeURL string, n int) {
 		t.Fatal(err)
 	}
 }
-
-// TestOutboxBadInput runs outbox commands that cannot run: exit 2 before
-// any store is reached.
-func TestOutboxBadInput(t *testing.T) {
-	store := "mysql://u@127.0.0.1:1/db"
-	for _, tt := range []struct {
-		name string
-		args []string
-		msg  string
-	}{
-		{"retry without ids", []string{"retry"}, "want row ids, or --all"},
-		{"park ids and all", []string{"park", "--all", "3"}, "not both"},
-		{"retry bad id", []string{"retry", "x"}, `row id "x"`},
-		{"list bad state", []string{"list", "--state", "done"}, `--state "done"`},
-		{"list bad limit", []string{"list", "--limit", "0"}, "--limit 0"},
-		{"stats arguments", []string{"stats", "x"}, "unexpected arguments"},
-		{"unknown subcommand", []string{"drop"}, `unknown subcommand "drop"`},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			wantFail(t, inProcess(t, "", append([]string{"outbox"}, append(tt.args, "--store", store)...)...), exitUsage, tt.msg)
-		})
-	}
-	wantFail(t, inProcess(t, "", "outbox", "stats", "--store", "redis://127.0.0.1:1/0"), exitUsage, "an outbox is a table in the service's SQL database")
-}

@@ -116,24 +116,3 @@ func (r *relayProc) stop(t *testing.T) string {
 	}
 	return last
 }
-
-// TestRelayBadInput runs relays that cannot start: exit 2 before any store
-// or broker is reached.
-func TestRelayBadInput(t *testing.T) {
-	store := "sqlite:///nonexistent/dir/x.db"
-	for _, tt := range []struct {
-		name string
-		args []string
-		msg  string
-	}{
-		{"no broker", []string{}, "give --namesrv ADDR"},
-		{"both brokers", []string{"--namesrv", "a:1", "--proxy", "b:2"}, "give --namesrv ADDR"},
-		{"bad batch", []string{"--namesrv", "a:1", "--batch", "0"}, "batch 0"},
-		{"bad level", []string{"--namesrv", "a:1", "--log-level", "loud"}, `--log-level "loud"`},
-		{"notify on SQLite", []string{"--namesrv", "a:1", "--notify"}, "--notify: sqlite:///nonexistent/dir/x.db is not PostgreSQL"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			wantFail(t, inProcess(t, "", append([]string{"relay", "--store", store}, tt.args...)...), exitUsage, tt.msg)
-		})
-	}
-}

@@ -250,33 +250,3 @@ func TestServeDrains(t *testing.T) {
 		t.Errorf("exit %d, want 0; stderr:\n%s", code, s.stderr)
 	}
 }
-
-func TestServeUsage(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		code int
-		msg  string
-	}{
-		{[]string{"--node", "1"}, 2, "--listen is required"},
-		{[]string{"--listen", ":0"}, 2, "nothing to serve: give --node N"},
-		{[]string{"--listen", ":0", "--node", "1", "--lease-store", "redis://127.0.0.1:1", "--pool", "p"}, 2, "not both"},
-		{[]string{"--listen", ":0", "--lease-store", "redis://127.0.0.1:1"}, 2, "--lease-store needs --pool"},
-		{[]string{"--listen", ":0", "--node", "1", "--pool", "p"}, 2, "--pool needs --lease-store"},
-		{[]string{"--listen", ":0", "--node", "1", "--layout", "nope"}, 2, `unknown layout "nope"`},
-		{[]string{"--listen", ":0", "--node", "99999"}, 2, "node"},
-		{[]string{"--listen", ":0", "--node", "1", "--log-level", "loud"}, 2, "--log-level"},
-		{[]string{"--listen", ":0", "--node", "1", "--drain-timeout", "0s"}, 2, "--drain-timeout"},
-		{[]string{"--listen", ":0", "--node", "1", "extra"}, 2, "unexpected arguments"},
-		{[]string{"--listen", ":0", "--store", "ftp://x"}, 2, "unknown scheme"},
-		{[]string{"--listen", ":0", "--store", "sqlite:///nonexistent/dir/ids.db"}, 1, "name an existing database file"},
-		{[]string{"--listen", ":0", "--store", "redis://127.0.0.1:1/0"}, 1, "127.0.0.1:1"},
-		{[]string{"--listen", "256.0.0.1:0", "--node", "1"}, 1, "listen on 256.0.0.1:0"},
-	} {
-		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			wantFail(t, inProcess(t, "", append([]string{"serve"}, tc.args...)...), tc.code, tc.msg)
-		})
-	}
-	if r := inProcess(t, "", "serve", "--help"); r.code != 0 || !strings.Contains(r.stdout, "--drain-timeout") {
-		t.Errorf("serve --help: %v", r)
-	}
-}
