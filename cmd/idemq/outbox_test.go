@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 )
@@ -93,18 +94,9 @@ func openOutbox(t *testing.T, storeURL string) (*outbox.Outbox, *sql.DB) {
 func addOutboxRows(t *testing.T, storeURL string, n int) {
 	t.Helper()
 	o, db := openOutbox(t, storeURL)
-	tx, err := db.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func(tx *sql.Tx) { tx.Rollback() }(tx)
+	var msgs []outbox.Message
 	for i := range n {
-		m := outbox.Message{Topic: "orders", Body: []byte("x"), Properties: map[string]string{msgkey.Property: fmt.Sprintf("order-%d", i)}}
-		if _, err := o.Add(context.Background(), tx, m); err != nil {
-			t.Fatal(err)
-		}
+		msgs = append(msgs, outbox.Message{Topic: "orders", Body: []byte("x"), Properties: map[string]string{msgkey.Property: fmt.Sprintf("order-%d", i)}})
 	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	testkit.AddCommitted(t, db, o, msgs...)
 }
