@@ -234,13 +234,13 @@ func checkApplied(t *testing.T, who string, applied []string, want map[string]bo
 	}
 }
 
-// A program is a running README program and its output.
 // Request codes of RocketMQ's RequestCode.java that only groupState uses.
 const (
 	reqGetConsumerConnectionList = 203
 	reqGetConsumeStats           = 208
 )
 
+// A program is a running README program and its output.
 type program struct {
 	cmd    *exec.Cmd
 	out    testkit.Buffer

@@ -57,6 +57,10 @@ func TestOf(t *testing.T) {
 	if msgkey.Of(m) != "k1" || msgkey.Of(ext) != "k1" {
 		t.Fatalf("Of = %q, %q; want k1 for the message and the delivered copy", msgkey.Of(m), msgkey.Of(ext))
 	}
+	props := msgkey.Properties{msgkey.Property: "k1", "other": "x"}
+	if msgkey.Of(props) != "k1" || msgkey.Of(msgkey.Properties(nil)) != "" {
+		t.Fatalf("Of = %q, %q; want k1 for a property map and nothing for a nil one", msgkey.Of(props), msgkey.Of(msgkey.Properties(nil)))
+	}
 }
 
 // FuzzValidate checks that a key Validate accepts can travel: within the

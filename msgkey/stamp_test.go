@@ -62,13 +62,3 @@ func TestStamp(t *testing.T) {
 		})
 	}
 }
-
-func TestProperties(t *testing.T) {
-	props := map[string]string{msgkey.Property: "k1", "other": "x"}
-	if got := msgkey.Of(msgkey.Properties(props)); got != "k1" {
-		t.Fatalf("Of = %q, want k1", got)
-	}
-	if got := msgkey.Of(msgkey.Properties(nil)); got != "" {
-		t.Fatalf("Of(nil map) = %q, want empty", got)
-	}
-}

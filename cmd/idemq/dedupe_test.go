@@ -224,11 +224,4 @@ func testDedupe(t *testing.T, b backend) {
 			t.Errorf("stats after forget: %+v", st)
 		}
 	})
-
-	t.Run("store from environment", func(t *testing.T) {
-		r := idemq(t, []string{storeEnv + "=" + storeURL}, "dedupe", "stats", "--namespace", ns, "--group", group)
-		if r.code != 0 || !strings.Contains(r.stdout, group) {
-			t.Errorf("stats with %s: %v", storeEnv, r)
-		}
-	})
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -148,46 +147,4 @@ func TestIDLayouts(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "sonyflake      39/0/16/0/8") || !strings.Contains(r.stdout, "(exhausted)") {
 		t.Errorf("table:\n%v", r)
 	}
-}
-
-// TestIDBadInput runs id commands with bad arguments: each exits 2 naming
-// the mistake, and id new issues nothing.
-func TestIDBadInput(t *testing.T) {
-	tests := []struct {
-		name string
-		args []string
-		msgs []string
-	}{
-		{"no node", []string{"new"}, []string{"--node is required", "unique among all generators", "--lease-store"}},
-		{"node out of range", []string{"new", "--node", "1024"}, []string{"--node 1024", "0 to 1023"}},
-		{"worker out of range", []string{"new", "--node", "1:32"}, []string{"worker 32 outside 0..31"}},
-		{"node not a number", []string{"new", "--node", "x"}, []string{`--node "x"`}},
-		{"split node without datacenter bits", []string{"new", "--layout", "sonyflake", "--node", "1:2"}, []string{"no datacenter bits"}},
-		{"unknown layout", []string{"new", "--node", "1", "--layout", "snowflake"}, []string{`unknown layout "snowflake"`, "twitter"}},
-		{"exhausted layout", []string{"new", "--node", "1", "--layout", "uid-generator"}, []string{"exhausted"}},
-		{"count", []string{"new", "--node", "1", "--count", "0"}, []string{"--count 0"}},
-		{"format", []string{"new", "--node", "1", "--format", "hex"}, []string{`--format "hex"`}},
-		{"pool without store", []string{"new", "--pool", "p"}, []string{"--pool needs --lease-store"}},
-		{"lease store without pool", []string{"new", "--lease-store", "redis://127.0.0.1:1/0"}, []string{"--lease-store needs --pool"}},
-		{"bad lease store", []string{"new", "--lease-store", "redis//x", "--pool", "p"}, []string{"--lease-store", "without a scheme"}},
-		{"arguments", []string{"new", "--node", "1", "5"}, []string{"unexpected arguments"}},
-		{"bad ID", []string{"decode", "12x"}, []string{`"12x" is no ID`}},
-		{"decimal out of range", []string{"decode", "9223372036854775808"}, []string{"exceeds 9223372036854775807"}},
-		{"ID beyond layout", []string{"decode", "--layout", "js-safe", "9007199254740992"}, []string{"does not fit layout js-safe", "53 bits"}},
-		{"bad base32", []string{"decode", "--format", "base32", "UUUUUUUUUUUUU"}, []string{"base-32"}},
-		{"bad format", []string{"decode", "--format", "hex", "1"}, []string{`--format "hex"`}},
-		{"no IDs", []string{"decode"}, []string{"no IDs"}},
-		{"layouts arguments", []string{"layouts", "twitter"}, []string{"unexpected arguments"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := inProcess(t, "", append([]string{"id"}, tt.args...)...)
-			wantFail(t, r, exitUsage, tt.msgs...)
-			if r.stdout != "" {
-				t.Errorf("stdout:\n%s", r.stdout)
-			}
-		})
-	}
-	// The node's rule is also in the binary's message.
-	wantFail(t, idemq(t, nil, "id", "new", "--count", strconv.Itoa(3)), exitUsage, "--node is required")
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 )
@@ -93,42 +94,9 @@ func openOutbox(t *testing.T, storeURL string) (*outbox.Outbox, *sql.DB) {
 func addOutboxRows(t *testing.T, storeURL string, n int) {
 	t.Helper()
 	o, db := openOutbox(t, storeURL)
-	tx, err := db.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func(tx *sql.Tx) { tx.Rollback() }(tx)
+	var msgs []outbox.Message
 	for i := range n {
-		m := outbox.Message{Topic: "orders", Body: []byte("x"), Properties: map[string]string{msgkey.Property: fmt.Sprintf("order-%d", i)}}
-		if _, err := o.Add(context.Background(), tx, m); err != nil {
-			t.Fatal(err)
-		}
+		msgs = append(msgs, outbox.Message{Topic: "orders", Body: []byte("x"), Properties: map[string]string{msgkey.Property: fmt.Sprintf("order-%d", i)}})
 	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestOutboxBadInput runs outbox commands that cannot run: exit 2 before
-// any store is reached.
-func TestOutboxBadInput(t *testing.T) {
-	store := "mysql://u@127.0.0.1:1/db"
-	for _, tt := range []struct {
-		name string
-		args []string
-		msg  string
-	}{
-		{"retry without ids", []string{"retry"}, "want row ids, or --all"},
-		{"park ids and all", []string{"park", "--all", "3"}, "not both"},
-		{"retry bad id", []string{"retry", "x"}, `row id "x"`},
-		{"list bad state", []string{"list", "--state", "done"}, `--state "done"`},
-		{"list bad limit", []string{"list", "--limit", "0"}, "--limit 0"},
-		{"stats arguments", []string{"stats", "x"}, "unexpected arguments"},
-		{"unknown subcommand", []string{"drop"}, `unknown subcommand "drop"`},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			wantFail(t, inProcess(t, "", append([]string{"outbox"}, append(tt.args, "--store", store)...)...), exitUsage, tt.msg)
-		})
-	}
-	wantFail(t, inProcess(t, "", "outbox", "stats", "--store", "redis://127.0.0.1:1/0"), exitUsage, "an outbox is a table in the service's SQL database")
+	testkit.AddCommitted(t, db, o, msgs...)
 }

@@ -84,29 +84,3 @@ func testSegment(t *testing.T, b backend) {
 	wantFail(t, cli("segment", "show", "nope"), exitFailure, "segment: unknown tag", "idemq segment create")
 	wantFail(t, cli("segment", "set-max", "nope", "5"), exitFailure, "segment: unknown tag")
 }
-
-// TestSegmentBadInput runs segment commands that cannot run: exit 2 before
-// any store is reached (the store's port is closed).
-func TestSegmentBadInput(t *testing.T) {
-	store := "redis://127.0.0.1:1/0"
-	tests := []struct {
-		name string
-		args []string
-		msg  string
-	}{
-		{"create without step", []string{"create", "t"}, "--step is required"},
-		{"create without tag", []string{"create", "--step", "5"}, "want one tag"},
-		{"create max below start", []string{"create", "t", "--step", "5", "--start", "10", "--max", "9"}, "--max 9 is below --start 10"},
-		{"create negative start", []string{"create", "t", "--step", "5", "--start", "-1"}, "--start -1"},
-		{"set-max not a number", []string{"set-max", "t", "lots"}, `maximum "lots"`},
-		{"set-max negative", []string{"set-max", "t", "-5"}, "-5"},
-		{"set-max without max", []string{"set-max", "t"}, "want a tag and a maximum"},
-		{"show two tags", []string{"show", "a", "b"}, "at most one tag"},
-		{"unknown subcommand", []string{"delete", "t"}, `unknown subcommand "delete"`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			wantFail(t, inProcess(t, "", append([]string{"segment"}, append(tt.args, "--store", store)...)...), exitUsage, tt.msg)
-		})
-	}
-}

@@ -20,52 +20,106 @@ import (
 	"github.com/idemq/idemq/internal/testenv"
 )
 
-// server is a running `idemq serve` of the built binary.
-type server struct {
+// daemon is a running serve or relay of the built binary.
+type daemon struct {
 	t      *testing.T
 	cmd    *exec.Cmd
-	base   string
 	stderr *bytes.Buffer
-	out    chan string // stdout after the first line
+	later  chan []string // the lines on stdout after the first, once it exits
 	termed bool
+}
+
+// startDaemon starts the binary with args, killed when t ends, and waits
+// for its first line on stdout, which must begin with prefix (it runs):
+// it returns the rest of that line.
+func startDaemon(t *testing.T, prefix string, args ...string) (*daemon, string) {
+	t.Helper()
+	d := &daemon{t: t, cmd: exec.Command(binary(t), args...), stderr: &bytes.Buffer{}, later: make(chan []string, 1)}
+	d.cmd.Stderr = d.stderr
+	stdout, err := d.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.cmd.Process.Kill() })
+	first := make(chan string, 1)
+	go func() {
+		lines := bufio.NewScanner(stdout)
+		lines.Scan()
+		first <- lines.Text()
+		var later []string
+		for lines.Scan() {
+			later = append(later, lines.Text())
+		}
+		d.later <- later
+	}()
+	select {
+	case line := <-first:
+		rest, ok := strings.CutPrefix(line, prefix)
+		if !ok {
+			d.cmd.Process.Kill()
+			d.cmd.Wait()
+			t.Fatalf("%s printed %q, want %s...; stderr:\n%s", args[0], line, prefix, d.stderr)
+		}
+		return d, rest
+	case <-time.After(time.Minute): // a hang, not a timing check
+		t.Fatalf("%s printed nothing within a minute; stderr:\n%s", args[0], d.stderr)
+		return nil, ""
+	}
+}
+
+// term sends SIGTERM.
+func (d *daemon) term() {
+	d.t.Helper()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		d.t.Fatal(err)
+	}
+	d.termed = true
+}
+
+// stop sends SIGTERM, unless term did (a second one could come after the
+// command stopped catching them), fails t unless the command then exits 0
+// within a minute, and returns the lines it printed after the first.
+func (d *daemon) stop() []string {
+	d.t.Helper()
+	if !d.termed {
+		d.term()
+	}
+	select {
+	case later := <-d.later: // stdout read to its end, before Wait closes it
+		if err := d.cmd.Wait(); err != nil {
+			d.t.Errorf("%s exited with %v after SIGTERM, want 0; stderr:\n%s", d.cmd.Args[1], err, d.stderr)
+		}
+		return later
+	case <-time.After(time.Minute):
+		d.t.Fatalf("%s still running a minute after SIGTERM", d.cmd.Args[1])
+		return nil
+	}
+}
+
+// server is a running `idemq serve` of the built binary.
+type server struct {
+	*daemon
+	base string
 }
 
 // startServe starts the binary's serve with args and waits until it
 // listens.
 func startServe(t *testing.T, args ...string) *server {
 	t.Helper()
-	cmd := exec.Command(binary(t), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
-	s := &server{t: t, cmd: cmd, stderr: &bytes.Buffer{}, out: make(chan string, 1)}
-	cmd.Stderr = s.stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	d, addr := startDaemon(t, "listening on ", append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	return &server{d, "http://" + addr}
+}
+
+// stop stops the server as daemon.stop does; it prints nothing on stdout
+// but its address.
+func (s *server) stop() {
+	s.t.Helper()
+	if later := s.daemon.stop(); len(later) > 0 {
+		s.t.Errorf("serve printed more than its address on stdout: %q", later)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	first := make(chan string, 1)
-	go func() {
-		r := bufio.NewReader(stdout)
-		line, _ := r.ReadString('\n')
-		first <- line
-		rest, _ := io.ReadAll(r)
-		s.out <- string(rest)
-	}()
-	select {
-	case line := <-first:
-		addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
-		if !ok {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("serve printed %q, want listening on ADDR; stderr:\n%s", line, s.stderr)
-		}
-		s.base = "http://" + addr
-	case <-time.After(time.Minute): // a hang, not a timing check
-		t.Fatalf("serve did not listen within a minute; stderr:\n%s", s.stderr)
-	}
-	return s
 }
 
 // get returns path's status and body.
@@ -91,34 +145,6 @@ func (s *server) metrics() string {
 		s.t.Fatalf("metrics = %d %s", status, body)
 	}
 	return body
-}
-
-// term sends SIGTERM.
-func (s *server) term() {
-	s.t.Helper()
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		s.t.Fatal(err)
-	}
-	s.termed = true
-}
-
-// stop sends SIGTERM, unless term did, and returns the exit status. (A
-// second one could come after the command stopped catching them.)
-func (s *server) stop() int {
-	s.t.Helper()
-	if !s.termed {
-		s.term()
-	}
-	err := s.cmd.Wait()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode()
-	} else if err != nil {
-		s.t.Fatal(err)
-	}
-	if rest := <-s.out; rest != "" {
-		s.t.Errorf("serve printed more than its address on stdout: %q", rest)
-	}
-	return 0
 }
 
 // TestServe runs the binary on every store: segment IDs of a tag made with
@@ -150,9 +176,7 @@ func TestServe(t *testing.T) {
 			if status, body := s.get("/healthz"); status != 200 {
 				t.Errorf("healthz = %d %s", status, body)
 			}
-			if code := s.stop(); code != 0 {
-				t.Errorf("exit %d after SIGTERM, want 0; stderr:\n%s", code, s.stderr)
-			}
+			s.stop()
 			// JSON logs at info: the start and the clean stop.
 			for _, msg := range []string{`"msg":"listening"`, `"msg":"stopped"`, `"tag":"` + tag + `"`} {
 				if !strings.Contains(s.stderr.String(), msg) {
@@ -192,9 +216,7 @@ func TestServeLeased(t *testing.T) {
 	if n := live(); n != 1 {
 		t.Errorf("%d live leases while serving, want 1", n)
 	}
-	if code := s.stop(); code != 0 {
-		t.Fatalf("exit %d after SIGTERM, want 0; stderr:\n%s", code, s.stderr)
-	}
+	s.stop()
 	if n := live(); n != 0 {
 		t.Errorf("%d live leases after the stop, want 0: the node was not released", n)
 	}
@@ -246,37 +268,5 @@ func TestServeDrains(t *testing.T) {
 	if a := <-answered; a.status != 200 || a.body != "100" {
 		t.Errorf("request under way at SIGTERM = %d %q, want 200 100", a.status, a.body)
 	}
-	if code := s.stop(); code != 0 {
-		t.Errorf("exit %d, want 0; stderr:\n%s", code, s.stderr)
-	}
-}
-
-func TestServeUsage(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		code int
-		msg  string
-	}{
-		{[]string{"--node", "1"}, 2, "--listen is required"},
-		{[]string{"--listen", ":0"}, 2, "nothing to serve: give --node N"},
-		{[]string{"--listen", ":0", "--node", "1", "--lease-store", "redis://127.0.0.1:1", "--pool", "p"}, 2, "not both"},
-		{[]string{"--listen", ":0", "--lease-store", "redis://127.0.0.1:1"}, 2, "--lease-store needs --pool"},
-		{[]string{"--listen", ":0", "--node", "1", "--pool", "p"}, 2, "--pool needs --lease-store"},
-		{[]string{"--listen", ":0", "--node", "1", "--layout", "nope"}, 2, `unknown layout "nope"`},
-		{[]string{"--listen", ":0", "--node", "99999"}, 2, "node"},
-		{[]string{"--listen", ":0", "--node", "1", "--log-level", "loud"}, 2, "--log-level"},
-		{[]string{"--listen", ":0", "--node", "1", "--drain-timeout", "0s"}, 2, "--drain-timeout"},
-		{[]string{"--listen", ":0", "--node", "1", "extra"}, 2, "unexpected arguments"},
-		{[]string{"--listen", ":0", "--store", "ftp://x"}, 2, "unknown scheme"},
-		{[]string{"--listen", ":0", "--store", "sqlite:///nonexistent/dir/ids.db"}, 1, "name an existing database file"},
-		{[]string{"--listen", ":0", "--store", "redis://127.0.0.1:1/0"}, 1, "127.0.0.1:1"},
-		{[]string{"--listen", "256.0.0.1:0", "--node", "1"}, 1, "listen on 256.0.0.1:0"},
-	} {
-		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			wantFail(t, inProcess(t, "", append([]string{"serve"}, tc.args...)...), tc.code, tc.msg)
-		})
-	}
-	if r := inProcess(t, "", "serve", "--help"); r.code != 0 || !strings.Contains(r.stdout, "--drain-timeout") {
-		t.Errorf("serve --help: %v", r)
-	}
+	s.stop()
 }

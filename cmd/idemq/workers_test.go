@@ -118,18 +118,14 @@ func testLeasedIDsAndWorkers(t *testing.T, b backend) {
 	wantFail(t, r, exitFailure, "lease a node of pool", pool, "no node came free within --timeout 1s")
 }
 
-// TestWorkersNoPool lists a Redis pool that does not exist: the command
-// says so once, why that may be and how to create it.
-func TestWorkersNoPool(t *testing.T) {
-	pool := unique("nopool")
-	r := idemq(t, nil, "workers", "list", "--store", redisBackend.url(t), "--pool", pool)
-	wantFail(t, r, exitFailure, `redisidgen: list pool "`+pool+`": Redis has no record of the pool`, "never created", "'idemq workers create --pool "+pool+"'")
-}
-
-// TestWorkersCreate creates a Redis pool, which then lists no leases and
-// grants its first at once, and refuses to create it again.
+// TestWorkersCreate lists a Redis pool that does not exist, which the
+// command says once, why that may be and how to create it; creates it,
+// which then lists no leases and grants its first at once; and refuses to
+// create it again.
 func TestWorkersCreate(t *testing.T) {
 	storeURL, pool := redisBackend.url(t), unique("pool")
+	r := idemq(t, nil, "workers", "list", "--store", storeURL, "--pool", pool)
+	wantFail(t, r, exitFailure, `redisidgen: list pool "`+pool+`": Redis has no record of the pool`, "never created", "'idemq workers create --pool "+pool+"'")
 	var created struct {
 		Pool    string `json:"pool"`
 		Size    int64  `json:"size"`
@@ -165,7 +161,7 @@ func TestWorkersCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r := idemq(t, nil, "workers", "create", "--store", storeURL, "--pool", pool)
+	r = idemq(t, nil, "workers", "create", "--store", storeURL, "--pool", pool)
 	wantFail(t, r, exitFailure, "redisidgen: pool exists", pool)
 }
 

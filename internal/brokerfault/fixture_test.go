@@ -171,31 +171,3 @@ func (f *fixture) applied() map[string]int {
 	}
 	return out
 }
-
-// settle waits until every key of sent is applied and idle says so, or
-// timeout passes; then for quiet more, so that a late duplicate shows; and
-// returns the tally and how long the wait took.
-func (f *fixture) settle(sent []string, idle func() bool, timeout, quiet time.Duration) (testkit.Tally, time.Duration) {
-	f.t.Helper()
-	begin := time.Now()
-	for {
-		applied := f.applied()
-		done := 0
-		for _, k := range sent {
-			if applied[k] > 0 {
-				done++
-			}
-		}
-		if done == len(sent) && idle() {
-			break
-		}
-		if time.Since(begin) > timeout {
-			f.t.Errorf("after %v, %d of %d keys not applied", timeout, len(sent)-done, len(sent))
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	waited := time.Since(begin)
-	time.Sleep(quiet)
-	return testkit.Count(sent, f.applied(), nil), waited
-}

@@ -17,6 +17,7 @@ import (
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/remoting"
 )
@@ -137,7 +138,7 @@ func TestKillBroker(t *testing.T) {
 		wg       sync.WaitGroup
 		sendBase = time.Now()
 	)
-	retriesBefore, _ := clientLog.snapshot()
+	retriesBefore, _ := clientWarnings()
 	for range senders {
 		wg.Add(1)
 		go func() {
@@ -207,11 +208,12 @@ func TestKillBroker(t *testing.T) {
 		keys = append(keys, pr.log.keys()...)
 		maps.Copy(sent, pr.log.sentTo())
 	}
-	tl, waited := f.settle(keys, func() bool { return decided(st()) }, settleIn, 2*time.Second)
+	tl, waited := testkit.Settle(t, keys, func() (map[string]int, map[string]int) { return f.applied(), nil },
+		func() bool { return testkit.Decided(st()) }, settleIn, 2*time.Second)
 	tl.Check(t)
 
 	// What happened, for the log and the notes.
-	retriesAfter, first := clientLog.snapshot()
+	retriesAfter, first := clientWarnings()
 	as := applies.summary(victimName, killed, restartBegin, sent)
 	t.Logf(racechild.Figure+"%v; %v in all (cluster start included), sending %v, settling %v after the last send",
 		tl, time.Since(testBegin).Round(100*time.Millisecond), sendEnd.Sub(sendBase).Round(100*time.Millisecond), waited.Round(100*time.Millisecond))
@@ -248,15 +250,4 @@ type sender struct {
 	name string
 	p    *remoting.Producer
 	log  sendLog
-}
-
-// decided reports whether every message st counted as delivered reached
-// an outcome: no callback is under way.
-func decided(st consumer.Stats) bool {
-	n := int64(0)
-	for _, c := range []int64{st.Completed, st.Suppressed, st.Failed, st.Busy, st.Reused, st.StoreDown,
-		st.InvalidKey, st.LeaseLost, st.Unrecorded, st.Unguarded, st.Canceled} {
-		n += c
-	}
-	return n == st.Delivered
 }

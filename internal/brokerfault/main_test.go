@@ -1,11 +1,8 @@
 package brokerfault
 
 import (
-	"context"
 	"log/slog"
-	"maps"
 	"os"
-	"sync"
 	"testing"
 
 	"github.com/idemq/idemq/internal/testenv"
@@ -13,10 +10,9 @@ import (
 	"github.com/idemq/idemq/remoting"
 )
 
-// clientLog counts the warnings rocketmq-client-go logs, by message: the
-// producer's internal retries ("start retrying to send") are visible
-// nowhere else.
-var clientLog = &countingHandler{counts: map[string]int{}, first: map[string]string{}}
+// clientLog keeps the warnings rocketmq-client-go logs: the producer's
+// internal retries ("start retrying to send") are visible nowhere else.
+var clientLog = &testkit.Logs{}
 
 func TestMain(m *testing.M) {
 	// Before any client starts: rlog.SetLogger is not safe while they run.
@@ -24,42 +20,23 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m))
 }
 
-// countingHandler is a slog.Handler that counts records by message and
-// keeps the first of each.
-type countingHandler struct {
-	mu     sync.Mutex
-	counts map[string]int
-	first  map[string]string
-}
-
-func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
-	// Keyed by message and broker: which broker failed is the point.
-	key := r.Message
-	var attrs []string
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "broker" {
-			key += " broker=" + a.Value.String()
+// clientWarnings counts the records clientLog kept so far by message and
+// broker (which broker failed is the point), and returns the first of each.
+func clientWarnings() (map[string]int, map[string]string) {
+	counts, first := map[string]int{}, map[string]string{}
+	for _, r := range clientLog.Records() {
+		key := r.Message
+		var attrs []string
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "broker" {
+				key += " broker=" + a.Value.String()
+			}
+			attrs = append(attrs, a.String())
+			return true
+		})
+		if counts[key]++; counts[key] == 1 {
+			first[key] = r.Level.String() + " " + r.Message + " " + testkit.JoinMax(attrs, 6)
 		}
-		attrs = append(attrs, a.String())
-		return true
-	})
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.counts[key]++
-	if _, ok := h.first[key]; !ok {
-		h.first[key] = r.Level.String() + " " + r.Message + " " + testkit.JoinMax(attrs, 6)
 	}
-	return nil
-}
-
-func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
-
-// snapshot returns the counts so far and the first record of each message.
-func (h *countingHandler) snapshot() (map[string]int, map[string]string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return maps.Clone(h.counts), maps.Clone(h.first)
+	return counts, first
 }

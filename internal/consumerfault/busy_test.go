@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/internal/racechild"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/remoting"
 )
@@ -96,41 +96,18 @@ func busyKeys(t *testing.T, opts []consumer.Option) {
 	topic, group := f.topic(2), f.group()
 	dlq := f.watchDLQ(group)
 	p := f.producer()
-	var sent []string
-	for i := range n {
-		body := fmt.Appendf(nil, "order %d", i)
+	sent := sendAll(t, p, topic, n, func(i int) []byte {
 		if i < lastRetry {
-			body = slices.Concat(failFirst, body)
+			return slices.Concat(failFirst, fmt.Appendf(nil, "order %d", i))
 		}
-		key, err := send(t.Context(), p, topic, body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sent = append(sent, key)
-	}
+		return fmt.Appendf(nil, "order %d", i)
+	})
 
 	holder := racechild.Start(t, roleHolder, "holder", settings{
 		Namesrv: f.ns, Redis: f.redisAddr, Topic: topic, Group: group, Instance: "cf-holder-" + f.run,
 		Prefix: f.storePrefix(), Ledger: f.ledger(), Lease: lease,
 	})
-	held := map[string]int{} // key: reconsume count it is held on
-	for len(held) < n {
-		l, ok := holder.Next(t, 30*time.Second)
-		if !ok {
-			t.Fatalf("holder exited holding %d of %d keys", len(held), n)
-		}
-		var key string
-		var reconsumed int
-		switch {
-		case strings.HasPrefix(l, "lost "):
-			t.Fatalf("holder %s", l)
-		case strings.HasPrefix(l, "hold "):
-			if _, err := fmt.Sscanf(l, "hold %s %d", &key, &reconsumed); err != nil {
-				t.Fatalf("holder said %q: %v", l, err)
-			}
-			held[key] = reconsumed
-		}
-	}
+	held := awaitHeld(t, holder, n, 30*time.Second) // key: reconsume count it is held on
 	onLast := 0
 	for _, r := range held {
 		if r == 1 {
@@ -165,11 +142,7 @@ func busyKeys(t *testing.T, opts []consumer.Option) {
 		lastWaited int
 		first      time.Duration // from the kill to the first delivery
 	)
-	pc, err := newPushConsumer(f.ns, group, "cf-taker-"+f.run, rmq.WithMaxReconsumeTimes(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = pc.Subscribe(topic, rmq.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
+	pc, err := start(settings{Namesrv: f.ns, Topic: topic, Group: group, Instance: "cf-taker-" + f.run}, func(ctx context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
 		called := time.Now()
 		mu.Lock()
 		if first == 0 {
@@ -187,32 +160,19 @@ func busyKeys(t *testing.T, opts []consumer.Option) {
 			mu.Unlock()
 		}
 		return res, err
-	})
+	}, rmq.WithMaxReconsumeTimes(1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	drained := false
-	t.Cleanup(func() {
-		if !drained {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			remoting.Drain(ctx, c, pc)
-		}
-	})
+	drain := drainer(t, c, pc)
 
 	// Every key applied (or dead-lettered), and the taker idle. Both copies
 	// of a message that failed once come back (the original, whose offset
 	// the holder never committed, and its retry): the one that finds the key
 	// held by the other waits out that lease before it finds the key done.
 	st := c.Stats
-	tl := f.settle(sent, dlq, func() bool { return decided(st()) }, 30*time.Second, time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	drained = true
-	if err := remoting.Drain(ctx, c, pc); err != nil {
+	tl := f.settle(sent, dlq, func() bool { return testkit.Decided(st()) }, 30*time.Second, time.Second)
+	if err := drain(); err != nil {
 		t.Errorf("drain of an idle consumer: %v", err)
 	}
 	mu.Lock()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -151,6 +153,67 @@ func send(ctx context.Context, p *remoting.Producer, topic string, body []byte) 
 	return msgkey.Of(m), nil
 }
 
+// sendAll sends n messages to topic through p, the i-th with body(i), and
+// returns their keys.
+func sendAll(t *testing.T, p *remoting.Producer, topic string, n int, body func(i int) []byte) []string {
+	t.Helper()
+	var sent []string
+	for i := range n {
+		key, err := send(t.Context(), p, topic, body(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, key)
+	}
+	return sent
+}
+
+// awaitHeld reads the holder's lines until it holds n keys and returns
+// the reconsume count (4.x) or attempt (5.x) each is held on; a lease
+// lost, or the holder's exit, fails t.
+func awaitHeld(t *testing.T, holder *racechild.Proc, n int, timeout time.Duration) map[string]int {
+	t.Helper()
+	held := map[string]int{}
+	for len(held) < n {
+		l, ok := holder.Next(t, timeout)
+		if !ok {
+			t.Fatalf("holder exited holding %d of %d keys", len(held), n)
+		}
+		var key string
+		var on int
+		switch {
+		case strings.HasPrefix(l, "lost "):
+			t.Fatalf("holder %s", l)
+		case strings.HasPrefix(l, "hold "):
+			if _, err := fmt.Sscanf(l, "hold %s %d", &key, &on); err != nil {
+				t.Fatalf("holder said %q: %v", l, err)
+			}
+			held[key] = on
+		}
+	}
+	return held
+}
+
+// drainer returns a function that drains c and pc, an idle consumer of
+// this process, within 5 s, once; the test's end calls it unless the test
+// did.
+func drainer(t *testing.T, c *consumer.Consumer, pc rocketmq.PushConsumer) func() error {
+	var (
+		once sync.Once
+		err  error
+	)
+	drain := func() error {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err = remoting.Drain(ctx, c, pc)
+		})
+		return err
+	}
+	t.Cleanup(func() { drain() })
+	return drain
+}
+
 // applied reads the ledger: how often each key was applied.
 func (f *fixture) applied() map[string]int {
 	f.t.Helper()
@@ -203,40 +266,10 @@ func (f *fixture) watchDLQ(group string) *remotingread.DeadLetters {
 	return remotingread.WatchDeadLetters(f.t, f.ns, group, "cf-dlq-"+f.run)
 }
 
-// settle waits until every key of sent is applied or dead-lettered and
-// idle (if not nil) says so, or timeout passes; then for quiet more, so
-// that a late duplicate shows; and returns the tally.
+// settle waits for sent as testkit.Settle does, counting the ledger's
+// keys applied and dlq's dead-lettered.
 func (f *fixture) settle(sent []string, dlq *remotingread.DeadLetters, idle func() bool, timeout, quiet time.Duration) testkit.Tally {
 	f.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		applied, dead := f.applied(), dlq.Keys()
-		done := 0
-		for _, k := range sent {
-			if applied[k] > 0 || dead[k] > 0 {
-				done++
-			}
-		}
-		if done == len(sent) && (idle == nil || idle()) {
-			break
-		}
-		if time.Now().After(deadline) {
-			f.t.Errorf("after %v, %d of %d keys neither applied nor dead-lettered", timeout, len(sent)-done, len(sent))
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	time.Sleep(quiet)
-	return testkit.Count(sent, f.applied(), dlq.Keys())
-}
-
-// decided reports whether every message st counted as delivered reached
-// an outcome: no callback is under way.
-func decided(st consumer.Stats) bool {
-	n := int64(0)
-	for _, c := range []int64{st.Completed, st.Suppressed, st.Failed, st.Busy, st.Reused, st.StoreDown,
-		st.InvalidKey, st.LeaseLost, st.Unrecorded, st.Unguarded, st.Canceled} {
-		n += c
-	}
-	return n == st.Delivered
+	tl, _ := testkit.Settle(f.t, sent, func() (map[string]int, map[string]int) { return f.applied(), dlq.Keys() }, idle, timeout, quiet)
+	return tl
 }

@@ -43,14 +43,7 @@ func TestGRPCKilledHolder(t *testing.T) {
 	testenv.RocketMQGroup(t, ep.NameServer, group, 1)
 	dlq := f.watchDLQ(group)
 	p := f.producer()
-	var sent []string
-	for i := range n {
-		key, err := send(t.Context(), p, topic, fmt.Appendf(nil, "order %d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sent = append(sent, key)
-	}
+	sent := sendAll(t, p, topic, n, func(i int) []byte { return fmt.Appendf(nil, "order %d", i) })
 
 	s := settings{
 		Namesrv: ep.NameServer, Proxy: ep.Proxy, Redis: f.redisAddr, Topic: topic, Group: group,
@@ -58,24 +51,7 @@ func TestGRPCKilledHolder(t *testing.T) {
 	}
 	s.Instance = "cf-grpc-holder-" + f.run
 	holder := racechild.Start(t, roleGRPCHolder, "gRPC holder", s)
-	held := map[string]int32{}
-	for len(held) < n {
-		l, ok := holder.Next(t, 60*time.Second)
-		if !ok {
-			t.Fatalf("holder exited holding %d of %d keys", len(held), n)
-		}
-		var key string
-		var attempt int32
-		switch {
-		case strings.HasPrefix(l, "lost "):
-			t.Fatalf("holder %s", l)
-		case strings.HasPrefix(l, "hold "):
-			if _, err := fmt.Sscanf(l, "hold %s %d", &key, &attempt); err != nil {
-				t.Fatalf("holder said %q: %v", l, err)
-			}
-			held[key] = attempt
-		}
-	}
+	held := awaitHeld(t, holder, n, 60*time.Second)
 	heldAll := time.Since(begin)
 	holder.Kill(t)
 	killed := holder.Signalled
@@ -124,8 +100,8 @@ func TestGRPCKilledHolder(t *testing.T) {
 }
 
 // attemptCounts counts held keys per attempt.
-func attemptCounts(held map[string]int32) map[int32]int {
-	out := map[int32]int{}
+func attemptCounts(held map[string]int) map[int]int {
+	out := map[int]int{}
 	for _, a := range held {
 		out[a]++
 	}

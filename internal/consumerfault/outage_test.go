@@ -11,7 +11,6 @@ import (
 	"time"
 
 	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
-	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemq/idemq/consumer"
@@ -19,6 +18,7 @@ import (
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/remoting"
 )
@@ -76,7 +76,7 @@ func TestStoreOutageSpendsNoRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := &watched{Store: rs}
-	logs := &outageLogs{}
+	logs := &testkit.Logs{}
 	c, err := consumer.New(store, group,
 		consumer.WithGuard(guardConfig(lease)),
 		consumer.WithLogger(slog.New(logs)),
@@ -94,26 +94,11 @@ func TestStoreOutageSpendsNoRetries(t *testing.T) {
 		applied.Add(1)
 		return nil
 	})
-	pc, err := newPushConsumer(f.ns, group, "cf-outage-"+f.run, rmq.WithMaxReconsumeTimes(reconsumes))
+	pc, err := start(settings{Namesrv: f.ns, Topic: topic, Group: group, Instance: "cf-outage-" + f.run}, cb, rmq.WithMaxReconsumeTimes(reconsumes))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pc.Subscribe(topic, rmq.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
-		return cb(ctx, msgs...)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := pc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	drained := false
-	t.Cleanup(func() {
-		if !drained {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			remoting.Drain(ctx, c, pc)
-		}
-	})
+	drain := drainer(t, c, pc)
 
 	sending := sendPaced(t.Context(), p, topic, total, sendFor)
 	for applied.Load() < total/3 {
@@ -142,15 +127,20 @@ func TestStoreOutageSpendsNoRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tl := f.settle(sent, dlq, func() bool { return decided(st()) }, 2*time.Minute, 2*time.Second)
+	tl := f.settle(sent, dlq, func() bool { return testkit.Decided(st()) }, 2*time.Minute, 2*time.Second)
 	recovered := time.Since(restarted) // at most: includes the settle's quiet
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	drained = true
-	if err := remoting.Drain(ctx, c, pc); err != nil {
+	if err := drain(); err != nil {
 		t.Errorf("drain of an idle consumer: %v", err)
 	}
-	starts, ends := logs.counts()
+	var starts, ends int64 // outages the consumer logged beginning and ending
+	for _, m := range logs.Messages() {
+		switch {
+		case strings.HasPrefix(m, "idemq: dedupe store down"):
+			starts++
+		case strings.HasPrefix(m, "idemq: dedupe store answers again"):
+			ends++
+		}
+	}
 	t.Logf(racechild.Figure+"%v; Redis killed for %v after %d applied (%d applied meanwhile, by handlers past their claims; %d messages waiting in process at its restart); all settled within %v of the restart (2 s of quiet included), %v in all",
 		tl, restarted.Sub(killed).Round(100*time.Millisecond), atKill, appliedWhileDown, waitedWhileDown,
 		recovered.Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
@@ -219,27 +209,5 @@ func (w *watched) Extend(ctx context.Context, t dedupe.Ticket, lease time.Durati
 	w.note(true, start, err)
 	return err
 }
-
-// outageLogs is the Consumer's slog.Handler: it counts the records of
-// outages beginning and ending, and drops the rest.
-type outageLogs struct {
-	starts, ends atomic.Int64
-}
-
-func (l *outageLogs) Enabled(context.Context, slog.Level) bool { return true }
-func (l *outageLogs) WithAttrs([]slog.Attr) slog.Handler       { return l }
-func (l *outageLogs) WithGroup(string) slog.Handler            { return l }
-
-func (l *outageLogs) Handle(_ context.Context, r slog.Record) error {
-	switch {
-	case strings.HasPrefix(r.Message, "idemq: dedupe store down"):
-		l.starts.Add(1)
-	case strings.HasPrefix(r.Message, "idemq: dedupe store answers again"):
-		l.ends.Add(1)
-	}
-	return nil
-}
-
-func (l *outageLogs) counts() (starts, ends int64) { return l.starts.Load(), l.ends.Load() }
 
 var _ dedupe.Store = (*watched)(nil)

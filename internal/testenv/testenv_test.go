@@ -10,13 +10,6 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
 
-func TestRedisAnswers(t *testing.T) {
-	addr := testenv.Redis(t)
-	if addr == "" {
-		t.Fatal("empty address")
-	}
-}
-
 func TestSQLServersGiveFreshDatabases(t *testing.T) {
 	for _, tc := range []struct {
 		name, driver, query string

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/idemq/idemq/consumer"
 )
 
 // Tally is the exact outcome of a run for the keys sent: how often each
@@ -48,6 +51,47 @@ func Count(sent []string, applied, dead map[string]int) Tally {
 	slices.Sort(t.Dead)
 	slices.Sort(t.Extra)
 	return t
+}
+
+// Settle waits until read counts every key of sent applied or
+// dead-lettered and idle (if not nil) says so, or timeout passes (an error
+// of tb); then for quiet more, so that a late duplicate shows. It returns
+// the tally and how long the wait took.
+func Settle(tb testing.TB, sent []string, read func() (applied, dead map[string]int), idle func() bool, timeout, quiet time.Duration) (Tally, time.Duration) {
+	tb.Helper()
+	begin := time.Now()
+	for {
+		applied, dead := read()
+		done := 0
+		for _, k := range sent {
+			if applied[k] > 0 || dead[k] > 0 {
+				done++
+			}
+		}
+		if done == len(sent) && (idle == nil || idle()) {
+			break
+		}
+		if time.Since(begin) > timeout {
+			tb.Errorf("after %v, %d of %d keys neither applied nor dead-lettered", timeout, len(sent)-done, len(sent))
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	waited := time.Since(begin)
+	time.Sleep(quiet)
+	applied, dead := read()
+	return Count(sent, applied, dead), waited
+}
+
+// Decided reports whether every message st counted as delivered reached
+// an outcome: no callback is under way.
+func Decided(st consumer.Stats) bool {
+	n := int64(0)
+	for _, c := range []int64{st.Completed, st.Suppressed, st.Failed, st.Busy, st.Reused, st.StoreDown,
+		st.InvalidKey, st.LeaseLost, st.Unrecorded, st.Unguarded, st.Canceled} {
+		n += c
+	}
+	return n == st.Delivered
 }
 
 func (t Tally) String() string {

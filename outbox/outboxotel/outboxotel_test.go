@@ -69,19 +69,11 @@ func TestMetrics(t *testing.T) {
 	if err := o.Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	tx, err := db.BeginTx(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var msgs []outbox.Message
 	for i, body := range []string{"a", "poison", "b"} {
-		m := outbox.Message{Topic: "t", Body: []byte(body), Properties: map[string]string{msgkey.Property: fmt.Sprint("k", i)}}
-		if _, err := o.Add(t.Context(), tx, m); err != nil {
-			t.Fatal(err)
-		}
+		msgs = append(msgs, outbox.Message{Topic: "t", Body: []byte(body), Properties: map[string]string{msgkey.Property: fmt.Sprint("k", i)}})
 	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	testkit.AddCommitted(t, db, o, msgs...)
 	r, err := outbox.NewRelay(o, refuser{}, outbox.RelayConfig{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

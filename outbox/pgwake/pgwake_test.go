@@ -3,11 +3,11 @@ package pgwake_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,31 +21,17 @@ import (
 func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
 
 // bodies is a Sender that keeps the bodies it was given.
-type bodies struct {
-	mu  sync.Mutex
-	got []string
-}
+type bodies struct{ testkit.Received[string] }
 
 func (b *bodies) Send(_ context.Context, m *outbox.Message) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.got = append(b.got, string(m.Body))
+	b.Add(string(m.Body))
 	return nil
 }
 
-func (b *bodies) await(t *testing.T, n int) {
+// await waits until n rows shipped.
+func (b *bodies) await(t *testing.T, n int) []string {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		b.mu.Lock()
-		got := len(b.got)
-		b.mu.Unlock()
-		if got == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d rows shipped, want %d", got, n)
-		}
-	}
+	return b.Await(t, fmt.Sprintf("%d rows shipped", n), func(got []string) bool { return len(got) == n })
 }
 
 // TestWakeAcrossRestart runs a relay that polls once an hour over a
@@ -123,11 +109,8 @@ func TestWakeAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	add("after the restart", true)
-	got.await(t, 3)
-	got.mu.Lock()
-	defer got.mu.Unlock()
-	if want := []string{"first", "second", "after the restart"}; !slices.Equal(got.got, want) {
-		t.Errorf("shipped %q, want %q", got.got, want)
+	if shipped, want := got.await(t, 3), []string{"first", "second", "after the restart"}; !slices.Equal(shipped, want) {
+		t.Errorf("shipped %q, want %q", shipped, want)
 	}
 	for _, want := range []string{"level=WARN msg=\"pgwake: lost the listening connection", "level=INFO msg=\"pgwake: listening again\""} {
 		if !strings.Contains(logs.String(), want) {
