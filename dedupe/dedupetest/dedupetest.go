@@ -47,6 +47,10 @@ type Features struct {
 	// pages in any order, with a few more records than the limit, and a
 	// key listed twice.
 	UnorderedList bool
+	// Tx, for a store that implements [dedupe.TxClaimer], gives the
+	// database it keeps its records in: the suite then checks ClaimTx
+	// and a [dedupe.Guard] in the transactional mode over the store.
+	Tx *TxDatabase
 }
 
 // long is a lease or retention that no test outlives.
@@ -88,7 +92,13 @@ const shortLease = 150 * time.Millisecond
 //     completed, released and expired; listings paged to the end, by
 //     prefixes that are LIKE and glob patterns, in scopes that hold them
 //     too; stats; Forget of a held key, whose holder then loses its lease,
-//     and of a done one, which runs again; bad refs and cancelled contexts.
+//     and of a done one, which runs again; bad refs and cancelled contexts;
+//   - with [Features.Tx]: claims in a transaction commit or roll back with
+//     the caller's writes, answer as Claim's would, take over ended
+//     records, wait for another transaction's claim or give up after the
+//     lock timeout, and refuse bad keys and arguments; a transactional
+//     [dedupe.Guard] runs every outcome, a panic, an Interrupt and a
+//     failing store.
 //
 // The suite takes a few seconds: a dozen waits of one and a half leases,
 // and ten leases of churn.
@@ -123,6 +133,15 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) dedupe.Store,
 		t.Run(tc.name, func(t *testing.T) {
 			s := &suite{T: t, store: newStore(t), f: f, id: rand.Text()[:12]}
 			tc.fn(s)
+		})
+	}
+	if f.Tx == nil {
+		return
+	}
+	for _, tc := range txTests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &suite{T: t, store: newStore(t), f: f, id: rand.Text()[:12]}
+			tc.fn(s.tx())
 		})
 	}
 }

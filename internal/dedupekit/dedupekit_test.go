@@ -24,37 +24,6 @@ type (
 	}
 )
 
-func TestCheckRef(t *testing.T) {
-	tests := []struct {
-		name string
-		ref  ref
-		ok   bool
-	}{
-		{"Plain", ref{Namespace: "n", Group: "g", Key: "k"}, true},
-		{"NoNamespace", ref{Group: "g", Key: "k"}, true},
-		{"Syntax", ref{Namespace: "{*}", Group: "' OR 1=1 --", Key: `]]..redis.call("FLUSHALL")`}, true},
-		{"LongestKey", ref{Group: "g", Key: strings.Repeat("🙂", msgkey.MaxLen/4)}, true},
-		{"NoGroup", ref{Key: "k"}, false},
-		{"NoKey", ref{Group: "g"}, false},
-		{"LongKey", ref{Group: "g", Key: strings.Repeat("k", msgkey.MaxLen+1)}, false},
-		{"LongGroup", ref{Group: strings.Repeat("g", MaxGroupLen+1), Key: "k"}, false},
-		{"LongNamespace", ref{Namespace: strings.Repeat("n", MaxNamespaceLen+1), Group: "g", Key: "k"}, false},
-		{"InvalidUTF8", ref{Group: "g", Key: "\xc3("}, false},
-		{"NUL", ref{Group: "g", Key: "a\x00"}, false},
-		{"Newline", ref{Group: "g\n", Key: "k"}, false},
-		{"DEL", ref{Namespace: "\x7f", Group: "g", Key: "k"}, false},
-		{"C1", ref{Group: "g", Key: "\u009b"}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := CheckRef(tt.ref.Namespace, tt.ref.Group, tt.ref.Key)
-			if tt.ok != (err == nil) || (err != nil && !errors.Is(err, msgkey.ErrInvalid)) {
-				t.Errorf("CheckRef = %v, want ok %v or ErrInvalid", err, tt.ok)
-			}
-		})
-	}
-}
-
 func TestCheckClaim(t *testing.T) {
 	r := ref{Group: "g", Key: "k"}
 	tests := []struct {
