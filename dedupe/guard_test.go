@@ -1124,101 +1124,107 @@ func TestGuardLeaseLostOneItem(t *testing.T) {
 	}
 }
 
-// TestGuardCallerCanceled cancels the caller's context while the first
-// item's handler runs: the later items do not run, and every claim is
-// settled (the first completed or released as its handler says, the others
-// released).
-func TestGuardCallerCanceled(t *testing.T) {
-	errCause := errors.New("test: shutting down")
-	for _, n := range sizes {
-		for _, tt := range []struct {
-			name string
-			// handler is what the first handler returns once its context
-			// ended.
-			handler   func(ctx context.Context) error
-			want      dedupe.Outcome
-			wantErr   []error
-			wantAfter dedupe.Outcome
-		}{
-			{"Completes", func(context.Context) error { return nil }, dedupe.Completed, nil, dedupe.Suppressed},
-			{"Releases", func(ctx context.Context) error { return ctx.Err() }, dedupe.Failed, []error{context.Canceled}, dedupe.Acquired},
-		} {
+// TestGuardCanceled ends a Do early: the caller's context ends before Do,
+// or while the first item's handler runs, or the Guard is interrupted then,
+// under a claim or without one (FailOpen, the store down). No handler runs
+// after the end, the later items are Canceled with its cause, not
+// StoreDown, for the store did not fail, the first is settled as its
+// handler says (completed, or released), every other key is free, and
+// after an Interrupt a Do runs no handler.
+func TestGuardCanceled(t *testing.T) {
+	errStop := errors.New("test: stop")
+	for _, tt := range []struct {
+		name string
+		// before: the caller's context ends before Do; interrupt: the
+		// first handler interrupts the Guard, else it cancels Do's
+		// context.
+		before, interrupt, unguarded bool
+		// complete: the first handler returns nil once its context ended,
+		// else its context's error.
+		complete  bool
+		want      dedupe.Outcome
+		wantErr   error
+		wantAfter dedupe.Outcome
+	}{
+		{name: "BeforeClaim", before: true, want: dedupe.Canceled, wantErr: errStop, wantAfter: dedupe.Acquired},
+		{name: "BeforeClaimFailOpen", before: true, unguarded: true, want: dedupe.Canceled, wantErr: errStop, wantAfter: dedupe.Acquired},
+		{name: "CallerCompletes", complete: true, want: dedupe.Completed, wantAfter: dedupe.Suppressed},
+		{name: "CallerReleases", want: dedupe.Failed, wantErr: context.Canceled, wantAfter: dedupe.Acquired},
+		{name: "CallerUnguarded", unguarded: true, complete: true, want: dedupe.Unguarded, wantErr: testkit.ErrInjected, wantAfter: dedupe.Acquired},
+		{name: "Interrupt", interrupt: true, want: dedupe.Failed, wantErr: context.Canceled, wantAfter: dedupe.Acquired},
+		{name: "InterruptUnguarded", interrupt: true, unguarded: true, want: dedupe.Failed, wantErr: context.Canceled, wantAfter: dedupe.Acquired},
+	} {
+		for _, n := range sizes {
 			t.Run(fmt.Sprint(tt.name, "/Size", n), func(t *testing.T) {
 				mem := memdedupe.New(memdedupe.Config{})
+				fs := testkit.NewFaultStore(mem)
+				if tt.unguarded {
+					fs.Inject(testkit.Fault{Ops: testkit.OpClaim})
+				}
+				g := newGuard(t, fs, dedupe.GuardConfig{Lease: time.Minute, FailOpen: tt.unguarded})
 				ctx, cancel := context.WithCancelCause(t.Context())
 				defer cancel(nil)
+				if tt.before {
+					cancel(errStop)
+				}
 				items := itemsOf("", keysOf(n)...)
 				var ran []int
-				res := newGuard(t, mem, dedupe.GuardConfig{}).Do(ctx, items, func(hctx context.Context, i int) error {
+				res := g.Do(ctx, items, func(hctx context.Context, i int) error {
 					ran = append(ran, i)
-					cancel(errCause)
-					<-hctx.Done()
-					if cause := context.Cause(hctx); !errors.Is(cause, errCause) {
-						t.Errorf("handler context cause = %v, want the caller's", cause)
+					if tt.interrupt {
+						g.Interrupt(errStop)
+						g.Interrupt(errors.New("test: a second cause, ignored"))
+					} else {
+						cancel(errStop)
 					}
-					return tt.handler(hctx)
+					select {
+					case <-hctx.Done():
+					case <-time.After(5 * time.Second):
+						t.Error("handler context not cancelled")
+					}
+					if cause := context.Cause(hctx); cause != errStop {
+						t.Errorf("handler context cause = %v, want the end's", cause)
+					}
+					if tt.complete {
+						return nil
+					}
+					return hctx.Err()
 				})
-				if !slices.Equal(ran, []int{0}) {
-					t.Errorf("handler ran for items %v, want [0]", ran)
+				wantRan := []int{0}
+				if tt.before {
+					wantRan = nil
 				}
-				checkResult(t, "item 0", res[0], tt.want, tt.wantErr...)
-				wantStatus(t, mem, items[0].Ref, tt.wantAfter)
+				if !slices.Equal(ran, wantRan) {
+					t.Errorf("handler ran for items %v, want %v", ran, wantRan)
+				}
+				if tt.wantErr == nil {
+					checkResult(t, "item 0", res[0], tt.want)
+				} else {
+					checkResult(t, "item 0", res[0], tt.want, tt.wantErr)
+				}
 				for i := 1; i < n; i++ {
-					checkResult(t, fmt.Sprint("item ", i), res[i], dedupe.Canceled, errCause)
-					wantStatus(t, mem, items[i].Ref, dedupe.Acquired)
+					checkResult(t, fmt.Sprint("item ", i), res[i], dedupe.Canceled, errStop)
 				}
-			})
-		}
-	}
-}
-
-// TestGuardCanceledBeforeClaim calls Do with a context that has ended: no
-// handler runs, fail-open or not, and every item is Canceled with the
-// context's cause, not StoreDown, for the store did not fail.
-func TestGuardCanceledBeforeClaim(t *testing.T) {
-	errCause := errors.New("test: shutting down")
-	for _, n := range sizes {
-		for _, failOpen := range []bool{false, true} {
-			t.Run(fmt.Sprintf("Size%d/FailOpen=%v", n, failOpen), func(t *testing.T) {
-				mem := memdedupe.New(memdedupe.Config{})
-				ctx, cancel := context.WithCancelCause(t.Context())
-				cancel(errCause)
-				items := itemsOf("", keysOf(n)...)
-				res := newGuard(t, mem, dedupe.GuardConfig{FailOpen: failOpen}).Do(ctx, items, func(_ context.Context, i int) error {
-					t.Errorf("handler ran for item %d", i)
+				fs.Heal() // the store is back
+				for i, it := range items {
+					want := dedupe.Acquired
+					if i == 0 {
+						want = tt.wantAfter
+					}
+					wantStatus(t, mem, it.Ref, want)
+				}
+				if !tt.interrupt {
+					return
+				}
+				res = g.Do(t.Context(), items, func(_ context.Context, i int) error {
+					t.Errorf("handler ran for item %d after the interrupt", i)
 					return nil
 				})
 				for i, r := range res {
-					checkResult(t, fmt.Sprint("item ", i), r, dedupe.Canceled, errCause)
-					wantStatus(t, mem, items[i].Ref, dedupe.Acquired)
+					checkResult(t, fmt.Sprint("after: item ", i), r, dedupe.Canceled, errStop)
 				}
 			})
 		}
-	}
-}
-
-// TestGuardFailOpenCallerCanceled cancels the caller's context while the
-// first of a batch runs unguarded, the store being down: the later items do
-// not run, as they would not with a claim.
-func TestGuardFailOpenCallerCanceled(t *testing.T) {
-	errCause := errors.New("test: shutting down")
-	fs := testkit.NewFaultStore(memdedupe.New(memdedupe.Config{}))
-	fs.Inject(testkit.Fault{Ops: testkit.OpClaim})
-	ctx, cancel := context.WithCancelCause(t.Context())
-	defer cancel(nil)
-	items := itemsOf("", keysOf(3)...)
-	var ran []int
-	res := newGuard(t, fs, dedupe.GuardConfig{FailOpen: true}).Do(ctx, items, func(_ context.Context, i int) error {
-		ran = append(ran, i)
-		cancel(errCause)
-		return nil
-	})
-	if !slices.Equal(ran, []int{0}) {
-		t.Errorf("handler ran for items %v, want [0]", ran)
-	}
-	checkResult(t, "item 0", res[0], dedupe.Unguarded, testkit.ErrInjected)
-	for i := 1; i < len(items); i++ {
-		checkResult(t, fmt.Sprint("item ", i), res[i], dedupe.Canceled, errCause)
 	}
 }
 
@@ -1280,57 +1286,6 @@ func TestGuardPanic(t *testing.T) {
 				t.Errorf("Extend called %d times after Do, want none", got-n)
 			}
 			goleak.VerifyNone(t)
-		})
-	}
-}
-
-// TestGuardInterrupt interrupts a Guard while the first of three items
-// runs, under a claim or without one (FailOpen, the store down): that
-// handler's context ends with Interrupt's cause, the later items do not
-// run and are Canceled with it, every claim is released, and a Do after
-// the interrupt runs no handler.
-func TestGuardInterrupt(t *testing.T) {
-	errStop := errors.New("test: stop")
-	for _, unguarded := range []bool{false, true} {
-		t.Run(fmt.Sprint("Unguarded=", unguarded), func(t *testing.T) {
-			mem := memdedupe.New(memdedupe.Config{})
-			fs := testkit.NewFaultStore(mem)
-			if unguarded {
-				fs.Inject(testkit.Fault{Ops: testkit.OpClaim})
-			}
-			g := newGuard(t, fs, dedupe.GuardConfig{Lease: time.Minute, FailOpen: unguarded})
-			items := itemsOf("", keysOf(3)...)
-			var ran []int
-			res := g.Do(t.Context(), items, func(ctx context.Context, i int) error {
-				ran = append(ran, i)
-				g.Interrupt(errStop)
-				g.Interrupt(errors.New("test: a second cause, ignored"))
-				select {
-				case <-ctx.Done():
-				case <-time.After(5 * time.Second):
-					t.Error("handler context not cancelled by Interrupt")
-				}
-				if cause := context.Cause(ctx); cause != errStop {
-					t.Errorf("handler context cause = %v, want Interrupt's", cause)
-				}
-				return ctx.Err()
-			})
-			if !slices.Equal(ran, []int{0}) {
-				t.Errorf("handler ran for items %v, want [0]", ran)
-			}
-			checkResult(t, "item 0", res[0], dedupe.Failed, context.Canceled)
-			for i := 1; i < len(items); i++ {
-				checkResult(t, fmt.Sprint("item ", i), res[i], dedupe.Canceled, errStop)
-			}
-			fs.Heal() // the store is back
-			res = g.Do(t.Context(), items, func(_ context.Context, i int) error {
-				t.Errorf("handler ran for item %d after the interrupt", i)
-				return nil
-			})
-			for i, r := range res {
-				checkResult(t, fmt.Sprint("after: item ", i), r, dedupe.Canceled, errStop)
-				wantStatus(t, mem, items[i].Ref, dedupe.Acquired)
-			}
 		})
 	}
 }
