@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -988,28 +987,11 @@ func BenchmarkGroupCommit(b *testing.B) {
 				ctx := b.Context()
 				one := func() {
 					ref := gcRef(strconv.FormatInt(next.Add(1), 10))
-					res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: ref}, time.Minute)
-					if err == nil {
-						err = testkit.Complete(ctx, s, dedupe.Ticket{Ref: ref, Token: res.Token}, time.Minute)
-					}
-					if err != nil {
+					if err := testkit.ClaimComplete(ctx, s, []dedupe.Item{{Ref: ref}}, make([]dedupe.Ticket, 1), time.Minute, time.Minute); err != nil {
 						b.Fatal(err)
 					}
 				}
-				b.ReportAllocs()
-				if n == 1 {
-					for b.Loop() {
-						one()
-					}
-					return
-				}
-				procs := runtime.GOMAXPROCS(0)
-				b.SetParallelism((n + procs - 1) / procs)
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						one()
-					}
-				})
+				testkit.Goroutines(b, n, one)
 			})
 		}
 	}
