@@ -9,48 +9,11 @@ import (
 	"github.com/idemq/idemq/msgkey"
 )
 
-// ref, claim and list are a dedupe.Ref, ClaimRequest and ListRequest,
-// which this package cannot import.
-type (
-	ref  struct{ Namespace, Group, Key string }
-	list struct {
-		Namespace, Group, Prefix, Cursor string
-		Limit                            int
-	}
-	claim struct {
-		ref         ref
-		Lease       time.Duration
-		Fingerprint string
-	}
-)
-
-func TestCheckClaim(t *testing.T) {
-	r := ref{Group: "g", Key: "k"}
-	tests := []struct {
-		name    string
-		req     claim
-		wantErr error // nil: valid; errAny: any error
-	}{
-		{"Valid", claim{ref: r, Lease: time.Second, Fingerprint: Fingerprint(nil)}, nil},
-		{"NoLease", claim{ref: r}, errAny},
-		{"BadRef", claim{Lease: time.Second}, msgkey.ErrInvalid},
-		{"LongFingerprint", claim{ref: r, Lease: time.Second, Fingerprint: strings.Repeat("f", MaxFingerprint+1)}, msgkey.ErrInvalid},
-		{"BinaryFingerprint", claim{ref: r, Lease: time.Second, Fingerprint: "\x00\xff"}, msgkey.ErrInvalid},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := CheckClaim(tt.req.ref.Namespace, tt.req.ref.Group, tt.req.ref.Key, tt.req.Lease, tt.req.Fingerprint)
-			switch {
-			case tt.wantErr == nil && err != nil, tt.wantErr != nil && err == nil:
-				t.Errorf("CheckClaim = %v, want %v", err, tt.wantErr)
-			case tt.wantErr != nil && tt.wantErr != errAny && !errors.Is(err, tt.wantErr):
-				t.Errorf("CheckClaim = %v, want %v", err, tt.wantErr)
-			}
-		})
-	}
+// list is a dedupe.ListRequest, which this package cannot import.
+type list struct {
+	Namespace, Group, Prefix, Cursor string
+	Limit                            int
 }
-
-var errAny = errors.New("any error")
 
 // TestFingerprint pins the fingerprints' values: stored records hold them,
 // so a change of algorithm or encoding must fail here. The CRC-32C and
