@@ -29,8 +29,9 @@ func TestClaimFromContext(t *testing.T) {
 				if !ok || tk.Ref != items[i].Ref {
 					return fmt.Errorf("ClaimFromContext = %v, %v; want item %d's", tk, ok, i)
 				}
-				// A Guard runs fn in no transaction (package sqldedupe
-				// tests the transactional mode, which does).
+				// A Guard runs fn in no transaction (the conformance
+				// suite's Features.Tx tests the transactional mode, which
+				// does).
 				if tx, ok := txOf(ctx); ok {
 					return fmt.Errorf("ClaimFromContext under a Guard = %v, true", tx)
 				}

@@ -1427,8 +1427,8 @@ func TestNewGuard(t *testing.T) {
 		{"ExtendEveryBeyondLease", mem, dedupe.GuardConfig{Lease: time.Second, ExtendEvery: 2 * time.Second}, false},
 		{"NegativeCleanup", mem, dedupe.GuardConfig{CleanupTimeout: -time.Second}, false},
 		{"Short", mem, dedupe.GuardConfig{Lease: time.Millisecond}, true},
-		// The transactional mode needs a TxClaimer (sqldedupe's tests
-		// run it on one).
+		// The transactional mode needs a TxClaimer (the conformance
+		// suite's Features.Tx tests run it on sqldedupe).
 		{"TxWithoutTxClaimer", mem, dedupe.GuardConfig{Tx: true}, false},
 	}
 	for _, tt := range tests {
