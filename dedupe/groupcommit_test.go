@@ -576,9 +576,11 @@ func TestGroupCommitOrder(t *testing.T) {
 	}
 }
 
-// TestGroupCommitItemErrors checks that an item's error reaches its own
-// caller only, in a round trip shared with calls that succeed.
-func TestGroupCommitItemErrors(t *testing.T) {
+// TestGroupCommitErrors checks that an item's error reaches its own caller
+// only, in a round trip shared with calls that succeed, and that a round
+// trip that fails as a whole, before or after reaching the store, fails
+// every call in it.
+func TestGroupCommitErrors(t *testing.T) {
 	type call func(ctx context.Context, g dedupe.Store, tk dedupe.Ticket) error
 	claim := func(k string) call {
 		return func(ctx context.Context, g dedupe.Store, _ dedupe.Ticket) error {
@@ -599,85 +601,65 @@ func TestGroupCommitItemErrors(t *testing.T) {
 		}
 	}
 	tests := []struct {
-		name      string
-		op        string
-		pick      func(int, int, int) int
-		bad, good call
-		want      error
+		name  string
+		op    string
+		pick  func(int, int, int) int
+		calls []call
+		fault *testkit.Fault
+		// want is each call's error; nil: none.
+		want []error
+		// k0 is what a claim of k0 answers afterwards; zero skips it.
+		k0 dedupe.Outcome
 	}{
-		{"ClaimInvalidKey", "Claim", gcClaims, claim("bad\x00key"), claim("good"), msgkey.ErrInvalid},
-		{"CompleteLeaseLost", "Complete", gcCompletions, stale(complete), complete, dedupe.ErrLeaseLost},
-		{"ReleaseLeaseLost", "Release", gcReleases, stale(release), release, dedupe.ErrLeaseLost},
+		{name: "ClaimInvalidKey", op: "Claim", pick: gcClaims, calls: []call{claim("good"), claim("bad\x00key"), claim("good2")},
+			want: []error{nil, msgkey.ErrInvalid, nil}},
+		{name: "CompleteLeaseLost", op: "Complete", pick: gcCompletions, calls: []call{complete, stale(complete), complete},
+			want: []error{nil, dedupe.ErrLeaseLost, nil}},
+		{name: "ReleaseLeaseLost", op: "Release", pick: gcReleases, calls: []call{release, stale(release), release},
+			want: []error{nil, dedupe.ErrLeaseLost, nil}},
+		// Each call can be made again; what the failed round trip took
+		// (After) is simply in flight.
+		{name: "RoundTripFails", op: "Claim", pick: gcClaims, calls: []call{claim("k0"), claim("k1"), claim("k2")},
+			fault: &testkit.Fault{Ops: testkit.OpClaim, Nth: 1},
+			want:  []error{testkit.ErrInjected, testkit.ErrInjected, testkit.ErrInjected}, k0: dedupe.Acquired},
+		{name: "RoundTripFailsAfter", op: "Claim", pick: gcClaims, calls: []call{claim("k0"), claim("k1"), claim("k2")},
+			fault: &testkit.Fault{Ops: testkit.OpClaim, Nth: 1, After: true},
+			want:  []error{testkit.ErrInjected, testkit.ErrInjected, testkit.ErrInjected}, k0: dedupe.Busy},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newGCEnv()
+			s := newTripStore()
+			fs := testkit.NewFaultStore(s)
+			e := gcEnv{s, dedupe.WithGroupCommit(fs)}
 			tks := []dedupe.Ticket{gcAcquire(t, e.g, "x"), gcAcquire(t, e.g, "y"), gcAcquire(t, e.g, "z")}
 			unblock := e.block(t, tc.op)
+			if tc.fault != nil {
+				fs.Inject(*tc.fault)
+			}
 			ctx := t.Context()
-			var errs [3]error
+			errs := make([]error, len(tc.calls))
 			var wg sync.WaitGroup
-			for i, c := range []call{tc.good, tc.bad, tc.good} {
-				if tc.op == "Claim" && i == 2 {
-					c = claim("good2")
-				}
+			for i, c := range tc.calls {
 				wg.Go(func() { errs[i] = c(ctx, e.g, tks[i]) })
 				gcQueued(t, e.g, tc.pick, i+1)
 			}
 			unblock()
-			tr := e.s.let(t)
-			wg.Wait()
-			if len(tr.keys) != 3 {
-				t.Errorf("round trip %v, want all three calls", tr)
-			}
-			if errs[0] != nil || errs[2] != nil {
-				t.Errorf("good calls = %v, %v; want nil", errs[0], errs[2])
-			}
-			if !errors.Is(errs[1], tc.want) {
-				t.Errorf("bad call = %v, want %v", errs[1], tc.want)
-			}
-		})
-	}
-}
-
-// TestGroupCommitRoundTripError checks that a round trip that fails as a
-// whole fails every call in it, before or after reaching the store.
-func TestGroupCommitRoundTripError(t *testing.T) {
-	for _, after := range []bool{false, true} {
-		t.Run(fmt.Sprintf("After=%v", after), func(t *testing.T) {
-			s := newTripStore()
-			fs := testkit.NewFaultStore(s)
-			g := dedupe.WithGroupCommit(fs)
-			e := gcEnv{s, g}
-			unblock := e.block(t, "Claim")
-			fs.Inject(testkit.Fault{Ops: testkit.OpClaim, Nth: 1, After: after})
-			ctx := t.Context()
-			const n = 5
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for i := range n {
-				wg.Go(func() { _, errs[i] = testkit.Claim(ctx, g, gcClaim(fmt.Sprint("k", i)), time.Hour) })
-				gcQueued(t, g, gcClaims, i+1)
-			}
-			unblock()
-			if after {
-				s.let(t)
+			if tc.fault == nil || tc.fault.After {
+				if tr := e.s.let(t); len(tr.keys) != len(tc.calls) {
+					t.Errorf("round trip %v, want all %d calls", tr, len(tc.calls))
+				}
 			}
 			wg.Wait()
 			for i, err := range errs {
-				if !errors.Is(err, testkit.ErrInjected) {
-					t.Errorf("call %d = %v, want the injected fault", i, err)
+				if !errors.Is(err, tc.want[i]) || (tc.want[i] == nil && err != nil) {
+					t.Errorf("call %d = %v, want %v", i, err, tc.want[i])
 				}
 			}
-			// Each call can be made again; what the failed round trip
-			// took (After) is simply in flight.
 			s.unhold()
-			want := dedupe.Acquired
-			if after {
-				want = dedupe.Busy
-			}
-			if got := gcStatus(t, g, "k0"); got != want {
-				t.Errorf("k0 after the failed round trip = %v, want %v", got, want)
+			if tc.k0 != 0 {
+				if got := gcStatus(t, e.g, "k0"); got != tc.k0 {
+					t.Errorf("k0 after the failed round trip = %v, want %v", got, tc.k0)
+				}
 			}
 		})
 	}
@@ -686,22 +668,6 @@ func TestGroupCommitRoundTripError(t *testing.T) {
 // TestGroupCommitContext checks what a caller's context does to its call
 // and to the round trip it shares.
 func TestGroupCommitContext(t *testing.T) {
-	t.Run("DoneBeforeCall", func(t *testing.T) {
-		e := newGCEnv()
-		unblock := e.block(t, "Claim")
-		ctx, cancel := context.WithCancel(t.Context())
-		cancel()
-		_, err := testkit.Claim(ctx, e.g, gcClaim("k"), time.Hour)
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("Claim with a cancelled context = %v, want context.Canceled", err)
-		}
-		unblock()
-		e.s.unhold()
-		if got := gcStatus(t, e.g, "k"); got != dedupe.Acquired {
-			t.Errorf("k after a cancelled claim = %v, want acquired (free)", got)
-		}
-	})
-
 	// A queued call whose context ends returns at once and is never sent.
 	tests := []struct {
 		name string
