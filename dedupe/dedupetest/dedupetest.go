@@ -51,6 +51,14 @@ type Features struct {
 	// database it keeps its records in: the suite then checks ClaimTx
 	// and a [dedupe.Guard] in the transactional mode over the store.
 	Tx *TxDatabase
+	// LostAnswer, for a store whose client sends a request again on
+	// another connection when one drops, returns such a store (on a
+	// server of its own, or with records of its own) and lose, which
+	// makes the server's answer to the next claim of keys in namespace ns
+	// be lost once, after the server ran it; dropped reports whether it
+	// was. The suite then checks that the claim, sent again with its
+	// token, takes the record it wrote as its own.
+	LostAnswer func(t *testing.T) (s dedupe.Store, lose func(ns string) (dropped func() bool))
 }
 
 // long is a lease or retention that no test outlives.
@@ -93,6 +101,9 @@ const shortLease = 150 * time.Millisecond
 //     prefixes that are LIKE and glob patterns, in scopes that hold them
 //     too; stats; Forget of a held key, whose holder then loses its lease,
 //     and of a done one, which runs again; bad refs and cancelled contexts;
+//   - with [Features.LostAnswer]: a claim whose answer was lost and which
+//     the client sent again is acquired, its token completes the key, and
+//     held keys in its batch stay busy;
 //   - with [Features.Tx]: claims in a transaction commit or roll back with
 //     the caller's writes, answer as Claim's would, take over ended
 //     records, wait for another transaction's claim or give up after the
@@ -128,6 +139,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) dedupe.Store,
 		{"InvalidKeys", testInvalidKeys},
 		{"Verbatim", testVerbatim},
 		{"Inspector", testInspector},
+		{"LostAnswer", testLostAnswer},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1414,6 +1426,79 @@ func testInvalidKeys(s *suite) {
 	// Nothing was recorded for a truncated or cleaned-up bad key either.
 	for _, k := range []string{"a", "ab", "k", strings.Repeat("k", msgkey.MaxLen)} {
 		s.acquire(s.ref(k), long)
+	}
+}
+
+// testLostAnswer loses the answer to a claim after the server ran it, as a
+// dropped connection does: the client sends the claim again, with the same
+// token, and it must take the record it wrote as its own, not answer busy
+// to its own caller and block the key for a whole lease.
+func testLostAnswer(s *suite) {
+	if s.f.LostAnswer == nil {
+		s.Skip("Features.LostAnswer not set")
+	}
+	store, lose := s.f.LostAnswer(s.T)
+	ctx := s.Context()
+	for _, tc := range []struct {
+		name   string
+		groups []string // a batch spanning groups is a pipeline on Redis
+		// fresh keys, claimed after held keys were claimed by another
+		// owner
+		fresh, held []string
+	}{
+		{"Claim", []string{"g"}, []string{"a"}, nil},
+		{"ClaimMany", []string{"g"}, []string{"a", "b", "c"}, nil},
+		{"ClaimManyWithHeld", []string{"g"}, []string{"a", "c"}, []string{"b"}},
+		{"ClaimManyGroups", []string{"g1", "g2"}, []string{"a", "b"}, nil},
+	} {
+		ns := s.id + tc.name
+		var reqs, warm []dedupe.Item
+		for _, g := range tc.groups {
+			for _, k := range tc.held {
+				r := dedupe.Ref{Namespace: ns, Group: g, Key: k}
+				if res, err := testkit.Claim(ctx, store, dedupe.Item{Ref: r}, long); err != nil || res.Outcome != dedupe.Acquired {
+					s.Fatalf("%s: Claim(%q) = %v, %v; want acquired", tc.name, r, res.Outcome, err)
+				}
+				reqs = append(reqs, dedupe.Item{Ref: r})
+			}
+			for _, k := range tc.fresh {
+				reqs = append(reqs, dedupe.Item{Ref: dedupe.Ref{Namespace: ns, Group: g, Key: k}})
+				// A claim of other keys first loads what the store
+				// loads on first use and leaves a connection in the
+				// pool, so the claim that loses its answer runs as is.
+				warm = append(warm, dedupe.Item{Ref: dedupe.Ref{Namespace: ns + "warm", Group: g, Key: k}})
+			}
+		}
+		if _, _, err := store.Claim(ctx, warm, long); err != nil {
+			s.Fatal(err)
+		}
+		dropped := lose(ns)
+		res, errs, err := store.Claim(ctx, reqs, long)
+		if !dropped() {
+			s.Fatalf("%s: no answer was lost", tc.name)
+		}
+		if err != nil {
+			s.Fatalf("%s: claim whose answer was lost: %v", tc.name, err)
+		}
+		for i, r := range res {
+			want := dedupe.Acquired
+			if slices.Contains(tc.held, reqs[i].Ref.Key) {
+				want = dedupe.Busy
+			}
+			if errs[i] != nil || r.Outcome != want {
+				s.Fatalf("%s: claim %q whose answer was lost once = %v, %v; want %v", tc.name, reqs[i].Ref, r.Outcome, errs[i], want)
+			}
+			if want != dedupe.Acquired {
+				continue
+			}
+			if err := testkit.Complete(ctx, store, dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}, long); err != nil {
+				s.Fatalf("%s: Complete(%q) with the token the claim answered: %v", tc.name, reqs[i].Ref, err)
+			}
+			// Another claimant finds the key done.
+			if res, err := testkit.Claim(ctx, store, reqs[i], long); err != nil || res.Outcome != dedupe.Suppressed {
+				s.Errorf("%s: Claim(%q) after completing = %v, %v; want done", tc.name, reqs[i].Ref, res.Outcome, err)
+			}
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package redisdedupe_test
 
 import (
+	"crypto/rand"
 	"fmt"
 	"os"
 	"testing"
@@ -88,7 +89,31 @@ func TestConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 			p.use(s)
-			dedupetest.RunConformanceTests(t, func(*testing.T) dedupe.Store { return s }, features)
+			f := features
+			f.LostAnswer = lostAnswer(p.use)
+			dedupetest.RunConformanceTests(t, func(*testing.T) dedupe.Store { return s }, f)
 		})
+	}
+}
+
+// lostAnswer returns the suite's store, on use's path, whose client talks
+// to Redis through a proxy that drops a reply when armed: go-redis then
+// sends the command again on a new connection (MaxRetries, 3 by default).
+func lostAnswer(use func(*redisdedupe.Store)) func(t *testing.T) (dedupe.Store, func(string) func() bool) {
+	return func(t *testing.T) (dedupe.Store, func(string) func() bool) {
+		proxy := testenv.StartDropProxy(t, testenv.Redis(t))
+		client := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
+		t.Cleanup(func() { client.Close() })
+		prefix := "lost:" + rand.Text() + ":"
+		s, err := redisdedupe.New(client, redisdedupe.Config{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		use(s)
+		return s, func(ns string) func() bool {
+			before := proxy.Dropped()
+			proxy.Arm(prefix + "{" + ns + ":") // in this claim's keys only
+			return func() bool { return proxy.Dropped() > before }
+		}
 	}
 }

@@ -3,6 +3,8 @@ package sqldedupe_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,8 +25,28 @@ func TestConformance(t *testing.T) {
 			db := b.OpenDSN(t, dsn)
 			dedupetest.RunConformanceTests(t, func(t *testing.T) dedupe.Store {
 				return newStore(t, db, b.Dialect, sqldedupe.Config{})
-			}, dedupetest.Features{Inspector: true, Tx: txDatabase(t, b, dsn, db)})
+			}, dedupetest.Features{Inspector: true, Tx: txDatabase(t, b, dsn, db), LostAnswer: lostAnswer(b)})
 		})
+	}
+}
+
+// lostAnswer returns the suite's store on b whose statements' answers can
+// be lost after the database ran them, as a dropped connection loses
+// them: database/sql then sends the statement again on another
+// connection.
+func lostAnswer(b testdb.Backend) func(t *testing.T) (dedupe.Store, func(string) func() bool) {
+	return func(t *testing.T) (dedupe.Store, func(string) func() bool) {
+		var lose atomic.Bool
+		db := b.OpenWith(t, &testdb.Hooks{Statement: func(string) func() error {
+			if !lose.CompareAndSwap(true, false) {
+				return nil
+			}
+			return func() error { return driver.ErrBadConn }
+		}})
+		return newStore(t, db, b.Dialect, sqldedupe.Config{}), func(string) func() bool {
+			lose.Store(true)
+			return func() bool { return !lose.Load() }
+		}
 	}
 }
 
