@@ -59,6 +59,11 @@ type Features struct {
 	// was. The suite then checks that the claim, sent again with its
 	// token, takes the record it wrote as its own.
 	LostAnswer func(t *testing.T) (s dedupe.Store, lose func(ns string) (dropped func() bool))
+	// Unreachable returns a store whose server cannot be reached at
+	// addr, and the name of its package: the suite checks that every call
+	// fails with a plain error that begins with the package and the call
+	// and names addr.
+	Unreachable func(t *testing.T) (s dedupe.Store, pkg, addr string)
 }
 
 // long is a lease or retention that no test outlives.
@@ -104,6 +109,9 @@ const shortLease = 150 * time.Millisecond
 //   - with [Features.LostAnswer]: a claim whose answer was lost and which
 //     the client sent again is acquired, its token completes the key, and
 //     held keys in its batch stay busy;
+//   - with [Features.Unreachable]: every call of a store whose server
+//     cannot be reached fails with a plain error naming the call and the
+//     address;
 //   - with [Features.Tx]: claims in a transaction commit or roll back with
 //     the caller's writes, answer as Claim's would, take over ended
 //     records, wait for another transaction's claim or give up after the
@@ -140,6 +148,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) dedupe.Store,
 		{"Verbatim", testVerbatim},
 		{"Inspector", testInspector},
 		{"LostAnswer", testLostAnswer},
+		{"Unreachable", testUnreachable},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1498,6 +1507,40 @@ func testLostAnswer(s *suite) {
 			if res, err := testkit.Claim(ctx, store, reqs[i], long); err != nil || res.Outcome != dedupe.Suppressed {
 				s.Errorf("%s: Claim(%q) after completing = %v, %v; want done", tc.name, reqs[i].Ref, res.Outcome, err)
 			}
+		}
+	}
+}
+
+// testUnreachable checks that a store whose server cannot be reached
+// answers every call with a plain error naming the call and the address,
+// never a sentinel: a store connects on its first call, so this is where a
+// wrong address is noticed.
+func testUnreachable(s *suite) {
+	if s.f.Unreachable == nil {
+		s.Skip("Features.Unreachable not set")
+	}
+	st, pkg, addr := s.f.Unreachable(s.T)
+	ctx, r := s.Context(), s.ref("k")
+	tk := dedupe.Ticket{Ref: r, Token: "t"}
+	_, claimErr := testkit.Claim(ctx, st, dedupe.Item{Ref: r}, time.Second)
+	_, _, batchErr := st.Claim(ctx, []dedupe.Item{{Ref: r}, {Ref: s.ref("k2")}}, time.Second)
+	calls := map[string]error{
+		"claim":            claimErr,
+		"claim batch of 2": batchErr,
+		"complete":         testkit.Complete(ctx, st, tk, time.Second),
+		"release":          testkit.Release(ctx, st, tk),
+		"extend":           st.Extend(ctx, tk, time.Second),
+	}
+	// The Inspector's calls are what `idemq dedupe` shows an operator.
+	if in, ok := st.(dedupe.Inspector); ok {
+		_, _, calls["get"] = in.Get(ctx, r)
+		_, _, calls["list"] = in.List(ctx, dedupe.ListRequest{Namespace: r.Namespace, Group: r.Group})
+		_, calls["stats"] = in.Stats(ctx, r.Namespace, r.Group)
+		_, calls["forget"] = in.Forget(ctx, r)
+	}
+	for what, err := range calls {
+		if err == nil || isSentinel(err) || !strings.HasPrefix(err.Error(), pkg+": "+what) || !strings.Contains(err.Error(), addr) {
+			s.Errorf("%s = %v, want a plain error starting %q and naming %s", what, err, pkg+": "+what, addr)
 		}
 	}
 }

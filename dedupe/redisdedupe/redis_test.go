@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -55,6 +56,21 @@ var paths = []struct {
 // features are what the conformance suite expects of a Store.
 var features = dedupetest.Features{Inspector: true, UnorderedList: true}
 
+// unreachable returns a store, on use's path, whose Redis cannot be
+// reached.
+func unreachable(use func(*redisdedupe.Store)) func(t *testing.T) (dedupe.Store, string, string) {
+	return func(t *testing.T) (dedupe.Store, string, string) {
+		client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+		t.Cleanup(func() { client.Close() })
+		s, err := redisdedupe.New(client, redisdedupe.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		use(s)
+		return s, "redisdedupe", "127.0.0.1:1"
+	}
+}
+
 // eachPath runs f as a parallel subtest per path, with a store on that
 // path over client.
 func eachPath(t *testing.T, client redis.UniversalClient, f func(t *testing.T, s *redisdedupe.Store)) {
@@ -90,7 +106,7 @@ func TestConformance(t *testing.T) {
 			}
 			p.use(s)
 			f := features
-			f.LostAnswer = lostAnswer(p.use)
+			f.LostAnswer, f.Unreachable = lostAnswer(p.use), unreachable(p.use)
 			dedupetest.RunConformanceTests(t, func(*testing.T) dedupe.Store { return s }, f)
 		})
 	}

@@ -25,8 +25,32 @@ func TestConformance(t *testing.T) {
 			db := b.OpenDSN(t, dsn)
 			dedupetest.RunConformanceTests(t, func(t *testing.T) dedupe.Store {
 				return newStore(t, db, b.Dialect, sqldedupe.Config{})
-			}, dedupetest.Features{Inspector: true, Tx: txDatabase(t, b, dsn, db), LostAnswer: lostAnswer(b)})
+			}, dedupetest.Features{Inspector: true, Tx: txDatabase(t, b, dsn, db), LostAnswer: lostAnswer(b), Unreachable: unreachable(b)})
 		})
+	}
+}
+
+// unreachable returns the suite's store on b's dialect whose database
+// cannot be reached (SQLite, a file, always can). New does not connect.
+func unreachable(b testdb.Backend) func(t *testing.T) (dedupe.Store, string, string) {
+	dsn := map[sqldedupe.Dialect]string{
+		sqldedupe.MySQL:    "root@tcp(127.0.0.1:1)/idemq?timeout=1s",
+		sqldedupe.Postgres: "postgres://postgres@127.0.0.1:1/idemq?connect_timeout=1",
+	}[b.Dialect]
+	if dsn == "" {
+		return nil
+	}
+	return func(t *testing.T) (dedupe.Store, string, string) {
+		db, err := sql.Open(b.Driver, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := sqldedupe.New(db, b.Dialect, sqldedupe.Config{CleanupInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close(); db.Close() })
+		return s, "sqldedupe", "127.0.0.1:1"
 	}
 }
 
