@@ -207,32 +207,6 @@ func gcClaim(k string) dedupe.Item {
 	return dedupe.Item{Ref: gcRef(k)}
 }
 
-// gcAcquire claims k in s, which must be free, and returns its ticket.
-func gcAcquire(t *testing.T, s dedupe.Store, k string) dedupe.Ticket {
-	t.Helper()
-	res, err := testkit.Claim(t.Context(), s, gcClaim(k), time.Hour)
-	if err != nil || res.Outcome != dedupe.Acquired {
-		t.Fatalf("Claim(%q) = %v, %v; want acquired", k, res.Outcome, err)
-	}
-	return dedupe.Ticket{Ref: gcRef(k), Token: res.Token}
-}
-
-// gcStatus claims k in s and returns the answer, releasing what it
-// acquired.
-func gcStatus(t *testing.T, s dedupe.Store, k string) dedupe.Outcome {
-	t.Helper()
-	res, err := testkit.Claim(t.Context(), s, gcClaim(k), time.Hour)
-	if err != nil {
-		t.Fatalf("Claim(%q): %v", k, err)
-	}
-	if res.Outcome == dedupe.Acquired {
-		if err := testkit.Release(t.Context(), s, dedupe.Ticket{Ref: gcRef(k), Token: res.Token}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return res.Outcome
-}
-
 // gcQueued waits until the group-commit store g has n calls queued of the
 // kind pick picks from dedupe.GroupCommitQueued's answer.
 func gcQueued(t *testing.T, g dedupe.Store, pick func(claims, completions, releases int) int, n int) {
@@ -299,7 +273,7 @@ func (e gcEnv) block(t *testing.T, op string) (unblock func()) {
 	tks := make([]dedupe.Ticket, len(ks))
 	if op != "Claim" {
 		for i, k := range ks {
-			tks[i] = gcAcquire(t, e.g, k)
+			tks[i] = holdKey(t, e.g, gcRef(k), "", time.Hour)
 		}
 	}
 	e.s.hold()
@@ -352,13 +326,13 @@ func TestGroupCommitLone(t *testing.T) {
 			return err
 		}, []string{"Claim:[a b]"}},
 		{"Complete", func(t *testing.T, g dedupe.Store) error {
-			return testkit.Complete(t.Context(), g, gcAcquire(t, g, "a"), time.Hour)
+			return testkit.Complete(t.Context(), g, holdKey(t, g, gcRef("a"), "", time.Hour), time.Hour)
 		}, []string{"Claim:[a]", "Complete:[a]@1h0m0s"}},
 		{"Release", func(t *testing.T, g dedupe.Store) error {
-			return testkit.Release(t.Context(), g, gcAcquire(t, g, "a"))
+			return testkit.Release(t.Context(), g, holdKey(t, g, gcRef("a"), "", time.Hour))
 		}, []string{"Claim:[a]", "Release:[a]"}},
 		{"Extend", func(t *testing.T, g dedupe.Store) error {
-			return g.Extend(t.Context(), gcAcquire(t, g, "a"), time.Hour)
+			return g.Extend(t.Context(), holdKey(t, g, gcRef("a"), "", time.Hour), time.Hour)
 		}, []string{"Claim:[a]", "Extend:[a]"}},
 	}
 	for _, tc := range tests {
@@ -400,7 +374,7 @@ func TestGroupCommitCoalesces(t *testing.T) {
 			tks := make(map[string]dedupe.Ticket)
 			if tc.op != "Claim" {
 				for _, k := range ks {
-					tks[k] = gcAcquire(t, e.g, k)
+					tks[k] = holdKey(t, e.g, gcRef(k), "", time.Hour)
 				}
 			}
 			unblock := e.block(t, tc.op)
@@ -519,7 +493,7 @@ func TestGroupCommitInFlight(t *testing.T) {
 		}
 	}
 	e.s.unhold()
-	if got := gcStatus(t, e.g, "fresh"); got != dedupe.Acquired {
+	if got := statusOf(t, e.g, gcRef("fresh")); got != dedupe.Acquired {
 		t.Errorf("fresh = %v, want acquired", got)
 	}
 	if got := e.s.log(); got[len(got)-2] != "Claim:[fresh]" {
@@ -531,7 +505,7 @@ func TestGroupCommitInFlight(t *testing.T) {
 // are those of the calls made one after another in the order they queued.
 func TestGroupCommitOrder(t *testing.T) {
 	e := newGCEnv()
-	done := gcAcquire(t, e.g, "done")
+	done := holdKey(t, e.g, gcRef("done"), "", time.Hour)
 	if err := testkit.Complete(t.Context(), e.g, done, time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -631,7 +605,7 @@ func TestGroupCommitErrors(t *testing.T) {
 			s := newTripStore()
 			fs := testkit.NewFaultStore(s)
 			e := gcEnv{s, dedupe.WithGroupCommit(fs)}
-			tks := []dedupe.Ticket{gcAcquire(t, e.g, "x"), gcAcquire(t, e.g, "y"), gcAcquire(t, e.g, "z")}
+			tks := []dedupe.Ticket{holdKey(t, e.g, gcRef("x"), "", time.Hour), holdKey(t, e.g, gcRef("y"), "", time.Hour), holdKey(t, e.g, gcRef("z"), "", time.Hour)}
 			unblock := e.block(t, tc.op)
 			if tc.fault != nil {
 				fs.Inject(*tc.fault)
@@ -657,7 +631,7 @@ func TestGroupCommitErrors(t *testing.T) {
 			}
 			s.unhold()
 			if tc.k0 != 0 {
-				if got := gcStatus(t, e.g, "k0"); got != tc.k0 {
+				if got := statusOf(t, e.g, gcRef("k0")); got != tc.k0 {
 					t.Errorf("k0 after the failed round trip = %v, want %v", got, tc.k0)
 				}
 			}
@@ -697,7 +671,7 @@ func TestGroupCommitContext(t *testing.T) {
 			}
 			unblock()
 			e.s.unhold()
-			if got := gcStatus(t, e.g, "k"); got != dedupe.Acquired {
+			if got := statusOf(t, e.g, gcRef("k")); got != dedupe.Acquired {
 				t.Errorf("k after a claim whose context ended = %v, want acquired (free)", got)
 			}
 			var want []string
@@ -824,7 +798,7 @@ func TestGroupCommitRetention(t *testing.T) {
 	rets := []time.Duration{time.Hour, 2 * time.Hour, time.Hour, 3 * time.Hour, 2 * time.Hour}
 	var tks []dedupe.Ticket
 	for i := range rets {
-		tks = append(tks, gcAcquire(t, e.g, fmt.Sprint("k", i)))
+		tks = append(tks, holdKey(t, e.g, gcRef(fmt.Sprint("k", i)), "", time.Hour))
 	}
 	unblock := e.block(t, "Complete")
 	ctx := t.Context()
@@ -898,7 +872,7 @@ func TestGroupCommitCap(t *testing.T) {
 // straight to it and fail alone.
 func TestGroupCommitRefused(t *testing.T) {
 	e := newGCEnv()
-	tk := gcAcquire(t, e.g, "a")
+	tk := holdKey(t, e.g, gcRef("a"), "", time.Hour)
 	unblock := e.block(t, "Claim")
 	ctx := t.Context()
 	before := len(e.s.log())
@@ -919,7 +893,7 @@ func TestGroupCommitRefused(t *testing.T) {
 	}
 	unblock()
 	e.s.unhold()
-	if got := gcStatus(t, e.g, "j"); got != dedupe.Acquired {
+	if got := statusOf(t, e.g, gcRef("j")); got != dedupe.Acquired {
 		t.Errorf("j after a refused batch = %v, want acquired (free)", got)
 	}
 }
