@@ -333,24 +333,18 @@ func TestGuardMixedBatch(t *testing.T) {
 		3: {key: "fail", handler: errHandler, want: dedupe.Failed, wantErr: errHandler, wantAfter: dedupe.Acquired},
 		4: {key: "bad\n", want: dedupe.InvalidKey, wantErr: msgkey.ErrInvalid},
 		5: {key: "reused", fp: "bbbb", setup: hold("aaaa"), want: dedupe.Reused, wantAfter: dedupe.Busy},
-		// Repeats (same key, same fingerprint) are not claimed: once the
-		// first succeeded they are duplicates; when it failed its key is
-		// free again, but for a redelivery: busy, with no time to wait;
-		// otherwise they answer as the first.
-		6: {key: "fresh", fp: "ffff", want: dedupe.Suppressed},
-		7: {key: "fail", want: dedupe.Busy},
-		8: {key: "busy", want: dedupe.Busy, wantWait: held},
-		9: {key: "reused", fp: "bbbb", want: dedupe.Reused},
-		// A repeat with another fingerprint of the same kind is claimed as
+		// Repeats (same key, same fingerprint) are not claimed: they
+		// answer from the first (TestGuardRepeats, for every outcome). A
+		// repeat with another fingerprint of the same kind is claimed as
 		// a message of its own: the store answers that it conflicts with
 		// the first's claim.
-		10: {key: "fresh", fp: "gggg", want: dedupe.Reused},
+		6: {key: "fresh", fp: "gggg", want: dedupe.Reused},
 		// One with no fingerprint is not compared: it finds the first's
 		// claim in flight, for the guard's lease (30s by default; the
 		// store's clock stands still).
-		11: {key: "fresh", want: dedupe.Busy, wantWait: 30 * time.Second},
-		12: {key: "late", want: dedupe.Completed, wantAfter: dedupe.Suppressed},
-		13: {key: "bad\n", want: dedupe.InvalidKey, wantErr: msgkey.ErrInvalid},
+		7: {key: "fresh", want: dedupe.Busy, wantWait: 30 * time.Second},
+		8: {key: "late", want: dedupe.Completed, wantAfter: dedupe.Suppressed},
+		9: {key: "bad\n", want: dedupe.InvalidKey, wantErr: msgkey.ErrInvalid},
 	}
 	e := newGuardEnv()
 	batch := make([]dedupe.Item, len(items))
@@ -377,7 +371,7 @@ func TestGuardMixedBatch(t *testing.T) {
 			wantStatus(t, e.mem, batch[i].Ref, it.wantAfter)
 		}
 	}
-	if want := []int{0, 3, 12}; !slices.Equal(ran, want) {
+	if want := []int{0, 3, 8}; !slices.Equal(ran, want) {
 		t.Errorf("handler ran for items %v, want %v", ran, want)
 	}
 	for _, p := range []struct {
