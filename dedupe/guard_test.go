@@ -1062,16 +1062,16 @@ func TestGuardCanceled(t *testing.T) {
 		// else its context's error.
 		complete  bool
 		want      dedupe.Outcome
-		wantErr   error
+		wantErr   []error
 		wantAfter dedupe.Outcome
 	}{
-		{name: "BeforeClaim", before: true, want: dedupe.Canceled, wantErr: errStop, wantAfter: dedupe.Acquired},
-		{name: "BeforeClaimFailOpen", before: true, unguarded: true, want: dedupe.Canceled, wantErr: errStop, wantAfter: dedupe.Acquired},
+		{name: "BeforeClaim", before: true, want: dedupe.Canceled, wantErr: []error{errStop}, wantAfter: dedupe.Acquired},
+		{name: "BeforeClaimFailOpen", before: true, unguarded: true, want: dedupe.Canceled, wantErr: []error{errStop}, wantAfter: dedupe.Acquired},
 		{name: "CallerCompletes", complete: true, want: dedupe.Completed, wantAfter: dedupe.Suppressed},
-		{name: "CallerReleases", want: dedupe.Failed, wantErr: context.Canceled, wantAfter: dedupe.Acquired},
-		{name: "CallerUnguarded", unguarded: true, complete: true, want: dedupe.Unguarded, wantErr: testkit.ErrInjected, wantAfter: dedupe.Acquired},
-		{name: "Interrupt", interrupt: true, want: dedupe.Failed, wantErr: context.Canceled, wantAfter: dedupe.Acquired},
-		{name: "InterruptUnguarded", interrupt: true, unguarded: true, want: dedupe.Failed, wantErr: context.Canceled, wantAfter: dedupe.Acquired},
+		{name: "CallerReleases", want: dedupe.Failed, wantErr: []error{context.Canceled}, wantAfter: dedupe.Acquired},
+		{name: "CallerUnguarded", unguarded: true, complete: true, want: dedupe.Unguarded, wantErr: []error{testkit.ErrInjected}, wantAfter: dedupe.Acquired},
+		{name: "Interrupt", interrupt: true, want: dedupe.Failed, wantErr: []error{context.Canceled}, wantAfter: dedupe.Acquired},
+		{name: "InterruptUnguarded", interrupt: true, unguarded: true, want: dedupe.Failed, wantErr: []error{context.Canceled}, wantAfter: dedupe.Acquired},
 	} {
 		for _, n := range sizes {
 			t.Run(fmt.Sprint(tt.name, "/Size", n), func(t *testing.T) {
@@ -1116,11 +1116,7 @@ func TestGuardCanceled(t *testing.T) {
 				if !slices.Equal(ran, wantRan) {
 					t.Errorf("handler ran for items %v, want %v", ran, wantRan)
 				}
-				if tt.wantErr == nil {
-					checkResult(t, "item 0", res[0], tt.want)
-				} else {
-					checkResult(t, "item 0", res[0], tt.want, tt.wantErr)
-				}
+				checkResult(t, "item 0", res[0], tt.want, tt.wantErr...)
 				for i := 1; i < n; i++ {
 					checkResult(t, fmt.Sprint("item ", i), res[i], dedupe.Canceled, errStop)
 				}
