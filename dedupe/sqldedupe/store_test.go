@@ -525,6 +525,8 @@ func checkLive(t *testing.T, s *sqldedupe.Store, live map[dedupe.Ref]dedupe.Outc
 	}
 }
 
+// TestCleanup deletes the expired records and keeps the live ones, by
+// Cleanup in batches, and in the background.
 func TestCleanup(t *testing.T) {
 	for _, b := range testdb.Backends {
 		t.Run(b.Name, func(t *testing.T) {
@@ -542,17 +544,10 @@ func TestCleanup(t *testing.T) {
 				t.Errorf("%d rows after cleanup, want the %d live ones", n, len(live))
 			}
 			checkLive(t, s, live)
-		})
-	}
-}
 
-func TestBackgroundCleanup(t *testing.T) {
-	for _, b := range testdb.Backends {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			db := b.Open(t)
-			s := newStore(t, db, b.Dialect, sqldedupe.Config{CleanupInterval: 10 * time.Millisecond, CleanupBatch: 2})
-			live := expiredAndLive(t, s)
+			db = b.Open(t)
+			s = newStore(t, db, b.Dialect, sqldedupe.Config{CleanupInterval: 10 * time.Millisecond, CleanupBatch: 2})
+			live = expiredAndLive(t, s)
 			testkit.WaitFor(t, fmt.Sprintf("background cleanup down to %d rows", len(live)), func() bool { return countRows(t, db) <= len(live) })
 			checkLive(t, s, live)
 		})
