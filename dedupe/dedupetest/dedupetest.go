@@ -986,11 +986,13 @@ func testBatch(s *suite) {
 			t.Errorf("Release(nil) = %v, %v; want nothing", errs, err)
 		}
 	})
+	// Large, and over five groups: on a Redis Cluster, five slots.
 	s.Run("Large", func(t *testing.T) {
 		s := s.sub(t)
 		reqs := make([]dedupe.Item, 500)
 		for i := range reqs {
-			reqs[i] = dedupe.Item{Ref: s.ref(fmt.Sprint(i)), Fingerprint: fmt.Sprint(i)}
+			r := dedupe.Ref{Namespace: "dedupetest", Group: fmt.Sprint(s.id, i%5), Key: fmt.Sprint(i)}
+			reqs[i] = dedupe.Item{Ref: r, Fingerprint: fmt.Sprint(i)}
 		}
 		res, errs, err := s.store.Claim(ctx, reqs, long)
 		if err != nil {
