@@ -54,7 +54,15 @@ func TestCluster(t *testing.T) {
 	}
 
 	// The suite's batches span groups, and so slots.
-	eachPath(t, cc, func(t *testing.T, s *redisdedupe.Store) {
-		dedupetest.RunConformanceTests(t, func(*testing.T) dedupe.Store { return s }, features)
-	})
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := redisdedupe.New(cc, redisdedupe.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.use(s)
+			dedupetest.RunConformanceTests(t, func(*testing.T) dedupe.Store { return s }, features)
+		})
+	}
 }

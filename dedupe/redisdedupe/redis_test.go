@@ -34,14 +34,6 @@ func newClient(t testing.TB) *redis.Client {
 	return c
 }
 
-func newStore(t testing.TB, cfg redisdedupe.Config) *redisdedupe.Store {
-	s, err := redisdedupe.New(newClient(t), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // paths are the two ways a Store claims, both run on the test server (a
 // Redis 7): by native commands, as on Redis 7.0 or later, and by the claim
 // script, as before 7.0.
@@ -68,22 +60,6 @@ func unreachable(use func(*redisdedupe.Store)) func(t *testing.T) (dedupe.Store,
 		}
 		use(s)
 		return s, "redisdedupe", "127.0.0.1:1"
-	}
-}
-
-// eachPath runs f as a parallel subtest per path, with a store on that
-// path over client.
-func eachPath(t *testing.T, client redis.UniversalClient, f func(t *testing.T, s *redisdedupe.Store)) {
-	for _, p := range paths {
-		t.Run(p.name, func(t *testing.T) {
-			t.Parallel()
-			s, err := redisdedupe.New(client, redisdedupe.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.use(s)
-			f(t, s)
-		})
 	}
 }
 
