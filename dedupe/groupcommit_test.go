@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -208,32 +207,6 @@ func gcClaim(k string) dedupe.Item {
 	return dedupe.Item{Ref: gcRef(k)}
 }
 
-// gcAcquire claims k in s, which must be free, and returns its ticket.
-func gcAcquire(t *testing.T, s dedupe.Store, k string) dedupe.Ticket {
-	t.Helper()
-	res, err := testkit.Claim(t.Context(), s, gcClaim(k), time.Hour)
-	if err != nil || res.Outcome != dedupe.Acquired {
-		t.Fatalf("Claim(%q) = %v, %v; want acquired", k, res.Outcome, err)
-	}
-	return dedupe.Ticket{Ref: gcRef(k), Token: res.Token}
-}
-
-// gcStatus claims k in s and returns the answer, releasing what it
-// acquired.
-func gcStatus(t *testing.T, s dedupe.Store, k string) dedupe.Outcome {
-	t.Helper()
-	res, err := testkit.Claim(t.Context(), s, gcClaim(k), time.Hour)
-	if err != nil {
-		t.Fatalf("Claim(%q): %v", k, err)
-	}
-	if res.Outcome == dedupe.Acquired {
-		if err := testkit.Release(t.Context(), s, dedupe.Ticket{Ref: gcRef(k), Token: res.Token}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return res.Outcome
-}
-
 // gcQueued waits until the group-commit store g has n calls queued of the
 // kind pick picks from dedupe.GroupCommitQueued's answer.
 func gcQueued(t *testing.T, g dedupe.Store, pick func(claims, completions, releases int) int, n int) {
@@ -300,7 +273,7 @@ func (e gcEnv) block(t *testing.T, op string) (unblock func()) {
 	tks := make([]dedupe.Ticket, len(ks))
 	if op != "Claim" {
 		for i, k := range ks {
-			tks[i] = gcAcquire(t, e.g, k)
+			tks[i] = holdKey(t, e.g, gcRef(k), "", time.Hour)
 		}
 	}
 	e.s.hold()
@@ -353,13 +326,13 @@ func TestGroupCommitLone(t *testing.T) {
 			return err
 		}, []string{"Claim:[a b]"}},
 		{"Complete", func(t *testing.T, g dedupe.Store) error {
-			return testkit.Complete(t.Context(), g, gcAcquire(t, g, "a"), time.Hour)
+			return testkit.Complete(t.Context(), g, holdKey(t, g, gcRef("a"), "", time.Hour), time.Hour)
 		}, []string{"Claim:[a]", "Complete:[a]@1h0m0s"}},
 		{"Release", func(t *testing.T, g dedupe.Store) error {
-			return testkit.Release(t.Context(), g, gcAcquire(t, g, "a"))
+			return testkit.Release(t.Context(), g, holdKey(t, g, gcRef("a"), "", time.Hour))
 		}, []string{"Claim:[a]", "Release:[a]"}},
 		{"Extend", func(t *testing.T, g dedupe.Store) error {
-			return g.Extend(t.Context(), gcAcquire(t, g, "a"), time.Hour)
+			return g.Extend(t.Context(), holdKey(t, g, gcRef("a"), "", time.Hour), time.Hour)
 		}, []string{"Claim:[a]", "Extend:[a]"}},
 	}
 	for _, tc := range tests {
@@ -401,7 +374,7 @@ func TestGroupCommitCoalesces(t *testing.T) {
 			tks := make(map[string]dedupe.Ticket)
 			if tc.op != "Claim" {
 				for _, k := range ks {
-					tks[k] = gcAcquire(t, e.g, k)
+					tks[k] = holdKey(t, e.g, gcRef(k), "", time.Hour)
 				}
 			}
 			unblock := e.block(t, tc.op)
@@ -520,7 +493,7 @@ func TestGroupCommitInFlight(t *testing.T) {
 		}
 	}
 	e.s.unhold()
-	if got := gcStatus(t, e.g, "fresh"); got != dedupe.Acquired {
+	if got := statusOf(t, e.g, gcRef("fresh")); got != dedupe.Acquired {
 		t.Errorf("fresh = %v, want acquired", got)
 	}
 	if got := e.s.log(); got[len(got)-2] != "Claim:[fresh]" {
@@ -532,7 +505,7 @@ func TestGroupCommitInFlight(t *testing.T) {
 // are those of the calls made one after another in the order they queued.
 func TestGroupCommitOrder(t *testing.T) {
 	e := newGCEnv()
-	done := gcAcquire(t, e.g, "done")
+	done := holdKey(t, e.g, gcRef("done"), "", time.Hour)
 	if err := testkit.Complete(t.Context(), e.g, done, time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -577,9 +550,11 @@ func TestGroupCommitOrder(t *testing.T) {
 	}
 }
 
-// TestGroupCommitItemErrors checks that an item's error reaches its own
-// caller only, in a round trip shared with calls that succeed.
-func TestGroupCommitItemErrors(t *testing.T) {
+// TestGroupCommitErrors checks that an item's error reaches its own caller
+// only, in a round trip shared with calls that succeed, and that a round
+// trip that fails as a whole, before or after reaching the store, fails
+// every call in it.
+func TestGroupCommitErrors(t *testing.T) {
 	type call func(ctx context.Context, g dedupe.Store, tk dedupe.Ticket) error
 	claim := func(k string) call {
 		return func(ctx context.Context, g dedupe.Store, _ dedupe.Ticket) error {
@@ -600,85 +575,65 @@ func TestGroupCommitItemErrors(t *testing.T) {
 		}
 	}
 	tests := []struct {
-		name      string
-		op        string
-		pick      func(int, int, int) int
-		bad, good call
-		want      error
+		name  string
+		op    string
+		pick  func(int, int, int) int
+		calls []call
+		fault *testkit.Fault
+		// want is each call's error; nil: none.
+		want []error
+		// k0 is what a claim of k0 answers afterwards; zero skips it.
+		k0 dedupe.Outcome
 	}{
-		{"ClaimInvalidKey", "Claim", gcClaims, claim("bad\x00key"), claim("good"), msgkey.ErrInvalid},
-		{"CompleteLeaseLost", "Complete", gcCompletions, stale(complete), complete, dedupe.ErrLeaseLost},
-		{"ReleaseLeaseLost", "Release", gcReleases, stale(release), release, dedupe.ErrLeaseLost},
+		{name: "ClaimInvalidKey", op: "Claim", pick: gcClaims, calls: []call{claim("good"), claim("bad\x00key"), claim("good2")},
+			want: []error{nil, msgkey.ErrInvalid, nil}},
+		{name: "CompleteLeaseLost", op: "Complete", pick: gcCompletions, calls: []call{complete, stale(complete), complete},
+			want: []error{nil, dedupe.ErrLeaseLost, nil}},
+		{name: "ReleaseLeaseLost", op: "Release", pick: gcReleases, calls: []call{release, stale(release), release},
+			want: []error{nil, dedupe.ErrLeaseLost, nil}},
+		// Each call can be made again; what the failed round trip took
+		// (After) is simply in flight.
+		{name: "RoundTripFails", op: "Claim", pick: gcClaims, calls: []call{claim("k0"), claim("k1"), claim("k2")},
+			fault: &testkit.Fault{Ops: testkit.OpClaim, Nth: 1},
+			want:  []error{testkit.ErrInjected, testkit.ErrInjected, testkit.ErrInjected}, k0: dedupe.Acquired},
+		{name: "RoundTripFailsAfter", op: "Claim", pick: gcClaims, calls: []call{claim("k0"), claim("k1"), claim("k2")},
+			fault: &testkit.Fault{Ops: testkit.OpClaim, Nth: 1, After: true},
+			want:  []error{testkit.ErrInjected, testkit.ErrInjected, testkit.ErrInjected}, k0: dedupe.Busy},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newGCEnv()
-			tks := []dedupe.Ticket{gcAcquire(t, e.g, "x"), gcAcquire(t, e.g, "y"), gcAcquire(t, e.g, "z")}
+			s := newTripStore()
+			fs := testkit.NewFaultStore(s)
+			e := gcEnv{s, dedupe.WithGroupCommit(fs)}
+			tks := []dedupe.Ticket{holdKey(t, e.g, gcRef("x"), "", time.Hour), holdKey(t, e.g, gcRef("y"), "", time.Hour), holdKey(t, e.g, gcRef("z"), "", time.Hour)}
 			unblock := e.block(t, tc.op)
+			if tc.fault != nil {
+				fs.Inject(*tc.fault)
+			}
 			ctx := t.Context()
-			var errs [3]error
+			errs := make([]error, len(tc.calls))
 			var wg sync.WaitGroup
-			for i, c := range []call{tc.good, tc.bad, tc.good} {
-				if tc.op == "Claim" && i == 2 {
-					c = claim("good2")
-				}
+			for i, c := range tc.calls {
 				wg.Go(func() { errs[i] = c(ctx, e.g, tks[i]) })
 				gcQueued(t, e.g, tc.pick, i+1)
 			}
 			unblock()
-			tr := e.s.let(t)
-			wg.Wait()
-			if len(tr.keys) != 3 {
-				t.Errorf("round trip %v, want all three calls", tr)
-			}
-			if errs[0] != nil || errs[2] != nil {
-				t.Errorf("good calls = %v, %v; want nil", errs[0], errs[2])
-			}
-			if !errors.Is(errs[1], tc.want) {
-				t.Errorf("bad call = %v, want %v", errs[1], tc.want)
-			}
-		})
-	}
-}
-
-// TestGroupCommitRoundTripError checks that a round trip that fails as a
-// whole fails every call in it, before or after reaching the store.
-func TestGroupCommitRoundTripError(t *testing.T) {
-	for _, after := range []bool{false, true} {
-		t.Run(fmt.Sprintf("After=%v", after), func(t *testing.T) {
-			s := newTripStore()
-			fs := testkit.NewFaultStore(s)
-			g := dedupe.WithGroupCommit(fs)
-			e := gcEnv{s, g}
-			unblock := e.block(t, "Claim")
-			fs.Inject(testkit.Fault{Ops: testkit.OpClaim, Nth: 1, After: after})
-			ctx := t.Context()
-			const n = 5
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for i := range n {
-				wg.Go(func() { _, errs[i] = testkit.Claim(ctx, g, gcClaim(fmt.Sprint("k", i)), time.Hour) })
-				gcQueued(t, g, gcClaims, i+1)
-			}
-			unblock()
-			if after {
-				s.let(t)
+			if tc.fault == nil || tc.fault.After {
+				if tr := e.s.let(t); len(tr.keys) != len(tc.calls) {
+					t.Errorf("round trip %v, want all %d calls", tr, len(tc.calls))
+				}
 			}
 			wg.Wait()
 			for i, err := range errs {
-				if !errors.Is(err, testkit.ErrInjected) {
-					t.Errorf("call %d = %v, want the injected fault", i, err)
+				if !errors.Is(err, tc.want[i]) || (tc.want[i] == nil && err != nil) {
+					t.Errorf("call %d = %v, want %v", i, err, tc.want[i])
 				}
 			}
-			// Each call can be made again; what the failed round trip
-			// took (After) is simply in flight.
 			s.unhold()
-			want := dedupe.Acquired
-			if after {
-				want = dedupe.Busy
-			}
-			if got := gcStatus(t, g, "k0"); got != want {
-				t.Errorf("k0 after the failed round trip = %v, want %v", got, want)
+			if tc.k0 != 0 {
+				if got := statusOf(t, e.g, gcRef("k0")); got != tc.k0 {
+					t.Errorf("k0 after the failed round trip = %v, want %v", got, tc.k0)
+				}
 			}
 		})
 	}
@@ -687,22 +642,6 @@ func TestGroupCommitRoundTripError(t *testing.T) {
 // TestGroupCommitContext checks what a caller's context does to its call
 // and to the round trip it shares.
 func TestGroupCommitContext(t *testing.T) {
-	t.Run("DoneBeforeCall", func(t *testing.T) {
-		e := newGCEnv()
-		unblock := e.block(t, "Claim")
-		ctx, cancel := context.WithCancel(t.Context())
-		cancel()
-		_, err := testkit.Claim(ctx, e.g, gcClaim("k"), time.Hour)
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("Claim with a cancelled context = %v, want context.Canceled", err)
-		}
-		unblock()
-		e.s.unhold()
-		if got := gcStatus(t, e.g, "k"); got != dedupe.Acquired {
-			t.Errorf("k after a cancelled claim = %v, want acquired (free)", got)
-		}
-	})
-
 	// A queued call whose context ends returns at once and is never sent.
 	tests := []struct {
 		name string
@@ -732,7 +671,7 @@ func TestGroupCommitContext(t *testing.T) {
 			}
 			unblock()
 			e.s.unhold()
-			if got := gcStatus(t, e.g, "k"); got != dedupe.Acquired {
+			if got := statusOf(t, e.g, gcRef("k")); got != dedupe.Acquired {
 				t.Errorf("k after a claim whose context ended = %v, want acquired (free)", got)
 			}
 			var want []string
@@ -859,7 +798,7 @@ func TestGroupCommitRetention(t *testing.T) {
 	rets := []time.Duration{time.Hour, 2 * time.Hour, time.Hour, 3 * time.Hour, 2 * time.Hour}
 	var tks []dedupe.Ticket
 	for i := range rets {
-		tks = append(tks, gcAcquire(t, e.g, fmt.Sprint("k", i)))
+		tks = append(tks, holdKey(t, e.g, gcRef(fmt.Sprint("k", i)), "", time.Hour))
 	}
 	unblock := e.block(t, "Complete")
 	ctx := t.Context()
@@ -933,7 +872,7 @@ func TestGroupCommitCap(t *testing.T) {
 // straight to it and fail alone.
 func TestGroupCommitRefused(t *testing.T) {
 	e := newGCEnv()
-	tk := gcAcquire(t, e.g, "a")
+	tk := holdKey(t, e.g, gcRef("a"), "", time.Hour)
 	unblock := e.block(t, "Claim")
 	ctx := t.Context()
 	before := len(e.s.log())
@@ -954,7 +893,7 @@ func TestGroupCommitRefused(t *testing.T) {
 	}
 	unblock()
 	e.s.unhold()
-	if got := gcStatus(t, e.g, "j"); got != dedupe.Acquired {
+	if got := statusOf(t, e.g, gcRef("j")); got != dedupe.Acquired {
 		t.Errorf("j after a refused batch = %v, want acquired (free)", got)
 	}
 }
@@ -988,28 +927,11 @@ func BenchmarkGroupCommit(b *testing.B) {
 				ctx := b.Context()
 				one := func() {
 					ref := gcRef(strconv.FormatInt(next.Add(1), 10))
-					res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: ref}, time.Minute)
-					if err == nil {
-						err = testkit.Complete(ctx, s, dedupe.Ticket{Ref: ref, Token: res.Token}, time.Minute)
-					}
-					if err != nil {
+					if err := testkit.ClaimComplete(ctx, s, []dedupe.Item{{Ref: ref}}, make([]dedupe.Ticket, 1), time.Minute, time.Minute); err != nil {
 						b.Fatal(err)
 					}
 				}
-				b.ReportAllocs()
-				if n == 1 {
-					for b.Loop() {
-						one()
-					}
-					return
-				}
-				procs := runtime.GOMAXPROCS(0)
-				b.SetParallelism((n + procs - 1) / procs)
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						one()
-					}
-				})
+				testkit.Goroutines(b, n, one)
 			})
 		}
 	}

@@ -47,6 +47,23 @@ type Features struct {
 	// pages in any order, with a few more records than the limit, and a
 	// key listed twice.
 	UnorderedList bool
+	// Tx, for a store that implements [dedupe.TxClaimer], gives the
+	// database it keeps its records in: the suite then checks ClaimTx
+	// and a [dedupe.Guard] in the transactional mode over the store.
+	Tx *TxDatabase
+	// LostAnswer, for a store whose client sends a request again on
+	// another connection when one drops, returns such a store (on a
+	// server of its own, or with records of its own) and lose, which
+	// makes the server's answer to the next claim of keys in namespace ns
+	// be lost once, after the server ran it; dropped reports whether it
+	// was. The suite then checks that the claim, sent again with its
+	// token, takes the record it wrote as its own.
+	LostAnswer func(t *testing.T) (s dedupe.Store, lose func(ns string) (dropped func() bool))
+	// Unreachable returns a store whose server cannot be reached at
+	// addr, and the name of its package: the suite checks that every call
+	// fails with a plain error that begins with the package and the call
+	// and names addr.
+	Unreachable func(t *testing.T) (s dedupe.Store, pkg, addr string)
 }
 
 // long is a lease or retention that no test outlives.
@@ -88,7 +105,19 @@ const shortLease = 150 * time.Millisecond
 //     completed, released and expired; listings paged to the end, by
 //     prefixes that are LIKE and glob patterns, in scopes that hold them
 //     too; stats; Forget of a held key, whose holder then loses its lease,
-//     and of a done one, which runs again; bad refs and cancelled contexts.
+//     and of a done one, which runs again; bad refs and cancelled contexts;
+//   - with [Features.LostAnswer]: a claim whose answer was lost and which
+//     the client sent again is acquired, its token completes the key, and
+//     held keys in its batch stay busy;
+//   - with [Features.Unreachable]: every call of a store whose server
+//     cannot be reached fails with a plain error naming the call and the
+//     address;
+//   - with [Features.Tx]: claims in a transaction commit or roll back with
+//     the caller's writes, answer as Claim's would, take over ended
+//     records, wait for another transaction's claim or give up after the
+//     lock timeout, and refuse bad keys and arguments; a transactional
+//     [dedupe.Guard] runs every outcome, a panic, an Interrupt and a
+//     failing store.
 //
 // The suite takes a few seconds: a dozen waits of one and a half leases,
 // and ten leases of churn.
@@ -118,11 +147,22 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) dedupe.Store,
 		{"InvalidKeys", testInvalidKeys},
 		{"Verbatim", testVerbatim},
 		{"Inspector", testInspector},
+		{"LostAnswer", testLostAnswer},
+		{"Unreachable", testUnreachable},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &suite{T: t, store: newStore(t), f: f, id: rand.Text()[:12]}
 			tc.fn(s)
+		})
+	}
+	if f.Tx == nil {
+		return
+	}
+	for _, tc := range txTests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &suite{T: t, store: newStore(t), f: f, id: rand.Text()[:12]}
+			tc.fn(s.tx())
 		})
 	}
 }
@@ -946,11 +986,13 @@ func testBatch(s *suite) {
 			t.Errorf("Release(nil) = %v, %v; want nothing", errs, err)
 		}
 	})
+	// Large, and over five groups: on a Redis Cluster, five slots.
 	s.Run("Large", func(t *testing.T) {
 		s := s.sub(t)
 		reqs := make([]dedupe.Item, 500)
 		for i := range reqs {
-			reqs[i] = dedupe.Item{Ref: s.ref(fmt.Sprint(i)), Fingerprint: fmt.Sprint(i)}
+			r := dedupe.Ref{Namespace: "dedupetest", Group: fmt.Sprint(s.id, i%5), Key: fmt.Sprint(i)}
+			reqs[i] = dedupe.Item{Ref: r, Fingerprint: fmt.Sprint(i)}
 		}
 		res, errs, err := s.store.Claim(ctx, reqs, long)
 		if err != nil {
@@ -1395,6 +1437,113 @@ func testInvalidKeys(s *suite) {
 	// Nothing was recorded for a truncated or cleaned-up bad key either.
 	for _, k := range []string{"a", "ab", "k", strings.Repeat("k", msgkey.MaxLen)} {
 		s.acquire(s.ref(k), long)
+	}
+}
+
+// testLostAnswer loses the answer to a claim after the server ran it, as a
+// dropped connection does: the client sends the claim again, with the same
+// token, and it must take the record it wrote as its own, not answer busy
+// to its own caller and block the key for a whole lease.
+func testLostAnswer(s *suite) {
+	if s.f.LostAnswer == nil {
+		s.Skip("Features.LostAnswer not set")
+	}
+	store, lose := s.f.LostAnswer(s.T)
+	ctx := s.Context()
+	for _, tc := range []struct {
+		name   string
+		groups []string // a batch spanning groups is a pipeline on Redis
+		// fresh keys, claimed after held keys were claimed by another
+		// owner
+		fresh, held []string
+	}{
+		{"Claim", []string{"g"}, []string{"a"}, nil},
+		{"ClaimMany", []string{"g"}, []string{"a", "b", "c"}, nil},
+		{"ClaimManyWithHeld", []string{"g"}, []string{"a", "c"}, []string{"b"}},
+		{"ClaimManyGroups", []string{"g1", "g2"}, []string{"a", "b"}, nil},
+	} {
+		ns := s.id + tc.name
+		var reqs, warm []dedupe.Item
+		for _, g := range tc.groups {
+			for _, k := range tc.held {
+				r := dedupe.Ref{Namespace: ns, Group: g, Key: k}
+				if res, err := testkit.Claim(ctx, store, dedupe.Item{Ref: r}, long); err != nil || res.Outcome != dedupe.Acquired {
+					s.Fatalf("%s: Claim(%q) = %v, %v; want acquired", tc.name, r, res.Outcome, err)
+				}
+				reqs = append(reqs, dedupe.Item{Ref: r})
+			}
+			for _, k := range tc.fresh {
+				reqs = append(reqs, dedupe.Item{Ref: dedupe.Ref{Namespace: ns, Group: g, Key: k}})
+				// A claim of other keys first loads what the store
+				// loads on first use and leaves a connection in the
+				// pool, so the claim that loses its answer runs as is.
+				warm = append(warm, dedupe.Item{Ref: dedupe.Ref{Namespace: ns + "warm", Group: g, Key: k}})
+			}
+		}
+		if _, _, err := store.Claim(ctx, warm, long); err != nil {
+			s.Fatal(err)
+		}
+		dropped := lose(ns)
+		res, errs, err := store.Claim(ctx, reqs, long)
+		if !dropped() {
+			s.Fatalf("%s: no answer was lost", tc.name)
+		}
+		if err != nil {
+			s.Fatalf("%s: claim whose answer was lost: %v", tc.name, err)
+		}
+		for i, r := range res {
+			want := dedupe.Acquired
+			if slices.Contains(tc.held, reqs[i].Ref.Key) {
+				want = dedupe.Busy
+			}
+			if errs[i] != nil || r.Outcome != want {
+				s.Fatalf("%s: claim %q whose answer was lost once = %v, %v; want %v", tc.name, reqs[i].Ref, r.Outcome, errs[i], want)
+			}
+			if want != dedupe.Acquired {
+				continue
+			}
+			if err := testkit.Complete(ctx, store, dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}, long); err != nil {
+				s.Fatalf("%s: Complete(%q) with the token the claim answered: %v", tc.name, reqs[i].Ref, err)
+			}
+			// Another claimant finds the key done.
+			if res, err := testkit.Claim(ctx, store, reqs[i], long); err != nil || res.Outcome != dedupe.Suppressed {
+				s.Errorf("%s: Claim(%q) after completing = %v, %v; want done", tc.name, reqs[i].Ref, res.Outcome, err)
+			}
+		}
+	}
+}
+
+// testUnreachable checks that a store whose server cannot be reached
+// answers every call with a plain error naming the call and the address,
+// never a sentinel: a store connects on its first call, so this is where a
+// wrong address is noticed.
+func testUnreachable(s *suite) {
+	if s.f.Unreachable == nil {
+		s.Skip("Features.Unreachable not set")
+	}
+	st, pkg, addr := s.f.Unreachable(s.T)
+	ctx, r := s.Context(), s.ref("k")
+	tk := dedupe.Ticket{Ref: r, Token: "t"}
+	_, claimErr := testkit.Claim(ctx, st, dedupe.Item{Ref: r}, time.Second)
+	_, _, batchErr := st.Claim(ctx, []dedupe.Item{{Ref: r}, {Ref: s.ref("k2")}}, time.Second)
+	calls := map[string]error{
+		"claim":            claimErr,
+		"claim batch of 2": batchErr,
+		"complete":         testkit.Complete(ctx, st, tk, time.Second),
+		"release":          testkit.Release(ctx, st, tk),
+		"extend":           st.Extend(ctx, tk, time.Second),
+	}
+	// The Inspector's calls are what `idemq dedupe` shows an operator.
+	if in, ok := st.(dedupe.Inspector); ok {
+		_, _, calls["get"] = in.Get(ctx, r)
+		_, _, calls["list"] = in.List(ctx, dedupe.ListRequest{Namespace: r.Namespace, Group: r.Group})
+		_, calls["stats"] = in.Stats(ctx, r.Namespace, r.Group)
+		_, calls["forget"] = in.Forget(ctx, r)
+	}
+	for what, err := range calls {
+		if err == nil || isSentinel(err) || !strings.HasPrefix(err.Error(), pkg+": "+what) || !strings.Contains(err.Error(), addr) {
+			s.Errorf("%s = %v, want a plain error starting %q and naming %s", what, err, pkg+": "+what, addr)
+		}
 	}
 }
 

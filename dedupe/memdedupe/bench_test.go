@@ -1,7 +1,6 @@
 package memdedupe_test
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"sync"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // benchLease is the lease of the benchmarks' claims: no run outlives it.
@@ -75,7 +75,7 @@ func run(b *testing.B, mode string, size int, retention time.Duration, s *memded
 		for i := range reqs {
 			reqs[i] = dedupe.Item{Ref: ref(first + uint64(i))}
 		}
-		if err := cycle(ctx, s, reqs, tickets, retention); err != nil {
+		if err := testkit.ClaimComplete(ctx, s, reqs, tickets, benchLease, retention); err != nil {
 			b.Error(err)
 		}
 	}
@@ -95,28 +95,4 @@ func run(b *testing.B, mode string, size int, retention time.Duration, s *memded
 	}
 	b.ReportMetric(float64(next.Load())/b.Elapsed().Seconds(), "msgs/s")
 	b.ReportMetric(float64(memdedupe.Records(s)), "records")
-}
-
-// cycle claims reqs and completes them with tickets, which has their length.
-func cycle(ctx context.Context, s dedupe.Store, reqs []dedupe.Item, tickets []dedupe.Ticket, retention time.Duration) error {
-	res, errs, err := s.Claim(ctx, reqs, benchLease)
-	if err != nil {
-		return err
-	}
-	for i, r := range res {
-		if errs[i] != nil || r.Outcome != dedupe.Acquired {
-			return fmt.Errorf("Claim item %d = %v, %v", i, r.Outcome, errs[i])
-		}
-		tickets[i] = dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}
-	}
-	errs, err = s.Complete(ctx, tickets, retention)
-	if err != nil {
-		return err
-	}
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -88,21 +87,7 @@ func run(b *testing.B, client *redis.Client, n, size int, c cycle) int64 {
 			b.Error(err)
 		}
 	}
-	b.ReportAllocs()
-	if n == 1 {
-		for b.Loop() {
-			one()
-		}
-	} else {
-		// RunParallel starts parallelism × GOMAXPROCS goroutines.
-		procs := runtime.GOMAXPROCS(0)
-		b.SetParallelism((n + procs - 1) / procs)
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				one()
-			}
-		})
-	}
+	testkit.Goroutines(b, n, one)
 	msgs := float64(next.Load())
 	b.ReportMetric(msgs/b.Elapsed().Seconds(), "msgs/s")
 	b.ReportMetric(float64(testkit.OwnCPU(b)-cpu0)/float64(time.Microsecond)/msgs, "cpu-µs/msg")
@@ -138,27 +123,7 @@ func storeCycle(s dedupe.Store, size int) cycle {
 		for i := range reqs {
 			reqs[i] = dedupe.Item{Ref: dedupe.Ref{Group: group, Key: strconv.Itoa(first + i)}}
 		}
-		res, errs, err := s.Claim(ctx, reqs, benchLease)
-		if err != nil {
-			return err
-		}
-		tickets := make([]dedupe.Ticket, size)
-		for i, r := range res {
-			if errs[i] != nil || r.Outcome != dedupe.Acquired {
-				return fmt.Errorf("Claim item %d = %v, %v", i, r.Outcome, errs[i])
-			}
-			tickets[i] = dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token}
-		}
-		errs, err = s.Complete(ctx, tickets, benchRetention)
-		if err != nil {
-			return err
-		}
-		for _, err := range errs {
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		return testkit.ClaimComplete(ctx, s, reqs, make([]dedupe.Ticket, size), benchLease, benchRetention)
 	}
 }
 

@@ -1,7 +1,6 @@
 package redisdedupe_test
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -54,30 +53,16 @@ func TestCluster(t *testing.T) {
 		t.Errorf("a claim on the cluster sent %q, want a SET", cmds)
 	}
 
-	eachPath(t, cc, func(t *testing.T, s *redisdedupe.Store) {
-		t.Run("Conformance", func(t *testing.T) {
+	// The suite's batches span groups, and so slots.
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := redisdedupe.New(cc, redisdedupe.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.use(s)
 			dedupetest.RunConformanceTests(t, func(*testing.T) dedupe.Store { return s }, features)
 		})
-		t.Run("BatchAcrossGroups", func(t *testing.T) {
-			var reqs []dedupe.Item
-			for i := range 30 {
-				g := fmt.Sprint("group", i%5)
-				reqs = append(reqs, dedupe.Item{Ref: dedupe.Ref{Namespace: t.Name(), Group: g, Key: fmt.Sprint(i)}})
-			}
-			ts := claimAll(t, s, reqs)
-			cerrs, err := s.Complete(t.Context(), ts, time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, _, err := s.Claim(t.Context(), reqs, time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range reqs {
-				if cerrs[i] != nil || res[i].Outcome != dedupe.Suppressed {
-					t.Errorf("item %d: complete %v, then claim %v; want done", i, cerrs[i], res[i].Outcome)
-				}
-			}
-		})
-	})
+	}
 }

@@ -6,10 +6,9 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/idemq/idemq/dedupe"
-	"github.com/idemq/idemq/dedupe/redisdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // BenchmarkGroupCommit measures the per-message path of a push consumer —
@@ -26,11 +25,16 @@ func BenchmarkGroupCommit(b *testing.B) {
 	for _, n := range []int{1, 20} {
 		for _, p := range paths {
 			s := stores[p.name]
-			trips := &countingStore{Store: s}
+			// Counts the claim and completion round trips.
+			var trips atomic.Int64
+			counted := &testkit.HookStore{Store: s, Hooks: testkit.StoreHooks{
+				Claim:    func(context.Context, []dedupe.Item) error { trips.Add(1); return nil },
+				Complete: func(context.Context, []dedupe.Ticket) error { trips.Add(1); return nil },
+			}}
 			b.Run(fmt.Sprintf("goroutines=%d/idemq-%s-groupcommit", n, p.name), func(b *testing.B) {
-				before := trips.n.Load()
-				msgs := run(b, client, n, 1, guardCycle(b, trips, true))
-				b.ReportMetric(float64(trips.n.Load()-before)/float64(msgs), "trips/msg")
+				before := trips.Load()
+				msgs := run(b, client, n, 1, guardCycle(b, counted, true))
+				b.ReportMetric(float64(trips.Load()-before)/float64(msgs), "trips/msg")
 			})
 			b.Run(fmt.Sprintf("goroutines=%d/idemq-%s", n, p.name), func(b *testing.B) {
 				run(b, client, n, 1, guardCycle(b, s, false))
@@ -56,20 +60,4 @@ func guardCycle(b *testing.B, s dedupe.Store, groupCommit bool) cycle {
 		}
 		return nil
 	}
-}
-
-// countingStore counts the round trips made through a Store.
-type countingStore struct {
-	*redisdedupe.Store
-	n atomic.Int64
-}
-
-func (s *countingStore) Claim(ctx context.Context, items []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
-	s.n.Add(1)
-	return s.Store.Claim(ctx, items, lease)
-}
-
-func (s *countingStore) Complete(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
-	s.n.Add(1)
-	return s.Store.Complete(ctx, ts, retention)
 }

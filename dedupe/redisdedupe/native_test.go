@@ -134,11 +134,11 @@ func TestRecordChanged(t *testing.T) {
 	client.AddHook(hook)
 	prefix := "changed:" + rand.Text() + ":"
 	s, err := redisdedupe.New(client, redisdedupe.Config{Prefix: prefix})
-	if err != nil {
+	// The holder's store shares the records, not the hook.
+	holder, herr := redisdedupe.New(newClient(t), redisdedupe.Config{Prefix: prefix})
+	if err := errors.Join(err, herr); err != nil {
 		t.Fatal(err)
 	}
-	// The holder's store shares the records, not the hook.
-	holder := newStore(t, redisdedupe.Config{Prefix: prefix})
 	tests := []struct {
 		name   string
 		change func(dedupe.Ticket) error

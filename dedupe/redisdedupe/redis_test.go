@@ -1,9 +1,11 @@
 package redisdedupe_test
 
 import (
+	"crypto/rand"
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -32,14 +34,6 @@ func newClient(t testing.TB) *redis.Client {
 	return c
 }
 
-func newStore(t testing.TB, cfg redisdedupe.Config) *redisdedupe.Store {
-	s, err := redisdedupe.New(newClient(t), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // paths are the two ways a Store claims, both run on the test server (a
 // Redis 7): by native commands, as on Redis 7.0 or later, and by the claim
 // script, as before 7.0.
@@ -54,19 +48,18 @@ var paths = []struct {
 // features are what the conformance suite expects of a Store.
 var features = dedupetest.Features{Inspector: true, UnorderedList: true}
 
-// eachPath runs f as a parallel subtest per path, with a store on that
-// path over client.
-func eachPath(t *testing.T, client redis.UniversalClient, f func(t *testing.T, s *redisdedupe.Store)) {
-	for _, p := range paths {
-		t.Run(p.name, func(t *testing.T) {
-			t.Parallel()
-			s, err := redisdedupe.New(client, redisdedupe.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.use(s)
-			f(t, s)
-		})
+// unreachable returns a store, on use's path, whose Redis cannot be
+// reached.
+func unreachable(use func(*redisdedupe.Store)) func(t *testing.T) (dedupe.Store, string, string) {
+	return func(t *testing.T) (dedupe.Store, string, string) {
+		client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+		t.Cleanup(func() { client.Close() })
+		s, err := redisdedupe.New(client, redisdedupe.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		use(s)
+		return s, "redisdedupe", "127.0.0.1:1"
 	}
 }
 
@@ -88,7 +81,31 @@ func TestConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 			p.use(s)
-			dedupetest.RunConformanceTests(t, func(*testing.T) dedupe.Store { return s }, features)
+			f := features
+			f.LostAnswer, f.Unreachable = lostAnswer(p.use), unreachable(p.use)
+			dedupetest.RunConformanceTests(t, func(*testing.T) dedupe.Store { return s }, f)
 		})
+	}
+}
+
+// lostAnswer returns the suite's store, on use's path, whose client talks
+// to Redis through a proxy that drops a reply when armed: go-redis then
+// sends the command again on a new connection (MaxRetries, 3 by default).
+func lostAnswer(use func(*redisdedupe.Store)) func(t *testing.T) (dedupe.Store, func(string) func() bool) {
+	return func(t *testing.T) (dedupe.Store, func(string) func() bool) {
+		proxy := testenv.StartDropProxy(t, testenv.Redis(t))
+		client := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
+		t.Cleanup(func() { client.Close() })
+		prefix := "lost:" + rand.Text() + ":"
+		s, err := redisdedupe.New(client, redisdedupe.Config{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		use(s)
+		return s, func(ns string) func() bool {
+			before := proxy.Dropped()
+			proxy.Arm(prefix + "{" + ns + ":") // in this claim's keys only
+			return func() bool { return proxy.Dropped() > before }
+		}
 	}
 }

@@ -76,9 +76,9 @@ func BenchmarkClaimComplete(b *testing.B) {
 			for _, size := range []int{1, 32} {
 				b.Run(fmt.Sprintf("idemq-batch=%d", size), func(b *testing.B) {
 					measure(b, h, size, func(ctx context.Context) {
-						ts := claimAll(b, s, keys.next(size))
-						errs, err := s.Complete(ctx, ts, time.Hour)
-						checkAll(b, errs, err)
+						if err := testkit.ClaimComplete(ctx, s, keys.next(size), make([]dedupe.Ticket, size), time.Minute, time.Hour); err != nil {
+							b.Fatal(err)
+						}
 					})
 				})
 			}
@@ -297,34 +297,6 @@ func (k *keySource) next(n int) []dedupe.Item {
 		reqs[i] = dedupe.Item{Ref: dedupe.Ref{Namespace: "bench", Group: k.group, Key: fmt.Sprint(k.n)}}
 	}
 	return reqs
-}
-
-// claimAll claims reqs, which must all be free, and returns their tickets.
-func claimAll(b *testing.B, s *sqldedupe.Store, reqs []dedupe.Item) []dedupe.Ticket {
-	ctx := context.Background()
-	var ts []dedupe.Ticket
-	res, errs, err := s.Claim(ctx, reqs, time.Minute)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i, r := range res {
-		if errs[i] != nil || r.Outcome != dedupe.Acquired {
-			b.Fatalf("Claim item %d = %v, %v", i, r.Outcome, errs[i])
-		}
-		ts = append(ts, dedupe.Ticket{Ref: reqs[i].Ref, Token: r.Token})
-	}
-	return ts
-}
-
-func checkAll(b *testing.B, errs []error, err error) {
-	if err != nil {
-		b.Fatal(err)
-	}
-	for i, err := range errs {
-		if err != nil {
-			b.Fatalf("item %d: %v", i, err)
-		}
-	}
 }
 
 func prepare(b *testing.B, db *sql.DB, query string) *sql.Stmt {

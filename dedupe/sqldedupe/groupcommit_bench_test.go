@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"fmt"
-	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // BenchmarkGroupCommit measures the per-message path of a push consumer —
@@ -97,21 +97,7 @@ func measureGoroutines(b *testing.B, h *testdb.Hooks, n int, op func(context.Con
 		}
 		msgs.Add(1)
 	}
-	b.ReportAllocs()
-	if n == 1 {
-		for b.Loop() {
-			one()
-		}
-	} else {
-		// RunParallel starts parallelism × GOMAXPROCS goroutines.
-		procs := runtime.GOMAXPROCS(0)
-		b.SetParallelism((n + procs - 1) / procs)
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				one()
-			}
-		})
-	}
+	testkit.Goroutines(b, n, one)
 	b.ReportMetric(float64(msgs.Load())/b.Elapsed().Seconds(), "msgs/s")
 	b.ReportMetric(float64(h.Runs.Load()-before)/float64(msgs.Load()), "stmts/msg")
 }

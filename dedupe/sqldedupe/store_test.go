@@ -20,7 +20,6 @@ import (
 	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testkit"
-	"github.com/idemq/idemq/msgkey"
 )
 
 const long = time.Hour
@@ -527,6 +526,8 @@ func checkLive(t *testing.T, s *sqldedupe.Store, live map[dedupe.Ref]dedupe.Outc
 	}
 }
 
+// TestCleanup deletes the expired records and keeps the live ones, by
+// Cleanup in batches, and in the background.
 func TestCleanup(t *testing.T) {
 	for _, b := range testdb.Backends {
 		t.Run(b.Name, func(t *testing.T) {
@@ -544,17 +545,10 @@ func TestCleanup(t *testing.T) {
 				t.Errorf("%d rows after cleanup, want the %d live ones", n, len(live))
 			}
 			checkLive(t, s, live)
-		})
-	}
-}
 
-func TestBackgroundCleanup(t *testing.T) {
-	for _, b := range testdb.Backends {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			db := b.Open(t)
-			s := newStore(t, db, b.Dialect, sqldedupe.Config{CleanupInterval: 10 * time.Millisecond, CleanupBatch: 2})
-			live := expiredAndLive(t, s)
+			db = b.Open(t)
+			s = newStore(t, db, b.Dialect, sqldedupe.Config{CleanupInterval: 10 * time.Millisecond, CleanupBatch: 2})
+			live = expiredAndLive(t, s)
 			testkit.WaitFor(t, fmt.Sprintf("background cleanup down to %d rows", len(live)), func() bool { return countRows(t, db) <= len(live) })
 			checkLive(t, s, live)
 		})
@@ -614,47 +608,5 @@ func TestClose(t *testing.T) {
 	acquire(t, s, ref, long)
 	if res := claim(t, s, ref, long); res.Outcome != dedupe.Busy {
 		t.Errorf("Claim after Close = %v, want in flight", res.Outcome)
-	}
-}
-
-// TestUnreachable checks that a store whose database cannot be reached
-// answers its first call with an error naming the call and the address,
-// never a sentinel: New does not connect, so this is where a wrong address
-// is noticed.
-func TestUnreachable(t *testing.T) {
-	tests := []struct {
-		name, driver, dsn string
-		dialect           dialect.Dialect
-	}{
-		{"MySQL", "mysql", "root@tcp(127.0.0.1:1)/idemq?timeout=1s", dialect.MySQL},
-		{"Postgres", "pgx", "postgres://postgres@127.0.0.1:1/idemq?connect_timeout=1", dialect.Postgres},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			db, err := sql.Open(tt.driver, tt.dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			s, err := sqldedupe.New(db, tt.dialect, sqldedupe.Config{CleanupInterval: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			ctx, r := t.Context(), dedupe.Ref{Group: "g", Key: "k"}
-			_, claimErr := testkit.Claim(ctx, s, dedupe.Item{Ref: r}, time.Second)
-			// The Inspector's calls are what `idemq dedupe` shows an
-			// operator.
-			_, _, getErr := s.Get(ctx, r)
-			_, _, listErr := s.List(ctx, dedupe.ListRequest{Group: "g"})
-			_, statsErr := s.Stats(ctx, "", "g")
-			_, forgetErr := s.Forget(ctx, r)
-			for what, err := range map[string]error{"claim": claimErr, "get": getErr, "list": listErr, "stats": statsErr, "forget": forgetErr} {
-				if err == nil || errors.Is(err, dedupe.ErrLeaseLost) || errors.Is(err, msgkey.ErrInvalid) ||
-					!strings.HasPrefix(err.Error(), "sqldedupe: "+what) || !strings.Contains(err.Error(), "127.0.0.1:1") {
-					t.Errorf("%s = %v, want a plain error starting %q and naming 127.0.0.1:1", what, err, "sqldedupe: "+what)
-				}
-			}
-		})
 	}
 }

@@ -9,79 +9,11 @@ import (
 	"github.com/idemq/idemq/msgkey"
 )
 
-// ref, claim and list are a dedupe.Ref, ClaimRequest and ListRequest,
-// which this package cannot import.
-type (
-	ref  struct{ Namespace, Group, Key string }
-	list struct {
-		Namespace, Group, Prefix, Cursor string
-		Limit                            int
-	}
-	claim struct {
-		ref         ref
-		Lease       time.Duration
-		Fingerprint string
-	}
-)
-
-func TestCheckRef(t *testing.T) {
-	tests := []struct {
-		name string
-		ref  ref
-		ok   bool
-	}{
-		{"Plain", ref{Namespace: "n", Group: "g", Key: "k"}, true},
-		{"NoNamespace", ref{Group: "g", Key: "k"}, true},
-		{"Syntax", ref{Namespace: "{*}", Group: "' OR 1=1 --", Key: `]]..redis.call("FLUSHALL")`}, true},
-		{"LongestKey", ref{Group: "g", Key: strings.Repeat("🙂", msgkey.MaxLen/4)}, true},
-		{"NoGroup", ref{Key: "k"}, false},
-		{"NoKey", ref{Group: "g"}, false},
-		{"LongKey", ref{Group: "g", Key: strings.Repeat("k", msgkey.MaxLen+1)}, false},
-		{"LongGroup", ref{Group: strings.Repeat("g", MaxGroupLen+1), Key: "k"}, false},
-		{"LongNamespace", ref{Namespace: strings.Repeat("n", MaxNamespaceLen+1), Group: "g", Key: "k"}, false},
-		{"InvalidUTF8", ref{Group: "g", Key: "\xc3("}, false},
-		{"NUL", ref{Group: "g", Key: "a\x00"}, false},
-		{"Newline", ref{Group: "g\n", Key: "k"}, false},
-		{"DEL", ref{Namespace: "\x7f", Group: "g", Key: "k"}, false},
-		{"C1", ref{Group: "g", Key: "\u009b"}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := CheckRef(tt.ref.Namespace, tt.ref.Group, tt.ref.Key)
-			if tt.ok != (err == nil) || (err != nil && !errors.Is(err, msgkey.ErrInvalid)) {
-				t.Errorf("CheckRef = %v, want ok %v or ErrInvalid", err, tt.ok)
-			}
-		})
-	}
+// list is a dedupe.ListRequest, which this package cannot import.
+type list struct {
+	Namespace, Group, Prefix, Cursor string
+	Limit                            int
 }
-
-func TestCheckClaim(t *testing.T) {
-	r := ref{Group: "g", Key: "k"}
-	tests := []struct {
-		name    string
-		req     claim
-		wantErr error // nil: valid; errAny: any error
-	}{
-		{"Valid", claim{ref: r, Lease: time.Second, Fingerprint: Fingerprint(nil)}, nil},
-		{"NoLease", claim{ref: r}, errAny},
-		{"BadRef", claim{Lease: time.Second}, msgkey.ErrInvalid},
-		{"LongFingerprint", claim{ref: r, Lease: time.Second, Fingerprint: strings.Repeat("f", MaxFingerprint+1)}, msgkey.ErrInvalid},
-		{"BinaryFingerprint", claim{ref: r, Lease: time.Second, Fingerprint: "\x00\xff"}, msgkey.ErrInvalid},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := CheckClaim(tt.req.ref.Namespace, tt.req.ref.Group, tt.req.ref.Key, tt.req.Lease, tt.req.Fingerprint)
-			switch {
-			case tt.wantErr == nil && err != nil, tt.wantErr != nil && err == nil:
-				t.Errorf("CheckClaim = %v, want %v", err, tt.wantErr)
-			case tt.wantErr != nil && tt.wantErr != errAny && !errors.Is(err, tt.wantErr):
-				t.Errorf("CheckClaim = %v, want %v", err, tt.wantErr)
-			}
-		})
-	}
-}
-
-var errAny = errors.New("any error")
 
 // TestFingerprint pins the fingerprints' values: stored records hold them,
 // so a change of algorithm or encoding must fail here. The CRC-32C and
