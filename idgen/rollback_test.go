@@ -11,58 +11,65 @@ import (
 	"github.com/idemq/idemq/internal/testkit"
 )
 
-// TestRefuse: without a policy Next fails while the clock stands behind.
-func TestRefuse(t *testing.T) {
-	clock := testkit.NewClock(t0, 0)
-	g := newGen(t, 0, idgen.Config{Clock: clock})
-	first := next(t, g)
-	clock.Add(-5 * time.Millisecond)
-	if _, err := g.Next(context.Background()); !errors.Is(err, idgen.ErrClockBackwards) {
-		t.Fatalf("Next behind: %v", err)
-	}
-	if got := g.Ahead(); got != 5*time.Millisecond {
-		t.Fatalf("Ahead %v, want 5ms", got)
-	}
-	clock.Set(t0) // caught up: the same tick goes on
-	if id := next(t, g); id != first+1 {
-		t.Fatalf("after catching up: %d, want %d", id, first+1)
+// TestRollbackRefused: a step back past what the policy covers fails Next
+// with ErrClockBackwards, or waits until the caller's context ends; the
+// generator is as it was, and goes on in the same tick once the clock has
+// caught up.
+func TestRollbackRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   idgen.Config
+		bumps int           // steps back of a second first, each covered
+		back  time.Duration // the step back that is not
+		want  error
+	}{
+		{"Refuse", idgen.Config{}, 0, 5 * time.Millisecond, idgen.ErrClockBackwards},
+		{"WaitBeyondMax", idgen.Config{Rollback: idgen.Wait{Max: 15 * time.Millisecond}}, 0, 20 * time.Millisecond, idgen.ErrClockBackwards},
+		{"WaitContext", idgen.Config{Rollback: idgen.Wait{Max: time.Hour}}, 0, time.Minute, context.DeadlineExceeded},
+		{"BumpGenerationElseWait", idgen.Config{Layout: idgen.RollbackBits, Rollback: idgen.BumpGeneration{Else: idgen.Wait{Max: time.Hour}}}, 3, time.Second, context.DeadlineExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := testkit.NewClock(t0, 0)
+			tc.cfg.Clock = clock
+			g := newGen(t, 0, tc.cfg)
+			first := next(t, g)
+			for range tc.bumps {
+				clock.Add(-time.Second)
+				next(t, g)
+			}
+			clock.Add(-tc.back)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+			defer cancel()
+			if _, err := g.Next(ctx); !errors.Is(err, tc.want) {
+				t.Fatalf("Next %v behind: %v, want %v", tc.back, err, tc.want)
+			}
+			if tc.bumps > 0 {
+				return
+			}
+			if got := g.Ahead(); got != tc.back {
+				t.Fatalf("Ahead %v, want %v", got, tc.back)
+			}
+			clock.Set(t0)
+			if id := next(t, g); id != first+1 {
+				t.Fatalf("after catching up: %d, want %d", id, first+1)
+			}
+		})
 	}
 }
 
-func TestWait(t *testing.T) {
-	wait := idgen.Wait{Max: 15 * time.Millisecond}
-	t.Run("within bound", func(t *testing.T) {
-		clock := testkit.NewRunningClock(t0)
-		g := newGen(t, 0, idgen.Config{Clock: clock, Rollback: wait})
-		first := next(t, g)
-		clock.Add(-10 * time.Millisecond)
-		if id := next(t, g); id <= first {
-			t.Fatalf("after waiting: %d, not after %d", id, first)
-		}
-		if clock.Now().Before(t0) {
-			t.Fatal("Next returned before the clock caught up")
-		}
-	})
-	t.Run("beyond bound", func(t *testing.T) {
-		clock := testkit.NewClock(t0, 0)
-		g := newGen(t, 0, idgen.Config{Clock: clock, Rollback: wait})
-		next(t, g)
-		clock.Add(-20 * time.Millisecond)
-		if _, err := g.Next(context.Background()); !errors.Is(err, idgen.ErrClockBackwards) {
-			t.Fatalf("Next 20ms behind: %v", err)
-		}
-	})
-	t.Run("context", func(t *testing.T) {
-		clock := testkit.NewClock(t0, 0)
-		g := newGen(t, 0, idgen.Config{Clock: clock, Rollback: idgen.Wait{Max: time.Hour}})
-		next(t, g)
-		clock.Add(-time.Minute)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
-		defer cancel()
-		if _, err := g.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Next: %v, want deadline exceeded", err)
-		}
-	})
+// TestWaitWithinMax: Wait sleeps out a step back within its bound and
+// issues after the last ID.
+func TestWaitWithinMax(t *testing.T) {
+	clock := testkit.NewRunningClock(t0)
+	g := newGen(t, 0, idgen.Config{Clock: clock, Rollback: idgen.Wait{Max: 15 * time.Millisecond}})
+	first := next(t, g)
+	clock.Add(-10 * time.Millisecond)
+	if id := next(t, g); id <= first {
+		t.Fatalf("after waiting: %d, not after %d", id, first)
+	}
+	if clock.Now().Before(t0) {
+		t.Fatal("Next returned before the clock caught up")
+	}
 }
 
 func TestBumpGeneration(t *testing.T) {
@@ -99,23 +106,6 @@ func TestBumpGeneration(t *testing.T) {
 	clock.Set(t0.Add(-500 * time.Millisecond))
 	issue(1)
 	testkit.CheckUnique(t, ids)
-}
-
-func TestBumpGenerationElse(t *testing.T) {
-	clock := testkit.NewClock(t0, 0)
-	policy := idgen.BumpGeneration{Else: idgen.Wait{Max: time.Hour}}
-	g := newGen(t, 0, idgen.Config{Layout: idgen.RollbackBits, Clock: clock, Rollback: policy})
-	next(t, g)
-	for range 3 {
-		clock.Add(-time.Second)
-		next(t, g)
-	}
-	clock.Add(-time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	defer cancel()
-	if _, err := g.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Next with no generation left under Wait: %v", err)
-	}
 }
 
 func TestBorrow(t *testing.T) {

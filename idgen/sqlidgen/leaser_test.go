@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/segment/segmenttest"
 	"github.com/idemq/idemq/idgen/sqlidgen"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
@@ -379,17 +380,19 @@ func TestShrunkPool(t *testing.T) {
 
 // TestUnreachable checks that a database that cannot be reached at start
 // gives a prompt error that names the pool, wraps no sentinel, and that a
-// generator could not mistake for a full pool.
+// generator could not mistake for a full pool; and that Segments' calls
+// fail as segmenttest.Unreachable wants, naming the server's address.
 func TestUnreachable(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		dialect sqldialect.Dialect
 		driver  string
 		dsn     string
+		addr    string // of the server, "" for none
 	}{
-		{"MySQL", sqldialect.MySQL, "mysql", "root@tcp(127.0.0.1:1)/idemq?timeout=2s"},
-		{"Postgres", sqldialect.Postgres, "pgx", "postgres://postgres@127.0.0.1:1/idemq?sslmode=disable&connect_timeout=2"},
-		{"SQLite", sqldialect.SQLite, "sqlite", "file:" + t.TempDir() + "/missing/dir/ids.db"},
+		{"MySQL", sqldialect.MySQL, "mysql", "root@tcp(127.0.0.1:1)/idemq?timeout=2s", "127.0.0.1:1"},
+		{"Postgres", sqldialect.Postgres, "pgx", "postgres://postgres@127.0.0.1:1/idemq?sslmode=disable&connect_timeout=2", "127.0.0.1:1"},
+		{"SQLite", sqldialect.SQLite, "sqlite", "file:" + t.TempDir() + "/missing/dir/ids.db", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -428,6 +431,14 @@ func TestUnreachable(t *testing.T) {
 			}
 			if _, err := w.Acquire(t.Context(), any0(8, "me")); err == nil || !strings.Contains(err.Error(), "sqlidgen: record a start in idemq_worker_node") {
 				t.Errorf("WorkerNodes.Acquire = %v", err)
+			}
+			if tc.addr != "" {
+				s, err := sqlidgen.NewSegments(db, tc.dialect, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				segmenttest.Unreachable(t, s, tc.addr)
 			}
 		})
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -77,64 +75,6 @@ func TestSegmentsConfig(t *testing.T) {
 	s, err := sqlidgen.NewSegments(db, sqldialect.SQLite, "")
 	if err != nil || sqlidgen.SegmentsTable(s) != "idemq_segment" {
 		t.Fatalf("NewSegments = %v, table %q; want the default table", err, sqlidgen.SegmentsTable(s))
-	}
-}
-
-// A database that does not answer: every call fails with an error that
-// names the call and the address, and no sentinel of a known outcome.
-func TestSegmentsUnreachable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now
-	for _, c := range []struct {
-		name, driver, dsn string
-		d                 sqldialect.Dialect
-	}{
-		{"MySQL", "mysql", "u:p@tcp(" + addr + ")/db?timeout=2s", sqldialect.MySQL},
-		{"Postgres", "pgx", "postgres://u:p@" + addr + "/db?connect_timeout=2", sqldialect.Postgres},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			db, err := sql.Open(c.driver, c.dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			s, err := sqlidgen.NewSegments(db, c.d, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			ctx := t.Context()
-			for _, step := range []int64{0, 100} {
-				_, err := s.NextSegment(ctx, "orders", step)
-				checkDown(t, fmt.Sprintf("NextSegment(step %d)", step), err, addr, `next segment of tag "orders"`)
-			}
-			_, err = s.Tag(ctx, "orders")
-			checkDown(t, "Tag", err, addr, `read tag "orders"`)
-			err = s.CreateTag(ctx, segment.Tag{Tag: "orders", Step: 10})
-			checkDown(t, "CreateTag", err, addr, `create tag "orders"`)
-			err = s.SetMax(ctx, "orders", 10)
-			checkDown(t, "SetMax", err, addr, `set the maximum of tag "orders"`)
-		})
-	}
-}
-
-func checkDown(t *testing.T, call string, err error, addr, what string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("%s with the database down succeeded", call)
-	}
-	for _, known := range []error{segment.ErrUnknownTag, segment.ErrMaxReached, idgen.ErrInvalidConfig, segment.ErrTagExists} {
-		if errors.Is(err, known) {
-			t.Fatalf("%s = %v: a known outcome, though the database is down", call, err)
-		}
-	}
-	_, port, _ := net.SplitHostPort(addr)
-	if msg := err.Error(); !strings.Contains(msg, port) || !strings.Contains(msg, what) {
-		t.Fatalf("%s = %q: want the call (%s) and the address (%s) named", call, msg, what, addr)
 	}
 }
 
