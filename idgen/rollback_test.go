@@ -31,11 +31,11 @@ func TestRollbackRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := testkit.NewClock(t0, 0)
 			tc.cfg.Clock = clock
-			g := newGen(t, 0, tc.cfg)
-			first := next(t, g)
+			g := testkit.Generator(t, 0, tc.cfg)
+			first := testkit.Next(t, g)
 			for range tc.bumps {
 				clock.Add(-time.Second)
-				next(t, g)
+				testkit.Next(t, g)
 			}
 			clock.Add(-tc.back)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
@@ -50,7 +50,7 @@ func TestRollbackRefused(t *testing.T) {
 				t.Fatalf("Ahead %v, want %v", got, tc.back)
 			}
 			clock.Set(t0)
-			if id := next(t, g); id != first+1 {
+			if id := testkit.Next(t, g); id != first+1 {
 				t.Fatalf("after catching up: %d, want %d", id, first+1)
 			}
 		})
@@ -61,10 +61,10 @@ func TestRollbackRefused(t *testing.T) {
 // issues after the last ID.
 func TestWaitWithinMax(t *testing.T) {
 	clock := testkit.NewRunningClock(t0)
-	g := newGen(t, 0, idgen.Config{Clock: clock, Rollback: idgen.Wait{Max: 15 * time.Millisecond}})
-	first := next(t, g)
+	g := testkit.Generator(t, 0, idgen.Config{Clock: clock, Rollback: idgen.Wait{Max: 15 * time.Millisecond}})
+	first := testkit.Next(t, g)
 	clock.Add(-10 * time.Millisecond)
-	if id := next(t, g); id <= first {
+	if id := testkit.Next(t, g); id <= first {
 		t.Fatalf("after waiting: %d, not after %d", id, first)
 	}
 	if clock.Now().Before(t0) {
@@ -74,11 +74,11 @@ func TestWaitWithinMax(t *testing.T) {
 
 func TestBumpGeneration(t *testing.T) {
 	clock := testkit.NewClock(t0, 0)
-	g := newGen(t, 77, idgen.Config{Layout: idgen.RollbackBits, Clock: clock, Rollback: idgen.BumpGeneration{}})
+	g := testkit.Generator(t, 77, idgen.Config{Layout: idgen.RollbackBits, Clock: clock, Rollback: idgen.BumpGeneration{}})
 	var ids []idgen.ID
 	issue := func(wantGen int64) {
 		t.Helper()
-		id := next(t, g)
+		id := testkit.Next(t, g)
 		p := g.Config().Layout.Decode(id)
 		if p.Generation != wantGen || !p.Time.Equal(clock.Now()) || p.Node != 77 {
 			t.Fatalf("at %v: decoded %+v, want generation %d", clock.Now(), p, wantGen)
@@ -110,7 +110,7 @@ func TestBumpGeneration(t *testing.T) {
 
 func TestBorrow(t *testing.T) {
 	clock := testkit.NewClock(t0, 0)
-	g := newGen(t, 0, idgen.Config{Clock: clock, Rollback: idgen.Borrow{MaxAhead: 100 * time.Millisecond}})
+	g := testkit.Generator(t, 0, idgen.Config{Clock: clock, Rollback: idgen.Borrow{MaxAhead: 100 * time.Millisecond}})
 	// With the clock standing still a full sequence moves on to the next
 	// tick at once.
 	ids := make([]idgen.ID, 3*4096)
@@ -126,7 +126,7 @@ func TestBorrow(t *testing.T) {
 	}
 	// A step back within MaxAhead: the logical clock does not follow.
 	clock.Add(-50 * time.Millisecond)
-	id := next(t, g)
+	id := testkit.Next(t, g)
 	if id <= ids[len(ids)-1] {
 		t.Fatalf("after a step back: %d, not after %d", id, ids[len(ids)-1])
 	}
@@ -165,9 +165,9 @@ func TestSwitchWorker(t *testing.T) {
 	m := newFaultLeaser(t, 4, time.Minute)
 	g := leased(t, m, idgen.Config{Clock: clock, Rollback: idgen.SwitchWorker{}})
 	first := g.Node()
-	ids := []idgen.ID{next(t, g)}
+	ids := []idgen.ID{testkit.Next(t, g)}
 	clock.Add(-time.Second)
-	id := next(t, g)
+	id := testkit.Next(t, g)
 	second := g.Node()
 	if p := g.Config().Layout.Decode(id); p.Node == first || p.Node != second || !p.Time.Equal(t0.Add(-time.Second)) {
 		t.Fatalf("after switching from node %d: %+v, generator node %d", first, p, second)
@@ -175,7 +175,7 @@ func TestSwitchWorker(t *testing.T) {
 	if got, ok := m.releasedMark(first); !ok || !got.Equal(t0.Add(time.Millisecond)) {
 		t.Fatalf("node %d released with mark %v (%v), want the end of its last tick %v", first, got, ok, t0.Add(time.Millisecond))
 	}
-	ids = append(ids, id, next(t, g))
+	ids = append(ids, id, testkit.Next(t, g))
 
 	down := errors.New("redis down")
 	m.setRefusing(down)
@@ -184,7 +184,7 @@ func TestSwitchWorker(t *testing.T) {
 		t.Fatalf("switch with the leaser failing: %v", err)
 	}
 	m.setRefusing(nil)
-	ids = append(ids, next(t, g))
+	ids = append(ids, testkit.Next(t, g))
 	if n := g.Node(); n == first || n == second {
 		t.Fatalf("node %d after the second switch, want a fresh one", n)
 	}
@@ -198,14 +198,14 @@ func TestWaitElseSwitchWorker(t *testing.T) {
 	policy := idgen.Wait{Max: 15 * time.Millisecond, Else: idgen.SwitchWorker{}}
 	g := leased(t, m, idgen.Config{Layout: idgen.Twitter, Clock: clock, Rollback: policy})
 	first := g.Node()
-	ids := []idgen.ID{next(t, g)}
+	ids := []idgen.ID{testkit.Next(t, g)}
 	clock.Add(-10 * time.Millisecond)
-	ids = append(ids, next(t, g))
+	ids = append(ids, testkit.Next(t, g))
 	if g.Node() != first {
 		t.Fatalf("switched on a 10ms step back")
 	}
 	clock.Add(-time.Minute)
-	ids = append(ids, next(t, g))
+	ids = append(ids, testkit.Next(t, g))
 	if g.Node() == first {
 		t.Fatalf("still node %d after a 1 minute step back", first)
 	}
@@ -239,13 +239,13 @@ func TestSwitchWorkerReportsTheLastUse(t *testing.T) {
 	m := newFaultLeaser(t, 2, time.Minute)
 	g := leased(t, m, idgen.Config{Clock: clock, Rollback: idgen.SwitchWorker{}})
 	first := g.Node()
-	next(t, g)
+	testkit.Next(t, g)
 
 	// The held caller reads the clock 5ms ahead of the last ID.
 	clock.Add(5 * time.Millisecond)
 	clock.armed.Store(true)
 	held := make(chan idgen.ID)
-	go func() { held <- next(t, g) }()
+	go func() { held <- testkit.Next(t, g) }()
 	<-clock.reached
 
 	// Now the clock steps back and another caller switches workers; the
@@ -256,7 +256,7 @@ func TestSwitchWorkerReportsTheLastUse(t *testing.T) {
 		close(clock.release)
 		time.Sleep(20 * time.Millisecond)
 	})
-	switched := next(t, g)
+	switched := testkit.Next(t, g)
 	heldID := <-held
 
 	lastUsed, ok := m.releasedMark(first)

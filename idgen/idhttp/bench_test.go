@@ -19,6 +19,7 @@ import (
 	"github.com/idemq/idemq/idgen/idhttp"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/internal/memidgen"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // BenchmarkService measures the service over loopback with a load generator
@@ -34,7 +35,7 @@ func BenchmarkService(b *testing.B) {
 	src := memidgen.NewSegments()
 	create(b, src, segment.Tag{Tag: "bench", Step: 100_000})
 	srv, err := idhttp.New(idhttp.Config{
-		Snowflake: newGenerator(b, 1),
+		Snowflake: testkit.Generator(b, 1, idgen.Config{}),
 		Segments:  src,
 		Logger:    slog.New(slog.DiscardHandler),
 	})

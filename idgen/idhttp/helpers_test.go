@@ -74,16 +74,6 @@ func newServer(t testing.TB, cfg idhttp.Config) (*idhttp.Server, client) {
 	return srv, serve(t, srv)
 }
 
-func newGenerator(t testing.TB, node int64) *idgen.Generator {
-	t.Helper()
-	g, err := idgen.New(node, idgen.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close() })
-	return g
-}
-
 type client struct {
 	t    testing.TB
 	base string

@@ -23,7 +23,7 @@ import (
 func TestEndpoints(t *testing.T) {
 	src := memidgen.NewSegments()
 	create(t, src, segment.Tag{Tag: "orders", MaxID: 1000, Step: 100})
-	gen := newGenerator(t, 37)
+	gen := testkit.Generator(t, 37, idgen.Config{})
 	_, c := newServer(t, idhttp.Config{Snowflake: gen, Segments: src})
 
 	// Segment IDs follow each other across single and batch
@@ -102,7 +102,7 @@ func TestEndpoints(t *testing.T) {
 func TestBadRequests(t *testing.T) {
 	src := memidgen.NewSegments()
 	create(t, src, segment.Tag{Tag: "t", MaxID: 1, Step: 10})
-	_, c := newServer(t, idhttp.Config{Snowflake: newGenerator(t, 1), Segments: src, MaxBatch: 50})
+	_, c := newServer(t, idhttp.Config{Snowflake: testkit.Generator(t, 1, idgen.Config{}), Segments: src, MaxBatch: 50})
 	last := c.id("/api/segment/get/t")
 	for _, tc := range []struct {
 		path   string
@@ -180,7 +180,7 @@ func TestNotServed(t *testing.T) {
 	src := memidgen.NewSegments()
 	create(t, src, segment.Tag{Tag: "t", Step: 10})
 	_, segOnly := newServer(t, idhttp.Config{Segments: src})
-	_, snowOnly := newServer(t, idhttp.Config{Snowflake: newGenerator(t, 2)})
+	_, snowOnly := newServer(t, idhttp.Config{Snowflake: testkit.Generator(t, 2, idgen.Config{})})
 	for _, tc := range []struct {
 		c    client
 		path string
@@ -349,7 +349,7 @@ func TestConcurrentClients(t *testing.T) {
 		create(t, real, segment.Tag{Tag: tg, Step: 50})
 	}
 	src := &faulty{Store: real}
-	_, c := newServer(t, idhttp.Config{Snowflake: newGenerator(t, 3), Segments: src})
+	_, c := newServer(t, idhttp.Config{Snowflake: testkit.Generator(t, 3, idgen.Config{}), Segments: src})
 
 	const clients, rounds = 16, 40
 	var (
@@ -395,7 +395,7 @@ func TestConcurrentClients(t *testing.T) {
 func TestClose(t *testing.T) {
 	src := memidgen.NewSegments()
 	create(t, src, segment.Tag{Tag: "t", Step: 10})
-	srv, c := newServer(t, idhttp.Config{Snowflake: newGenerator(t, 4), Segments: src})
+	srv, c := newServer(t, idhttp.Config{Snowflake: testkit.Generator(t, 4, idgen.Config{}), Segments: src})
 	c.id("/api/segment/get/t")
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)
@@ -411,7 +411,7 @@ func TestClose(t *testing.T) {
 }
 
 func TestNewRefusesBadConfig(t *testing.T) {
-	gen := newGenerator(t, 5)
+	gen := testkit.Generator(t, 5, idgen.Config{})
 	for _, cfg := range []idhttp.Config{
 		{},
 		{Snowflake: gen, MaxBatch: -1},
