@@ -199,7 +199,7 @@ func TestLeasedFencesItselfAndResumes(t *testing.T) {
 		}
 	}
 	within("while renewals succeed")
-	m.setFailing(errStoreDown)
+	m.set(func() { m.failing = errStoreDown })
 	// Within the lease less the margin IDs keep coming...
 	within("with renewals failing, within the lease less the margin")
 	// ...and after it none: at the latest, a call begun two seconds on
@@ -224,7 +224,7 @@ func TestLeasedFencesItselfAndResumes(t *testing.T) {
 	}
 	// The replies come back; the store kept the lease all along: it
 	// resumes.
-	m.setFailing(nil)
+	m.set(func() { m.failing = nil })
 	testkit.WaitFor(t, "Next to succeed after renewals recovered", func() bool {
 		_, err := g.Next(context.Background())
 		return err == nil
@@ -251,13 +251,13 @@ func TestLeasedLeasesAgainWithoutLeaking(t *testing.T) {
 	m := newFaultLeaser(t, 4, 3*time.Second)
 	g := leased(t, m, idgen.Config{})
 	first := g.Node()
-	m.setFailing(errStoreDown)
+	m.set(func() { m.failing = errStoreDown })
 	m.steal(first)
 	// Each try renews the lost lease, then leases a node and fails to
 	// renew it: two renewals.
 	before := m.renewCount()
 	testkit.WaitFor(t, "two failed tries to lease a node again", func() bool { return m.renewCount() >= before+4 })
-	m.setFailing(nil)
+	m.set(func() { m.failing = nil })
 	testkit.WaitFor(t, "a renewal to leave the stolen node", func() bool { return g.Node() != first })
 	testkit.Next(t, g)
 	// The stolen node's record lasts until its lease ends, unrenewed.
@@ -286,7 +286,7 @@ func TestLeasedLostBeforeFirstRenewal(t *testing.T) {
 func TestLeasedNeverExpiringNode(t *testing.T) {
 	m := newFaultLeaser(t, 1, 0) // uid-generator's row per start: TTL 0
 	g := leased(t, m, idgen.Config{})
-	m.setFailing(errStoreDown)
+	m.set(func() { m.failing = errStoreDown })
 	time.Sleep(50 * time.Millisecond)
 	testkit.Next(t, g)
 	if n := m.renewCount(); n != 0 {

@@ -178,12 +178,12 @@ func TestSwitchWorker(t *testing.T) {
 	ids = append(ids, id, testkit.Next(t, g))
 
 	down := errors.New("redis down")
-	m.setRefusing(down)
+	m.set(func() { m.refusing = down })
 	clock.Add(-time.Second)
 	if _, err := g.Next(context.Background()); !errors.Is(err, down) {
 		t.Fatalf("switch with the leaser failing: %v", err)
 	}
-	m.setRefusing(nil)
+	m.set(func() { m.refusing = nil })
 	ids = append(ids, testkit.Next(t, g))
 	if n := g.Node(); n == first || n == second {
 		t.Fatalf("node %d after the second switch, want a fresh one", n)
@@ -251,10 +251,12 @@ func TestSwitchWorkerReportsTheLastUse(t *testing.T) {
 	// Now the clock steps back and another caller switches workers; the
 	// held caller goes on while the leaser grants the fresh node.
 	clock.Add(-time.Second)
-	m.setDuring(func() {
-		m.setDuring(nil)
-		close(clock.release)
-		time.Sleep(20 * time.Millisecond)
+	m.set(func() {
+		m.during = func() {
+			m.set(func() { m.during = nil })
+			close(clock.release)
+			time.Sleep(20 * time.Millisecond)
+		}
 	})
 	switched := testkit.Next(t, g)
 	heldID := <-held

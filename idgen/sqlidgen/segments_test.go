@@ -177,26 +177,22 @@ var errLost = errors.New("answer lost")
 // write: a segment of the stored step fails with ErrInvalidConfig and
 // leaves the counter as it was; one of a given step is reserved.
 func TestSegmentStoredStepZero(t *testing.T) {
-	for _, b := range append(testdb.Backends, testdb.MySQLOptions) {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			db := b.Open(t)
-			s := newSegments(t, db, b.Dialect, "")
-			ctx := t.Context()
-			if err := s.CreateTag(ctx, segment.Tag{Tag: "zero", MaxID: 5, Step: 10}); err != nil {
-				t.Fatal(err)
+	eachBackend(t, append(testdb.Backends, testdb.MySQLOptions), func(t *testing.T, b testdb.Backend, db *sql.DB) {
+		s := newSegments(t, db, b.Dialect, "")
+		ctx := t.Context()
+		if err := s.CreateTag(ctx, segment.Tag{Tag: "zero", MaxID: 5, Step: 10}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, "UPDATE idemq_segment SET step = 0 WHERE biz_tag = 'zero'"); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if seg, err := s.NextSegment(ctx, "zero", 0); !errors.Is(err, idgen.ErrInvalidConfig) {
+				t.Fatalf("NextSegment(0) with stored step 0 = %+v, %v; want ErrInvalidConfig", seg, err)
 			}
-			if _, err := db.ExecContext(ctx, "UPDATE idemq_segment SET step = 0 WHERE biz_tag = 'zero'"); err != nil {
-				t.Fatal(err)
-			}
-			for range 2 {
-				if seg, err := s.NextSegment(ctx, "zero", 0); !errors.Is(err, idgen.ErrInvalidConfig) {
-					t.Fatalf("NextSegment(0) with stored step 0 = %+v, %v; want ErrInvalidConfig", seg, err)
-				}
-			}
-			if seg, err := s.NextSegment(ctx, "zero", 3); err != nil || seg.Start != 5 || seg.End != 8 {
-				t.Fatalf("NextSegment(3) = %+v, %v; want [5, 8)", seg, err)
-			}
-		})
-	}
+		}
+		if seg, err := s.NextSegment(ctx, "zero", 3); err != nil || seg.Start != 5 || seg.End != 8 {
+			t.Fatalf("NextSegment(3) = %+v, %v; want [5, 8)", seg, err)
+		}
+	})
 }
