@@ -42,6 +42,8 @@
 //     during the switch, leaves no lease held and the old node released
 //     with the mark of its last ID.
 //
+// [OneCall] checks a backend's one call that leases a sender's generator.
+//
 // The tests that wait for leases to end lease for 3 s; the others
 // lease for an hour, so that no stall of a loaded machine ends a lease they
 // count on. A test that waits for leases to end also counts on others
@@ -800,4 +802,40 @@ func (s *suite) churn(size int64, goroutines, rounds int, mixed bool) {
 	}
 	wg.Wait()
 	s.Logf("%d grants", grants)
+}
+
+// OneCall checks a backend's one call that leases a sender's generator:
+// lease leases one from pool, ready to grant, and held counts the pool's
+// live leases. Two generators hold two nodes of the pool, each released on
+// Close, and a pool left out is refused with an error that names Pool.
+func OneCall(t *testing.T, pool string, lease func(ctx context.Context, pool string) (*idgen.Generator, error), held func(ctx context.Context) (int, error)) {
+	t.Helper()
+	ctx := t.Context()
+	var gens []*idgen.Generator
+	for range 2 {
+		g, err := lease(ctx, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gens = append(gens, g)
+	}
+	if gens[0].Node() == gens[1].Node() {
+		t.Fatalf("two leases share node %d", gens[0].Node())
+	}
+	wantHeld := func(want int, when string) {
+		t.Helper()
+		if n, err := held(ctx); err != nil || n != want {
+			t.Fatalf("%d leases held %s (%v), want %d", n, when, err, want)
+		}
+	}
+	wantHeld(2, "")
+	for _, g := range gens {
+		if err := g.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantHeld(0, "after Close")
+	if _, err := lease(ctx, ""); err == nil || !strings.Contains(err.Error(), "Pool") {
+		t.Errorf("Lease without a pool: %v, want an error naming Pool", err)
+	}
 }
