@@ -31,67 +31,44 @@ func newChildLeaser(p fleettest.Pool, env map[string]string) (idgen.Leaser, func
 	return l, func() { client.Close() }, nil
 }
 
-// redisFleet is a fleet over the Redis at addr.
-type redisFleet struct {
-	*fleettest.Fleet
-	t    *testing.T
-	addr string
-}
-
-func newFleet(t *testing.T, redisAddr string, size int64, lease time.Duration) *redisFleet {
+// newFleet returns a fleet over the Redis at addr, its pool created so
+// that the first lease need not wait out the lost-data fence.
+func newFleet(t *testing.T, addr string, size int64, lease time.Duration) *fleettest.Fleet {
 	t.Helper()
-	return &redisFleet{fleettest.New(t, size, lease, map[string]string{"REDIS": redisAddr}), t, redisAddr}
-}
-
-// create makes the pool new, so that the first lease need not wait out the
-// lost-data fence.
-func (f *redisFleet) create() {
-	f.t.Helper()
-	client := redis.NewClient(&redis.Options{Addr: f.addr})
-	defer client.Close()
+	f := fleettest.New(t, size, lease, map[string]string{"REDIS": addr})
 	p := f.Pool()
-	l, err := redisidgen.New(client, redisidgen.Config{Pool: p.Name, Size: p.Size, Lease: p.Lease})
-	if err != nil {
-		f.t.Fatal(err)
+	l := newLeaser(t, newClient(t, addr), redisidgen.Config{Pool: p.Name, Size: p.Size, Lease: p.Lease})
+	if err := l.Create(t.Context()); err != nil {
+		t.Fatal(err)
 	}
-	if err := l.Create(context.Background()); err != nil {
-		f.t.Fatal(err)
-	}
+	return f
 }
 
 // N processes race for M < N node ids: exactly M hold one, the others fail
 // at start with ErrNoFreeNode.
 func TestFleetRaceForNodes(t *testing.T) {
-	f := newFleet(t, testenv.Redis(t), 3, 10*time.Second)
-	f.create()
-	fleettest.RaceForNodes(t, f.Fleet)
+	fleettest.RaceForNodes(t, newFleet(t, testenv.Redis(t), 3, 10*time.Second))
 }
 
 // kill -9 a holder: its node is granted again only after its lease, and
 // the new holder's IDs are all greater than every ID the old one issued.
 func TestFleetKilledHolder(t *testing.T) {
 	const lease = 2 * time.Second
-	f := newFleet(t, testenv.Redis(t), 1, lease)
-	f.create()
-	fleettest.KilledHolder(t, f.Fleet, lease)
+	fleettest.KilledHolder(t, newFleet(t, testenv.Redis(t), 1, lease), lease)
 }
 
 // SIGSTOP a holder past its lease, let another process take the node,
 // SIGCONT: the stopped one issues nothing until it holds a lease again.
 func TestFleetStoppedHolder(t *testing.T) {
 	const lease = 5 * time.Second
-	f := newFleet(t, testenv.Redis(t), 1, lease)
-	f.create()
-	fleettest.StoppedHolder(t, f.Fleet, lease)
+	fleettest.StoppedHolder(t, newFleet(t, testenv.Redis(t), 1, lease), lease)
 }
 
 // 8 processes × 1M IDs over a pool of 4 node ids with churn: processes
 // exit, are killed and start again, waiting for a free node; no ID is
 // issued twice.
 func TestFleetChurn(t *testing.T) {
-	f := newFleet(t, testenv.Redis(t), 4, time.Second)
-	f.create()
-	fleettest.Churn(t, f.Fleet)
+	fleettest.Churn(t, newFleet(t, testenv.Redis(t), 4, time.Second))
 }
 
 // Redis restarted without persistence mid-run: the holders lose their
@@ -102,7 +79,6 @@ func TestFleetRedisRestart(t *testing.T) {
 	const lease = time.Second
 	srv := testenv.StartPrivateRedis(t)
 	f := newFleet(t, srv.Addr(), 2, lease)
-	f.create()
 	a, b := f.Start(t, 0, true), f.Start(t, 0, true)
 	for _, c := range []*fleettest.Proc{a, b} {
 		if l := c.Await(t, 30*time.Second); !strings.HasPrefix(l, "node ") {

@@ -63,7 +63,6 @@ func TestSegmentsConfig(t *testing.T) {
 	}{
 		{"nil db", nil, sqldialect.SQLite, ""},
 		{"unknown dialect", db, sqldialect.Dialect(9), ""},
-		{"table with a quote", db, sqldialect.SQLite, `a"b`},
 		{"table too long", db, sqldialect.SQLite, strings.Repeat("t", 49)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
