@@ -53,30 +53,6 @@ func TestSegmentConformance(t *testing.T) {
 	}
 }
 
-func TestSegmentsConfig(t *testing.T) {
-	db := testdb.SQLite.Open(t)
-	for _, tc := range []struct {
-		name  string
-		db    *sql.DB
-		d     sqldialect.Dialect
-		table string
-	}{
-		{"nil db", nil, sqldialect.SQLite, ""},
-		{"unknown dialect", db, sqldialect.Dialect(9), ""},
-		{"table too long", db, sqldialect.SQLite, strings.Repeat("t", 49)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if _, err := sqlidgen.NewSegments(tc.db, tc.d, tc.table); !errors.Is(err, idgen.ErrInvalidConfig) {
-				t.Fatalf("NewSegments = %v, want ErrInvalidConfig", err)
-			}
-		})
-	}
-	s, err := sqlidgen.NewSegments(db, sqldialect.SQLite, "")
-	if err != nil || sqlidgen.SegmentsTable(s) != "idemq_segment" {
-		t.Fatalf("NewSegments = %v, table %q; want the default table", err, sqlidgen.SegmentsTable(s))
-	}
-}
-
 // Leaf's own table, created by Leaf's DDL and filled by Leaf's sample
 // insert, serves as it is once it has the max_limit column, as the package
 // documentation tells a Leaf user.

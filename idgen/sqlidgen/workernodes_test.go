@@ -32,13 +32,25 @@ func newWorkerNodes(tb testing.TB, db *sql.DB, d sqldialect.Dialect, table strin
 	return w
 }
 
-func TestNewWorkerNodes(t *testing.T) {
+// TestNewStores checks what NewWorkerNodes and NewSegments take, what
+// they refuse with ErrInvalidConfig, and their defaults.
+func TestNewStores(t *testing.T) {
 	db, err := sql.Open("sqlite", ":memory:") // never connects
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	tests := []struct {
+	constructors := map[string]func(*sql.DB, sqldialect.Dialect, string) error{
+		"NewWorkerNodes": func(db *sql.DB, d sqldialect.Dialect, table string) error {
+			_, err := sqlidgen.NewWorkerNodes(db, d, table)
+			return err
+		},
+		"NewSegments": func(db *sql.DB, d sqldialect.Dialect, table string) error {
+			_, err := sqlidgen.NewSegments(db, d, table)
+			return err
+		},
+	}
+	for _, tc := range []struct {
 		name    string
 		db      *sql.DB
 		dialect sqldialect.Dialect
@@ -50,18 +62,16 @@ func TestNewWorkerNodes(t *testing.T) {
 		{"Postgres", db, sqldialect.Postgres, "", true},
 		{"NilDB", nil, sqldialect.SQLite, "", false},
 		{"NoDialect", db, 0, "", false},
+		{"UnknownDialect", db, sqldialect.Dialect(9), "", false},
 		{"BadTable", db, sqldialect.SQLite, "a b", false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := sqlidgen.NewWorkerNodes(tc.db, tc.dialect, tc.table)
-			if (err == nil) != tc.ok {
-				t.Fatalf("NewWorkerNodes(%v, %q) = %v, want ok %v", tc.dialect, tc.table, err, tc.ok)
+		{"Table49", db, sqldialect.SQLite, strings.Repeat("t", 49), false},
+	} {
+		for name, build := range constructors {
+			err := build(tc.db, tc.dialect, tc.table)
+			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, idgen.ErrInvalidConfig)) {
+				t.Errorf("%s: %s(%v, %q) = %v, want ok %v or ErrInvalidConfig", tc.name, name, tc.dialect, tc.table, err, tc.ok)
 			}
-			if err != nil && !errors.Is(err, idgen.ErrInvalidConfig) {
-				t.Errorf("error %v does not wrap ErrInvalidConfig", err)
-			}
-		})
+		}
 	}
 	w, err := sqlidgen.NewWorkerNodes(db, sqldialect.SQLite, "")
 	if err != nil {
@@ -70,6 +80,10 @@ func TestNewWorkerNodes(t *testing.T) {
 	host, _ := os.Hostname()
 	if got := sqlidgen.WorkerNodesHost(w); got != clipTo(host, 64) || sqlidgen.WorkerNodesTable(w) != "idemq_worker_node" {
 		t.Errorf("host %q, table %q; want %q, the default table", got, sqlidgen.WorkerNodesTable(w), host)
+	}
+	s, err := sqlidgen.NewSegments(db, sqldialect.SQLite, "")
+	if err != nil || sqlidgen.SegmentsTable(s) != "idemq_segment" {
+		t.Fatalf("NewSegments = %v, table %q; want the default table", err, sqlidgen.SegmentsTable(s))
 	}
 }
 
