@@ -56,12 +56,12 @@ func TestNewValidates(t *testing.T) {
 }
 
 func TestZeroConfigOnNodeZeroIsTwitterNodeZero(t *testing.T) {
-	g := newGen(t, 0, idgen.Config{})
+	g := testkit.Generator(t, 0, idgen.Config{})
 	if g.Config().Layout != idgen.Twitter || g.Node() != 0 {
 		t.Fatalf("layout %v node %d", g.Config().Layout, g.Node())
 	}
 	before := time.Now().Truncate(time.Millisecond)
-	p := g.Config().Layout.Decode(next(t, g))
+	p := g.Config().Layout.Decode(testkit.Next(t, g))
 	if p.Time.Before(before) || p.Time.After(time.Now()) || p.Node != 0 || p.Generation != 0 {
 		t.Fatalf("decoded %+v, issued after %v", p, before)
 	}
@@ -69,10 +69,10 @@ func TestZeroConfigOnNodeZeroIsTwitterNodeZero(t *testing.T) {
 
 func TestSequenceWithinTick(t *testing.T) {
 	clock := testkit.NewClock(t0, 0)
-	g := newGen(t, 37, idgen.Config{Clock: clock})
+	g := testkit.Generator(t, 37, idgen.Config{Clock: clock})
 	var ids []idgen.ID
 	for range 4096 {
-		ids = append(ids, next(t, g))
+		ids = append(ids, testkit.Next(t, g))
 	}
 	testkit.CheckIncreasing(t, ids)
 	for i, id := range ids {
@@ -108,11 +108,11 @@ func TestFullSequenceWaitsForNextTick(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := newGen(t, 3, idgen.Config{Layout: tt.layout, Clock: tt.clock})
+			g := testkit.Generator(t, 3, idgen.Config{Layout: tt.layout, Clock: tt.clock})
 			per := int(1) << tt.layout.SequenceBits
 			var ids []idgen.ID
 			for range 2*per + 1 {
-				ids = append(ids, next(t, g))
+				ids = append(ids, testkit.Next(t, g))
 			}
 			testkit.CheckIncreasing(t, ids)
 			prev := g.Config().Layout.Decode(ids[0])
@@ -135,8 +135,8 @@ func TestFullSequenceWaitsForNextTick(t *testing.T) {
 
 func TestParkHonoursContext(t *testing.T) {
 	l := idgen.Layout{Name: "seconds", TimeBits: 32, WorkerBits: 10, SequenceBits: 0, Unit: time.Second, Epoch: idgen.Twitter.Epoch}
-	g := newGen(t, 0, idgen.Config{Layout: l, Clock: testkit.NewClock(t0, 0)})
-	next(t, g)
+	g := testkit.Generator(t, 0, idgen.Config{Layout: l, Clock: testkit.NewClock(t0, 0)})
+	testkit.Next(t, g)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
 	if _, err := g.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -147,10 +147,10 @@ func TestParkHonoursContext(t *testing.T) {
 func TestClockLimits(t *testing.T) {
 	short := idgen.Layout{Name: "short", TimeBits: 20, WorkerBits: 10, SequenceBits: 12, Unit: time.Second, Epoch: t0}
 	clock := testkit.NewClock(t0, 0)
-	g := newGen(t, 0, idgen.Config{Layout: short, Clock: clock, AllowShortLife: true})
-	next(t, g)
+	g := testkit.Generator(t, 0, idgen.Config{Layout: short, Clock: clock, AllowShortLife: true})
+	testkit.Next(t, g)
 	clock.Set(idgen.EndOfLife(short).Add(-time.Second))
-	if p := g.Config().Layout.Decode(next(t, g)); p.Tick != 1<<20-1 {
+	if p := g.Config().Layout.Decode(testkit.Next(t, g)); p.Tick != 1<<20-1 {
 		t.Fatalf("last tick: %+v", p)
 	}
 	clock.Set(idgen.EndOfLife(short))
@@ -159,7 +159,7 @@ func TestClockLimits(t *testing.T) {
 	}
 
 	future := idgen.Layout{Name: "future", TimeBits: 41, WorkerBits: 10, SequenceBits: 12, Unit: time.Millisecond, Epoch: t0.Add(time.Hour)}
-	g = newGen(t, 0, idgen.Config{Layout: future, Clock: clock})
+	g = testkit.Generator(t, 0, idgen.Config{Layout: future, Clock: clock})
 	clock.Set(t0)
 	if _, err := g.Next(context.Background()); !errors.Is(err, idgen.ErrClockBackwards) {
 		t.Fatalf("Next before the epoch: %v", err)
@@ -167,8 +167,8 @@ func TestClockLimits(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
-	g := newGen(t, 0, idgen.Config{})
-	next(t, g)
+	g := testkit.Generator(t, 0, idgen.Config{})
+	testkit.Next(t, g)
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -193,13 +193,13 @@ func TestFill(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.layout.Name, func(t *testing.T) {
-			g := newGen(t, 9, idgen.Config{Layout: tt.layout, Clock: tt.clock})
+			g := testkit.Generator(t, 9, idgen.Config{Layout: tt.layout, Clock: tt.clock})
 			ids := make([]idgen.ID, 3<<tt.layout.SequenceBits+5)
-			ids[0] = next(t, g)
+			ids[0] = testkit.Next(t, g)
 			if n, err := g.Fill(context.Background(), ids[1:]); n != len(ids)-1 || err != nil {
 				t.Fatalf("Fill: %d, %v", n, err)
 			}
-			ids = append(ids, next(t, g))
+			ids = append(ids, testkit.Next(t, g))
 			testkit.CheckIncreasing(t, ids)
 			for _, id := range ids {
 				if p := g.Config().Layout.Decode(id); p.Node != 9 {
@@ -209,7 +209,7 @@ func TestFill(t *testing.T) {
 		})
 	}
 	// A context ending mid-way leaves what was filled.
-	g := newGen(t, 0, idgen.Config{Clock: testkit.NewClock(t0, 0)})
+	g := testkit.Generator(t, 0, idgen.Config{Clock: testkit.NewClock(t0, 0)})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	ids := make([]idgen.ID, 5000)
@@ -224,7 +224,7 @@ func TestConcurrentNextIsUnique(t *testing.T) {
 	for _, l := range layouts {
 		for _, coarse := range []time.Duration{0, time.Millisecond} {
 			t.Run(l.Name, func(t *testing.T) {
-				g := newGen(t, 1, idgen.Config{Layout: l, Coarse: coarse})
+				g := testkit.Generator(t, 1, idgen.Config{Layout: l, Coarse: coarse})
 				// About a tenth of a second of the layout's capacity.
 				const workers = 8
 				each := min(3000, int(int64(1)<<l.SequenceBits*int64(time.Second/l.Unit))/100)
@@ -269,11 +269,11 @@ func TestCoarse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := idgen.Twitter.Decode(next(t, g)).Time
+	first := idgen.Twitter.Decode(testkit.Next(t, g)).Time
 	if d := time.Since(first); d < -time.Millisecond || d > time.Minute {
 		t.Fatalf("coarse clock %v off the system clock", d)
 	}
-	for idgen.Twitter.Decode(next(t, g)).Time.Equal(first) {
+	for idgen.Twitter.Decode(testkit.Next(t, g)).Time.Equal(first) {
 		time.Sleep(time.Millisecond)
 	}
 	if err := g.Close(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 func TestLayoutValidate(t *testing.T) {
@@ -128,9 +129,9 @@ func TestComposeErrors(t *testing.T) {
 // Decoding needs no shared state: IDs of different layouts decode side by
 // side (bwmarrin/snowflake decodes through package variables).
 func TestDecodeIsPerLayout(t *testing.T) {
-	tw := newGen(t, 1023, idgen.Config{Layout: idgen.Twitter})
-	sf := newGen(t, 65535, idgen.Config{Layout: idgen.Sonyflake})
-	a, b := next(t, tw), next(t, sf)
+	tw := testkit.Generator(t, 1023, idgen.Config{Layout: idgen.Twitter})
+	sf := testkit.Generator(t, 65535, idgen.Config{Layout: idgen.Sonyflake})
+	a, b := testkit.Next(t, tw), testkit.Next(t, sf)
 	if pa, pb := tw.Config().Layout.Decode(a), sf.Config().Layout.Decode(b); pa.Node != 1023 || pb.Node != 65535 || pa.Datacenter != 31 || pa.Worker != 31 {
 		t.Fatalf("decoded %+v and %+v", pa, pb)
 	}

@@ -33,15 +33,6 @@ func leasedWith(t *testing.T, m idgen.Leaser, cfg idgen.Config, lc idgen.LeaseCo
 	return g
 }
 
-func mustNext(t *testing.T, g *idgen.Generator) idgen.ID {
-	t.Helper()
-	id, err := g.Next(context.Background())
-	if err != nil {
-		t.Fatalf("Next: %v", err)
-	}
-	return id
-}
-
 func TestNewLeasedConfig(t *testing.T) {
 	m := newFaultLeaser(t, 4, time.Second)
 	store, err := idgen.OpenFileStore(t.TempDir() + "/mark")
@@ -125,7 +116,7 @@ func TestLeasedTakesNodesAndRefusesWhenFull(t *testing.T) {
 	}()
 	time.Sleep(50 * time.Millisecond)
 	node := a.Node()
-	last := mustNext(t, a)
+	last := testkit.Next(t, a)
 	a.Close()
 	c := <-done
 	if c == nil {
@@ -135,7 +126,7 @@ func TestLeasedTakesNodesAndRefusesWhenFull(t *testing.T) {
 	if c.Node() != node {
 		t.Fatalf("waiter got node %d, want the released %d", c.Node(), node)
 	}
-	if id := mustNext(t, c); id <= last {
+	if id := testkit.Next(t, c); id <= last {
 		t.Fatalf("next holder issued %d, not after the last holder's %d", id, last)
 	}
 }
@@ -147,7 +138,7 @@ func TestLeasedStartsAfterHighWater(t *testing.T) {
 	m.preset(t, 0, t0.Add(time.Minute))
 	g := leased(t, m, idgen.Config{Clock: clock, Rollback: idgen.Wait{Max: 2 * time.Minute}})
 	clock.Add(time.Minute) // saves the test the wait
-	id := mustNext(t, g)
+	id := testkit.Next(t, g)
 	if got := g.Config().Layout.Decode(id).Time; got.Before(t0.Add(time.Minute)) {
 		t.Fatalf("first ID at %v, before the high-water mark %v", got, t0.Add(time.Minute))
 	}
@@ -164,9 +155,9 @@ func TestLeasedRenewsAndReleasesExactMark(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d renewals in a minute of a 1s lease", m.renewCount())
 		}
-		last = mustNext(t, g)
+		last = testkit.Next(t, g)
 	}
-	last = mustNext(t, g)
+	last = testkit.Next(t, g)
 	// Each renewal reserves the window up to the next one.
 	if mark, at := m.mark(0), g.Config().Layout.Decode(last).Time; !mark.After(at) {
 		t.Fatalf("mark %v not after the last ID's time %v", mark, at)
@@ -183,7 +174,7 @@ func TestLeasedRenewsAndReleasesExactMark(t *testing.T) {
 	}
 	// The next holder carries on after it at once.
 	h := leased(t, m, idgen.Config{})
-	if id := mustNext(t, h); id <= last {
+	if id := testkit.Next(t, h); id <= last {
 		t.Fatalf("next holder issued %d, not after %d", id, last)
 	}
 }
@@ -208,7 +199,7 @@ func TestLeasedFencesItselfAndResumes(t *testing.T) {
 		}
 	}
 	within("while renewals succeed")
-	m.setFailing(errStoreDown)
+	m.set(func() { m.failing = errStoreDown })
 	// Within the lease less the margin IDs keep coming...
 	within("with renewals failing, within the lease less the margin")
 	// ...and after it none: at the latest, a call begun two seconds on
@@ -233,7 +224,7 @@ func TestLeasedFencesItselfAndResumes(t *testing.T) {
 	}
 	// The replies come back; the store kept the lease all along: it
 	// resumes.
-	m.setFailing(nil)
+	m.set(func() { m.failing = nil })
 	testkit.WaitFor(t, "Next to succeed after renewals recovered", func() bool {
 		_, err := g.Next(context.Background())
 		return err == nil
@@ -244,11 +235,11 @@ func TestLeasedLosesLeaseAndLeasesAgain(t *testing.T) {
 	m := newFaultLeaser(t, 2, 300*time.Millisecond)
 	g := leased(t, m, idgen.Config{})
 	first := g.Node()
-	before := mustNext(t, g)
+	before := testkit.Next(t, g)
 	m.steal(first)
 	// The next renewal finds the lease gone and takes the other node.
 	testkit.WaitFor(t, "a renewal to leave the stolen node", func() bool { return g.Node() != first })
-	id := mustNext(t, g)
+	id := testkit.Next(t, g)
 	if p := g.Config().Layout.Decode(id); p.Node == first || id <= before {
 		t.Fatalf("after losing node %d issued %v", first, p)
 	}
@@ -260,15 +251,15 @@ func TestLeasedLeasesAgainWithoutLeaking(t *testing.T) {
 	m := newFaultLeaser(t, 4, 3*time.Second)
 	g := leased(t, m, idgen.Config{})
 	first := g.Node()
-	m.setFailing(errStoreDown)
+	m.set(func() { m.failing = errStoreDown })
 	m.steal(first)
 	// Each try renews the lost lease, then leases a node and fails to
 	// renew it: two renewals.
 	before := m.renewCount()
 	testkit.WaitFor(t, "two failed tries to lease a node again", func() bool { return m.renewCount() >= before+4 })
-	m.setFailing(nil)
+	m.set(func() { m.failing = nil })
 	testkit.WaitFor(t, "a renewal to leave the stolen node", func() bool { return g.Node() != first })
-	mustNext(t, g)
+	testkit.Next(t, g)
 	// The stolen node's record lasts until its lease ends, unrenewed.
 	if n := m.held(4); n > 2 {
 		t.Fatalf("%d nodes held after leasing one again; want the new node and at most the stolen one", n)
@@ -289,15 +280,15 @@ func TestLeasedLostBeforeFirstRenewal(t *testing.T) {
 	if g.Node() != 2 {
 		t.Fatalf("got node %d, want 2: the third granted", g.Node())
 	}
-	mustNext(t, g)
+	testkit.Next(t, g)
 }
 
 func TestLeasedNeverExpiringNode(t *testing.T) {
 	m := newFaultLeaser(t, 1, 0) // uid-generator's row per start: TTL 0
 	g := leased(t, m, idgen.Config{})
-	m.setFailing(errStoreDown)
+	m.set(func() { m.failing = errStoreDown })
 	time.Sleep(50 * time.Millisecond)
-	mustNext(t, g)
+	testkit.Next(t, g)
 	if n := m.renewCount(); n != 0 {
 		t.Fatalf("%d renewals of a lease that never ends", n)
 	}

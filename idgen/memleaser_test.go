@@ -127,22 +127,11 @@ func (f *faultLeaser) loseGrants(n int) {
 	f.lose = n
 }
 
-func (f *faultLeaser) setFailing(err error) {
+// set changes f's faults, under its lock.
+func (f *faultLeaser) set(change func()) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.failing = err
-}
-
-func (f *faultLeaser) setRefusing(err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.refusing = err
-}
-
-func (f *faultLeaser) setDuring(during func()) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.during = during
+	change()
 }
 
 func (f *faultLeaser) mark(node int64) time.Time {

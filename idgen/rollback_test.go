@@ -11,67 +11,74 @@ import (
 	"github.com/idemq/idemq/internal/testkit"
 )
 
-// TestRefuse: without a policy Next fails while the clock stands behind.
-func TestRefuse(t *testing.T) {
-	clock := testkit.NewClock(t0, 0)
-	g := newGen(t, 0, idgen.Config{Clock: clock})
-	first := next(t, g)
-	clock.Add(-5 * time.Millisecond)
-	if _, err := g.Next(context.Background()); !errors.Is(err, idgen.ErrClockBackwards) {
-		t.Fatalf("Next behind: %v", err)
-	}
-	if got := g.Ahead(); got != 5*time.Millisecond {
-		t.Fatalf("Ahead %v, want 5ms", got)
-	}
-	clock.Set(t0) // caught up: the same tick goes on
-	if id := next(t, g); id != first+1 {
-		t.Fatalf("after catching up: %d, want %d", id, first+1)
+// TestRollbackRefused: a step back past what the policy covers fails Next
+// with ErrClockBackwards, or waits until the caller's context ends; the
+// generator is as it was, and goes on in the same tick once the clock has
+// caught up.
+func TestRollbackRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   idgen.Config
+		bumps int           // steps back of a second first, each covered
+		back  time.Duration // the step back that is not
+		want  error
+	}{
+		{"Refuse", idgen.Config{}, 0, 5 * time.Millisecond, idgen.ErrClockBackwards},
+		{"WaitBeyondMax", idgen.Config{Rollback: idgen.Wait{Max: 15 * time.Millisecond}}, 0, 20 * time.Millisecond, idgen.ErrClockBackwards},
+		{"WaitContext", idgen.Config{Rollback: idgen.Wait{Max: time.Hour}}, 0, time.Minute, context.DeadlineExceeded},
+		{"BumpGenerationElseWait", idgen.Config{Layout: idgen.RollbackBits, Rollback: idgen.BumpGeneration{Else: idgen.Wait{Max: time.Hour}}}, 3, time.Second, context.DeadlineExceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := testkit.NewClock(t0, 0)
+			tc.cfg.Clock = clock
+			g := testkit.Generator(t, 0, tc.cfg)
+			first := testkit.Next(t, g)
+			for range tc.bumps {
+				clock.Add(-time.Second)
+				testkit.Next(t, g)
+			}
+			clock.Add(-tc.back)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+			defer cancel()
+			if _, err := g.Next(ctx); !errors.Is(err, tc.want) {
+				t.Fatalf("Next %v behind: %v, want %v", tc.back, err, tc.want)
+			}
+			if tc.bumps > 0 {
+				return
+			}
+			if got := g.Ahead(); got != tc.back {
+				t.Fatalf("Ahead %v, want %v", got, tc.back)
+			}
+			clock.Set(t0)
+			if id := testkit.Next(t, g); id != first+1 {
+				t.Fatalf("after catching up: %d, want %d", id, first+1)
+			}
+		})
 	}
 }
 
-func TestWait(t *testing.T) {
-	wait := idgen.Wait{Max: 15 * time.Millisecond}
-	t.Run("within bound", func(t *testing.T) {
-		clock := testkit.NewRunningClock(t0)
-		g := newGen(t, 0, idgen.Config{Clock: clock, Rollback: wait})
-		first := next(t, g)
-		clock.Add(-10 * time.Millisecond)
-		if id := next(t, g); id <= first {
-			t.Fatalf("after waiting: %d, not after %d", id, first)
-		}
-		if clock.Now().Before(t0) {
-			t.Fatal("Next returned before the clock caught up")
-		}
-	})
-	t.Run("beyond bound", func(t *testing.T) {
-		clock := testkit.NewClock(t0, 0)
-		g := newGen(t, 0, idgen.Config{Clock: clock, Rollback: wait})
-		next(t, g)
-		clock.Add(-20 * time.Millisecond)
-		if _, err := g.Next(context.Background()); !errors.Is(err, idgen.ErrClockBackwards) {
-			t.Fatalf("Next 20ms behind: %v", err)
-		}
-	})
-	t.Run("context", func(t *testing.T) {
-		clock := testkit.NewClock(t0, 0)
-		g := newGen(t, 0, idgen.Config{Clock: clock, Rollback: idgen.Wait{Max: time.Hour}})
-		next(t, g)
-		clock.Add(-time.Minute)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
-		defer cancel()
-		if _, err := g.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Next: %v, want deadline exceeded", err)
-		}
-	})
+// TestWaitWithinMax: Wait sleeps out a step back within its bound and
+// issues after the last ID.
+func TestWaitWithinMax(t *testing.T) {
+	clock := testkit.NewRunningClock(t0)
+	g := testkit.Generator(t, 0, idgen.Config{Clock: clock, Rollback: idgen.Wait{Max: 15 * time.Millisecond}})
+	first := testkit.Next(t, g)
+	clock.Add(-10 * time.Millisecond)
+	if id := testkit.Next(t, g); id <= first {
+		t.Fatalf("after waiting: %d, not after %d", id, first)
+	}
+	if clock.Now().Before(t0) {
+		t.Fatal("Next returned before the clock caught up")
+	}
 }
 
 func TestBumpGeneration(t *testing.T) {
 	clock := testkit.NewClock(t0, 0)
-	g := newGen(t, 77, idgen.Config{Layout: idgen.RollbackBits, Clock: clock, Rollback: idgen.BumpGeneration{}})
+	g := testkit.Generator(t, 77, idgen.Config{Layout: idgen.RollbackBits, Clock: clock, Rollback: idgen.BumpGeneration{}})
 	var ids []idgen.ID
 	issue := func(wantGen int64) {
 		t.Helper()
-		id := next(t, g)
+		id := testkit.Next(t, g)
 		p := g.Config().Layout.Decode(id)
 		if p.Generation != wantGen || !p.Time.Equal(clock.Now()) || p.Node != 77 {
 			t.Fatalf("at %v: decoded %+v, want generation %d", clock.Now(), p, wantGen)
@@ -101,26 +108,9 @@ func TestBumpGeneration(t *testing.T) {
 	testkit.CheckUnique(t, ids)
 }
 
-func TestBumpGenerationElse(t *testing.T) {
-	clock := testkit.NewClock(t0, 0)
-	policy := idgen.BumpGeneration{Else: idgen.Wait{Max: time.Hour}}
-	g := newGen(t, 0, idgen.Config{Layout: idgen.RollbackBits, Clock: clock, Rollback: policy})
-	next(t, g)
-	for range 3 {
-		clock.Add(-time.Second)
-		next(t, g)
-	}
-	clock.Add(-time.Second)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	defer cancel()
-	if _, err := g.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Next with no generation left under Wait: %v", err)
-	}
-}
-
 func TestBorrow(t *testing.T) {
 	clock := testkit.NewClock(t0, 0)
-	g := newGen(t, 0, idgen.Config{Clock: clock, Rollback: idgen.Borrow{MaxAhead: 100 * time.Millisecond}})
+	g := testkit.Generator(t, 0, idgen.Config{Clock: clock, Rollback: idgen.Borrow{MaxAhead: 100 * time.Millisecond}})
 	// With the clock standing still a full sequence moves on to the next
 	// tick at once.
 	ids := make([]idgen.ID, 3*4096)
@@ -136,7 +126,7 @@ func TestBorrow(t *testing.T) {
 	}
 	// A step back within MaxAhead: the logical clock does not follow.
 	clock.Add(-50 * time.Millisecond)
-	id := next(t, g)
+	id := testkit.Next(t, g)
 	if id <= ids[len(ids)-1] {
 		t.Fatalf("after a step back: %d, not after %d", id, ids[len(ids)-1])
 	}
@@ -175,9 +165,9 @@ func TestSwitchWorker(t *testing.T) {
 	m := newFaultLeaser(t, 4, time.Minute)
 	g := leased(t, m, idgen.Config{Clock: clock, Rollback: idgen.SwitchWorker{}})
 	first := g.Node()
-	ids := []idgen.ID{next(t, g)}
+	ids := []idgen.ID{testkit.Next(t, g)}
 	clock.Add(-time.Second)
-	id := next(t, g)
+	id := testkit.Next(t, g)
 	second := g.Node()
 	if p := g.Config().Layout.Decode(id); p.Node == first || p.Node != second || !p.Time.Equal(t0.Add(-time.Second)) {
 		t.Fatalf("after switching from node %d: %+v, generator node %d", first, p, second)
@@ -185,16 +175,16 @@ func TestSwitchWorker(t *testing.T) {
 	if got, ok := m.releasedMark(first); !ok || !got.Equal(t0.Add(time.Millisecond)) {
 		t.Fatalf("node %d released with mark %v (%v), want the end of its last tick %v", first, got, ok, t0.Add(time.Millisecond))
 	}
-	ids = append(ids, id, next(t, g))
+	ids = append(ids, id, testkit.Next(t, g))
 
 	down := errors.New("redis down")
-	m.setRefusing(down)
+	m.set(func() { m.refusing = down })
 	clock.Add(-time.Second)
 	if _, err := g.Next(context.Background()); !errors.Is(err, down) {
 		t.Fatalf("switch with the leaser failing: %v", err)
 	}
-	m.setRefusing(nil)
-	ids = append(ids, next(t, g))
+	m.set(func() { m.refusing = nil })
+	ids = append(ids, testkit.Next(t, g))
 	if n := g.Node(); n == first || n == second {
 		t.Fatalf("node %d after the second switch, want a fresh one", n)
 	}
@@ -208,14 +198,14 @@ func TestWaitElseSwitchWorker(t *testing.T) {
 	policy := idgen.Wait{Max: 15 * time.Millisecond, Else: idgen.SwitchWorker{}}
 	g := leased(t, m, idgen.Config{Layout: idgen.Twitter, Clock: clock, Rollback: policy})
 	first := g.Node()
-	ids := []idgen.ID{next(t, g)}
+	ids := []idgen.ID{testkit.Next(t, g)}
 	clock.Add(-10 * time.Millisecond)
-	ids = append(ids, next(t, g))
+	ids = append(ids, testkit.Next(t, g))
 	if g.Node() != first {
 		t.Fatalf("switched on a 10ms step back")
 	}
 	clock.Add(-time.Minute)
-	ids = append(ids, next(t, g))
+	ids = append(ids, testkit.Next(t, g))
 	if g.Node() == first {
 		t.Fatalf("still node %d after a 1 minute step back", first)
 	}
@@ -249,24 +239,26 @@ func TestSwitchWorkerReportsTheLastUse(t *testing.T) {
 	m := newFaultLeaser(t, 2, time.Minute)
 	g := leased(t, m, idgen.Config{Clock: clock, Rollback: idgen.SwitchWorker{}})
 	first := g.Node()
-	next(t, g)
+	testkit.Next(t, g)
 
 	// The held caller reads the clock 5ms ahead of the last ID.
 	clock.Add(5 * time.Millisecond)
 	clock.armed.Store(true)
 	held := make(chan idgen.ID)
-	go func() { held <- next(t, g) }()
+	go func() { held <- testkit.Next(t, g) }()
 	<-clock.reached
 
 	// Now the clock steps back and another caller switches workers; the
 	// held caller goes on while the leaser grants the fresh node.
 	clock.Add(-time.Second)
-	m.setDuring(func() {
-		m.setDuring(nil)
-		close(clock.release)
-		time.Sleep(20 * time.Millisecond)
+	m.set(func() {
+		m.during = func() {
+			m.set(func() { m.during = nil })
+			close(clock.release)
+			time.Sleep(20 * time.Millisecond)
+		}
 	})
-	switched := next(t, g)
+	switched := testkit.Next(t, g)
 	heldID := <-held
 
 	lastUsed, ok := m.releasedMark(first)

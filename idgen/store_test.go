@@ -100,7 +100,7 @@ func TestRestartBehindHighWaterMark(t *testing.T) {
 
 				// The clock of the next run is an hour behind.
 				clock.Set(t0.Add(-time.Hour))
-				g2 := newGen(t, node, cfg)
+				g2 := testkit.Generator(t, node, cfg)
 				second := make([]idgen.ID, 10000)
 				_, err = g2.Fill(context.Background(), second)
 				if tt.issues {
@@ -145,7 +145,7 @@ func (s failingStore) Save(context.Context, time.Time) error   { return s.err }
 
 func TestStoreErrors(t *testing.T) {
 	down := errors.New("disk full")
-	g := newGen(t, 0, idgen.Config{Store: failingStore{down}})
+	g := testkit.Generator(t, 0, idgen.Config{Store: failingStore{down}})
 	if _, err := g.Next(context.Background()); !errors.Is(err, down) {
 		t.Fatalf("Next with a failing store: %v", err)
 	}
@@ -159,7 +159,7 @@ func TestStoreErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	g = newGen(t, 0, idgen.Config{Store: store})
+	g = testkit.Generator(t, 0, idgen.Config{Store: store})
 	if _, err := g.Next(context.Background()); err == nil {
 		t.Fatal("Next with an unreadable mark: no error")
 	}
@@ -172,8 +172,8 @@ func TestCloseSavesExactMark(t *testing.T) {
 	}
 	t.Cleanup(func() { store.Close() })
 	clock := testkit.NewClock(t0, 0)
-	g := newGen(t, 0, idgen.Config{Clock: clock, Store: store})
-	next(t, g)
+	g := testkit.Generator(t, 0, idgen.Config{Clock: clock, Store: store})
+	testkit.Next(t, g)
 	if mark, _ := store.Load(context.Background()); !mark.Equal(t0.Add(time.Second + time.Millisecond)) {
 		t.Fatalf("reserved mark %v, want t0+1.001s", mark)
 	}

@@ -44,7 +44,7 @@ func TestStressRollbacks(t *testing.T) {
 			if tt.leased {
 				g = leased(t, newFaultLeaser(t, tt.layout.MaxNode()+1, time.Minute), cfg)
 			} else {
-				g = newGen(t, 0, cfg)
+				g = testkit.Generator(t, 0, cfg)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), duration)
 			defer cancel()

@@ -63,12 +63,12 @@ func TestCachedInvalidConfig(t *testing.T) {
 		{"MaxAhead shorter than the default buffer", borrow, cached.Config{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newGen(t, 1, tc.gen)
+			g := testkit.Generator(t, 1, tc.gen)
 			if _, err := cached.New(context.Background(), g, tc.cfg); !errors.Is(err, idgen.ErrInvalidConfig) {
 				t.Fatalf("New: %v, want ErrInvalidConfig", err)
 			}
 			// A refused generator is still the caller's, and open.
-			next(t, g)
+			testkit.Next(t, g)
 		})
 	}
 	t.Run("nil generator", func(t *testing.T) {
@@ -172,7 +172,7 @@ func TestCachedWaitWhenEmpty(t *testing.T) {
 	c, clock := frozenCached(t, false)
 	var ids []idgen.ID
 	for range frozenCapacity {
-		ids = append(ids, take(t, c))
+		ids = append(ids, testkit.Next(t, c))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
@@ -274,7 +274,7 @@ func TestCachedPadding(t *testing.T) {
 			c := newCached(t, cfg, tc.cfg)
 			before := c.Stats()
 			for range tc.take {
-				take(t, c)
+				testkit.Next(t, c)
 			}
 			// A padding tops the buffer up to full; takes after it
 			// (but not under the threshold again) leave it short.
@@ -383,7 +383,7 @@ func TestCachedRestart(t *testing.T) {
 			}
 			var taken []idgen.ID
 			for range takes {
-				taken = append(taken, take(t, c))
+				taken = append(taken, testkit.Next(t, c))
 			}
 			testkit.WaitFor(t, "IDs buffered", func() bool { return c.Stats().Buffered > 0 })
 			s := c.Stats()
@@ -414,20 +414,10 @@ func TestCachedRestart(t *testing.T) {
 			defer second.close()
 			defer c2.Close()
 			for range 200 {
-				if id := take(t, c2); id <= s.Newest {
+				if id := testkit.Next(t, c2); id <= s.Newest {
 					t.Fatalf("after the restart ID %d, not above %d, the newest the first run padded", id, s.Newest)
 				}
 			}
 		})
 	}
-}
-
-// take takes an ID from c or fails the test.
-func take(t *testing.T, c *cached.Generator) idgen.ID {
-	t.Helper()
-	id, err := c.Next(context.Background())
-	if err != nil {
-		t.Fatalf("Next: %v", err)
-	}
-	return id
 }

@@ -25,25 +25,6 @@ var benchLayout = idgen.Layout{
 	Unit: time.Millisecond, Epoch: idgen.Twitter.Epoch,
 }
 
-func newGen(t *testing.T, node int64, cfg idgen.Config) *idgen.Generator {
-	t.Helper()
-	g, err := idgen.New(node, cfg)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() { g.Close() })
-	return g
-}
-
-func next(t *testing.T, g *idgen.Generator) idgen.ID {
-	t.Helper()
-	id, err := g.Next(context.Background())
-	if err != nil {
-		t.Fatalf("Next: %v", err)
-	}
-	return id
-}
-
 // markLeaser is a memidgen pool that remembers the last high-water mark
 // written per node: what the next holder of the node starts after.
 type markLeaser struct {

@@ -18,7 +18,7 @@ import (
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/idhttp"
 	"github.com/idemq/idemq/idgen/segment"
-	"github.com/idemq/idemq/internal/memidgen"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // BenchmarkService measures the service over loopback with a load generator
@@ -31,10 +31,9 @@ import (
 // and writing them. The segment tags are in memory: no store round trip is
 // measured.
 func BenchmarkService(b *testing.B) {
-	src := memidgen.NewSegments()
-	create(b, src, segment.Tag{Tag: "bench", Step: 100_000})
+	src := create(b, segment.Tag{Tag: "bench", Step: 100_000})
 	srv, err := idhttp.New(idhttp.Config{
-		Snowflake: newGenerator(b, 1),
+		Snowflake: testkit.Generator(b, 1, idgen.Config{}),
 		Segments:  src,
 		Logger:    slog.New(slog.DiscardHandler),
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/idhttp"
 	"github.com/idemq/idemq/idgen/segment"
+	"github.com/idemq/idemq/internal/memidgen"
 	"github.com/idemq/idemq/internal/testenv"
 )
 
@@ -72,16 +73,6 @@ func newServer(t testing.TB, cfg idhttp.Config) (*idhttp.Server, client) {
 		t.Fatal(err)
 	}
 	return srv, serve(t, srv)
-}
-
-func newGenerator(t testing.TB, node int64) *idgen.Generator {
-	t.Helper()
-	g, err := idgen.New(node, idgen.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close() })
-	return g
 }
 
 type client struct {
@@ -161,12 +152,14 @@ func (c client) fail(path string) failure {
 	return f
 }
 
-// create makes tags in src.
-func create(t testing.TB, src segment.Store, tags ...segment.Tag) {
+// create returns an in-memory source holding tags.
+func create(t testing.TB, tags ...segment.Tag) *memidgen.Segments {
 	t.Helper()
+	src := memidgen.NewSegments()
 	for _, tg := range tags {
 		if err := src.CreateTag(context.Background(), tg); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return src
 }

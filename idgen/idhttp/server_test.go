@@ -21,9 +21,8 @@ import (
 )
 
 func TestEndpoints(t *testing.T) {
-	src := memidgen.NewSegments()
-	create(t, src, segment.Tag{Tag: "orders", MaxID: 1000, Step: 100})
-	gen := newGenerator(t, 37)
+	src := create(t, segment.Tag{Tag: "orders", MaxID: 1000, Step: 100})
+	gen := testkit.Generator(t, 37, idgen.Config{})
 	_, c := newServer(t, idhttp.Config{Snowflake: gen, Segments: src})
 
 	// Segment IDs follow each other across single and batch
@@ -100,9 +99,8 @@ func TestEndpoints(t *testing.T) {
 // issues nothing: the tag's next ID follows the last one issued, and no
 // snowflake ID is counted.
 func TestBadRequests(t *testing.T) {
-	src := memidgen.NewSegments()
-	create(t, src, segment.Tag{Tag: "t", MaxID: 1, Step: 10})
-	_, c := newServer(t, idhttp.Config{Snowflake: newGenerator(t, 1), Segments: src, MaxBatch: 50})
+	src := create(t, segment.Tag{Tag: "t", MaxID: 1, Step: 10})
+	_, c := newServer(t, idhttp.Config{Snowflake: testkit.Generator(t, 1, idgen.Config{}), Segments: src, MaxBatch: 50})
 	last := c.id("/api/segment/get/t")
 	for _, tc := range []struct {
 		path   string
@@ -177,10 +175,9 @@ func TestBadRequests(t *testing.T) {
 }
 
 func TestNotServed(t *testing.T) {
-	src := memidgen.NewSegments()
-	create(t, src, segment.Tag{Tag: "t", Step: 10})
+	src := create(t, segment.Tag{Tag: "t", Step: 10})
 	_, segOnly := newServer(t, idhttp.Config{Segments: src})
-	_, snowOnly := newServer(t, idhttp.Config{Snowflake: newGenerator(t, 2)})
+	_, snowOnly := newServer(t, idhttp.Config{Snowflake: testkit.Generator(t, 2, idgen.Config{})})
 	for _, tc := range []struct {
 		c    client
 		path string
@@ -207,8 +204,7 @@ func TestNotServed(t *testing.T) {
 }
 
 func TestMaxReached(t *testing.T) {
-	src := memidgen.NewSegments()
-	create(t, src, segment.Tag{Tag: "small", MaxID: 10, Step: 4, Max: 25})
+	src := create(t, segment.Tag{Tag: "small", MaxID: 10, Step: 4, Max: 25})
 	_, c := newServer(t, idhttp.Config{Segments: src})
 
 	var got []idgen.ID
@@ -243,8 +239,7 @@ func idRange(from, to int64) []idgen.ID {
 // none is left requests fail with 503, and they succeed again once the
 // source is back.
 func TestSourceDown(t *testing.T) {
-	real := memidgen.NewSegments()
-	create(t, real, segment.Tag{Tag: "t", Step: 100})
+	real := create(t, segment.Tag{Tag: "t", Step: 100})
 	src := &faulty{Store: real}
 	_, c := newServer(t, idhttp.Config{Segments: src})
 
@@ -332,7 +327,9 @@ func TestUnknownTag(t *testing.T) {
 			if got := src.calls.Load(); got != tc.wantCalls {
 				t.Errorf("source calls for 10 requests = %d, want %d", got, tc.wantCalls)
 			}
-			create(t, real, segment.Tag{Tag: "later", MaxID: 7, Step: 10})
+			if err := real.CreateTag(t.Context(), segment.Tag{Tag: "later", MaxID: 7, Step: 10}); err != nil {
+				t.Fatal(err)
+			}
 			if status, body := c.get("/api/segment/get/later"); (status == http.StatusOK) != tc.served {
 				t.Errorf("after CreateTag: %d %s, served %v", status, body, tc.served)
 			}
@@ -343,13 +340,9 @@ func TestUnknownTag(t *testing.T) {
 // TestConcurrentClients: many clients on single and batch endpoints of
 // both kinds, first requests for a tag included, never get an ID twice.
 func TestConcurrentClients(t *testing.T) {
-	real := memidgen.NewSegments()
 	tags := []string{"a", "b", "c"}
-	for _, tg := range tags {
-		create(t, real, segment.Tag{Tag: tg, Step: 50})
-	}
-	src := &faulty{Store: real}
-	_, c := newServer(t, idhttp.Config{Snowflake: newGenerator(t, 3), Segments: src})
+	src := &faulty{Store: create(t, segment.Tag{Tag: "a", Step: 50}, segment.Tag{Tag: "b", Step: 50}, segment.Tag{Tag: "c", Step: 50})}
+	_, c := newServer(t, idhttp.Config{Snowflake: testkit.Generator(t, 3, idgen.Config{}), Segments: src})
 
 	const clients, rounds = 16, 40
 	var (
@@ -393,9 +386,8 @@ func TestConcurrentClients(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
-	src := memidgen.NewSegments()
-	create(t, src, segment.Tag{Tag: "t", Step: 10})
-	srv, c := newServer(t, idhttp.Config{Snowflake: newGenerator(t, 4), Segments: src})
+	src := create(t, segment.Tag{Tag: "t", Step: 10})
+	srv, c := newServer(t, idhttp.Config{Snowflake: testkit.Generator(t, 4, idgen.Config{}), Segments: src})
 	c.id("/api/segment/get/t")
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)
@@ -411,7 +403,7 @@ func TestClose(t *testing.T) {
 }
 
 func TestNewRefusesBadConfig(t *testing.T) {
-	gen := newGenerator(t, 5)
+	gen := testkit.Generator(t, 5, idgen.Config{})
 	for _, cfg := range []idhttp.Config{
 		{},
 		{Snowflake: gen, MaxBatch: -1},
@@ -427,8 +419,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 
 // TestFirstRequests: concurrent first requests for a tag share one load.
 func TestFirstRequests(t *testing.T) {
-	real := memidgen.NewSegments()
-	create(t, real, segment.Tag{Tag: "t", Step: 100_000})
+	real := create(t, segment.Tag{Tag: "t", Step: 100_000})
 	src := &faulty{Store: real}
 	_, c := newServer(t, idhttp.Config{Segments: src})
 	const clients = 32
@@ -451,11 +442,7 @@ func TestFirstRequests(t *testing.T) {
 // clock stepped back) answers 503 with the reason, and so does /healthz.
 func TestSnowflakeUnavailable(t *testing.T) {
 	clock := testkit.NewClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC), 0)
-	gen, err := idgen.New(9, idgen.Config{Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gen.Close()
+	gen := testkit.Generator(t, 9, idgen.Config{Clock: clock})
 	_, c := newServer(t, idhttp.Config{Snowflake: gen})
 	c.id("/api/snowflake/get/k")
 	clock.Add(-time.Second)
@@ -474,9 +461,8 @@ func TestSnowflakeUnavailable(t *testing.T) {
 // TestMetricsQuoteTags: tags are chosen by users; the label values of
 // /metrics escape what Prometheus' text format requires.
 func TestMetricsQuoteTags(t *testing.T) {
-	src := memidgen.NewSegments()
 	tag := "a\"b\\c\nd"
-	create(t, src, segment.Tag{Tag: tag, Step: 10})
+	src := create(t, segment.Tag{Tag: tag, Step: 10})
 	_, c := newServer(t, idhttp.Config{Segments: src})
 	c.id("/api/segment/get/" + url.PathEscape(tag))
 	_, body := c.get("/metrics")

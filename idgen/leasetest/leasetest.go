@@ -32,12 +32,17 @@
 //     [idgen.ErrLeaseLost] and change nothing;
 //   - cancelled contexts: every call fails and changes nothing;
 //   - owners: stored with the lease, when Run's owner can read them;
+//   - churn: goroutines on leasers of their own take, renew and release
+//     nodes over and over, dynamic only (no Acquire may fail) and mixed
+//     with static ones: no node is ever held twice;
 //   - a generator switching nodes ([idgen.SwitchWorker]) through the
 //     leaser, each of its calls held in turn by a gate around the leaser:
 //     other callers wait for the switch or get an ID, never an error; one
 //     switch leases one node; a failed renewal of the fresh lease, or Close
 //     during the switch, leaves no lease held and the old node released
 //     with the mark of its last ID.
+//
+// [OneCall] checks a backend's one call that leases a sender's generator.
 //
 // The tests that wait for leases to end lease for 3 s; the others
 // lease for an hour, so that no stall of a loaded machine ends a lease they
@@ -109,6 +114,17 @@ func Run(t *testing.T, newLeaser func(t *testing.T, p Pool) idgen.Leaser, owner 
 		{"Switch", testSwitch},
 		{"SwitchRenewalFails", testSwitchRenewalFails},
 		{"SwitchClose", testSwitchClose},
+	}
+	// The churns run first, one at a time: beside the tests that time
+	// leases, their load on a store of one writer (SQLite) would stall
+	// those.
+	for _, tc := range []struct {
+		name string
+		fn   func(*suite)
+	}{{"Churn", testChurn}, {"MixedChurn", testMixedChurn}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.fn(&suite{T: t, newLeaser: newLeaser, owner: owner, name: tc.name})
+		})
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -714,5 +730,112 @@ func testOwner(s *suite) {
 		if got := owner(lease.Node); got != "" {
 			s.Errorf("owner of released node %d = %q, want none", lease.Node, got)
 		}
+	}
+}
+
+// testChurn has as many goroutines as nodes, each on a leaser of its own
+// (a process), take, renew and release nodes over and over: since there is
+// always a free node when one asks, no Acquire may fail, whatever the
+// others do meanwhile.
+func testChurn(s *suite) { s.churn(6, 6, 40, false) }
+
+// testMixedChurn has twice as many goroutines as nodes take them by static
+// and dynamic acquires at once, renew and release them: no node is held
+// twice, and no call fails but a refused Acquire. (On MySQL an UPDATE that
+// picked its node through the index on (pool, expires_at, node) deadlocked
+// here with renewals, releases and static acquires.)
+func testMixedChurn(s *suite) { s.churn(8, 16, 15, true) }
+
+// churn runs goroutines, each rounds times, on a pool of size nodes; with
+// mixed, every third acquire asks for a static node.
+func (s *suite) churn(size int64, goroutines, rounds int, mixed bool) {
+	p, l := s.pool(size)
+	ls := []idgen.Leaser{l}
+	for len(ls) < goroutines {
+		ls = append(ls, s.newLeaser(s.T, p))
+	}
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		holder = map[int64]int{} // by our own bookkeeping
+		grants int
+	)
+	hold := func(node int64, g int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if other, ok := holder[node]; ok {
+			s.Errorf("node %d granted to %d while %d holds it", node, g, other)
+		}
+		holder[node] = g
+		grants++
+	}
+	for g, l := range ls {
+		wg.Go(func() {
+			for i := range rounds {
+				req := all(p, fmt.Sprint("churner ", g))
+				if mixed && (g+i)%3 == 0 {
+					req = static(p, int64(g*7+i*13)%size, req.Owner)
+				}
+				lease, err := l.Acquire(s.Context(), req)
+				if mixed && errors.Is(err, idgen.ErrNoFreeNode) {
+					continue
+				}
+				if err != nil {
+					s.Errorf("goroutine %d round %d: Acquire(%+v) = %v", g, i, req, err)
+					return
+				}
+				hold(lease.Node, g)
+				if i%2 == 0 {
+					if lease, err = l.Renew(s.Context(), lease, mark(int64(i))); err != nil {
+						s.Errorf("Renew = %v", err)
+						return
+					}
+				}
+				mu.Lock()
+				delete(holder, lease.Node)
+				mu.Unlock()
+				if err := l.Release(s.Context(), lease, mark(int64(i))); err != nil {
+					s.Errorf("Release = %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	s.Logf("%d grants", grants)
+}
+
+// OneCall checks a backend's one call that leases a sender's generator:
+// lease leases one from pool, ready to grant, and held counts the pool's
+// live leases. Two generators hold two nodes of the pool, each released on
+// Close, and a pool left out is refused with an error that names Pool.
+func OneCall(t *testing.T, pool string, lease func(ctx context.Context, pool string) (*idgen.Generator, error), held func(ctx context.Context) (int, error)) {
+	t.Helper()
+	ctx := t.Context()
+	var gens []*idgen.Generator
+	for range 2 {
+		g, err := lease(ctx, pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gens = append(gens, g)
+	}
+	if gens[0].Node() == gens[1].Node() {
+		t.Fatalf("two leases share node %d", gens[0].Node())
+	}
+	wantHeld := func(want int, when string) {
+		t.Helper()
+		if n, err := held(ctx); err != nil || n != want {
+			t.Fatalf("%d leases held %s (%v), want %d", n, when, err, want)
+		}
+	}
+	wantHeld(2, "")
+	for _, g := range gens {
+		if err := g.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantHeld(0, "after Close")
+	if _, err := lease(ctx, ""); err == nil || !strings.Contains(err.Error(), "Pool") {
+		t.Errorf("Lease without a pool: %v, want an error naming Pool", err)
 	}
 }

@@ -3,6 +3,7 @@ package redisidgen_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -118,12 +119,7 @@ func wantNodes(t *testing.T, l *redisidgen.Leaser, nodes ...int64) {
 	for _, li := range infos {
 		got = append(got, li.Node)
 	}
-	if len(got) != len(nodes) {
+	if !slices.Equal(got, nodes) {
 		t.Fatalf("held nodes %v, want %v", got, nodes)
-	}
-	for i := range got {
-		if got[i] != nodes[i] {
-			t.Fatalf("held nodes %v, want %v", got, nodes)
-		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/leasetest"
 	"github.com/idemq/idemq/idgen/redisidgen"
+	"github.com/idemq/idemq/idgen/segment/segmenttest"
 	"github.com/idemq/idemq/internal/fleettest"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
@@ -179,7 +180,8 @@ func TestKeys(t *testing.T) {
 }
 
 // TestUnreachable checks that a Redis that does not answer gives a plain
-// error naming the pool and the cause, not a sentinel.
+// error naming the pool and the cause, not a sentinel; and that Segments'
+// calls fail as segmenttest.Unreachable wants.
 func TestUnreachable(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialTimeout: time.Second, MaxRetries: 1})
 	defer c.Close()
@@ -196,4 +198,5 @@ func TestUnreachable(t *testing.T) {
 	if msg := err.Error(); !strings.Contains(msg, `redisidgen: acquire in pool "orders"`) || !strings.Contains(msg, "connection refused") {
 		t.Errorf("Acquire = %v, want the pool and the cause", err)
 	}
+	segmenttest.Unreachable(t, newSegments(t, c, ""), "127.0.0.1:1")
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/idemq/idemq/idgen/segment"
-	"github.com/idemq/idemq/internal/segbench"
+	"github.com/idemq/idemq/internal/idbench"
 	"github.com/idemq/idemq/internal/testenv"
 )
 
@@ -27,7 +27,7 @@ func BenchmarkSegmentSource(b *testing.B) {
 	}
 	b.Run("Redis/idemq", func(b *testing.B) {
 		var sent int64
-		segbench.Allocator(b, s, tag, func() int64 {
+		idbench.Allocator(b, s, tag, func() int64 {
 			sent += int64(len(hook.take()))
 			return sent
 		})

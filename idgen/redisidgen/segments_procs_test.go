@@ -31,14 +31,5 @@ func TestSegmentProcesses(t *testing.T) {
 	addr := testenv.Redis(t)
 	s := newSegments(t, newClient(t, addr), "procs")
 	tag := "procs-" + strings.ToLower(rand.Text()[:8])
-	const start = 1_000_000
-	if err := s.CreateTag(t.Context(), segment.Tag{Tag: tag, MaxID: start, Step: 10}); err != nil {
-		t.Fatal(err)
-	}
-	r := fleettest.RunProcesses(t, tag, fleettest.Processes{Env: map[string]string{"REDIS": addr}})
-	got, err := s.Tag(t.Context(), tag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fleettest.CheckProcesses(t, r, start, got.MaxID)
+	fleettest.SegmentProcesses(t, s, tag, map[string]string{"REDIS": addr})
 }

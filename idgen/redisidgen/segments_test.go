@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/idgen/redisidgen"
 	"github.com/idemq/idemq/idgen/segment"
 	"github.com/idemq/idemq/idgen/segment/segmenttest"
@@ -70,47 +69,6 @@ func TestSegmentKeys(t *testing.T) {
 	}
 	if ok, err := c.SIsMember(ctx, redisidgen.IndexKey(s), tag).Result(); err != nil || !ok {
 		t.Fatalf("tag in the index: %v, %v", ok, err)
-	}
-}
-
-// A Redis that is down: every call fails with an error that names the call
-// and the address, and no sentinel of a known outcome.
-func TestSegmentsUnreachable(t *testing.T) {
-	r := testenv.StartPrivateRedis(t)
-	c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1})
-	t.Cleanup(func() { c.Close() })
-	s := newSegments(t, c, "")
-	ctx := t.Context()
-	if err := s.CreateTag(ctx, segment.Tag{Tag: "orders", Step: 10}); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		call string
-		run  func() error
-		what string
-	}{
-		{"NextSegment", func() error { _, err := s.NextSegment(ctx, "orders", 0); return err }, `next segment of tag "orders"`},
-		{"NextSegment(step 100)", func() error { _, err := s.NextSegment(ctx, "orders", 100); return err }, `next segment of tag "orders"`},
-		{"Tag", func() error { _, err := s.Tag(ctx, "orders"); return err }, `read tag "orders"`},
-		{"Tags", func() error { _, err := s.Tags(ctx); return err }, `list tags`},
-		{"CreateTag", func() error { return s.CreateTag(ctx, segment.Tag{Tag: "o2", Step: 1}) }, `create tag "o2"`},
-		{"SetMax", func() error { return s.SetMax(ctx, "orders", 10) }, `set the maximum of tag "orders"`},
-	} {
-		err := c.run()
-		if err == nil {
-			t.Fatalf("%s with Redis down succeeded", c.call)
-		}
-		for _, known := range []error{segment.ErrUnknownTag, segment.ErrMaxReached, idgen.ErrInvalidConfig, segment.ErrTagExists} {
-			if errors.Is(err, known) {
-				t.Fatalf("%s = %v: a known outcome, though Redis is down", c.call, err)
-			}
-		}
-		if msg := err.Error(); !strings.Contains(msg, r.Addr()) || !strings.Contains(msg, c.what) {
-			t.Fatalf("%s = %q: want the call (%s) and the address (%s) named", c.call, msg, c.what, r.Addr())
-		}
 	}
 }
 

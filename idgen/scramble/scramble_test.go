@@ -22,17 +22,21 @@ func newScrambler(t testing.TB, key []byte, bits int) *scramble.Scrambler {
 	return s
 }
 
-// TestScramblerRoundTrip scrambles IDs of several widths: each stays in
-// range and unscrambles to itself.
+// TestScramblerRoundTrip scrambles IDs of several widths, every one of the
+// small widths: each stays in range and unscrambles to itself, so no two
+// share a scrambled form and none is lost.
 func TestScramblerRoundTrip(t *testing.T) {
-	for _, bits := range []int{2, 3, 9, 41, 53, 63} {
+	for _, bits := range []int{2, 3, 9, 12, 41, 53, 63} {
 		t.Run(fmt.Sprint(bits), func(t *testing.T) {
 			s := newScrambler(t, testKey, bits)
 			r := rand.New(rand.NewPCG(1, uint64(bits)))
 			limit := uint64(1) << bits
 			ids := []uint64{0, 1, limit - 1, limit / 2}
-			for range 1000 {
-				ids = append(ids, r.Uint64N(limit))
+			for i := range min(limit, 1<<12) {
+				if limit > 1<<12 {
+					i = r.Uint64N(limit)
+				}
+				ids = append(ids, i)
 			}
 			for _, v := range ids {
 				sc, err := s.Scramble(int64(v))
@@ -45,25 +49,6 @@ func TestScramblerRoundTrip(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestScramblerIsAPermutation scrambles every ID of small widths: no two
-// share a scrambled form, so none is lost.
-func TestScramblerIsAPermutation(t *testing.T) {
-	for _, bits := range []int{2, 9, 12} {
-		s := newScrambler(t, testKey, bits)
-		seen := make(map[int64]int64)
-		for v := range int64(1) << bits {
-			sc, err := s.Scramble(v)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if prev, ok := seen[sc]; ok {
-				t.Fatalf("%d bits: %d and %d both scramble to %d", bits, prev, v, sc)
-			}
-			seen[sc] = v
-		}
 	}
 }
 

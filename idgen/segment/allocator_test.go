@@ -93,15 +93,6 @@ func newAlloc(t *testing.T, src segment.Store, tag string, cfg segment.Config) *
 	return a
 }
 
-func nextSeg(t *testing.T, a *segment.Allocator) int64 {
-	t.Helper()
-	id, err := a.Next(context.Background())
-	if err != nil {
-		t.Fatalf("Next: %v", err)
-	}
-	return id
-}
-
 func TestAllocatorUnique(t *testing.T) {
 	for _, tt := range []struct {
 		name                   string
@@ -204,7 +195,7 @@ func TestAllocatorPreload(t *testing.T) {
 					}
 				} else {
 					for i := range ids {
-						ids[i] = nextSeg(t, a)
+						ids[i] = testkit.Next(t, a)
 					}
 				}
 				for _, id := range ids {
@@ -250,7 +241,7 @@ func TestAllocatorSourceFails(t *testing.T) {
 			ctx := context.Background()
 			src.down.Store(true)
 			for range 11 { // the 11th starts the load
-				nextSeg(t, a)
+				testkit.Next(t, a)
 			}
 			testkit.WaitFor(t, "a failed load", func() bool { return a.Stats().LoadFailures > 0 })
 			st := a.Stats()
@@ -262,7 +253,7 @@ func TestAllocatorSourceFails(t *testing.T) {
 			}
 			// The current segment still has room.
 			for i := 11; i < 100; i++ {
-				if id := nextSeg(t, a); id != int64(i) {
+				if id := testkit.Next(t, a); id != int64(i) {
 					t.Fatalf("ID %d, want %d", id, i)
 				}
 			}
@@ -425,7 +416,7 @@ func TestAllocatorClose(t *testing.T) {
 		run  func(t *testing.T, src *faultySource, a *segment.Allocator)
 	}{
 		{name: "then Next and Fill fail", run: func(t *testing.T, _ *faultySource, a *segment.Allocator) {
-			nextSeg(t, a)
+			testkit.Next(t, a)
 			if err := a.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -442,7 +433,7 @@ func TestAllocatorClose(t *testing.T) {
 		{name: "while Next waits for a load", run: func(t *testing.T, src *faultySource, a *segment.Allocator) {
 			src.block.Store(true)
 			for range 10 {
-				nextSeg(t, a)
+				testkit.Next(t, a)
 			}
 			errc := make(chan error)
 			go func() {
@@ -460,7 +451,7 @@ func TestAllocatorClose(t *testing.T) {
 		{name: "after Next gave up waiting", run: func(t *testing.T, src *faultySource, a *segment.Allocator) {
 			src.block.Store(true)
 			for range 10 {
-				nextSeg(t, a)
+				testkit.Next(t, a)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 			defer cancel()
@@ -526,7 +517,7 @@ func TestAllocatorBadSegment(t *testing.T) {
 			src := &scriptedSource{segs: []segment.Segment{{Start: 0, End: 10, Step: 10}, tt.next}}
 			a := newAlloc(t, src, "t", segment.Config{})
 			for i := range 10 {
-				if id := nextSeg(t, a); id != int64(i) {
+				if id := testkit.Next(t, a); id != int64(i) {
 					t.Fatalf("ID %d, want %d", id, i)
 				}
 			}
@@ -604,7 +595,7 @@ func TestSegmentLoadTimeout(t *testing.T) {
 		src.block.Store(true)
 		// Up to the preload mark and a little past it: the load hangs.
 		for range 3 {
-			nextSeg(t, a)
+			testkit.Next(t, a)
 		}
 		testkit.WaitFor(t, "the hung load to time out", func() bool { return a.Stats().LoadFailures > base })
 		st := a.Stats()
@@ -615,7 +606,7 @@ func TestSegmentLoadTimeout(t *testing.T) {
 		testkit.WaitFor(t, "a load to succeed again", func() bool { return !a.Stats().Failing && a.Stats().Next != (segment.Segment{}) })
 		// Use up what is loaded, so that the next round starts a load.
 		for a.Stats().Next != (segment.Segment{}) {
-			nextSeg(t, a)
+			testkit.Next(t, a)
 		}
 	}
 }

@@ -23,22 +23,25 @@ func (c *countingSource) NextSegment(ctx context.Context, tag string, step int64
 	return c.Store.NextSegment(ctx, tag, step)
 }
 
-func newBenchSource(b *testing.B, step int64) *countingSource {
-	src := memidgen.NewSegments()
-	if err := src.CreateTag(context.Background(), segment.Tag{Tag: "bench", Step: step}); err != nil {
-		b.Fatal(err)
-	}
-	return &countingSource{Store: src}
-}
-
-func newBenchAlloc(b *testing.B, src segment.Store, cfg segment.Config) *segment.Allocator {
+// newBenchAlloc returns an allocator with cfg over a counting in-memory
+// source whose tag "bench" has step.
+func newBenchAlloc(b *testing.B, step int64, cfg segment.Config) (*segment.Allocator, *countingSource) {
+	src := newBenchSource(b, step)
 	cfg.Logger = quiet
 	a, err := segment.New(context.Background(), src, "bench", cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { a.Close() })
-	return a
+	return a, src
+}
+
+func newBenchSource(b *testing.B, step int64) *countingSource {
+	src := memidgen.NewSegments()
+	if err := src.CreateTag(context.Background(), segment.Tag{Tag: "bench", Step: step}); err != nil {
+		b.Fatal(err)
+	}
+	return &countingSource{Store: src}
 }
 
 // reportSegments reports the segments loaded per ID, the source calls per
@@ -62,8 +65,7 @@ func reportSegments(b *testing.B, a *segment.Allocator, src *countingSource) {
 func BenchmarkSegment(b *testing.B) {
 	ctx := context.Background()
 	b.Run("idemq", func(b *testing.B) {
-		src := newBenchSource(b, 1000)
-		a := newBenchAlloc(b, src, segment.Config{})
+		a, src := newBenchAlloc(b, 1000, segment.Config{})
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := a.Next(ctx); err != nil {
@@ -73,8 +75,7 @@ func BenchmarkSegment(b *testing.B) {
 		reportSegments(b, a, src)
 	})
 	b.Run("idemq-fill1000", func(b *testing.B) {
-		src := newBenchSource(b, 1000)
-		a := newBenchAlloc(b, src, segment.Config{})
+		a, src := newBenchAlloc(b, 1000, segment.Config{})
 		ids := make([]int64, 1000)
 		b.ReportAllocs()
 		b.ResetTimer()
@@ -87,8 +88,7 @@ func BenchmarkSegment(b *testing.B) {
 		reportSegments(b, a, src)
 	})
 	b.Run("idemq-parallel", func(b *testing.B) {
-		src := newBenchSource(b, 1000)
-		a := newBenchAlloc(b, src, segment.Config{})
+		a, src := newBenchAlloc(b, 1000, segment.Config{})
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
@@ -104,8 +104,7 @@ func BenchmarkSegment(b *testing.B) {
 	// adaptive step, under which switches and preloads are a few calls
 	// in a million.
 	b.Run("idemq-timed", func(b *testing.B) {
-		src := newBenchSource(b, 1000)
-		a := newBenchAlloc(b, src, segment.Config{})
+		a, src := newBenchAlloc(b, 1000, segment.Config{})
 		var all testkit.Latencies
 		base := time.Now()
 		timer := testkit.TimerCost(base)
@@ -131,8 +130,7 @@ func BenchmarkSegment(b *testing.B) {
 	})
 	b.Run("idemq-step999", func(b *testing.B) {
 		const step = 999
-		src := newBenchSource(b, step)
-		a := newBenchAlloc(b, src, segment.Config{MaxStep: step})
+		a, src := newBenchAlloc(b, step, segment.Config{MaxStep: step})
 		var all, switches, preloads testkit.Latencies
 		base := time.Now()
 		timer := testkit.TimerCost(base)

@@ -69,3 +69,21 @@ func TestFleetKilledHolder(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) { fleettest.KilledHolder(t, newFleet(t, b, 1, lease), lease) })
 	}
 }
+
+// SIGSTOP a holder past its lease, let another process take the node,
+// SIGCONT: the stopped one issues nothing until it holds a lease again.
+func TestFleetStoppedHolder(t *testing.T) {
+	const lease = 5 * time.Second
+	for _, b := range fleetBackends {
+		t.Run(b.Name, func(t *testing.T) { fleettest.StoppedHolder(t, newFleet(t, b, 1, lease), lease) })
+	}
+}
+
+// 8 processes × 1M IDs over a pool of 4 node ids with churn: processes
+// exit, are killed and start again, waiting for a free node; no ID is
+// issued twice.
+func TestFleetChurn(t *testing.T) {
+	for _, b := range fleetBackends {
+		t.Run(b.Name, func(t *testing.T) { fleettest.Churn(t, newFleet(t, b, 4, time.Second)) })
+	}
+}

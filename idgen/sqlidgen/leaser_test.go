@@ -4,14 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/idgen/segment/segmenttest"
 	"github.com/idemq/idemq/idgen/sqlidgen"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
@@ -69,7 +68,6 @@ func TestNew(t *testing.T) {
 		{"MySQL", db, sqldialect.MySQL, ok, true},
 		{"Postgres", db, sqldialect.Postgres, ok, true},
 		{"Table", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Table = "Worker_Lease2" }), true},
-		{"Table48", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Table = strings.Repeat("t", 48) }), true},
 		{"Pool64", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Pool = strings.Repeat("p", 64) }), true},
 		{"PoolUnicode", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Pool = "订单" }), true},
 		{"Size1", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Size = 1 }), true},
@@ -87,9 +85,6 @@ func TestNew(t *testing.T) {
 		{"NegativeLease", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Lease = -time.Second }), false},
 		{"LeaseBelow1ms", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Lease = time.Microsecond }), false},
 		{"Table49", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Table = strings.Repeat("t", 49) }), false},
-		{"TableQuote", db, sqldialect.Postgres, with(func(c *sqlidgen.Config) { c.Table = `t"; DROP TABLE x; --` }), false},
-		{"TableBacktick", db, sqldialect.MySQL, with(func(c *sqlidgen.Config) { c.Table = "t`" }), false},
-		{"TableSchema", db, sqldialect.SQLite, with(func(c *sqlidgen.Config) { c.Table = "public.t" }), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -118,102 +113,94 @@ func TestConfigDefaults(t *testing.T) {
 // TestMigrate checks that Migrate can run again, and that pools of one
 // table and tables of one database keep apart.
 func TestMigrate(t *testing.T) {
-	for _, b := range testdb.Backends {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			db := b.Open(t)
-			a := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "a", Size: 1})
-			if err := a.Migrate(t.Context()); err != nil {
-				t.Fatalf("second Migrate: %v", err)
+	eachBackend(t, testdb.Backends, func(t *testing.T, b testdb.Backend, db *sql.DB) {
+		a := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "a", Size: 1})
+		if err := a.Migrate(t.Context()); err != nil {
+			t.Fatalf("second Migrate: %v", err)
+		}
+		other := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "b", Size: 1})
+		table := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "a", Size: 1, Table: "Other_Table"})
+		for _, l := range []*sqlidgen.Leaser{a, other, table} {
+			if lease := acquire(t, l, any0(1, "x")); lease.Node != 0 {
+				t.Fatalf("%+v: node %d, want 0", sqlidgen.LeaserConfig(l), lease.Node)
 			}
-			other := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "b", Size: 1})
-			table := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "a", Size: 1, Table: "Other_Table"})
-			for _, l := range []*sqlidgen.Leaser{a, other, table} {
-				if lease := acquire(t, l, any0(1, "x")); lease.Node != 0 {
-					t.Fatalf("%+v: node %d, want 0", sqlidgen.LeaserConfig(l), lease.Node)
-				}
-			}
-			if _, err := a.Acquire(t.Context(), any0(1, "x")); !errors.Is(err, idgen.ErrNoFreeNode) {
-				t.Errorf("second Acquire = %v, want ErrNoFreeNode", err)
-			}
-		})
-	}
+		}
+		if _, err := a.Acquire(t.Context(), any0(1, "x")); !errors.Is(err, idgen.ErrNoFreeNode) {
+			t.Errorf("second Acquire = %v, want ErrNoFreeNode", err)
+		}
+	})
 }
 
 // TestList checks what operators see: held, released and expired rows, on
 // the database's clock, with owners cut to their column.
 func TestList(t *testing.T) {
-	for _, b := range testdb.Backends {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			db := b.Open(t)
-			// The leases the test counts on holding last an hour, so
-			// that no stall of a loaded machine ends one (300ms ones were
-			// lost at load 40: 6 of 40 runs failed); only the ones it
-			// waits to see end last ttl. The lease is the leaser's, not
-			// the pool's.
-			const hour = time.Hour
-			l := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "list", Size: 4, Lease: hour})
-			short := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "list", Size: 4, Lease: ttl})
-			if rows, err := l.List(t.Context()); err != nil || len(rows) != 0 {
-				t.Fatalf("List of an unused pool = %v, %v", rows, err)
-			}
-			long := strings.Repeat("é", 200) // 400 bytes
-			ended := acquire(t, short, any0(4, long))
-			released := acquire(t, l, any0(4, "released"))
-			if err := l.Release(t.Context(), released, time.Unix(1_700_000_000, 0)); err != nil {
-				t.Fatal(err)
-			}
-			expired := acquire(t, short, any0(4, "bad \xff utf-8"))
-			time.Sleep(ttl * 3 / 2)
-			if renewed, err := short.Renew(t.Context(), ended, time.UnixMicro(1_700_000_000_000_001)); err == nil {
-				t.Fatalf("Renew of an expired lease = %+v", renewed)
-			}
-			held := acquire(t, l, idgen.LeaseRequest{MaxNode: 3, Static: true, Node: ended.Node, Owner: long})
-			time.Sleep(10 * time.Millisecond)
-			held, err := l.Renew(t.Context(), held, time.UnixMicro(1_700_000_000_000_001))
-			if err != nil {
-				t.Fatal(err)
-			}
+	eachBackend(t, testdb.Backends, func(t *testing.T, b testdb.Backend, db *sql.DB) {
+		// The leases the test counts on holding last an hour, so
+		// that no stall of a loaded machine ends one (300ms ones were
+		// lost at load 40: 6 of 40 runs failed); only the ones it
+		// waits to see end last ttl. The lease is the leaser's, not
+		// the pool's.
+		const hour = time.Hour
+		l := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "list", Size: 4, Lease: hour})
+		short := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "list", Size: 4, Lease: ttl})
+		if rows, err := l.List(t.Context()); err != nil || len(rows) != 0 {
+			t.Fatalf("List of an unused pool = %v, %v", rows, err)
+		}
+		long := strings.Repeat("é", 200) // 400 bytes
+		ended := acquire(t, short, any0(4, long))
+		released := acquire(t, l, any0(4, "released"))
+		if err := l.Release(t.Context(), released, time.Unix(1_700_000_000, 0)); err != nil {
+			t.Fatal(err)
+		}
+		expired := acquire(t, short, any0(4, "bad \xff utf-8"))
+		time.Sleep(ttl * 3 / 2)
+		if renewed, err := short.Renew(t.Context(), ended, time.UnixMicro(1_700_000_000_000_001)); err == nil {
+			t.Fatalf("Renew of an expired lease = %+v", renewed)
+		}
+		held := acquire(t, l, idgen.LeaseRequest{MaxNode: 3, Static: true, Node: ended.Node, Owner: long})
+		time.Sleep(10 * time.Millisecond)
+		held, err := l.Renew(t.Context(), held, time.UnixMicro(1_700_000_000_000_001))
+		if err != nil {
+			t.Fatal(err)
+		}
 
-			rows := list(t, l)
-			if len(rows) != 3 {
-				t.Fatalf("List = %+v, want 3 rows", rows)
-			}
-			h := rows[held.Node]
-			if !h.Held || h.Remaining <= 0 || h.Remaining > hour || !h.Freed.IsZero() {
-				t.Errorf("held row = %+v", h)
-			}
-			if h.Owner != strings.Repeat("é", 127) {
-				t.Errorf("long owner stored as %d bytes %q, want 254 bytes", len(h.Owner), h.Owner)
-			}
-			if !h.HighWater.Equal(time.UnixMicro(1_700_000_000_000_001)) {
-				t.Errorf("held row's mark = %v", h.HighWater)
-			}
-			if d := h.Expires.Sub(h.Granted); d <= hour {
-				t.Errorf("renewed lease runs %v from its grant, want more than %v", d, hour)
-			}
-			r := rows[released.Node]
-			if r.Held || r.Remaining != 0 || r.Freed.IsZero() || !r.Freed.Equal(r.Expires) || r.Owner != "released" {
-				t.Errorf("released row = %+v", r)
-			}
-			if !r.HighWater.Equal(time.Unix(1_700_000_000, 0)) {
-				t.Errorf("released row's mark = %v", r.HighWater)
-			}
-			e := rows[expired.Node]
-			if e.Held || !e.Freed.IsZero() || e.Expires.Sub(e.Granted) != ttl || !e.HighWater.IsZero() {
-				t.Errorf("expired row = %+v", e)
-			}
-			if e.Owner != "bad \uFFFD utf-8" {
-				t.Errorf("owner with bad UTF-8 stored as %q", e.Owner)
-			}
-			// The database's clock: the row's times are near ours, whatever
-			// its session's time zone.
-			if d := time.Since(h.Granted); d < 0 || d > time.Minute {
-				t.Errorf("granted %v ago by our clock", d)
-			}
-		})
-	}
+		rows := list(t, l)
+		if len(rows) != 3 {
+			t.Fatalf("List = %+v, want 3 rows", rows)
+		}
+		h := rows[held.Node]
+		if !h.Held || h.Remaining <= 0 || h.Remaining > hour || !h.Freed.IsZero() {
+			t.Errorf("held row = %+v", h)
+		}
+		if h.Owner != strings.Repeat("é", 127) {
+			t.Errorf("long owner stored as %d bytes %q, want 254 bytes", len(h.Owner), h.Owner)
+		}
+		if !h.HighWater.Equal(time.UnixMicro(1_700_000_000_000_001)) {
+			t.Errorf("held row's mark = %v", h.HighWater)
+		}
+		if d := h.Expires.Sub(h.Granted); d <= hour {
+			t.Errorf("renewed lease runs %v from its grant, want more than %v", d, hour)
+		}
+		r := rows[released.Node]
+		if r.Held || r.Remaining != 0 || r.Freed.IsZero() || !r.Freed.Equal(r.Expires) || r.Owner != "released" {
+			t.Errorf("released row = %+v", r)
+		}
+		if !r.HighWater.Equal(time.Unix(1_700_000_000, 0)) {
+			t.Errorf("released row's mark = %v", r.HighWater)
+		}
+		e := rows[expired.Node]
+		if e.Held || !e.Freed.IsZero() || e.Expires.Sub(e.Granted) != ttl || !e.HighWater.IsZero() {
+			t.Errorf("expired row = %+v", e)
+		}
+		if e.Owner != "bad \uFFFD utf-8" {
+			t.Errorf("owner with bad UTF-8 stored as %q", e.Owner)
+		}
+		// The database's clock: the row's times are near ours, whatever
+		// its session's time zone.
+		if d := time.Since(h.Granted); d < 0 || d > time.Minute {
+			t.Errorf("granted %v ago by our clock", d)
+		}
+	})
 }
 
 // TestHighWaterRounding checks that a mark between microseconds is stored
@@ -294,104 +281,98 @@ func TestMaxSize(t *testing.T) {
 // pool whose rows were deleted is filled again.
 func TestStaticAheadOfNeverUsed(t *testing.T) {
 	const size = 6
-	for _, b := range testdb.Backends {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			db := b.Open(t)
-			cfg := sqlidgen.Config{Pool: "static", Size: size}
-			a := newLeaser(t, db, b.Dialect, cfg)
-			static := func(l *sqlidgen.Leaser, node int64) idgen.Lease {
-				t.Helper()
-				lease := acquire(t, l, idgen.LeaseRequest{MaxNode: size - 1, Static: true, Node: node, Owner: "static"})
-				if lease.Node != node || !lease.HighWater.IsZero() {
-					t.Fatalf("static Acquire of never-used node %d = %+v", node, lease)
-				}
-				return lease
+	eachBackend(t, testdb.Backends, func(t *testing.T, b testdb.Backend, db *sql.DB) {
+		cfg := sqlidgen.Config{Pool: "static", Size: size}
+		a := newLeaser(t, db, b.Dialect, cfg)
+		static := func(l *sqlidgen.Leaser, node int64) idgen.Lease {
+			t.Helper()
+			lease := acquire(t, l, idgen.LeaseRequest{MaxNode: size - 1, Static: true, Node: node, Owner: "static"})
+			if lease.Node != node || !lease.HighWater.IsZero() {
+				t.Fatalf("static Acquire of never-used node %d = %+v", node, lease)
 			}
-			dynamic := func(l *sqlidgen.Leaser, want ...int64) {
-				t.Helper()
-				for _, w := range want {
-					if got := acquire(t, l, any0(size, "dynamic")); got.Node != w {
-						t.Fatalf("dynamic Acquire granted node %d, want %d", got.Node, w)
-					}
+			return lease
+		}
+		dynamic := func(l *sqlidgen.Leaser, want ...int64) {
+			t.Helper()
+			for _, w := range want {
+				if got := acquire(t, l, any0(size, "dynamic")); got.Node != w {
+					t.Fatalf("dynamic Acquire granted node %d, want %d", got.Node, w)
 				}
 			}
-			// The pool has no rows yet.
-			three := static(a, 3)
-			one := static(a, 1)
-			dynamic(a, 0)
-			// Now every node has a row; another process takes never-used
-			// node 4.
-			other := newLeaser(t, db, b.Dialect, cfg)
-			four := static(other, 4)
-			dynamic(other, 2, 5)
-			if _, err := a.Acquire(t.Context(), any0(size, "dynamic")); !errors.Is(err, idgen.ErrNoFreeNode) {
-				t.Fatalf("Acquire of a full pool = %v, want ErrNoFreeNode", err)
-			}
-			for _, l := range []idgen.Lease{four, one, three} {
-				if err := a.Release(t.Context(), l, time.Time{}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			dynamic(a, 4, 1, 3)
-
-			if _, err := db.ExecContext(t.Context(), "DELETE FROM idemq_worker_lease WHERE pool = 'static'"); err != nil {
+		}
+		// The pool has no rows yet.
+		three := static(a, 3)
+		one := static(a, 1)
+		dynamic(a, 0)
+		// Now every node has a row; another process takes never-used
+		// node 4.
+		other := newLeaser(t, db, b.Dialect, cfg)
+		four := static(other, 4)
+		dynamic(other, 2, 5)
+		if _, err := a.Acquire(t.Context(), any0(size, "dynamic")); !errors.Is(err, idgen.ErrNoFreeNode) {
+			t.Fatalf("Acquire of a full pool = %v, want ErrNoFreeNode", err)
+		}
+		for _, l := range []idgen.Lease{four, one, three} {
+			if err := a.Release(t.Context(), l, time.Time{}); err != nil {
 				t.Fatal(err)
 			}
-			dynamic(a, 0, 1)
-		})
-	}
+		}
+		dynamic(a, 4, 1, 3)
+
+		if _, err := db.ExecContext(t.Context(), "DELETE FROM idemq_worker_lease WHERE pool = 'static'"); err != nil {
+			t.Fatal(err)
+		}
+		dynamic(a, 0, 1)
+	})
 }
 
 // TestShrunkPool checks that nodes left above a pool's new size are never
 // granted again, and that a larger pool uses its new ids first.
 func TestShrunkPool(t *testing.T) {
-	for _, b := range testdb.Backends {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			db := b.Open(t)
-			big := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "p", Size: 4})
-			var leases []idgen.Lease
-			for range 4 {
-				leases = append(leases, acquire(t, big, any0(4, "big")))
+	eachBackend(t, testdb.Backends, func(t *testing.T, b testdb.Backend, db *sql.DB) {
+		big := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "p", Size: 4})
+		var leases []idgen.Lease
+		for range 4 {
+			leases = append(leases, acquire(t, big, any0(4, "big")))
+		}
+		for _, l := range leases {
+			if err := big.Release(t.Context(), l, time.Time{}); err != nil {
+				t.Fatal(err)
 			}
-			for _, l := range leases {
-				if err := big.Release(t.Context(), l, time.Time{}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			small := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "p", Size: 2})
-			got := map[int64]bool{}
-			for range 2 {
-				got[acquire(t, small, any0(2, "small")).Node] = true
-			}
-			if !got[0] || !got[1] {
-				t.Errorf("pool shrunk to 2 granted %v", got)
-			}
-			if _, err := small.Acquire(t.Context(), any0(2, "small")); !errors.Is(err, idgen.ErrNoFreeNode) {
-				t.Errorf("third Acquire of the shrunk pool = %v, want ErrNoFreeNode", err)
-			}
-			grown := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "p", Size: 6})
-			if n := acquire(t, grown, any0(6, "grown")).Node; n != 4 {
-				t.Errorf("grown pool granted node %d first, want never-used 4", n)
-			}
-		})
-	}
+		}
+		small := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "p", Size: 2})
+		got := map[int64]bool{}
+		for range 2 {
+			got[acquire(t, small, any0(2, "small")).Node] = true
+		}
+		if !got[0] || !got[1] {
+			t.Errorf("pool shrunk to 2 granted %v", got)
+		}
+		if _, err := small.Acquire(t.Context(), any0(2, "small")); !errors.Is(err, idgen.ErrNoFreeNode) {
+			t.Errorf("third Acquire of the shrunk pool = %v, want ErrNoFreeNode", err)
+		}
+		grown := newLeaser(t, db, b.Dialect, sqlidgen.Config{Pool: "p", Size: 6})
+		if n := acquire(t, grown, any0(6, "grown")).Node; n != 4 {
+			t.Errorf("grown pool granted node %d first, want never-used 4", n)
+		}
+	})
 }
 
 // TestUnreachable checks that a database that cannot be reached at start
 // gives a prompt error that names the pool, wraps no sentinel, and that a
-// generator could not mistake for a full pool.
+// generator could not mistake for a full pool; and that Segments' calls
+// fail as segmenttest.Unreachable wants, naming the server's address.
 func TestUnreachable(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		dialect sqldialect.Dialect
 		driver  string
 		dsn     string
+		addr    string // of the server, "" for none
 	}{
-		{"MySQL", sqldialect.MySQL, "mysql", "root@tcp(127.0.0.1:1)/idemq?timeout=2s"},
-		{"Postgres", sqldialect.Postgres, "pgx", "postgres://postgres@127.0.0.1:1/idemq?sslmode=disable&connect_timeout=2"},
-		{"SQLite", sqldialect.SQLite, "sqlite", "file:" + t.TempDir() + "/missing/dir/ids.db"},
+		{"MySQL", sqldialect.MySQL, "mysql", "root@tcp(127.0.0.1:1)/idemq?timeout=2s", "127.0.0.1:1"},
+		{"Postgres", sqldialect.Postgres, "pgx", "postgres://postgres@127.0.0.1:1/idemq?sslmode=disable&connect_timeout=2", "127.0.0.1:1"},
+		{"SQLite", sqldialect.SQLite, "sqlite", "file:" + t.TempDir() + "/missing/dir/ids.db", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -430,6 +411,14 @@ func TestUnreachable(t *testing.T) {
 			}
 			if _, err := w.Acquire(t.Context(), any0(8, "me")); err == nil || !strings.Contains(err.Error(), "sqlidgen: record a start in idemq_worker_node") {
 				t.Errorf("WorkerNodes.Acquire = %v", err)
+			}
+			if tc.addr != "" {
+				s, err := sqlidgen.NewSegments(db, tc.dialect, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				segmenttest.Unreachable(t, s, tc.addr)
 			}
 		})
 	}
@@ -549,140 +538,6 @@ func TestStaticAnsweredLate(t *testing.T) {
 	}
 }
 
-// holders tracks which goroutine holds each node, by our own bookkeeping,
-// to catch a node held twice at once.
-type holders struct {
-	mu    sync.Mutex
-	by    map[int64]int
-	count atomic.Int64
-}
-
-func (h *holders) take(t *testing.T, node int64, who int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if other, ok := h.by[node]; ok {
-		t.Errorf("node %d granted to %d while %d holds it", node, who, other)
-	}
-	h.by[node] = who
-	h.count.Add(1)
-}
-
-func (h *holders) give(node int64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.by, node)
-}
-
-// TestChurn has as many goroutines as nodes, on several Leasers, take,
-// renew and release nodes over and over: since there is always a free node
-// when one asks, no Acquire may fail, whatever the others do meanwhile.
-func TestChurn(t *testing.T) {
-	const (
-		size   = 6
-		rounds = 40
-	)
-	for _, b := range testdb.Backends {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			db := b.Open(t)
-			db.SetMaxOpenConns(20)
-			cfg := sqlidgen.Config{Pool: "churn", Size: size, Lease: time.Minute}
-			ls := []*sqlidgen.Leaser{newLeaser(t, db, b.Dialect, cfg), newLeaser(t, db, b.Dialect, cfg)}
-			h := &holders{by: map[int64]int{}}
-			var wg sync.WaitGroup
-			start := time.Now()
-			for g := range size {
-				wg.Go(func() {
-					l := ls[g%len(ls)]
-					for i := range rounds {
-						lease, err := l.Acquire(t.Context(), any0(size, fmt.Sprint(g)))
-						if err != nil {
-							t.Errorf("goroutine %d round %d: Acquire = %v", g, i, err)
-							return
-						}
-						h.take(t, lease.Node, g)
-						mark := time.Unix(1_700_000_000+int64(i), 0)
-						if i%3 == 0 {
-							if lease, err = l.Renew(t.Context(), lease, mark); err != nil {
-								t.Errorf("Renew = %v", err)
-							}
-						}
-						h.give(lease.Node)
-						if err := l.Release(t.Context(), lease, mark); err != nil {
-							t.Errorf("Release = %v", err)
-						}
-					}
-				})
-			}
-			wg.Wait()
-			t.Logf("%d acquires in %v", h.count.Load(), time.Since(start).Round(time.Millisecond))
-			if rows := list(t, ls[0]); len(rows) != size {
-				t.Errorf("churn used %d rows, want %d", len(rows), size)
-			}
-		})
-	}
-}
-
-// TestMixedChurn has goroutines, each with a Leaser of its own (a process
-// starting, which fills the pool's rows in), take nodes of a small pool by
-// static and dynamic acquires at once, renew and release them: no node is
-// held twice, and no call fails but a refused Acquire. On MySQL an UPDATE
-// that picked its node through the index on (pool, expires_at, node) would
-// deadlock here with renewals, releases and static acquires.
-func TestMixedChurn(t *testing.T) {
-	const (
-		size       = 8
-		goroutines = 16
-		rounds     = 15
-	)
-	for _, b := range append(testdb.Backends, testdb.MySQLOptions) {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			db := b.Open(t)
-			db.SetMaxOpenConns(goroutines)
-			cfg := sqlidgen.Config{Pool: "mixed", Size: size, Lease: time.Minute}
-			newLeaser(t, db, b.Dialect, cfg)
-			h := &holders{by: map[int64]int{}}
-			var wg sync.WaitGroup
-			for g := range goroutines {
-				wg.Go(func() {
-					l, err := sqlidgen.New(db, b.Dialect, cfg)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					for i := range rounds {
-						req := any0(size, fmt.Sprint(g))
-						if (g+i)%3 == 0 {
-							req.Static, req.Node = true, int64(g*7+i*13)%size
-						}
-						lease, err := l.Acquire(t.Context(), req)
-						if errors.Is(err, idgen.ErrNoFreeNode) {
-							continue
-						}
-						if err != nil {
-							t.Errorf("goroutine %d round %d: Acquire(%+v) = %v", g, i, req, err)
-							return
-						}
-						h.take(t, lease.Node, g)
-						if i%2 == 0 {
-							if lease, err = l.Renew(t.Context(), lease, time.Now()); err != nil {
-								t.Errorf("Renew = %v", err)
-							}
-						}
-						h.give(lease.Node)
-						if err := l.Release(t.Context(), lease, time.Now()); err != nil {
-							t.Errorf("Release = %v", err)
-						}
-					}
-				})
-			}
-			wg.Wait()
-			t.Logf("%d grants", h.count.Load())
-		})
-	}
-}
-
 // TestMigrateAddsFreeSeq turns a pool's table into one of an earlier
 // version, without the free_seq column that orders releases within one
 // tick of the database's clock, and checks that Migrate adds it to the
@@ -704,40 +559,36 @@ func TestMigrateAddsFreeSeq(t *testing.T) {
 			`CREATE INDEX "legacy_lease_free" ON "legacy_lease" (pool, expires_at, node)`,
 		},
 	}
-	for _, b := range testdb.Backends {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			db := b.Open(t)
-			cfg := sqlidgen.Config{Pool: "legacy", Size: 4, Table: table}
-			l := newLeaser(t, db, b.Dialect, cfg)
-			var held []idgen.Lease
-			for range 3 {
-				held = append(held, acquire(t, l, any0(4, "before")))
+	eachBackend(t, testdb.Backends, func(t *testing.T, b testdb.Backend, db *sql.DB) {
+		cfg := sqlidgen.Config{Pool: "legacy", Size: 4, Table: table}
+		l := newLeaser(t, db, b.Dialect, cfg)
+		var held []idgen.Lease
+		for range 3 {
+			held = append(held, acquire(t, l, any0(4, "before")))
+		}
+		for _, stmt := range legacy[b.Dialect] {
+			if _, err := db.ExecContext(t.Context(), stmt); err != nil {
+				t.Fatalf("%s: %v", stmt, err)
 			}
-			for _, stmt := range legacy[b.Dialect] {
-				if _, err := db.ExecContext(t.Context(), stmt); err != nil {
-					t.Fatalf("%s: %v", stmt, err)
-				}
+		}
+		for range 2 { // the second finds the column there
+			if err := l.Migrate(t.Context()); err != nil {
+				t.Fatalf("Migrate of the earlier table: %v", err)
 			}
-			for range 2 { // the second finds the column there
-				if err := l.Migrate(t.Context()); err != nil {
-					t.Fatalf("Migrate of the earlier table: %v", err)
-				}
+		}
+		if _, err := l.Renew(t.Context(), held[2], time.Time{}); err != nil {
+			t.Fatalf("Renew of a lease granted before the migration: %v", err)
+		}
+		for _, i := range []int{1, 0, 2} {
+			if err := l.Release(t.Context(), held[i], time.Time{}); err != nil {
+				t.Fatal(err)
 			}
-			if _, err := l.Renew(t.Context(), held[2], time.Time{}); err != nil {
-				t.Fatalf("Renew of a lease granted before the migration: %v", err)
+		}
+		want := []int64{3, held[1].Node, held[0].Node, held[2].Node}
+		for _, w := range want {
+			if got := acquire(t, l, any0(4, "after")); got.Node != w {
+				t.Fatalf("after the migration the free queue granted node %d, want %d (queue %v)", got.Node, w, want)
 			}
-			for _, i := range []int{1, 0, 2} {
-				if err := l.Release(t.Context(), held[i], time.Time{}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want := []int64{3, held[1].Node, held[0].Node, held[2].Node}
-			for _, w := range want {
-				if got := acquire(t, l, any0(4, "after")); got.Node != w {
-					t.Fatalf("after the migration the free queue granted node %d, want %d (queue %v)", got.Node, w, want)
-				}
-			}
-		})
-	}
+		}
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/idemq/idemq/internal/fleettest"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/sqldialect"
+	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
 )
 
@@ -29,4 +30,15 @@ func newLeaser(tb testing.TB, db *sql.DB, d sqldialect.Dialect, cfg sqlidgen.Con
 		tb.Fatal(err)
 	}
 	return l
+}
+
+// eachBackend runs test once for each of backends, in parallel, with a
+// database of its own.
+func eachBackend(t *testing.T, backends []testdb.Backend, test func(t *testing.T, b testdb.Backend, db *sql.DB)) {
+	for _, b := range backends {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			test(t, b, b.Open(t))
+		})
+	}
 }

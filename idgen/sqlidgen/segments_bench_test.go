@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/idemq/idemq/idgen/segment"
-	"github.com/idemq/idemq/internal/segbench"
+	"github.com/idemq/idemq/internal/idbench"
 	"github.com/idemq/idemq/internal/sqldialect"
 	"github.com/idemq/idemq/internal/testdb"
 )
@@ -27,7 +27,7 @@ func BenchmarkSegmentSource(b *testing.B) {
 			}
 		}
 		b.Run(be.Name+"/idemq", func(b *testing.B) {
-			segbench.Allocator(b, s, "bench", h.RoundTrips)
+			idbench.Allocator(b, s, "bench", h.RoundTrips)
 		})
 		naive := map[sqldialect.Dialect]string{
 			sqldialect.MySQL:    "UPDATE idemq_segment SET max_id = LAST_INSERT_ID(max_id + 1) WHERE biz_tag = ?",

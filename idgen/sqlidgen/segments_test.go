@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -52,89 +50,6 @@ func TestSegmentConformance(t *testing.T) {
 				return s
 			}, 0)
 		})
-	}
-}
-
-func TestSegmentsConfig(t *testing.T) {
-	db := testdb.SQLite.Open(t)
-	for _, tc := range []struct {
-		name  string
-		db    *sql.DB
-		d     sqldialect.Dialect
-		table string
-	}{
-		{"nil db", nil, sqldialect.SQLite, ""},
-		{"unknown dialect", db, sqldialect.Dialect(9), ""},
-		{"table with a quote", db, sqldialect.SQLite, `a"b`},
-		{"table too long", db, sqldialect.SQLite, strings.Repeat("t", 49)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if _, err := sqlidgen.NewSegments(tc.db, tc.d, tc.table); !errors.Is(err, idgen.ErrInvalidConfig) {
-				t.Fatalf("NewSegments = %v, want ErrInvalidConfig", err)
-			}
-		})
-	}
-	s, err := sqlidgen.NewSegments(db, sqldialect.SQLite, "")
-	if err != nil || sqlidgen.SegmentsTable(s) != "idemq_segment" {
-		t.Fatalf("NewSegments = %v, table %q; want the default table", err, sqlidgen.SegmentsTable(s))
-	}
-}
-
-// A database that does not answer: every call fails with an error that
-// names the call and the address, and no sentinel of a known outcome.
-func TestSegmentsUnreachable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now
-	for _, c := range []struct {
-		name, driver, dsn string
-		d                 sqldialect.Dialect
-	}{
-		{"MySQL", "mysql", "u:p@tcp(" + addr + ")/db?timeout=2s", sqldialect.MySQL},
-		{"Postgres", "pgx", "postgres://u:p@" + addr + "/db?connect_timeout=2", sqldialect.Postgres},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			db, err := sql.Open(c.driver, c.dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			s, err := sqlidgen.NewSegments(db, c.d, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			ctx := t.Context()
-			for _, step := range []int64{0, 100} {
-				_, err := s.NextSegment(ctx, "orders", step)
-				checkDown(t, fmt.Sprintf("NextSegment(step %d)", step), err, addr, `next segment of tag "orders"`)
-			}
-			_, err = s.Tag(ctx, "orders")
-			checkDown(t, "Tag", err, addr, `read tag "orders"`)
-			err = s.CreateTag(ctx, segment.Tag{Tag: "orders", Step: 10})
-			checkDown(t, "CreateTag", err, addr, `create tag "orders"`)
-			err = s.SetMax(ctx, "orders", 10)
-			checkDown(t, "SetMax", err, addr, `set the maximum of tag "orders"`)
-		})
-	}
-}
-
-func checkDown(t *testing.T, call string, err error, addr, what string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("%s with the database down succeeded", call)
-	}
-	for _, known := range []error{segment.ErrUnknownTag, segment.ErrMaxReached, idgen.ErrInvalidConfig, segment.ErrTagExists} {
-		if errors.Is(err, known) {
-			t.Fatalf("%s = %v: a known outcome, though the database is down", call, err)
-		}
-	}
-	_, port, _ := net.SplitHostPort(addr)
-	if msg := err.Error(); !strings.Contains(msg, port) || !strings.Contains(msg, what) {
-		t.Fatalf("%s = %q: want the call (%s) and the address (%s) named", call, msg, what, addr)
 	}
 }
 
@@ -237,26 +152,22 @@ var errLost = errors.New("answer lost")
 // write: a segment of the stored step fails with ErrInvalidConfig and
 // leaves the counter as it was; one of a given step is reserved.
 func TestSegmentStoredStepZero(t *testing.T) {
-	for _, b := range append(testdb.Backends, testdb.MySQLOptions) {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			db := b.Open(t)
-			s := newSegments(t, db, b.Dialect, "")
-			ctx := t.Context()
-			if err := s.CreateTag(ctx, segment.Tag{Tag: "zero", MaxID: 5, Step: 10}); err != nil {
-				t.Fatal(err)
+	eachBackend(t, append(testdb.Backends, testdb.MySQLOptions), func(t *testing.T, b testdb.Backend, db *sql.DB) {
+		s := newSegments(t, db, b.Dialect, "")
+		ctx := t.Context()
+		if err := s.CreateTag(ctx, segment.Tag{Tag: "zero", MaxID: 5, Step: 10}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, "UPDATE idemq_segment SET step = 0 WHERE biz_tag = 'zero'"); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if seg, err := s.NextSegment(ctx, "zero", 0); !errors.Is(err, idgen.ErrInvalidConfig) {
+				t.Fatalf("NextSegment(0) with stored step 0 = %+v, %v; want ErrInvalidConfig", seg, err)
 			}
-			if _, err := db.ExecContext(ctx, "UPDATE idemq_segment SET step = 0 WHERE biz_tag = 'zero'"); err != nil {
-				t.Fatal(err)
-			}
-			for range 2 {
-				if seg, err := s.NextSegment(ctx, "zero", 0); !errors.Is(err, idgen.ErrInvalidConfig) {
-					t.Fatalf("NextSegment(0) with stored step 0 = %+v, %v; want ErrInvalidConfig", seg, err)
-				}
-			}
-			if seg, err := s.NextSegment(ctx, "zero", 3); err != nil || seg.Start != 5 || seg.End != 8 {
-				t.Fatalf("NextSegment(3) = %+v, %v; want [5, 8)", seg, err)
-			}
-		})
-	}
+		}
+		if seg, err := s.NextSegment(ctx, "zero", 3); err != nil || seg.Start != 5 || seg.End != 8 {
+			t.Fatalf("NextSegment(3) = %+v, %v; want [5, 8)", seg, err)
+		}
+	})
 }

@@ -32,7 +32,7 @@ type NewLeaser func(p Pool, env map[string]string) (l idgen.Leaser, close func()
 
 // Roles are the roles a backend's test binary runs as a fleet child, for
 // racechild.Main: a leased generator over newLeaser's leaser ([Fleet]) and
-// a segment allocator over newSource's source ([RunProcesses]).
+// a segment allocator over newSource's source ([SegmentProcesses]).
 func Roles(newLeaser NewLeaser, newSource NewSource) map[string]func() error {
 	return map[string]func() error{
 		roleLeased:   func() error { return leased(newLeaser) },

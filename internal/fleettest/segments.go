@@ -17,34 +17,17 @@ import (
 )
 
 // NewSource builds a child's segment source from the backend settings the
-// parent passed ([Processes.Env]). close releases whatever it opened.
+// parent passed ([SegmentProcesses]'s env). close releases whatever it opened.
 type NewSource func(env map[string]string) (src segment.Store, close func(), err error)
 
-// Processes configures [RunProcesses].
-type Processes struct {
-	// Procs is the number of processes. Default 8.
-	Procs int
-	// IDs is the number of IDs each process takes. Default 20000.
-	IDs int
-	// MaxStep bounds each allocator's adaptive step, so that with a small
-	// stored step the processes switch segments often. Default 64.
-	MaxStep int64
-	// Env holds the backend settings a child's source is built from,
-	// which its [NewSource] reads by key.
-	Env map[string]string
-}
-
-// ProcessReport is what [RunProcesses] found.
-type ProcessReport struct {
-	// IDs is the number of IDs the processes wrote, Distinct the number
-	// of distinct ones among them.
-	IDs, Distinct int
-	// PerProcess is the number of IDs each process wrote, Segments the
-	// number of segments each one's allocator loaded.
-	PerProcess, Segments []int64
-	// Min and Max are the least and greatest ID written.
-	Min, Max int64
-}
+// The processes [SegmentProcesses] runs, the IDs each takes, and the bound
+// of each allocator's adaptive step, so that with a small stored step the
+// processes switch segments often.
+const (
+	procs   = 8
+	procIDs = 20000
+	maxStep = 64
+)
 
 // segmentsSettings is what a segments child is started with.
 type segmentsSettings struct {
@@ -55,7 +38,7 @@ type segmentsSettings struct {
 	Env     map[string]string
 }
 
-// segments is the whole life of a child of [RunProcesses]. It builds its
+// segments is the whole life of a child of [SegmentProcesses]. It builds its
 // own source through newSource, opens an allocator of the tag with
 // [segment.New], says "ready", waits to be told "go", takes its IDs with
 // Next and writes each to its file, and says "done <segments loaded>".
@@ -111,44 +94,40 @@ func segments(newSource NewSource) error {
 	return nil
 }
 
-// RunProcesses runs p.Procs children that all take IDs of tag, each through
-// an allocator over a source of its own, started together; it waits for
-// them and reads back every ID they wrote. The caller checks the report
-// ([CheckProcesses]): the tag must exist, with a small step.
-func RunProcesses(t *testing.T, tag string, p Processes) ProcessReport {
+// SegmentProcesses creates tag in src, starting at 1,000,000 with a step
+// of 10, and runs 8 children that all take 20000 IDs of it, each through an
+// allocator over a source of its own built from env, started together. No
+// ID may be written twice, and every one must lie between the tag's start
+// and its MaxID after.
+func SegmentProcesses(t *testing.T, src segment.Store, tag string, env map[string]string) {
 	t.Helper()
-	if p.Procs <= 0 {
-		p.Procs = 8
-	}
-	if p.IDs <= 0 {
-		p.IDs = 20000
-	}
-	if p.MaxStep <= 0 {
-		p.MaxStep = 64
+	const start = 1_000_000
+	if err := src.CreateTag(t.Context(), segment.Tag{Tag: tag, MaxID: start, Step: 10}); err != nil {
+		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	procs := make([]*racechild.Proc, p.Procs)
-	files := make([]string, p.Procs)
-	for i := range procs {
+	kids := make([]*racechild.Proc, procs)
+	files := make([]string, procs)
+	for i := range kids {
 		files[i] = filepath.Join(dir, fmt.Sprintf("ids-%02d", i))
-		s := segmentsSettings{Tag: tag, IDs: p.IDs, MaxStep: p.MaxStep, Out: files[i], Env: p.Env}
-		procs[i] = racechild.Start(t, roleSegments, "process "+strconv.Itoa(i), s)
+		s := segmentsSettings{Tag: tag, IDs: procIDs, MaxStep: maxStep, Out: files[i], Env: env}
+		kids[i] = racechild.Start(t, roleSegments, "process "+strconv.Itoa(i), s)
 	}
-	for _, c := range procs {
+	for _, c := range kids {
 		c.Expect(t, "ready", time.Minute)
 	}
-	for _, c := range procs {
+	for _, c := range kids {
 		c.Tell(t, "go")
 	}
-	var r ProcessReport
-	for i, c := range procs {
-		segs := c.Expect(t, "done ", 5*time.Minute)
-		n, err := strconv.ParseInt(segs, 10, 64)
+	var segs, per []int64
+	for i, c := range kids {
+		said := c.Expect(t, "done ", 5*time.Minute)
+		n, err := strconv.ParseInt(said, 10, 64)
 		if err != nil {
-			t.Fatalf("process %d said done %q", i, segs)
+			t.Fatalf("process %d said done %q", i, said)
 		}
 		c.Wait(t, time.Minute, nil)
-		r.Segments = append(r.Segments, n)
+		segs = append(segs, n)
 	}
 	var all []int64
 	for i, file := range files {
@@ -162,30 +141,27 @@ func RunProcesses(t *testing.T, tag string, p Processes) ProcessReport {
 		for b := data; len(b) > 0; b = b[8:] {
 			all = append(all, int64(binary.LittleEndian.Uint64(b)))
 		}
-		r.PerProcess = append(r.PerProcess, int64(len(data)/8))
+		per = append(per, int64(len(data)/8))
 	}
 	if len(all) == 0 {
 		t.Fatal("the processes wrote no IDs")
 	}
+	got, err := src.Tag(t.Context(), tag)
+	if err != nil {
+		t.Fatal(err)
+	}
 	slices.Sort(all)
-	r.IDs, r.Min, r.Max = len(all), all[0], all[len(all)-1]
-	r.Distinct = len(slices.Compact(all))
-	return r
-}
-
-// CheckProcesses logs r and fails t unless the processes wrote their
-// IDs, 8 x 20000 of them, each once, all within [start, end).
-func CheckProcesses(t *testing.T, r ProcessReport, start, end int64) {
-	t.Helper()
+	n, lo, hi := len(all), all[0], all[len(all)-1]
+	distinct := len(slices.Compact(all))
 	t.Logf("%d IDs from %d processes (%v), %d distinct, %d duplicates, in [%d, %d]; segments per process %v; the tag's MaxID is %d",
-		r.IDs, len(r.PerProcess), r.PerProcess, r.Distinct, r.IDs-r.Distinct, r.Min, r.Max, r.Segments, end)
-	if r.Distinct != r.IDs {
-		t.Fatalf("%d of %d IDs were written twice", r.IDs-r.Distinct, r.IDs)
+		n, len(per), per, distinct, n-distinct, lo, hi, segs, got.MaxID)
+	if distinct != n {
+		t.Fatalf("%d of %d IDs were written twice", n-distinct, n)
 	}
-	if r.IDs != 8*20000 {
-		t.Fatalf("%d IDs written, want %d", r.IDs, 8*20000)
+	if n != procs*procIDs {
+		t.Fatalf("%d IDs written, want %d", n, procs*procIDs)
 	}
-	if r.Min < start || r.Max >= end {
-		t.Fatalf("IDs in [%d, %d], outside the tag's [%d, %d)", r.Min, r.Max, start, end)
+	if lo < start || hi >= got.MaxID {
+		t.Fatalf("IDs in [%d, %d], outside the tag's [%d, %d)", lo, hi, start, got.MaxID)
 	}
 }

@@ -30,6 +30,8 @@
 //     the maximum;
 //   - cancelled contexts: every call fails and changes nothing;
 //   - Tag and Tags: the records, sorted by name.
+//
+// [Unreachable] checks a store whose server does not answer.
 package segmenttest
 
 import (
@@ -81,6 +83,38 @@ func Run(t *testing.T, newStore func(t *testing.T) segment.Store, maxValue int64
 			t.Parallel()
 			tc.fn(&suite{T: t, src: newStore(t), newStore: newStore, maxValue: maxValue, name: tc.name})
 		})
+	}
+}
+
+// Unreachable checks src, a store whose server at addr does not answer:
+// every call fails with an error that names the call and addr, and no
+// sentinel of a known outcome.
+func Unreachable(t *testing.T, src segment.Store, addr string) {
+	ctx := t.Context()
+	for _, c := range []struct {
+		call string
+		run  func() error
+		what string
+	}{
+		{"NextSegment", func() error { _, err := src.NextSegment(ctx, "orders", 0); return err }, `next segment of tag "orders"`},
+		{"NextSegment(step 100)", func() error { _, err := src.NextSegment(ctx, "orders", 100); return err }, `next segment of tag "orders"`},
+		{"Tag", func() error { _, err := src.Tag(ctx, "orders"); return err }, `read tag "orders"`},
+		{"Tags", func() error { _, err := src.Tags(ctx); return err }, `list tags`},
+		{"CreateTag", func() error { return src.CreateTag(ctx, segment.Tag{Tag: "o2", Step: 1}) }, `create tag "o2"`},
+		{"SetMax", func() error { return src.SetMax(ctx, "orders", 10) }, `set the maximum of tag "orders"`},
+	} {
+		err := c.run()
+		if err == nil {
+			t.Fatalf("%s with the server down succeeded", c.call)
+		}
+		for _, known := range []error{segment.ErrUnknownTag, segment.ErrMaxReached, idgen.ErrInvalidConfig, segment.ErrTagExists} {
+			if errors.Is(err, known) {
+				t.Fatalf("%s = %v: a known outcome, though the server is down", c.call, err)
+			}
+		}
+		if msg := err.Error(); !strings.Contains(msg, addr) || !strings.Contains(msg, c.what) {
+			t.Fatalf("%s = %q: want the call (%s) and the address (%s) named", c.call, msg, c.what, addr)
+		}
 	}
 }
 
