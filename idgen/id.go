@@ -2,9 +2,9 @@ package idgen
 
 import (
 	"bytes"
-	"fmt"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/idemq/idemq/internal/idsyntax"
 )
 
 // An ID is a 63-bit snowflake ID. Its layout is not part of the value:
@@ -47,7 +47,7 @@ func (id *ID) UnmarshalJSON(data []byte) error {
 	if len(data) >= 2 && data[0] == '"' && data[len(data)-1] == '"' {
 		from, to = 1, len(data)-1
 	} else if bytes.IndexByte(data, '"') >= 0 {
-		return parseError("JSON", string(data), "unbalanced quotes", ErrSyntax)
+		return idsyntax.Error("JSON", string(data), "unbalanced quotes", ErrSyntax)
 	}
 	v, err := parseDecimal("JSON", data, from, to)
 	if err != nil {
@@ -68,21 +68,21 @@ func Parse(s string) (ID, error) { return parseDecimal("decimal", s, 0, len(s)) 
 // parseDecimal parses in[from:to]; errors quote all of in.
 func parseDecimal[T string | []byte](format string, in T, from, to int) (ID, error) {
 	if from == to {
-		return 0, parseError(format, string(in), "no digits", ErrSyntax)
+		return 0, idsyntax.Error(format, string(in), "no digits", ErrSyntax)
 	}
 	var v uint64
 	for i := from; i < to; i++ {
 		c := in[i]
 		if c < '0' || c > '9' {
-			return 0, parseError(format, string(in), badChar(c, i), ErrSyntax)
+			return 0, idsyntax.Error(format, string(in), idsyntax.BadChar(c, i), ErrSyntax)
 		}
 		if v > (maxID-uint64(c-'0'))/10 {
-			return 0, parseError(format, string(in), "exceeds 9223372036854775807", ErrRange)
+			return 0, idsyntax.Error(format, string(in), "exceeds 9223372036854775807", ErrRange)
 		}
 		v = v*10 + uint64(c-'0')
 	}
 	if to-from > maxDigits {
-		return 0, parseError(format, string(in), "more than 19 digits", ErrSyntax)
+		return 0, idsyntax.Error(format, string(in), "more than 19 digits", ErrSyntax)
 	}
 	return ID(v), nil
 }
@@ -91,21 +91,3 @@ const (
 	maxID     = 1<<63 - 1
 	maxDigits = 19 // of maxID in decimal
 )
-
-// parseError reports input that the parser of format ("decimal",
-// "base-32", "base-62", "text" or "JSON") rejected; err is ErrSyntax or
-// ErrRange.
-func parseError(format, input, reason string, err error) error {
-	if len(input) > 40 {
-		input = input[:40] + "..."
-	}
-	// err names the package already.
-	return fmt.Errorf("%w: %s ID %s: %s", err, format, strconv.Quote(input), reason)
-}
-
-func badChar(c byte, i int) string {
-	if c >= utf8.RuneSelf {
-		return "invalid byte 0x" + strconv.FormatUint(uint64(c), 16) + " at offset " + strconv.Itoa(i)
-	}
-	return "invalid character " + strconv.QuoteRune(rune(c)) + " at offset " + strconv.Itoa(i)
-}

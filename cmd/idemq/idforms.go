@@ -1,12 +1,11 @@
 package main
 
 import (
-	"fmt"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/idemq/idemq/idgen"
+	"github.com/idemq/idemq/internal/idsyntax"
 )
 
 // presets are the layouts --layout names: idgen's, and the wide-worker
@@ -93,20 +92,20 @@ func toBase32(id idgen.ID) string {
 // with Crockford's aliases (O for 0; I and L for 1).
 func parseBase32(s string) (idgen.ID, error) {
 	if len(s) != base32Len {
-		return 0, parseError("base-32", s, "want 13 characters, got "+strconv.Itoa(len(s)), idgen.ErrSyntax)
+		return 0, idsyntax.Error("base-32", s, "want 13 characters, got "+strconv.Itoa(len(s)), idgen.ErrSyntax)
 	}
 	var v uint64
 	for i := range len(s) {
 		d := crockfordIndex[s[i]]
 		if d == invalid {
-			return 0, parseError("base-32", s, badChar(s[i], i), idgen.ErrSyntax)
+			return 0, idsyntax.Error("base-32", s, idsyntax.BadChar(s[i], i), idgen.ErrSyntax)
 		}
 		v = v<<5 | uint64(d)
 	}
 	// The first character carries bits 64 to 60: 8 or more sets the sign
 	// bit or overflows 64 bits.
 	if crockfordIndex[s[0]] > 7 {
-		return 0, parseError("base-32", s, "exceeds 9223372036854775807", idgen.ErrRange)
+		return 0, idsyntax.Error("base-32", s, "exceeds 9223372036854775807", idgen.ErrRange)
 	}
 	return idgen.ID(v), nil
 }
@@ -126,34 +125,18 @@ func toBase62(id idgen.ID) string {
 // parseBase62 parses the base-62 form: exactly 11 characters.
 func parseBase62(s string) (idgen.ID, error) {
 	if len(s) != base62Len {
-		return 0, parseError("base-62", s, "want 11 characters, got "+strconv.Itoa(len(s)), idgen.ErrSyntax)
+		return 0, idsyntax.Error("base-62", s, "want 11 characters, got "+strconv.Itoa(len(s)), idgen.ErrSyntax)
 	}
 	var v uint64
 	for i := range len(s) {
 		d := base62Index[s[i]]
 		if d == invalid {
-			return 0, parseError("base-62", s, badChar(s[i], i), idgen.ErrSyntax)
+			return 0, idsyntax.Error("base-62", s, idsyntax.BadChar(s[i], i), idgen.ErrSyntax)
 		}
 		if v > (maxID-uint64(d))/62 {
-			return 0, parseError("base-62", s, "exceeds 9223372036854775807", idgen.ErrRange)
+			return 0, idsyntax.Error("base-62", s, "exceeds 9223372036854775807", idgen.ErrRange)
 		}
 		v = v*62 + uint64(d)
 	}
 	return idgen.ID(v), nil
-}
-
-// parseError reports input that the parser of format rejected, as idgen's
-// parsers do; err is idgen.ErrSyntax or idgen.ErrRange.
-func parseError(format, input, reason string, err error) error {
-	if len(input) > 40 {
-		input = input[:40] + "..."
-	}
-	return fmt.Errorf("%w: %s ID %s: %s", err, format, strconv.Quote(input), reason)
-}
-
-func badChar(c byte, i int) string {
-	if c >= utf8.RuneSelf {
-		return "invalid byte 0x" + strconv.FormatUint(uint64(c), 16) + " at offset " + strconv.Itoa(i)
-	}
-	return "invalid character " + strconv.QuoteRune(rune(c)) + " at offset " + strconv.Itoa(i)
 }
