@@ -1,11 +1,13 @@
 package outbox_test
 
 import (
+	"database/sql"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
@@ -115,4 +117,42 @@ func TestAddRefuses(t *testing.T) {
 			t.Fatalf("Add without a key: %v", err)
 		}
 	})
+}
+
+// TestNewRefuses checks the settings New turns down before touching the
+// database, each with an error that names what is wrong.
+func TestNewRefuses(t *testing.T) {
+	db, err := sql.Open("sqlite", ":memory:") // never connects
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tests := []struct {
+		name string
+		db   *sql.DB
+		kind dialect.Dialect
+		cfg  outbox.Config
+		says string // "" for a New that succeeds
+	}{
+		{"Defaults", db, dialect.SQLite, outbox.Config{}, ""},
+		{"NilDB", nil, dialect.SQLite, outbox.Config{}, "nil *sql.DB"},
+		{"NoDialect", db, 0, outbox.Config{}, "unknown dialect Dialect(0)"},
+		{"UnknownDialect", db, dialect.SQLite + 1, outbox.Config{}, "unknown dialect Dialect(4)"},
+		{"TableQuote", db, dialect.Postgres, outbox.Config{Table: `t"; DROP TABLE x; --`}, "table name"},
+		{"NegativeMaxBody", db, dialect.MySQL, outbox.Config{MaxBody: -1}, "max body -1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := outbox.New(tt.db, tt.kind, nil, tt.cfg)
+			if tt.says == "" {
+				if err != nil {
+					t.Fatalf("New = %v, want ok", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.says) {
+				t.Fatalf("New = %v, want an error saying %q", err, tt.says)
+			}
+		})
+	}
 }
