@@ -42,11 +42,7 @@ func txHolder() error {
 	if err := racechild.Settings(&s); err != nil {
 		return err
 	}
-	b, ok := testdb.Named(s.Backend)
-	if !ok {
-		return fmt.Errorf("no backend %q", s.Backend)
-	}
-	db, err := sql.Open(b.Driver, s.DSN)
+	db, b, err := testdb.OpenNamed(s.Backend, s.DSN)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package outbox_test
 
 import (
-	"database/sql"
 	"fmt"
 	"log/slog"
 	"os"
@@ -44,11 +43,7 @@ func runStalledRelay() error {
 	if err := racechild.Settings(&s); err != nil {
 		return err
 	}
-	b, ok := testdb.Named(s.Backend)
-	if !ok {
-		return fmt.Errorf("no backend %q", s.Backend)
-	}
-	db, err := sql.Open(b.Driver, s.DSN)
+	db, b, err := testdb.OpenNamed(s.Backend, s.DSN)
 	if err != nil {
 		return err
 	}

@@ -7,8 +7,6 @@ package sqlidgen_test
 // must hold no duplicates.
 
 import (
-	"database/sql"
-	"fmt"
 	"testing"
 	"time"
 
@@ -26,11 +24,7 @@ var fleetBackends = []testdb.Backend{testdb.Postgres, testdb.MySQL}
 // newChildLeaser is a child's Leaser over the database at DSN, of the
 // backend named BACKEND.
 func newChildLeaser(p fleettest.Pool, env map[string]string) (idgen.Leaser, func(), error) {
-	b, ok := testdb.Named(env["BACKEND"])
-	if !ok {
-		return nil, nil, fmt.Errorf("no backend %q", env["BACKEND"])
-	}
-	db, err := sql.Open(b.Driver, env["DSN"])
+	db, b, err := testdb.OpenNamed(env["BACKEND"], env["DSN"])
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,8 +1,6 @@
 package sqlidgen_test
 
 import (
-	"database/sql"
-	"fmt"
 	"testing"
 
 	"github.com/idemq/idemq/idgen/segment"
@@ -14,11 +12,7 @@ import (
 // newChildSegments is a child's source over the database at DSN, of the
 // backend named BACKEND, with connections of its own.
 func newChildSegments(env map[string]string) (segment.Store, func(), error) {
-	b, ok := testdb.Named(env["BACKEND"])
-	if !ok {
-		return nil, nil, fmt.Errorf("no backend %q", env["BACKEND"])
-	}
-	db, err := sql.Open(b.Driver, env["DSN"])
+	db, b, err := testdb.OpenNamed(env["BACKEND"], env["DSN"])
 	if err != nil {
 		return nil, nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"fmt"
 	"net/url"
 	"path/filepath"
 	"testing"
@@ -69,14 +70,17 @@ func sqliteDSN(more string) func(testing.TB) string {
 // Backends are the databases every SQL package is tested on.
 var Backends = []Backend{SQLite, MySQL, Postgres}
 
-// Named returns the backend of [Backends] or [MySQLOptions] called name.
-func Named(name string) (Backend, bool) {
+// OpenNamed opens dsn with the driver of the backend of [Backends] or
+// [MySQLOptions] called name, for a child process, which has no testing.TB
+// and hands its backend over by name; the caller closes the *sql.DB.
+func OpenNamed(name, dsn string) (*sql.DB, Backend, error) {
 	for _, b := range append(Backends, MySQLOptions) {
 		if b.Name == name {
-			return b, true
+			db, err := sql.Open(b.Driver, dsn)
+			return db, b, err
 		}
 	}
-	return Backend{}, false
+	return nil, Backend{}, fmt.Errorf("testdb: no backend %q", name)
 }
 
 // Server returns the address (host:port) of b's database server, for a
