@@ -56,7 +56,7 @@ type Env struct {
 	// Group is the consumer group the case's Consumers are of.
 	Group string
 	// Send sends a message for each key, in order, with the key stamped
-	// as package producer stamps it (for an Ordered adapter, all to one
+	// as the adapters' producers stamp it (for an Ordered adapter, all to one
 	// queue or message group), and fails t if one is not sent.
 	Send func(t *testing.T, keys ...string)
 	// Start starts a consumer of the topic in the group that runs h

@@ -8,7 +8,7 @@
 //
 //   - idemq.outbox.rows (gauge): the table's rows by state (attribute
 //     idemq.outbox.state: pending, sent or parked), read with one query at
-//     each collection ([outbox.Outbox.Stats]);
+//     each collection ([outbox.Outbox.Count]);
 //   - idemq.outbox.oldest_pending.age (gauge, seconds): the age of the
 //     oldest pending row, 0 without one;
 //   - idemq.outbox.shipped, idemq.outbox.retries, idemq.outbox.parked,
