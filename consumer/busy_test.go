@@ -50,7 +50,7 @@ func TestBusyWaitsInProcess(t *testing.T) {
 			l := new(ledger)
 			m := msg("k")
 			m.Reconsumed = tt.reconsumed
-			if v := adapter.Process(context.Background(), c, []consumer.Message{m}, l.handle, adapter.Waiting{Always: tt.always})[0]; v.Action != adapter.Ack {
+			if v := adapter.Process(context.Background(), c, []consumer.Message{m}, l.handle, adapter.Waiting{Always: tt.always}, nil)[0]; v.Action != adapter.Ack {
 				t.Fatalf("verdict %+v; want Ack", v)
 			}
 			// The store lets the key go only once the lease has ended.
@@ -149,7 +149,7 @@ func TestBusyHolderEnds(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			done := make(chan adapter.Verdict, 1)
-			go func() { done <- adapter.Process(ctx, c, msgs("k"), l.handle, adapter.Waiting{})[0] }()
+			go func() { done <- adapter.Process(ctx, c, msgs("k"), l.handle, adapter.Waiting{}, nil)[0] }()
 			testkit.WaitFor(t, "Process to wait", func() bool { return c.Stats().Waited > 0 })
 			if err := tt.end(cancel, store, tk); err != nil {
 				t.Fatal(err)
@@ -229,7 +229,7 @@ func TestBusyWithoutRemainingLease(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan adapter.Verdict, 1)
-	go func() { done <- adapter.Process(ctx, c, msgs("k"), new(ledger).handle, adapter.Waiting{})[0] }()
+	go func() { done <- adapter.Process(ctx, c, msgs("k"), new(ledger).handle, adapter.Waiting{}, nil)[0] }()
 	select {
 	case v := <-done:
 		if s := c.Stats(); v.Action != adapter.Retry || s.Busy != 1 || s.Waited != 1 {

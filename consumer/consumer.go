@@ -40,6 +40,9 @@ type Consumer struct {
 	// outage.go); probe is the ticket its probe asks the store about.
 	outage outage
 	probe  dedupe.Ticket
+	// strings holds the messages' fingerprints, which the store may keep
+	// as long as their records: one allocation per 256 messages.
+	strings dedupekit.Strings
 
 	// Draining: running counts calls of process under way; once draining
 	// is set none starts a handler, and held calls wait for shut.
@@ -136,8 +139,12 @@ func (c *Consumer) log() *slog.Logger { return c.logger }
 
 // The adapters' way in: see package internal/adapter.
 var _ = adapter.Connect(
-	func(c *Consumer, ctx context.Context, msgs []Message, h func(context.Context, *Message) error, w adapter.Waiting) []adapter.Verdict {
-		return c.process(ctx, msgs, h, w)
+	func(c *Consumer, ctx context.Context, msgs []Message, h func(context.Context, *Message) error, w adapter.Waiting, vs []adapter.Verdict) []adapter.Verdict {
+		if vs == nil {
+			vs = make([]adapter.Verdict, len(msgs))
+		}
+		c.process(ctx, msgs, h, w, vs)
+		return vs
 	},
 	(*Consumer).drainClient, (*Consumer).log)
 

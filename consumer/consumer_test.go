@@ -77,7 +77,7 @@ func msgs(keys ...string) []consumer.Message {
 // process delivers ms to c together, for h, as a client that does not
 // keep messages in hand (Waiting{}).
 func process(c *consumer.Consumer, h consumer.Handler, ms ...consumer.Message) []adapter.Verdict {
-	return adapter.Process(context.Background(), c, ms, h, adapter.Waiting{})
+	return adapter.Process(context.Background(), c, ms, h, adapter.Waiting{}, nil)
 }
 
 // acked reports whether every verdict of vs is Ack.
@@ -172,7 +172,7 @@ func TestProcessKeyFallback(t *testing.T) {
 	ran := 0
 	h := func(context.Context, *consumer.Message) error { ran++; return nil }
 	for range 2 {
-		if v := adapter.Process(context.Background(), c, []consumer.Message{message("m1", "", 0)}, h, adapter.Waiting{}); v[0].Action != adapter.Ack {
+		if v := adapter.Process(context.Background(), c, []consumer.Message{message("m1", "", 0)}, h, adapter.Waiting{}, nil); v[0].Action != adapter.Ack {
 			t.Fatalf("verdict %+v, want Ack", v[0])
 		}
 	}
@@ -204,7 +204,7 @@ func TestProcessWaitingAlways(t *testing.T) {
 	}}
 	ran := 0
 	vs := adapter.Process(context.Background(), c, []consumer.Message{message("m1", "k", 0)},
-		func(context.Context, *consumer.Message) error { ran++; return nil }, w)
+		func(context.Context, *consumer.Message) error { ran++; return nil }, w, nil)
 	if vs[0].Action != adapter.Ack || ran != 1 {
 		t.Fatalf("verdict %+v, ran %d; want Ack after the holder released", vs[0], ran)
 	}

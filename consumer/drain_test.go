@@ -109,7 +109,7 @@ func (e *drainEnv) stop() error {
 func (e *drainEnv) deliver(ctx context.Context, key string) <-chan adapter.Verdict {
 	done := make(chan adapter.Verdict, 1)
 	go func() {
-		v := adapter.Process(ctx, e.c, msgs(key), e.handle, e.w)[0]
+		v := adapter.Process(ctx, e.c, msgs(key), e.handle, e.w, nil)[0]
 		e.ev.add("returned " + key)
 		done <- v
 	}()
@@ -339,7 +339,7 @@ func TestDrainOnce(t *testing.T) {
 		t.Errorf("stopped %d times, want 1", n)
 	}
 	for _, wt := range waitings {
-		if v := adapter.Process(context.Background(), e.c, msgs("after"), e.handle, wt.w)[0]; !held(v) {
+		if v := adapter.Process(context.Background(), e.c, msgs("after"), e.handle, wt.w, nil)[0]; !held(v) {
 			t.Errorf("%s after Drain: %+v; want held", wt.name, v)
 		}
 	}

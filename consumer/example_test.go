@@ -67,7 +67,7 @@ func ExampleConsumer_Tx() {
 	// remoting or grpcv5).
 	delivery := consumer.Message{ID: "7F0000010001", Properties: map[string]string{msgkey.Property: "order-42"}}
 	for range 3 {
-		if v := adapter.Process(ctx, c, []consumer.Message{delivery}, h, adapter.Waiting{})[0]; v.Action == adapter.Ack {
+		if v := adapter.Process(ctx, c, []consumer.Message{delivery}, h, adapter.Waiting{}, nil)[0]; v.Action == adapter.Ack {
 			fmt.Println("acknowledged")
 		} else {
 			fmt.Println("retry later:", v.Err)

@@ -97,7 +97,7 @@ func TestTelemetry(t *testing.T) {
 		if d.fault.Ops != 0 {
 			store.Inject(d.fault)
 		}
-		if vs := adapter.Process(t.Context(), c, d.msgs, h, adapter.Waiting{}); acked(vs) != d.ack {
+		if vs := adapter.Process(t.Context(), c, d.msgs, h, adapter.Waiting{}, nil); acked(vs) != d.ack {
 			t.Errorf("message %s: verdicts %+v, want acknowledged: %v", d.msgs[0].ID, vs, d.ack)
 		}
 		store.Heal()
@@ -331,7 +331,7 @@ func TestTelemetryNoSDKAllocs(t *testing.T) {
 		// left to grow the store's map.
 		h := func(context.Context, *consumer.Message) error { return errHandler }
 		ms := []consumer.Message{otelMsg("k", "m", "body")}
-		return testing.AllocsPerRun(200, func() { adapter.Process(context.Background(), c, ms, h, adapter.Waiting{}) })
+		return testing.AllocsPerRun(200, func() { adapter.Process(context.Background(), c, ms, h, adapter.Waiting{}, nil) })
 	}
 	global := allocs()
 	noop := allocs(consumer.WithTelemetry(metricnoop.NewMeterProvider(), tracenoop.NewTracerProvider()))
@@ -379,7 +379,7 @@ func BenchmarkTelemetry(b *testing.B) {
 					n = 0
 					b.StartTimer()
 				}
-				if vs := adapter.Process(context.Background(), c, msgs[n:n+1], h, adapter.Waiting{}); vs[0].Action != adapter.Ack {
+				if vs := adapter.Process(context.Background(), c, msgs[n:n+1], h, adapter.Waiting{}, nil); vs[0].Action != adapter.Ack {
 					b.Fatalf("verdict %+v", vs[0])
 				}
 				n++

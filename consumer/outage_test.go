@@ -48,7 +48,7 @@ func (s *slowProbes) Extend(ctx context.Context, t dedupe.Ticket, lease time.Dur
 func processAll(ctx context.Context, c *consumer.Consumer, msgs []consumer.Message, h consumer.Handler, w adapter.Waiting) <-chan adapter.Verdict {
 	out := make(chan adapter.Verdict, len(msgs))
 	for _, m := range msgs {
-		go func() { out <- adapter.Process(ctx, c, []consumer.Message{m}, h, w)[0] }()
+		go func() { out <- adapter.Process(ctx, c, []consumer.Message{m}, h, w, nil)[0] }()
 	}
 	return out
 }
@@ -170,7 +170,7 @@ func TestStoreOutageStops(t *testing.T) {
 		store := newSlowProbes()
 		c := newConsumer(t, store, consumer.WithStoreDownWait(time.Millisecond))
 		store.Inject(testkit.Fault{})
-		v := adapter.Process(context.Background(), c, []consumer.Message{message("m1", "k1", 2)}, (&ledger{}).handle, adapter.Waiting{})[0]
+		v := adapter.Process(context.Background(), c, []consumer.Message{message("m1", "k1", 2)}, (&ledger{}).handle, adapter.Waiting{}, nil)[0]
 		if v.Action != adapter.Retry || v.Outcome != dedupe.StoreDown || v.Level != 3 {
 			t.Errorf("verdict %+v, want store-down retried at level 3 (its attempt's)", v)
 		}
@@ -213,7 +213,7 @@ func TestStoreOutageFailOpen(t *testing.T) {
 	c := newConsumer(t, store, consumer.WithGuard(dedupe.GuardConfig{FailOpen: true}))
 	store.Inject(testkit.Fault{Ops: testkit.OpClaim})
 	var l ledger
-	v := adapter.Process(context.Background(), c, []consumer.Message{message("m1", "k1", 0)}, l.handle, adapter.Waiting{Always: true})[0]
+	v := adapter.Process(context.Background(), c, []consumer.Message{message("m1", "k1", 0)}, l.handle, adapter.Waiting{Always: true}, nil)[0]
 	if v.Action != adapter.Ack || v.Outcome != dedupe.Unguarded || l.count("k1") != 1 {
 		t.Errorf("verdict %+v, applied %d; want unguarded, once", v, l.count("k1"))
 	}

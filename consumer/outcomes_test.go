@@ -242,7 +242,7 @@ func TestOutcomes(t *testing.T) {
 			if tt.handler != nil {
 				h = tt.handler(e)
 			}
-			vs := adapter.Process(ctx, c, ms, h, adapter.Waiting{})
+			vs := adapter.Process(ctx, c, ms, h, adapter.Waiting{}, nil)
 			v := vs[len(vs)-1]
 
 			delay := tt.delay
@@ -310,7 +310,7 @@ func TestEndedContextIsNotStoreDown(t *testing.T) {
 	c, logs := logged(t, memdedupe.New(memdedupe.Config{}))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	v := adapter.Process(ctx, c, msgs("k"), new(ledger).handle, adapter.Waiting{})[0]
+	v := adapter.Process(ctx, c, msgs("k"), new(ledger).handle, adapter.Waiting{}, nil)[0]
 	if v.Action != adapter.Hold || !errors.Is(v.Err, context.Canceled) {
 		t.Errorf("verdict %+v; want Hold with context.Canceled", v)
 	}

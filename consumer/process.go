@@ -7,7 +7,6 @@ import (
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/internal/adapter"
-	"github.com/idemq/idemq/internal/dedupekit"
 )
 
 // process is the path of every delivered message, the one entry point the
@@ -33,19 +32,20 @@ import (
 //     are Held with an Err that wraps [adapter.ErrDraining], and such a
 //     call returns only once the drain has stopped the client, which then no
 //     longer acts on the answer;
-//   - the result has one verdict per message, in msgs' order;
+//   - vs (len(msgs) of them) receives one verdict per message, in msgs'
+//     order;
 //   - process is safe for concurrent use: concurrent calls share store
 //     round trips.
-func (c *Consumer) process(ctx context.Context, msgs []Message, h Handler, w adapter.Waiting) []adapter.Verdict {
+func (c *Consumer) process(ctx context.Context, msgs []Message, h Handler, w adapter.Waiting, vs []adapter.Verdict) {
 	if !c.enter() {
-		vs := c.refuse(ctx, msgs)
+		c.refuse(ctx, msgs, vs)
 		<-c.shut
-		return vs
+		return
 	}
-	vs := c.handle(ctx, msgs, h, w)
+	c.handle(ctx, msgs, h, w, vs)
 	c.leave()
 	if !c.draining.Load() {
-		return vs
+		return
 	}
 	held := false
 	for i := range vs {
@@ -63,26 +63,23 @@ func (c *Consumer) process(ctx context.Context, msgs []Message, h Handler, w ada
 	if held {
 		<-c.shut
 	}
-	return vs
 }
 
 // refuse holds msgs, delivered once a drain has begun, without running
-// them.
-func (c *Consumer) refuse(ctx context.Context, msgs []Message) []adapter.Verdict {
+// them, and puts their verdicts in vs.
+func (c *Consumer) refuse(ctx context.Context, msgs []Message, vs []adapter.Verdict) {
 	c.stats.Delivered.Add(int64(len(msgs)))
-	vs := make([]adapter.Verdict, len(msgs))
 	for i := range msgs {
 		r := dedupe.Result{Outcome: dedupe.Canceled, Err: adapter.ErrDraining}
 		c.decide(ctx, &msgs[i], "", r)
 		vs[i] = adapter.Verdict{Action: adapter.Hold, Outcome: r.Outcome, Err: retryErr(&msgs[i], r)}
 	}
-	return vs
 }
 
 // handle runs h for msgs through the guard, waits for keys that other
 // consumers hold as w says, and decides, message by message, in the table
-// of decide.go.
-func (c *Consumer) handle(ctx context.Context, msgs []Message, h Handler, w adapter.Waiting) []adapter.Verdict {
+// of decide.go, into vs.
+func (c *Consumer) handle(ctx context.Context, msgs []Message, h Handler, w adapter.Waiting, vs []adapter.Verdict) {
 	c.stats.Delivered.Add(int64(len(msgs)))
 	keys := make([]string, len(msgs))
 	res := make([]dedupe.Result, len(msgs))
@@ -104,7 +101,7 @@ func (c *Consumer) handle(ctx context.Context, msgs []Message, h Handler, w adap
 		keys[i] = key
 		it := dedupe.Item{Ref: dedupe.Ref{Namespace: c.namespace, Group: c.group, Key: key}}
 		if !c.noFingerprint {
-			it.Fingerprint = dedupekit.Fingerprint(msgs[i].Body)
+			it.Fingerprint = c.strings.Fingerprint(msgs[i].Body)
 		}
 		items = append(items, it)
 		of = append(of, i)
@@ -119,7 +116,6 @@ func (c *Consumer) handle(ctx context.Context, msgs []Message, h Handler, w adap
 		c.await(ctx, d, msgs, items, of, res, fn, w)
 	}
 
-	vs := make([]adapter.Verdict, len(msgs))
 	for i, r := range res {
 		act := c.decide(ctx, &msgs[i], keys[i], r)
 		vs[i] = adapter.Verdict{Action: act, Outcome: r.Outcome}
@@ -136,7 +132,6 @@ func (c *Consumer) handle(ctx context.Context, msgs []Message, h Handler, w adap
 		}
 	}
 	d.finish(res)
-	return vs
 }
 
 // levelOf is the delay level at which msg, retried after r, should come

@@ -85,7 +85,7 @@ func benchProcess(b *testing.B, batch, g int) {
 	}
 	h := func(context.Context, *consumer.Message) error { return nil }
 	path := func(ctx context.Context, msgs []consumer.Message) []adapter.Verdict {
-		return adapter.Process(ctx, c, msgs, h, adapter.Waiting{})
+		return adapter.Process(ctx, c, msgs, h, adapter.Waiting{}, nil)
 	}
 	bare := func(ctx context.Context, msgs []consumer.Message) []adapter.Verdict {
 		vs := make([]adapter.Verdict, len(msgs))

@@ -76,7 +76,7 @@ func txHolder() error {
 	if err != nil {
 		return err
 	}
-	if vs := adapter.Process(context.Background(), c, msgs(s.Keys...), h, adapter.Waiting{}); !acked(vs) {
+	if vs := adapter.Process(context.Background(), c, msgs(s.Keys...), h, adapter.Waiting{}, nil); !acked(vs) {
 		return fmt.Errorf("the batch: %+v", vs)
 	}
 	racechild.Say("done ok")

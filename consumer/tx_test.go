@@ -180,7 +180,7 @@ func (e *txEnv) consumer(store txStore, h func(context.Context, *sql.Tx, *consum
 		e.t.Fatal(err)
 	}
 	return func(ctx context.Context, ms ...consumer.Message) []adapter.Verdict {
-		return adapter.Process(ctx, c, ms, th, adapter.Waiting{})
+		return adapter.Process(ctx, c, ms, th, adapter.Waiting{}, nil)
 	}, c.Stats
 }
 
@@ -545,7 +545,7 @@ func TestTxRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := []consumer.Message{{ID: "no-key"}, {ID: "control", Properties: map[string]string{msgkey.Property: "a\x01b"}}}
-	for i, v := range adapter.Process(t.Context(), c, bad, h, adapter.Waiting{}) {
+	for i, v := range adapter.Process(t.Context(), c, bad, h, adapter.Waiting{}, nil) {
 		if v.Action != adapter.Retry || v.Outcome != dedupe.InvalidKey || v.Err == nil {
 			t.Errorf("message %s = %+v; want invalid-key, retried, with the reason", bad[i].ID, v)
 		}
@@ -564,7 +564,7 @@ func TestTxRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := adapter.Process(t.Context(), plain, []consumer.Message{{ID: "M", Properties: map[string]string{msgkey.Property: "k"}}}, h, adapter.Waiting{}); v[0].Action != adapter.Retry || v[0].Outcome != dedupe.Failed || !strings.Contains(v[0].Err.Error(), "without its transaction") {
+	if v := adapter.Process(t.Context(), plain, []consumer.Message{{ID: "M", Properties: map[string]string{msgkey.Property: "k"}}}, h, adapter.Waiting{}, nil); v[0].Action != adapter.Retry || v[0].Outcome != dedupe.Failed || !strings.Contains(v[0].Err.Error(), "without its transaction") {
 		t.Errorf("a Tx handler run by a Consumer without transactions = %+v; want failed, retried", v[0])
 	}
 	if h, err := plain.Tx(noop); err == nil || h != nil || !strings.Contains(err.Error(), "call Tx before") {

@@ -129,7 +129,11 @@ type Ticket struct {
 // Acquired, then Busy). Per-item errors are [msgkey.ErrInvalid], or
 // [ErrLeaseLost] for Complete and Release; a non-nil error return means the
 // whole call failed with an unknown outcome, except that a failed Claim
-// leaves no key taken, for its caller never learns the tokens.
+// leaves no key taken, for its caller never learns the tokens. The caller
+// reads the slices a call returns and never writes them, so that a store
+// may answer every call in which no item failed with one shared slice of
+// nil errors; the store neither writes nor keeps the slices it is given
+// once the call has returned.
 //
 // Every method honours ctx: a cancelled or expired context ends the call with
 // an error wrapping ctx.Err(), and a call whose context is done before it

@@ -207,7 +207,16 @@ func (g *Guard) Interrupt(cause error) { g.keep.interrupt(cause) }
 // cancelled): a fn that never waits on it costs no cancel context, timer
 // or goroutine.
 func (g *Guard) Do(ctx context.Context, items []Item, fn func(ctx context.Context, i int) error) []Result {
-	res := make([]Result, len(items))
+	var (
+		one *single // a batch of one's slices, in one allocation
+		res []Result
+	)
+	if len(items) == 1 {
+		one = new(single)
+		res = one.res[:]
+	} else {
+		res = make([]Result, len(items))
+	}
 	pending := make([]int, 0, len(items)) // the items to claim
 	var (
 		repeats []repeat
@@ -233,15 +242,24 @@ func (g *Guard) Do(ctx context.Context, items []Item, fn func(ctx context.Contex
 		}
 	} else if len(pending) > 0 {
 		start := time.Now()
-		if held := g.claim(ctx, items, pending, fn, res); len(held) > 0 {
+		if held := g.claim(ctx, items, pending, fn, res, one); len(held) > 0 {
 			g.runHeld(ctx, held, start, fn)
-			g.settle(ctx, held, res)
+			g.settle(ctx, held, res, one)
 		}
 	}
 	for _, r := range repeats {
 		res[r.i] = repeated(res[r.first], items[r.i].Ref, r.first)
 	}
 	return res
+}
+
+// single holds the slices of a Do of one item, a push consumer's every
+// message, so that they cost one allocation, not four.
+type single struct {
+	res   [1]Result
+	claim [1]Item
+	held  [1]lease
+	ts    [1]Ticket
 }
 
 // repeat is an item whose Ref and Fingerprint are those of an earlier one.
@@ -289,8 +307,17 @@ func firstOf(items []Item, pending []int, seen map[Item]int, i int) int {
 // claim claims the pending items and returns the leases of those acquired;
 // it sets the result of every other pending item. When the claim fails as
 // a whole with FailOpen, that means running fn for each without a claim.
-func (g *Guard) claim(ctx context.Context, items []Item, pending []int, fn func(context.Context, int) error, res []Result) []lease {
-	claims := make([]Item, len(pending))
+// one, if not nil, holds the slices of a batch of one.
+func (g *Guard) claim(ctx context.Context, items []Item, pending []int, fn func(context.Context, int) error, res []Result, one *single) []lease {
+	// A copy, even of all the items: the store keeps none of them, but a
+	// slice handed to an interface's method escapes, and the caller's
+	// items would be allocated on the heap to be claimed.
+	var claims []Item
+	if one != nil {
+		claims = one.claim[:]
+	} else {
+		claims = make([]Item, len(pending))
+	}
 	for j, i := range pending {
 		claims[j] = items[i]
 	}
@@ -312,7 +339,12 @@ func (g *Guard) claim(ctx context.Context, items []Item, pending []int, fn func(
 	if acquired == 0 {
 		return nil
 	}
-	held := make([]lease, acquired)
+	var held []lease
+	if one != nil {
+		held = one.held[:]
+	} else {
+		held = make([]lease, acquired)
+	}
 	n := 0
 	for j, i := range pending {
 		if errs[j] == nil && answers[j].Outcome == Acquired {
@@ -408,8 +440,9 @@ func (g *Guard) runHeld(ctx context.Context, held []lease, start time.Time, fn f
 }
 
 // settle completes the claims of the items of held whose handler succeeded
-// and releases the others, and sets every item's result.
-func (g *Guard) settle(ctx context.Context, held []lease, res []Result) {
+// and releases the others, and sets every item's result. one, if not nil,
+// holds the slices of a batch of one.
+func (g *Guard) settle(ctx context.Context, held []lease, res []Result, one *single) {
 	var nDone, nUndone int
 	for n := range held {
 		if held[n].toComplete() {
@@ -430,11 +463,11 @@ func (g *Guard) settle(ctx context.Context, held []lease, res []Result) {
 		defer cancel()
 	}
 	if nDone > 0 {
-		errs, err := g.settleAll(cctx, held, nDone, true)
+		errs, err := g.settleAll(cctx, held, nDone, true, one)
 		if err != nil && !errors.Is(err, ErrLeaseLost) && cctx.Err() == nil {
 			// Complete with the same token is idempotent: one retry turns a
 			// dropped connection into a recorded success.
-			errs, err = g.settleAll(cctx, held, nDone, true)
+			errs, err = g.settleAll(cctx, held, nDone, true, one)
 		}
 		n := 0
 		for k := range held {
@@ -454,7 +487,7 @@ func (g *Guard) settle(ctx context.Context, held []lease, res []Result) {
 		}
 	}
 	if nUndone > 0 {
-		errs, err := g.settleAll(cctx, held, nUndone, false)
+		errs, err := g.settleAll(cctx, held, nUndone, false, one)
 		n := 0
 		for k := range held {
 			h := &held[k]
@@ -489,12 +522,17 @@ func (l *lease) toRelease() bool { return !l.ran || l.err != nil }
 
 // settleAll completes (complete) or releases the claims of the n items
 // of held that are to be, in one call whose errors are in held's order.
-func (g *Guard) settleAll(ctx context.Context, held []lease, n int, complete bool) ([]error, error) {
+func (g *Guard) settleAll(ctx context.Context, held []lease, n int, complete bool, one *single) ([]error, error) {
 	pick := (*lease).toRelease
 	if complete {
 		pick = (*lease).toComplete
 	}
-	ts := make([]Ticket, 0, n)
+	var ts []Ticket
+	if one != nil {
+		ts = one.ts[:0]
+	} else {
+		ts = make([]Ticket, 0, n)
+	}
 	for k := range held {
 		if h := &held[k]; pick(h) {
 			ts = append(ts, h.c.ticket)

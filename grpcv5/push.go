@@ -126,7 +126,7 @@ func (l *listener[V]) consume(v V) bool {
 	// default), a store that is down up to consumer.WithStoreDownWait, and
 	// on the message's last attempt as long as either lasts
 	// (consumer.WithMaxReconsumeTimes: the group's retryMaxTimes).
-	vs := adapter.Process(l.ctx, l.c, []consumer.Message{describe(v)}, l.h, adapter.Waiting{})
+	vs := adapter.Process(l.ctx, l.c, []consumer.Message{describe(v)}, l.h, adapter.Waiting{}, nil)
 	return vs[0].Action == adapter.Ack
 }
 

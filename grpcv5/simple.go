@@ -335,7 +335,7 @@ func (r *receiver[V]) handle(ctx context.Context, h *hand[V]) {
 	vs := adapter.Process(ctx, r.c, []consumer.Message{describe(h.v)}, r.h,
 		// In hand, a message costs nothing: wait for a busy key as long as
 		// its holder holds it, invisible to others meanwhile.
-		adapter.Waiting{Always: true, Extend: func(_ int, lease time.Duration) { r.extend(h, lease) }})
+		adapter.Waiting{Always: true, Extend: func(_ int, lease time.Duration) { r.extend(h, lease) }}, nil)
 	switch v := vs[0]; v.Action {
 	case adapter.Ack:
 		r.ack(ctx, h)

@@ -31,7 +31,8 @@ import (
 // long as the store is down.
 func Concurrently(c *consumer.Consumer, h consumer.Handler) func(context.Context, ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
 	return func(ctx context.Context, exts ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
-		a := sum(adapter.Process(ctx, c, messages(exts), h, adapter.Waiting{}))
+		msgs, vs := messages(exts)
+		a := sum(adapter.Process(ctx, c, msgs, h, adapter.Waiting{}, vs))
 		if a.err == nil {
 			return rmq.ConsumeSuccess, nil
 		}
@@ -63,7 +64,8 @@ func Orderly(c *consumer.Consumer, h consumer.Handler, opts ...Option) func(cont
 	}
 	suspend := int(o.suspend.Milliseconds())
 	return func(ctx context.Context, exts ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
-		a := sum(adapter.Process(ctx, c, messages(exts), h, adapter.Waiting{Always: true}))
+		msgs, vs := messages(exts)
+		a := sum(adapter.Process(ctx, c, msgs, h, adapter.Waiting{Always: true}, vs))
 		switch {
 		case a.err == nil:
 			return rmq.ConsumeSuccess, nil
@@ -120,9 +122,22 @@ func UniqKey(m *consumer.Message) string {
 	return m.Properties[primitive.PropertyUniqueClientMessageIdKeyIndex]
 }
 
-// messages describes exts for the Consumer.
-func messages(exts []*primitive.MessageExt) []consumer.Message {
-	msgs := make([]consumer.Message, len(exts))
+// messages converts a callback's messages, and makes room for their
+// verdicts: for one message, a push consumer's default, in one allocation.
+func messages(exts []*primitive.MessageExt) ([]consumer.Message, []adapter.Verdict) {
+	var (
+		msgs []consumer.Message
+		vs   []adapter.Verdict
+	)
+	if len(exts) == 1 {
+		one := new(struct {
+			msg [1]consumer.Message
+			v   [1]adapter.Verdict
+		})
+		msgs, vs = one.msg[:], one.v[:]
+	} else {
+		msgs, vs = make([]consumer.Message, len(exts)), make([]adapter.Verdict, len(exts))
+	}
 	for i, m := range exts {
 		props := m.GetProperties() // a copy
 		msgs[i] = consumer.Message{
@@ -136,7 +151,7 @@ func messages(exts []*primitive.MessageExt) []consumer.Message {
 			Raw:        m,
 		}
 	}
-	return msgs
+	return msgs, vs
 }
 
 // answer is what one callback's messages sum up to: err, nil when all are

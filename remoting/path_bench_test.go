@@ -280,10 +280,33 @@ func benchPathSQL(b *testing.B, d testdb.Backend) {
 }
 
 // benchPathMem measures the consumer over memdedupe alone, with its
-// allocations: the cost of the path itself, without a network.
+// allocations: the cost of the path itself, without a network; against a
+// bare callback that hands each message to the handler as it is and
+// answers ConsumeSuccess, the least a callback does. The path's own cost
+// is the difference.
 func benchPathMem(b *testing.B) {
 	keys := pathKeys()
 	for _, g := range pathGoroutines {
+		b.Run(goroutinesName(g)+"/bare", func(b *testing.B) {
+			var next atomic.Uint64
+			cb := func(ctx context.Context, exts ...*primitive.MessageExt) (rmq.ConsumeResult, error) {
+				for _, m := range exts {
+					if err := noopRaw(ctx, m); err != nil {
+						return rmq.ConsumeRetryLater, err
+					}
+				}
+				return rmq.ConsumeSuccess, nil
+			}
+			one := func(m *primitive.MessageExt) {
+				n := next.Add(1) - 1
+				m.WithProperty(msgkey.Property, keys[n%uint64(len(keys))])
+				if res, err := cb(context.Background(), m); res != rmq.ConsumeSuccess || err != nil {
+					b.Errorf("callback = %v, %v", res, err)
+				}
+			}
+			benchLoop(b, g, one)
+			b.ReportMetric(float64(next.Load())/b.Elapsed().Seconds(), "msgs/s")
+		})
 		b.Run(goroutinesName(g)+"/idemq", func(b *testing.B) {
 			var (
 				next atomic.Uint64
@@ -318,24 +341,29 @@ func benchPathMem(b *testing.B) {
 					b.Errorf("callback = %v, %v", res, err)
 				}
 			}
-			b.ReportAllocs()
-			if g == 1 {
-				m := pathMsg()
-				for b.Loop() {
-					one(m)
-				}
-			} else {
-				b.SetParallelism((g + 1) / 2) // of GOMAXPROCS, 2 here
-				b.RunParallel(func(pb *testing.PB) {
-					m := pathMsg()
-					for pb.Next() {
-						one(m)
-					}
-				})
-			}
+			benchLoop(b, g, one)
 			b.ReportMetric(float64(next.Load())/b.Elapsed().Seconds(), "msgs/s")
 		})
 	}
+}
+
+// benchLoop delivers one message per op to one, from g goroutines.
+func benchLoop(b *testing.B, g int, one func(*primitive.MessageExt)) {
+	b.ReportAllocs()
+	if g == 1 {
+		m := pathMsg()
+		for b.Loop() {
+			one(m)
+		}
+		return
+	}
+	b.SetParallelism((g + 1) / 2) // of GOMAXPROCS, 2 here
+	b.RunParallel(func(pb *testing.PB) {
+		m := pathMsg()
+		for pb.Next() {
+			one(m)
+		}
+	})
 }
 
 // lapCallback is the callback of one lap of pathKeys.

@@ -72,6 +72,8 @@ type Store struct {
 	now  func() time.Time
 	hash func(dedupe.Ref) uint64 // tests make Refs collide with it
 	tag  string                  // opens every token of this store
+	// strings holds the tokens: one allocation per 128 claims.
+	strings dedupekit.Strings
 
 	// Records sit in numbered slots of pages. A hash table, dir, finds the
 	// slot of a Ref's record, comparing Refs byte for byte; a token names
@@ -132,10 +134,10 @@ func (s *Store) Claim(ctx context.Context, items []dedupe.Item, lease time.Durat
 		return nil, nil, fmt.Errorf("memdedupe: claim: lease %v must be positive", lease)
 	}
 	res := make([]dedupe.ClaimResult, len(items))
-	errs := make([]error, len(items))
+	errs := dedupekit.NoErrors(len(items))
 	for i, it := range items {
 		if err := dedupekit.CheckClaim(it.Namespace, it.Group, it.Key, lease, it.Fingerprint); err != nil {
-			errs[i] = fmt.Errorf("memdedupe: claim %q: %w", it.Ref, err)
+			errs = dedupekit.SetError(errs, i, fmt.Errorf("memdedupe: claim %q: %w", it.Ref, err))
 			continue
 		}
 		res[i] = s.claim(it, lease)
@@ -195,9 +197,11 @@ func (s *Store) Release(ctx context.Context, ts []dedupe.Ticket) ([]error, error
 
 // each returns f's answer for every ticket of ts, in order.
 func each(ts []dedupe.Ticket, f func(dedupe.Ticket) error) []error {
-	errs := make([]error, len(ts))
+	errs := dedupekit.NoErrors(len(ts))
 	for i, t := range ts {
-		errs[i] = f(t)
+		if err := f(t); err != nil {
+			errs = dedupekit.SetError(errs, i, err)
+		}
 	}
 	return errs
 }
@@ -299,7 +303,7 @@ func (s *Store) token(i uint32, seq uint64) string {
 	copy(b[:], s.tag)
 	putHalf(b[tagLen:tagLen+halfLen], uint64(i)<<16|seq>>48)
 	putHalf(b[tagLen+halfLen:], seq)
-	return string(b[:])
+	return s.strings.Make(b[:])
 }
 
 // parse returns the slot and claim number token holds, or claim number 0,

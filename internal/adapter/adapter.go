@@ -82,7 +82,7 @@ var process, drain, logger any
 // Connect takes package consumer's functions, once, when it is
 // initialised: see the package doc.
 func Connect[C, M any](
-	p func(c *C, ctx context.Context, msgs []M, h func(context.Context, *M) error, w Waiting) []Verdict,
+	p func(c *C, ctx context.Context, msgs []M, h func(context.Context, *M) error, w Waiting, vs []Verdict) []Verdict,
 	d func(c *C, ctx context.Context, stop func() error) error,
 	l func(c *C) *slog.Logger,
 ) struct{} {
@@ -93,10 +93,12 @@ func Connect[C, M any](
 // Process is the path of every delivered message (consumer's
 // (*Consumer).process, whose doc is the contract): it runs msgs, delivered
 // together, through c with h, waiting as w says, and returns one Verdict
-// per message, in msgs' order. The client does with each message what its
-// Verdict's Action says.
-func Process[C, M any](ctx context.Context, c *C, msgs []M, h func(context.Context, *M) error, w Waiting) []Verdict {
-	return process.(func(*C, context.Context, []M, func(context.Context, *M) error, Waiting) []Verdict)(c, ctx, msgs, h, w)
+// per message, in msgs' order: in vs if it is not nil (it then has
+// len(msgs) elements), so that an adapter can allocate the verdicts with
+// the messages. The client does with each message what its Verdict's
+// Action says.
+func Process[C, M any](ctx context.Context, c *C, msgs []M, h func(context.Context, *M) error, w Waiting, vs []Verdict) []Verdict {
+	return process.(func(*C, context.Context, []M, func(context.Context, *M) error, Waiting, []Verdict) []Verdict)(c, ctx, msgs, h, w, vs)
 }
 
 // Drain stops a client, with stop, without cutting a running handler off

@@ -134,12 +134,22 @@ func checkPart(what, s string, max int, emptyOK bool) error {
 // of another length, so of another kind, their records are not compared with
 // this one's (see dedupe.Item.Fingerprint).
 func Fingerprint(payload []byte) string {
+	var buf [16]byte
+	return string(fingerprint(&buf, payload))
+}
+
+// Fingerprint is [Fingerprint], made in s.
+func (s *Strings) Fingerprint(payload []byte) string {
+	var buf [16]byte
+	return s.Make(fingerprint(&buf, payload))
+}
+
+func fingerprint(buf *[16]byte, payload []byte) []byte {
 	var sum [8]byte
 	binary.BigEndian.PutUint32(sum[:4], crc32.Checksum(payload, castagnoli))
 	binary.BigEndian.PutUint32(sum[4:], crc32.ChecksumIEEE(payload))
-	var buf [16]byte
 	hex.Encode(buf[:], sum[:])
-	return string(buf[:])
+	return buf[:]
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
