@@ -57,7 +57,9 @@ const (
 // Each row also has the CPU time per message of this process (the
 // consumer: cpu-µs/msg), of the store's server (redis-µs/msg, db-µs/msg)
 // and of the broker (broker-µs/msg), read from /proc over the timed
-// window, so that a ratio can be told apart from a machine's load.
+// window, so that a ratio can be told apart from a machine's load. The
+// broker's includes what it spends per second whatever the rate (long
+// polls, heartbeats, flushes), so a slower variant's is higher.
 //
 // The bench table shows each peer's ratio; the tax is 1 - 1/ratio, also
 // reported as tax-% (and the peers' msgs/s as <peer>-msgs/s) in go test's
