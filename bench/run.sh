@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every benchmark with its peers in the same run and prints one
-# markdown table, also written to bench/RESULTS.md:
+# markdown table, also written to bench/RESULTS.md, from which it redraws
+# the charts of docs/performance.md (docs/perf-*.svg; without rerunning
+# the benchmarks: cd bench && go run ./cmd/benchtable -redraw):
 #   - idgen against bwmarrin/snowflake and sony/sonyflake (this module);
 #   - a leased generator against a static one, and the leasers' calls
 #     against one round trip (the root module);

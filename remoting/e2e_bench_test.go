@@ -55,9 +55,11 @@ const (
 //     against plain handlers; see benchTxEndToEnd.
 //
 // Each row also has the CPU time per message of this process (the
-// consumer: cpu-µs/msg) and of the store's server (redis-µs/msg, db-µs/msg),
-// read from /proc over the timed window, so that a ratio can be told apart
-// from a machine's load.
+// consumer: cpu-µs/msg), of the store's server (redis-µs/msg, db-µs/msg)
+// and of the broker (broker-µs/msg), read from /proc over the timed
+// window, so that a ratio can be told apart from a machine's load. The
+// broker's includes what it spends per second whatever the rate (long
+// polls, heartbeats, flushes), so a slower variant's is higher.
 //
 // The bench table shows each peer's ratio; the tax is 1 - 1/ratio, also
 // reported as tax-% (and the peers' msgs/s as <peer>-msgs/s) in go test's
@@ -145,12 +147,16 @@ type e2eVariant struct {
 // e2eRun consumes topic once per variant per round, each consumer taking
 // up to batch messages per callback, the first variant (ours) and its peers
 // taking turns, and reports the medians: ns/op, msgs/s and the CPU time per
-// message of this process (the consumer's: cpu-µs/msg) and of each of
-// servers (name → listening address: <name>-µs/msg) for the first variant,
-// the same prefixed "<peer>-" for the others, and tax-% per peer named
-// "dedupe-off" or "plain-insert".
+// message of this process (the consumer's: cpu-µs/msg), of the broker
+// (broker-µs/msg) and of each of servers (name → listening address:
+// <name>-µs/msg) for the first variant, the same prefixed "<peer>-" for
+// the others, and tax-% per peer named "dedupe-off" or "plain-insert".
 func e2eRun(b *testing.B, ns, topic string, batch int, servers map[string]string, variants []e2eVariant) {
-	pids := map[string]int{"cpu": os.Getpid()}
+	broker, err := brokerPID(b.Context(), ns)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pids := map[string]int{"cpu": os.Getpid(), "broker": broker}
 	for name, addr := range servers {
 		pid, err := testkit.ListenerPID(addr)
 		if err != nil {

@@ -24,6 +24,12 @@
 // the group; the B/op and allocs/op of such a pair cover both and are left
 // out. The row's other metrics named "<peer>-<unit>" (msgs/s, CPU per
 // message, …) are the peer's and shown in its row.
+//
+// It also draws SVG charts of chosen tables into -docs (docs/perf-*.svg)
+// and rewrites the part of docs/performance.md between its marks to show
+// them. The charts are drawn from the table as written, so that
+// `go run ./cmd/benchtable -redraw` redraws them from RESULTS.md alone and
+// a test can check that the committed charts match the committed table.
 package main
 
 import (
@@ -43,8 +49,25 @@ import (
 func main() {
 	out := flag.String("o", "RESULTS.md", "file to write the table to; empty for none")
 	ours := flag.String("ours", "idemq", "prefix of the row names that are ours")
+	docs := flag.String("docs", "../docs", "directory whose perf-*.svg charts and performance.md's charts part are redrawn from the table; empty for none")
+	redraw := flag.Bool("redraw", false, "redraw the charts from the -o file instead of reading benchmark output")
 	flag.Parse()
 
+	if *redraw {
+		if *out == "" || *docs == "" {
+			fmt.Fprintln(os.Stderr, "benchtable: -redraw reads -o and writes into -docs: neither may be empty")
+			os.Exit(2)
+		}
+		results, err := os.ReadFile(*out)
+		if err == nil {
+			err = writeDocs(*docs, string(results))
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchtable:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	res, err := parse(os.Stdin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchtable:", err)
@@ -54,6 +77,14 @@ func main() {
 	fmt.Print(table)
 	if *out != "" {
 		if err := os.WriteFile(*out, []byte(table), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "benchtable:", err)
+			os.Exit(1)
+		}
+	}
+	// The charts are drawn from the table as printed, so that they can be
+	// redrawn from RESULTS.md alone and always match it.
+	if *docs != "" {
+		if err := writeDocs(*docs, table); err != nil {
 			fmt.Fprintln(os.Stderr, "benchtable:", err)
 			os.Exit(1)
 		}
