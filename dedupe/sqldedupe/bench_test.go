@@ -105,12 +105,18 @@ func BenchmarkClaimComplete(b *testing.B) {
 // Store.ClaimTx), the business INSERT, COMMIT; against handlers without
 // dedupe doing the same INSERT in autocommit (plain-insert: one statement,
 // one commit) and in a transaction of their own (plain-tx: BEGIN, INSERT,
-// COMMIT), and against the path this mode replaced (two-commit: a Claim
+// COMMIT) and in one with a trivial statement more (four-trips: BEGIN,
+// SELECT 1, INSERT, COMMIT: what a fourth round trip costs whatever it
+// carries, as the claim cannot ride in BEGIN or COMMIT, which
+// database/sql's drivers send as statements of their own), and against
+// the path this mode replaced (two-commit: a Claim
 // committed of its own, then BEGIN, the INSERT, the key completed,
 // COMMIT), from 1 and 20 goroutines (SQLite, one writer at a time: 1).
 // The three take turns in phases (see turns), so that the load of a shared
 // machine falls on all alike: ns/op is ours per message, <peer>-ns/op the
-// peers', which the bench table shows as ratios; stmts/msg counts our
+// peers', which the bench table shows as ratios; cpu-µs/msg and db-µs/msg
+// are the CPU this process and the database server spent per message
+// (<peer>-cpu-µs/msg, <peer>-db-µs/msg the peers'); stmts/msg counts our
 // statements, BEGIN and COMMIT aside. The pool keeps an idle connection per
 // goroutine.
 //
@@ -137,6 +143,7 @@ func BenchmarkClaimTx(b *testing.B) {
 				}
 			}
 			s := newStore(b, db, be.Dialect, sqldedupe.Config{})
+			server := serverCPU(b, be)
 			create, insert := ordersSQL(be.Dialect)
 			if _, err := db.Exec(create); err != nil {
 				b.Fatal(err)
@@ -175,6 +182,22 @@ func BenchmarkClaimTx(b *testing.B) {
 				}
 				return tx.Commit()
 			}
+			one := prepare(b, db, "SELECT 1")
+			fourTrips := func(ctx context.Context) error {
+				tx, err := db.BeginTx(ctx, nil)
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback()
+				var n int
+				if err := tx.StmtContext(ctx, one).QueryRowContext(ctx).Scan(&n); err != nil {
+					return err
+				}
+				if _, err := tx.StmtContext(ctx, ins).ExecContext(ctx, rand.Text()); err != nil {
+					return err
+				}
+				return tx.Commit()
+			}
 			complete := prepare(b, db, twoCommitSQL[be.Dialect])
 			twoCommit := func(ctx context.Context) error {
 				ref := dedupe.Ref{Namespace: "bench", Group: group, Key: strconv.FormatInt(next.Add(1), 10)}
@@ -201,7 +224,7 @@ func BenchmarkClaimTx(b *testing.B) {
 			}
 			for _, g := range gs {
 				b.Run(fmt.Sprintf("goroutines=%d/idemq", g), func(b *testing.B) {
-					turns(b, h, g, []namedOp{{"", idemq}, {"plain-insert", plainInsert}, {"plain-tx", plainTx}, {"two-commit", twoCommit}})
+					turns(b, h, server, g, []namedOp{{"", idemq}, {"plain-insert", plainInsert}, {"plain-tx", plainTx}, {"four-trips", fourTrips}, {"two-commit", twoCommit}})
 				})
 			}
 		})
@@ -216,12 +239,13 @@ type namedOp struct {
 
 // turns runs b.N messages of each of ops from g goroutines at a time, in
 // phases of an eighth of b.N (at least 256) that take turns (whoever went
-// first goes last next), and reports the wall time per message: ns/op and
-// msgs/s for ops[0], <name>-ns/op for the others, and ops[0]'s statements
-// per message.
-func turns(b *testing.B, h *testdb.Hooks, g int, ops []namedOp) {
+// first goes last next), and reports per message the wall time (ns/op and
+// msgs/s for ops[0], <name>-ns/op for the others), the CPU of this process
+// (cpu-µs/msg) and, with server, of the database's (db-µs/msg), and ops[0]'s
+// statements.
+func turns(b *testing.B, h *testdb.Hooks, server func() time.Duration, g int, ops []namedOp) {
 	ctx := b.Context()
-	spent := make([]time.Duration, len(ops))
+	spent, cpu, db := make([]time.Duration, len(ops)), make([]time.Duration, len(ops)), make([]time.Duration, len(ops))
 	var stmts int64
 	phase := max(b.N/8, min(b.N, 256))
 	b.ResetTimer()
@@ -230,7 +254,13 @@ func turns(b *testing.B, h *testdb.Hooks, g int, ops []namedOp) {
 		for k := range ops {
 			i := (round + k) % len(ops)
 			before := h.Runs.Load()
-			start := time.Now()
+			// The server's CPU is read from /proc, which costs this process
+			// CPU too: outside the span its own CPU is read over.
+			var db0 time.Duration
+			if server != nil {
+				db0 = server()
+			}
+			cpu0, start := testkit.OwnCPU(b), time.Now()
 			var left atomic.Int64
 			left.Store(int64(n))
 			var wg sync.WaitGroup
@@ -246,6 +276,10 @@ func turns(b *testing.B, h *testdb.Hooks, g int, ops []namedOp) {
 			}
 			wg.Wait()
 			spent[i] += time.Since(start)
+			cpu[i] += testkit.OwnCPU(b) - cpu0
+			if server != nil {
+				db[i] += server() - db0
+			}
 			if i == 0 {
 				stmts += h.Runs.Load() - before
 			}
@@ -253,13 +287,44 @@ func turns(b *testing.B, h *testdb.Hooks, g int, ops []namedOp) {
 		done += n
 	}
 	b.StopTimer()
-	ns := float64(spent[0].Nanoseconds()) / float64(b.N)
-	b.ReportMetric(ns, "ns/op")
-	b.ReportMetric(1e9/ns, "msgs/s")
-	for i, o := range ops[1:] {
-		b.ReportMetric(float64(spent[i+1].Nanoseconds())/float64(b.N), o.name+"-ns/op")
+	perMsg := func(d time.Duration, unit float64) float64 { return float64(d) / unit / float64(b.N) }
+	b.ReportMetric(perMsg(spent[0], 1), "ns/op")
+	b.ReportMetric(1e9/perMsg(spent[0], 1), "msgs/s")
+	for i, o := range ops {
+		name := o.name
+		if i > 0 {
+			b.ReportMetric(perMsg(spent[i], 1), name+"-ns/op")
+			name += "-"
+		}
+		b.ReportMetric(perMsg(cpu[i], float64(time.Microsecond)), name+"cpu-µs/msg")
+		if server != nil {
+			b.ReportMetric(perMsg(db[i], float64(time.Microsecond)), name+"db-µs/msg")
+		}
 	}
 	b.ReportMetric(float64(stmts)/float64(b.N), "stmts/msg")
+}
+
+// serverCPU returns a function that returns the CPU time be's server (the
+// listening process and its descendants: PostgreSQL's backends) has used so
+// far, or nil without a server (SQLite runs in this process) or without
+// access to its processes.
+func serverCPU(b *testing.B, be testdb.Backend) func() time.Duration {
+	addr := be.Server(b)
+	if addr == "" {
+		return nil
+	}
+	pid, err := testkit.ListenerPID(addr)
+	if err != nil {
+		b.Logf("server CPU not measured: %v", err)
+		return nil
+	}
+	return func() time.Duration {
+		t, err := testkit.ProcessCPU(pid)
+		if err != nil {
+			b.Fatalf("server CPU: %v", err)
+		}
+		return t
+	}
 }
 
 // affected returns the rows a statement changed.
