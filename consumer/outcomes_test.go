@@ -97,9 +97,9 @@ func TestOutcomes(t *testing.T) {
 		// once the Consumer's completions are flushed, logged with the
 		// group and key and no message.
 		late  bool
-		delay int   // the delay level of a retry (else that of a first attempt, 1)
-		is    error // the verdict's error wraps it
-		says   string // the verdict's error says it
+		delay int    // the delay level of a retry (else that of a first attempt, 1)
+		is    error  // the verdict's error wraps it
+		says  string // the verdict's error says it
 	}{{
 		name: "Completed", outcome: dedupe.Completed, act: adapter.Ack,
 		counter: func(s consumer.Stats) int64 { return s.Completed },

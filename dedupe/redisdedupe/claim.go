@@ -39,7 +39,7 @@ func (s *Store) claim(ctx context.Context, reqs []dedupe.Item, lease time.Durati
 	if lease <= 0 {
 		return nil, nil, fmt.Errorf("lease %v must be positive", lease)
 	}
-	errs := make([]error, len(reqs))
+	res, errs := answers(len(reqs))
 	items := make([]item, 0, len(reqs))
 	for i, r := range reqs {
 		if err := dedupekit.CheckClaim(r.Namespace, r.Group, r.Key, lease, r.Fingerprint); err != nil {
@@ -51,7 +51,6 @@ func (s *Store) claim(ctx context.Context, reqs []dedupe.Item, lease time.Durati
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	res := make([]dedupe.ClaimResult, len(reqs))
 	if len(items) == 0 {
 		return res, errs, nil
 	}
@@ -69,6 +68,22 @@ func (s *Store) claim(ctx context.Context, reqs []dedupe.Item, lease time.Durati
 		return nil, nil, err
 	}
 	return res, errs, nil
+}
+
+// answersOfOne are the answers of a claim of one item, in one
+// allocation: a consumer's commonest call.
+type answersOfOne struct {
+	res  [1]dedupe.ClaimResult
+	errs [1]error
+}
+
+// answers returns the slices of a claim's n results and errors.
+func answers(n int) ([]dedupe.ClaimResult, []error) {
+	if n == 1 {
+		a := new(answersOfOne)
+		return a.res[:], a.errs[:]
+	}
+	return make([]dedupe.ClaimResult, n), make([]error, n)
 }
 
 // claimNative claims items with one pipeline of SET NX, then reads the
@@ -109,7 +124,18 @@ func (s *Store) claimNative(ctx context.Context, reqs []dedupe.Item, lease time.
 // setNX is SET key rec NX PX leaseMillis: it writes rec where key holds no
 // record, and answers true if it did. Not SET NX GET: see [Store].
 func setNX(ctx context.Context, key, rec string, leaseMillis any) *redis.BoolCmd {
-	return redis.NewBoolCmd(ctx, "set", key, rec, "nx", "px", leaseMillis)
+	a := &setArgs{rec: rec}
+	a.args = [...]any{"set", key, &a.rec, "nx", "px", leaseMillis}
+	return redis.NewBoolCmd(ctx, a.args[:]...)
+}
+
+// setArgs are the arguments of a SET NX, in one allocation with the
+// record they point to (go-redis writes a *string as the string): boxing
+// the record as a string would take one more. The key stays a string,
+// which go-redis reads to route a command on a cluster.
+type setArgs struct {
+	args [6]any
+	rec  string
 }
 
 // claimFound answers the items whose SET found a record, with one
