@@ -80,6 +80,11 @@ func withGroupCommit(store Store) *groupCommit {
 		kind:    "claim",
 		results: true,
 		batch: func(ctx context.Context, items []Item, lease time.Duration) ([]ClaimResult, []error, error) {
+			if g.late != nil {
+				if ts, retention := g.late.take(); len(ts) > 0 {
+					return g.late.ride(ctx, ts, retention, items, lease)
+				}
+			}
 			return store.Claim(ctx, items, lease)
 		},
 	}
@@ -105,7 +110,13 @@ func withGroupCommit(store Store) *groupCommit {
 // would have answered (LeaseLost or Unrecorded); timeout bounds each of
 // their round trips. Only a Guard turns it on: its tickets are valid.
 func (g *groupCommit) deferCompletions(report func(Ref, Result), timeout time.Duration) {
-	g.late = &deferral{store: g.store, report: report, timeout: timeout}
+	d := &deferral{store: g.store, report: report, timeout: timeout}
+	if r, ok := g.store.(CompleteClaimer); ok {
+		d.rider = r
+		d.timer = time.AfterFunc(time.Hour, d.fire)
+		d.timer.Stop()
+	}
+	g.late = d
 }
 
 // flush waits until the completions g answered are recorded, or ctx ends.
@@ -530,15 +541,28 @@ const maxDeferred = 64
 // it.
 var noErrors [maxDeferred]error
 
+// rideWait is how long a deferred completion waits for a claim to ride
+// with, on a [CompleteClaimer], before it goes alone: a serial consumer's
+// next message comes sooner while messages flow, and an idle one's last
+// completion is not held longer.
+const rideWait = time.Millisecond
+
 // deferral holds the completions a groupCommit answered before the store
-// recorded them ([GuardConfig.LateFailure]). The first goes to the store
-// at once, on a goroutine of its own, and those added while it is in
-// flight go together in the next round trip, as in a lane; the goroutine
-// ends when nothing is left. A serial consumer's next claim is then sent
-// while its last completion is in flight, and it waits for one round
-// trip per message instead of two.
+// recorded them ([GuardConfig.LateFailure]).
+//
+// On a [CompleteClaimer] they ride with the next claim round trip, in one
+// call, or go alone once rideWait has passed without one (or a claim of
+// one of their keys, or a flush, needs them recorded now). On any other
+// store the first goes at once, on a goroutine of its own, and those added
+// while it is in flight go together in the next round trip, as in a lane:
+// a serial consumer's next claim is then sent while its last completion
+// is in flight. Either way a goroutine sends only while something is
+// queued, and a serial consumer waits for one round trip per message
+// instead of two.
 type deferral struct {
 	store   Store
+	rider   CompleteClaimer // the store, if it is one
+	timer   *time.Timer     // fires rideWait after a completion queued; with rider only
 	report  func(Ref, Result)
 	timeout time.Duration // bounds each round trip
 
@@ -547,7 +571,7 @@ type deferral struct {
 	sending   []Ticket        // in the round trip in flight
 	retention time.Duration   // of every ticket queued or sending
 	ctx       context.Context // the first queued caller's, for its values
-	sender    bool            // a goroutine sends
+	sender    bool            // a goroutine, or a claim, sends
 	started   uint64          // round trips sent so far
 	landed    uint64          // round trips answered so far
 	// tick, when someone waits, is closed when a round trip lands.
@@ -563,11 +587,21 @@ func (d *deferral) add(ctx context.Context, ts []Ticket, retention time.Duration
 		d.mu.Unlock()
 		return false
 	}
-	if len(d.queue) == 0 {
+	first := len(d.queue) == 0
+	if first {
 		d.ctx = ctx
 	}
 	d.retention = retention
 	d.queue = append(d.queue, ts...)
+	if d.rider != nil {
+		// A claim takes them, or the timer sends them. While a round
+		// trip carries others, its end arms the timer.
+		if first && !d.sender {
+			d.timer.Reset(rideWait)
+		}
+		d.mu.Unlock()
+		return true
+	}
 	start := !d.sender
 	d.sender = true
 	d.mu.Unlock()
@@ -575,6 +609,77 @@ func (d *deferral) add(ctx context.Context, ts []Ticket, retention time.Duration
 		go d.send()
 	}
 	return true
+}
+
+// fire sends what is queued when no claim took it in time.
+func (d *deferral) fire() {
+	d.mu.Lock()
+	if len(d.queue) == 0 || d.sender {
+		d.mu.Unlock()
+		return
+	}
+	d.sender = true
+	d.mu.Unlock()
+	d.send()
+}
+
+// kick starts sending what is queued now, unless something sends already.
+// It is called with d.mu held.
+func (d *deferral) kick() {
+	if len(d.queue) > 0 && !d.sender {
+		d.sender = true
+		go d.send()
+	}
+}
+
+// take hands what is queued to a claim round trip to carry, unless
+// something sends already; it returns nothing then, or when nothing is
+// queued.
+func (d *deferral) take() ([]Ticket, time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.queue) == 0 || d.sender {
+		return nil, 0
+	}
+	d.sender = true
+	d.sending, d.queue = d.queue, d.sending[:0]
+	d.ctx = nil
+	d.started++
+	return d.sending, d.retention
+}
+
+// ride sends ts, taken from the queue, with a claim of items in one call,
+// and returns the claim's answer once it has reported the completions
+// that failed.
+func (d *deferral) ride(ctx context.Context, ts []Ticket, retention time.Duration, items []Item, lease time.Duration) ([]ClaimResult, []error, error) {
+	done, doneErr, res, errs, err := d.rider.CompleteClaim(ctx, ts, retention, items, lease)
+	if doneErr != nil && !errors.Is(doneErr, ErrLeaseLost) {
+		// Retried once, alone: rare, for the claim usually failed
+		// too.
+		d.complete(ctx, ts, retention, 1)
+	} else {
+		d.answered(ts, done, doneErr)
+	}
+	d.mu.Lock()
+	d.land()
+	d.sender = false
+	if len(d.queue) > 0 {
+		d.timer.Reset(rideWait)
+	}
+	d.mu.Unlock()
+	return res, errs, err
+}
+
+// land ends the round trip of what was sending. It is called with d.mu
+// held.
+func (d *deferral) land() {
+	clear(d.sending)
+	d.sending = d.sending[:0]
+	d.landed++
+	if d.tick != nil {
+		close(d.tick)
+		d.tick = nil
+	}
 }
 
 // send sends what is queued, one round trip after another, until nothing
@@ -587,37 +692,38 @@ func (d *deferral) send() {
 		d.ctx = nil
 		d.started++
 		d.mu.Unlock()
-		d.complete(ctx, ts, retention)
+		d.complete(ctx, ts, retention, 2)
 		d.mu.Lock()
-		clear(d.sending)
-		d.sending = d.sending[:0]
-		d.landed++
-		if d.tick != nil {
-			close(d.tick)
-			d.tick = nil
-		}
+		d.land()
 	}
 	d.sender = false
 	d.mu.Unlock()
 }
 
-// complete records ts, and reports those it could not. The callers have
-// their answers already: the round trip runs on the values of the first
-// one's context alone, bounded by the timeout, and a failure is retried
-// once, as [Guard.Do] does (the same tokens make it safe). As in Do, a
+// complete records ts in up to tries round trips, and reports those it
+// could not. The callers have their answers already: the round trip runs
+// on the values of the first one's context alone, bounded by the timeout,
+// and a failure is tried again, as [Guard.Do] retries once (the same
+// tokens make it safe). As in Do, a
 // context that can never be cancelled (rocketmq-client-go's) is used as
 // it is, bounded by the store client's own timeouts: no timer per round
 // trip.
-func (d *deferral) complete(ctx context.Context, ts []Ticket, retention time.Duration) {
+func (d *deferral) complete(ctx context.Context, ts []Ticket, retention time.Duration, tries int) {
 	if ctx.Done() != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), d.timeout)
 		defer cancel()
 	}
 	errs, err := d.store.Complete(ctx, ts, retention)
-	if err != nil && !errors.Is(err, ErrLeaseLost) && ctx.Err() == nil {
+	for tries--; tries > 0 && err != nil && !errors.Is(err, ErrLeaseLost) && ctx.Err() == nil; tries-- {
 		errs, err = d.store.Complete(ctx, ts, retention)
 	}
+	d.answered(ts, errs, err)
+}
+
+// answered reports the completions of ts that the store's answer, errs
+// and err, says failed.
+func (d *deferral) answered(ts []Ticket, errs []error, err error) {
 	if err == nil && len(errs) != len(ts) {
 		err = fmt.Errorf("store answered %d errors for %d tickets", len(errs), len(ts))
 	}
@@ -649,6 +755,8 @@ func (d *deferral) awaitRefs(ctx context.Context, items []Item) error {
 	var until uint64
 	for _, it := range items {
 		if holds(d.queue, it.Ref) {
+			// Sent now, or once what is sending lands.
+			d.kick()
 			until = d.started + 1
 			break
 		}
@@ -676,6 +784,7 @@ func (d *deferral) flush(ctx context.Context) error {
 	until := d.started
 	if len(d.queue) > 0 {
 		until++
+		d.kick()
 	}
 	if err := d.await(ctx, until); err != nil {
 		return fmt.Errorf("dedupe: group commit: flush deferred completions: %w", err)

@@ -299,3 +299,78 @@ func TestGuardDeferredChurn(t *testing.T) {
 		t.Errorf("reported %q, want nothing", got)
 	}
 }
+
+// rideStore is a tripStore that sends completions with a claim in one
+// round trip.
+type rideStore struct{ *tripStore }
+
+var _ dedupe.CompleteClaimer = rideStore{}
+
+func (s rideStore) CompleteClaim(ctx context.Context, ts []dedupe.Ticket, retention time.Duration, items []dedupe.Item, lease time.Duration) ([]error, error, []dedupe.ClaimResult, []error, error) {
+	refs := ticketRefs(ts)
+	for _, it := range items {
+		refs = append(refs, it.Ref)
+	}
+	if err := s.trip(ctx, "CompleteClaim", retention, refs...); err != nil {
+		return nil, err, nil, nil, err
+	}
+	done, doneErr := s.Store.Complete(ctx, ts, retention)
+	res, errs, err := s.Store.Claim(ctx, items, lease)
+	return done, doneErr, res, errs, err
+}
+
+// TestGroupCommitDeferredRides checks that on a CompleteClaimer deferred
+// completions ride with the next claim, in one round trip, and go alone
+// when no claim comes in time or a flush asks for them.
+func TestGroupCommitDeferredRides(t *testing.T) {
+	s := rideStore{newTripStore()}
+	log := &lateLog{}
+	g := dedupe.WithDeferredCompletions(s, log.report, 5*time.Second)
+	ctx := t.Context()
+	tks := make([]dedupe.Ticket, 3)
+	for i := range tks {
+		tks[i] = holdKey(t, g, gcRef(fmt.Sprint("k", i)), "", time.Hour)
+	}
+	// Two completions, then a claim: one round trip.
+	for _, tk := range tks[:2] {
+		if err := testkit.Complete(ctx, g, tk, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, err := testkit.Claim(ctx, g, gcClaim("next"), time.Hour); err != nil || r.Outcome != dedupe.Acquired {
+		t.Fatalf("claim = %v, %v", r.Outcome, err)
+	}
+	// A completion with no claim after it goes alone, soon.
+	if err := testkit.Complete(ctx, g, tks[2], time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "the lone completion sent", func() bool { return len(s.log()) == 5 })
+	want := []string{"CompleteClaim:[k0 k1 next]@1h0m0s", "Complete:[k2]@1h0m0s"}
+	if got := s.log()[3:]; !slices.Equal(got, want) {
+		t.Errorf("round trips %q, want %q", got, want)
+	}
+	// A claim of a key whose completion is queued sends it first; a
+	// flush sends at once.
+	tk := holdKey(t, g, gcRef("again"), "", time.Hour)
+	if err := testkit.Complete(ctx, g, tk, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := testkit.Claim(ctx, g, gcClaim("again"), time.Hour); err != nil || r.Outcome != dedupe.Suppressed {
+		t.Errorf("claim of a key completed = %v, %v; want suppressed", r.Outcome, err)
+	}
+	tk = holdKey(t, g, gcRef("flushed"), "", time.Hour)
+	if err := testkit.Complete(ctx, g, tk, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := dedupe.GroupCommitFlush(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"k0", "k1", "k2", "again", "flushed"} {
+		if got := statusOf(t, g, gcRef(k)); got != dedupe.Suppressed {
+			t.Errorf("%s = %v, want suppressed", k, got)
+		}
+	}
+	if got := log.reports(); len(got) != 0 {
+		t.Errorf("reported %q, want nothing", got)
+	}
+}

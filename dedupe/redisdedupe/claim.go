@@ -15,7 +15,7 @@ import (
 
 // Claim implements [dedupe.Store].
 func (s *Store) Claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
-	res, errs, err := s.claim(ctx, reqs, lease)
+	res, errs, err := s.claim(ctx, reqs, lease, nil)
 	if err != nil {
 		if len(reqs) == 1 {
 			return nil, nil, fmt.Errorf("redisdedupe: claim %q: %w", reqs[0].Ref, err)
@@ -35,7 +35,10 @@ type item struct {
 // token is the owner token in the item's record.
 func (it item) token() string { return it.rec[1 : 1+tokenLen] }
 
-func (s *Store) claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
+// claim claims reqs. On the native path, the commands of ride, if any, go
+// first in the pipeline of its SETs (alone if no item is valid); the
+// caller reads their answers.
+func (s *Store) claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration, ride []redis.Cmder) ([]dedupe.ClaimResult, []error, error) {
 	if lease <= 0 {
 		return nil, nil, fmt.Errorf("lease %v must be positive", lease)
 	}
@@ -52,6 +55,11 @@ func (s *Store) claim(ctx context.Context, reqs []dedupe.Item, lease time.Durati
 		return nil, nil, err
 	}
 	if len(items) == 0 {
+		if len(ride) > 0 {
+			_, _ = s.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+				return pipe.BatchProcess(ctx, ride...)
+			})
+		}
 		return res, errs, nil
 	}
 	native, err := s.native(ctx)
@@ -59,7 +67,7 @@ func (s *Store) claim(ctx context.Context, reqs []dedupe.Item, lease time.Durati
 		return nil, nil, err
 	}
 	if native {
-		err = s.claimNative(ctx, reqs, lease, items, res)
+		err = s.claimNative(ctx, reqs, lease, items, res, ride)
 	} else {
 		err = s.claimByScript(ctx, reqs, lease, items, res)
 	}
@@ -86,19 +94,21 @@ func answers(n int) ([]dedupe.ClaimResult, []error) {
 	return make([]dedupe.ClaimResult, n), make([]error, n)
 }
 
-// claimNative claims items with one pipeline of SET NX, then reads the
-// records that the SETs found, if any, in a second.
-func (s *Store) claimNative(ctx context.Context, reqs []dedupe.Item, lease time.Duration, items []item, res []dedupe.ClaimResult) error {
+// claimNative claims items with one pipeline of SET NX, after the
+// commands of ride, then reads the records that the SETs found, if any, in
+// a second.
+func (s *Store) claimNative(ctx context.Context, reqs []dedupe.Item, lease time.Duration, items []item, res []dedupe.ClaimResult, ride []redis.Cmder) error {
 	cmds := make([]*redis.BoolCmd, len(items))
 	for j, it := range items {
 		cmds[j] = setNX(ctx, it.key, it.rec, box(&s.lease, lease))
 	}
-	if len(cmds) == 1 {
+	if len(cmds) == 1 && len(ride) == 0 {
 		// A consumer's commonest call: a plain command costs less than a
 		// pipeline.
 		_ = s.client.Process(ctx, cmds[0])
 	} else {
 		pipe := s.client.Pipeline()
+		_ = pipe.BatchProcess(ctx, ride...)
 		for _, cmd := range cmds {
 			_ = pipe.Process(ctx, cmd)
 		}

@@ -6,9 +6,10 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/idemq/idemq/dedupe"
-	"github.com/idemq/idemq/internal/testkit"
+	"github.com/idemq/idemq/dedupe/redisdedupe"
 )
 
 // BenchmarkGroupCommit measures the per-message path of a push consumer —
@@ -26,12 +27,8 @@ func BenchmarkGroupCommit(b *testing.B) {
 	for _, n := range []int{1, 20} {
 		for _, p := range paths {
 			s := stores[p.name]
-			// Counts the claim and completion round trips.
-			var trips atomic.Int64
-			counted := &testkit.HookStore{Store: s, Hooks: testkit.StoreHooks{
-				Claim:    func(context.Context, []dedupe.Item) error { trips.Add(1); return nil },
-				Complete: func(context.Context, []dedupe.Ticket) error { trips.Add(1); return nil },
-			}}
+			counted := &countedStore{Store: s}
+			trips := &counted.trips
 			for _, cfg := range []struct {
 				name string
 				gc   dedupe.GuardConfig
@@ -79,4 +76,26 @@ func guardCycle(b *testing.B, s dedupe.Store, cfg dedupe.GuardConfig) cycle {
 		}
 		return nil
 	}
+}
+
+// countedStore counts the claim and completion round trips of a store:
+// completions that ride with a claim count in the claim's.
+type countedStore struct {
+	*redisdedupe.Store
+	trips atomic.Int64
+}
+
+func (s *countedStore) Claim(ctx context.Context, items []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
+	s.trips.Add(1)
+	return s.Store.Claim(ctx, items, lease)
+}
+
+func (s *countedStore) Complete(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
+	s.trips.Add(1)
+	return s.Store.Complete(ctx, ts, retention)
+}
+
+func (s *countedStore) CompleteClaim(ctx context.Context, ts []dedupe.Ticket, retention time.Duration, items []dedupe.Item, lease time.Duration) ([]error, error, []dedupe.ClaimResult, []error, error) {
+	s.trips.Add(1)
+	return s.Store.CompleteClaim(ctx, ts, retention, items, lease)
 }

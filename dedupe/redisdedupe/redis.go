@@ -188,29 +188,45 @@ func (s *Store) ownedOne(ctx context.Context, op string, script *redis.Script, s
 		err = ctx.Err()
 	}
 	if err == nil {
-		key := s.key(t.Ref)
-		a := &ownedArgs{token: t.Token}
-		a.args[0], a.args[1], a.args[2], a.args[3] = "evalsha", sha, 1, key
-		n := 4
-		for _, arg := range [...]any{before, &a.token, after} {
-			if arg != nil {
-				a.args[n] = arg
-				n++
-			}
-		}
-		cmd := redis.NewCmd(ctx, a.args[:n]...)
+		cmd := s.ownedCmd(ctx, sha, t, before, after)
 		_ = s.client.Process(ctx, cmd)
-		if noScript(cmd) {
-			// Redis lost its script cache (a restart or SCRIPT FLUSH):
-			// the script never ran, so running it again is safe.
-			cmd = script.Run(ctx, s.client, []string{key}, a.args[4:n]...)
-		}
-		err = owns(cmd)
+		err = owns(s.again(ctx, script, cmd))
 	}
 	if err != nil {
 		return fmt.Errorf("redisdedupe: %s %q: %w", op, t.Ref, err)
 	}
 	return nil
+}
+
+// ownedCmd is the EVALSHA of ownedOne.
+func (s *Store) ownedCmd(ctx context.Context, sha any, t dedupe.Ticket, before, after any) *redis.Cmd {
+	a := &ownedArgs{token: t.Token}
+	a.args[0], a.args[1], a.args[2], a.args[3] = "evalsha", sha, 1, s.key(t.Ref)
+	n := 4
+	for _, arg := range [...]any{before, &a.token, after} {
+		if arg != nil {
+			a.args[n] = arg
+			n++
+		}
+	}
+	return redis.NewCmd(ctx, a.args[:n]...)
+}
+
+// again runs script once more, by EVAL, when cmd, its EVALSHA, failed for
+// want of it in Redis's script cache (a restart or SCRIPT FLUSH): the
+// script never ran, so running it again is safe. It returns cmd
+// otherwise.
+func (s *Store) again(ctx context.Context, script *redis.Script, cmd *redis.Cmd) *redis.Cmd {
+	if !noScript(cmd) {
+		return cmd
+	}
+	args := cmd.Args() // evalsha, sha, numkeys, keys…, args…
+	n := int(args[2].(int))
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = args[3+i].(string)
+	}
+	return script.Run(ctx, s.client, keys, args[3+n:]...)
 }
 
 // ownedArgs are the arguments of an EVALSHA of one key, in one allocation
