@@ -74,6 +74,16 @@ const maxInFlight = 1
 // other callers still wait for: the round trip runs with the values of its
 // first caller's context, the latest of its callers' deadlines (none if one
 // of them has none), and is cancelled once every caller in it has gone.
+//
+// # Deferred completions
+//
+// A Guard with [GuardConfig.LateFailure] turns on deferral
+// (deferCompletions): Complete then answers nil at once and the
+// completions go later (see deferral), and their failures go to
+// LateFailure. Complete then no longer answers as the [Store] contract
+// says, which is why only a Guard, which reports them, turns it on. The
+// only timer is a deferral's on a [CompleteClaimer], armed while a
+// completion waits for a claim to ride with.
 func withGroupCommit(store Store) *groupCommit {
 	g := &groupCommit{store: store}
 	g.claims = lane[Item, ClaimResult]{

@@ -55,10 +55,13 @@ type GuardConfig struct {
 	// once every caller in it has gone. Not with Tx. Default false.
 	GroupCommit bool
 	// LateFailure, with GroupCommit, defers completions: an item whose fn
-	// succeeded is answered Completed as soon as its completion is queued,
-	// and the store records it in a round trip of its own, sent at once or,
-	// while one is in flight, with the completions queued meanwhile, so
-	// that a serial caller's next claim travels while it does. A completion
+	// succeeded is answered Completed as soon as its completion is queued.
+	// On a [CompleteClaimer] store the completion rides with the next
+	// claim, in its round trip, or goes alone when none comes within 1ms;
+	// on another it goes at once in a round trip of its own (with those
+	// queued meanwhile while one is in flight), and the next claim travels
+	// while it does. A serial caller then waits for one round trip per
+	// message instead of two. A completion
 	// the store then fails (retried once) is reported here, later, with the
 	// outcome Do would have answered (LeaseLost or Unrecorded), from
 	// another goroutine. A claim of a key whose completion is still queued
