@@ -56,9 +56,7 @@ func (s *Store) claim(ctx context.Context, reqs []dedupe.Item, lease time.Durati
 	}
 	if len(items) == 0 {
 		if len(ride) > 0 {
-			_, _ = s.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-				return pipe.BatchProcess(ctx, ride...)
-			})
+			s.pipelined(ctx, ride)
 		}
 		return res, errs, nil
 	}
@@ -98,25 +96,22 @@ func answers(n int) ([]dedupe.ClaimResult, []error) {
 // commands of ride, then reads the records that the SETs found, if any, in
 // a second.
 func (s *Store) claimNative(ctx context.Context, reqs []dedupe.Item, lease time.Duration, items []item, res []dedupe.ClaimResult, ride []redis.Cmder) error {
-	cmds := make([]*redis.BoolCmd, len(items))
-	for j, it := range items {
-		cmds[j] = setNX(ctx, it.key, it.rec, box(&s.lease, lease))
+	all := make([]redis.Cmder, len(ride), len(ride)+len(items))
+	copy(all, ride)
+	for _, it := range items {
+		all = append(all, setNX(ctx, it.key, it.rec, box(&s.lease, lease)))
 	}
-	if len(cmds) == 1 && len(ride) == 0 {
+	sets := all[len(ride):]
+	if len(all) == 1 {
 		// A consumer's commonest call: a plain command costs less than a
 		// pipeline.
-		_ = s.client.Process(ctx, cmds[0])
+		_ = s.client.Process(ctx, all[0])
 	} else {
-		pipe := s.client.Pipeline()
-		_ = pipe.BatchProcess(ctx, ride...)
-		for _, cmd := range cmds {
-			_ = pipe.Process(ctx, cmd)
-		}
-		_, _ = pipe.Exec(ctx)
+		s.pipelined(ctx, all)
 	}
 	var found []item
 	for j, it := range items {
-		switch set, err := cmds[j].Result(); {
+		switch set, err := sets[j].(*redis.BoolCmd).Result(); {
 		case err != nil:
 			return err
 		case set:

@@ -49,9 +49,10 @@ type completion struct {
 	idx  [][]int
 	// Those of a completion of one ticket, a consumer's commonest, in the
 	// same allocation.
-	oneErr [1]error
-	oneCmd [1]redis.Cmder
-	oneIdx [1][]int
+	oneErr  [1]error
+	oneCmd  [1]redis.Cmder
+	oneIdx  [1][]int
+	oneArgs ownedArgs
 }
 
 // first is the index of a completion of one ticket: nobody writes to it.
@@ -66,7 +67,7 @@ func (s *Store) completion(ctx context.Context, ts []dedupe.Ticket, retention ti
 			c.errs[0] = fmt.Errorf("redisdedupe: complete %q: %w", ts[0].Ref, err)
 			return c
 		}
-		c.oneCmd[0] = s.ownedCmd(ctx, completeHash, ts[0], box(&s.retention, retention), nil)
+		c.oneCmd[0] = s.ownedCmd(ctx, &c.oneArgs, completeHash, ts[0], box(&s.retention, retention), nil)
 		c.oneIdx[0] = first
 		c.cmds, c.idx = c.oneCmd[:], c.oneIdx[:]
 		return c

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -110,6 +111,21 @@ type Store struct {
 	claims atomic.Int32
 	// lease and retention are the last of each boxed for a command.
 	lease, retention atomic.Pointer[boxedMillis]
+	// pipes are pipelines of client, whose Exec empties them, for reuse:
+	// making one takes two allocations.
+	pipes sync.Pool
+}
+
+// pipelined sends cmds in one pipeline; each holds its answer.
+func (s *Store) pipelined(ctx context.Context, cmds []redis.Cmder) {
+	pipe, _ := s.pipes.Get().(redis.Pipeliner)
+	if pipe == nil {
+		pipe = s.client.Pipeline()
+	}
+	_ = pipe.BatchProcess(ctx, cmds...)
+	// Exec's error is the first command's; the caller reads each.
+	_, _ = pipe.Exec(ctx)
+	s.pipes.Put(pipe)
 }
 
 // boxedMillis is a duration's milliseconds as a command's argument: a
@@ -188,7 +204,7 @@ func (s *Store) ownedOne(ctx context.Context, op string, script *redis.Script, s
 		err = ctx.Err()
 	}
 	if err == nil {
-		cmd := s.ownedCmd(ctx, sha, t, before, after)
+		cmd := s.ownedCmd(ctx, new(ownedArgs), sha, t, before, after)
 		_ = s.client.Process(ctx, cmd)
 		err = owns(s.again(ctx, script, cmd))
 	}
@@ -198,9 +214,9 @@ func (s *Store) ownedOne(ctx context.Context, op string, script *redis.Script, s
 	return nil
 }
 
-// ownedCmd is the EVALSHA of ownedOne.
-func (s *Store) ownedCmd(ctx context.Context, sha any, t dedupe.Ticket, before, after any) *redis.Cmd {
-	a := &ownedArgs{token: t.Token}
+// ownedCmd is the EVALSHA of ownedOne, its arguments in a.
+func (s *Store) ownedCmd(ctx context.Context, a *ownedArgs, sha any, t dedupe.Ticket, before, after any) *redis.Cmd {
+	a.token = t.Token
 	a.args[0], a.args[1], a.args[2], a.args[3] = "evalsha", sha, 1, s.key(t.Ref)
 	n := 4
 	for _, arg := range [...]any{before, &a.token, after} {
