@@ -714,10 +714,9 @@ func (d *deferral) send() {
 // could not. The callers have their answers already: the round trip runs
 // on the values of the first one's context alone, bounded by the timeout,
 // and a failure is tried again, as [Guard.Do] retries once (the same
-// tokens make it safe). As in Do, a
-// context that can never be cancelled (rocketmq-client-go's) is used as
-// it is, bounded by the store client's own timeouts: no timer per round
-// trip.
+// tokens make it safe). As in Do, a context that can never be cancelled
+// (rocketmq-client-go's) is used as it is, bounded by the store client's
+// own timeouts: no timer per round trip.
 func (d *deferral) complete(ctx context.Context, ts []Ticket, retention time.Duration, tries int) {
 	if ctx.Done() != nil {
 		var cancel context.CancelFunc
