@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,6 +47,9 @@ func TestBatchRoundTrips(t *testing.T) {
 		if vs := process(c, l.handle, ms...); !acked(vs) {
 			t.Fatalf("verdicts %+v; want Ack", vs)
 		}
+		if err := consumer.FlushCompletions(t.Context(), c); err != nil {
+			t.Fatal(err)
+		}
 		if got := want.stat(c.Stats()); got != 32 {
 			t.Errorf("counted %d, want 32", got)
 		}
@@ -76,6 +80,9 @@ func TestBatchMixed(t *testing.T) {
 	if vs := process(c, done.handle, msg("done")); !acked(vs) {
 		t.Fatal("could not complete a key")
 	}
+	if err := consumer.FlushCompletions(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
 	busy := hold(t, store, "busy", time.Hour)
 	l := new(ledger)
 	errDown := errors.New("db down")
@@ -85,6 +92,9 @@ func TestBatchMixed(t *testing.T) {
 	const phases = testkit.OpClaim | testkit.OpComplete | testkit.OpRelease
 	calls, claims := fs.Calls(phases), fs.Calls(testkit.OpClaim)
 	vs := process(c, l.handle, batch...)
+	if err := consumer.FlushCompletions(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
 	err := errOf(vs)
 	for _, want := range []error{msgkey.ErrInvalid, consumer.ErrNoKey, errDown} {
 		if !errors.Is(err, want) {
@@ -200,6 +210,11 @@ func TestBatchStoreDown(t *testing.T) {
 			if vs := process(c, h, ms...); acked(vs) != tt.ack {
 				t.Fatalf("verdicts %+v; want acknowledged: %v", vs, tt.ack)
 			}
+			// Failed completions are reported once the deferred ones
+			// are flushed.
+			if err := consumer.FlushCompletions(t.Context(), c); err != nil {
+				t.Fatal(err)
+			}
 			if got := tt.stat(c.Stats()); got != n {
 				t.Errorf("counted %d, want %d", got, n)
 			}
@@ -244,6 +259,13 @@ func TestBatchRedisRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Opens connections for a deferred completion and a release sent at
+	// once, before counting: a new connection's handshake is counted too.
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() { rdb.Ping(t.Context()) })
+	}
+	wg.Wait()
 	rt := new(roundTrips)
 	rdb.AddHook(rt)
 	c, l := newConsumer(t, store), new(ledger)
@@ -251,6 +273,9 @@ func TestBatchRedisRoundTrips(t *testing.T) {
 	// whether Redis had them cached.
 	l.failing("warm-fail", errors.New("no"))
 	process(c, l.handle, msgs("warm-ok", "warm-fail")...)
+	if err := consumer.FlushCompletions(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
 
 	ms := batchOf(32)
 	l.failing("k7", errors.New("not yet"))
@@ -268,6 +293,10 @@ func TestBatchRedisRoundTrips(t *testing.T) {
 		before := rt.n.Load()
 		if vs := process(c, l.handle, ms...); acked(vs) != step.ack {
 			t.Fatalf("%s: %v; want acknowledged: %v", step.name, errOf(vs), step.ack)
+		}
+		// The completions go after the verdicts.
+		if err := consumer.FlushCompletions(t.Context(), c); err != nil {
+			t.Fatal(err)
 		}
 		if got := rt.n.Load() - before; got != step.want {
 			t.Errorf("%s: %d round trips, want %d", step.name, got, step.want)

@@ -88,6 +88,10 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	}
 	cfg := o.guard
 	cfg.GroupCommit = true
+	// Completions are deferred; the one that fails later is counted and
+	// logged by c, made below.
+	var c *Consumer
+	cfg.LateFailure = func(ref dedupe.Ref, r dedupe.Result) { c.lateFailure(ref, r) }
 	guard, err := dedupe.NewGuard(store, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
@@ -108,10 +112,11 @@ func New(store dedupe.Store, group string, opts ...Option) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	return &Consumer{
+	c = &Consumer{
 		options: o, group: group, store: store, plain: guard, obs: obs, probe: probe,
 		idle: make(chan struct{}, 1), drain: make(chan struct{}), shut: make(chan struct{}),
-	}, nil
+	}
+	return c, nil
 }
 
 // The modes of a Consumer's guard.

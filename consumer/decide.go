@@ -108,3 +108,19 @@ func retryErr(msg *Message, r dedupe.Result) error {
 	}
 	return fmt.Errorf("message %s: %v", msg.ID, r.Outcome)
 }
+
+// lateFailure counts and logs a message the guard answered Completed
+// before recording it (see [dedupe.GuardConfig.LateFailure]), whose
+// record then failed: it counts as r.Outcome, LeaseLost or Unrecorded,
+// instead of Completed, and is logged as such, without its message, which
+// was acknowledged already.
+func (c *Consumer) lateFailure(ref dedupe.Ref, r dedupe.Result) {
+	ctx := context.Background()
+	d := &decisions[r.Outcome]
+	c.stats.Completed.Add(-1)
+	d.count(&c.stats).Add(1)
+	c.obs.count(ctx, r.Outcome)
+	if d.msg != "" && c.logger.Enabled(ctx, d.level) {
+		c.logger.Log(ctx, d.level, d.msg, "group", c.group, "key", ref.Key, "err", r.Err, "fix", d.fix)
+	}
+}

@@ -45,7 +45,13 @@
 //	canceled     hold    (a drain: left for the queue's next owner)
 //
 // A lease-lost or unrecorded message is acknowledged because a retry
-// cannot undo an effect that ran: alert on their counts. A held message is
+// cannot undo an effect that ran: alert on their counts. Completions are
+// deferred ([dedupe.GuardConfig.LateFailure]): a message is acknowledged as
+// completed once its record is queued, and a record that then fails moves
+// it to lease-lost or unrecorded in [Stats], adds that outcome to the
+// OpenTelemetry count and is logged by group and key. A process killed
+// with completions deferred (at most 64) runs their messages again on
+// redelivery; a drain records them first. A held message is
 // neither acknowledged nor sent back; the queue's next owner gets it
 // without a reconsume spent.
 //

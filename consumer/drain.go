@@ -12,15 +12,18 @@ import (
 //
 //  1. no call of process starts a handler from now on: messages
 //     delivered meanwhile are held, as are messages waiting for a busy key
-//     (the client may keep delivering until step 3: what it delivers is
+//     (the client may keep delivering until step 4: what it delivers is
 //     held);
 //  2. the handlers under way finish, and their keys are recorded, as long
 //     as ctx allows; when ctx ends first, their contexts are cancelled
 //     ([dedupe.Guard.Interrupt], in both modes) and no handler starts any
 //     more;
-//  3. stop stops the client (a remoting push consumer's Shutdown, which
+//  3. the completions of the handlers that finished, which the guard
+//     answered before recording them (at most 64), are recorded, as long as
+//     ctx allows;
+//  4. stop stops the client (a remoting push consumer's Shutdown, which
 //     persists the offsets of what was acknowledged);
-//  4. the held calls return, their messages unacknowledged, after the
+//  5. the held calls return, their messages unacknowledged, after the
 //     client stopped acting on answers: they go to the queue's next owner
 //     without spending a reconsume.
 //
@@ -36,6 +39,11 @@ func (c *Consumer) drainClient(ctx context.Context, stop func() error) error {
 	err := c.awaitIdle(ctx)
 	if err != nil {
 		c.guard().Interrupt(errDrainTimedOut)
+	}
+	// The completions the guard answered before recording them are
+	// recorded before the client persists the offsets of their messages.
+	if ferr := c.plain.Flush(ctx); ferr != nil {
+		err = errors.Join(err, fmt.Errorf("consumer: drain: %w", ferr))
 	}
 	if serr := stop(); serr != nil {
 		err = errors.Join(err, fmt.Errorf("consumer: drain: stop the client: %w", serr))

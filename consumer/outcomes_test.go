@@ -92,9 +92,14 @@ func TestOutcomes(t *testing.T) {
 		// outage: the record is the outage's, logged when claims begin to
 		// fail, which names the group and no message.
 		outage bool
-		delay  int    // the delay level of a retry (else that of a first attempt, 1)
-		is     error  // the verdict's error wraps it
-		says   string // the verdict's error says it
+		// late: the outcome comes after the verdict, which answers
+		// Completed: the guard's deferred completion failed, reported
+		// once the Consumer's completions are flushed, logged with the
+		// group and key and no message.
+		late  bool
+		delay int    // the delay level of a retry (else that of a first attempt, 1)
+		is    error  // the verdict's error wraps it
+		says  string // the verdict's error says it
 	}{{
 		name: "Completed", outcome: dedupe.Completed, act: adapter.Ack,
 		counter: func(s consumer.Stats) int64 { return s.Completed },
@@ -160,7 +165,7 @@ func TestOutcomes(t *testing.T) {
 	}, {
 		// The store's clock passes the lease while the handler runs, as if
 		// the consumer had stalled: the key may have been run elsewhere.
-		name: "LeaseLost", outcome: dedupe.LeaseLost, act: adapter.Ack,
+		name: "LeaseLost", outcome: dedupe.LeaseLost, act: adapter.Ack, late: true,
 		handler: func(e *outcomeEnv) consumer.Handler {
 			return func(context.Context, *consumer.Message) error {
 				e.clk.Add(time.Minute)
@@ -170,7 +175,7 @@ func TestOutcomes(t *testing.T) {
 		counter: func(s consumer.Stats) int64 { return s.LeaseLost },
 		logged:  true, level: slog.LevelError, fix: "Lease", withErr: true,
 	}, {
-		name: "Unrecorded", outcome: dedupe.Unrecorded, act: adapter.Ack,
+		name: "Unrecorded", outcome: dedupe.Unrecorded, act: adapter.Ack, late: true,
 		arrange: func(t *testing.T, e *outcomeEnv) []consumer.Message {
 			e.down["complete"] = true
 			return nil
@@ -249,8 +254,15 @@ func TestOutcomes(t *testing.T) {
 			if delay == 0 && tt.act == adapter.Retry {
 				delay = 1
 			}
-			if v.Action != tt.act || v.Outcome != tt.outcome || v.Level != delay || (v.Err == nil) != (tt.act == adapter.Ack) {
-				t.Errorf("verdict %+v; want %v %v at level %d", v, tt.act, tt.outcome, delay)
+			verdict := tt.outcome
+			if tt.late {
+				verdict = dedupe.Completed
+				if err := consumer.FlushCompletions(ctx, c); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if v.Action != tt.act || v.Outcome != verdict || v.Level != delay || (v.Err == nil) != (tt.act == adapter.Ack) {
+				t.Errorf("verdict %+v; want %v %v at level %d", v, tt.act, verdict, delay)
 			}
 			if tt.is != nil && !errors.Is(v.Err, tt.is) || tt.says != "" && (v.Err == nil || !strings.Contains(v.Err.Error(), tt.says)) {
 				t.Errorf("error %v; want one that wraps %v and says %q", v.Err, tt.is, tt.says)
@@ -286,6 +298,10 @@ func TestOutcomes(t *testing.T) {
 				t.Errorf("logged %v %q, want level %v", r.level, r.msg, tt.level)
 			}
 			switch {
+			case tt.late:
+				if r.attrs["group"] != testGroup || r.attrs["key"] != key || r.attrs["msgId"] != nil {
+					t.Errorf("logged %v, want group %q, key %q and no message", r.attrs, testGroup, key)
+				}
 			case tt.outage:
 				if r.attrs["group"] != testGroup || r.attrs["key"] != nil || r.attrs["msgId"] != nil {
 					t.Errorf("logged %v, want group %q and no message", r.attrs, testGroup)

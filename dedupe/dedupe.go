@@ -179,3 +179,16 @@ type Store interface {
 	// record fails with ErrLeaseLost.
 	Extend(ctx context.Context, t Ticket, lease time.Duration) error
 }
+
+// CompleteClaimer is a [Store] that can send completions and claims in
+// one round trip: a [Guard] that defers its completions
+// ([GuardConfig.LateFailure]) then sends them with its next claim, and a
+// serial consumer makes one round trip per message instead of two.
+type CompleteClaimer interface {
+	Store
+	// CompleteClaim is Complete(ctx, ts, retention) followed by Claim(ctx,
+	// items, lease), applied in that order (a key completed and claimed
+	// in one call is found done) and answered as those calls are: done
+	// and doneErr are Complete's answer, res, errs and err Claim's.
+	CompleteClaim(ctx context.Context, ts []Ticket, retention time.Duration, items []Item, lease time.Duration) (done []error, doneErr error, res []ClaimResult, errs []error, err error)
+}

@@ -2,6 +2,7 @@ package dedupe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -73,12 +74,27 @@ const maxInFlight = 1
 // other callers still wait for: the round trip runs with the values of its
 // first caller's context, the latest of its callers' deadlines (none if one
 // of them has none), and is cancelled once every caller in it has gone.
+//
+// # Deferred completions
+//
+// A Guard with [GuardConfig.LateFailure] turns on deferral
+// (deferCompletions): Complete then answers nil at once and the
+// completions go later (see deferral), and their failures go to
+// LateFailure. Complete then no longer answers as the [Store] contract
+// says, which is why only a Guard, which reports them, turns it on. The
+// only timer is a deferral's on a [CompleteClaimer], armed while a
+// completion waits for a claim to ride with.
 func withGroupCommit(store Store) *groupCommit {
 	g := &groupCommit{store: store}
 	g.claims = lane[Item, ClaimResult]{
 		kind:    "claim",
 		results: true,
 		batch: func(ctx context.Context, items []Item, lease time.Duration) ([]ClaimResult, []error, error) {
+			if g.late != nil {
+				if ts, retention := g.late.take(); len(ts) > 0 {
+					return g.late.ride(ctx, ts, retention, items, lease)
+				}
+			}
 			return store.Claim(ctx, items, lease)
 		},
 	}
@@ -99,29 +115,68 @@ func withGroupCommit(store Store) *groupCommit {
 	return g
 }
 
+// deferCompletions makes g answer completions before it records them,
+// reporting to report those the store then fails, with the outcome Do
+// would have answered (LeaseLost or Unrecorded); timeout bounds each of
+// their round trips. Only a Guard turns it on: its tickets are valid.
+func (g *groupCommit) deferCompletions(report func(Ref, Result), timeout time.Duration) {
+	d := &deferral{store: g.store, report: report, timeout: timeout}
+	if r, ok := g.store.(CompleteClaimer); ok {
+		d.rider = r
+		d.timer = time.AfterFunc(time.Hour, d.fire)
+		d.timer.Stop()
+	}
+	g.late = d
+}
+
+// flush waits until the completions g answered are recorded, or ctx ends.
+func (g *groupCommit) flush(ctx context.Context) error {
+	if g.late == nil {
+		return nil
+	}
+	return g.late.flush(ctx)
+}
+
 // groupCommit is the Store withGroupCommit returns: a lane per kind of
-// coalesced call.
+// coalesced call, and the completions answered before they are recorded
+// (nil unless deferred).
 type groupCommit struct {
 	store     Store
 	claims    lane[Item, ClaimResult]
 	completes lane[Ticket, struct{}]
 	releases  lane[Ticket, struct{}]
+	late      *deferral
 }
 
 var _ Store = (*groupCommit)(nil)
 
-// Claim implements [Store].
+// Claim implements [Store]. With deferred completions, a claim of a key
+// whose completion this store answered but has not recorded yet waits
+// for that completion's round trip first, so that it finds the key done,
+// as it would have without deferral, rather than busy under its own
+// process's lease.
 func (g *groupCommit) Claim(ctx context.Context, items []Item, lease time.Duration) ([]ClaimResult, []error, error) {
+	if g.late != nil {
+		if err := g.late.awaitRefs(ctx, items); err != nil {
+			return nil, nil, fmt.Errorf("dedupe: group commit: claim: wait for the completion of a key claimed again: %w", err)
+		}
+	}
 	if lease <= 0 {
 		return g.store.Claim(ctx, items, lease)
 	}
 	return g.claims.many(ctx, items, lease)
 }
 
-// Complete implements [Store].
+// Complete implements [Store]. With deferred completions it answers at
+// once, unless the deferred queue is full, the retention is another than
+// the queue's or the call is refused as a whole: then it waits for its
+// round trip as without deferral.
 func (g *groupCommit) Complete(ctx context.Context, ts []Ticket, retention time.Duration) ([]error, error) {
 	if retention <= 0 {
 		return g.store.Complete(ctx, ts, retention)
+	}
+	if g.late != nil && len(ts) > 0 && g.late.add(ctx, ts, retention) {
+		return noErrors[:len(ts):len(ts)], nil
 	}
 	_, errs, err := g.completes.many(ctx, ts, retention)
 	return errs, err
@@ -482,4 +537,288 @@ func (l *lane[Q, R]) roundTrip(f *flight[Q, R]) {
 		o += k
 		c.done <- struct{}{}
 	}
+}
+
+// maxDeferred bounds the completions a deferral holds, queued or in their
+// round trip: the records a kill -9 can lose beyond those of the handlers
+// running, each a message whose effect may run again on its redelivery.
+// With 20 handler goroutines on Redis a claim round trip carries about 10
+// messages' completions (0.10 round trips per message in redisdedupe's
+// BenchmarkGroupCommit); the bound is reached only when the store slows
+// down, and then completions wait for their round trip as without
+// deferral.
+const maxDeferred = 64
+
+// noErrors answers the completions a deferral takes: nobody writes to
+// it.
+var noErrors [maxDeferred]error
+
+// rideWait is how long a deferred completion waits for a claim to ride
+// with, on a [CompleteClaimer], before it goes alone: a serial consumer's
+// next message comes sooner while messages flow, and an idle one's last
+// completion is not held longer.
+const rideWait = time.Millisecond
+
+// deferral holds the completions a groupCommit answered before the store
+// recorded them ([GuardConfig.LateFailure]).
+//
+// On a [CompleteClaimer] they ride with the next claim round trip, in one
+// call, or go alone once rideWait has passed without one (or a claim of
+// one of their keys, or a flush, needs them recorded now). On any other
+// store the first goes at once, on a goroutine of its own, and those added
+// while it is in flight go together in the next round trip, as in a lane:
+// a serial consumer's next claim is then sent while its last completion
+// is in flight. Either way a goroutine sends only while something is
+// queued, and a serial consumer waits for one round trip per message
+// instead of two.
+type deferral struct {
+	store   Store
+	rider   CompleteClaimer // the store, if it is one
+	timer   *time.Timer     // fires rideWait after a completion queued; with rider only
+	report  func(Ref, Result)
+	timeout time.Duration // bounds each round trip
+
+	mu        sync.Mutex
+	queue     []Ticket        // answered, not sent yet
+	sending   []Ticket        // in the round trip in flight
+	retention time.Duration   // of every ticket queued or sending
+	ctx       context.Context // the first queued caller's, for its values
+	sender    bool            // a goroutine, or a claim, sends
+	started   uint64          // round trips sent so far
+	landed    uint64          // round trips answered so far
+	// tick, when someone waits, is closed when a round trip lands.
+	tick chan struct{}
+}
+
+// add queues ts to be completed with retention, and reports whether it
+// did: not when the deferral is full or holds another retention.
+func (d *deferral) add(ctx context.Context, ts []Ticket, retention time.Duration) bool {
+	d.mu.Lock()
+	held := len(d.queue) + len(d.sending)
+	if held+len(ts) > maxDeferred || (held > 0 && retention != d.retention) {
+		d.mu.Unlock()
+		return false
+	}
+	first := len(d.queue) == 0
+	if first {
+		d.ctx = ctx
+	}
+	d.retention = retention
+	d.queue = append(d.queue, ts...)
+	if d.rider != nil {
+		// A claim takes them, or the timer sends them. While a round
+		// trip carries others, its end arms the timer.
+		if first && !d.sender {
+			d.timer.Reset(rideWait)
+		}
+		d.mu.Unlock()
+		return true
+	}
+	start := !d.sender
+	d.sender = true
+	d.mu.Unlock()
+	if start {
+		go d.send()
+	}
+	return true
+}
+
+// fire sends what is queued when no claim took it in time.
+func (d *deferral) fire() {
+	d.mu.Lock()
+	if len(d.queue) == 0 || d.sender {
+		d.mu.Unlock()
+		return
+	}
+	d.sender = true
+	d.mu.Unlock()
+	d.send()
+}
+
+// kick starts sending what is queued now, unless something sends already.
+// It is called with d.mu held.
+func (d *deferral) kick() {
+	if len(d.queue) > 0 && !d.sender {
+		d.sender = true
+		go d.send()
+	}
+}
+
+// take hands what is queued to a claim round trip to carry, unless
+// something sends already; it returns nothing then, or when nothing is
+// queued.
+func (d *deferral) take() ([]Ticket, time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.queue) == 0 || d.sender {
+		return nil, 0
+	}
+	d.sender = true
+	d.sending, d.queue = d.queue, d.sending[:0]
+	d.ctx = nil
+	d.started++
+	return d.sending, d.retention
+}
+
+// ride sends ts, taken from the queue, with a claim of items in one call,
+// and returns the claim's answer once it has reported the completions
+// that failed.
+func (d *deferral) ride(ctx context.Context, ts []Ticket, retention time.Duration, items []Item, lease time.Duration) ([]ClaimResult, []error, error) {
+	done, doneErr, res, errs, err := d.rider.CompleteClaim(ctx, ts, retention, items, lease)
+	if doneErr != nil && !errors.Is(doneErr, ErrLeaseLost) {
+		// Retried once, alone: rare, for the claim usually failed
+		// too.
+		d.complete(ctx, ts, retention, 1)
+	} else {
+		d.answered(ts, done, doneErr)
+	}
+	d.mu.Lock()
+	d.land()
+	d.sender = false
+	if len(d.queue) > 0 {
+		d.timer.Reset(rideWait)
+	}
+	d.mu.Unlock()
+	return res, errs, err
+}
+
+// land ends the round trip of what was sending. It is called with d.mu
+// held.
+func (d *deferral) land() {
+	clear(d.sending)
+	d.sending = d.sending[:0]
+	d.landed++
+	if d.tick != nil {
+		close(d.tick)
+		d.tick = nil
+	}
+}
+
+// send sends what is queued, one round trip after another, until nothing
+// is.
+func (d *deferral) send() {
+	d.mu.Lock()
+	for len(d.queue) > 0 {
+		d.sending, d.queue = d.queue, d.sending[:0]
+		ts, ctx, retention := d.sending, d.ctx, d.retention
+		d.ctx = nil
+		d.started++
+		d.mu.Unlock()
+		d.complete(ctx, ts, retention, 2)
+		d.mu.Lock()
+		d.land()
+	}
+	d.sender = false
+	d.mu.Unlock()
+}
+
+// complete records ts in up to tries round trips, and reports those it
+// could not. The callers have their answers already: the round trip runs
+// on the values of the first one's context alone, bounded by the timeout,
+// and a failure is tried again, as [Guard.Do] retries once (the same
+// tokens make it safe). As in Do, a context that can never be cancelled
+// (rocketmq-client-go's) is used as it is, bounded by the store client's
+// own timeouts: no timer per round trip.
+func (d *deferral) complete(ctx context.Context, ts []Ticket, retention time.Duration, tries int) {
+	if ctx.Done() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), d.timeout)
+		defer cancel()
+	}
+	errs, err := d.store.Complete(ctx, ts, retention)
+	for tries--; tries > 0 && err != nil && !errors.Is(err, ErrLeaseLost) && ctx.Err() == nil; tries-- {
+		errs, err = d.store.Complete(ctx, ts, retention)
+	}
+	d.answered(ts, errs, err)
+}
+
+// answered reports the completions of ts that the store's answer, errs
+// and err, says failed.
+func (d *deferral) answered(ts []Ticket, errs []error, err error) {
+	if err == nil && len(errs) != len(ts) {
+		err = fmt.Errorf("store answered %d errors for %d tickets", len(errs), len(ts))
+	}
+	for i, t := range ts {
+		e := err
+		if e == nil {
+			e = errs[i]
+		}
+		if e == nil {
+			continue
+		}
+		r := Result{Outcome: Unrecorded}
+		if errors.Is(e, ErrLeaseLost) {
+			r.Outcome = LeaseLost
+		}
+		r.Err = fmt.Errorf("dedupe: complete %s after its answer: %w", t.Ref, e)
+		d.report(t.Ref, r)
+	}
+}
+
+// awaitRefs waits until no item's key has a completion queued or in
+// flight, or ctx ends.
+func (d *deferral) awaitRefs(ctx context.Context, items []Item) error {
+	d.mu.Lock()
+	if len(d.queue)+len(d.sending) == 0 {
+		d.mu.Unlock()
+		return nil
+	}
+	var until uint64
+	for _, it := range items {
+		if holds(d.queue, it.Ref) {
+			// Sent now, or once what is sending lands.
+			d.kick()
+			until = d.started + 1
+			break
+		}
+		if holds(d.sending, it.Ref) {
+			until = d.started
+		}
+	}
+	return d.await(ctx, until)
+}
+
+// holds reports whether ts hold a ticket of ref.
+func holds(ts []Ticket, ref Ref) bool {
+	for i := range ts {
+		if ts[i].Key == ref.Key && ts[i].Ref == ref {
+			return true
+		}
+	}
+	return false
+}
+
+// flush waits until every completion added so far is answered by the
+// store (and, failed, reported), or ctx ends.
+func (d *deferral) flush(ctx context.Context) error {
+	d.mu.Lock()
+	until := d.started
+	if len(d.queue) > 0 {
+		until++
+		d.kick()
+	}
+	if err := d.await(ctx, until); err != nil {
+		return fmt.Errorf("dedupe: group commit: flush deferred completions: %w", err)
+	}
+	return nil
+}
+
+// await waits until round trip n has landed, or ctx ends. It is called
+// with d.mu held and releases it.
+func (d *deferral) await(ctx context.Context, n uint64) error {
+	for d.landed < n {
+		if d.tick == nil {
+			d.tick = make(chan struct{})
+		}
+		tick := d.tick
+		d.mu.Unlock()
+		select {
+		case <-tick:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		d.mu.Lock()
+	}
+	d.mu.Unlock()
+	return nil
 }

@@ -1,5 +1,10 @@
 package dedupe
 
+import (
+	"context"
+	"time"
+)
+
 // GroupCommitMaxInFlight is how many round trips of one kind a Store that
 // WithGroupCommit returned has in flight at most.
 const GroupCommitMaxInFlight = maxInFlight
@@ -40,3 +45,19 @@ func WithGroupCommit(s Store) Store { return withGroupCommit(s) }
 
 // WithDoneCache is the cache a Guard with a DoneCache wraps its store in.
 func WithDoneCache(s Store, size int) Store { return withDoneCache(s, size) }
+
+// WithDeferredCompletions is the group commit of a Guard with
+// LateFailure set: its completions answer before they are recorded, and
+// report those the store fails.
+func WithDeferredCompletions(s Store, report func(Ref, Result), timeout time.Duration) Store {
+	g := withGroupCommit(s)
+	g.deferCompletions(report, timeout)
+	return g
+}
+
+// GroupCommitFlush is Guard.Flush for a Store WithDeferredCompletions
+// returned.
+func GroupCommitFlush(ctx context.Context, s Store) error { return s.(*groupCommit).flush(ctx) }
+
+// MaxDeferred is how many completions are deferred at most.
+const MaxDeferred = maxDeferred

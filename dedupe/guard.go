@@ -54,6 +54,24 @@ type GuardConfig struct {
 	// context ends returns at once, and a round trip is cancelled only
 	// once every caller in it has gone. Not with Tx. Default false.
 	GroupCommit bool
+	// LateFailure, with GroupCommit, defers completions: an item whose fn
+	// succeeded is answered Completed as soon as its completion is queued.
+	// On a [CompleteClaimer] store the completion rides with the next
+	// claim, in its round trip, or goes alone when none comes within 1ms;
+	// on another it goes at once in a round trip of its own (with those
+	// queued meanwhile while one is in flight), and the next claim travels
+	// while it does. A serial caller then waits for one round trip per
+	// message instead of two. A completion
+	// the store then fails (retried once) is reported here, later, with the
+	// outcome Do would have answered (LeaseLost or Unrecorded), from
+	// another goroutine. A claim of a key whose completion is still queued
+	// waits for it. At most 64 completions are deferred at a time (more
+	// wait for their round trip): a process killed with completions
+	// deferred loses their records, and their messages' redeliveries run
+	// again, up to 64 more than the handlers running at the kill. Flush
+	// waits for them; a consumer's drain does. Not with Tx. Default nil:
+	// Do answers once the store has recorded the completion.
+	LateFailure func(ref Ref, r Result)
 	// DoneCache, if positive, is how many keys the store answered or
 	// recorded as done the Guard remembers, most recently used first, to
 	// answer their duplicates Suppressed without a round trip. An entry
@@ -84,6 +102,8 @@ func (c GuardConfig) validate() error {
 	switch {
 	case c.Tx && (c.GroupCommit || c.DoneCache > 0):
 		return errors.New("dedupe: a transactional guard (Tx) has no group commit or done cache: its claims are statements of the handlers' transactions")
+	case c.LateFailure != nil && !c.GroupCommit:
+		return errors.New("dedupe: guard LateFailure defers completions in the group commit: set GroupCommit")
 	case c.DoneCache < 0:
 		return fmt.Errorf("dedupe: guard done cache %d must not be negative", c.DoneCache)
 	case c.Lease <= 0:
@@ -108,6 +128,8 @@ type Guard struct {
 	tx   TxClaimer
 	cfg  GuardConfig
 	keep keeper
+	// group is the group commit, if any, for Flush.
+	group *groupCommit
 }
 
 // NewGuard returns a Guard over store.
@@ -120,13 +142,18 @@ func NewGuard(store Store, cfg GuardConfig) (*Guard, error) {
 		return nil, err
 	}
 	if !cfg.Tx {
+		var group *groupCommit
 		if cfg.GroupCommit {
-			store = withGroupCommit(store)
+			group = withGroupCommit(store)
+			if cfg.LateFailure != nil {
+				group.deferCompletions(cfg.LateFailure, cfg.CleanupTimeout)
+			}
+			store = group
 		}
 		if cfg.DoneCache > 0 {
 			store = withDoneCache(store, cfg.DoneCache)
 		}
-		return &Guard{store: store, cfg: cfg, keep: keeper{store: store, lease: cfg.Lease, extendEvery: cfg.ExtendEvery}}, nil
+		return &Guard{store: store, cfg: cfg, group: group, keep: keeper{store: store, lease: cfg.Lease, extendEvery: cfg.ExtendEvery}}, nil
 	}
 	tx, ok := store.(TxClaimer)
 	if !ok {
@@ -138,6 +165,16 @@ func NewGuard(store Store, cfg GuardConfig) (*Guard, error) {
 
 // Config returns the Guard's settings, defaults filled in.
 func (g *Guard) Config() GuardConfig { return g.cfg }
+
+// Flush waits until the completions deferred by [GuardConfig.LateFailure]
+// of every Do that has returned are recorded, or failed and reported, or
+// ctx ends. Without deferral it returns at once.
+func (g *Guard) Flush(ctx context.Context) error {
+	if g.group == nil {
+		return nil
+	}
+	return g.group.flush(ctx)
+}
 
 // Interrupt cancels, with cause, the context of every fn that g runs now,
 // under a claim or without one, for an owner that stops and will wait for

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -1374,7 +1375,7 @@ func TestGuardConfigDefaults(t *testing.T) {
 			Lease: 3 * time.Minute, Retention: 72 * time.Hour, ExtendEvery: time.Minute, CleanupTimeout: 5 * time.Second, FailOpen: true}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := newGuard(t, memdedupe.New(memdedupe.Config{}), tt.cfg).Config(); got != tt.want {
+			if got := newGuard(t, memdedupe.New(memdedupe.Config{}), tt.cfg).Config(); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Config() = %+v, want %+v", got, tt.want)
 			}
 		})

@@ -154,6 +154,12 @@ func (s *countingRedis) Complete(ctx context.Context, ts []dedupe.Ticket, retent
 	return s.Store.Complete(ctx, ts, retention)
 }
 
+// CompleteClaim is one round trip: the completions ride with the claim.
+func (s *countingRedis) CompleteClaim(ctx context.Context, ts []dedupe.Ticket, retention time.Duration, reqs []dedupe.Item, lease time.Duration) ([]error, error, []dedupe.ClaimResult, []error, error) {
+	s.n.Add(1)
+	return s.Store.CompleteClaim(ctx, ts, retention, reqs, lease)
+}
+
 // naivePathSQL is the check-then-insert of hand-written SQL dedupe (the
 // naive baseline of package sqldedupe's benchmarks): SELECT the key, run the
 // handler, INSERT a done record into the same table. Its transactional form

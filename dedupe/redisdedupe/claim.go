@@ -15,7 +15,7 @@ import (
 
 // Claim implements [dedupe.Store].
 func (s *Store) Claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
-	res, errs, err := s.claim(ctx, reqs, lease)
+	res, errs, err := s.claim(ctx, reqs, lease, nil)
 	if err != nil {
 		if len(reqs) == 1 {
 			return nil, nil, fmt.Errorf("redisdedupe: claim %q: %w", reqs[0].Ref, err)
@@ -35,11 +35,14 @@ type item struct {
 // token is the owner token in the item's record.
 func (it item) token() string { return it.rec[1 : 1+tokenLen] }
 
-func (s *Store) claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
+// claim claims reqs. On the native path, the commands of ride, if any, go
+// first in the pipeline of its SETs (alone if no item is valid); the
+// caller reads their answers.
+func (s *Store) claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration, ride []redis.Cmder) ([]dedupe.ClaimResult, []error, error) {
 	if lease <= 0 {
 		return nil, nil, fmt.Errorf("lease %v must be positive", lease)
 	}
-	errs := make([]error, len(reqs))
+	res, errs := answers(len(reqs))
 	items := make([]item, 0, len(reqs))
 	for i, r := range reqs {
 		if err := dedupekit.CheckClaim(r.Namespace, r.Group, r.Key, lease, r.Fingerprint); err != nil {
@@ -51,8 +54,10 @@ func (s *Store) claim(ctx context.Context, reqs []dedupe.Item, lease time.Durati
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	res := make([]dedupe.ClaimResult, len(reqs))
 	if len(items) == 0 {
+		if len(ride) > 0 {
+			s.pipelined(ctx, ride)
+		}
 		return res, errs, nil
 	}
 	native, err := s.native(ctx)
@@ -60,7 +65,7 @@ func (s *Store) claim(ctx context.Context, reqs []dedupe.Item, lease time.Durati
 		return nil, nil, err
 	}
 	if native {
-		err = s.claimNative(ctx, reqs, lease, items, res)
+		err = s.claimNative(ctx, reqs, lease, items, res, ride)
 	} else {
 		err = s.claimByScript(ctx, reqs, lease, items, res)
 	}
@@ -71,27 +76,42 @@ func (s *Store) claim(ctx context.Context, reqs []dedupe.Item, lease time.Durati
 	return res, errs, nil
 }
 
-// claimNative claims items with one pipeline of SET NX, then reads the
-// records that the SETs found, if any, in a second.
-func (s *Store) claimNative(ctx context.Context, reqs []dedupe.Item, lease time.Duration, items []item, res []dedupe.ClaimResult) error {
-	cmds := make([]*redis.BoolCmd, len(items))
-	for j, it := range items {
-		cmds[j] = setNX(ctx, it.key, it.rec, box(&s.lease, lease))
+// answersOfOne are the answers of a claim of one item, in one
+// allocation: a consumer's commonest call.
+type answersOfOne struct {
+	res  [1]dedupe.ClaimResult
+	errs [1]error
+}
+
+// answers returns the slices of a claim's n results and errors.
+func answers(n int) ([]dedupe.ClaimResult, []error) {
+	if n == 1 {
+		a := new(answersOfOne)
+		return a.res[:], a.errs[:]
 	}
-	if len(cmds) == 1 {
+	return make([]dedupe.ClaimResult, n), make([]error, n)
+}
+
+// claimNative claims items with one pipeline of SET NX, after the
+// commands of ride, then reads the records that the SETs found, if any, in
+// a second.
+func (s *Store) claimNative(ctx context.Context, reqs []dedupe.Item, lease time.Duration, items []item, res []dedupe.ClaimResult, ride []redis.Cmder) error {
+	all := make([]redis.Cmder, len(ride), len(ride)+len(items))
+	copy(all, ride)
+	for _, it := range items {
+		all = append(all, setNX(ctx, it.key, it.rec, box(&s.lease, lease)))
+	}
+	sets := all[len(ride):]
+	if len(all) == 1 {
 		// A consumer's commonest call: a plain command costs less than a
 		// pipeline.
-		_ = s.client.Process(ctx, cmds[0])
+		_ = s.client.Process(ctx, all[0])
 	} else {
-		pipe := s.client.Pipeline()
-		for _, cmd := range cmds {
-			_ = pipe.Process(ctx, cmd)
-		}
-		_, _ = pipe.Exec(ctx)
+		s.pipelined(ctx, all)
 	}
 	var found []item
 	for j, it := range items {
-		switch set, err := cmds[j].Result(); {
+		switch set, err := sets[j].(*redis.BoolCmd).Result(); {
 		case err != nil:
 			return err
 		case set:
@@ -109,7 +129,18 @@ func (s *Store) claimNative(ctx context.Context, reqs []dedupe.Item, lease time.
 // setNX is SET key rec NX PX leaseMillis: it writes rec where key holds no
 // record, and answers true if it did. Not SET NX GET: see [Store].
 func setNX(ctx context.Context, key, rec string, leaseMillis any) *redis.BoolCmd {
-	return redis.NewBoolCmd(ctx, "set", key, rec, "nx", "px", leaseMillis)
+	a := &setArgs{rec: rec}
+	a.args = [...]any{"set", key, &a.rec, "nx", "px", leaseMillis}
+	return redis.NewBoolCmd(ctx, a.args[:]...)
+}
+
+// setArgs are the arguments of a SET NX, in one allocation with the
+// record they point to (go-redis writes a *string as the string): boxing
+// the record as a string would take one more. The key stays a string,
+// which go-redis reads to route a command on a cluster.
+type setArgs struct {
+	args [6]any
+	rec  string
 }
 
 // claimFound answers the items whose SET found a record, with one

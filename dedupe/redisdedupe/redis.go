@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -110,6 +111,21 @@ type Store struct {
 	claims atomic.Int32
 	// lease and retention are the last of each boxed for a command.
 	lease, retention atomic.Pointer[boxedMillis]
+	// pipes are pipelines of client, whose Exec empties them, for reuse:
+	// making one takes two allocations.
+	pipes sync.Pool
+}
+
+// pipelined sends cmds in one pipeline; each holds its answer.
+func (s *Store) pipelined(ctx context.Context, cmds []redis.Cmder) {
+	pipe, _ := s.pipes.Get().(redis.Pipeliner)
+	if pipe == nil {
+		pipe = s.client.Pipeline()
+	}
+	_ = pipe.BatchProcess(ctx, cmds...)
+	// Exec's error is the first command's; the caller reads each.
+	_, _ = pipe.Exec(ctx)
+	s.pipes.Put(pipe)
 }
 
 // boxedMillis is a duration's milliseconds as a command's argument: a
@@ -174,35 +190,67 @@ func (s *Store) Extend(ctx context.Context, t dedupe.Ticket, lease time.Duration
 		}
 		return fmt.Errorf("redisdedupe: extend %q: lease %v must be positive", t.Ref, lease)
 	}
-	return s.ownedOne(ctx, "extend", extendScript, extendHash, t, t.Token, box(&s.lease, lease))
+	return s.ownedOne(ctx, "extend", extendScript, extendHash, t, nil, box(&s.lease, lease))
 }
 
 // ownedOne runs script, whose hash is sha and which answers {1} if t's
-// token owns its record and {0} if not, over t's key with args. It builds
-// the EVALSHA itself, which saves half the allocations of script.Run on
-// the path of every message. op names the call in errors.
-func (s *Store) ownedOne(ctx context.Context, op string, script *redis.Script, sha any, t dedupe.Ticket, args ...any) error {
+// token owns its record and {0} if not, over t's key with the arguments
+// before (if not nil), t's token and after (if not nil). It builds the
+// EVALSHA itself, which saves half the allocations of script.Run on the
+// path of every message. op names the call in errors.
+func (s *Store) ownedOne(ctx context.Context, op string, script *redis.Script, sha any, t dedupe.Ticket, before, after any) error {
 	err := checkRef(t.Ref)
 	if err == nil {
 		err = ctx.Err()
 	}
 	if err == nil {
-		cmdArgs := make([]any, 4+len(args))
-		cmdArgs[0], cmdArgs[1], cmdArgs[2], cmdArgs[3] = "evalsha", sha, 1, s.key(t.Ref)
-		copy(cmdArgs[4:], args)
-		cmd := redis.NewCmd(ctx, cmdArgs...)
+		cmd := s.ownedCmd(ctx, new(ownedArgs), sha, t, before, after)
 		_ = s.client.Process(ctx, cmd)
-		if noScript(cmd) {
-			// Redis lost its script cache (a restart or SCRIPT FLUSH):
-			// the script never ran, so running it again is safe.
-			cmd = script.Run(ctx, s.client, []string{cmdArgs[3].(string)}, cmdArgs[4:]...)
-		}
-		err = owns(cmd)
+		err = owns(s.again(ctx, script, cmd))
 	}
 	if err != nil {
 		return fmt.Errorf("redisdedupe: %s %q: %w", op, t.Ref, err)
 	}
 	return nil
+}
+
+// ownedCmd is the EVALSHA of ownedOne, its arguments in a.
+func (s *Store) ownedCmd(ctx context.Context, a *ownedArgs, sha any, t dedupe.Ticket, before, after any) *redis.Cmd {
+	a.token = t.Token
+	a.args[0], a.args[1], a.args[2], a.args[3] = "evalsha", sha, 1, s.key(t.Ref)
+	n := 4
+	for _, arg := range [...]any{before, &a.token, after} {
+		if arg != nil {
+			a.args[n] = arg
+			n++
+		}
+	}
+	return redis.NewCmd(ctx, a.args[:n]...)
+}
+
+// again runs script once more, by EVAL, when cmd, its EVALSHA, failed for
+// want of it in Redis's script cache (a restart or SCRIPT FLUSH): the
+// script never ran, so running it again is safe. It returns cmd
+// otherwise.
+func (s *Store) again(ctx context.Context, script *redis.Script, cmd *redis.Cmd) *redis.Cmd {
+	if !noScript(cmd) {
+		return cmd
+	}
+	args := cmd.Args() // evalsha, sha, numkeys, keys…, args…
+	n := int(args[2].(int))
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = args[3+i].(string)
+	}
+	return script.Run(ctx, s.client, keys, args[3+n:]...)
+}
+
+// ownedArgs are the arguments of an EVALSHA of one key, in one allocation
+// with the token they point to (go-redis writes a *string as the string):
+// boxing the token as a string would take one more.
+type ownedArgs struct {
+	args  [6]any
+	token string
 }
 
 // owns reads the answer of an owned script for one key.
@@ -227,7 +275,7 @@ func (s *Store) Complete(ctx context.Context, ts []dedupe.Ticket, retention time
 		return nil, fmt.Errorf("redisdedupe: complete batch of %d: retention %v must be positive", len(ts), retention)
 	}
 	if len(ts) == 1 {
-		return perItem(s.ownedOne(ctx, "complete", completeScript, completeHash, ts[0], box(&s.retention, retention), ts[0].Token))
+		return perItem(s.ownedOne(ctx, "complete", completeScript, completeHash, ts[0], box(&s.retention, retention), nil))
 	}
 	errs, err := s.owned(ctx, "complete", completeScript, ts, millis(retention))
 	if err != nil {
@@ -239,7 +287,7 @@ func (s *Store) Complete(ctx context.Context, ts []dedupe.Ticket, retention time
 // Release implements [dedupe.Store], one ticket as Complete does.
 func (s *Store) Release(ctx context.Context, ts []dedupe.Ticket) ([]error, error) {
 	if len(ts) == 1 {
-		return perItem(s.ownedOne(ctx, "release", releaseScript, releaseHash, ts[0], ts[0].Token))
+		return perItem(s.ownedOne(ctx, "release", releaseScript, releaseHash, ts[0], nil, nil))
 	}
 	errs, err := s.owned(ctx, "release", releaseScript, ts)
 	if err != nil {
