@@ -45,8 +45,9 @@
 //	canceled     hold    (a drain: left for the queue's next owner)
 //
 // A lease-lost or unrecorded message is acknowledged because a retry
-// cannot undo an effect that ran: alert on their counts. Completions are
-// deferred ([dedupe.GuardConfig.LateFailure]): a message is acknowledged as
+// cannot undo an effect that ran: alert on their counts. On a store that
+// sends completions with claims ([dedupe.CompleteClaimer]: Redis),
+// completions are deferred ([dedupe.GuardConfig.LateFailure]): a message is acknowledged as
 // completed once its record is queued, and a record that then fails moves
 // it to lease-lost or unrecorded in [Stats], adds that outcome to the
 // OpenTelemetry count and is logged by group and key. A process killed

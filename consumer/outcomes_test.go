@@ -92,10 +92,11 @@ func TestOutcomes(t *testing.T) {
 		// outage: the record is the outage's, logged when claims begin to
 		// fail, which names the group and no message.
 		outage bool
-		// late: the outcome comes after the verdict, which answers
-		// Completed: the guard's deferred completion failed, reported
-		// once the Consumer's completions are flushed, logged with the
-		// group and key and no message.
+		// late: the store sends completions with claims, so the
+		// Consumer defers them, and the outcome comes after the verdict,
+		// which answers Completed: the deferred completion failed,
+		// reported once the Consumer's completions are flushed, logged
+		// with the group and key and no message.
 		late  bool
 		delay int    // the delay level of a retry (else that of a first attempt, 1)
 		is    error  // the verdict's error wraps it
@@ -165,7 +166,7 @@ func TestOutcomes(t *testing.T) {
 	}, {
 		// The store's clock passes the lease while the handler runs, as if
 		// the consumer had stalled: the key may have been run elsewhere.
-		name: "LeaseLost", outcome: dedupe.LeaseLost, act: adapter.Ack, late: true,
+		name: "LeaseLost", outcome: dedupe.LeaseLost, act: adapter.Ack,
 		handler: func(e *outcomeEnv) consumer.Handler {
 			return func(context.Context, *consumer.Message) error {
 				e.clk.Add(time.Minute)
@@ -175,7 +176,27 @@ func TestOutcomes(t *testing.T) {
 		counter: func(s consumer.Stats) int64 { return s.LeaseLost },
 		logged:  true, level: slog.LevelError, fix: "Lease", withErr: true,
 	}, {
-		name: "Unrecorded", outcome: dedupe.Unrecorded, act: adapter.Ack, late: true,
+		name: "Unrecorded", outcome: dedupe.Unrecorded, act: adapter.Ack,
+		arrange: func(t *testing.T, e *outcomeEnv) []consumer.Message {
+			e.down["complete"] = true
+			return nil
+		},
+		counter: func(s consumer.Stats) int64 { return s.Unrecorded },
+		logged:  true, level: slog.LevelError, fix: "reachable", withErr: true,
+	}, {
+		// The store's clock passes the lease while the handler runs, as if
+		// the consumer had stalled: the key may have been run elsewhere.
+		name: "LeaseLost/deferred", outcome: dedupe.LeaseLost, act: adapter.Ack, late: true,
+		handler: func(e *outcomeEnv) consumer.Handler {
+			return func(context.Context, *consumer.Message) error {
+				e.clk.Add(time.Minute)
+				return nil
+			}
+		},
+		counter: func(s consumer.Stats) int64 { return s.LeaseLost },
+		logged:  true, level: slog.LevelError, fix: "Lease", withErr: true,
+	}, {
+		name: "Unrecorded/deferred", outcome: dedupe.Unrecorded, act: adapter.Ack, late: true,
 		arrange: func(t *testing.T, e *outcomeEnv) []consumer.Message {
 			e.down["complete"] = true
 			return nil
@@ -236,7 +257,11 @@ func TestOutcomes(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			e.cancel = cancel
-			c, logs := logged(t, store, tt.opts...)
+			var st dedupe.Store = store
+			if tt.late {
+				st = riding{store}
+			}
+			c, logs := logged(t, st, tt.opts...)
 			ms := msgs("k")
 			if tt.arrange != nil {
 				if m := tt.arrange(t, e); m != nil {
@@ -394,4 +419,14 @@ func TestStatsIsASnapshot(t *testing.T) {
 		t.Fatalf("completed %d, delivered %d, and %d, %d in the snapshot taken before; want 1, 1, 0, 0",
 			s.Completed, s.Delivered, before.Completed, before.Delivered)
 	}
+}
+
+// riding is a store that sends completions with claims, one call after
+// the other: a Consumer defers its completions over it.
+type riding struct{ dedupe.Store }
+
+func (r riding) CompleteClaim(ctx context.Context, ts []dedupe.Ticket, retention time.Duration, items []dedupe.Item, lease time.Duration) ([]error, error, []dedupe.ClaimResult, []error, error) {
+	done, doneErr := r.Complete(ctx, ts, retention)
+	res, errs, err := r.Claim(ctx, items, lease)
+	return done, doneErr, res, errs, err
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/idemq/idemq/internal/dedupekit"
 )
 
 // maxGroupCommit caps the items of one coalesced round trip; calls queued
@@ -176,7 +178,7 @@ func (g *groupCommit) Complete(ctx context.Context, ts []Ticket, retention time.
 		return g.store.Complete(ctx, ts, retention)
 	}
 	if g.late != nil && len(ts) > 0 && g.late.add(ctx, ts, retention) {
-		return noErrors[:len(ts):len(ts)], nil
+		return dedupekit.NoErrors(len(ts)), nil
 	}
 	_, errs, err := g.completes.many(ctx, ts, retention)
 	return errs, err
@@ -548,10 +550,6 @@ func (l *lane[Q, R]) roundTrip(f *flight[Q, R]) {
 // down, and then completions wait for their round trip as without
 // deferral.
 const maxDeferred = 64
-
-// noErrors answers the completions a deferral takes: nobody writes to
-// it.
-var noErrors [maxDeferred]error
 
 // rideWait is how long a deferred completion waits for a claim to ride
 // with, on a [CompleteClaimer], before it goes alone: a serial consumer's
