@@ -45,7 +45,7 @@ func TestDocsMatchResults(t *testing.T) {
 		}
 	}
 	for _, f := range files {
-		if f.name == "perf-cpu.svg" && !bytes.Contains(f.content, []byte(" MariaDB")) || !bytes.Contains(f.content, []byte(" broker</text>")) {
+		if f.name == "perf-cpu.svg" && (!bytes.Contains(f.content, []byte(" MariaDB")) || !bytes.Contains(f.content, []byte(" broker</text>"))) {
 			t.Errorf("%s lacks the database's or the broker's CPU", f.name)
 		}
 	}
