@@ -33,6 +33,8 @@ test: deps
 	@# the whole graph is loaded once.
 	$(GO) list -m all >/dev/null
 	cd bench && $(GO) mod tidy -diff
+	@# The charts in docs/ must be those bench/RESULTS.md draws.
+	cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
 	$(WITH_SERVERS) -- $(GO) test $(RACE) -count=1 -timeout 15m ./...
@@ -48,7 +50,8 @@ test-containers: deps
 demo: deps
 	$(WITH_SERVERS) -only redis,rocketmq -- ./examples/demo.sh $(DEMO_N) $(DEMO_RESEND)
 
-## bench: benchmarks with peers in the same run; writes bench/RESULTS.md
+## bench: benchmarks with peers in the same run; writes bench/RESULTS.md and
+## the charts in docs/
 bench: deps
 	$(WITH_SERVERS) -only redis,mysql,postgres,rocketmq -- ./bench/run.sh
 
