@@ -91,7 +91,11 @@ func BenchmarkRelay(b *testing.B) {
 			for left := b.N; left > 0; left -= len(msgs) {
 				testkit.AddCommitted(b, db, o, msgs[:min(left, len(msgs))]...)
 			}
-			server := serverCPU(b, be)
+			server := testkit.ServerCPU(b, be.Server(b))
+			var server0 time.Duration
+			if server != nil {
+				server0 = server()
+			}
 			trips, self := h.RoundTrips(), testkit.OwnCPU(b)
 			b.ResetTimer()
 			r, err := outbox.NewRelay(o, senderFunc(func(context.Context, *outbox.Message) error { return nil }),
@@ -112,25 +116,8 @@ func BenchmarkRelay(b *testing.B) {
 			b.ReportMetric(float64(h.RoundTrips()-trips)/n, "trips/msg")
 			b.ReportMetric(float64((testkit.OwnCPU(b)-self).Microseconds())/n, "test-µs/msg")
 			if server != nil {
-				b.ReportMetric(float64(server().Microseconds())/n, "db-µs/msg")
+				b.ReportMetric(float64((server()-server0).Microseconds())/n, "db-µs/msg")
 			}
 		})
 	}
-}
-
-// serverCPU returns a function that returns the CPU time be's server
-// (the listening process and its descendants: PostgreSQL's backends) has
-// used since, or nil without a server or without access to its processes.
-func serverCPU(b *testing.B, be testdb.Backend) func() time.Duration {
-	addr := be.Server(b)
-	if addr == "" {
-		return nil
-	}
-	pid, err := testkit.ListenerPID(addr)
-	if err != nil {
-		b.Logf("server CPU not measured: %v", err)
-		return nil
-	}
-	start, _ := testkit.ProcessCPU(pid)
-	return func() time.Duration { t, _ := testkit.ProcessCPU(pid); return t - start }
 }

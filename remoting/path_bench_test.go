@@ -23,10 +23,10 @@ import (
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/memdedupe"
-	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/dedupe/sqldedupe"
 	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/remoting"
 )
@@ -115,7 +115,7 @@ func benchPathRedis(b *testing.B) {
 	store, rdb := newRedisStore(b, fmt.Sprintf("benchpath:%d-%d:", os.Getpid(), time.Now().UnixNano()))
 	for _, g := range pathGoroutines {
 		b.Run(goroutinesName(g)+"/idemq", func(b *testing.B) {
-			trips := &countingRedis{Store: store}
+			trips := &testkit.TripCounter{CompleteClaimer: store}
 			c, err := consumer.New(trips, "bench-"+rand.Text(), pathOptions(pathRetention)...)
 			if err != nil {
 				b.Fatal(err)
@@ -133,31 +133,9 @@ func benchPathRedis(b *testing.B) {
 				return rdb.Set(ctx, key, "done", pathRetention).Err()
 			}
 			n := paired(b, g, viaCallback(remoting.Concurrently(c, noopHandler)), naive)
-			b.ReportMetric(float64(trips.n.Load())/float64(n), "trips/msg")
+			b.ReportMetric(float64(trips.Trips())/float64(n), "trips/msg")
 		})
 	}
-}
-
-// countingRedis counts the round trips made through a Redis store.
-type countingRedis struct {
-	*redisdedupe.Store
-	n atomic.Int64
-}
-
-func (s *countingRedis) Claim(ctx context.Context, reqs []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
-	s.n.Add(1)
-	return s.Store.Claim(ctx, reqs, lease)
-}
-
-func (s *countingRedis) Complete(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
-	s.n.Add(1)
-	return s.Store.Complete(ctx, ts, retention)
-}
-
-// CompleteClaim is one round trip: the completions ride with the claim.
-func (s *countingRedis) CompleteClaim(ctx context.Context, ts []dedupe.Ticket, retention time.Duration, reqs []dedupe.Item, lease time.Duration) ([]error, error, []dedupe.ClaimResult, []error, error) {
-	s.n.Add(1)
-	return s.Store.CompleteClaim(ctx, ts, retention, reqs, lease)
 }
 
 // naivePathSQL is the check-then-insert of hand-written SQL dedupe (the

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/idemq/idemq/dedupe"
-	"github.com/idemq/idemq/dedupe/redisdedupe"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // BenchmarkGroupCommit measures the per-message path of a push consumer —
@@ -27,8 +25,7 @@ func BenchmarkGroupCommit(b *testing.B) {
 	for _, n := range []int{1, 20} {
 		for _, p := range paths {
 			s := stores[p.name]
-			counted := &countedStore{Store: s}
-			trips := &counted.trips
+			counted := &testkit.TripCounter{CompleteClaimer: s}
 			for _, cfg := range []struct {
 				name string
 				gc   dedupe.GuardConfig
@@ -40,9 +37,9 @@ func BenchmarkGroupCommit(b *testing.B) {
 				{"groupcommit", dedupe.GuardConfig{GroupCommit: true}},
 			} {
 				b.Run(fmt.Sprintf("goroutines=%d/idemq-%s-%s", n, p.name, cfg.name), func(b *testing.B) {
-					before := trips.Load()
+					before := counted.Trips()
 					msgs := run(b, client, n, 1, guardCycle(b, counted, cfg.gc))
-					b.ReportMetric(float64(trips.Load()-before)/float64(msgs), "trips/msg")
+					b.ReportMetric(float64(counted.Trips()-before)/float64(msgs), "trips/msg")
 				})
 			}
 			b.Run(fmt.Sprintf("goroutines=%d/idemq-%s", n, p.name), func(b *testing.B) {
@@ -76,26 +73,4 @@ func guardCycle(b *testing.B, s dedupe.Store, cfg dedupe.GuardConfig) cycle {
 		}
 		return nil
 	}
-}
-
-// countedStore counts the claim and completion round trips of a store:
-// completions that ride with a claim count in the claim's.
-type countedStore struct {
-	*redisdedupe.Store
-	trips atomic.Int64
-}
-
-func (s *countedStore) Claim(ctx context.Context, items []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
-	s.trips.Add(1)
-	return s.Store.Claim(ctx, items, lease)
-}
-
-func (s *countedStore) Complete(ctx context.Context, ts []dedupe.Ticket, retention time.Duration) ([]error, error) {
-	s.trips.Add(1)
-	return s.Store.Complete(ctx, ts, retention)
-}
-
-func (s *countedStore) CompleteClaim(ctx context.Context, ts []dedupe.Ticket, retention time.Duration, items []dedupe.Item, lease time.Duration) ([]error, error, []dedupe.ClaimResult, []error, error) {
-	s.trips.Add(1)
-	return s.Store.CompleteClaim(ctx, ts, retention, items, lease)
 }

@@ -143,7 +143,7 @@ func BenchmarkClaimTx(b *testing.B) {
 				}
 			}
 			s := newStore(b, db, be.Dialect, sqldedupe.Config{})
-			server := serverCPU(b, be)
+			server := testkit.ServerCPU(b, be.Server(b))
 			create, insert := ordersSQL(be.Dialect)
 			if _, err := db.Exec(create); err != nil {
 				b.Fatal(err)
@@ -302,29 +302,6 @@ func turns(b *testing.B, h *testdb.Hooks, server func() time.Duration, g int, op
 		}
 	}
 	b.ReportMetric(float64(stmts)/float64(b.N), "stmts/msg")
-}
-
-// serverCPU returns a function that returns the CPU time be's server (the
-// listening process and its descendants: PostgreSQL's backends) has used so
-// far, or nil without a server (SQLite runs in this process) or without
-// access to its processes.
-func serverCPU(b *testing.B, be testdb.Backend) func() time.Duration {
-	addr := be.Server(b)
-	if addr == "" {
-		return nil
-	}
-	pid, err := testkit.ListenerPID(addr)
-	if err != nil {
-		b.Logf("server CPU not measured: %v", err)
-		return nil
-	}
-	return func() time.Duration {
-		t, err := testkit.ProcessCPU(pid)
-		if err != nil {
-			b.Fatalf("server CPU: %v", err)
-		}
-		return t
-	}
 }
 
 // affected returns the rows a statement changed.

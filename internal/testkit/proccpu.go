@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -129,4 +130,26 @@ func ListenerPID(addr string) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("the process listening on %s is not visible in /proc (run as its user or root)", addr)
+}
+
+// ServerCPU returns a function that returns the CPU time the server
+// listening at addr (and its descendants: PostgreSQL's backends) has used
+// so far, or nil without a server (addr "", as SQLite's) or without access
+// to its processes, which it logs.
+func ServerCPU(tb testing.TB, addr string) func() time.Duration {
+	if addr == "" {
+		return nil
+	}
+	pid, err := ListenerPID(addr)
+	if err != nil {
+		tb.Logf("server CPU not measured: %v", err)
+		return nil
+	}
+	return func() time.Duration {
+		t, err := ProcessCPU(pid)
+		if err != nil {
+			tb.Fatalf("server CPU: %v", err)
+		}
+		return t
+	}
 }
