@@ -6,9 +6,9 @@ import (
 	"fmt"
 )
 
-// MaxNameLen bounds the name of a derived key ([Derive]) in bytes, so that
+// maxNameLen bounds the name of a derived key in bytes, so that
 // a derived key stays well under [MaxLen] however deep the chain.
-const MaxNameLen = 64
+const maxNameLen = 64
 
 // Derive returns the key of a message that the handler of message parent,
 // in consumer group group, emits under name: name, a hyphen and 26
@@ -19,14 +19,14 @@ const MaxNameLen = 64
 // derived from derived keys keep within [MaxLen] at any depth.
 //
 // name tells apart the messages one handler emits ("payment", "receipt-2");
-// it is at most [MaxNameLen] bytes and, like a key, holds no white space or
+// it is at most 64 bytes and, like a key, holds no white space or
 // control character. group is the group that consumes parent, with its
 // namespace when it has one ([dedupe.Ref]'s namespace/group), so that two
 // groups consuming one message derive different keys. An invalid name
 // fails with an error wrapping [ErrInvalid].
 func Derive(parent, group, name string) (string, error) {
-	if len(name) > MaxNameLen {
-		return "", fmt.Errorf("%w: derived key name of %d bytes, limit %d", ErrInvalid, len(name), MaxNameLen)
+	if len(name) > maxNameLen {
+		return "", fmt.Errorf("%w: derived key name of %d bytes, limit %d", ErrInvalid, len(name), maxNameLen)
 	}
 	if err := Validate(name); err != nil {
 		return "", fmt.Errorf("derived key name: %w", err)

@@ -34,14 +34,14 @@ func TestDerive(t *testing.T) {
 	// However deep the chain, the key stays within MaxLen.
 	k := strings.Repeat("x", msgkey.MaxLen)
 	for range 10 {
-		if k, err = msgkey.Derive(k, "g", strings.Repeat("n", msgkey.MaxNameLen)); err != nil || msgkey.Validate(k) != nil {
+		if k, err = msgkey.Derive(k, "g", strings.Repeat("n", 64)); err != nil || msgkey.Validate(k) != nil {
 			t.Fatalf("a derived key of a derived key = %q, %v", k, err)
 		}
 	}
 }
 
 func TestDeriveRefuses(t *testing.T) {
-	for _, name := range []string{"", "two words", "tab\there", strings.Repeat("n", msgkey.MaxNameLen+1), "\xff"} {
+	for _, name := range []string{"", "two words", "tab\there", strings.Repeat("n", 64+1), "\xff"} {
 		if k, err := msgkey.Derive("order-42", "billing", name); !errors.Is(err, msgkey.ErrInvalid) {
 			t.Errorf("Derive(name %q) = %q, %v; want an error wrapping ErrInvalid", name, k, err)
 		}

@@ -144,7 +144,7 @@ func TestEmitRefuses(t *testing.T) {
 	}, {
 		name: "name over the limit", c: txc, tx: true,
 		emit: func(ctx context.Context) error {
-			_, err := o.Emit(ctx, strings.Repeat("n", msgkey.MaxNameLen+1), payment)
+			_, err := o.Emit(ctx, strings.Repeat("n", 64+1), payment)
 			return err
 		},
 		is: msgkey.ErrInvalid,
