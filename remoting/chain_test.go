@@ -1,0 +1,270 @@
+package remoting_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	rocketmq "github.com/apache/rocketmq-client-go/v2"
+	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+
+	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/dialect"
+	"github.com/idemq/idemq/internal/racechild"
+	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testkit"
+	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/outbox"
+	"github.com/idemq/idemq/remoting"
+)
+
+// TestChainAppliesOnce runs a chain of three services on the real broker,
+// each with a MariaDB database of its own: A writes orders with the
+// outbox; B consumes them in the transactional mode and emits a payment
+// request for each with Outbox.Emit; C applies the payments in its
+// transactional mode. Then B is forced to run again for some orders: their
+// records are forgotten and the orders sent again, with their keys. B's
+// copies carry the keys of the first run, and C applies every payment
+// once.
+func TestChainAppliesOnce(t *testing.T) {
+	if !racechild.Test(t, "IDEMQ_ROCKETMQ_NAMESRV="+testenv.RocketMQ(t), "IDEMQ_MYSQL_DSN="+testenv.MySQL(t)) {
+		return
+	}
+	const (
+		orders = 200
+		again  = 50 // orders B runs again
+	)
+	ctx := t.Context()
+	ns := testenv.RocketMQ(t)
+	run := fmt.Sprint(time.Now().UnixNano())
+	ordersTopic, paymentsTopic := "chain-orders-"+run, "chain-payments-"+run
+	for _, topic := range []string{ordersTopic, paymentsTopic} {
+		testenv.RocketMQTopic(t, topic, 4)
+	}
+
+	// A: the orders, written with the outbox.
+	dbA := testdb.MySQL.Open(t)
+	outA := migrated(t, dbA, dialect.MySQL, 1)
+	relay(t, outA, newSender(t, ns, "chain-a-"+run))
+	var sent []string // the orders' keys
+	for i := range orders {
+		key := addOrder(t, dbA, outA, ordersTopic, "", i)
+		sent = append(sent, key)
+	}
+
+	// B: consumes orders, emits payment requests.
+	dbB := testdb.MySQL.Open(t)
+	storeB := migratedStore(t, dbB)
+	outB, err := outbox.New(dbB, dialect.MySQL, nil, outbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := outB.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	relay(t, outB, newSender(t, ns, "chain-b-"+run))
+	groupB := "chain-b-" + run
+	b := chainService(t, ns, ordersTopic, groupB, storeB, func(ctx context.Context, _ *sql.Tx, m *consumer.Message) error {
+		_, err := outB.Emit(ctx, "payment", outbox.Message{Topic: paymentsTopic, Body: []byte("charge " + msgkey.Of(m))})
+		return err
+	})
+
+	// C: applies payments.
+	dbC := testdb.MySQL.Open(t)
+	if _, err := dbC.ExecContext(ctx, "CREATE TABLE payments (k VARCHAR(255) NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	c := chainService(t, ns, paymentsTopic, "chain-c-"+run, migratedStore(t, dbC), func(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
+		_, err := tx.ExecContext(ctx, "INSERT INTO payments (k) VALUES (?)", msgkey.Of(m))
+		return err
+	})
+
+	want := map[string]bool{}
+	for _, k := range sent {
+		d, err := msgkey.Derive(k, groupB, "payment")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[d] = true
+	}
+	applied := func() map[string]int {
+		got, err := countBy(ctx, dbC, "SELECT k, COUNT(*) FROM payments GROUP BY k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	testkit.WaitFor(t, "C applying every order's payment", func() bool { return len(applied()) == orders })
+
+	// B runs again for some orders: an operator forgets their records, and
+	// the orders come again (a producer's retry, with their keys).
+	for _, k := range sent[:again] {
+		if ok, err := storeB.Forget(ctx, dedupe.Ref{Group: groupB, Key: k}); !ok || err != nil {
+			t.Fatalf("Forget %s = %v, %v", k, ok, err)
+		}
+	}
+	for i, k := range sent[:again] {
+		addOrder(t, dbA, outA, ordersTopic, k, i)
+	}
+	testkit.WaitFor(t, "B running again and C suppressing the copies", func() bool {
+		return b.Stats().Completed >= orders+again && c.Stats().Suppressed >= again
+	})
+
+	lost, doubled, strays := 0, 0, 0
+	got := applied()
+	for k := range want {
+		switch got[k] {
+		case 0:
+			lost++
+		case 1:
+		default:
+			doubled++
+		}
+	}
+	for k := range got {
+		if !want[k] {
+			strays++
+		}
+	}
+	// Every copy of one payment request carries one key: B's rows per key.
+	rows := map[string]int{}
+	for _, state := range []outbox.State{outbox.Pending, outbox.Sent, outbox.Parked} {
+		rs, err := outB.List(ctx, state, 0, 2*orders)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			rows[r.Key]++
+		}
+	}
+	copies := 0
+	for k, n := range rows {
+		if !want[k] {
+			t.Errorf("B emitted key %s, derived from no order", k)
+		}
+		copies += n
+	}
+	if lost != 0 || doubled != 0 || strays != 0 {
+		t.Errorf("C applied %d payments: %d lost, %d doubled, %d not derived from an order", len(got), lost, doubled, strays)
+	}
+	if len(rows) != orders || copies != orders+again {
+		t.Errorf("B's outbox holds %d rows under %d keys, want %d rows under the %d orders' keys", copies, len(rows), orders+again, orders)
+	}
+	t.Logf("%sorders %d, run again %d: B emitted %d rows under %d keys; C delivered %d, applied %d once each (lost %d, doubled %d), suppressed %d",
+		racechild.Figure, orders, again, copies, len(rows), c.Stats().Delivered, len(got), lost, doubled, c.Stats().Suppressed)
+}
+
+// addOrder writes order i into A's outbox in a transaction of its own,
+// with key when it is not "" (a resend), and returns its key.
+func addOrder(t *testing.T, db *sql.DB, o *outbox.Outbox, topic, key string, i int) string {
+	t.Helper()
+	m := outbox.Message{Topic: topic, Body: fmt.Appendf(nil, "order %d", i)}
+	if key != "" {
+		m.Properties = map[string]string{msgkey.Property: key}
+	}
+	tx, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	k, err := o.Add(t.Context(), tx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// migratedStore returns a sqldedupe store over db, its table made.
+func migratedStore(t *testing.T, db *sql.DB) *sqldedupe.Store {
+	t.Helper()
+	s, err := sqldedupe.New(db, dialect.MySQL, sqldedupe.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// relay ships o's rows with s until t ends.
+func relay(t *testing.T, o *outbox.Outbox, s outbox.Sender) {
+	t.Helper()
+	r, err := outbox.NewRelay(o, s, outbox.RelayConfig{PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+}
+
+// chainService consumes topic in group with a transactional handler over
+// store, until t ends, and returns its Consumer.
+func chainService(t *testing.T, ns, topic, group string, store *sqldedupe.Store, h func(context.Context, *sql.Tx, *consumer.Message) error) *consumer.Consumer {
+	t.Helper()
+	// The retry topic exists before the consumer starts, which otherwise
+	// learns of it only at its 30 s route refresh.
+	if err := testenv.CreateRocketMQTopic(t.Context(), ns, "%RETRY%"+group, 1); err != nil {
+		t.Fatal(err)
+	}
+	c, err := consumer.New(store, group, consumer.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	txh, err := c.Tx(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := rocketmq.NewPushConsumer(
+		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		rmqconsumer.WithGroupName(group),
+		rmqconsumer.WithInstance(group),
+		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Subscribe(topic, rmqconsumer.MessageSelector{}, remoting.Concurrently(c, txh)); err != nil {
+		t.Fatal(err)
+	}
+	if err := pc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		remoting.Drain(ctx, c, pc)
+	})
+	return c
+}
+
+// countBy runs query, which selects a string and a count, into a map.
+func countBy(ctx context.Context, db *sql.DB, query string) (map[string]int, error) {
+	rows, err := db.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	got := map[string]int{}
+	for rows.Next() {
+		var (
+			k string
+			n int
+		)
+		if err := rows.Scan(&k, &n); err != nil {
+			return nil, err
+		}
+		got[k] = n
+	}
+	return got, rows.Err()
+}
