@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/internal/tracectx"
 )
 
 // The Consumer reports through the OpenTelemetry API only, which records
@@ -253,8 +254,21 @@ func (c *Consumer) startSpans(ctx context.Context, d *delivery, msgs []Message, 
 		if len(msgs) > 1 {
 			attrs = append(attrs, attrBatchCount.Int(len(msgs)))
 		}
-		_, d.spans[i] = ob.tracer.Start(ctx, "process "+m.Topic,
-			trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+		opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...)}
+		// The sender's trace context, carried in the message: the parent of
+		// a message delivered alone, a link of each of a batch (as the
+		// OpenTelemetry messaging conventions have it).
+		parent := ctx
+		switch sent, unreadable := tracectx.Extract(ctx, m.GetProperty); {
+		case unreadable:
+			c.logger.Debug("idemq: trace context in the message unreadable; ignored", "group", ob.group, "msgId", m.ID, tracectx.Parent, m.GetProperty(tracectx.Parent))
+		case sent == ctx:
+		case len(msgs) == 1:
+			parent = sent
+		default:
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: trace.SpanContextFromContext(sent)}))
+		}
+		_, d.spans[i] = ob.tracer.Start(parent, "process "+m.Topic, opts...)
 	}
 }
 

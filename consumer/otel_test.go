@@ -7,13 +7,16 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -385,5 +388,71 @@ func BenchmarkTelemetry(b *testing.B) {
 				n++
 			}
 		})
+	}
+}
+
+// TestTelemetryTraceContext: a message's span is a child of the trace
+// context its sender put in its properties when it is delivered alone, and
+// links to it in a batch; one that cannot be read is ignored, with a debug
+// log, and fails nothing.
+func TestTelemetryTraceContext(t *testing.T) {
+	old := otel.GetTextMapPropagator()
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() { otel.SetTextMapPropagator(old) })
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	c, logs := logged(t, memdedupe.New(memdedupe.Config{}), consumer.WithTelemetry(metricnoop.NewMeterProvider(), tp))
+	sent := func(span byte) (consumer.Message, trace.SpanContext) {
+		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{7}, SpanID: trace.SpanID{span}, TraceFlags: trace.FlagsSampled, Remote: true})
+		m := otelMsg("k"+strconv.Itoa(int(span)), "m"+strconv.Itoa(int(span)), "body")
+		m.Properties["traceparent"] = "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"
+		return m, sc
+	}
+	h := func(context.Context, *consumer.Message) error { return nil }
+	process := func(ms ...consumer.Message) []sdktrace.ReadOnlySpan {
+		rec.Reset()
+		if vs := adapter.Process(t.Context(), c, ms, h, adapter.Waiting{}, nil); !acked(vs) {
+			t.Fatalf("verdicts %+v", vs)
+		}
+		var out []sdktrace.ReadOnlySpan
+		for _, s := range rec.Ended() {
+			if s.SpanKind() == trace.SpanKindConsumer {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+
+	m1, sc1 := sent(1)
+	if spans := process(m1); len(spans) != 1 || !spans[0].Parent().Equal(sc1) || spans[0].SpanContext().TraceID() != sc1.TraceID() {
+		t.Errorf("a message alone: spans %v, want one child of %v", spans, sc1)
+	}
+
+	m2, sc2 := sent(2)
+	m3, sc3 := sent(3)
+	spans := process(m2, m3)
+	if len(spans) != 2 {
+		t.Fatalf("a batch of two: %d spans", len(spans))
+	}
+	for i, want := range []trace.SpanContext{sc2, sc3} {
+		if l := spans[i].Links(); len(l) != 1 || !l[0].SpanContext.Equal(want) || spans[i].Parent().IsValid() {
+			t.Errorf("batch message %d: links %v, parent %v; want a link to %v and no parent", i, l, spans[i].Parent(), want)
+		}
+	}
+
+	bad := otelMsg("bad", "m-bad", "body")
+	bad.Properties["traceparent"] = "00-not-a-trace-01"
+	logs.Take()
+	if spans := process(bad); len(spans) != 1 || spans[0].Parent().IsValid() {
+		t.Errorf("an unreadable trace context: spans %v, want one without a parent", spans)
+	}
+	var debug int
+	for _, r := range logs.Take() {
+		if r.Level == slog.LevelDebug && strings.Contains(r.Message, "trace context") {
+			debug++
+		}
+	}
+	if debug != 1 {
+		t.Errorf("%d debug records of the unreadable trace context, want 1", debug)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	golang "github.com/apache/rocketmq-clients/golang/v5"
 
+	"github.com/idemq/idemq/internal/tracectx"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -29,7 +30,10 @@ func NewProducer(p golang.Producer, keys msgkey.Source) (*Producer, error) {
 }
 
 // Stamp gives msg a fresh key unless it carries one and makes sure the key
-// is also among its Keys. Stamping a message again changes nothing. It
+// is also among its Keys, and puts ctx's trace context in its properties
+// (traceparent, tracestate) through the OpenTelemetry propagator the
+// program sets, unless it carries one. Stamping a message again changes
+// nothing. It
 // fails, leaving msg unchanged, if msg's key is invalid
 // ([msgkey.ErrInvalid]) or the key source fails.
 func (p *Producer) Stamp(ctx context.Context, msg *golang.Message) error {
@@ -42,6 +46,7 @@ func (p *Producer) Stamp(ctx context.Context, msg *golang.Message) error {
 	}
 	msg.AddProperty(msgkey.Property, key)
 	msg.SetKeys(withKey...)
+	tracectx.Inject(ctx, func(name string) string { return msg.GetProperties()[name] }, msg.AddProperty)
 	return nil
 }
 

@@ -11,6 +11,9 @@ import (
 	"testing"
 
 	golang "github.com/apache/rocketmq-clients/golang/v5"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemq/idemq/grpcv5"
 	"github.com/idemq/idemq/msgkey"
@@ -211,5 +214,24 @@ func TestBadArguments(t *testing.T) {
 	}
 	if got := h.handed(); len(got) > 0 {
 		t.Fatalf("handed over %q", got)
+	}
+}
+
+// TestStampTraceContext: Stamp puts the sending span's context in the
+// message's traceparent property, and a resend keeps the first one's.
+func TestStampTraceContext(t *testing.T) {
+	old := otel.GetTextMapPropagator()
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() { otel.SetTextMapPropagator(old) })
+	p := newProducer(t, &handedOver{}, &seqKeys{})
+	m := &golang.Message{Topic: "orders", Body: []byte("x")}
+	for span := range byte(2) {
+		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{7}, SpanID: trace.SpanID{span + 1}, TraceFlags: trace.FlagsSampled})
+		if err := p.Stamp(trace.ContextWithSpanContext(t.Context(), sc), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := m.GetProperties()["traceparent"], "00-07000000000000000000000000000000-0100000000000000-01"; got != want {
+		t.Errorf("traceparent %q, want the first send's, %q", got, want)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/idemq/idemq/internal/tracectx"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -99,7 +100,8 @@ func (m *Message) check(maxBody int) error {
 }
 
 // stamped returns a copy of m with its key stamped by msgkey's rule: the
-// key m carries, else one from next. m itself is not changed.
+// key m carries, else one from next; and ctx's trace context, unless m
+// carries one. m itself is not changed.
 func stamped(ctx context.Context, m *Message, next func(context.Context) (string, error)) (Message, error) {
 	c := *m
 	c.Properties = maps.Clone(m.Properties)
@@ -112,5 +114,6 @@ func stamped(ctx context.Context, m *Message, next func(context.Context) (string
 		return Message{}, err
 	}
 	c.Properties[msgkey.Property], c.Keys = key, withKey
+	tracectx.Inject(ctx, func(name string) string { return c.Properties[name] }, func(name, v string) { c.Properties[name] = v })
 	return c, nil
 }

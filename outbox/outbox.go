@@ -113,7 +113,10 @@ const maxRows = 256
 // returns m's key: the one m carries in [msgkey.Property], else a new one
 // from the key source, fixed now so that every shipment of the row carries
 // it. The row ships once tx commits, and never if it rolls back. m is not
-// changed.
+// changed. ctx's trace context goes with the row (traceparent,
+// tracestate, through the OpenTelemetry propagator the program sets), so
+// that the trace runs from the business transaction to the consumer's
+// effect.
 //
 // A message that can never ship is refused with [ErrInvalidMessage], or an
 // error wrapping [msgkey.ErrInvalid] for a key that cannot travel.

@@ -7,7 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/idemq/idemq/dialect"
+	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
@@ -155,4 +160,41 @@ func TestNewRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAddCarriesTraceContext: a message added under a span ships with
+// that span's context in its traceparent property, through the
+// propagator the program set, so that the consumer's span continues the
+// business transaction's trace; one that carries a context keeps it.
+func TestAddCarriesTraceContext(t *testing.T) {
+	old := otel.GetTextMapPropagator()
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() { otel.SetTextMapPropagator(old) })
+	forBackends(t, []testdb.Backend{testdb.SQLite}, func(t *testing.T, e env) {
+		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{7}, SpanID: trace.SpanID{1}, TraceFlags: trace.FlagsSampled})
+		ctx := trace.ContextWithSpanContext(t.Context(), sc)
+		carried := "00-08000000000000000000000000000000-0200000000000000-01"
+		tx := begin(t, e.db)
+		keys, err := e.o.AddBatch(ctx, tx, []outbox.Message{
+			{Topic: "orders", Body: []byte("in the span")},
+			{Topic: "orders", Body: []byte("carried"), Properties: map[string]string{"traceparent": carried}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		rec := new(recorder)
+		r := newRelay(t, e.o, rec, outbox.RelayConfig{})
+		waitStats(t, e.o, "two rows sent", func(s outbox.Counts) bool { return s.Sent == 2 })
+		r.Close()
+		want := map[string]string{keys[0]: "00-07000000000000000000000000000000-0100000000000000-01", keys[1]: carried}
+		for _, m := range rec.sent() {
+			k := msgkey.Of(msgkey.Properties(m.Properties))
+			if m.Properties["traceparent"] != want[k] {
+				t.Errorf("message %s shipped with traceparent %q, want %q", k, m.Properties["traceparent"], want[k])
+			}
+		}
+	})
 }

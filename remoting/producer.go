@@ -11,6 +11,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 
+	"github.com/idemq/idemq/internal/tracectx"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -32,8 +33,10 @@ func NewProducer(p rocketmq.Producer, keys msgkey.Source) (*Producer, error) {
 }
 
 // Stamp gives every message without a key a fresh one and makes sure each
-// key is also among the message's Keys. It is idempotent: stamping a message
-// again changes nothing. It fails without sending anything if a key is
+// key is also among the message's Keys, and puts ctx's trace context in
+// its properties (traceparent, tracestate) through the OpenTelemetry
+// propagator the program sets, unless it carries one. It is idempotent:
+// stamping a message again changes nothing. It fails without sending anything if a key is
 // invalid ([msgkey.ErrInvalid]) or the key source fails; messages stamped
 // before the failure keep their keys.
 func (p *Producer) Stamp(ctx context.Context, msgs ...*primitive.Message) error {
@@ -55,6 +58,7 @@ func stamp(ctx context.Context, keys msgkey.Source, msgs []*primitive.Message) e
 		}
 		m.WithProperty(msgkey.Property, key)
 		m.WithKeys(withKey)
+		tracectx.Inject(ctx, m.GetProperty, m.WithProperty)
 	}
 	return nil
 }

@@ -10,6 +10,9 @@ import (
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/remoting"
@@ -46,18 +49,26 @@ func newProducer(t *testing.T, keys msgkey.Source) *remoting.Producer {
 
 // TestStamp checks how Stamp carries the key in the client's message (the
 // rules are msgkey's TestStamp): in its property and among its Keys, the
-// caller's Keys kept, the same key on a resend.
+// caller's Keys kept, the same key on a resend; and the trace context of
+// the first send in the traceparent property.
 func TestStamp(t *testing.T) {
+	old := otel.GetTextMapPropagator()
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() { otel.SetTextMapPropagator(old) })
 	p := newProducer(t, &seqKeys{})
 	m := primitive.NewMessage("orders", []byte("x"))
 	m.WithKeys([]string{"customer-7"})
-	for range 3 { // a resend stamps again
-		if err := p.Stamp(context.Background(), m); err != nil {
+	for span := range byte(3) { // a resend stamps again, in another span
+		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{7}, SpanID: trace.SpanID{span + 1}, TraceFlags: trace.FlagsSampled})
+		if err := p.Stamp(trace.ContextWithSpanContext(context.Background(), sc), m); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if msgkey.Of(m) != "k1" || m.GetKeys() != "customer-7 k1" {
 		t.Fatalf("key %q Keys %q, want k1 and customer-7 k1", msgkey.Of(m), m.GetKeys())
+	}
+	if got, want := m.GetProperty("traceparent"), "00-07000000000000000000000000000000-0100000000000000-01"; got != want {
+		t.Errorf("traceparent %q, want the first send's, %q", got, want)
 	}
 }
 
