@@ -11,6 +11,12 @@ import (
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"go.opentelemetry.io/otel"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
@@ -32,7 +38,9 @@ import (
 // transactional mode. Then B is forced to run again for some orders: their
 // records are forgotten and the orders sent again, with their keys. B's
 // copies carry the keys of the first run, and C applies every payment
-// once.
+// once. The trace runs from A's transaction to C's effect: each order's
+// span is the parent of B's span of it, and B's handler span the parent of
+// C's span of the payment it emitted.
 func TestChainAppliesOnce(t *testing.T) {
 	if !racechild.Test(t, "IDEMQ_ROCKETMQ_NAMESRV="+testenv.RocketMQ(t), "IDEMQ_MYSQL_DSN="+testenv.MySQL(t)) {
 		return
@@ -44,6 +52,9 @@ func TestChainAppliesOnce(t *testing.T) {
 	ctx := t.Context()
 	ns := testenv.RocketMQ(t)
 	run := fmt.Sprint(time.Now().UnixNano())
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	ordersTopic, paymentsTopic := "chain-orders-"+run, "chain-payments-"+run
 	for _, topic := range []string{ordersTopic, paymentsTopic} {
 		testenv.RocketMQTopic(t, topic, 4)
@@ -53,10 +64,15 @@ func TestChainAppliesOnce(t *testing.T) {
 	dbA := testdb.MySQL.Open(t)
 	outA := migrated(t, dbA, dialect.MySQL, 1)
 	relay(t, outA, newSender(t, ns, "chain-a-"+run))
-	var sent []string // the orders' keys
+	var (
+		sent    []string            // the orders' keys
+		ordered []trace.SpanContext // the spans of A's transactions
+	)
 	for i := range orders {
-		key := addOrder(t, dbA, outA, ordersTopic, "", i)
-		sent = append(sent, key)
+		octx, span := tp.Tracer("service-a").Start(ctx, "place order")
+		sent = append(sent, addOrder(octx, t, dbA, outA, ordersTopic, "", i))
+		ordered = append(ordered, span.SpanContext())
+		span.End()
 	}
 
 	// B: consumes orders, emits payment requests.
@@ -71,7 +87,7 @@ func TestChainAppliesOnce(t *testing.T) {
 	}
 	relay(t, outB, newSender(t, ns, "chain-b-"+run))
 	groupB := "chain-b-" + run
-	b := chainService(t, ns, ordersTopic, groupB, storeB, func(ctx context.Context, _ *sql.Tx, m *consumer.Message) error {
+	b := chainService(t, ns, ordersTopic, groupB, storeB, tp, func(ctx context.Context, _ *sql.Tx, m *consumer.Message) error {
 		_, err := outB.Emit(ctx, "payment", outbox.Message{Topic: paymentsTopic, Body: []byte("charge " + msgkey.Of(m))})
 		return err
 	})
@@ -81,7 +97,7 @@ func TestChainAppliesOnce(t *testing.T) {
 	if _, err := dbC.ExecContext(ctx, "CREATE TABLE payments (k VARCHAR(255) NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
-	c := chainService(t, ns, paymentsTopic, "chain-c-"+run, migratedStore(t, dbC), func(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
+	c := chainService(t, ns, paymentsTopic, "chain-c-"+run, migratedStore(t, dbC), tp, func(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
 		_, err := tx.ExecContext(ctx, "INSERT INTO payments (k) VALUES (?)", msgkey.Of(m))
 		return err
 	})
@@ -102,6 +118,11 @@ func TestChainAppliesOnce(t *testing.T) {
 		return got
 	}
 	testkit.WaitFor(t, "C applying every order's payment", func() bool { return len(applied()) == orders })
+	// The spans end just after the effects they trace commit.
+	testkit.WaitFor(t, "B's and C's spans of every order", func() bool {
+		return consumerSpans(spans.Ended(), ordersTopic) >= orders && consumerSpans(spans.Ended(), paymentsTopic) >= orders
+	})
+	traced := checkTrace(t, spans.Ended(), ordered, paymentsTopic)
 
 	// B runs again for some orders: an operator forgets their records, and
 	// the orders come again (a producer's retry, with their keys).
@@ -111,7 +132,7 @@ func TestChainAppliesOnce(t *testing.T) {
 		}
 	}
 	for i, k := range sent[:again] {
-		addOrder(t, dbA, outA, ordersTopic, k, i)
+		addOrder(ctx, t, dbA, outA, ordersTopic, k, i)
 	}
 	testkit.WaitFor(t, "B running again and C suppressing the copies", func() bool {
 		return b.Stats().Completed >= orders+again && c.Stats().Suppressed >= again
@@ -157,24 +178,25 @@ func TestChainAppliesOnce(t *testing.T) {
 	if len(rows) != orders || copies != orders+again {
 		t.Errorf("B's outbox holds %d rows under %d keys, want %d rows under the %d orders' keys", copies, len(rows), orders+again, orders)
 	}
-	t.Logf("%sorders %d, run again %d: B emitted %d rows under %d keys; C delivered %d, applied %d once each (lost %d, doubled %d), suppressed %d",
-		racechild.Figure, orders, again, copies, len(rows), c.Stats().Delivered, len(got), lost, doubled, c.Stats().Suppressed)
+	t.Logf("%sorders %d, run again %d: B emitted %d rows under %d keys; C delivered %d, applied %d once each (lost %d, doubled %d), suppressed %d; %d traces from A's transaction to C's effect",
+		racechild.Figure, orders, again, copies, len(rows), c.Stats().Delivered, len(got), lost, doubled, c.Stats().Suppressed, traced)
 }
 
 // addOrder writes order i into A's outbox in a transaction of its own,
-// with key when it is not "" (a resend), and returns its key.
-func addOrder(t *testing.T, db *sql.DB, o *outbox.Outbox, topic, key string, i int) string {
+// under ctx's span, with key when it is not "" (a resend), and returns its
+// key.
+func addOrder(ctx context.Context, t *testing.T, db *sql.DB, o *outbox.Outbox, topic, key string, i int) string {
 	t.Helper()
 	m := outbox.Message{Topic: topic, Body: fmt.Appendf(nil, "order %d", i)}
 	if key != "" {
 		m.Properties = map[string]string{msgkey.Property: key}
 	}
-	tx, err := db.BeginTx(t.Context(), nil)
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	k, err := o.Add(t.Context(), tx, m)
+	k, err := o.Add(ctx, tx, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,15 +231,15 @@ func relay(t *testing.T, o *outbox.Outbox, s outbox.Sender) {
 }
 
 // chainService consumes topic in group with a transactional handler over
-// store, until t ends, and returns its Consumer.
-func chainService(t *testing.T, ns, topic, group string, store *sqldedupe.Store, h func(context.Context, *sql.Tx, *consumer.Message) error) *consumer.Consumer {
+// store, tracing with tp, until t ends, and returns its Consumer.
+func chainService(t *testing.T, ns, topic, group string, store *sqldedupe.Store, tp trace.TracerProvider, h func(context.Context, *sql.Tx, *consumer.Message) error) *consumer.Consumer {
 	t.Helper()
 	// The retry topic exists before the consumer starts, which otherwise
 	// learns of it only at its 30 s route refresh.
 	if err := testenv.CreateRocketMQTopic(t.Context(), ns, "%RETRY%"+group, 1); err != nil {
 		t.Fatal(err)
 	}
-	c, err := consumer.New(store, group, consumer.WithLogger(slog.New(slog.DiscardHandler)))
+	c, err := consumer.New(store, group, consumer.WithLogger(slog.New(slog.DiscardHandler)), consumer.WithTelemetry(metricnoop.NewMeterProvider(), tp))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,4 +289,54 @@ func countBy(ctx context.Context, db *sql.DB, query string) (map[string]int, err
 		got[k] = n
 	}
 	return got, rows.Err()
+}
+
+// checkTrace checks the spans of the chain's first run: each order's
+// consumer span at B is a child of A's span of it (ordered), and each
+// payment's at C a child of the handler span at B that emitted it, in the
+// order's trace. It returns the traces that run from A to C.
+func checkTrace(t *testing.T, ended []sdktrace.ReadOnlySpan, ordered []trace.SpanContext, paymentsTopic string) int {
+	t.Helper()
+	byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+	for _, s := range ended {
+		byID[s.SpanContext().SpanID()] = s
+	}
+	orderOf := map[trace.SpanID]bool{} // A's spans
+	for _, sc := range ordered {
+		orderOf[sc.SpanID()] = true
+	}
+	traced := 0
+	for _, s := range ended {
+		if s.SpanKind() != trace.SpanKindConsumer || s.Name() != "process "+paymentsTopic {
+			continue
+		}
+		// C's span, child of B's handler span, child of B's process span,
+		// child of A's.
+		handler, ok := byID[s.Parent().SpanID()]
+		if !ok || handler.Name() != "idemq.handler" {
+			t.Errorf("C's span %s has parent %v, not a handler span at B", s.Name(), s.Parent())
+			continue
+		}
+		processB, ok := byID[handler.Parent().SpanID()]
+		if !ok || !orderOf[processB.Parent().SpanID()] || processB.SpanContext().TraceID() != s.SpanContext().TraceID() {
+			t.Errorf("B's handler span %v does not descend from an order's span at A", handler.SpanContext())
+			continue
+		}
+		traced++
+	}
+	if traced != len(ordered) {
+		t.Errorf("%d traces run from A's transaction to C's effect, want %d", traced, len(ordered))
+	}
+	return traced
+}
+
+// consumerSpans counts the consumer spans of topic's messages in ended.
+func consumerSpans(ended []sdktrace.ReadOnlySpan, topic string) int {
+	n := 0
+	for _, s := range ended {
+		if s.SpanKind() == trace.SpanKindConsumer && s.Name() == "process "+topic {
+			n++
+		}
+	}
+	return n
 }
