@@ -12,7 +12,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/idemq/idemq/internal/tracectx"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -43,6 +42,10 @@ type Message struct {
 	// rows of that key too. Zero ships at once.
 	Delay time.Duration
 }
+
+// traceParent is the property of a W3C trace context's parent: a message
+// that carries one keeps it.
+const traceParent = "traceparent"
 
 // key returns the message's key, or "" before it is stamped.
 func (m *Message) key() string { return m.Properties[msgkey.Property] }
@@ -100,9 +103,9 @@ func (m *Message) check(maxBody int) error {
 }
 
 // stamped returns a copy of m with its key stamped by msgkey's rule: the
-// key m carries, else one from next; and ctx's trace context, unless m
-// carries one. m itself is not changed.
-func stamped(ctx context.Context, m *Message, next func(context.Context) (string, error)) (Message, error) {
+// key m carries, else one from next; and ctx's trace context written by
+// trace, if set, unless m carries one. m itself is not changed.
+func stamped(ctx context.Context, m *Message, next func(context.Context) (string, error), trace func(context.Context, map[string]string)) (Message, error) {
 	c := *m
 	c.Properties = maps.Clone(m.Properties)
 	if c.Properties == nil {
@@ -114,6 +117,8 @@ func stamped(ctx context.Context, m *Message, next func(context.Context) (string
 		return Message{}, err
 	}
 	c.Properties[msgkey.Property], c.Keys = key, withKey
-	tracectx.Inject(ctx, func(name string) string { return c.Properties[name] }, func(name, v string) { c.Properties[name] = v })
+	if trace != nil && c.Properties[traceParent] == "" {
+		trace(ctx, c.Properties)
+	}
 	return c, nil
 }

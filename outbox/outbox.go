@@ -30,6 +30,18 @@ type Config struct {
 	// MaxBody is the largest body Add accepts, in bytes: the broker's
 	// maxMessageSize. Default 4 MiB, the broker's default.
 	MaxBody int
+	// TraceContext, if set, writes the trace context of Add's ctx into a
+	// message's properties, unless they hold a traceparent already, so
+	// that the row ships it and the consumer's span continues the business
+	// transaction's trace. With OpenTelemetry (which this package does not
+	// link):
+	//
+	//	func(ctx context.Context, p map[string]string) {
+	//		otel.GetTextMapPropagator().Inject(ctx, propagation.MapCarrier(p))
+	//	}
+	//
+	// Default nil: a message carries what its properties hold.
+	TraceContext func(ctx context.Context, props map[string]string)
 }
 
 func (c *Config) setDefaults() {
@@ -113,10 +125,8 @@ const maxRows = 256
 // returns m's key: the one m carries in [msgkey.Property], else a new one
 // from the key source, fixed now so that every shipment of the row carries
 // it. The row ships once tx commits, and never if it rolls back. m is not
-// changed. ctx's trace context goes with the row (traceparent,
-// tracestate, through the OpenTelemetry propagator the program sets), so
-// that the trace runs from the business transaction to the consumer's
-// effect.
+// changed. With [Config.TraceContext] the row carries ctx's trace context
+// too.
 //
 // A message that can never ship is refused with [ErrInvalidMessage], or an
 // error wrapping [msgkey.ErrInvalid] for a key that cannot travel.
@@ -144,7 +154,7 @@ func (o *Outbox) AddBatch(ctx context.Context, tx *sql.Tx, msgs []Message) ([]st
 		if err := msgs[i].check(o.cfg.MaxBody); err != nil {
 			return nil, err
 		}
-		m, err := stamped(ctx, &msgs[i], o.nextKey)
+		m, err := stamped(ctx, &msgs[i], o.nextKey, o.cfg.TraceContext)
 		if err != nil {
 			return nil, fmt.Errorf("outbox: topic %s: %w", m.Topic, err)
 		}

@@ -1,13 +1,13 @@
 package outbox_test
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -162,20 +162,25 @@ func TestNewRefuses(t *testing.T) {
 	}
 }
 
-// TestAddCarriesTraceContext: a message added under a span ships with
-// that span's context in its traceparent property, through the
-// propagator the program set, so that the consumer's span continues the
-// business transaction's trace; one that carries a context keeps it.
+// TestAddCarriesTraceContext: with Config.TraceContext, a message added
+// under a span ships with that span's context in its traceparent property,
+// so that the consumer's span continues the business transaction's trace;
+// one that carries a context keeps it.
 func TestAddCarriesTraceContext(t *testing.T) {
-	old := otel.GetTextMapPropagator()
-	otel.SetTextMapPropagator(propagation.TraceContext{})
-	t.Cleanup(func() { otel.SetTextMapPropagator(old) })
 	forBackends(t, []testdb.Backend{testdb.SQLite}, func(t *testing.T, e env) {
+		o, err := outbox.New(e.db, e.b.Dialect, new(counter), outbox.Config{
+			TraceContext: func(ctx context.Context, p map[string]string) {
+				propagation.TraceContext{}.Inject(ctx, propagation.MapCarrier(p))
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{7}, SpanID: trace.SpanID{1}, TraceFlags: trace.FlagsSampled})
 		ctx := trace.ContextWithSpanContext(t.Context(), sc)
 		carried := "00-08000000000000000000000000000000-0200000000000000-01"
 		tx := begin(t, e.db)
-		keys, err := e.o.AddBatch(ctx, tx, []outbox.Message{
+		keys, err := o.AddBatch(ctx, tx, []outbox.Message{
 			{Topic: "orders", Body: []byte("in the span")},
 			{Topic: "orders", Body: []byte("carried"), Properties: map[string]string{"traceparent": carried}},
 		})
@@ -186,8 +191,8 @@ func TestAddCarriesTraceContext(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec := new(recorder)
-		r := newRelay(t, e.o, rec, outbox.RelayConfig{})
-		waitStats(t, e.o, "two rows sent", func(s outbox.Counts) bool { return s.Sent == 2 })
+		r := newRelay(t, o, rec, outbox.RelayConfig{})
+		waitStats(t, o, "two rows sent", func(s outbox.Counts) bool { return s.Sent == 2 })
 		r.Close()
 		want := map[string]string{keys[0]: "00-07000000000000000000000000000000-0100000000000000-01", keys[1]: carried}
 		for _, m := range rec.sent() {

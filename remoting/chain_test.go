@@ -62,7 +62,13 @@ func TestChainAppliesOnce(t *testing.T) {
 
 	// A: the orders, written with the outbox.
 	dbA := testdb.MySQL.Open(t)
-	outA := migrated(t, dbA, dialect.MySQL, 1)
+	outA, err := outbox.New(dbA, dialect.MySQL, testkit.Keys(t, 1), outbox.Config{TraceContext: injectTrace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := outA.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
 	relay(t, outA, newSender(t, ns, "chain-a-"+run))
 	var (
 		sent    []string            // the orders' keys
@@ -78,7 +84,7 @@ func TestChainAppliesOnce(t *testing.T) {
 	// B: consumes orders, emits payment requests.
 	dbB := testdb.MySQL.Open(t)
 	storeB := migratedStore(t, dbB)
-	outB, err := outbox.New(dbB, dialect.MySQL, nil, outbox.Config{})
+	outB, err := outbox.New(dbB, dialect.MySQL, nil, outbox.Config{TraceContext: injectTrace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,4 +345,10 @@ func consumerSpans(ended []sdktrace.ReadOnlySpan, topic string) int {
 		}
 	}
 	return n
+}
+
+// injectTrace is the outboxes' Config.TraceContext: through the program's
+// propagator.
+func injectTrace(ctx context.Context, p map[string]string) {
+	otel.GetTextMapPropagator().Inject(ctx, propagation.MapCarrier(p))
 }
