@@ -31,7 +31,7 @@ func (s *seqKeys) NextKey(context.Context) (string, error) {
 	return fmt.Sprintf("k%d", s.n.Add(1)), nil
 }
 
-func newProducer(t *testing.T, keys msgkey.Source) *remoting.Producer {
+func newProducer(t testing.TB, keys msgkey.Source) *remoting.Producer {
 	t.Helper()
 	// A real client that is never started: Stamp does not touch it, and a
 	// send fails before reaching it when stamping fails.
