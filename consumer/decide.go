@@ -31,7 +31,7 @@ type decision struct {
 //
 //	outcome      action  logged
 //	completed    ack
-//	suppressed   ack
+//	suppressed   ack     debug (a duplicate, as designed)
 //	failed       retry   (the handler's error is returned to the client)
 //	busy         retry   only once waiting in process is spent, no sooner than the holder's lease ends
 //	reused       retry   error (the key is recorded with another body)
@@ -48,8 +48,10 @@ type decision struct {
 // again, not per message (see [WithStoreDownWait]). The package doc shows
 // this table to users.
 var decisions = [...]decision{
-	dedupe.Completed:  {act: adapter.Ack, count: func(s *counters) *atomic.Int64 { return &s.Completed }},
-	dedupe.Suppressed: {act: adapter.Ack, count: func(s *counters) *atomic.Int64 { return &s.Suppressed }},
+	dedupe.Completed: {act: adapter.Ack, count: func(s *counters) *atomic.Int64 { return &s.Completed }},
+	// Dedupe working as designed: never louder than debug.
+	dedupe.Suppressed: {act: adapter.Ack, count: func(s *counters) *atomic.Int64 { return &s.Suppressed },
+		level: slog.LevelDebug, msg: "idemq: duplicate suppressed; its key was done before"},
 	// The handler's own error: the caller logs it if it wants.
 	dedupe.Failed: {act: adapter.Retry, failed: true, count: func(s *counters) *atomic.Int64 { return &s.Failed }},
 	// Reached only once waiting in process stopped (see await).

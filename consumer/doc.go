@@ -33,7 +33,7 @@
 //
 //	outcome      client  logged
 //	completed    ack
-//	suppressed   ack
+//	suppressed   ack     debug (a duplicate, as designed)
 //	failed       retry   (the handler's error is returned to the client)
 //	busy         retry   only once waiting in process is spent, no sooner than the holder's lease ends
 //	reused       retry   error (the key is recorded with another body)

@@ -111,6 +111,8 @@ func TestOutcomes(t *testing.T) {
 			return nil
 		},
 		counter: func(s consumer.Stats) int64 { return s.Suppressed },
+		// As designed: debug, never louder.
+		logged: true, level: slog.LevelDebug,
 	}, {
 		name: "Failed", outcome: dedupe.Failed, act: adapter.Retry, says: "declined",
 		handler: func(*outcomeEnv) consumer.Handler {
