@@ -263,6 +263,7 @@ func (c *Consumer) startSpans(ctx context.Context, d *delivery, msgs []Message, 
 		case unreadable:
 			c.logger.Debug("idemq: trace context in the message unreadable; ignored", "group", ob.group, "msgId", m.ID, tracectx.Parent, m.GetProperty(tracectx.Parent))
 		case sent == ctx:
+			// Nothing carried.
 		case len(msgs) == 1:
 			parent = sent
 		default:

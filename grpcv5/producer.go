@@ -33,8 +33,7 @@ func NewProducer(p golang.Producer, keys msgkey.Source) (*Producer, error) {
 // is also among its Keys, and puts ctx's trace context in its properties
 // (traceparent, tracestate) through the OpenTelemetry propagator the
 // program sets, unless it carries one. Stamping a message again changes
-// nothing. It
-// fails, leaving msg unchanged, if msg's key is invalid
+// nothing. It fails, leaving msg unchanged, if msg's key is invalid
 // ([msgkey.ErrInvalid]) or the key source fails.
 func (p *Producer) Stamp(ctx context.Context, msg *golang.Message) error {
 	if msg == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/msgkey"
@@ -44,10 +43,10 @@ func (o *Outbox) Emit(ctx context.Context, name string, m Message) (string, erro
 	if err != nil {
 		return "", fmt.Errorf("outbox: Emit %q: %w", name, err)
 	}
-	m.Properties = maps.Clone(m.Properties)
-	if m.Properties == nil {
-		m.Properties = map[string]string{}
+	// m carries no key: Add's stamping takes the derived one.
+	keys, err := o.add(ctx, tx, []Message{m}, func(context.Context) (string, error) { return key, nil })
+	if err != nil {
+		return "", err
 	}
-	m.Properties[msgkey.Property] = key
-	return o.Add(ctx, tx, m)
+	return keys[0], nil
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
@@ -26,22 +27,7 @@ func TestEmit(t *testing.T) {
 	for _, be := range testdb.Backends {
 		t.Run(be.Name, func(t *testing.T) {
 			ctx := t.Context()
-			db := be.Open(t)
-			store, err := sqldedupe.New(db, be.Dialect, sqldedupe.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { store.Close() })
-			o, err := outbox.New(db, be.Dialect, nil, outbox.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := store.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := o.Migrate(ctx); err != nil {
-				t.Fatal(err)
-			}
+			store, o := emitEnv(t, be)
 			c, err := consumer.New(store, "billing", consumer.WithLogger(slog.New(slog.DiscardHandler)))
 			if err != nil {
 				t.Fatal(err)
@@ -100,28 +86,20 @@ func TestEmit(t *testing.T) {
 // cannot ship, fails its handler, and nothing of the handler commits.
 func TestEmitRefuses(t *testing.T) {
 	ctx := t.Context()
-	db := testdb.SQLite.Open(t)
-	store, err := sqldedupe.New(db, testdb.SQLite.Dialect, sqldedupe.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	o, err := outbox.New(db, testdb.SQLite.Dialect, nil, outbox.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store, o := emitEnv(t, testdb.SQLite)
 	quiet := consumer.WithLogger(slog.New(slog.DiscardHandler))
 	txc, err := consumer.New(store, "billing", quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
 	plain, err := consumer.New(memdedupe.New(memdedupe.Config{}), "billing", quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its claims fail as if the store were down, and FailOpen runs the
+	// handler without one.
+	failOpen, err := consumer.New(claimsFail{store}, "billing", quiet,
+		consumer.WithGuard(dedupe.GuardConfig{FailOpen: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +115,10 @@ func TestEmitRefuses(t *testing.T) {
 		name: "outside a transaction", c: plain,
 		emit: func(ctx context.Context) error { _, err := o.Emit(ctx, "payment", payment); return err },
 		says: "outside a transactional handler",
+	}, {
+		name: "without a claim", c: failOpen, tx: true,
+		emit: func(ctx context.Context) error { _, err := o.Emit(ctx, "payment", payment); return err },
+		says: "without a claim",
 	}, {
 		name: "name with a space", c: txc, tx: true,
 		emit: func(ctx context.Context) error { _, err := o.Emit(ctx, "two words", payment); return err },
@@ -189,4 +171,35 @@ func TestEmitRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// emitEnv returns a dedupe store and an outbox without a key source (Emit
+// derives every key), both over one fresh database of be, migrated.
+func emitEnv(t *testing.T, be testdb.Backend) (*sqldedupe.Store, *outbox.Outbox) {
+	t.Helper()
+	db := be.Open(t)
+	store, err := sqldedupe.New(db, be.Dialect, sqldedupe.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	o, err := outbox.New(db, be.Dialect, nil, outbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return store, o
+}
+
+// claimsFail is a store whose claims in a transaction fail as if it could
+// not be reached.
+type claimsFail struct{ *sqldedupe.Store }
+
+func (claimsFail) ClaimTx(context.Context, *sql.Tx, dedupe.Item, time.Duration) (dedupe.ClaimResult, error) {
+	return dedupe.ClaimResult{}, errors.New("store unreachable")
 }

@@ -142,6 +142,11 @@ func (o *Outbox) Add(ctx context.Context, tx *sql.Tx, m Message) (string, error)
 // rows of one ordering key ship in the order of msgs. It writes nothing if
 // any message is refused.
 func (o *Outbox) AddBatch(ctx context.Context, tx *sql.Tx, msgs []Message) ([]string, error) {
+	return o.add(ctx, tx, msgs, o.nextKey)
+}
+
+// add is AddBatch, the key of a message that carries none from next.
+func (o *Outbox) add(ctx context.Context, tx *sql.Tx, msgs []Message, next func(context.Context) (string, error)) ([]string, error) {
 	if tx == nil {
 		return nil, errors.New("outbox: nil *sql.Tx")
 	}
@@ -154,7 +159,7 @@ func (o *Outbox) AddBatch(ctx context.Context, tx *sql.Tx, msgs []Message) ([]st
 		if err := msgs[i].check(o.cfg.MaxBody); err != nil {
 			return nil, err
 		}
-		m, err := stamped(ctx, &msgs[i], o.nextKey, o.cfg.TraceContext)
+		m, err := stamped(ctx, &msgs[i], next, o.cfg.TraceContext)
 		if err != nil {
 			return nil, fmt.Errorf("outbox: topic %s: %w", m.Topic, err)
 		}

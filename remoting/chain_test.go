@@ -240,17 +240,26 @@ func relay(t *testing.T, o *outbox.Outbox, s outbox.Sender) {
 // store, tracing with tp, until t ends, and returns its Consumer.
 func chainService(t *testing.T, ns, topic, group string, store *sqldedupe.Store, tp trace.TracerProvider, h func(context.Context, *sql.Tx, *consumer.Message) error) *consumer.Consumer {
 	t.Helper()
-	// The retry topic exists before the consumer starts, which otherwise
-	// learns of it only at its 30 s route refresh.
-	if err := testenv.CreateRocketMQTopic(t.Context(), ns, "%RETRY%"+group, 1); err != nil {
-		t.Fatal(err)
-	}
 	c, err := consumer.New(store, group, consumer.WithLogger(slog.New(slog.DiscardHandler)), consumer.WithTelemetry(metricnoop.NewMeterProvider(), tp))
 	if err != nil {
 		t.Fatal(err)
 	}
 	txh, err := c.Tx(h)
 	if err != nil {
+		t.Fatal(err)
+	}
+	consumeFromFirst(t, ns, topic, group, c, txh)
+	return c
+}
+
+// consumeFromFirst consumes topic from its first offset with a push
+// consumer of group, c's, that runs h through c, until t ends, when it
+// drains.
+func consumeFromFirst(t *testing.T, ns, topic, group string, c *consumer.Consumer, h consumer.Handler) {
+	t.Helper()
+	// The retry topic exists before the consumer starts, which otherwise
+	// learns of it only at its 30 s route refresh.
+	if err := testenv.CreateRocketMQTopic(t.Context(), ns, "%RETRY%"+group, 1); err != nil {
 		t.Fatal(err)
 	}
 	pc, err := rocketmq.NewPushConsumer(
@@ -262,7 +271,7 @@ func chainService(t *testing.T, ns, topic, group string, store *sqldedupe.Store,
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pc.Subscribe(topic, rmqconsumer.MessageSelector{}, remoting.Concurrently(c, txh)); err != nil {
+	if err := pc.Subscribe(topic, rmqconsumer.MessageSelector{}, remoting.Concurrently(c, h)); err != nil {
 		t.Fatal(err)
 	}
 	if err := pc.Start(); err != nil {
@@ -273,7 +282,6 @@ func chainService(t *testing.T, ns, topic, group string, store *sqldedupe.Store,
 		defer cancel()
 		remoting.Drain(ctx, c, pc)
 	})
-	return c
 }
 
 // countBy runs query, which selects a string and a count, into a map.

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	rocketmq "github.com/apache/rocketmq-client-go/v2"
-	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/redis/go-redis/v9"
 
@@ -29,7 +27,6 @@ import (
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
-	"github.com/idemq/idemq/remoting"
 )
 
 // roleRelay is a relay process: it ships its table's rows until told to
@@ -232,11 +229,6 @@ func (e *effects) counts() map[string]int {
 func applyOnce(t *testing.T, ns, topic, run string) *effects {
 	t.Helper()
 	group := topic + "-idemq"
-	// The retry topic exists before the consumer starts, which otherwise
-	// learns of it only at its 30 s route refresh.
-	if err := testenv.CreateRocketMQTopic(t.Context(), ns, "%RETRY%"+group, 1); err != nil {
-		t.Fatal(err)
-	}
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.Redis(t)})
 	t.Cleanup(func() { rdb.Close() })
 	store, err := redisdedupe.New(rdb, redisdedupe.Config{Prefix: "outbox-fault:" + run + ":"})
@@ -250,33 +242,11 @@ func applyOnce(t *testing.T, ns, topic, run string) *effects {
 		t.Fatal(err)
 	}
 	e := &effects{c: c, applied: map[string]int{}}
-	cb := remoting.Concurrently(c, func(_ context.Context, m *consumer.Message) error {
+	consumeFromFirst(t, ns, topic, group, c, func(_ context.Context, m *consumer.Message) error {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.applied[msgkey.Of(m)]++
 		return nil
-	})
-	pc, err := rocketmq.NewPushConsumer(
-		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		rmqconsumer.WithGroupName(group),
-		rmqconsumer.WithInstance(group),
-		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pc.Subscribe(topic, rmqconsumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (rmqconsumer.ConsumeResult, error) {
-		return cb(ctx, msgs...)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := pc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		remoting.Drain(ctx, c, pc)
 	})
 	return e
 }
