@@ -13,7 +13,8 @@ import (
 // BenchmarkStamp measures what stamping costs a message before it is sent:
 // its key alone (no propagator, the default), and its key with the
 // sending span's trace context (a W3C propagator set, a span in ctx): the
-// propagation's own cost per message is the difference.
+// propagation's own cost per message is the difference, which make bench
+// shows as idemq-trace's ratio to key-only.
 func BenchmarkStamp(b *testing.B) {
 	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{7}, SpanID: trace.SpanID{1}, TraceFlags: trace.FlagsSampled})
 	for _, tc := range []struct {
@@ -21,8 +22,8 @@ func BenchmarkStamp(b *testing.B) {
 		propagator propagation.TextMapPropagator
 		ctx        context.Context
 	}{
-		{"key", propagation.NewCompositeTextMapPropagator(), context.Background()},
-		{"key+trace", propagation.TraceContext{}, trace.ContextWithSpanContext(context.Background(), sc)},
+		{"key-only", propagation.NewCompositeTextMapPropagator(), context.Background()},
+		{"idemq-trace", propagation.TraceContext{}, trace.ContextWithSpanContext(context.Background(), sc)},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			old := otel.GetTextMapPropagator()
