@@ -62,7 +62,9 @@ func TestCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			p.use(s)
-			dedupetest.RunConformanceTests(t, func(*testing.T) dedupe.Store { return s }, features)
+			f := features
+			f.KeepsTrace = p.name == "Native"
+			dedupetest.RunConformanceTests(t, func(*testing.T) dedupe.Store { return s }, f)
 		})
 	}
 }

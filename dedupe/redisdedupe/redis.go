@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -275,13 +276,36 @@ func (s *Store) Complete(ctx context.Context, ts []dedupe.Ticket, retention time
 		return nil, fmt.Errorf("redisdedupe: complete batch of %d: retention %v must be positive", len(ts), retention)
 	}
 	if len(ts) == 1 {
-		return perItem(s.ownedOne(ctx, "complete", completeScript, completeHash, ts[0], box(&s.retention, retention), nil))
+		return perItem(s.ownedOne(ctx, "complete", completeScript, completeHash, traced(ts[0]), box(&s.retention, retention), nil))
 	}
-	errs, err := s.owned(ctx, "complete", completeScript, ts, millis(retention))
+	errs, err := s.owned(ctx, "complete", completeScript, tracedAll(ts), millis(retention))
 	if err != nil {
 		return nil, fmt.Errorf("redisdedupe: complete batch of %d: %w", len(ts), err)
 	}
 	return errs, nil
+}
+
+// traced is t with its trace, if the store keeps it, after its token: the
+// argument of completeScript.
+func traced(t dedupe.Ticket) dedupe.Ticket {
+	if tr := dedupekit.KeptTrace(t.Trace); tr != "" {
+		t.Token += string(traceSep) + tr
+	}
+	return t
+}
+
+// tracedAll is ts traced, a copy only if a ticket has a trace.
+func tracedAll(ts []dedupe.Ticket) []dedupe.Ticket {
+	for i, t := range ts {
+		if t.Trace != "" {
+			out := slices.Clone(ts)
+			for j := i; j < len(out); j++ {
+				out[j] = traced(out[j])
+			}
+			return out
+		}
+	}
+	return ts
 }
 
 // Release implements [dedupe.Store], one ticket as Complete does.

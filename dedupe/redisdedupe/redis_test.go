@@ -83,6 +83,8 @@ func TestConformance(t *testing.T) {
 			p.use(s)
 			f := features
 			f.LostAnswer, f.Unreachable = lostAnswer(p.use), unreachable(p.use)
+			// The claim script answers no trace.
+			f.KeepsTrace = p.name == "Native"
 			dedupetest.RunConformanceTests(t, func(*testing.T) dedupe.Store { return s }, f)
 		})
 	}
