@@ -20,7 +20,6 @@ const tokenLen = 26
 // traceSep ends a record's fingerprint where a trace follows.
 const traceSep = '\n'
 
-
 // Claim status codes returned by claimScript.
 const (
 	codeAcquired = 1
