@@ -63,10 +63,18 @@ const (
 	attrMsgID      = attribute.Key("messaging.message.id")
 	attrBodySize   = attribute.Key("messaging.message.body.size")
 	attrBatchCount = attribute.Key("messaging.batch.message_count")
+	attrKeys       = attribute.Key("messaging.rocketmq.message.keys")
+	attrTag        = attribute.Key("messaging.rocketmq.message.tag")
 	attrErrorType  = attribute.Key("error.type")
 	attrKey        = attribute.Key("idemq.key")
 	attrOutcome    = attribute.Key("idemq.outcome")
+	// attrLink names what a span link of idemq's points to.
+	attrLink = attribute.Key("idemq.link")
 )
+
+// linkApplied is the relation of a suppressed duplicate's span to the
+// span of the run that applied its effect.
+var linkApplied = attrLink.String("applied")
 
 // durationBuckets are the histograms' bucket boundaries in seconds, from a
 // claim on a local Redis to a slow handler; the SDK's default ones are
@@ -251,6 +259,12 @@ func (c *Consumer) startSpans(ctx context.Context, d *delivery, msgs []Message, 
 			attrBodySize.Int(len(m.Body)),
 			attrKey.String(keys[i]),
 		}
+		if len(m.Keys) > 0 {
+			attrs = append(attrs, attrKeys.StringSlice(m.Keys))
+		}
+		if m.Tag != "" {
+			attrs = append(attrs, attrTag.String(m.Tag))
+		}
 		if len(msgs) > 1 {
 			attrs = append(attrs, attrBatchCount.Int(len(msgs)))
 		}
@@ -270,6 +284,18 @@ func (c *Consumer) startSpans(ctx context.Context, d *delivery, msgs []Message, 
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: trace.SpanContextFromContext(sent)}))
 		}
 		_, d.spans[i] = ob.tracer.Start(parent, "process "+m.Topic, opts...)
+	}
+}
+
+// name gives each item, of message of[j], its message span's context as
+// its Trace, which the store keeps with the completion, so that a later
+// duplicate's span can link to the run that applied the effect.
+func (d *delivery) name(items []dedupe.Item, of []int) {
+	if d == nil || d.spans == nil {
+		return
+	}
+	for j := range items {
+		items[j].Trace = tracectx.Format(d.spans[of[j]].SpanContext())
 	}
 }
 
@@ -361,6 +387,9 @@ func (d *delivery) finish(res []dedupe.Result) {
 			ss.End(trace.WithTimestamp(s.end))
 		}
 		span.SetAttributes(attrOutcome.String(r.Outcome.String()))
+		if sc, ok := tracectx.Parse(r.Trace); ok && r.Outcome == dedupe.Suppressed {
+			span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{linkApplied}})
+		}
 		if decisions[r.Outcome].failed {
 			span.SetAttributes(attrErrorType.String(r.Outcome.String()))
 			span.SetStatus(codes.Error, describe(r))
