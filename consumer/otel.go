@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"reflect"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -164,19 +163,11 @@ func newObserver(t telemetryOptions, group string) (*observer, error) {
 
 	if _, off := t.tracers.(noop.TracerProvider); !off {
 		ob.tracer = t.tracers.Tracer(instrumentationName)
-		if isUnsetGlobal(t.tracers) {
+		if tracectx.Unset(t.tracers) {
 			ob.unset = t.tracers
 		}
 	}
 	return ob, nil
-}
-
-// isUnsetGlobal reports whether tp is otel's global provider before an
-// SDK is installed: its tracers make spans that record nothing, yet cost
-// allocations, until otel.SetTracerProvider gives them a delegate.
-func isUnsetGlobal(tp trace.TracerProvider) bool {
-	t := reflect.TypeOf(tp)
-	return t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global"
 }
 
 // tracing reports whether spans may be recorded now. While the global
