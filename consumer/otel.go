@@ -48,7 +48,10 @@ import (
 // context carries it, so the spans the handler starts nest under it) and
 // idemq.complete or idemq.release (the settling round trip). A message
 // whose handler did not run (suppressed, busy, ...) has no children: its
-// span is the claim.
+// span is the claim. A suppressed duplicate's span links to the span of
+// the run that applied the effect (attribute idemq.link=applied), which
+// the dedupe record names where the store keeps it ([dedupe.Ticket]'s
+// Trace): what a user looking at the duplicate wants next.
 const instrumentationName = "github.com/idemq/idemq/consumer"
 
 // Span attribute keys: the OpenTelemetry messaging conventions', and
