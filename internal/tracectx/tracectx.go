@@ -3,7 +3,9 @@
 // (otel.SetTextMapPropagator; none by default, and then nothing is
 // carried). The properties are named as the propagator names its fields,
 // traceparent and tracestate, as OpenTelemetry's Java RocketMQ
-// instrumentation puts them, so that a trace crosses languages.
+// instrumentation puts them, so that a trace crosses languages. It also
+// makes the outbox senders' send spans ([StartSend]), and names a run in a
+// dedupe record ([Format], [Parse]).
 package tracectx
 
 import (
