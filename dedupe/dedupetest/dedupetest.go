@@ -65,7 +65,7 @@ type Features struct {
 	// and names addr.
 	Unreachable func(t *testing.T) (s dedupe.Store, pkg, addr string)
 	// KeepsTrace says the store keeps a completion's [dedupe.Ticket.Trace]
-	// and answers it in every Suppressed claim, as memdedupe and Redis 7
+	// and answers it in every Suppressed claim, as memdedupe and Redis
 	// do: the suite then checks what it answers (and, with an Inspector,
 	// the record's Trace). Without it, the suite checks only that
 	// completions with traces, well formed or not, succeed and leave the

@@ -258,26 +258,41 @@ func (s *Store) claimByScript(ctx context.Context, reqs []dedupe.Item, lease tim
 	}
 	for pi, p := range parts {
 		vals := out[pi]
-		if len(vals) != 2+2*len(p.idx) {
+		if len(vals) < 2+2*len(p.idx) {
 			return fmt.Errorf("script answered %d values for %d keys", len(vals), len(p.idx))
 		}
-		now := time.UnixMicro(vals[0]*1e6 + vals[1])
+		sec, _ := vals[0].(int64)
+		usec, _ := vals[1].(int64)
+		now := time.UnixMicro(sec*1e6 + usec)
+		traces := vals[2+2*len(p.idx):] // of the keys answered done, in order
 		for n, j := range p.idx {
 			it := items[j]
-			code, ms := vals[2+2*n], vals[3+2*n]
+			code, _ := vals[2+2*n].(int64)
+			ms, _ := vals[3+2*n].(int64)
+			var trace string
+			if code == codeDone {
+				if len(traces) == 0 {
+					return fmt.Errorf("script answered %d values for %d keys, too few traces", len(vals), len(p.idx))
+				}
+				trace, _ = traces[0].(string)
+				traces = traces[1:]
+			}
 			left := time.Duration(max(ms, 1)) * time.Millisecond
 			switch code {
 			case codeAcquired:
 				res[it.i] = dedupe.ClaimResult{Outcome: dedupe.Acquired, Token: it.token()}
 			case codeDone:
-				res[it.i] = dedupe.ClaimResult{Outcome: dedupe.Suppressed, Until: now.Add(left), Remaining: left}
+				res[it.i] = dedupe.ClaimResult{Outcome: dedupe.Suppressed, Until: now.Add(left), Remaining: left, Trace: trace}
 			case codeInFlight:
 				res[it.i] = dedupe.ClaimResult{Outcome: dedupe.Busy, Until: now.Add(left), Remaining: left}
 			case codeConflict:
 				res[it.i] = dedupe.ClaimResult{Outcome: dedupe.Reused}
 			default:
-				return fmt.Errorf("script answered code %d", code)
+				return fmt.Errorf("script answered code %v", vals[2+2*n])
 			}
+		}
+		if len(traces) > 0 {
+			return fmt.Errorf("script answered %d values for %d keys, too many traces", len(vals), len(p.idx))
 		}
 	}
 	return nil

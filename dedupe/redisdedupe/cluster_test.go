@@ -62,9 +62,7 @@ func TestCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			p.use(s)
-			f := features
-			f.KeepsTrace = p.name == "Native"
-			dedupetest.RunConformanceTests(t, func(*testing.T) dedupe.Store { return s }, f)
+			dedupetest.RunConformanceTests(t, func(*testing.T) dedupe.Store { return s }, features)
 		})
 	}
 }

@@ -17,9 +17,8 @@
 // may evict a done record, and the duplicate it guarded against then runs.
 // Size its memory for (retention × message rate) records of about 100
 // bytes plus the key, and 56 more for a traced consumer's records, which
-// keep the applying run's traceparent ([dedupe.Ticket.Trace]; a Suppressed
-// claim answers it on Redis 7.0 or later, not from the claim script
-// before).
+// keep the applying run's traceparent ([dedupe.Ticket.Trace]), which a
+// Suppressed claim answers.
 //
 // # When Redis is down
 //

@@ -46,7 +46,7 @@ var paths = []struct {
 }
 
 // features are what the conformance suite expects of a Store.
-var features = dedupetest.Features{Inspector: true, UnorderedList: true}
+var features = dedupetest.Features{Inspector: true, UnorderedList: true, KeepsTrace: true}
 
 // unreachable returns a store, on use's path, whose Redis cannot be
 // reached.
@@ -83,8 +83,6 @@ func TestConformance(t *testing.T) {
 			p.use(s)
 			f := features
 			f.LostAnswer, f.Unreachable = lostAnswer(p.use), unreachable(p.use)
-			// The claim script answers no trace.
-			f.KeepsTrace = p.name == "Native"
 			dedupetest.RunConformanceTests(t, func(*testing.T) dedupe.Store { return s }, f)
 		})
 	}

@@ -35,12 +35,14 @@ const (
 // token is fresh per claim, so no other claim wrote it. Fingerprints
 // conflict as [dedupe.FingerprintsConflict] says: the same length in bytes
 // (Lua's #, which an empty one shares only with another) and different; a
-// record's fingerprint ends at its trace, if any. It
-// returns the server's TIME (seconds, microseconds; zero when no answer
-// needs it), then per key a status code and the record's PTTL in
-// milliseconds.
+// record's fingerprint ends at its trace, if any. It returns the server's
+// TIME (seconds, microseconds; zero when no answer needs it), then per key
+// a status code and the record's PTTL in milliseconds, then for each key
+// answered done, in order, the trace its completion kept ("" for none):
+// an answer that is not done costs no string to read.
 var claimScript = redis.NewScript(`
 local out = {0, 0}
+local traces = {}
 local timed = false
 for i, key in ipairs(KEYS) do
 	local rec = ARGV[2*i-1]
@@ -52,10 +54,10 @@ for i, key in ipairs(KEYS) do
 		out[2*i+1] = 1
 		out[2*i+2] = 0
 	else
-		local had, fp = string.sub(v, 28), string.sub(rec, 28)
+		local had, fp, trace = string.sub(v, 28), string.sub(rec, 28), ''
 		local e = string.find(had, '\n', 1, true)
 		if e then
-			had = string.sub(had, 1, e - 1)
+			had, trace = string.sub(had, 1, e - 1), string.sub(had, e + 1)
 		end
 		if #had == #fp and had ~= fp then
 			out[2*i+1] = 4
@@ -63,6 +65,7 @@ for i, key in ipairs(KEYS) do
 		else
 			if string.sub(v, 1, 1) == 'd' then
 				out[2*i+1] = 2
+				traces[#traces+1] = trace
 			else
 				out[2*i+1] = 3
 			end
@@ -70,6 +73,9 @@ for i, key in ipairs(KEYS) do
 			timed = true
 		end
 	end
+end
+for _, trace in ipairs(traces) do
+	out[#out+1] = trace
 end
 if timed then
 	local t = redis.call('TIME')
