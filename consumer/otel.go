@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"reflect"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -49,7 +48,10 @@ import (
 // context carries it, so the spans the handler starts nest under it) and
 // idemq.complete or idemq.release (the settling round trip). A message
 // whose handler did not run (suppressed, busy, ...) has no children: its
-// span is the claim.
+// span is the claim. A suppressed duplicate's span links to the span of
+// the run that applied the effect (attribute idemq.link=applied), which
+// the dedupe record names where the store keeps it ([dedupe.Ticket]'s
+// Trace): what a user looking at the duplicate wants next.
 const instrumentationName = "github.com/idemq/idemq/consumer"
 
 // Span attribute keys: the OpenTelemetry messaging conventions', and
@@ -63,10 +65,18 @@ const (
 	attrMsgID      = attribute.Key("messaging.message.id")
 	attrBodySize   = attribute.Key("messaging.message.body.size")
 	attrBatchCount = attribute.Key("messaging.batch.message_count")
+	attrKeys       = attribute.Key("messaging.rocketmq.message.keys")
+	attrTag        = attribute.Key("messaging.rocketmq.message.tag")
 	attrErrorType  = attribute.Key("error.type")
 	attrKey        = attribute.Key("idemq.key")
 	attrOutcome    = attribute.Key("idemq.outcome")
+	// attrLink names what a span link of idemq's points to.
+	attrLink = attribute.Key("idemq.link")
 )
+
+// linkApplied is the relation of a suppressed duplicate's span to the
+// span of the run that applied its effect.
+var linkApplied = attrLink.String("applied")
 
 // durationBuckets are the histograms' bucket boundaries in seconds, from a
 // claim on a local Redis to a slow handler; the SDK's default ones are
@@ -156,19 +166,11 @@ func newObserver(t telemetryOptions, group string) (*observer, error) {
 
 	if _, off := t.tracers.(noop.TracerProvider); !off {
 		ob.tracer = t.tracers.Tracer(instrumentationName)
-		if isUnsetGlobal(t.tracers) {
+		if tracectx.Unset(t.tracers) {
 			ob.unset = t.tracers
 		}
 	}
 	return ob, nil
-}
-
-// isUnsetGlobal reports whether tp is otel's global provider before an
-// SDK is installed: its tracers make spans that record nothing, yet cost
-// allocations, until otel.SetTracerProvider gives them a delegate.
-func isUnsetGlobal(tp trace.TracerProvider) bool {
-	t := reflect.TypeOf(tp)
-	return t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global"
 }
 
 // tracing reports whether spans may be recorded now. While the global
@@ -251,6 +253,12 @@ func (c *Consumer) startSpans(ctx context.Context, d *delivery, msgs []Message, 
 			attrBodySize.Int(len(m.Body)),
 			attrKey.String(keys[i]),
 		}
+		if len(m.Keys) > 0 {
+			attrs = append(attrs, attrKeys.StringSlice(m.Keys))
+		}
+		if m.Tag != "" {
+			attrs = append(attrs, attrTag.String(m.Tag))
+		}
 		if len(msgs) > 1 {
 			attrs = append(attrs, attrBatchCount.Int(len(msgs)))
 		}
@@ -270,6 +278,18 @@ func (c *Consumer) startSpans(ctx context.Context, d *delivery, msgs []Message, 
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: trace.SpanContextFromContext(sent)}))
 		}
 		_, d.spans[i] = ob.tracer.Start(parent, "process "+m.Topic, opts...)
+	}
+}
+
+// name gives each item, of message of[j], its message span's context as
+// its Trace, which the store keeps with the completion, so that a later
+// duplicate's span can link to the run that applied the effect.
+func (d *delivery) name(items []dedupe.Item, of []int) {
+	if d == nil || d.spans == nil {
+		return
+	}
+	for j := range items {
+		items[j].Trace = tracectx.Format(d.spans[of[j]].SpanContext())
 	}
 }
 
@@ -361,6 +381,9 @@ func (d *delivery) finish(res []dedupe.Result) {
 			ss.End(trace.WithTimestamp(s.end))
 		}
 		span.SetAttributes(attrOutcome.String(r.Outcome.String()))
+		if sc, ok := tracectx.Parse(r.Trace); ok && r.Outcome == dedupe.Suppressed {
+			span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{linkApplied}})
+		}
 		if decisions[r.Outcome].failed {
 			span.SetAttributes(attrErrorType.String(r.Outcome.String()))
 			span.SetStatus(codes.Error, describe(r))

@@ -456,3 +456,101 @@ func TestTelemetryTraceContext(t *testing.T) {
 		t.Errorf("%d debug records of the unreadable trace context, want 1", debug)
 	}
 }
+
+// untraced is a store that keeps no completion's trace, as SQL's.
+type untraced struct{ dedupe.Store }
+
+func (s untraced) Claim(ctx context.Context, items []dedupe.Item, lease time.Duration) ([]dedupe.ClaimResult, []error, error) {
+	res, errs, err := s.Store.Claim(ctx, items, lease)
+	for i := range res {
+		res[i].Trace = ""
+	}
+	return res, errs, err
+}
+
+// TestTelemetryDuplicateLink checks the attributes of a message's span and
+// that a suppressed duplicate's span links to the span of the run that
+// applied the effect, named in the dedupe record or by the batch's earlier
+// copy, with the relation as the link's attribute; and that a store that
+// keeps no trace gives no link.
+func TestTelemetryDuplicateLink(t *testing.T) {
+	tests := []struct {
+		name  string
+		store dedupe.Store
+		// together delivers the copy in the same batch as the first.
+		together bool
+		wantLink bool
+	}{
+		{"Redelivered", memdedupe.New(memdedupe.Config{}), false, true},
+		{"SameBatch", memdedupe.New(memdedupe.Config{}), true, true},
+		{"SameBatchUntraced", untraced{memdedupe.New(memdedupe.Config{})}, true, true},
+		{"StoreKeepsNone", untraced{memdedupe.New(memdedupe.Config{})}, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			c := newConsumer(t, tt.store, consumer.WithTelemetry(metricnoop.NewMeterProvider(), tp))
+			first, copied := otelMsg("k", "m1", "body"), otelMsg("k", "m2", "body")
+			first.Keys, first.Tag = []string{"k", "order-42"}, "created"
+			h := func(context.Context, *consumer.Message) error { return nil }
+			batches := [][]consumer.Message{{first}, {copied}}
+			if tt.together {
+				batches = [][]consumer.Message{{first, copied}}
+			}
+			for _, b := range batches {
+				if vs := adapter.Process(t.Context(), c, b, h, adapter.Waiting{}, nil); !acked(vs) {
+					t.Fatalf("verdicts %+v", vs)
+				}
+			}
+			spans := map[string]sdktrace.ReadOnlySpan{}
+			for _, s := range rec.Ended() {
+				if s.SpanKind() == trace.SpanKindConsumer {
+					spans[attrOf(s, "messaging.message.id").AsString()] = s
+				}
+			}
+			applied, dup := spans["m1"], spans["m2"]
+			if applied == nil || dup == nil {
+				t.Fatalf("spans %v, want m1's and m2's", spans)
+			}
+			for key, want := range map[string]attribute.Value{
+				"messaging.system":                attribute.StringValue("rocketmq"),
+				"messaging.operation.type":        attribute.StringValue("process"),
+				"messaging.destination.name":      attribute.StringValue("orders"),
+				"messaging.consumer.group.name":   attribute.StringValue(testGroup),
+				"messaging.rocketmq.message.keys": attribute.StringSliceValue([]string{"k", "order-42"}),
+				"messaging.rocketmq.message.tag":  attribute.StringValue("created"),
+				"idemq.key":                       attribute.StringValue("k"),
+				"idemq.outcome":                   attribute.StringValue("completed"),
+			} {
+				if got := attrOf(applied, key); got != want {
+					t.Errorf("m1's %s = %v, want %v", key, got.Emit(), want.Emit())
+				}
+			}
+			if got := attrOf(dup, "messaging.rocketmq.message.tag"); got.Type() != attribute.INVALID {
+				t.Errorf("m2, untagged, has tag %v", got.Emit())
+			}
+			if got := attrOf(dup, "idemq.outcome").AsString(); got != "suppressed" {
+				t.Fatalf("m2's outcome %q, want suppressed", got)
+			}
+			links := dup.Links()
+			switch {
+			case !tt.wantLink && len(links) != 0:
+				t.Errorf("m2's links %v, want none", links)
+			case tt.wantLink && (len(links) != 1 || links[0].SpanContext.TraceID() != applied.SpanContext().TraceID() || links[0].SpanContext.SpanID() != applied.SpanContext().SpanID() ||
+				!slices.Contains(links[0].Attributes, attribute.String("idemq.link", "applied"))):
+				t.Errorf("m2's links %v, want one to m1's span %v with idemq.link=applied", links, applied.SpanContext())
+			}
+		})
+	}
+}
+
+// attrOf is s's attribute key, of type INVALID when s has none.
+func attrOf(s sdktrace.ReadOnlySpan, key string) attribute.Value {
+	for _, kv := range s.Attributes() {
+		if string(kv.Key) == key {
+			return kv.Value
+		}
+	}
+	return attribute.Value{}
+}

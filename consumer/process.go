@@ -82,13 +82,16 @@ func (c *Consumer) refuse(ctx context.Context, msgs []Message, vs []adapter.Verd
 func (c *Consumer) handle(ctx context.Context, msgs []Message, h Handler, w adapter.Waiting, vs []adapter.Verdict) {
 	c.stats.Delivered.Add(int64(len(msgs)))
 	keys := make([]string, len(msgs))
-	res := make([]dedupe.Result, len(msgs))
-	// The item of a delivery of one message, the default, takes no
-	// allocation.
-	var one [1]dedupe.Item
-	items := one[:0]
-	if len(msgs) > 1 {
-		items = make([]dedupe.Item, 0, len(msgs))
+	// The result and item of a delivery of one message, the default, take
+	// no allocation (a make of a length not constant does only up to 32
+	// bytes, and a Result is larger).
+	var (
+		oneRes [1]dedupe.Result
+		one    [1]dedupe.Item
+	)
+	res, items := oneRes[:], one[:0]
+	if len(msgs) != 1 {
+		res, items = make([]dedupe.Result, len(msgs)), make([]dedupe.Item, 0, len(msgs))
 	}
 	of := make([]int, 0, len(msgs)) // the message of each item
 	for i := range msgs {
@@ -107,6 +110,7 @@ func (c *Consumer) handle(ctx context.Context, msgs []Message, h Handler, w adap
 		of = append(of, i)
 	}
 	d := c.observe(ctx, msgs, keys)
+	d.name(items, of)
 	if len(items) > 0 {
 		run := func(ctx context.Context, i int) error { return h(ctx, &msgs[i]) }
 		fn := func(ctx context.Context, j int) error { return d.run(ctx, of[j], run) }

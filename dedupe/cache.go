@@ -41,6 +41,7 @@ type doneEntry struct {
 	ref     Ref
 	fp      string    // a fingerprint the store answered Suppressed to, if any
 	expires time.Time // local clock, no later than the store's deadline
+	trace   string    // the trace the store answered or the completion kept, if any
 }
 
 // lookup answers req from the cache if it can.
@@ -62,12 +63,12 @@ func (c *doneCache) lookup(req Item, now time.Time) (ClaimResult, bool) {
 	}
 	c.lru.MoveToFront(el)
 	left := e.expires.Sub(now)
-	return ClaimResult{Outcome: Suppressed, Until: now.Add(left), Remaining: left}, true
+	return ClaimResult{Outcome: Suppressed, Until: now.Add(left), Remaining: left, Trace: e.trace}, true
 }
 
 // remember records that the store holds ref as done until at least
-// expires, and answers Suppressed to fp.
-func (c *doneCache) remember(ref Ref, fp string, expires time.Time) {
+// expires, answers Suppressed to fp, and names the run of trace.
+func (c *doneCache) remember(ref Ref, fp string, expires time.Time, trace string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el := c.byRef[ref]; el != nil {
@@ -76,10 +77,11 @@ func (c *doneCache) remember(ref Ref, fp string, expires time.Time) {
 		if fp != "" {
 			e.fp = fp
 		}
+		e.trace = trace
 		c.lru.MoveToFront(el)
 		return
 	}
-	c.byRef[ref] = c.lru.PushFront(&doneEntry{ref: ref, fp: fp, expires: expires})
+	c.byRef[ref] = c.lru.PushFront(&doneEntry{ref: ref, fp: fp, expires: expires, trace: trace})
 	if c.lru.Len() > c.size {
 		oldest := c.lru.Back()
 		c.lru.Remove(oldest)
@@ -121,7 +123,7 @@ func (c *doneCache) Claim(ctx context.Context, reqs []Item, lease time.Duration)
 	for j, i := range missed {
 		res[i], errs[i] = got[j], gotErrs[j]
 		if errs[i] == nil && res[i].Outcome == Suppressed {
-			c.remember(reqs[i].Ref, reqs[i].Fingerprint, now.Add(res[i].Remaining))
+			c.remember(reqs[i].Ref, reqs[i].Fingerprint, now.Add(res[i].Remaining), res[i].Trace)
 		}
 	}
 	return res, errs, nil
@@ -135,7 +137,7 @@ func (c *doneCache) Complete(ctx context.Context, ts []Ticket, retention time.Du
 	}
 	for i, t := range ts {
 		if errs[i] == nil {
-			c.remember(t.Ref, "", now.Add(retention))
+			c.remember(t.Ref, "", now.Add(retention), dedupekit.KeptTrace(t.Trace))
 		}
 	}
 	return errs, nil

@@ -17,7 +17,7 @@ import (
 func TestDoneCacheConformance(t *testing.T) {
 	dedupetest.RunConformanceTests(t, func(*testing.T) dedupe.Store {
 		return dedupe.WithDoneCache(memdedupe.New(memdedupe.Config{}), 64)
-	}, dedupetest.Features{})
+	}, dedupetest.Features{KeepsTrace: true})
 }
 
 // cached returns a cache of size over a memory store seen through a fault

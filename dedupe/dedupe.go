@@ -93,6 +93,13 @@ type Item struct {
 	// key done or in flight across it as reused; the price is that a key
 	// reused across kinds goes unnoticed.
 	Fingerprint string
+	// Trace optionally names the run that handles the item, as a W3C
+	// traceparent (a consumer puts its message span's there when it
+	// traces): a [Guard] hands it to Complete in the item's [Ticket] when
+	// the handler succeeds, so that a later duplicate's claim can say
+	// which run applied the effect. Claim does not read it, and it takes
+	// no part in telling an item from another.
+	Trace string
 }
 
 // ClaimResult is a store's answer to the claim of one Item.
@@ -111,12 +118,23 @@ type ClaimResult struct {
 	// before retrying, for Suppressed how long the key stays done; free of
 	// clock skew between hosts. It is positive exactly when Until is set.
 	Remaining time.Duration
+	// Trace is, for Suppressed, the [Ticket.Trace] the completion kept,
+	// from a store that keeps it (see [Ticket.Trace]); empty otherwise.
+	Trace string
 }
 
 // Ticket is an owned claim: the Ref and the owner token Claim returned.
 type Ticket struct {
 	Ref
 	Token string
+	// Trace is the [Item.Trace] of the run that completes the claim. A
+	// store that can (memdedupe, redisdedupe; not sqldedupe, whose table
+	// has no column for it) keeps it in the done record, when it is at
+	// most 128 bytes of printable ASCII without spaces, and answers it in
+	// a Suppressed claim's [ClaimResult.Trace]; one that cannot, or a
+	// Trace that is not such, keeps nothing and completes all the same.
+	// Release and Extend ignore it.
+	Trace string
 }
 
 // Store records claims. Implementations are safe for concurrent use by

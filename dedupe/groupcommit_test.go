@@ -904,7 +904,7 @@ func TestGroupCommitRefused(t *testing.T) {
 func TestGroupCommitConformance(t *testing.T) {
 	dedupetest.RunConformanceTests(t, func(t *testing.T) dedupe.Store {
 		return dedupe.WithGroupCommit(newTripStore())
-	}, dedupetest.Features{})
+	}, dedupetest.Features{KeepsTrace: true})
 }
 
 // BenchmarkGroupCommit measures what the wrapper adds to a claim and a

@@ -257,10 +257,10 @@ func (g *Guard) Do(ctx context.Context, items []Item, fn func(ctx context.Contex
 	pending := make([]int, 0, len(items)) // the items to claim
 	var (
 		repeats []repeat
-		seen    map[Item]int // for large batches: each item's first
+		seen    map[same]int // for large batches: each item's first
 	)
 	if len(items) > scanLimit {
-		seen = make(map[Item]int, len(items))
+		seen = make(map[same]int, len(items))
 	}
 	for i, it := range items {
 		if err := dedupekit.CheckClaim(it.Ref.Namespace, it.Ref.Group, it.Ref.Key, g.cfg.Lease, it.Fingerprint); err != nil {
@@ -285,7 +285,7 @@ func (g *Guard) Do(ctx context.Context, items []Item, fn func(ctx context.Contex
 		}
 	}
 	for _, r := range repeats {
-		res[r.i] = repeated(res[r.first], items[r.i].Ref, r.first)
+		res[r.i] = repeated(res[r.first], items[r.i].Ref, r.first, items[r.first].Trace)
 	}
 	return res
 }
@@ -303,13 +303,16 @@ type single struct {
 type repeat struct{ i, first int }
 
 // repeated is the Result of an item of ref that repeats item first, whose
-// Result is r: Suppressed when first's effect was applied, Busy (Wait 0)
-// when its handler failed, for its key is free again, and r when it did
-// not run.
-func repeated(r Result, ref Ref, first int) Result {
+// Result is r and whose Trace is trace: Suppressed when first's effect was
+// applied (by first's run, whose trace it names, or by the run first's
+// Result names), Busy (Wait 0) when its handler failed, for its key is
+// free again, and r when it did not run.
+func repeated(r Result, ref Ref, first int, trace string) Result {
 	switch r.Outcome {
-	case Completed, Suppressed, LeaseLost, Unrecorded, Unguarded:
-		return Result{Outcome: Suppressed}
+	case Suppressed:
+		return Result{Outcome: Suppressed, Trace: r.Trace}
+	case Completed, LeaseLost, Unrecorded, Unguarded:
+		return Result{Outcome: Suppressed, Trace: trace}
 	case Failed:
 		return Result{Outcome: Busy, Err: fmt.Errorf("dedupe: %s repeats item %d of the batch, whose handler failed", ref, first)}
 	}
@@ -321,20 +324,28 @@ func repeated(r Result, ref Ref, first int) Result {
 // and pulls 32), and then a scan costs less than a map.
 const scanLimit = 32
 
+// same is what makes an item repeat another: its Ref and Fingerprint, not
+// its Trace, which names a run.
+type same struct {
+	Ref
+	fp string
+}
+
 // firstOf returns the item among pending that items[i] repeats, or -1,
 // and notes items[i] in seen when it is not nil.
-func firstOf(items []Item, pending []int, seen map[Item]int, i int) int {
+func firstOf(items []Item, pending []int, seen map[same]int, i int) int {
 	if seen != nil {
-		if f, ok := seen[items[i]]; ok {
+		k := same{items[i].Ref, items[i].Fingerprint}
+		if f, ok := seen[k]; ok {
 			return f
 		}
-		seen[items[i]] = i
+		seen[k] = i
 		return -1
 	}
 	for _, p := range pending {
 		// The keys first: they are what differs, and comparing the whole
-		// item compares its namespace and group first.
-		if items[p].Ref.Key == items[i].Ref.Key && items[p] == items[i] {
+		// ref compares its namespace and group first.
+		if items[p].Ref.Key == items[i].Ref.Key && items[p].Ref == items[i].Ref && items[p].Fingerprint == items[i].Fingerprint {
 			return p
 		}
 	}
@@ -389,7 +400,7 @@ func (g *Guard) claim(ctx context.Context, items []Item, pending []int, fn func(
 			// costs a write barrier over all of it.
 			l := &held[n]
 			l.parent, l.kept, l.i = ctx, true, i
-			l.c.ticket = Ticket{Ref: items[i].Ref, Token: answers[j].Token}
+			l.c.ticket = Ticket{Ref: items[i].Ref, Token: answers[j].Token, Trace: items[i].Trace}
 			n++
 		}
 	}
@@ -403,8 +414,10 @@ func answered(a ClaimResult, ref Ref) (r Result, ok bool) {
 	switch a.Outcome {
 	case Acquired:
 		return Result{}, false
-	case Suppressed, Reused:
-		return Result{Outcome: a.Outcome}, true
+	case Suppressed:
+		return Result{Outcome: Suppressed, Trace: a.Trace}, true
+	case Reused:
+		return Result{Outcome: Reused}, true
 	case Busy:
 		return Result{Outcome: Busy, Wait: a.Remaining}, true
 	}

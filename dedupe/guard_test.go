@@ -1419,3 +1419,49 @@ func TestGuardRepeatsInLargeBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardTrace checks that a suppressed duplicate names the run that
+// applied the effect: the Trace of its item, kept with the completion
+// (sent at once, deferred to the next claim, or remembered by the done
+// cache), or that of the batch's earlier item it repeats.
+func TestGuardTrace(t *testing.T) {
+	const applied, again = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	tests := []struct {
+		name  string
+		store func() dedupe.Store
+		cfg   dedupe.GuardConfig
+	}{
+		{"Plain", func() dedupe.Store { return memdedupe.New(memdedupe.Config{}) }, dedupe.GuardConfig{}},
+		{"Deferred", func() dedupe.Store { return memdedupe.New(memdedupe.Config{}) }, dedupe.GuardConfig{GroupCommit: true, LateFailure: func(dedupe.Ref, dedupe.Result) {}}},
+		{"Cached", func() dedupe.Store { return dedupe.WithDoneCache(memdedupe.New(memdedupe.Config{}), 8) }, dedupe.GuardConfig{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := newGuard(t, tt.store(), tt.cfg)
+			ok := func(context.Context, int) error { return nil }
+			// A batch of a key twice: the repeat names the first's run.
+			items := itemsOf("ffff", "k", "k")
+			items[0].Trace, items[1].Trace = applied, again
+			res := g.Do(t.Context(), items, ok)
+			checkResult(t, "first", res[0], dedupe.Completed)
+			checkResult(t, "repeat", res[1], dedupe.Suppressed)
+			if res[0].Trace != "" || res[1].Trace != applied {
+				t.Errorf("traces %q, %q; want none and %q", res[0].Trace, res[1].Trace, applied)
+			}
+			// A later duplicate, whose claim sends the deferred completion
+			// first, hears it from the store.
+			items = itemsOf("ffff", "k")
+			items[0].Trace = again
+			for range 2 {
+				r := g.Do(t.Context(), items, ok)[0]
+				checkResult(t, "duplicate", r, dedupe.Suppressed)
+				if r.Trace != applied {
+					t.Errorf("duplicate's trace %q, want %q", r.Trace, applied)
+				}
+			}
+			if err := g.Flush(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -19,7 +19,9 @@ type Record struct {
 	Expires time.Time
 	// Updated is when the record was last written, by the store's clock;
 	// zero where the store does not keep it (Redis).
-	Updated time.Time
+	Updated time.Time // Trace is, for a done record, the run that completed it (see
+	// [Ticket.Trace]); empty where the store does not keep it (SQL).
+	Trace string
 }
 
 // ListRequest selects the records of one consumer group.

@@ -91,4 +91,9 @@ type Result struct {
 	Err error
 	// Wait is, for Busy, how long the holder's lease still runs.
 	Wait time.Duration
+	// Trace is, for Suppressed, the [Item.Trace] of the run that applied
+	// the effect, where it is known: kept by the store with the
+	// completion (see [Ticket.Trace]), or that of the batch's earlier
+	// item it repeats. Empty otherwise.
+	Trace string
 }

@@ -83,7 +83,7 @@ func (g *Guard) runTx(ctx context.Context, it Item, i int, fn func(context.Conte
 	if r, ok := answered(a, it.Ref); ok {
 		return r
 	}
-	l.c = claim{ticket: Ticket{Ref: it.Ref, Token: a.Token}, tx: tx}
+	l.c = claim{ticket: Ticket{Ref: it.Ref, Token: a.Token, Trace: it.Trace}, tx: tx}
 	return g.commit(ctx, it, l, fn, tx, Result{Outcome: Completed})
 }
 

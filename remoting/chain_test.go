@@ -55,6 +55,10 @@ func TestChainAppliesOnce(t *testing.T) {
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	// The relays' senders trace through the global provider.
+	oldTP := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() { otel.SetTracerProvider(oldTP) })
 	ordersTopic, paymentsTopic := "chain-orders-"+run, "chain-payments-"+run
 	for _, topic := range []string{ordersTopic, paymentsTopic} {
 		testenv.RocketMQTopic(t, topic, 4)
@@ -129,6 +133,7 @@ func TestChainAppliesOnce(t *testing.T) {
 		return consumerSpans(spans.Ended(), ordersTopic) >= orders && consumerSpans(spans.Ended(), paymentsTopic) >= orders
 	})
 	traced := checkTrace(t, spans.Ended(), ordered, paymentsTopic)
+	relayed := checkRelayed(t, spans.Ended(), ordered, ordersTopic, paymentsTopic)
 
 	// B runs again for some orders: an operator forgets their records, and
 	// the orders come again (a producer's retry, with their keys).
@@ -184,8 +189,8 @@ func TestChainAppliesOnce(t *testing.T) {
 	if len(rows) != orders || copies != orders+again {
 		t.Errorf("B's outbox holds %d rows under %d keys, want %d rows under the %d orders' keys", copies, len(rows), orders+again, orders)
 	}
-	t.Logf("%sorders %d, run again %d: B emitted %d rows under %d keys; C delivered %d, applied %d once each (lost %d, doubled %d), suppressed %d; %d traces from A's transaction to C's effect",
-		racechild.Figure, orders, again, copies, len(rows), c.Stats().Delivered, len(got), lost, doubled, c.Stats().Suppressed, traced)
+	t.Logf("%sorders %d, run again %d: B emitted %d rows under %d keys; C delivered %d, applied %d once each (lost %d, doubled %d), suppressed %d; %d traces from A's transaction to C's effect, %d rows' relay spans in them",
+		racechild.Figure, orders, again, copies, len(rows), c.Stats().Delivered, len(got), lost, doubled, c.Stats().Suppressed, traced, relayed)
 }
 
 // addOrder writes order i into A's outbox in a transaction of its own,
@@ -342,6 +347,46 @@ func checkTrace(t *testing.T, ended []sdktrace.ReadOnlySpan, ordered []trace.Spa
 		t.Errorf("%d traces run from A's transaction to C's effect, want %d", traced, len(ordered))
 	}
 	return traced
+}
+
+// checkRelayed checks that the relays' send spans reach every row's
+// creation context, as parent or link: A's order spans for the orders,
+// and B's handler spans (the parents of C's spans) for the payments. It
+// returns how many rows' contexts they reach.
+func checkRelayed(t *testing.T, ended []sdktrace.ReadOnlySpan, ordered []trace.SpanContext, ordersTopic, paymentsTopic string) int {
+	t.Helper()
+	reached := map[string]map[trace.SpanID]bool{ordersTopic: {}, paymentsTopic: {}}
+	for _, s := range ended {
+		for topic, ids := range reached {
+			if s.Name() != "send "+topic || s.InstrumentationScope().Name != "github.com/idemq/idemq/remoting" {
+				continue
+			}
+			ids[s.Parent().SpanID()] = true
+			for _, l := range s.Links() {
+				ids[l.SpanContext.SpanID()] = true
+			}
+		}
+	}
+	n := 0
+	for _, sc := range ordered {
+		if reached[ordersTopic][sc.SpanID()] {
+			n++
+		}
+	}
+	if n != len(ordered) {
+		t.Errorf("the relay's send spans reach %d of %d orders' spans", n, len(ordered))
+	}
+	m := 0
+	for _, s := range ended {
+		if s.SpanKind() == trace.SpanKindConsumer && s.Name() == "process "+paymentsTopic {
+			if reached[paymentsTopic][s.Parent().SpanID()] {
+				m++
+			} else {
+				t.Errorf("no send span of the payment that C's span %v processed reaches its emitter %v", s.SpanContext(), s.Parent())
+			}
+		}
+	}
+	return n + m
 }
 
 // consumerSpans counts the consumer spans of topic's messages in ended.

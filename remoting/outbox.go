@@ -10,6 +10,7 @@ import (
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
+	"github.com/idemq/idemq/internal/tracectx"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 )
@@ -28,6 +29,13 @@ import (
 // topic, build the client's producer with
 // producer.WithQueueSelector(producer.NewHashQueueSelector()) so that a
 // key's rows go to one queue. It does not start or shut down the producer.
+//
+// Once the program installs an OpenTelemetry SDK (otel.SetTracerProvider),
+// each send, of a row or of a batch, has a span "send <topic>" under the
+// global provider's tracer github.com/idemq/idemq/remoting, which links
+// to the trace context each row carries (see [outbox.Config.TraceContext])
+// and is its child when the rows carry one only: docs/operations.md tells
+// the rest. Without an SDK, a send builds nothing for it.
 type OutboxSender struct{ p rocketmq.Producer }
 
 var _ outbox.BatchSender = (*OutboxSender)(nil)
@@ -90,21 +98,46 @@ func rowMessage(m *outbox.Message) *primitive.Message {
 }
 
 // send ships msgs with SendSync, as one batch in their sharding key's
-// queue when there are several (see batched), and sorts its answer.
+// queue when there are several (see batched), and sorts its answer, under
+// a span when tracing.
 func (s *OutboxSender) send(ctx context.Context, topic string, msgs ...*primitive.Message) error {
+	if !tracectx.Tracing() {
+		_, err := s.sendSync(ctx, topic, msgs)
+		return err
+	}
+	ms := make([]tracectx.Message, len(msgs))
+	for i, m := range msgs {
+		ms[i] = tracectx.Message{Get: m.GetProperty, Set: m.WithProperty, Keys: strings.Fields(m.GetKeys()), Tag: m.GetTags(),
+			BodySize: len(m.Body), Ordered: m.GetShardingKey() != ""}
+	}
+	ctx, span := tracectx.StartSend(ctx, "github.com/idemq/idemq/remoting", topic, ms)
+	id, err := s.sendSync(ctx, topic, msgs)
+	errType := "failed"
+	if errors.Is(err, outbox.ErrRefused) {
+		errType = "refused"
+	}
+	tracectx.EndSend(span, id, err, errType)
+	return err
+}
+
+// sendSync is send without a span; it returns the message id of a message
+// sent alone.
+func (s *OutboxSender) sendSync(ctx context.Context, topic string, msgs []*primitive.Message) (id string, _ error) {
 	res, err := s.p.SendSync(ctx, batched(msgs)...)
 	if err != nil {
 		err = fmt.Errorf("remoting: send to %s: %w", topic, err)
 	}
 	switch {
 	case err != nil && refused(err):
-		return fmt.Errorf("%w: %w", outbox.ErrRefused, err)
+		return "", fmt.Errorf("%w: %w", outbox.ErrRefused, err)
 	case err != nil:
-		return err
+		return "", err
 	case res.Status != primitive.SendOK:
-		return fmt.Errorf("remoting: send to %s: status %d", topic, res.Status)
+		return "", fmt.Errorf("remoting: send to %s: status %d", topic, res.Status)
+	case len(msgs) == 1:
+		return res.MsgID, nil
 	}
-	return nil
+	return "", nil
 }
 
 // refused reports the broker's MESSAGE_ILLEGAL answer, which the client

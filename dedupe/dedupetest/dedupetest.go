@@ -64,6 +64,13 @@ type Features struct {
 	// fails with a plain error that begins with the package and the call
 	// and names addr.
 	Unreachable func(t *testing.T) (s dedupe.Store, pkg, addr string)
+	// KeepsTrace says the store keeps a completion's [dedupe.Ticket.Trace]
+	// and answers it in every Suppressed claim, as memdedupe and Redis
+	// do: the suite then checks what it answers (and, with an Inspector,
+	// the record's Trace). Without it, the suite checks only that
+	// completions with traces, well formed or not, succeed and leave the
+	// key done, as a store that keeps none (SQL) must.
+	KeepsTrace bool
 }
 
 // long is a lease or retention that no test outlives.
@@ -112,6 +119,11 @@ const shortLease = 150 * time.Millisecond
 //   - with [Features.Unreachable]: every call of a store whose server
 //     cannot be reached fails with a plain error naming the call and the
 //     address;
+//   - a completion's trace: kept and answered by a Suppressed claim, with
+//     [Features.KeepsTrace], replaced by a retry's, dropped when it is
+//     not printable or too long, never mistaken for a fingerprint (a
+//     done key with a trace still answers Reused to another payload);
+//     without it, completions with traces succeed all the same;
 //   - with [Features.Tx]: claims in a transaction commit or roll back with
 //     the caller's writes, answer as Claim's would, take over ended
 //     records, wait for another transaction's claim or give up after the
@@ -146,6 +158,7 @@ func RunConformanceTests(t *testing.T, newStore func(t *testing.T) dedupe.Store,
 		{"HostileKeys", testHostileKeys},
 		{"InvalidKeys", testInvalidKeys},
 		{"Verbatim", testVerbatim},
+		{"Trace", testTrace},
 		{"Inspector", testInspector},
 		{"LostAnswer", testLostAnswer},
 		{"Unreachable", testUnreachable},
@@ -240,6 +253,9 @@ func (s *suite) checkResult(ref dedupe.Ref, res dedupe.ClaimResult, lease time.D
 		}
 	default:
 		s.Errorf("Claim(%q) = %v, not a status", ref, res.Outcome)
+	}
+	if res.Outcome != dedupe.Suppressed && res.Trace != "" {
+		s.Errorf("Claim(%q) = %v with trace %q; only a done key has one", ref, res.Outcome, res.Trace)
 	}
 }
 
@@ -1570,4 +1586,90 @@ func testVerbatim(s *suite) {
 			s.Errorf("Claim(%q) after claiming %q = %v, want acquired", pair[1], pair[0], res.Outcome)
 		}
 	}
+}
+
+// traceparents are W3C trace contexts, as a consumer names its runs.
+const (
+	traceA = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	traceB = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+)
+
+func testTrace(s *suite) {
+	// wantTrace claims ref, done, with fingerprint fp, and checks the
+	// trace answered, where the store keeps traces.
+	wantTrace := func(ref dedupe.Ref, fp, want string) {
+		s.Helper()
+		res := s.want(ref, fp, dedupe.Suppressed)
+		if !s.f.KeepsTrace {
+			return
+		}
+		if res.Trace != want {
+			s.Errorf("Claim(%q) of a key done = trace %q, want %q", ref, res.Trace, want)
+		}
+		if in, ok := s.store.(dedupe.Inspector); ok {
+			rec, found, err := in.Get(s.Context(), ref)
+			if err != nil || !found || rec.Trace != want {
+				s.Errorf("Get(%q) = trace %q, found %v, %v; want trace %q", ref, rec.Trace, found, err, want)
+			}
+		}
+	}
+	fp := strings.Repeat("f", 16)
+	r := s.ref("traced")
+	res := s.claimFP(r, long, fp)
+	if res.Outcome != dedupe.Acquired {
+		s.Fatalf("Claim(%q) = %v, want acquired", r, res.Outcome)
+	}
+	s.complete(dedupe.Ticket{Ref: r, Token: res.Token, Trace: traceA}, long, nil)
+	wantTrace(r, fp, traceA)
+	wantTrace(r, "", traceA)
+	// The trace follows the fingerprint in some records: another payload
+	// must still be told apart, and one of another kind not compared.
+	s.want(r, strings.Repeat("e", 16), dedupe.Reused)
+	wantTrace(r, strings.Repeat("f", 64), traceA)
+	// A retried completion keeps its own trace.
+	s.complete(dedupe.Ticket{Ref: r, Token: res.Token, Trace: traceB}, long, nil)
+	wantTrace(r, fp, traceB)
+	s.complete(dedupe.Ticket{Ref: r, Token: res.Token}, long, nil)
+	wantTrace(r, fp, "")
+
+	// Traces that are not kept, which never fail a completion; a held key
+	// has none; Release and Extend ignore it.
+	for name, tr := range map[string]string{
+		"none":    "",
+		"newline": traceA + "\n" + traceB,
+		"space":   "a b",
+		"long":    strings.Repeat("t", 129),
+		"utf8":    "ü",
+	} {
+		r := s.ref("untraced-" + name)
+		tk := s.acquire(r, long)
+		tk.Trace = traceA
+		s.extend(tk, long, nil)
+		s.want(r, "", dedupe.Busy)
+		tk.Trace = tr
+		s.complete(tk, long, nil)
+		wantTrace(r, "", "")
+	}
+	r = s.ref("released")
+	tk := s.acquire(r, long)
+	tk.Trace = traceA
+	s.release(tk, nil)
+	tk = s.acquire(r, long)
+	s.complete(tk, long, nil)
+	wantTrace(r, "", "")
+
+	// A batch whose tickets have traces and not, across groups.
+	refs := []dedupe.Ref{s.ref("b1"), s.ref("b2"), {Namespace: "dedupetest", Group: s.id + "-other", Key: "b3"}}
+	ts := make([]dedupe.Ticket, len(refs))
+	for i, r := range refs {
+		ts[i] = s.acquire(r, long)
+	}
+	ts[0].Trace, ts[2].Trace = traceA, traceB
+	errs, err := s.store.Complete(s.Context(), ts, long)
+	if err != nil || slices.ContainsFunc(errs, func(e error) bool { return e != nil }) {
+		s.Fatalf("Complete of a batch with traces = %v, %v", errs, err)
+	}
+	wantTrace(refs[0], "", traceA)
+	wantTrace(refs[1], "", "")
+	wantTrace(refs[2], "", traceB)
 }

@@ -30,7 +30,7 @@ func (s *Store) Get(ctx context.Context, ref dedupe.Ref) (dedupe.Record, bool, e
 // inspect returns what an operator sees of r: no token. The store keeps no
 // time of the last write, so Updated is zero.
 func (r *record) inspect() dedupe.Record {
-	return dedupe.Record{Ref: r.ref, Done: r.done, Fingerprint: r.fp, Expires: r.until}
+	return dedupe.Record{Ref: r.ref, Done: r.done, Fingerprint: r.fp, Expires: r.until, Trace: r.trace}
 }
 
 // List implements [dedupe.Inspector]. It reads every record under the

@@ -100,6 +100,7 @@ type record struct {
 	ref   dedupe.Ref
 	until time.Time // lease end when processing, retention end when done
 	fp    string
+	trace string // the completion's trace, when done
 	seq   uint64 // the claim that made the record; its owner's token holds it
 	hash  uint32 // the low half of ref's hash, which files it in dir
 	done  bool
@@ -159,7 +160,7 @@ func (s *Store) claim(req dedupe.Item, lease time.Duration) dedupe.ClaimResult {
 		case dedupekit.FingerprintsConflict(r.fp, req.Fingerprint):
 			return dedupe.ClaimResult{Outcome: dedupe.Reused}
 		case r.done:
-			return dedupe.ClaimResult{Outcome: dedupe.Suppressed, Until: r.until, Remaining: r.until.Sub(now)}
+			return dedupe.ClaimResult{Outcome: dedupe.Suppressed, Until: r.until, Remaining: r.until.Sub(now), Trace: r.trace}
 		default:
 			return dedupe.ClaimResult{Outcome: dedupe.Busy, Until: r.until, Remaining: r.until.Sub(now)}
 		}
@@ -213,7 +214,7 @@ func (s *Store) complete(t dedupe.Ticket, retention time.Duration) error {
 	now := s.now()
 	// A done record was completed by this token before: this is a retry.
 	if r := s.record(i, seq, t.Ref); r != nil && now.Before(r.until) {
-		r.done, r.until = true, now.Add(retention)
+		r.done, r.until, r.trace = true, now.Add(retention), dedupekit.KeptTrace(t.Trace)
 		s.mu.Unlock()
 		return nil
 	}

@@ -15,5 +15,5 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestConformance(t *testing.T) {
 	dedupetest.RunConformanceTests(t, func(*testing.T) dedupe.Store {
 		return memdedupe.New(memdedupe.Config{})
-	}, dedupetest.Features{Inspector: true})
+	}, dedupetest.Features{Inspector: true, KeepsTrace: true})
 }

@@ -182,12 +182,12 @@ func (s *Store) claimFound(ctx context.Context, reqs []dedupe.Item, lease time.D
 			continue
 		}
 		ttl, expires := rs[j].ttl.Val(), rs[j].expires.Val()
-		st, timed := decide(it.rec, reqs[it.i].Fingerprint, v)
+		st, timed, trace := decide(it.rec, reqs[it.i].Fingerprint, v)
 		switch {
 		case !timed:
 			res[it.i] = answer(st, it)
 		case ttl > 0 && expires > 0:
-			res[it.i] = dedupe.ClaimResult{Outcome: st, Until: time.UnixMilli(expires), Remaining: time.Duration(ttl) * time.Millisecond}
+			res[it.i] = dedupe.ClaimResult{Outcome: st, Until: time.UnixMilli(expires), Remaining: time.Duration(ttl) * time.Millisecond, Trace: trace}
 		default:
 			changed = append(changed, it) // about to run out
 		}
@@ -203,22 +203,32 @@ func (s *Store) claimFound(ctx context.Context, reqs []dedupe.Item, lease time.D
 // command (go-redis sends a command again when an answer is lost, and the
 // token is fresh per claim, so no other claim wrote it); a fingerprint
 // that conflicts, as [dedupekit.FingerprintsConflict] says; or a live record
-// done or in flight, whose answer needs its time left (timed).
-func decide(rec, fp, old string) (st dedupe.Outcome, timed bool) {
+// done or in flight, whose answer needs its time left (timed), with, for a
+// done one, the trace its completion kept.
+func decide(rec, fp, old string) (st dedupe.Outcome, timed bool, trace string) {
 	if old == rec {
-		return dedupe.Acquired, false
+		return dedupe.Acquired, false, ""
 	}
-	var had string
-	if len(old) > 1+tokenLen {
-		had = old[1+tokenLen:]
-	}
+	had, trace := fields(old)
 	if dedupekit.FingerprintsConflict(had, fp) {
-		return dedupe.Reused, false
+		return dedupe.Reused, false, ""
 	}
 	if strings.HasPrefix(old, "d") {
-		return dedupe.Suppressed, true
+		return dedupe.Suppressed, true, trace
 	}
-	return dedupe.Busy, true
+	return dedupe.Busy, true, ""
+}
+
+// fields returns the fingerprint and the trace of the record v.
+func fields(v string) (fp, trace string) {
+	if len(v) <= 1+tokenLen {
+		return "", ""
+	}
+	fp = v[1+tokenLen:]
+	if i := strings.IndexByte(fp, traceSep); i >= 0 {
+		return fp[:i], fp[i+1:]
+	}
+	return fp, ""
 }
 
 // answer is the result of an untimed decision for it.
@@ -248,26 +258,41 @@ func (s *Store) claimByScript(ctx context.Context, reqs []dedupe.Item, lease tim
 	}
 	for pi, p := range parts {
 		vals := out[pi]
-		if len(vals) != 2+2*len(p.idx) {
+		if len(vals) < 2+2*len(p.idx) {
 			return fmt.Errorf("script answered %d values for %d keys", len(vals), len(p.idx))
 		}
-		now := time.UnixMicro(vals[0]*1e6 + vals[1])
+		sec, _ := vals[0].(int64)
+		usec, _ := vals[1].(int64)
+		now := time.UnixMicro(sec*1e6 + usec)
+		traces := vals[2+2*len(p.idx):] // of the keys answered done, in order
 		for n, j := range p.idx {
 			it := items[j]
-			code, ms := vals[2+2*n], vals[3+2*n]
+			code, _ := vals[2+2*n].(int64)
+			ms, _ := vals[3+2*n].(int64)
+			var trace string
+			if code == codeDone {
+				if len(traces) == 0 {
+					return fmt.Errorf("script answered %d values for %d keys, too few traces", len(vals), len(p.idx))
+				}
+				trace, _ = traces[0].(string)
+				traces = traces[1:]
+			}
 			left := time.Duration(max(ms, 1)) * time.Millisecond
 			switch code {
 			case codeAcquired:
 				res[it.i] = dedupe.ClaimResult{Outcome: dedupe.Acquired, Token: it.token()}
 			case codeDone:
-				res[it.i] = dedupe.ClaimResult{Outcome: dedupe.Suppressed, Until: now.Add(left), Remaining: left}
+				res[it.i] = dedupe.ClaimResult{Outcome: dedupe.Suppressed, Until: now.Add(left), Remaining: left, Trace: trace}
 			case codeInFlight:
 				res[it.i] = dedupe.ClaimResult{Outcome: dedupe.Busy, Until: now.Add(left), Remaining: left}
 			case codeConflict:
 				res[it.i] = dedupe.ClaimResult{Outcome: dedupe.Reused}
 			default:
-				return fmt.Errorf("script answered code %d", code)
+				return fmt.Errorf("script answered code %v", vals[2+2*n])
 			}
+		}
+		if len(traces) > 0 {
+			return fmt.Errorf("script answered %d values for %d keys, too many traces", len(vals), len(p.idx))
 		}
 	}
 	return nil

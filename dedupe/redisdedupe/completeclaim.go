@@ -67,7 +67,7 @@ func (s *Store) completion(ctx context.Context, ts []dedupe.Ticket, retention ti
 			c.errs[0] = fmt.Errorf("redisdedupe: complete %q: %w", ts[0].Ref, err)
 			return c
 		}
-		c.oneCmd[0] = s.ownedCmd(ctx, &c.oneArgs, completeHash, ts[0], box(&s.retention, retention), nil)
+		c.oneCmd[0] = s.ownedCmd(ctx, &c.oneArgs, completeHash, traced(ts[0]), box(&s.retention, retention), nil)
 		c.oneIdx[0] = first
 		c.cmds, c.idx = c.oneCmd[:], c.oneIdx[:]
 		return c
@@ -89,7 +89,7 @@ func (s *Store) completion(ctx context.Context, ts []dedupe.Ticket, retention ti
 		}
 		args = append(args, millis(retention))
 		for _, i := range p.idx {
-			args = append(args, ts[i].Token)
+			args = append(args, traced(ts[i]).Token)
 		}
 		c.cmds = append(c.cmds, redis.NewCmd(ctx, args...))
 		c.idx = append(c.idx, p.idx)

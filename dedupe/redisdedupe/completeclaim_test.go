@@ -41,6 +41,9 @@ func TestCompleteClaim(t *testing.T) {
 				}
 				return dedupe.Ticket{Ref: r, Token: res.Token}
 			}
+			// traced is t completed by the run of trace.
+			traced := func(t dedupe.Ticket, trace string) dedupe.Ticket { t.Trace = trace; return t }
+			const runA, runB = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 			// Loads the complete script, so that round trips are counted
 			// without a NOSCRIPT's.
 			if err := testkit.Complete(ctx, s, hold(ref("g", "warm")), hour); err != nil {
@@ -56,9 +59,10 @@ func TestCompleteClaim(t *testing.T) {
 				{name: "One", ts: []dedupe.Ticket{hold(ref("g", "a"))}, items: []dedupe.Item{{Ref: ref("g", "b")}},
 					wantDone: []error{nil}, want: []dedupe.Outcome{dedupe.Acquired}},
 				// The completion applies first: the claim finds the key done.
-				{name: "SameKey", ts: []dedupe.Ticket{hold(ref("g", "c"))}, items: []dedupe.Item{{Ref: ref("g", "c")}},
+				// with the trace of the run that completed it.
+				{name: "SameKey", ts: []dedupe.Ticket{traced(hold(ref("g", "c")), runA)}, items: []dedupe.Item{{Ref: ref("g", "c")}},
 					wantDone: []error{nil}, want: []dedupe.Outcome{dedupe.Suppressed}},
-				{name: "Batch", ts: []dedupe.Ticket{hold(ref("g", "d")), {Ref: ref("g", "e"), Token: "stale"}, hold(ref("h", "f")), {Ref: ref("g", "bad\x00")}},
+				{name: "Batch", ts: []dedupe.Ticket{traced(hold(ref("g", "d")), runB), {Ref: ref("g", "e"), Token: "stale"}, hold(ref("h", "f")), {Ref: ref("g", "bad\x00")}},
 					items:    []dedupe.Item{{Ref: ref("g", "d")}, {Ref: ref("h", "x")}, {Ref: ref("g", "bad\x00")}},
 					wantDone: []error{nil, dedupe.ErrLeaseLost, nil, msgkey.ErrInvalid}, want: []dedupe.Outcome{dedupe.Suppressed, dedupe.Acquired, 0}},
 				{name: "NoValidItem", ts: []dedupe.Ticket{hold(ref("g", "y"))}, items: []dedupe.Item{{Ref: ref("g", "bad\x00")}},
@@ -83,6 +87,8 @@ func TestCompleteClaim(t *testing.T) {
 							}
 						} else if errs[i] != nil || res[i].Outcome != want {
 							t.Errorf("claim %d = %v, %v; want %v", i, res[i].Outcome, errs[i], want)
+						} else if want == dedupe.Suppressed && res[i].Trace != tt.ts[i].Trace {
+							t.Errorf("claim %d answered trace %q, want the completion's %q", i, res[i].Trace, tt.ts[i].Trace)
 						}
 					}
 					// A claim that finds a record reads it in a second.
@@ -91,8 +97,9 @@ func TestCompleteClaim(t *testing.T) {
 					}
 					for i, tk := range tt.ts {
 						if tt.wantDone[i] == nil {
-							if r, _ := testkit.Claim(ctx, s, dedupe.Item{Ref: tk.Ref}, hour); r.Outcome != dedupe.Suppressed {
-								t.Errorf("%s after its completion = %v, want suppressed", tk.Ref, r.Outcome)
+							r, _ := testkit.Claim(ctx, s, dedupe.Item{Ref: tk.Ref}, hour)
+							if r.Outcome != dedupe.Suppressed || r.Trace != tk.Trace {
+								t.Errorf("%s after its completion = %v with trace %q, want suppressed with %q", tk.Ref, r.Outcome, r.Trace, tk.Trace)
 							}
 						}
 					}

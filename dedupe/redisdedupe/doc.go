@@ -16,7 +16,9 @@
 // Run Redis with maxmemory-policy noeviction: under any other policy Redis
 // may evict a done record, and the duplicate it guarded against then runs.
 // Size its memory for (retention × message rate) records of about 100
-// bytes plus the key.
+// bytes plus the key, and 56 more for a traced consumer's records, which
+// keep the applying run's traceparent ([dedupe.Ticket.Trace]), which a
+// Suppressed claim answers.
 //
 // # When Redis is down
 //

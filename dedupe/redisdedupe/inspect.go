@@ -267,10 +267,12 @@ func (s *Store) read(ctx context.Context, namespace, group string, keys []string
 		if len(v) < 1+tokenLen || v[0] != 'p' && v[0] != 'd' {
 			return nil, fmt.Errorf("key %q holds no record of this store", key)
 		}
+		fp, trace := fields(v)
 		rec := dedupe.Record{
 			Ref:         dedupe.Ref{Namespace: namespace, Group: group, Key: key[base:]},
 			Done:        v[0] == 'd',
-			Fingerprint: v[1+tokenLen:],
+			Fingerprint: fp,
+			Trace:       trace,
 		}
 		if ttl >= 0 {
 			rec.Expires = now.Add(time.Duration(ttl) * time.Millisecond)

@@ -445,3 +445,60 @@ func testLostPipeline(t *testing.T, s *redisdedupe.Store, hook *loseFirstPipelin
 		}
 	}
 }
+
+// TestRecordAcrossVersions checks a done record that keeps its
+// completion's trace, and a rolling upgrade both ways: the claim script of
+// the versions before traces (copied here) reads such a record as done,
+// with the same payload of another fingerprint kind, and this version
+// reads their records, without a trace.
+func TestRecordAcrossVersions(t *testing.T) {
+	const trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	// The claim script before traces: its fingerprint is the rest of the
+	// record.
+	before := redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v == nil or v == false then return 1 end
+local had, fp = string.sub(v, 28), string.sub(ARGV[1], 28)
+if #had == #fp and had ~= fp then return 4 end
+if string.sub(v, 1, 1) == 'd' then return 2 end
+return 3
+`)
+	ctx := t.Context()
+	client := newClient(t)
+	s, err := redisdedupe.New(client, redisdedupe.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := dedupe.Ref{Namespace: "record", Group: t.Name(), Key: "k"}
+	key := redisdedupe.Key(s, r)
+	client.Del(ctx, key)
+	const fp = "0123456789abcdef"
+	res, err := testkit.Claim(ctx, s, dedupe.Item{Ref: r, Fingerprint: fp}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testkit.Complete(ctx, s, dedupe.Ticket{Ref: r, Token: res.Token, Trace: trace}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if v := client.Get(ctx, key).Val(); v != "d"+res.Token+fp+"\n"+trace {
+		t.Errorf("record = %q, want state, token, fingerprint, newline, trace", v)
+	}
+	for _, claimFP := range []string{fp, "fedcba9876543210"} {
+		rec := "p" + strings.Repeat("A", 26) + claimFP
+		if code, err := before.Run(ctx, client, []string{key}, rec).Int(); err != nil || code != 2 {
+			t.Errorf("the claim before traces, fingerprint %s, answered %d, %v; want 2 (done)", claimFP, code, err)
+		}
+	}
+	// A record of a version before traces.
+	client.Set(ctx, key, "d"+res.Token+fp, time.Hour)
+	for _, path := range paths {
+		path.use(s)
+		got, err := testkit.Claim(ctx, s, dedupe.Item{Ref: r, Fingerprint: fp}, time.Minute)
+		if err != nil || got.Outcome != dedupe.Suppressed || got.Trace != "" {
+			t.Errorf("%s: a record before traces = %v with trace %q, %v; want suppressed without", path.name, got.Outcome, got.Trace, err)
+		}
+		if got, _ := testkit.Claim(ctx, s, dedupe.Item{Ref: r, Fingerprint: "fedcba9876543210"}, time.Minute); got.Outcome != dedupe.Reused {
+			t.Errorf("%s: another payload = %v, want reused", path.name, got.Outcome)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -275,13 +276,36 @@ func (s *Store) Complete(ctx context.Context, ts []dedupe.Ticket, retention time
 		return nil, fmt.Errorf("redisdedupe: complete batch of %d: retention %v must be positive", len(ts), retention)
 	}
 	if len(ts) == 1 {
-		return perItem(s.ownedOne(ctx, "complete", completeScript, completeHash, ts[0], box(&s.retention, retention), nil))
+		return perItem(s.ownedOne(ctx, "complete", completeScript, completeHash, traced(ts[0]), box(&s.retention, retention), nil))
 	}
-	errs, err := s.owned(ctx, "complete", completeScript, ts, millis(retention))
+	errs, err := s.owned(ctx, "complete", completeScript, tracedAll(ts), millis(retention))
 	if err != nil {
 		return nil, fmt.Errorf("redisdedupe: complete batch of %d: %w", len(ts), err)
 	}
 	return errs, nil
+}
+
+// traced is t with its trace, if the store keeps it, after its token: the
+// argument of completeScript.
+func traced(t dedupe.Ticket) dedupe.Ticket {
+	if tr := dedupekit.KeptTrace(t.Trace); tr != "" {
+		t.Token += string(traceSep) + tr
+	}
+	return t
+}
+
+// tracedAll is ts traced, a copy only if a ticket has a trace.
+func tracedAll(ts []dedupe.Ticket) []dedupe.Ticket {
+	for i, t := range ts {
+		if t.Trace != "" {
+			out := slices.Clone(ts)
+			for j := i; j < len(out); j++ {
+				out[j] = traced(out[j])
+			}
+			return out
+		}
+	}
+	return ts
 }
 
 // Release implements [dedupe.Store], one ticket as Complete does.
@@ -334,7 +358,7 @@ func (s *Store) owned(ctx context.Context, op string, script *redis.Script, ts [
 			return nil, fmt.Errorf("script answered %d values for %d keys", len(out[pi]), len(p.idx))
 		}
 		for j, i := range p.idx {
-			if out[pi][j] != 1 {
+			if out[pi][j] != int64(1) {
 				errs[i] = fmt.Errorf("redisdedupe: %s %q: %w", op, ts[i].Ref, dedupe.ErrLeaseLost)
 			}
 		}
@@ -376,17 +400,17 @@ func split(idx []int, ref func(int) dedupe.Ref) []*part {
 }
 
 // run runs script once per part in one round trip and returns each part's
-// answer.
-func (s *Store) run(ctx context.Context, script *redis.Script, parts []*part) ([][]int64, error) {
+// answer: integers (int64), and strings from the claim script.
+func (s *Store) run(ctx context.Context, script *redis.Script, parts []*part) ([][]any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	out := make([][]int64, len(parts))
+	out := make([][]any, len(parts))
 	switch len(parts) {
 	case 0:
 		return out, nil
 	case 1:
-		vals, err := script.Run(ctx, s.client, parts[0].keys, parts[0].args...).Int64Slice()
+		vals, err := script.Run(ctx, s.client, parts[0].keys, parts[0].args...).Slice()
 		out[0] = vals
 		return out, err
 	}
@@ -403,7 +427,7 @@ func (s *Store) run(ctx context.Context, script *redis.Script, parts []*part) ([
 			// this part never ran, so running it again is safe.
 			cmd = script.Run(ctx, s.client, parts[i].keys, parts[i].args...)
 		}
-		vals, err := cmd.Int64Slice()
+		vals, err := cmd.Slice()
 		if err != nil {
 			return nil, err
 		}

@@ -46,7 +46,7 @@ var paths = []struct {
 }
 
 // features are what the conformance suite expects of a Store.
-var features = dedupetest.Features{Inspector: true, UnorderedList: true}
+var features = dedupetest.Features{Inspector: true, UnorderedList: true, KeepsTrace: true}
 
 // unreachable returns a store, on use's path, whose Redis cannot be
 // reached.

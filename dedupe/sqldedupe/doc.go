@@ -26,6 +26,10 @@
 // is one statement (one per 256 keys; see [Store.Claim]), and
 // one the database rolls back to break a deadlock runs again.
 //
+// The table keeps no completion's trace ([dedupe.Ticket.Trace]): that
+// would take a column, and so a migration of every table in use, for a
+// span link. A suppressed duplicate's span then links to nothing.
+//
 // # Transactions
 //
 // [Store.ClaimTx] claims a key as the first statement of the handler's own

@@ -178,3 +178,21 @@ func ParseKeyCursor(c string) (string, error) {
 	}
 	return string(b), nil
 }
+
+// maxTrace bounds the trace of a completion that a store keeps.
+const maxTrace = 128
+
+// KeptTrace is trace if a store keeps it, as dedupe.Ticket's Trace says (at most
+// 128 bytes of printable ASCII without spaces), else empty: a trace is
+// for following a duplicate, never a reason for a completion to fail.
+func KeptTrace(trace string) string {
+	if len(trace) > maxTrace {
+		return ""
+	}
+	for i := 0; i < len(trace); i++ {
+		if c := trace[i]; c <= ' ' || c > '~' {
+			return ""
+		}
+	}
+	return trace
+}

@@ -3,11 +3,14 @@
 // (otel.SetTextMapPropagator; none by default, and then nothing is
 // carried). The properties are named as the propagator names its fields,
 // traceparent and tracestate, as OpenTelemetry's Java RocketMQ
-// instrumentation puts them, so that a trace crosses languages.
+// instrumentation puts them, so that a trace crosses languages. It also
+// makes the outbox senders' send spans ([StartSend]), and names a run in a
+// dedupe record ([Format], [Parse]).
 package tracectx
 
 import (
 	"context"
+	"encoding/hex"
 	"slices"
 
 	"go.opentelemetry.io/otel"
@@ -56,4 +59,43 @@ func Extract(ctx context.Context, get func(name string) string) (_ context.Conte
 	out := p.Extract(ctx, carrier{get: get})
 	sc := trace.SpanContextFromContext(out)
 	return out, !sc.IsValid() || !sc.IsRemote()
+}
+
+// Format is sc as a W3C traceparent, the form in which a run is named in
+// a dedupe record ([dedupe.Ticket]'s Trace), or "" when sc is not valid.
+func Format(sc trace.SpanContext) string {
+	if !sc.IsValid() {
+		return ""
+	}
+	tid, sid := sc.TraceID(), sc.SpanID()
+	var b [55]byte
+	copy(b[:], "00-")
+	hex.Encode(b[3:35], tid[:])
+	b[35] = '-'
+	hex.Encode(b[36:52], sid[:])
+	b[52] = '-'
+	hex.Encode(b[53:], []byte{byte(sc.TraceFlags())})
+	return string(b[:])
+}
+
+// Parse is the span context of the traceparent s, as Format writes it; ok
+// is false, and the context invalid, when s is not one.
+func Parse(s string) (_ trace.SpanContext, ok bool) {
+	if len(s) != 55 || s[:3] != "00-" || s[35] != '-' || s[52] != '-' {
+		return trace.SpanContext{}, false
+	}
+	tid, err := trace.TraceIDFromHex(s[3:35])
+	if err != nil {
+		return trace.SpanContext{}, false
+	}
+	sid, err := trace.SpanIDFromHex(s[36:52])
+	if err != nil {
+		return trace.SpanContext{}, false
+	}
+	var flags [1]byte
+	if _, err := hex.Decode(flags[:], []byte(s[53:])); err != nil {
+		return trace.SpanContext{}, false
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags[0]), Remote: true})
+	return sc, sc.IsValid()
 }
