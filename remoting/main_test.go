@@ -7,6 +7,7 @@ import (
 	"github.com/apache/rocketmq-client-go/v2/rlog"
 
 	"github.com/idemq/idemq/internal/racechild"
+	"github.com/idemq/idemq/internal/relaychild"
 	"github.com/idemq/idemq/internal/testenv"
 )
 
@@ -14,8 +15,8 @@ func TestMain(m *testing.M) {
 	rlog.SetLogLevel("error")
 	// A child runs its role and exits.
 	racechild.Main(map[string]func() error{
-		roleOrderly: orderlyMember,
-		roleRelay:   runRelay,
+		roleOrderly:     orderlyMember,
+		relaychild.Role: relaychild.Run,
 	})
 	os.Exit(testenv.Run(m))
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemq/idemq/internal/relaychild"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/outbox"
@@ -38,7 +39,7 @@ func BenchmarkShip(b *testing.B) {
 			name = "plain-batch"
 		}
 		b.Run(name, func(b *testing.B) {
-			s, stop, err := startSender(ns, topic+"-"+name)
+			s, stop, err := relaychild.StartSender(ns, topic+"-"+name)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -99,7 +100,7 @@ func BenchmarkShip(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				s, stop, err := startSender(ns, topic+"-"+name)
+				s, stop, err := relaychild.StartSender(ns, topic+"-"+name)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -183,7 +184,7 @@ func BenchmarkCommitToBroker(b *testing.B) {
 			db := be.OpenDSN(b, dsn)
 			o := migrated(b, db, be.Dialect, 23)
 			ctx := context.Background()
-			s, stop, err := startSender(ns, topic+"-"+be.Name)
+			s, stop, err := relaychild.StartSender(ns, topic+"-"+be.Name)
 			if err != nil {
 				b.Fatal(err)
 			}

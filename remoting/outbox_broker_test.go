@@ -14,12 +14,11 @@ import (
 	"testing"
 	"time"
 
-	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
-	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 
 	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/racechild"
+	"github.com/idemq/idemq/internal/relaychild"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/internal/testenv/remotingread"
@@ -33,39 +32,12 @@ import (
 // returns an OutboxSender over it, shut down when t ends.
 func newSender(t *testing.T, ns, name string) *remoting.OutboxSender {
 	t.Helper()
-	s, stop, err := startSender(ns, name)
+	s, stop, err := relaychild.StartSender(ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
 	return s
-}
-
-// startSender is newSender for a child process: it returns the function
-// that shuts the producer down.
-func startSender(ns, name string) (*remoting.OutboxSender, func(), error) {
-	rp, err := rocketmq.NewProducer(producerOptions(ns, name,
-		rmqproducer.WithQueueSelector(rmqproducer.NewHashQueueSelector()),
-		rmqproducer.WithRetry(1),
-		// TestRelaysShipInOrder's poison row is 4 MiB of random bytes: on
-		// a loaded machine its upload outlasted the client's 3 s default,
-		// whose timeout (retried, and cutting the connection other keys'
-		// sends shared) then stood where the broker's refusal should be.
-		rmqproducer.WithSendMsgTimeout(time.Minute),
-	)...)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := rp.Start(); err != nil {
-		return nil, nil, err
-	}
-	stop := func() { rp.Shutdown() }
-	s, err := remoting.NewOutboxSender(rp)
-	if err != nil {
-		stop()
-		return nil, nil, err
-	}
-	return s, stop, nil
 }
 
 // TestRelaysShipInOrder runs two relays over one PostgreSQL table into a

@@ -2,13 +2,10 @@ package remoting_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"log/slog"
 	"maps"
 	"os"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,9 +15,8 @@ import (
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
-	"github.com/idemq/idemq/dialect"
-	"github.com/idemq/idemq/idgen"
 	"github.com/idemq/idemq/internal/racechild"
+	"github.com/idemq/idemq/internal/relaychild"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/internal/testenv/remotingread"
@@ -28,72 +24,6 @@ import (
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 )
-
-// roleRelay is a relay process: it ships its table's rows until told to
-// stop, then closes the relay.
-const roleRelay = "relay"
-
-// relaySettings are a relay process's settings.
-type relaySettings struct {
-	Namesrv, DSN, Name string
-	Node               int64
-	Lease, Pause       time.Duration // Pause: before each send
-	// Midway is after how many sends the relay says "midway".
-	Midway int64
-}
-
-// slowSender pauses before each send and says "midway" after Midway sends.
-type slowSender struct {
-	outbox.Sender
-	pause  time.Duration
-	midway int64
-	sends  atomic.Int64
-}
-
-func (s *slowSender) Send(ctx context.Context, m *outbox.Message) error {
-	time.Sleep(s.pause)
-	err := s.Sender.Send(ctx, m)
-	if err == nil && s.sends.Add(1) == s.midway {
-		racechild.Say("midway")
-	}
-	return err
-}
-
-func runRelay() error {
-	var s relaySettings
-	if err := racechild.Settings(&s); err != nil {
-		return err
-	}
-	db, err := sql.Open("pgx", s.DSN)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	gen, err := idgen.New(s.Node, idgen.Config{})
-	if err != nil {
-		return err
-	}
-	o, err := outbox.New(db, dialect.Postgres, msgkey.FromIDs(gen), outbox.Config{})
-	if err != nil {
-		return err
-	}
-	sender, stop, err := startSender(s.Namesrv, s.Name)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	r, err := outbox.NewRelay(o, &slowSender{Sender: sender, pause: s.Pause, midway: s.Midway},
-		outbox.RelayConfig{Batch: 20, Concurrency: 2, Lease: s.Lease, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return err
-	}
-	racechild.Say("started")
-	<-racechild.Stopped()
-	r.Close()
-	st := r.Stats()
-	racechild.Say("stats %d %d", st.Shipped, st.LeaseLost)
-	return nil
-}
 
 // TestRelayProcessesKilledAndPaused ships 600 rows of 12 ordering keys
 // from one PostgreSQL table through three relay processes into a real
@@ -130,9 +60,9 @@ func TestRelayProcessesKilledAndPaused(t *testing.T) {
 	added := testkit.AddCommitted(t, db, o, msgs...)
 
 	start := func(i int) *racechild.Proc {
-		s := relaySettings{Namesrv: ns, DSN: dsn, Name: fmt.Sprintf("%s-relay%d", topic, i), Node: int64(10 + i),
+		s := relaychild.Settings{Namesrv: ns, Backend: b.Name, DSN: dsn, Name: fmt.Sprintf("%s-relay%d", topic, i),
 			Lease: lease, Pause: 20 * time.Millisecond, Midway: 30}
-		p := racechild.Start(t, roleRelay, fmt.Sprintf("relay %d", i), s)
+		p := racechild.Start(t, relaychild.Role, fmt.Sprintf("relay %d", i), s)
 		p.Expect(t, "started", time.Minute)
 		return p
 	}

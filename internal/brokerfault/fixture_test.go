@@ -54,6 +54,14 @@ func newFixture(t *testing.T, name string, brokers int) *fixture {
 		f.rdb.Del(context.Background(), f.ledger())
 		f.rdb.Close()
 	})
+	f.mq = startCluster(t, brokers)
+	return f
+}
+
+// startCluster starts a private cluster of brokers master brokers, stopped
+// when t ends.
+func startCluster(t *testing.T, brokers int) *testenv.RocketMQServer {
+	t.Helper()
 	begin := time.Now()
 	mq, err := testenv.StartRocketMQCluster(t.Context(), t.TempDir(), nil, testenv.RocketMQConfig{Brokers: brokers})
 	if errors.Is(err, exec.ErrNotFound) {
@@ -68,8 +76,7 @@ func newFixture(t *testing.T, name string, brokers int) *fixture {
 		}
 	})
 	t.Logf(racechild.Figure+"RocketMQ %s, %d brokers %q, started in %v", mq.Version(), brokers, mq.BrokerNames(), time.Since(begin).Round(time.Millisecond))
-	f.mq = mq
-	return f
+	return mq
 }
 
 // topic creates the run's topic with queues queues on every broker.
@@ -144,16 +151,24 @@ func (f *fixture) producer(opts ...rmqproducer.Option) *remoting.Producer {
 // queues from the start.
 func (f *fixture) pushConsumer(group string, opts ...rmq.Option) rocketmq.PushConsumer {
 	f.t.Helper()
-	pc, err := rocketmq.NewPushConsumer(append([]rmq.Option{
-		rmq.WithNsResolver(primitive.NewPassthroughResolver([]string{f.mq.NameServer()})),
-		rmq.WithGroupName(group),
-		rmq.WithInstance("bf-consumer-" + f.run),
-		rmq.WithConsumeFromWhere(rmq.ConsumeFromFirstOffset),
-	}, opts...)...)
+	pc, err := newPushConsumer(f.mq.NameServer(), group, "bf-consumer-"+f.run, opts...)
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	return pc
+}
+
+// newPushConsumer returns a push consumer of group on the name server ns,
+// named instance (client ids are shared per process and must differ
+// between the processes of a group), that reads new groups' queues from
+// the start.
+func newPushConsumer(ns, group, instance string, opts ...rmq.Option) (rocketmq.PushConsumer, error) {
+	return rocketmq.NewPushConsumer(append([]rmq.Option{
+		rmq.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		rmq.WithGroupName(group),
+		rmq.WithInstance(instance),
+		rmq.WithConsumeFromWhere(rmq.ConsumeFromFirstOffset),
+	}, opts...)...)
 }
 
 // applied reads the ledger: how often each key was applied.

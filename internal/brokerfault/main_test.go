@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/remoting"
@@ -15,6 +16,9 @@ import (
 var clientLog = &testkit.Logs{}
 
 func TestMain(m *testing.M) {
+	// A child runs its role and exits; its client logs go to its standard
+	// error (remoting routes them to slog.Default).
+	racechild.Main(roles)
 	// Before any client starts: rlog.SetLogger is not safe while they run.
 	remoting.RouteLogs(slog.New(clientLog), slog.LevelWarn)
 	os.Exit(testenv.Run(m))

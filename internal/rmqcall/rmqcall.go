@@ -23,6 +23,7 @@ const (
 	ReqGetRouteInfoByTopic              = 105
 	ReqGetBrokerClusterInfo             = 106
 	ReqUpdateAndCreateSubscriptionGroup = 200
+	ReqGetConsumeStats                  = 208
 )
 
 // Call sends one request, code with the header fields fields and body, to

@@ -169,6 +169,42 @@ func RocketMQBrokerVersion(ctx context.Context, nameServer string) (string, erro
 	return v, nil
 }
 
+// RocketMQBacklog returns how many messages of topic group has not
+// consumed on the master brokers registered with the name server at
+// nameServer: the sum over topic's queues of each broker's end offset less
+// the offset group committed there. A push consumer of rocketmq-client-go
+// commits its offsets every 5 s, so the backlog of a group that consumed
+// everything reaches 0 within about 5 s. A broker that is down is not
+// counted: the caller checks that the ones it expects are registered
+// ([RocketMQMasters]).
+func RocketMQBacklog(ctx context.Context, nameServer, group, topic string) (int64, error) {
+	masters, err := rocketmqMasters(ctx, nameServer)
+	if err != nil {
+		return 0, fmt.Errorf("testenv: rocketmq: backlog of %s on %s: %w", group, topic, err)
+	}
+	if len(masters) == 0 {
+		return 0, fmt.Errorf("testenv: rocketmq: backlog of %s on %s: no master broker registered with %s", group, topic, nameServer)
+	}
+	var backlog int64
+	for _, addr := range masters {
+		body, err := rocketmqCall(ctx, addr, rmqcall.ReqGetConsumeStats, map[string]string{"consumerGroup": group, "topic": topic}, nil)
+		if err != nil {
+			return 0, fmt.Errorf("testenv: rocketmq: backlog of %s on %s at %s: %w", group, topic, addr, err)
+		}
+		for _, m := range rocketmqOffsetsRE.FindAllSubmatch(body, -1) {
+			end, _ := strconv.ParseInt(string(m[1]), 10, 64)
+			committed, _ := strconv.ParseInt(string(m[2]), 10, 64)
+			backlog += end - committed
+		}
+	}
+	return backlog, nil
+}
+
+// rocketmqOffsetsRE finds each queue's offsets in a ConsumeStats body. Its
+// offsetTable's keys are objects (fastjson), which encoding/json rejects;
+// fastjson writes the fields in name order.
+var rocketmqOffsetsRE = regexp.MustCompile(`"brokerOffset":(\d+),"consumerOffset":(\d+)`)
+
 // RocketMQMasters returns the addresses of the master brokers registered
 // with the name server at nameServer, as it lists them now.
 func RocketMQMasters(ctx context.Context, nameServer string) ([]string, error) {

@@ -67,7 +67,8 @@ func TestStartRocketMQClusterValidates(t *testing.T) {
 
 // rocketmqRoundTrip creates a topic with createTopic, sends one message
 // through the name server at nameServer with rocketmq-client-go and waits
-// for a push consumer to receive it.
+// for a push consumer to receive it; the consumer's group has the message
+// as its backlog (testenv.RocketMQBacklog) until it commits its offset.
 func rocketmqRoundTrip(t *testing.T, nameServer string, createTopic func(context.Context, string, int) error) {
 	t.Helper()
 	ctx := t.Context()
@@ -95,10 +96,23 @@ func rocketmqRoundTrip(t *testing.T, nameServer string, createTopic func(context
 	}
 	defer p.Shutdown()
 
+	body := "hello " + id
+	res, err := p.SendSync(ctx, primitive.NewMessage(topic, []byte(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != primitive.SendOK {
+		t.Fatalf("send status %v, want SendOK", res.Status)
+	}
+	group := "consumer-" + id
+	if n, err := testenv.RocketMQBacklog(ctx, nameServer, group, topic); err != nil || n != 1 {
+		t.Fatalf("backlog of a group that consumed nothing: %d, %v; want the message sent", n, err)
+	}
+
 	received := make(chan *primitive.MessageExt, 1)
 	c, err := rocketmq.NewPushConsumer(
 		consumer.WithNsResolver(ns),
-		consumer.WithGroupName("consumer-"+id),
+		consumer.WithGroupName(group),
 		consumer.WithInstance("consumer-"+id),
 		// With the default, ConsumeFromLastOffset, a new group starts at
 		// the end of a queue unless the broker still holds the queue's
@@ -126,14 +140,6 @@ func rocketmqRoundTrip(t *testing.T, nameServer string, createTopic func(context
 	}
 	defer c.Shutdown()
 
-	body := "hello " + id
-	res, err := p.SendSync(ctx, primitive.NewMessage(topic, []byte(body)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Status != primitive.SendOK {
-		t.Fatalf("send status %v, want SendOK", res.Status)
-	}
 	select {
 	case m := <-received:
 		if string(m.Body) != body {
@@ -142,5 +148,18 @@ func rocketmqRoundTrip(t *testing.T, nameServer string, createTopic func(context
 		t.Logf(racechild.Figure+"first message received %v after consumer Start", time.Since(begin).Round(time.Millisecond))
 	case <-time.After(60 * time.Second):
 		t.Fatal("no message received within 60s")
+	}
+	// The client commits its offsets every 5 s.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		n, err := testenv.RocketMQBacklog(ctx, nameServer, group, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backlog %d 30s after the message was received, want 0", n)
+		}
 	}
 }
