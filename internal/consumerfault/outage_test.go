@@ -25,7 +25,8 @@ import (
 
 // TestStoreOutageSpendsNoRetries kills (SIGKILL) the dedupe store, a Redis
 // of the test's own, once about a third of 300 messages are applied, keeps
-// it down for 30 s while the rest are sent and delivered, and starts it
+// it down for 12 s (over twice the 5 s lease, and thrice the seconds the
+// retries below cover) while the rest are sent and delivered, and starts it
 // again on the same port. The group allows 3 reconsumes
 // (rmq.WithMaxReconsumeTimes(3), told to the Consumer) and the broker's
 // delay levels are 1 s each (internal/testenv): a message handed back for
@@ -57,7 +58,7 @@ func TestStoreOutageSpendsNoRetries(t *testing.T) {
 	const (
 		total      = 300
 		sendFor    = 20 * time.Second
-		outage     = 30 * time.Second
+		outage     = 12 * time.Second
 		reconsumes = 3
 		lease      = 5 * time.Second
 		work       = 10 * time.Millisecond
