@@ -145,18 +145,35 @@ func TestKeyBadInput(t *testing.T) {
 }
 
 // TestKeyBroker ships two rows that hold one key through 'idemq relay' to
-// the real broker, then finds both copies by the broker's Keys index: in
-// the topic the outbox rows name, and in the one --topic names; a group's
-// retry topic exists and holds none, its dead-letter topic does not exist.
+// the real brokers, 4.x and 5.x, then finds both copies by the broker's Keys index: in the
+// topic the outbox rows name, and in the one --topic names; a group's retry
+// topic exists and holds none, its dead-letter topic does not exist.
 func TestKeyBroker(t *testing.T) {
-	ns := testenv.RocketMQ(t)
+	for _, v := range []struct {
+		name string
+		// nameServer returns the broker's name server.
+		nameServer func(testing.TB) string
+	}{
+		{"4.x", testenv.RocketMQ},
+		{"5.x", func(t testing.TB) string { return testenv.RocketMQ5(t).NameServer }},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			testKeyBroker(t, v.nameServer(t))
+		})
+	}
+}
+
+func testKeyBroker(t *testing.T, ns string) {
 	store := sqliteBackend.url(t)
 	if r := idemq(t, nil, "migrate", "--store", store, "--all"); r.code != 0 {
 		t.Fatalf("migrate: %v", r)
 	}
 	topic, group, key := unique("keys"), unique("billing"), unique("order")
-	testenv.RocketMQTopic(t, topic, 2)
-	testenv.RocketMQTopic(t, "%RETRY%"+group, 1)
+	for _, tp := range []string{topic, "%RETRY%" + group} {
+		if err := testenv.CreateRocketMQTopic(t.Context(), ns, tp, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
 	addKeyed(t, store, key, topic, topic)
 	relay, _ := startDaemon(t, "relaying idemq_outbox at ", "relay", "--store", store, "--namesrv", ns)
 	o, _ := openOutbox(t, store)
