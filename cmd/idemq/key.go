@@ -67,6 +67,8 @@ func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 
 func keyCmd(ctx context.Context, e *env, args []string) error {
 	f := dedupeStoreFlags(newFlags("idemq key", "[--outbox URL] [--store URL --group G...] [--namesrv ADDR [--topic T...]] [flags] KEY", keyDoc))
+	f.Lookup("store").Usage = "dedupe " + storeUsage
+	f.Lookup("table").Usage = "SQL `table` of the dedupe records"
 	var groups, topics stringsFlag
 	f.Var(&groups, "group", "consumer `group` whose dedupe record of the key to show; repeat the flag for each group")
 	outboxURL := f.String("outbox", "", "`URL` of the SQL database of the outbox table, in the forms --store takes")
