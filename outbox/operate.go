@@ -45,12 +45,26 @@ type Row struct {
 // List returns at most limit rows in state, oldest first, from the one
 // after id after (0: from the first).
 func (o *Outbox) List(ctx context.Context, state State, after int64, limit int) ([]Row, error) {
+	return o.rows(ctx, "list", `state = ? AND id > ? ORDER BY id LIMIT ?`, state.code(), after, limit)
+}
+
+// Find returns the rows that hold the message key key, oldest first: one,
+// unless the same key was added again. No index covers the key (one would
+// cost every Add a write), so the database reads the whole table: a tool
+// for an operator's question (`idemq key`), not for a program's hot path.
+func (o *Outbox) Find(ctx context.Context, key string) ([]Row, error) {
+	return o.rows(ctx, "find", `k = ? ORDER BY id`, key)
+}
+
+// rows returns the rows that the WHERE clause where selects; what names
+// the operation in errors.
+func (o *Outbox) rows(ctx context.Context, what, where string, args ...any) ([]Row, error) {
 	syn := o.q.syn
 	rs, err := o.db.QueryContext(ctx, syn.Rebind(`SELECT id, state, k, topic, ordering, attempts, last_error, `+
 		syn.UnixMicros(syn.Now())+` - `+syn.UnixMicros("created_at")+`
-FROM `+o.q.table+` WHERE state = ? AND id > ? ORDER BY id LIMIT ?`), state.code(), after, limit)
+FROM `+o.q.table+` WHERE `+where), args...)
 	if err != nil {
-		return nil, fmt.Errorf("outbox: list: %w", err)
+		return nil, fmt.Errorf("outbox: %s: %w", what, err)
 	}
 	defer rs.Close()
 	var rows []Row
@@ -61,7 +75,7 @@ FROM `+o.q.table+` WHERE state = ? AND id > ? ORDER BY id LIMIT ?`), state.code(
 			age   int64
 		)
 		if err := rs.Scan(&r.ID, &state, &r.Key, &r.Topic, &r.OrderingKey, &r.Attempts, &r.LastError, &age); err != nil {
-			return nil, fmt.Errorf("outbox: list: %w", err)
+			return nil, fmt.Errorf("outbox: %s: %w", what, err)
 		}
 		if state >= 0 && state < len(states) {
 			r.State = states[state]
@@ -70,7 +84,7 @@ FROM `+o.q.table+` WHERE state = ? AND id > ? ORDER BY id LIMIT ?`), state.code(
 		rows = append(rows, r)
 	}
 	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("outbox: list: %w", err)
+		return nil, fmt.Errorf("outbox: %s: %w", what, err)
 	}
 	return rows, nil
 }

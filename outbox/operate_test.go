@@ -7,8 +7,8 @@ import (
 	"github.com/idemq/idemq/outbox"
 )
 
-// TestParkListRetry parks rows by hand, lists them, retries one and ships
-// it, then retries the rest.
+// TestParkListRetry parks rows by hand, lists them, finds one by its key,
+// retries one and ships it, then retries the rest.
 func TestParkListRetry(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e env) {
 		ctx := t.Context()
@@ -24,6 +24,12 @@ func TestParkListRetry(t *testing.T) {
 			if r.Key != keys[i] || r.State != outbox.Parked || r.LastError != "held for audit" || r.Topic != "orders" || r.OrderingKey != "key0" || r.Age < 0 {
 				t.Errorf("parked row %d: %+v", i, r)
 			}
+		}
+		if found, err := e.o.Find(ctx, keys[1]); err != nil || len(found) != 1 || found[0].ID != parked[1].ID || found[0].State != outbox.Parked || found[0].LastError != "held for audit" {
+			t.Fatalf("Find(%q): %+v, %v; want %+v", keys[1], found, err, parked[1])
+		}
+		if found, err := e.o.Find(ctx, "no-such-key"); err != nil || len(found) != 0 {
+			t.Fatalf("Find of a key no row holds: %+v, %v", found, err)
 		}
 		if page, err := e.o.List(ctx, outbox.Parked, parked[0].ID, 1); err != nil || len(page) != 1 || page[0].ID != parked[1].ID {
 			t.Fatalf("List after the first: %+v, %v", page, err)

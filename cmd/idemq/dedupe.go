@@ -28,13 +28,21 @@ type dedupeFlags struct {
 }
 
 func newDedupeFlags(path, synopsis, doc string) *dedupeFlags {
-	f := &dedupeFlags{flags: newFlags(path, synopsis, doc)}
-	f.store = storeFlag(f.FlagSet)
-	f.namespace = f.String("namespace", "", "dedupe `namespace` (the consumer's; default none)")
+	f := dedupeStoreFlags(newFlags(path, synopsis, doc))
 	f.group = f.String("group", "", "consumer `group` (required)")
-	f.redisPrefix = f.String("redis-prefix", "idemq:dedupe:", "`prefix` of the store's Redis keys")
-	f.table = f.String("table", dedupekit.DefaultTable, "SQL `table` of the records")
 	return f
+}
+
+// dedupeStoreFlags registers on f the flags that name a dedupe store and
+// its records, all but --group.
+func dedupeStoreFlags(f *flags) *dedupeFlags {
+	return &dedupeFlags{
+		flags:       f,
+		store:       storeFlag(f.FlagSet),
+		namespace:   f.String("namespace", "", "dedupe `namespace` (the consumer's; default none)"),
+		redisPrefix: f.String("redis-prefix", "idemq:dedupe:", "`prefix` of the store's Redis keys"),
+		table:       f.String("table", dedupekit.DefaultTable, "SQL `table` of the records"),
+	}
 }
 
 // parse parses args and checks --group.

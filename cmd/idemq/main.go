@@ -1,6 +1,7 @@
 // Command idemq generates and decodes IDs, inspects and repairs dedupe
 // stores, lists worker-id leases, manages segment tags, inspects and
 // repairs transactional outbox tables and ships their rows to RocketMQ,
+// reports what became of one message key across all of these and the broker,
 // serves IDs over HTTP and creates the SQL tables of all of these.
 //
 // Usage:
@@ -23,6 +24,7 @@
 //	idemq outbox list --store URL [--state pending|sent|parked] [--after ID] [--limit N]
 //	idemq outbox retry --store URL (--all | ID...)
 //	idemq outbox park --store URL [--reason R] (--all | ID...)
+//	idemq key [--outbox URL] [--store URL --group G...] [--namesrv ADDR [--topic T...]] KEY
 //	idemq relay --store URL (--namesrv ADDR | --proxy ADDR) [--table T] [--batch N] [--concurrency N]
 //	idemq migrate --store URL (--dedupe | --workers | --segments | --outbox | --all)
 //	idemq version
@@ -80,6 +82,7 @@ Commands:
   segment   show, create and cap segment tags (Leaf's segment mode)
   outbox    inspect a transactional outbox table: stats, list; retry and park rows
   relay     ship an outbox table's rows to RocketMQ
+  key       one message key's outbox rows, dedupe records and broker copies
   serve     serve IDs over HTTP
   migrate   create the SQL tables of dedupe records, worker-id leases, segment tags and outboxes
   version   print the module version and the Go release that built it
@@ -114,6 +117,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		cmd = segmentCmd
 	case "outbox":
 		cmd = outboxCmd
+	case "key":
+		cmd = keyCmd
 	case "migrate":
 		cmd = migrateCmd
 	case "version", "--version":

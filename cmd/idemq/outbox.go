@@ -39,19 +39,26 @@ func (f *outboxFlags) open(ctx context.Context) (*outbox.Outbox, *storeAddr, fun
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	o, closeFn, err := openOutboxAt(ctx, f.flags, addr, *f.table)
+	return o, addr, closeFn, err
+}
+
+// openOutboxAt opens the outbox table of the store at addr, for the
+// command whose flags are f. The returned func closes it.
+func openOutboxAt(ctx context.Context, f *flags, addr *storeAddr, table string) (*outbox.Outbox, func(), error) {
 	if !addr.IsSQL() {
-		return nil, nil, nil, f.usageErr("%s is a Redis store: an outbox is a table in the service's SQL database", addr)
+		return nil, nil, f.usageErr("%s is a Redis store: an outbox is a table in the service's SQL database", addr)
 	}
 	db, err := addr.openSQL(ctx, false)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	o, err := outbox.New(db, addr.Dialect, nil, outbox.Config{Table: *f.table})
+	o, err := outbox.New(db, addr.Dialect, nil, outbox.Config{Table: table})
 	if err != nil {
 		db.Close()
-		return nil, nil, nil, f.usageErr("%v", err)
+		return nil, nil, f.usageErr("%v", err)
 	}
-	return o, addr, func() { db.Close() }, nil
+	return o, func() { db.Close() }, nil
 }
 
 // failure describes err of an operation on the outbox at addr.

@@ -1,7 +1,8 @@
 // Package rmqcall sends single requests over RocketMQ's remoting protocol,
 // for what rocketmq-client-go has no exported call for: the test harness's
 // topic and group administration (internal/testenv) and the unlock of the
-// queues a rebalance takes from an orderly consumer (remoting.HandBack).
+// queues a rebalance takes from an orderly consumer (remoting.HandBack), and
+// the broker's query of a topic's messages by key (idemq key).
 package rmqcall
 
 import (
@@ -16,6 +17,7 @@ import (
 
 // Request codes (RocketMQ's RequestCode.java).
 const (
+	ReqQueryMessage                     = 12
 	ReqUpdateAndCreateTopic             = 17
 	ReqGetBrokerRuntimeInfo             = 28
 	ReqLockBatchMQ                      = 41
@@ -26,11 +28,24 @@ const (
 	ReqGetConsumeStats                  = 208
 )
 
+// Response codes (RocketMQ's ResponseCode.java) that callers tell apart.
+const (
+	RespTopicNotExist = 17
+	RespQueryNotFound = 22
+)
+
+// A ResponseError is a response other than success: its code and remark.
+type ResponseError struct {
+	Code   int
+	Remark string
+}
+
+func (e *ResponseError) Error() string { return fmt.Sprintf("response code %d: %s", e.Code, e.Remark) }
+
 // Call sends one request, code with the header fields fields and body, to
 // the name server or broker at addr ("host:port") on a connection of its
 // own (JSON headers, no TLS, no ACL signature), and returns the body of a
-// successful response. An answer other than success is an error with its
-// code and remark.
+// successful response. An answer other than success is a *ResponseError.
 func Call(ctx context.Context, addr string, code int, fields map[string]string, body []byte) ([]byte, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
@@ -84,7 +99,7 @@ func Call(ctx context.Context, addr string, code int, fields map[string]string, 
 		return nil, fmt.Errorf("response header: %w", err)
 	}
 	if h.Code != 0 {
-		return nil, fmt.Errorf("response code %d: %s", h.Code, h.Remark)
+		return nil, &ResponseError{Code: h.Code, Remark: h.Remark}
 	}
 	return resp[4+headerLen:], nil
 }

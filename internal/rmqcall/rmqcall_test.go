@@ -1,6 +1,7 @@
 package rmqcall_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -45,7 +46,8 @@ func TestMasters(t *testing.T) {
 func TestCallAnswerCode(t *testing.T) {
 	ns := testenv.RocketMQ(t)
 	_, err := rmqcall.Call(t.Context(), ns, rmqcall.ReqGetRouteInfoByTopic, map[string]string{"topic": "no-such-topic-rmqcall"}, nil)
-	if err == nil || !strings.Contains(err.Error(), "response code 17") {
-		t.Errorf("route of a missing topic: %v, want response code 17 (TOPIC_NOT_EXIST)", err)
+	var re *rmqcall.ResponseError
+	if !errors.As(err, &re) || re.Code != rmqcall.RespTopicNotExist || !strings.Contains(err.Error(), "response code 17") {
+		t.Errorf("route of a missing topic: %v, want a ResponseError of code 17 (TOPIC_NOT_EXIST)", err)
 	}
 }

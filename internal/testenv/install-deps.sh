@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the real-server tests and the demo need, where it is missing:
 # Debian's redis-server, mariadb-server and postgresql (only when run as root;
-# otherwise it names what to install), and a JDK and Maven for RocketMQ.
+# otherwise it names what to install), a JDK and Maven for RocketMQ, and
+# prometheus for its promtool.
 # The RocketMQ jars themselves are resolved by testenv on first use.
 set -euo pipefail
 
@@ -11,6 +12,8 @@ command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || missing+=(mariadb
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null || missing+=(maven)
+# promtool checks and unit-tests the alert rules of examples/prometheus.
+command -v promtool >/dev/null || missing+=(prometheus)
 
 if [ ${#missing[@]} -eq 0 ]; then
 	exit 0
