@@ -20,7 +20,11 @@
 //
 // Read a key back from a received *golang.MessageView the same way.
 // [OutboxSender] ships an outbox's rows, which carry their keys, through a
-// plain golang.Producer: the [outbox.Sender] a relay takes.
+// plain golang.Producer: the [outbox.Sender] a relay takes. Give that
+// producer golang.WithTopics naming at least one topic: the client learns
+// its settings from the proxy through a topic's route, and a Producer
+// started without one waits in Start for good (other topics are learned
+// at their first send).
 //
 // # Consuming
 //

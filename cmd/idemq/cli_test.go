@@ -86,6 +86,8 @@ func TestUsage(t *testing.T) {
 		{"segment unknown subcommand", []string{"segment", "delete", "t", "--store", "redis://127.0.0.1:1/0"}, nil, []string{`unknown subcommand "delete"`}, exitUsage},
 		{"relay no broker", []string{"relay", "--store", "sqlite:///nonexistent/dir/x.db"}, nil, []string{"give --namesrv ADDR"}, exitUsage},
 		{"relay both brokers", []string{"relay", "--store", "sqlite:///nonexistent/dir/x.db", "--namesrv", "a:1", "--proxy", "b:2"}, nil, []string{"give --namesrv ADDR"}, exitUsage},
+		{"relay proxy without topic", []string{"relay", "--store", "sqlite:///nonexistent/dir/x.db", "--proxy", "b:2"}, nil, []string{"--proxy: name a topic"}, exitUsage},
+		{"relay topic without proxy", []string{"relay", "--store", "sqlite:///nonexistent/dir/x.db", "--namesrv", "a:1", "--topic", "orders"}, nil, []string{"--topic is for --proxy"}, exitUsage},
 		{"relay bad batch", []string{"relay", "--store", "sqlite:///nonexistent/dir/x.db", "--namesrv", "a:1", "--batch", "0"}, nil, []string{"batch 0"}, exitUsage},
 		{"relay bad level", []string{"relay", "--store", "sqlite:///nonexistent/dir/x.db", "--namesrv", "a:1", "--log-level", "loud"}, nil, []string{`--log-level "loud"`}, exitUsage},
 		{"relay notify on SQLite", []string{"relay", "--store", "sqlite:///nonexistent/dir/x.db", "--namesrv", "a:1", "--notify"}, nil, []string{"--notify: sqlite:///nonexistent/dir/x.db is not PostgreSQL"}, exitUsage},

@@ -41,11 +41,13 @@ func relayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 }
 
 func relay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f := newOutboxFlags("idemq relay", "--store URL (--namesrv ADDR | --proxy ADDR) [flags]", relayDoc)
+	f := newOutboxFlags("idemq relay", "--store URL (--namesrv ADDR | --proxy ADDR --topic T...) [flags]", relayDoc)
 	f.Lookup("json").Usage = "log JSON lines instead of text"
 	f.Lookup("timeout").Usage = "give up starting after `D`: opening the store, starting the client"
 	namesrv := f.String("namesrv", "", "RocketMQ name server `address` (host:port), for the remoting client")
 	proxy := f.String("proxy", "", "RocketMQ 5.x proxy `address` (host:port), for the gRPC client")
+	var topics stringsFlag
+	f.Var(&topics, "topic", "with --proxy, a `topic` the rows go to, whose route the gRPC client learns before it starts (it never starts without one); repeat the flag for each topic, or name one: the others are learned at their first send")
 	batch := f.Int("batch", 100, "most `rows` one claim takes")
 	concurrency := f.Int("concurrency", 16, "ordering `keys` shipped at once")
 	lease := f.Duration("lease", 30*time.Second, "how long a claim holds its rows")
@@ -67,6 +69,10 @@ func relay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return f.usageErr("unexpected arguments %q", rest)
 	case (*namesrv == "") == (*proxy == ""):
 		return f.usageErr("give --namesrv ADDR (remoting client) or --proxy ADDR (gRPC client)")
+	case *proxy != "" && len(topics) == 0:
+		return f.usageErr("--proxy: name a topic the rows go to with --topic TOPIC: the gRPC client learns its settings from the proxy through a topic's route, and never starts without one")
+	case *namesrv != "" && len(topics) > 0:
+		return f.usageErr("--topic is for --proxy: the remoting client needs no topic to start")
 	}
 	if *notify {
 		if addr, err := resolveStore(*f.store); err == nil && addr.Dialect != sqldialect.Postgres {
@@ -116,7 +122,7 @@ func relay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		s, stop, err = remotingSender(*namesrv)
 		to = "name server " + *namesrv
 	} else {
-		s, stop, err = grpcSender(*proxy)
+		s, stop, err = grpcSender(startCtx, *proxy, topics)
 		to = "proxy " + *proxy
 	}
 	if err != nil {
@@ -159,15 +165,25 @@ func remotingSender(namesrv string) (outbox.Sender, func(), error) {
 	return s, stop, nil
 }
 
-// grpcSender starts a gRPC producer on proxy and returns the OutboxSender
-// over it and its stop.
-func grpcSender(proxy string) (outbox.Sender, func(), error) {
-	gp, err := golang.NewProducer(&golang.Config{Endpoint: proxy, Credentials: &credentials.SessionCredentials{}})
+// grpcSender starts a gRPC producer on proxy that knows topics' routes and
+// returns the OutboxSender over it and its stop. The client's Start takes
+// no context and waits for the proxy's settings for as long as it takes,
+// so ctx bounds the wait here: a relay that cannot start exits rather
+// than hang.
+func grpcSender(ctx context.Context, proxy string, topics []string) (outbox.Sender, func(), error) {
+	gp, err := golang.NewProducer(&golang.Config{Endpoint: proxy, Credentials: &credentials.SessionCredentials{}}, golang.WithTopics(topics...))
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := gp.Start(); err != nil {
-		return nil, nil, err
+	started := make(chan error, 1)
+	go func() { started <- gp.Start() }()
+	select {
+	case err := <-started:
+		if err != nil {
+			return nil, nil, err
+		}
+	case <-ctx.Done():
+		return nil, nil, fmt.Errorf("no answer from the proxy within --timeout: %w", context.Cause(ctx))
 	}
 	stop := func() { gp.GracefulStop() }
 	s, err := grpcv5.NewOutboxSender(gp)

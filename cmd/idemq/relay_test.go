@@ -10,24 +10,40 @@ import (
 )
 
 // TestRelay runs 'idemq relay' over a SQLite outbox into the real 4.x
-// broker: it ships the rows (the broker answered SEND_OK for each: they are
-// marked sent) and exits 0 on SIGTERM, saying what it shipped.
+// broker through its name server, and into the 5.x broker through its
+// proxy with the gRPC client: it ships the rows (the broker answered
+// SEND_OK for each: they are marked sent) and exits 0 on SIGTERM, saying
+// what it shipped. The gRPC client starts only once it knows a topic's
+// route, which --topic names: without it, the relay did not start.
 func TestRelay(t *testing.T) {
-	ns := testenv.RocketMQ(t)
-	store := sqliteBackend.url(t)
-	if r := idemq(t, nil, "migrate", "--store", store, "--outbox"); r.code != 0 {
-		t.Fatalf("migrate: %v", r)
-	}
-	addOutboxRows(t, store, 3)
+	for _, tc := range []struct {
+		name string
+		args func(t *testing.T) []string
+	}{
+		{"namesrv", func(t *testing.T) []string { return []string{"--namesrv", testenv.RocketMQ(t)} }},
+		{"proxy", func(t *testing.T) []string {
+			testenv.RocketMQ5Topic(t, "orders", 4)
+			return []string{"--proxy", testenv.RocketMQ5(t).Proxy, "--topic", "orders"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			broker := tc.args(t)
+			store := sqliteBackend.url(t)
+			if r := idemq(t, nil, "migrate", "--store", store, "--outbox"); r.code != 0 {
+				t.Fatalf("migrate: %v", r)
+			}
+			addOutboxRows(t, store, 3)
 
-	r, _ := startDaemon(t, "relaying idemq_outbox at ", "relay", "--store", store, "--namesrv", ns)
-	o, _ := openOutbox(t, store)
-	testkit.WaitFor(t, "the rows sent", func() bool {
-		st, err := o.Count(context.Background())
-		return err == nil && st.Sent == 3
-	})
-	if later := r.stop(); len(later) == 0 || later[len(later)-1] != "stopped: shipped 3, retried 0, parked 0, lease lost 0" {
-		t.Errorf("lines after the first %q", later)
+			r, _ := startDaemon(t, "relaying idemq_outbox at ", append([]string{"relay", "--store", store}, broker...)...)
+			o, _ := openOutbox(t, store)
+			testkit.WaitFor(t, "the rows sent", func() bool {
+				st, err := o.Count(context.Background())
+				return err == nil && st.Sent == 3
+			})
+			if later := r.stop(); len(later) == 0 || later[len(later)-1] != "stopped: shipped 3, retried 0, parked 0, lease lost 0" {
+				t.Errorf("lines after the first %q", later)
+			}
+		})
 	}
 }
 
