@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	rmqconsumer "github.com/apache/rocketmq-client-go/v2/consumer"
-	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"go.opentelemetry.io/otel"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
@@ -25,6 +23,7 @@ import (
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testenv/remotingread"
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
@@ -267,12 +266,7 @@ func consumeFromFirst(t *testing.T, ns, topic, group string, c *consumer.Consume
 	if err := testenv.CreateRocketMQTopic(t.Context(), ns, "%RETRY%"+group, 1); err != nil {
 		t.Fatal(err)
 	}
-	pc, err := rocketmq.NewPushConsumer(
-		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		rmqconsumer.WithGroupName(group),
-		rmqconsumer.WithInstance(group),
-		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
-	)
+	pc, err := remotingread.PushConsumer(ns, group, group)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,6 +120,9 @@ type record struct {
 	Fingerprint string `json:"fingerprint,omitempty"`
 	Expires     string `json:"expires,omitempty"`
 	Updated     string `json:"updated,omitempty"`
+	// Trace names the run that applied the effect (a W3C traceparent:
+	// its trace id is the second field), where the store keeps it.
+	Trace string `json:"trace,omitempty"`
 	// Forgotten is set by forget: whether a record was deleted.
 	Forgotten *bool `json:"forgotten,omitempty"`
 }
@@ -139,7 +142,7 @@ func toRecord(key string, r dedupe.Record, ok bool) record {
 	if r.Done {
 		st = stateDone
 	}
-	rec := record{Key: key, State: st, Fingerprint: r.Fingerprint, Expires: fmtTime(r.Expires)}
+	rec := record{Key: key, State: st, Fingerprint: r.Fingerprint, Expires: fmtTime(r.Expires), Trace: r.Trace}
 	if !r.Updated.IsZero() {
 		rec.Updated = fmtTime(r.Updated)
 	}
@@ -148,13 +151,13 @@ func toRecord(key string, r dedupe.Record, ok bool) record {
 
 // printRecords writes records as a table.
 func printRecords(w io.Writer, recs []record, forget bool) {
-	fmt.Fprint(w, "KEY\tSTATE\tEXPIRES\tUPDATED\tFINGERPRINT")
+	fmt.Fprint(w, "KEY\tSTATE\tEXPIRES\tUPDATED\tFINGERPRINT\tAPPLIED BY")
 	if forget {
 		fmt.Fprint(w, "\tFORGOTTEN")
 	}
 	fmt.Fprintln(w)
 	for _, r := range recs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s", r.Key, r.State, dash(r.Expires), dash(r.Updated), dash(r.Fingerprint))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s", r.Key, r.State, dash(r.Expires), dash(r.Updated), dash(r.Fingerprint), dash(r.Trace))
 		if forget {
 			forgot := "no (dry run)"
 			if r.Forgotten != nil && *r.Forgotten {

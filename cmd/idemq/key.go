@@ -262,13 +262,13 @@ func printKeyReport(w io.Writer, r *keyReport) {
 		if d.Error != "" {
 			fmt.Fprintf(w, "error: %s\n", d.Error)
 		} else {
-			fmt.Fprintln(w, "GROUP\tSTATE\tEXPIRES\tUPDATED\tFINGERPRINT")
+			fmt.Fprintln(w, "GROUP\tSTATE\tEXPIRES\tUPDATED\tFINGERPRINT\tAPPLIED BY")
 			for _, g := range d.Groups {
 				if g.Error != "" {
 					fmt.Fprintf(w, "%s\terror: %s\n", g.Group, g.Error)
 					continue
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", g.Group, g.State, dash(g.Expires), dash(g.Updated), dash(g.Fingerprint))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", g.Group, g.State, dash(g.Expires), dash(g.Updated), dash(g.Fingerprint), dash(g.Trace))
 			}
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/prometheus"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric"
 	_ "modernc.org/sqlite" // "sqlite"
 
 	"github.com/idemq/idemq/dialect"
@@ -34,7 +34,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+	mp := metric.NewMeterProvider(metric.WithReader(exporter))
 	otel.SetMeterProvider(mp) // every consumer reports here, unless given consumer.WithTelemetry
 	if _, err := outboxotel.Register(mp, ob, relays...); err != nil {
 		log.Fatal(err)

@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/prometheus"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric"
 	_ "modernc.org/sqlite" // "sqlite"
 
 	"github.com/idemq/idemq/dialect"
@@ -61,12 +61,12 @@ func main() {
 // given consumer.WithTelemetry. The exporter registers with Prometheus's
 // default registry, which promhttp.Handler serves with the Go runtime's
 // and the process's metrics.
-func install() (*sdkmetric.MeterProvider, error) {
+func install() (*metric.MeterProvider, error) {
 	exporter, err := prometheus.New()
 	if err != nil {
 		return nil, err
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+	mp := metric.NewMeterProvider(metric.WithReader(exporter))
 	otel.SetMeterProvider(mp)
 	return mp, nil
 }

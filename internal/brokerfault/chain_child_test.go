@@ -18,6 +18,7 @@ import (
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/relaychild"
 	"github.com/idemq/idemq/internal/testdb"
+	"github.com/idemq/idemq/internal/testenv/remotingread"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
 	"github.com/idemq/idemq/remoting"
@@ -117,7 +118,7 @@ func chainService() error {
 		return err
 	}
 	consume := remoting.Concurrently(c, h)
-	pc, err := newPushConsumer(s.Namesrv, s.Group, s.Instance)
+	pc, err := remotingread.PushConsumer(s.Namesrv, s.Group, s.Instance)
 	if err != nil {
 		return err
 	}

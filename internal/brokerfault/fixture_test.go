@@ -20,6 +20,7 @@ import (
 	"github.com/idemq/idemq/dedupe/redisdedupe"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testenv/remotingread"
 	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/remoting"
 )
@@ -151,24 +152,11 @@ func (f *fixture) producer(opts ...rmqproducer.Option) *remoting.Producer {
 // queues from the start.
 func (f *fixture) pushConsumer(group string, opts ...rmq.Option) rocketmq.PushConsumer {
 	f.t.Helper()
-	pc, err := newPushConsumer(f.mq.NameServer(), group, "bf-consumer-"+f.run, opts...)
+	pc, err := remotingread.PushConsumer(f.mq.NameServer(), group, "bf-consumer-"+f.run, opts...)
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	return pc
-}
-
-// newPushConsumer returns a push consumer of group on the name server ns,
-// named instance (client ids are shared per process and must differ
-// between the processes of a group), that reads new groups' queues from
-// the start.
-func newPushConsumer(ns, group, instance string, opts ...rmq.Option) (rocketmq.PushConsumer, error) {
-	return rocketmq.NewPushConsumer(append([]rmq.Option{
-		rmq.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		rmq.WithGroupName(group),
-		rmq.WithInstance(instance),
-		rmq.WithConsumeFromWhere(rmq.ConsumeFromFirstOffset),
-	}, opts...)...)
 }
 
 // applied reads the ledger: how often each key was applied.

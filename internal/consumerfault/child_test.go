@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/internal/racechild"
+	"github.com/idemq/idemq/internal/testenv/remotingread"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/remoting"
 )
@@ -85,7 +86,7 @@ func role(run func(settings, *redis.Client, *slog.Logger) error) func() error {
 
 // start subscribes a push consumer to s.Topic with cb and starts it.
 func start(s settings, cb func(context.Context, ...*primitive.MessageExt) (rmq.ConsumeResult, error), opts ...rmq.Option) (rocketmq.PushConsumer, error) {
-	pc, err := newPushConsumer(s.Namesrv, s.Group, s.Instance, opts...)
+	pc, err := remotingread.PushConsumer(s.Namesrv, s.Group, s.Instance, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
-	rmq "github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	rmqproducer "github.com/apache/rocketmq-client-go/v2/producer"
 	"github.com/redis/go-redis/v9"
@@ -245,18 +244,6 @@ func newStore(rdb *redis.Client, prefix string) (*redisdedupe.Store, error) {
 // lease, renewed every third of it.
 func guardConfig(lease time.Duration) dedupe.GuardConfig {
 	return dedupe.GuardConfig{Lease: lease, Retention: retention}
-}
-
-// newPushConsumer returns a push consumer of group, named instance (client
-// ids are shared per process), that reads new groups' queues from the
-// start.
-func newPushConsumer(ns, group, instance string, opts ...rmq.Option) (rocketmq.PushConsumer, error) {
-	return rocketmq.NewPushConsumer(append([]rmq.Option{
-		rmq.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
-		rmq.WithGroupName(group),
-		rmq.WithInstance(instance),
-		rmq.WithConsumeFromWhere(rmq.ConsumeFromFirstOffset),
-	}, opts...)...)
 }
 
 // watchDLQ consumes group's dead-letter topic, from its start, in a group

@@ -94,3 +94,16 @@ func read(t *testing.T, ns, topic, group string, add func(...*primitive.MessageE
 	}
 	t.Cleanup(func() { c.Shutdown() })
 }
+
+// PushConsumer returns a push consumer of group on the name server ns,
+// named instance (client ids are shared per process and must differ
+// between the processes of a group), that reads new groups' queues from
+// the start. opts come after its own.
+func PushConsumer(ns, group, instance string, opts ...rmqconsumer.Option) (rocketmq.PushConsumer, error) {
+	return rocketmq.NewPushConsumer(append([]rmqconsumer.Option{
+		rmqconsumer.WithNsResolver(primitive.NewPassthroughResolver([]string{ns})),
+		rmqconsumer.WithGroupName(group),
+		rmqconsumer.WithInstance(instance),
+		rmqconsumer.WithConsumeFromWhere(rmqconsumer.ConsumeFromFirstOffset),
+	}, opts...)...)
+}
