@@ -211,11 +211,14 @@ func (r *fifoRun) inOrder() {
 }
 
 // fifoBound is how long a message group may go unconsumed across a group
-// change: far above the fraction of a second it takes.
-const fifoBound = 20 * time.Second
+// change: far above the fraction of a second it takes (0.2 s seen).
+const fifoBound = 4 * time.Second
 
-// fifoWatch is how long after a change the message groups are watched.
-const fifoWatch = 10 * time.Second
+// fifoWatch is how long after a change the message groups are watched:
+// longer than fifoBound, so that a group that stalls is seen to, and than
+// a joining consumer takes to run its first message (2.3-3.4 s seen,
+// its start included).
+const fifoWatch = 8 * time.Second
 
 // TestFIFOGroupChange is TestOrderlyGroupChange of package
 // remoting for a 5.x FIFO group (consumeMessageOrderly) of
