@@ -54,22 +54,12 @@ import (
 // Trace): what a user looking at the duplicate wants next.
 const instrumentationName = "github.com/idemq/idemq/consumer"
 
-// Span attribute keys: the OpenTelemetry messaging conventions', and
-// idemq's own.
+// Span attribute keys only the consumer sets, the messaging conventions'
+// and idemq's; internal/tracectx owns those it shares with the send spans.
 const (
-	attrSystem     = attribute.Key("messaging.system")
-	attrOpType     = attribute.Key("messaging.operation.type")
-	attrOpName     = attribute.Key("messaging.operation.name")
-	attrTopic      = attribute.Key("messaging.destination.name")
-	attrGroup      = attribute.Key("messaging.consumer.group.name")
-	attrMsgID      = attribute.Key("messaging.message.id")
-	attrBodySize   = attribute.Key("messaging.message.body.size")
-	attrBatchCount = attribute.Key("messaging.batch.message_count")
-	attrKeys       = attribute.Key("messaging.rocketmq.message.keys")
-	attrTag        = attribute.Key("messaging.rocketmq.message.tag")
-	attrErrorType  = attribute.Key("error.type")
-	attrKey        = attribute.Key("idemq.key")
-	attrOutcome    = attribute.Key("idemq.outcome")
+	attrGroup   = attribute.Key("messaging.consumer.group.name")
+	attrKey     = attribute.Key("idemq.key")
+	attrOutcome = attribute.Key("idemq.outcome")
 	// attrLink names what a span link of idemq's points to.
 	attrLink = attribute.Key("idemq.link")
 )
@@ -244,23 +234,23 @@ func (c *Consumer) startSpans(ctx context.Context, d *delivery, msgs []Message, 
 	for i := range msgs {
 		m := &msgs[i]
 		attrs := []attribute.KeyValue{
-			attrSystem.String("rocketmq"),
-			attrOpType.String("process"),
-			attrOpName.String("process"),
-			attrTopic.String(m.Topic),
+			tracectx.AttrSystem.String("rocketmq"),
+			tracectx.AttrOpType.String("process"),
+			tracectx.AttrOpName.String("process"),
+			tracectx.AttrTopic.String(m.Topic),
 			attrGroup.String(ob.group),
-			attrMsgID.String(m.ID),
-			attrBodySize.Int(len(m.Body)),
+			tracectx.AttrMsgID.String(m.ID),
+			tracectx.AttrBodySize.Int(len(m.Body)),
 			attrKey.String(keys[i]),
 		}
 		if len(m.Keys) > 0 {
-			attrs = append(attrs, attrKeys.StringSlice(m.Keys))
+			attrs = append(attrs, tracectx.AttrKeys.StringSlice(m.Keys))
 		}
 		if m.Tag != "" {
-			attrs = append(attrs, attrTag.String(m.Tag))
+			attrs = append(attrs, tracectx.AttrTag.String(m.Tag))
 		}
 		if len(msgs) > 1 {
-			attrs = append(attrs, attrBatchCount.Int(len(msgs)))
+			attrs = append(attrs, tracectx.AttrBatch.Int(len(msgs)))
 		}
 		opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...)}
 		// The sender's trace context, carried in the message: the parent of
@@ -385,7 +375,7 @@ func (d *delivery) finish(res []dedupe.Result) {
 			span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{linkApplied}})
 		}
 		if decisions[r.Outcome].failed {
-			span.SetAttributes(attrErrorType.String(r.Outcome.String()))
+			span.SetAttributes(tracectx.AttrError.String(r.Outcome.String()))
 			span.SetStatus(codes.Error, describe(r))
 		}
 		span.End()

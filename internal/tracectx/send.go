@@ -46,21 +46,21 @@ type Message struct {
 	Group   string
 }
 
-// Send attribute keys, as the OpenTelemetry messaging conventions name
-// them.
+// Span attribute keys, as the OpenTelemetry messaging conventions name
+// them: a send span's, and those a consumer's span shares.
 const (
-	attrSystem   = attribute.Key("messaging.system")
-	attrOpType   = attribute.Key("messaging.operation.type")
-	attrOpName   = attribute.Key("messaging.operation.name")
-	attrTopic    = attribute.Key("messaging.destination.name")
-	attrBatch    = attribute.Key("messaging.batch.message_count")
-	attrKeys     = attribute.Key("messaging.rocketmq.message.keys")
-	attrTag      = attribute.Key("messaging.rocketmq.message.tag")
+	AttrSystem   = attribute.Key("messaging.system")
+	AttrOpType   = attribute.Key("messaging.operation.type")
+	AttrOpName   = attribute.Key("messaging.operation.name")
+	AttrTopic    = attribute.Key("messaging.destination.name")
+	AttrBatch    = attribute.Key("messaging.batch.message_count")
+	AttrKeys     = attribute.Key("messaging.rocketmq.message.keys")
+	AttrTag      = attribute.Key("messaging.rocketmq.message.tag")
 	attrType     = attribute.Key("messaging.rocketmq.message.type")
 	attrGroup    = attribute.Key("messaging.rocketmq.message.group")
-	attrBodySize = attribute.Key("messaging.message.body.size")
-	attrMsgID    = attribute.Key("messaging.message.id")
-	attrError    = attribute.Key("error.type")
+	AttrBodySize = attribute.Key("messaging.message.body.size")
+	AttrMsgID    = attribute.Key("messaging.message.id")
+	AttrError    = attribute.Key("error.type")
 )
 
 // StartSend starts the span of a send of msgs to topic, under the global
@@ -112,21 +112,21 @@ func StartSend(ctx context.Context, scope, topic string, msgs []Message) (contex
 		bare = 0
 	}
 	attrs := []attribute.KeyValue{
-		attrSystem.String("rocketmq"),
-		attrOpType.String("send"),
-		attrOpName.String("send"),
-		attrTopic.String(topic),
+		AttrSystem.String("rocketmq"),
+		AttrOpType.String("send"),
+		AttrOpName.String("send"),
+		AttrTopic.String(topic),
 	}
 	if len(msgs) > 1 {
-		attrs = append(attrs, attrBatch.Int(len(msgs)))
+		attrs = append(attrs, AttrBatch.Int(len(msgs)))
 	}
 	if len(msgs) == 1 {
 		m := msgs[0]
 		if len(m.Keys) > 0 {
-			attrs = append(attrs, attrKeys.StringSlice(m.Keys))
+			attrs = append(attrs, AttrKeys.StringSlice(m.Keys))
 		}
 		if m.Tag != "" {
-			attrs = append(attrs, attrTag.String(m.Tag))
+			attrs = append(attrs, AttrTag.String(m.Tag))
 		}
 		if m.Ordered {
 			attrs = append(attrs, attrType.String("fifo"))
@@ -136,7 +136,7 @@ func StartSend(ctx context.Context, scope, topic string, msgs []Message) (contex
 		if m.Group != "" {
 			attrs = append(attrs, attrGroup.String(m.Group))
 		}
-		attrs = append(attrs, attrBodySize.Int(m.BodySize))
+		attrs = append(attrs, AttrBodySize.Int(m.BodySize))
 	}
 	ctx, span := otel.GetTracerProvider().Tracer(scope).Start(parent, "send "+topic,
 		trace.WithSpanKind(kind), trace.WithLinks(links...), trace.WithAttributes(attrs...))
@@ -153,11 +153,11 @@ func StartSend(ctx context.Context, scope, topic string, msgs []Message) (contex
 // errType names (a low-cardinality name: "refused", "failed").
 func EndSend(span trace.Span, id string, err error, errType string) {
 	if id != "" {
-		span.SetAttributes(attrMsgID.String(id))
+		span.SetAttributes(AttrMsgID.String(id))
 	}
 	if err != nil {
 		span.RecordError(err)
-		span.SetAttributes(attrError.String(errType))
+		span.SetAttributes(AttrError.String(errType))
 		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End()
