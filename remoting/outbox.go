@@ -62,11 +62,12 @@ func (s *OutboxSender) Send(ctx context.Context, m *outbox.Message) error {
 // Send does, for the batch: the broker refuses it whole (MESSAGE_ILLEGAL)
 // when one message, or their sum, is over its limits.
 //
-// A message whose properties exceed the broker's limit (32 KiB) is refused
-// here, with its batch, before it is sent: in a batch its properties'
-// length travels in a field the broker reads as signed 16 bits, and the
-// 4.9 broker left such a batch with a sharding key unanswered (for 30 s,
-// in TestBatchWithPoisonRow) where it refuses the message alone.
+// A message of several whose properties exceed the broker's limit (32
+// KiB), the trace context the send adds included, is refused here, with
+// its batch, before it is sent: in a batch its properties' length travels
+// in a field the broker reads as signed 16 bits, and the 4.9 broker left
+// such a batch with a sharding key unanswered (for 30 s, in
+// TestBatchWithPoisonRow) where it refuses the message alone.
 func (s *OutboxSender) SendBatch(ctx context.Context, msgs []*outbox.Message) error {
 	if len(msgs) == 0 {
 		return errors.New("remoting: empty batch")
@@ -74,9 +75,6 @@ func (s *OutboxSender) SendBatch(ctx context.Context, msgs []*outbox.Message) er
 	ms := make([]*primitive.Message, len(msgs))
 	for i, m := range msgs {
 		ms[i] = rowMessage(m)
-		if n := len(ms[i].MarshallProperties()); n > math.MaxInt16 {
-			return fmt.Errorf("%w: remoting: message %s: properties of %d bytes, limit %d", outbox.ErrRefused, msgkey.Of(msgkey.Properties(m.Properties)), n, math.MaxInt16)
-		}
 	}
 	return s.send(ctx, msgs[0].Topic, ms...)
 }
@@ -123,6 +121,11 @@ func (s *OutboxSender) send(ctx context.Context, topic string, msgs ...*primitiv
 // sendSync is send without a span; it returns the message id of a message
 // sent alone.
 func (s *OutboxSender) sendSync(ctx context.Context, topic string, msgs []*primitive.Message) (id string, _ error) {
+	for i := 0; len(msgs) > 1 && i < len(msgs); i++ { // see SendBatch
+		if n := len(msgs[i].MarshallProperties()); n > math.MaxInt16 {
+			return "", fmt.Errorf("%w: remoting: message %s: properties of %d bytes, limit %d", outbox.ErrRefused, msgs[i].GetProperty(msgkey.Property), n, math.MaxInt16)
+		}
+	}
 	res, err := s.p.SendSync(ctx, batched(msgs)...)
 	if err != nil {
 		err = fmt.Errorf("remoting: send to %s: %w", topic, err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"math"
+	"strings"
 	"testing"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
@@ -135,4 +137,52 @@ func traceparentOf(sc trace.SpanContext) string {
 	c := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(context.Background(), sc), c)
 	return c["traceparent"]
+}
+
+// TestBatchLimitCountsTraceContext checks that the properties limit of a
+// batch (see SendBatch) counts the trace context the send span adds: a
+// row 10 bytes under the limit ships without an SDK, and is refused, with
+// nothing sent, when its send gives it a traceparent.
+func TestBatchLimitCountsTraceContext(t *testing.T) {
+	oldProp, oldTP := otel.GetTextMapPropagator(), otel.GetTracerProvider()
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() { otel.SetTextMapPropagator(oldProp); otel.SetTracerProvider(oldTP) })
+	props := func(n int) map[string]string {
+		return map[string]string{msgkey.Property: "b", "big": strings.Repeat("p", n)}
+	}
+	// The size the client gives the row's properties, as rowMessage builds
+	// them, with n bytes of filler.
+	size := func(n int) int {
+		m := primitive.NewMessage("orders", []byte("x"))
+		for k, v := range props(n) {
+			m.WithProperty(k, v)
+		}
+		m.WithKeys([]string{"b"})
+		return len(m.MarshallProperties())
+	}
+	fill := 32000 + math.MaxInt16 - 10 - size(32000)
+	rows := func() []*outbox.Message {
+		return []*outbox.Message{
+			{Topic: "orders", Body: []byte("x"), Keys: []string{"a"}, Properties: map[string]string{msgkey.Property: "a"}},
+			{Topic: "orders", Body: []byte("x"), Keys: []string{"b"}, Properties: props(fill)},
+		}
+	}
+	for _, sdk := range []bool{false, true} {
+		otel.SetTracerProvider(oldTP)
+		if sdk {
+			otel.SetTracerProvider(sdktrace.NewTracerProvider())
+		}
+		p := &sentProducer{}
+		s, err := remoting.NewOutboxSender(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.SendBatch(context.Background(), rows())
+		switch {
+		case !sdk && (err != nil || len(p.sent) != 2):
+			t.Errorf("without an SDK: SendBatch = %v, %d sends; want the batch shipped", err, len(p.sent))
+		case sdk && (!errors.Is(err, outbox.ErrRefused) || len(p.sent) != 0):
+			t.Errorf("with an SDK: SendBatch = %v, %d sends; want it refused before the wire", err, len(p.sent))
+		}
+	}
 }
