@@ -119,13 +119,7 @@ func TestChainAppliesOnce(t *testing.T) {
 		}
 		want[d] = true
 	}
-	applied := func() map[string]int {
-		got, err := countBy(ctx, dbC, "SELECT k, COUNT(*) FROM payments GROUP BY k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	applied := func() map[string]int { return testkit.CountBy(t, dbC, "SELECT k, COUNT(*) FROM payments GROUP BY k") }
 	testkit.WaitFor(t, "C applying every order's payment", func() bool { return len(applied()) == orders })
 	// The spans end just after the effects they trace commit.
 	testkit.WaitFor(t, "B's and C's spans of every order", func() bool {
@@ -165,16 +159,7 @@ func TestChainAppliesOnce(t *testing.T) {
 		}
 	}
 	// Every copy of one payment request carries one key: B's rows per key.
-	rows := map[string]int{}
-	for _, state := range []outbox.State{outbox.Pending, outbox.Sent, outbox.Parked} {
-		rs, err := outB.List(ctx, state, 0, 2*orders)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range rs {
-			rows[r.Key]++
-		}
-	}
+	rows := testkit.OutboxKeys(t, outB, 2*orders)
 	copies := 0
 	for k, n := range rows {
 		if !want[k] {
@@ -281,27 +266,6 @@ func consumeFromFirst(t *testing.T, ns, topic, group string, c *consumer.Consume
 		defer cancel()
 		remoting.Drain(ctx, c, pc)
 	})
-}
-
-// countBy runs query, which selects a string and a count, into a map.
-func countBy(ctx context.Context, db *sql.DB, query string) (map[string]int, error) {
-	rows, err := db.QueryContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	got := map[string]int{}
-	for rows.Next() {
-		var (
-			k string
-			n int
-		)
-		if err := rows.Scan(&k, &n); err != nil {
-			return nil, err
-		}
-		got[k] = n
-	}
-	return got, rows.Err()
 }
 
 // checkTrace checks the spans of the chain's first run: each order's

@@ -11,6 +11,7 @@ import (
 	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/testdb"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/remoting"
 )
@@ -73,25 +74,7 @@ func TestEndToEndTxEachRowCommittedOnce(t *testing.T) {
 		}, nil
 	})
 
-	rows, err := admin.QueryContext(t.Context(), "SELECT k, COUNT(*) FROM applied GROUP BY k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	committed := map[string]int{}
-	for rows.Next() {
-		var (
-			k string
-			n int
-		)
-		if err := rows.Scan(&k, &n); err != nil {
-			t.Fatal(err)
-		}
-		committed[k] = n
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	committed := testkit.CountBy(t, admin, "SELECT k, COUNT(*) FROM applied GROUP BY k")
 	mu.Lock()
 	defer mu.Unlock()
 	for k := range keys {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -217,4 +218,19 @@ func testKeyBroker(t *testing.T, ns string) {
 		t.Errorf("--topic %s: want two copies:\n%v", topic, r)
 	}
 	wantFail(t, idemq(t, nil, "key", unique("never"), "--namesrv", ns, "--topic", topic), exitFailure, "found nowhere")
+}
+
+// FuzzDecodeMessages feeds the decoder of a broker's answer to a query by
+// key what a broken or hostile broker might send: it answers messages or
+// an error, and never panics the command.
+func FuzzDecodeMessages(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{0, 0, 0, 200, 0xda, 0xa3, 0x20, 0xa7})
+	f.Add(bytes.Repeat([]byte{0xff}, 120))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		msgs, err := decodeMessages(body)
+		if err != nil && msgs != nil {
+			t.Fatalf("decodeMessages returned %d messages with error %v", len(msgs), err)
+		}
+	})
 }

@@ -71,3 +71,16 @@ func TestRelayNotify(t *testing.T) {
 	}
 	r.stop()
 }
+
+// TestRelayProxyUnreachable starts 'idemq relay --proxy' towards a port
+// nothing listens on: the gRPC client's start would wait for the proxy for
+// good, so the relay gives up at --timeout, exits 1 and says so.
+func TestRelayProxyUnreachable(t *testing.T) {
+	store := sqliteBackend.url(t)
+	if r := idemq(t, nil, "migrate", "--store", store, "--outbox"); r.code != 0 {
+		t.Fatalf("migrate: %v", r)
+	}
+	proxy := "127.0.0.1:" + closedPort(t)
+	r := idemq(t, nil, "relay", "--store", store, "--proxy", proxy, "--topic", "orders", "--timeout", "2s")
+	wantFail(t, r, exitFailure, "start the client for proxy "+proxy, "no answer from the proxy within --timeout")
+}

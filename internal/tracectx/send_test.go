@@ -3,6 +3,7 @@ package tracectx_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel"
@@ -206,4 +207,23 @@ func TestFormatParse(t *testing.T) {
 			t.Errorf("Parse(%q) = %v, %v; want nothing", bad, got, ok)
 		}
 	}
+}
+
+// FuzzParse checks that Parse takes exactly what Format writes: a
+// traceparent it reads is written back the same (but for the case of its
+// hex digits), and it never panics.
+func FuzzParse(f *testing.F) {
+	f.Add(tracectx.Format(spanContext(9, 8)))
+	f.Add("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	f.Add("00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, s string) {
+		sc, ok := tracectx.Parse(s)
+		if ok != sc.IsValid() {
+			t.Fatalf("Parse(%q) = %v, ok %v", s, sc, ok)
+		}
+		if ok && !strings.EqualFold(tracectx.Format(sc), s) {
+			t.Fatalf("Parse(%q) reads %q", s, tracectx.Format(sc))
+		}
+	})
 }
