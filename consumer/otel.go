@@ -209,7 +209,7 @@ type settle struct {
 
 // observe starts observing the delivery of msgs, or returns nil when
 // nothing would be recorded.
-func (c *Consumer) observe(ctx context.Context, msgs []Message, keys []string) *delivery {
+func (c *Consumer) observe(ctx context.Context, msgs []Message, keys []string, system string) *delivery {
 	ob := c.obs
 	tracing := ob.tracing()
 	timed := ob.claimed.Enabled(ctx) || ob.handled.Enabled(ctx)
@@ -218,7 +218,7 @@ func (c *Consumer) observe(ctx context.Context, msgs []Message, keys []string) *
 	}
 	d := &delivery{ob: ob, timed: timed}
 	if tracing {
-		c.startSpans(ctx, d, msgs, keys)
+		c.startSpans(ctx, d, msgs, keys, system)
 	}
 	return d
 }
@@ -227,14 +227,18 @@ func (c *Consumer) observe(ctx context.Context, msgs []Message, keys []string) *
 // would otherwise hold its attributes on every callback's stack, traced or
 // not: rocketmq-client-go runs each callback on a fresh goroutine, whose
 // stack grows, at a copy, when frames are large.
-func (c *Consumer) startSpans(ctx context.Context, d *delivery, msgs []Message, keys []string) {
+func (c *Consumer) startSpans(ctx context.Context, d *delivery, msgs []Message, keys []string, system string) {
 	ob := d.ob
+	rocketmq := system == ""
+	if rocketmq {
+		system = "rocketmq"
+	}
 	d.spans = make([]trace.Span, len(msgs))
 	d.settles = make([]settle, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
 		attrs := []attribute.KeyValue{
-			tracectx.AttrSystem.String("rocketmq"),
+			tracectx.AttrSystem.String(system),
 			tracectx.AttrOpType.String("process"),
 			tracectx.AttrOpName.String("process"),
 			tracectx.AttrTopic.String(m.Topic),
@@ -243,10 +247,10 @@ func (c *Consumer) startSpans(ctx context.Context, d *delivery, msgs []Message, 
 			tracectx.AttrBodySize.Int(len(m.Body)),
 			attrKey.String(keys[i]),
 		}
-		if len(m.Keys) > 0 {
+		if rocketmq && len(m.Keys) > 0 {
 			attrs = append(attrs, tracectx.AttrKeys.StringSlice(m.Keys))
 		}
-		if m.Tag != "" {
+		if rocketmq && m.Tag != "" {
 			attrs = append(attrs, tracectx.AttrTag.String(m.Tag))
 		}
 		if len(msgs) > 1 {

@@ -554,3 +554,39 @@ func attrOf(s sdktrace.ReadOnlySpan, key string) attribute.Value {
 	}
 	return attribute.Value{}
 }
+
+// TestTelemetrySystem checks that a span names the messaging system the
+// adapter gives, and carries RocketMQ's own attributes for RocketMQ only.
+func TestTelemetrySystem(t *testing.T) {
+	for _, tt := range []struct{ system, want string }{{"", "rocketmq"}, {"kafka", "kafka"}, {"nats", "nats"}} {
+		t.Run(tt.want, func(t *testing.T) {
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			c := newConsumer(t, memdedupe.New(memdedupe.Config{}), consumer.WithTelemetry(metricnoop.NewMeterProvider(), tp))
+			m := otelMsg("k", "m1", "body")
+			m.Keys, m.Tag = []string{"k"}, "created"
+			h := func(context.Context, *consumer.Message) error { return nil }
+			if vs := adapter.Process(t.Context(), c, []consumer.Message{m}, h, adapter.Waiting{System: tt.system}, nil); !acked(vs) {
+				t.Fatalf("verdicts %+v", vs)
+			}
+			var ended []sdktrace.ReadOnlySpan
+			for _, s := range rec.Ended() {
+				if s.SpanKind() == trace.SpanKindConsumer {
+					ended = append(ended, s)
+				}
+			}
+			if len(ended) != 1 {
+				t.Fatalf("%d message spans, want 1", len(ended))
+			}
+			if got := attrOf(ended[0], "messaging.system").AsString(); got != tt.want {
+				t.Errorf("messaging.system %q, want %q", got, tt.want)
+			}
+			rocketmq := tt.want == "rocketmq"
+			for _, key := range []string{"messaging.rocketmq.message.keys", "messaging.rocketmq.message.tag"} {
+				if has := attrOf(ended[0], key).Type() != attribute.INVALID; has != rocketmq {
+					t.Errorf("%s set: %v, want %v", key, has, rocketmq)
+				}
+			}
+		})
+	}
+}

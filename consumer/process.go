@@ -109,7 +109,7 @@ func (c *Consumer) handle(ctx context.Context, msgs []Message, h Handler, w adap
 		items = append(items, it)
 		of = append(of, i)
 	}
-	d := c.observe(ctx, msgs, keys)
+	d := c.observe(ctx, msgs, keys, w.System)
 	d.name(items, of)
 	if len(items) > 0 {
 		run := func(ctx context.Context, i int) error { return h(ctx, &msgs[i]) }

@@ -63,7 +63,7 @@ func (s *OutboxSender) Send(ctx context.Context, m *outbox.Message) error {
 	if props == nil {
 		props = map[string]string{}
 	}
-	ctx, span := tracectx.StartSend(ctx, "github.com/idemq/idemq/grpcv5", m.Topic, []tracectx.Message{{
+	ctx, span := tracectx.StartSend(ctx, "github.com/idemq/idemq/grpcv5", "", m.Topic, []tracectx.Message{{
 		Get:  func(name string) string { return props[name] },
 		Set:  func(name, v string) { props[name] = v },
 		Keys: m.Keys, Tag: m.Tags, BodySize: len(m.Body), Ordered: m.OrderingKey != "", Group: m.OrderingKey,

@@ -108,7 +108,7 @@ func (s *OutboxSender) send(ctx context.Context, topic string, msgs ...*primitiv
 		ms[i] = tracectx.Message{Get: m.GetProperty, Set: m.WithProperty, Keys: strings.Fields(m.GetKeys()), Tag: m.GetTags(),
 			BodySize: len(m.Body), Ordered: m.GetShardingKey() != ""}
 	}
-	ctx, span := tracectx.StartSend(ctx, "github.com/idemq/idemq/remoting", topic, ms)
+	ctx, span := tracectx.StartSend(ctx, "github.com/idemq/idemq/remoting", "", topic, ms)
 	id, err := s.sendSync(ctx, topic, msgs)
 	errType := "failed"
 	if errors.Is(err, outbox.ErrRefused) {

@@ -69,6 +69,11 @@ type Waiting struct {
 	// the message from being delivered elsewhere meanwhile. It runs in the
 	// calling goroutine.
 	Extend func(i int, lease time.Duration)
+	// System is the messaging system the messages came from, as the
+	// OpenTelemetry conventions name it (messaging.system: "kafka",
+	// "nats"); "" is "rocketmq". The attributes particular to RocketMQ
+	// (keys, tag) go on its spans only.
+	System string
 }
 
 // ErrDraining is in the [Verdict.Err] of every message a [Drain] holds.

@@ -78,7 +78,11 @@ const (
 //     then is its creation context: the span is then of kind Producer,
 //     else Client, as the conventions have a send span whose context
 //     is not a creation context be.
-func StartSend(ctx context.Context, scope, topic string, msgs []Message) (context.Context, trace.Span) {
+//
+// system is the messaging system as the conventions name it ("kafka",
+// "nats"); "" is "rocketmq", whose particular attributes (keys, tag,
+// message type and group) go on its spans only.
+func StartSend(ctx context.Context, scope, system, topic string, msgs []Message) (context.Context, trace.Span) {
 	var (
 		links   []trace.Link
 		created trace.SpanContext
@@ -111,8 +115,12 @@ func StartSend(ctx context.Context, scope, topic string, msgs []Message) (contex
 	} else {
 		bare = 0
 	}
+	rocketmq := system == ""
+	if rocketmq {
+		system = "rocketmq"
+	}
 	attrs := []attribute.KeyValue{
-		AttrSystem.String("rocketmq"),
+		AttrSystem.String(system),
 		AttrOpType.String("send"),
 		AttrOpName.String("send"),
 		AttrTopic.String(topic),
@@ -120,7 +128,7 @@ func StartSend(ctx context.Context, scope, topic string, msgs []Message) (contex
 	if len(msgs) > 1 {
 		attrs = append(attrs, AttrBatch.Int(len(msgs)))
 	}
-	if len(msgs) == 1 {
+	if len(msgs) == 1 && rocketmq {
 		m := msgs[0]
 		if len(m.Keys) > 0 {
 			attrs = append(attrs, AttrKeys.StringSlice(m.Keys))
@@ -136,7 +144,9 @@ func StartSend(ctx context.Context, scope, topic string, msgs []Message) (contex
 		if m.Group != "" {
 			attrs = append(attrs, attrGroup.String(m.Group))
 		}
-		attrs = append(attrs, AttrBodySize.Int(m.BodySize))
+	}
+	if len(msgs) == 1 {
+		attrs = append(attrs, AttrBodySize.Int(msgs[0].BodySize))
 	}
 	ctx, span := otel.GetTracerProvider().Tracer(scope).Start(parent, "send "+topic,
 		trace.WithSpanKind(kind), trace.WithLinks(links...), trace.WithAttributes(attrs...))

@@ -66,6 +66,7 @@ func TestSendSpan(t *testing.T) {
 	}
 	tests := []struct {
 		name       string
+		system     string
 		ctx        trace.SpanContext // the sender's context's span, if valid
 		msgs       []msg
 		err        error
@@ -100,6 +101,14 @@ func TestSendSpan(t *testing.T) {
 				"messaging.rocketmq.message.group": attribute.StringValue("order-42"),
 			},
 			wantMissing: []attribute.Key{"messaging.rocketmq.message.keys", "messaging.rocketmq.message.tag"}},
+		{name: "Kafka", system: "kafka", msgs: []msg{{carries: traceparent(created), keys: []string{"k1"}, tag: "created", group: "order-42"}},
+			wantKind: trace.SpanKindClient, wantParent: created, wantLinks: []trace.SpanContext{created},
+			wantAttrs: map[attribute.Key]attribute.Value{
+				"messaging.system":            attribute.StringValue("kafka"),
+				"messaging.message.body.size": attribute.IntValue(4),
+			},
+			wantMissing: []attribute.Key{"messaging.rocketmq.message.keys", "messaging.rocketmq.message.tag",
+				"messaging.rocketmq.message.type", "messaging.rocketmq.message.group"}},
 		{name: "Ambient", ctx: ambient, msgs: []msg{{carries: traceparent(created)}},
 			wantKind: trace.SpanKindClient, wantParent: ambient, wantLinks: []trace.SpanContext{created}},
 		{name: "BatchOfTwoTraces", msgs: []msg{{carries: traceparent(created)}, {carries: traceparent(other)}},
@@ -133,7 +142,7 @@ func TestSendSpan(t *testing.T) {
 				ms[i] = tracectx.Message{Get: func(k string) string { return p[k] }, Set: func(k, v string) { p[k] = v },
 					Keys: m.keys, Tag: m.tag, BodySize: 4, Ordered: m.group != "", Group: m.group}
 			}
-			_, span := tracectx.StartSend(ctx, "test", "orders", ms)
+			_, span := tracectx.StartSend(ctx, "test", tt.system, "orders", ms)
 			tracectx.EndSend(span, tt.id, tt.err, "refused")
 			ended := rec.Ended()
 			if len(ended) != 1 {
