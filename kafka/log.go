@@ -9,7 +9,8 @@ import (
 
 // NewLogger returns a kgo.Logger, for kgo.WithLogger, that passes franz-go's
 // warnings and errors to l and drops the rest: the client's info and debug
-// records are the chatter of every connection and metadata refresh.
+// records are the chatter of every connection and metadata refresh. A nil
+// l is [slog.Default], as it is when each record is logged.
 //
 // A [Receiver] routes its own client's log to its Consumer's logger this
 // way unless the options it is given say otherwise.
@@ -28,5 +29,9 @@ func (g logger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	default:
 		return
 	}
-	g.l.Log(context.Background(), lvl, "kafka: "+msg, keyvals...)
+	l := g.l
+	if l == nil {
+		l = slog.Default()
+	}
+	l.Log(context.Background(), lvl, "kafka: "+msg, keyvals...)
 }
