@@ -110,3 +110,7 @@ func (h headers) set(name, value string) {
 	}
 	h.r.Headers = append(h.r.Headers, kgo.RecordHeader{Key: name, Value: []byte(value)})
 }
+
+// KeyOf returns the idempotency key r carries in its [msgkey.Property]
+// header, or "" when it has none.
+func KeyOf(r *kgo.Record) string { return msgkey.Of(headers{r}) }
