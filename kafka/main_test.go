@@ -10,10 +10,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
 )
 
-func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
+// A child runs its role (see fixture_test.go) and exits.
+func TestMain(m *testing.M) {
+	racechild.Main(map[string]func() error{"receiver": receiverChild})
+	os.Exit(testenv.Run(m))
+}
 
 // seq makes names unique within this process.
 var seq atomic.Int64
