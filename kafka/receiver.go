@@ -61,12 +61,11 @@ func (c ReceiverConfig) validate() error {
 // the package doc for what it does with each record, a rebalance and a
 // drain. It is safe for concurrent use.
 type Receiver struct {
-	c         *consumer.Consumer
-	h         consumer.Handler
-	cfg       ReceiverConfig
-	cl        *kgo.Client
-	log       *slog.Logger
-	rebalance time.Duration // the group's rebalance timeout
+	c   *consumer.Consumer
+	h   consumer.Handler
+	cfg ReceiverConfig
+	cl  *kgo.Client
+	log *slog.Logger
 
 	// base is the parent of the partitions' contexts; stop ends it once
 	// the drain is over.
@@ -131,7 +130,6 @@ func NewReceiver(c *consumer.Consumer, h consumer.Handler, cfg ReceiverConfig, o
 		return nil, errors.New("kafka: NewReceiver: pass the group and its topics: kgo.ConsumerGroup(name), kgo.ConsumeTopics(topics...)")
 	}
 	r.cl = cl
-	r.rebalance = cl.OptValue(kgo.RebalanceTimeout).(time.Duration)
 	return r, nil
 }
 
@@ -238,8 +236,9 @@ func (r *Receiver) Drain(ctx context.Context) error {
 const commitTimeout = 10 * time.Second
 
 // assigned starts a goroutine for each partition the group gives this
-// member.
-func (r *Receiver) assigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+// member. The hooks use the client they are given: the group may be joined
+// before NewClient has returned it.
+func (r *Receiver) assigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for topic, ps := range assigned {
@@ -248,7 +247,7 @@ func (r *Receiver) assigned(_ context.Context, _ *kgo.Client, assigned map[strin
 			if r.parts[tp] != nil {
 				continue
 			}
-			w := newPartition(r, tp)
+			w := newPartition(r, cl, tp)
 			r.parts[tp] = w
 			r.wg.Go(w.run)
 		}
@@ -287,17 +286,18 @@ func (r *Receiver) release(ctx context.Context, cl *kgo.Client, ps map[string][]
 	draining := r.draining
 	r.mu.Unlock()
 	for _, w := range ws {
-		w.revoke(cl, !commit)
+		w.revoke(!commit)
 	}
 	// In a drain, handlers are waited for by the drain, and the goroutines
 	// of held records return only once it has closed the client: waiting
 	// for them here would hold the close up.
+	rebalance := cl.OptValue(kgo.RebalanceTimeout).(time.Duration)
 	if !draining {
-		if !awaitAll(ws, r.rebalance/2) {
+		if !awaitAll(ws, rebalance/2) {
 			for _, w := range ws {
 				w.cancel()
 			}
-			if !awaitAll(ws, r.rebalance/4) {
+			if !awaitAll(ws, rebalance/4) {
 				r.log.Error("kafka: handlers ignored their cancelled contexts past the rebalance; their records go to the partitions' next owners", "partitions", len(ws))
 			}
 		}
@@ -305,7 +305,7 @@ func (r *Receiver) release(ctx context.Context, cl *kgo.Client, ps map[string][]
 	if !commit {
 		return
 	}
-	cctx, cancel := context.WithTimeout(ctx, min(commitTimeout, r.rebalance/4))
+	cctx, cancel := context.WithTimeout(ctx, min(commitTimeout, rebalance/4))
 	defer cancel()
 	if err := cl.CommitMarkedOffsets(cctx); err != nil {
 		// Fenced (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS …): the next
@@ -334,6 +334,7 @@ func awaitAll(ws []*partition, d time.Duration) bool {
 // fetched records, which it runs in offset order.
 type partition struct {
 	r  *Receiver
+	cl *kgo.Client
 	tp topicPartition
 	// ctx is the handlers' context, ended by a revoke that waited long
 	// enough, a loss, or the end of the drain.
@@ -354,8 +355,8 @@ type partition struct {
 	waiting bool
 }
 
-func newPartition(r *Receiver, tp topicPartition) *partition {
-	w := &partition{r: r, tp: tp, stopping: make(chan struct{}), done: make(chan struct{}), more: make(chan struct{}, 1)}
+func newPartition(r *Receiver, cl *kgo.Client, tp topicPartition) *partition {
+	w := &partition{r: r, cl: cl, tp: tp, stopping: make(chan struct{}), done: make(chan struct{}), more: make(chan struct{}, 1)}
 	w.ctx, w.cancel = context.WithCancel(r.base)
 	w.wait = adapter.Waiting{Always: true, System: "kafka", Extend: w.extend}
 	w.handle = func(ctx context.Context, m *consumer.Message) error {
@@ -382,7 +383,7 @@ func (w *partition) extend(int, time.Duration) {
 
 // revoke stops the partition's goroutine taking records and ends its
 // waits; now, its handler's context too.
-func (w *partition) revoke(cl *kgo.Client, now bool) {
+func (w *partition) revoke(now bool) {
 	w.mu.Lock()
 	close(w.stopping)
 	if now || w.waiting {
@@ -391,7 +392,7 @@ func (w *partition) revoke(cl *kgo.Client, now bool) {
 	if w.paused {
 		// Pauses outlive assignments: a partition given back later must
 		// fetch.
-		cl.ResumeFetchPartitions(map[string][]int32{w.tp.topic: {w.tp.partition}})
+		w.cl.ResumeFetchPartitions(map[string][]int32{w.tp.topic: {w.tp.partition}})
 		w.paused = false
 	}
 	w.mu.Unlock()
@@ -403,7 +404,7 @@ func (w *partition) add(rs []*kgo.Record) {
 	w.mu.Lock()
 	w.queue = append(w.queue, rs...)
 	if len(w.queue) >= w.r.cfg.MaxBuffered && !w.paused {
-		w.r.cl.PauseFetchPartitions(map[string][]int32{w.tp.topic: {w.tp.partition}})
+		w.cl.PauseFetchPartitions(map[string][]int32{w.tp.topic: {w.tp.partition}})
 		w.paused = true
 	}
 	w.mu.Unlock()
@@ -432,7 +433,7 @@ func (w *partition) take(n int) []*kgo.Record {
 			clear(w.queue[:n])
 			w.queue = w.queue[n:]
 			if w.paused && len(w.queue) <= w.r.cfg.MaxBuffered/2 {
-				w.r.cl.ResumeFetchPartitions(map[string][]int32{w.tp.topic: {w.tp.partition}})
+				w.cl.ResumeFetchPartitions(map[string][]int32{w.tp.topic: {w.tp.partition}})
 				w.paused = false
 			}
 			w.mu.Unlock()
@@ -480,7 +481,7 @@ func (w *partition) run() {
 			k++
 		}
 		if k > 0 {
-			w.r.cl.MarkCommitRecords(pending[k-1])
+			w.cl.MarkCommitRecords(pending[k-1])
 		}
 		if k == len(pending) {
 			pending = nil
