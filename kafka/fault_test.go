@@ -170,3 +170,32 @@ func unfinished(t *testing.T, e *effects, sent []string) {
 		t.Fatalf("all %d records were applied before the fault: the test proves nothing", n)
 	}
 }
+
+// TestFaultPausedMember stops a receiver (SIGSTOP) past its session: the
+// group gives its partitions to the other, which runs them once the
+// stopped one's leases end; resumed, the stopped one finds itself fenced,
+// loses its partitions and commits nothing of theirs. A handler the stop
+// caught between its effect and its record may double (one per
+// partition it owned).
+func TestFaultPausedMember(t *testing.T) {
+	t.Parallel()
+	brokers := []string{testenv.Kafka(t)}
+	topic, group := unique("fault-pause"), unique("fault-pause-group")
+	createTopic(t, brokers, topic, 4)
+	e := newEffects()
+	s := receiverSettings{Brokers: brokers, Topic: topic, Group: group, Redis: testenv.Redis(t),
+		Delay: 20 * time.Millisecond, Lease: 2 * time.Second}
+	a, alines := startReceiver(t, e, "a", s)
+	b, blines := startReceiver(t, e, "b", s)
+	sent := sendKeys(t, producer(t, brokers), topic, 400)
+	waitApplied(t, e, "a", 40)
+	waitApplied(t, e, "b", 40)
+	a.Pause(t)
+	unfinished(t, e, sent)
+	time.Sleep(9 * time.Second) // past the 6 s session: b takes a's partitions
+	a.Resume(t)
+	tl := settle(t, e, sent, 2*time.Minute)
+	doubledAtMost(t, tl, 4)
+	t.Logf("a: %s", drainReceiver(t, a, alines))
+	t.Logf("b: %s", drainReceiver(t, b, blines))
+}
