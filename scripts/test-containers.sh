@@ -8,9 +8,10 @@
 #   3. runs, with servers started by withcontainers (testcontainers-go):
 #      the dedupe stores' conformance suites, the producer/consumer
 #      end-to-end suites on RocketMQ 4.9.7 and 5.5.0, and the demo;
-#   4. runs the module's own tests: the twin's contract, and
-#      docker/compose.yaml brought up with docker-compose 1.29, the example
-#      sender and receiver run against it, and torn down.
+#   4. runs the module's own tests: the twin's contract (Redis, Kafka and
+#      NATS started, named by their IDEMQ_* variable, reached by a client,
+#      removed), and docker/compose.yaml brought up with docker-compose
+#      1.29, the example sender and receiver run against it, and torn down.
 # Every container it started is removed on exit, failure included.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -83,11 +84,12 @@ log "images ready in $(($(date +%s) - step)) s"
 podman images --filter reference='localhost/idemq-standin/*' --format '{{.Repository}}:{{.Tag}} {{.Size}}' >&2
 
 # Servers named in the environment would be used instead of containers.
-unset IDEMQ_REDIS_ADDR IDEMQ_MYSQL_DSN IDEMQ_POSTGRES_DSN IDEMQ_ROCKETMQ_NAMESRV IDEMQ_ROCKETMQ5_NAMESRV IDEMQ_ROCKETMQ5_PROXY
+unset IDEMQ_REDIS_ADDR IDEMQ_MYSQL_DSN IDEMQ_POSTGRES_DSN IDEMQ_ROCKETMQ_NAMESRV IDEMQ_ROCKETMQ5_NAMESRV IDEMQ_ROCKETMQ5_PROXY \
+	IDEMQ_KAFKA_BROKERS IDEMQ_NATS_URL
 (cd internal/testenv/containers && go build -o "$tmp/withcontainers" ./withcontainers)
 
 step=$(date +%s)
-"$tmp/withcontainers" -- go test -race -count=1 -timeout 15m \
+"$tmp/withcontainers" -only redis,mysql,postgres,rocketmq,rocketmq5 -- go test -race -count=1 -timeout 15m \
 	-run 'Conformance|EndToEnd' ./dedupe/redisdedupe ./dedupe/sqldedupe ./remoting ./grpcv5
 log "conformance and end-to-end suites in $(($(date +%s) - step)) s"
 
