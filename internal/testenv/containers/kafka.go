@@ -113,8 +113,9 @@ func kafkaEnv(property string) string {
 	return "KAFKA_" + strings.NewReplacer("-", "___", "_", "__", ".", "_").Replace(strings.ToUpper(property))
 }
 
-// kafkaJar finds the release in the name of the server's jar.
-var kafkaJar = regexp.MustCompile(`/kafka_[0-9.]+-([0-9][^ ]*)\.jar`)
+// kafkaJar finds the release in the name of the server's jar,
+// kafka_2.13-4.4.0.jar (not in a test or sources jar's).
+var kafkaJar = regexp.MustCompile(`/kafka_[0-9.]+-([0-9][0-9A-Za-z.]*)\.jar`)
 
 // kafkaVersion is the release of the server in c, read from its jar's
 // name: the Kafka protocol does not tell it.
