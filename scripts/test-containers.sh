@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # make test-containers: the container path, proven on podman with stand-in
 # images (no image registry needed). It
-#   1. installs podman, runc and docker-compose if missing, and runs podman
-#      with runc and lowered ulimits (see podman-containers.conf) behind a
-#      Docker-compatible API socket of its own;
+#   1. installs podman, runc, docker-compose and CNI's dnsname plugin if
+#      missing, and runs podman with runc and lowered ulimits (see
+#      podman-containers.conf) behind a Docker-compatible API socket of its
+#      own;
 #   2. builds or reuses the stand-in images (scripts/standin-images.sh);
 #   3. runs, with servers started by withcontainers (testcontainers-go):
 #      the dedupe stores' conformance suites, the producer/consumer
@@ -23,6 +24,11 @@ need=()
 command -v podman >/dev/null || need+=(podman)
 command -v runc >/dev/null || need+=(runc)
 command -v docker-compose >/dev/null || need+=(docker-compose)
+# Compose's services find each other by name (the brokers their name
+# server) through podman's DNS, which a CNI network has only with the
+# dnsname plugin (no Debian package depends on it or recommends it):
+# without it the compose brokers never register (TestCompose).
+[ -x /usr/lib/cni/dnsname ] || need+=(golang-github-containernetworking-plugin-dnsname)
 if [ ${#need[@]} -gt 0 ]; then
 	log "installing ${need[*]}"
 	apt-get update -qq
