@@ -8,7 +8,8 @@
 #   2. builds or reuses the stand-in images (scripts/standin-images.sh);
 #   3. runs, with servers started by withcontainers (testcontainers-go):
 #      the dedupe stores' conformance suites, the producer/consumer
-#      end-to-end suites on RocketMQ 4.9.7 and 5.5.0, and the demo;
+#      end-to-end suites on RocketMQ 4.9.7 and 5.5.0, the Kafka and NATS
+#      adapters' conformance suites (where their modules are), and the demo;
 #   4. runs the module's own tests: the twin's contract (Redis, Kafka and
 #      NATS started, named by their IDEMQ_* variable, reached by a client,
 #      removed), and docker/compose.yaml brought up with docker-compose
@@ -98,6 +99,19 @@ step=$(date +%s)
 "$tmp/withcontainers" -only redis,mysql,postgres,rocketmq,rocketmq5 -- go test -race -count=1 -timeout 15m \
 	-run 'Conformance|EndToEnd' ./dedupe/redisdedupe ./dedupe/sqldedupe ./remoting ./grpcv5
 log "conformance and end-to-end suites in $(($(date +%s) - step)) s"
+
+# The Kafka and NATS adapters' conformance suites, each adapter a module
+# of its own (kafka/, natsjs/), on the twin's Kafka and NATS.
+adapters=()
+for m in kafka natsjs; do
+	[ -f "$m/go.mod" ] && adapters+=("$m")
+done
+if [ ${#adapters[@]} -gt 0 ]; then
+	step=$(date +%s)
+	"$tmp/withcontainers" -only kafka,nats -- sh -c \
+		'for m; do (cd "$m" && go test -race -count=1 -run Conformance ./...) || exit 1; done' sh "${adapters[@]}"
+	log "conformance suites of ${adapters[*]} in $(($(date +%s) - step)) s"
+fi
 
 step=$(date +%s)
 "$tmp/withcontainers" -only redis,rocketmq -- ./examples/demo.sh "${DEMO_N:-200}" "${DEMO_RESEND:-50}"
