@@ -14,7 +14,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/go-connections/nat"
 	"github.com/testcontainers/testcontainers-go"
-	tcexec "github.com/testcontainers/testcontainers-go/exec"
+	"github.com/testcontainers/testcontainers-go/exec"
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/idemq/idemq/internal/testenv"
@@ -30,10 +30,11 @@ import (
 // same number, and advertises 127.0.0.1 and that port: clients on the host
 // reach it as they reach testenv's local node. The controller's port is
 // seen inside the container only.
-//
-// The settings are testenv's for its local node (kafka.go's config): 4
-// partitions per topic created on first use, the internal topics small and
-// on the one node.
+
+// kafkaSettings are the node's settings but its listeners: testenv's for
+// its local node (internal/testenv/kafka.go's config), 4 partitions per
+// topic created on first use, the internal topics small and on the one
+// node.
 var kafkaSettings = []string{
 	"node.id=1",
 	"process.roles=broker,controller",
@@ -120,7 +121,7 @@ var kafkaJar = regexp.MustCompile(`/kafka_[0-9.]+-([0-9][0-9A-Za-z.]*)\.jar`)
 // kafkaVersion is the release of the server in c, read from its jar's
 // name: the Kafka protocol does not tell it.
 func kafkaVersion(ctx context.Context, c testcontainers.Container) (string, error) {
-	code, r, err := c.Exec(ctx, []string{"sh", "-c", "echo /opt/kafka/libs/kafka_*.jar"}, tcexec.Multiplexed())
+	code, r, err := c.Exec(ctx, []string{"sh", "-c", "echo /opt/kafka/libs/kafka_*.jar"}, exec.Multiplexed())
 	if err != nil {
 		return "", fmt.Errorf("kafka version: %w", err)
 	}
