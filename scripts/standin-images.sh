@@ -266,7 +266,9 @@ build_rocketmq() {
 
 # build_kafka IMAGE builds apache/kafka's stand-in on the JRE image: the
 # jars testenv resolved in /opt/kafka/libs, the image's directories, and
-# its command /etc/kafka/docker/run, which the entry point serves.
+# its command /etc/kafka/docker/run, which the entry point serves. It runs
+# as root, where the image runs as appuser: nothing the harness does
+# depends on the account.
 build_kafka() {
 	local image=$1 ctx=$work/kafka
 	mkdir -p "$ctx/root/opt/kafka/config" "$ctx/root/etc/kafka/docker" "$ctx/root/mnt/shared/config"
