@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Builds stand-in images for the servers idemq tests against, from Debian's
-# packages and the RocketMQ jars on Maven Central, for a container engine
-# with no image registry in reach (podman here). Each image is a root file
-# system holding the programs and the libraries ldd lists, imported with
-# `podman import`; the RocketMQ images are built on a JRE image made with
-# jlink. internal/testenv/containers/standin is the entry point that gives
-# the redis, mariadb and postgres images the official images' environment
+# packages, the RocketMQ and Kafka jars on Maven Central and the nats-server
+# testenv builds, for a container engine with no image registry in reach
+# (podman here). Each image is a root file system holding the programs and
+# the libraries ldd lists, imported with `podman import`; the RocketMQ and
+# Kafka images are built on a JRE image made with jlink, the NATS image
+# FROM scratch. The jars and nats-server are the very files testenv runs
+# (internal/testenv/containers/serverfiles fetches them into its cache).
+# internal/testenv/containers/standin is the entry point that gives the
+# redis, mariadb, postgres and kafka images the official images' environment
 # contract (see its doc).
 #
 # An image is rebuilt only when its inputs change: its idemq.standin label
@@ -74,6 +77,20 @@ add() {
 	libs "$root" "$@"
 }
 
+# natives ROOT LIB copies into ROOT the libraries needed by the native
+# libraries for Linux on x86-64 that the jars in LIB unpack at run time
+# (RocketMQ 5.x: RocksDB's JNI, netty's tcnative for the proxy; Kafka: the
+# snappy, lz4 and zstd codecs).
+natives() {
+	local root=$1 lib=$2 tmp jar so
+	tmp=$(mktemp -d -p "$work")
+	for jar in "$lib"/*.jar; do
+		so=$("$jdk/bin/jar" tf "$jar" | grep -E '([Ll]inux.*(x86_64|amd64)|linux64)[^/]*(/[^/]*)?\.so$' || true)
+		[ -n "$so" ] && (cd "$tmp" && "$jdk/bin/jar" xf "$jar" $so)
+	done
+	libs "$root" $(find "$tmp" -name '*.so')
+}
+
 # base ROOT makes the skeleton every image has: /tmp, /etc/nsswitch.conf,
 # an /etc/passwd with root and the accounts given as name:uid, and the
 # stand-in entry point.
@@ -115,7 +132,18 @@ versions=$(dpkg-query -W -f '${Package}=${Version}\n' redis-server redis-tools m
 	postgresql-client-15 dash bash libc6 libstdc++6 2>/dev/null)
 # What every image is made of besides its recipe.
 common=$( (cat "$here"/* internal/testenv/containers/standin/*.go; echo "$versions"; "$jdk/bin/java" -version 2>&1;
-	declare -f libs add base import) | sha256sum | cut -c1-16)
+	declare -f libs add base import natives) | sha256sum | cut -c1-16)
+
+# The server files testenv runs; the Kafka and NATS images are tagged with
+# their releases.
+(cd internal/testenv/containers && go build -o "$work/serverfiles" ./serverfiles)
+kafkalib=$("$work/serverfiles" kafka)
+natsbin=$("$work/serverfiles" nats)
+kafkajar=$(cd "$kafkalib" && echo kafka_*-*.jar)
+kafkarelease=${kafkajar#kafka_*-}
+kafkarelease=${kafkarelease%.jar}
+natsrelease=$("$natsbin" --version)
+natsrelease=${natsrelease##* v}
 
 redis=localhost/idemq-standin/redis:7.0
 mariadb=localhost/idemq-standin/mariadb:10.11
@@ -123,14 +151,20 @@ postgres=localhost/idemq-standin/postgres:15
 jre=localhost/idemq-standin/jre:17
 rocketmq4=localhost/idemq-standin/rocketmq:4.9.7
 rocketmq5=localhost/idemq-standin/rocketmq:5.5.0
+kafka=localhost/idemq-standin/kafka:$kafkarelease
+nats=localhost/idemq-standin/nats:$natsrelease
 declare -A recipe=([$redis]=build_redis [$mariadb]=build_mariadb [$postgres]=build_postgres [$jre]=build_jre
-	[$rocketmq4]=build_rocketmq [$rocketmq5]=build_rocketmq)
+	[$rocketmq4]=build_rocketmq [$rocketmq5]=build_rocketmq [$kafka]=build_kafka [$nats]=build_nats)
 
 # stamp IMAGE is the hash of IMAGE's inputs: the common ones, its name and
-# its recipe (a RocketMQ image's also the JRE image's).
+# its recipe (a RocketMQ or Kafka image's also the JRE image's, the Kafka
+# image's also its jars' names).
 stamp() {
 	local extra=
-	case $1 in */rocketmq:*) extra=$(stamp $jre) ;; esac
+	case $1 in
+	*/rocketmq:*) extra=$(stamp $jre) ;;
+	*/kafka:*) extra="$(stamp $jre) $(ls "$kafkalib")" ;;
+	esac
 	echo "$common $1 $(declare -f "${recipe[$1]}") $extra" | sha256sum | cut -c1-16
 }
 
@@ -203,11 +237,11 @@ build_jre() {
 # ROCKETMQ_HOME=/home/rocketmq/rocketmq-RELEASE, the working directory its
 # bin.
 build_rocketmq() {
-	local image=$1 release=${1##*:} lib ctx home jar so
-	lib=$(cd internal/testenv/containers && go run ./rocketmqjars "$release")
+	local image=$1 release=${1##*:} lib ctx home
+	lib=$("$work/serverfiles" rocketmq "$release")
 	ctx=$work/rocketmq-$release
 	home=$ctx/home
-	mkdir -p "$home/bin" "$home/conf" "$ctx/native" "$ctx/sysroot"
+	mkdir -p "$home/bin" "$home/conf" "$ctx/sysroot"
 	cp -a "$lib" "$home/lib"
 	cp "$here/mqnamesrv" "$here/mqbroker" "$here/runjava" "$home/bin/"
 	# 5.x's proxy reads conf/rmq-proxy.json unless given -pc; this is the
@@ -215,14 +249,7 @@ build_rocketmq() {
 	case $release in 5.*) cp "$here/rmq-proxy.json" "$home/conf/" ;; esac
 	cp internal/testenv/rocketmq/logback.xml "$home/conf/logback_namesrv.xml"
 	cp internal/testenv/rocketmq/logback.xml "$home/conf/logback_broker.xml"
-	# Jars unpack native libraries at run time (5.x: RocksDB's JNI,
-	# netty's tcnative for the proxy): their libraries go into the image
-	# too.
-	for jar in "$home"/lib/*.jar; do
-		so=$("$jdk/bin/jar" tf "$jar" | grep -E '(linux.*(x86_64|64)|linux64)[^/]*\.so$' || true)
-		[ -n "$so" ] && (cd "$ctx/native" && "$jdk/bin/jar" xf "$jar" $so)
-	done
-	libs "$ctx/sysroot" $(find "$ctx/native" -name '*.so')
+	natives "$ctx/sysroot" "$lib"
 	cat >"$ctx/Containerfile" <<-EOF
 		FROM $jre
 		ENV ROCKETMQ_VERSION=$release ROCKETMQ_HOME=/home/rocketmq/rocketmq-$release
@@ -237,9 +264,54 @@ build_rocketmq() {
 	log "built $image"
 }
 
-# The JRE first: the RocketMQ images are built on it.
+# build_kafka IMAGE builds apache/kafka's stand-in on the JRE image: the
+# jars testenv resolved in /opt/kafka/libs, the image's directories, and
+# its command /etc/kafka/docker/run, which the entry point serves. It runs
+# as root, where the image runs as appuser: nothing the harness does
+# depends on the account.
+build_kafka() {
+	local image=$1 ctx=$work/kafka
+	mkdir -p "$ctx/root/opt/kafka/config" "$ctx/root/etc/kafka/docker" "$ctx/root/mnt/shared/config"
+	cp -a "$kafkalib" "$ctx/root/opt/kafka/libs"
+	natives "$ctx/root" "$kafkalib"
+	cat >"$ctx/Containerfile" <<-EOF
+		FROM $jre
+		COPY root/ /
+		EXPOSE 9092
+		ENTRYPOINT ["/usr/local/bin/docker-entrypoint"]
+		CMD ["/etc/kafka/docker/run"]
+		LABEL idemq.standin=$(stamp "$image")
+	EOF
+	podman build -q -f "$ctx/Containerfile" -t "$image" "$ctx" >/dev/null
+	log "built $image"
+}
+
+# build_nats IMAGE builds the nats image's stand-in FROM scratch, as the
+# nats image is: the nats-server testenv runs as the entry point, with the
+# image's default command and a configuration of its client and
+# monitoring ports.
+build_nats() {
+	local image=$1 ctx=$work/nats
+	mkdir -p "$ctx/root"
+	cp "$natsbin" "$ctx/root/nats-server"
+	# None for a static build, as testenv's is; a cgo build's otherwise.
+	libs "$ctx/root" "$natsbin"
+	printf 'port: 4222\nmonitor_port: 8222\n' >"$ctx/root/nats-server.conf"
+	cat >"$ctx/Containerfile" <<-EOF
+		FROM scratch
+		COPY root/ /
+		EXPOSE 4222 6222 8222
+		ENTRYPOINT ["/nats-server"]
+		CMD ["--config", "nats-server.conf"]
+		LABEL idemq.standin=$(stamp "$image")
+	EOF
+	podman build -q -f "$ctx/Containerfile" -t "$image" "$ctx" >/dev/null
+	log "built $image"
+}
+
+# The JRE first: the RocketMQ and Kafka images are built on it.
 stale=()
-for image in $redis $mariadb $postgres $jre $rocketmq4 $rocketmq5; do
+for image in $redis $mariadb $postgres $jre $rocketmq4 $rocketmq5 $kafka $nats; do
 	fresh "$image" || stale+=("$image")
 done
 if [ ${#stale[@]} -gt 0 ]; then
@@ -262,4 +334,6 @@ IDEMQ_MYSQL_IMAGE=$mariadb
 IDEMQ_POSTGRES_IMAGE=$postgres
 IDEMQ_ROCKETMQ_IMAGE=$rocketmq4
 IDEMQ_ROCKETMQ5_IMAGE=$rocketmq5
+IDEMQ_KAFKA_IMAGE=$kafka
+IDEMQ_NATS_IMAGE=$nats
 EOF

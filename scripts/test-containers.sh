@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # make test-containers: the container path, proven on podman with stand-in
 # images (no image registry needed). It
-#   1. installs podman, runc and docker-compose if missing, and runs podman
-#      with runc and lowered ulimits (see podman-containers.conf) behind a
-#      Docker-compatible API socket of its own;
+#   1. installs podman, runc, docker-compose and CNI's dnsname plugin if
+#      missing, and runs podman with runc and lowered ulimits (see
+#      podman-containers.conf) behind a Docker-compatible API socket of its
+#      own;
 #   2. builds or reuses the stand-in images (scripts/standin-images.sh);
 #   3. runs, with servers started by withcontainers (testcontainers-go):
 #      the dedupe stores' conformance suites, the producer/consumer
-#      end-to-end suites on RocketMQ 4.9.7 and 5.5.0, and the demo;
-#   4. runs the module's own tests: the twin's contract, and
-#      docker/compose.yaml brought up with docker-compose 1.29, the example
-#      sender and receiver run against it, and torn down.
+#      end-to-end suites on RocketMQ 4.9.7 and 5.5.0, the Kafka and NATS
+#      adapters' conformance suites (where their modules are), and the demo;
+#   4. runs the module's own tests: the twin's contract (Redis, Kafka and
+#      NATS started, named by their IDEMQ_* variable, reached by a client,
+#      removed), and docker/compose.yaml brought up with docker-compose
+#      1.29, the example sender and receiver run against it, and torn down.
 # Every container it started is removed on exit, failure included.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +25,11 @@ need=()
 command -v podman >/dev/null || need+=(podman)
 command -v runc >/dev/null || need+=(runc)
 command -v docker-compose >/dev/null || need+=(docker-compose)
+# Compose's services find each other by name (the brokers their name
+# server) through podman's DNS, which a CNI network has only with the
+# dnsname plugin (no Debian package depends on it or recommends it):
+# without it the compose brokers never register (TestCompose).
+[ -x /usr/lib/cni/dnsname ] || need+=(golang-github-containernetworking-plugin-dnsname)
 if [ ${#need[@]} -gt 0 ]; then
 	log "installing ${need[*]}"
 	apt-get update -qq
@@ -83,13 +91,27 @@ log "images ready in $(($(date +%s) - step)) s"
 podman images --filter reference='localhost/idemq-standin/*' --format '{{.Repository}}:{{.Tag}} {{.Size}}' >&2
 
 # Servers named in the environment would be used instead of containers.
-unset IDEMQ_REDIS_ADDR IDEMQ_MYSQL_DSN IDEMQ_POSTGRES_DSN IDEMQ_ROCKETMQ_NAMESRV IDEMQ_ROCKETMQ5_NAMESRV IDEMQ_ROCKETMQ5_PROXY
+unset IDEMQ_REDIS_ADDR IDEMQ_MYSQL_DSN IDEMQ_POSTGRES_DSN IDEMQ_ROCKETMQ_NAMESRV IDEMQ_ROCKETMQ5_NAMESRV IDEMQ_ROCKETMQ5_PROXY \
+	IDEMQ_KAFKA_BROKERS IDEMQ_NATS_URL
 (cd internal/testenv/containers && go build -o "$tmp/withcontainers" ./withcontainers)
 
 step=$(date +%s)
-"$tmp/withcontainers" -- go test -race -count=1 -timeout 15m \
+"$tmp/withcontainers" -only redis,mysql,postgres,rocketmq,rocketmq5 -- go test -race -count=1 -timeout 15m \
 	-run 'Conformance|EndToEnd' ./dedupe/redisdedupe ./dedupe/sqldedupe ./remoting ./grpcv5
 log "conformance and end-to-end suites in $(($(date +%s) - step)) s"
+
+# The Kafka and NATS adapters' conformance suites, each adapter a module
+# of its own (kafka/, natsjs/), on the twin's Kafka and NATS.
+adapters=()
+for m in kafka natsjs; do
+	[ -f "$m/go.mod" ] && adapters+=("$m")
+done
+if [ ${#adapters[@]} -gt 0 ]; then
+	step=$(date +%s)
+	"$tmp/withcontainers" -only kafka,nats -- sh -c \
+		'for m; do (cd "$m" && go test -race -count=1 -run Conformance ./...) || exit 1; done' sh "${adapters[@]}"
+	log "conformance suites of ${adapters[*]} in $(($(date +%s) - step)) s"
+fi
 
 step=$(date +%s)
 "$tmp/withcontainers" -only redis,rocketmq -- ./examples/demo.sh "${DEMO_N:-200}" "${DEMO_RESEND:-50}"

@@ -129,7 +129,7 @@ func NewPrivateKafka(ctx context.Context, dir string, log io.Writer, nodes int) 
 	if dir, err = filepath.Abs(dir); err != nil {
 		return nil, fmt.Errorf("testenv: kafka: %w", err)
 	}
-	lib, err := installJars(ctx, "kafka", "kafka-"+kafkaRelease, kafkaPOM, "-Dkafka.version="+kafkaRelease)
+	lib, err := KafkaInstall(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -1,5 +1,6 @@
 // Package containers starts the servers internal/testenv starts (Redis,
-// MariaDB, PostgreSQL, RocketMQ 4.x, RocketMQ 5.x with its gRPC proxy) from
+// MariaDB, PostgreSQL, RocketMQ 4.x, RocketMQ 5.x with its gRPC proxy,
+// Apache Kafka in KRaft mode, nats-server with JetStream) from
 // container images through testcontainers-go, for machines with Docker, or
 // podman's Docker API, instead of Debian's packages. [Start] is a
 // [testenv.Starter]: the servers it returns are named by the same IDEMQ_*
@@ -21,6 +22,8 @@
 //	IDEMQ_POSTGRES_IMAGE   postgres:16
 //	IDEMQ_ROCKETMQ_IMAGE   apache/rocketmq:4.9.7
 //	IDEMQ_ROCKETMQ5_IMAGE  apache/rocketmq:5.5.0
+//	IDEMQ_KAFKA_IMAGE      apache/kafka:4.4.0
+//	IDEMQ_NATS_IMAGE       nats:2.15.3
 //
 // # Clean-up
 //
@@ -64,6 +67,8 @@ var Images = map[string]string{
 	"postgres":  "postgres:16",
 	"rocketmq":  "apache/rocketmq:4.9.7",
 	"rocketmq5": "apache/rocketmq:5.5.0",
+	"kafka":     "apache/kafka:4.4.0",
+	"nats":      "nats:2.15.3",
 }
 
 // Image returns the image Start runs for the named server: its
@@ -84,10 +89,12 @@ var starters = map[string]func(ctx context.Context, image string, opts []testcon
 	"postgres":  startPostgres,
 	"rocketmq":  startRocketMQ,
 	"rocketmq5": startRocketMQ5,
+	"kafka":     startKafka,
+	"nats":      startNATS,
 }
 
 // Start starts the named server ("redis", "mysql", "postgres", "rocketmq",
-// "rocketmq5") in containers, the containers' output copied to log, and
+// "rocketmq5", "kafka", "nats") in containers, the containers' output copied to log, and
 // returns once it serves, as [testenv.Start] does.
 func Start(ctx context.Context, name string, log io.Writer) (*testenv.Server, error) {
 	start, ok := starters[name]
@@ -136,8 +143,8 @@ func terminate(cs ...testcontainers.Container) func() error {
 // endpoint returns the host:port at which the host reaches c's port.
 // testcontainers names the host "localhost" for a local engine; 127.0.0.1
 // is what the published ports listen on, whichever "localhost" resolves to
-// first.
-func endpoint(ctx context.Context, c testcontainers.Container, port nat.Port) (string, error) {
+// first. c is a container, or one a wait strategy is waiting for.
+func endpoint(ctx context.Context, c wait.StrategyTarget, port nat.Port) (string, error) {
 	host, err := c.Host(ctx)
 	if err != nil {
 		return "", err

@@ -1,11 +1,15 @@
 package containers_test
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"maps"
+	"net"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -68,36 +72,73 @@ func TestImageOverride(t *testing.T) {
 }
 
 func TestUnknownServer(t *testing.T) {
-	if _, err := containers.Start(t.Context(), "kafka", io.Discard); err == nil {
-		t.Fatal("Start(kafka) succeeded")
+	if _, err := containers.Start(t.Context(), "pulsar", io.Discard); err == nil {
+		t.Fatal("Start(pulsar) succeeded")
 	}
 }
 
-// TestStartStop checks withservers' contract on a container: the server
-// serves at the address its variable names, and Stop removes the
-// container.
+// TestStartStop checks withservers' contract on a container of each of
+// these servers: the server serves at the address its variable names, a
+// client reaches it there, and Stop removes the container. (The script's
+// suites cover the others.)
 func TestStartStop(t *testing.T) {
-	cli, session := engine(t)
-	srv, err := containers.Start(t.Context(), "redis", io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := testenv.Services()["redis"]; srv.Env[want] != srv.Addr || len(srv.Env) != 1 {
-		t.Errorf("Env = %v, want %s=%s", srv.Env, want, srv.Addr)
-	}
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	defer rdb.Close()
-	if err := rdb.Ping(t.Context()).Err(); err != nil {
-		t.Errorf("PING %s: %v", srv.Addr, err)
-	}
-	if ids := running(t, cli, session); len(ids) != 1 {
-		t.Errorf("%d containers while running, want 1", len(ids))
-	}
-	if err := srv.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	if ids := running(t, cli, session); len(ids) != 0 {
-		t.Errorf("containers %q left after Stop", ids)
+	for _, tc := range []struct {
+		name  string
+		reach func(t *testing.T, addr string)
+	}{
+		{"redis", func(t *testing.T, addr string) {
+			rdb := redis.NewClient(&redis.Options{Addr: addr})
+			defer rdb.Close()
+			if err := rdb.Ping(t.Context()).Err(); err != nil {
+				t.Errorf("PING %s: %v", addr, err)
+			}
+		}},
+		{"kafka", func(t *testing.T, addr string) {
+			if ids := testenv.KafkaBrokerIDs(t, addr); !slices.Equal(ids, []int32{1}) {
+				t.Errorf("live brokers at %s: %v, want [1]", addr, ids)
+			}
+		}},
+		{"nats", func(t *testing.T, url string) {
+			addr, ok := strings.CutPrefix(url, "nats://")
+			if !ok {
+				t.Fatalf("URL %q is not nats://host:port", url)
+			}
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(10 * time.Second))
+			info, err := bufio.NewReader(conn).ReadString('\n')
+			if err != nil {
+				t.Fatalf("greeting from %s: %v", addr, err)
+			}
+			if !strings.HasPrefix(info, "INFO ") || !strings.Contains(info, `"jetstream":true`) {
+				t.Errorf("greeting from %s without JetStream: %s", addr, info)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cli, session := engine(t)
+			srv, err := containers.Start(t.Context(), tc.name, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s %s at %s, started in %v", tc.name, srv.Version, srv.Addr, srv.Started.Round(time.Millisecond))
+			if want := testenv.Services()[tc.name]; srv.Env[want] != srv.Addr || len(srv.Env) != 1 {
+				t.Errorf("Env = %v, want %s=%s", srv.Env, want, srv.Addr)
+			}
+			tc.reach(t, srv.Addr)
+			if ids := running(t, cli, session); len(ids) != 1 {
+				t.Errorf("%d containers while running, want 1", len(ids))
+			}
+			if err := srv.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			if ids := running(t, cli, session); len(ids) != 0 {
+				t.Errorf("containers %q left after Stop", ids)
+			}
+		})
 	}
 }
 

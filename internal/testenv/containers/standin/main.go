@@ -17,6 +17,16 @@
 //     POSTGRES_PASSWORD, lets in every host by POSTGRES_HOST_AUTH_METHOD
 //     (default scram-sha-256), and creates POSTGRES_DB; it runs as the
 //     postgres account.
+//   - /etc/kafka/docker/run, apache/kafka's command, configures and starts
+//     Kafka from the KAFKA_* variables as that image's run script does:
+//     CLUSTER_ID defaults to the image's, KAFKA_LISTENERS to
+//     KAFKA_ADVERTISED_LISTENERS on 0.0.0.0, and Kafka's own
+//     kafka.docker.KafkaDockerWrapper turns the variables into
+//     /opt/kafka/config/server.properties and formats the storage; the JVMs
+//     take KAFKA_HEAP_OPTS, KAFKA_JVM_PERFORMANCE_OPTS and KAFKA_OPTS as
+//     kafka-run-class.sh gives them. (The image's fallback to its default
+//     single-node configuration when no KAFKA_* variable is set is not
+//     kept: the stand-in has no distribution's config directory.)
 //
 // As in the official images, the first start initialises through a
 // temporary server without networking, so a server logs that it is ready
@@ -36,6 +46,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,6 +62,15 @@ const (
 	mariadbSocket = "/run/mysqld/mysqld.sock"
 	mariadbShare  = "/usr/share/mysql"
 	pgSocketDir   = "/var/run/postgresql"
+	// apache/kafka's command and directories.
+	kafkaRun     = "/etc/kafka/docker/run"
+	kafkaDefault = "/etc/kafka/docker"
+	kafkaMounted = "/mnt/shared/config"
+	kafkaConfig  = "/opt/kafka/config"
+	kafkaLibs    = "/opt/kafka/libs"
+	// kafkaClusterID is the image's CLUSTER_ID when none is set
+	// (docker/resources/common-scripts/configureDefaults).
+	kafkaClusterID = "5L6g3nShT-eMCtK--X86sw"
 	// initTimeout bounds a first start's temporary server.
 	initTimeout = 2 * time.Minute
 )
@@ -66,6 +86,9 @@ func main() {
 	args := os.Args[1:]
 	if len(args) == 0 {
 		fail(errors.New("no command"))
+	}
+	if args[0] == kafkaRun {
+		fail(kafka())
 	}
 	var err error
 	switch filepath.Base(args[0]) {
@@ -344,4 +367,45 @@ func appendFile(path, text string) error {
 	}
 	_, err = f.WriteString(text)
 	return errors.Join(err, f.Close())
+}
+
+// kafka does what apache/kafka's run, configure and launch scripts do.
+func kafka() error {
+	java, err := exec.LookPath("java")
+	if err != nil {
+		return err
+	}
+	if os.Getenv("CLUSTER_ID") == "" {
+		os.Setenv("CLUSTER_ID", kafkaClusterID)
+	}
+	roles, advertised := os.Getenv("KAFKA_PROCESS_ROLES"), os.Getenv("KAFKA_ADVERTISED_LISTENERS")
+	if roles == "controller" && advertised != "" {
+		return errors.New("KAFKA_ADVERTISED_LISTENERS is not supported on a KRaft controller")
+	}
+	if _, ok := os.LookupEnv("KAFKA_LISTENERS"); !ok && roles != "controller" && advertised != "" {
+		os.Setenv("KAFKA_LISTENERS", kafkaAnyHost.ReplaceAllString(advertised, "://0.0.0.0:"))
+	}
+	// The wrapper writes the configuration and formats the storage; a
+	// storage formatted by an earlier start is kept, as the image keeps it.
+	setup := exec.Command(java, slices.Concat(kafkaJVM("-Xmx256M"), []string{"kafka.docker.KafkaDockerWrapper", "setup",
+		"--default-configs-dir", kafkaDefault, "--mounted-configs-dir", kafkaMounted, "--final-configs-dir", kafkaConfig})...)
+	out, err := setup.CombinedOutput()
+	os.Stdout.Write(out)
+	if err != nil && !strings.Contains(strings.ToLower(string(out)), "already formatted") {
+		return fmt.Errorf("kafka setup: %w", err)
+	}
+	return syscall.Exec(java, slices.Concat([]string{java}, kafkaJVM("-Xmx1G -Xms1G"),
+		[]string{"kafka.Kafka", filepath.Join(kafkaConfig, "server.properties")}), os.Environ())
+}
+
+// kafkaAnyHost finds the host of each listener, as the image's sed does.
+var kafkaAnyHost = regexp.MustCompile(`://[^:]*:`)
+
+// kafkaJVM is the JVM's options as kafka-run-class.sh makes them from the
+// KAFKA_*_OPTS variables, heap being its caller's default heap.
+func kafkaJVM(heap string) []string {
+	perf := cmp.Or(os.Getenv("KAFKA_JVM_PERFORMANCE_OPTS"), "-server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 "+
+		"-XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true")
+	return slices.Concat(strings.Fields(cmp.Or(os.Getenv("KAFKA_HEAP_OPTS"), heap)), strings.Fields(perf),
+		strings.Fields(os.Getenv("KAFKA_OPTS")), []string{"-cp", filepath.Join(kafkaLibs, "*")})
 }
