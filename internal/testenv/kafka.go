@@ -155,6 +155,14 @@ func NewPrivateKafka(ctx context.Context, dir string, log io.Writer, nodes int) 
 	return k, nil
 }
 
+// KafkaInstall returns the directory holding the jars of the Apache Kafka
+// release the tests run, resolving them with Maven on first use into
+// $IDEMQ_CACHE_DIR/kafka-4.4.0/lib (see [installJars]); the container
+// twin's stand-in image carries the same jars.
+func KafkaInstall(ctx context.Context) (string, error) {
+	return installJars(ctx, "kafka", "kafka-"+kafkaRelease, kafkaPOM, "-Dkafka.version="+kafkaRelease)
+}
+
 // kafkaClusterID is a fresh cluster id: a UUID in URL-safe base64 without
 // padding, as kafka-storage random-uuid prints it.
 func kafkaClusterID() string {
@@ -274,7 +282,7 @@ func (k *PrivateKafka) waitRegistered(ctx context.Context, nodes ...*kafkaNode) 
 			if err := k.nodes[0].proc.exited(); err != nil {
 				return fmt.Errorf("node 0 %w", err)
 			}
-			ids, err := kafkaBrokerIDs(ctx, n.addr())
+			ids, err := KafkaLiveBrokers(ctx, n.addr())
 			if err != nil {
 				return err
 			}
@@ -375,7 +383,7 @@ func (k *PrivateKafka) Stop() error {
 // with a Metadata request (version 4, the oldest Kafka 4 serves, for no
 // topic) and returns their node ids. A node is listed once it is
 // registered and unfenced: then it serves produce and fetch requests.
-func kafkaBrokerIDs(ctx context.Context, addr string) ([]int32, error) {
+func KafkaLiveBrokers(ctx context.Context, addr string) ([]int32, error) {
 	d := net.Dialer{Timeout: time.Second}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -433,7 +441,7 @@ func kafkaBrokerIDs(ctx context.Context, addr string) ([]int32, error) {
 // addr knows; it fails tb if it cannot ask.
 func KafkaBrokerIDs(tb testing.TB, addr string) []int32 {
 	tb.Helper()
-	ids, err := kafkaBrokerIDs(tb.Context(), addr)
+	ids, err := KafkaLiveBrokers(tb.Context(), addr)
 	if err != nil {
 		tb.Fatalf("testenv: kafka: live brokers at %s: %v", addr, err)
 	}

@@ -72,7 +72,7 @@ func StartPrivateNATS(tb testing.TB) *PrivateNATS {
 
 // newPrivateNATS starts a PrivateNATS in dir, which its Stop removes.
 func newPrivateNATS(ctx context.Context, dir string, log io.Writer) (*PrivateNATS, error) {
-	bin, err := natsInstall(ctx)
+	bin, err := NATSInstall(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func launchNATS(ctx context.Context, log io.Writer, bin, dir string, port int) (
 // with go install from its module (about 2 minutes with a cold build
 // cache, 20 s with a warm one). A lock file keeps concurrent test
 // processes from building it twice.
-func natsInstall(ctx context.Context) (string, error) {
+func NATSInstall(ctx context.Context) (string, error) {
 	if bin, err := exec.LookPath("nats-server"); err == nil {
 		return bin, nil
 	}
