@@ -1,13 +1,16 @@
 // Package testenv hands tests the address of a real Redis, MariaDB/MySQL,
-// PostgreSQL or Apache RocketMQ (4.9.7, and 5.x with its gRPC proxy) server.
+// PostgreSQL, Apache RocketMQ (4.9.7, and 5.x with its gRPC proxy), Apache
+// Kafka (4.x, KRaft) or NATS (nats-server with JetStream) server.
 //
 // Each accessor looks, in order, for
 //
 //  1. an environment variable naming a running server (IDEMQ_REDIS_ADDR,
 //     IDEMQ_MYSQL_DSN, IDEMQ_POSTGRES_DSN, IDEMQ_ROCKETMQ_NAMESRV,
-//     IDEMQ_ROCKETMQ5_NAMESRV with IDEMQ_ROCKETMQ5_PROXY);
+//     IDEMQ_ROCKETMQ5_NAMESRV with IDEMQ_ROCKETMQ5_PROXY, IDEMQ_KAFKA_BROKERS,
+//     IDEMQ_NATS_URL);
 //  2. a server it starts from the local installation (Debian's packages, the
-//     RocketMQ jars from Maven Central) on a free loopback port with its data
+//     RocketMQ and Kafka jars from Maven Central, nats-server built from its
+//     Go module) on a free loopback port with its data
 //     in a temporary directory,
 //
 // and otherwise skips the test naming what is missing. With CI=true that
@@ -38,7 +41,8 @@ import (
 
 // Server is a running server this package started.
 type Server struct {
-	// Name is the kind of server: "redis", "mysql", "postgres", "rocketmq".
+	// Name is the kind of server: "redis", "mysql", "postgres", "rocketmq",
+	// "rocketmq5", "kafka", "nats".
 	Name string
 	// Addr is what a client needs: host:port, or a DSN for SQL servers.
 	Addr string

@@ -19,7 +19,7 @@ import (
 )
 
 // Starter starts a server of the named kind ("redis", "mysql", "postgres",
-// "rocketmq", "rocketmq5"), its log to log, and returns once it serves:
+// "rocketmq", "rocketmq5", "kafka", "nats"), its log to log, and returns once it serves:
 // [Start] from the local installation, or another source with the same
 // contract (internal/testenv/containers, from container images).
 type Starter func(ctx context.Context, name string, log io.Writer) (*Server, error)
@@ -46,7 +46,7 @@ func WithServers(prog string, args []string, start Starter) int {
 		return 2
 	}
 	if fs.NArg() == 0 {
-		logger.Printf("usage: %s [-only redis,mysql,postgres,rocketmq,rocketmq5] [-v] -- command [args...]", prog)
+		logger.Printf("usage: %s [-only redis,mysql,postgres,rocketmq,rocketmq5,kafka,nats] [-v] -- command [args...]", prog)
 		return 1
 	}
 	known := Services()
