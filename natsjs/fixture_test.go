@@ -78,4 +78,3 @@ func (f *fixture) send(t testing.TB, keys ...string) {
 		}
 	}
 }
-
