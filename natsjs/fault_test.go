@@ -205,4 +205,3 @@ func TestFaults(t *testing.T) {
 		t.Logf("figure: worker %s; consumer: %d redelivered, %d ack pending", r.stop(p), info.NumRedelivered, info.NumAckPending)
 	})
 }
-
