@@ -2,6 +2,7 @@ package natsjs_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strconv"
 	"testing"
@@ -21,6 +22,7 @@ type faultRun struct {
 	t       *testing.T
 	f       *fixture
 	rdb     *redis.Client
+	db      *sql.DB // the effects' database, in SQL mode
 	base    workerSettings
 	sent    []string
 	started time.Time
@@ -67,6 +69,9 @@ func (r *faultRun) start(name string) *racechild.Proc {
 // applied returns how often each key was applied.
 func (r *faultRun) applied() map[string]int {
 	r.t.Helper()
+	if r.db != nil {
+		return testkit.CountBy(r.t, r.db, "SELECT k, COUNT(*) FROM effects GROUP BY k")
+	}
 	m, err := r.rdb.HGetAll(context.Background(), r.base.Ledger).Result()
 	if err != nil {
 		r.t.Fatal(err)

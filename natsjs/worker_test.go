@@ -2,6 +2,7 @@ package natsjs_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strconv"
@@ -15,6 +16,8 @@ import (
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe"
 	"github.com/idemq/idemq/dedupe/redisdedupe"
+	"github.com/idemq/idemq/dedupe/sqldedupe"
+	"github.com/idemq/idemq/dialect"
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/natsjs"
@@ -38,6 +41,11 @@ type workerSettings struct {
 	BatchSize int
 	// Hold is how long the handler takes before its effect.
 	Hold time.Duration
+	// SQLite, if set, is the path of a SQLite database that is both the
+	// dedupe store and the effects' (a row per run in table effects), the
+	// handler running in the transaction that records its key
+	// (consumer.Tx): Store, Effects and Ledger are then unused.
+	SQLite string
 	// MaxReconsume and Delay are the retry policy: the JetStream
 	// consumer's MaxDeliver is MaxReconsume+1.
 	MaxReconsume int32
@@ -55,19 +63,48 @@ func worker() error {
 		<-racechild.Stopped()
 		stop()
 	}()
-	storeDB := redis.NewClient(&redis.Options{Addr: s.Store, MaxRetries: -1})
-	defer storeDB.Close()
-	effects := redis.NewClient(&redis.Options{Addr: s.Effects})
-	defer effects.Close()
-	store, err := redisdedupe.New(storeDB, redisdedupe.Config{})
-	if err != nil {
-		return err
-	}
-	c, err := consumer.New(store, s.Durable, consumer.WithMaxReconsumeTimes(s.MaxReconsume), consumer.WithDelayLevels(s.Delay),
-		consumer.WithStoreDownWait(100*time.Millisecond),
-		consumer.WithGuard(dedupe.GuardConfig{Lease: 5 * time.Second, Retention: 10 * time.Minute}))
-	if err != nil {
-		return err
+	opts := []consumer.Option{consumer.WithMaxReconsumeTimes(s.MaxReconsume), consumer.WithDelayLevels(s.Delay),
+		consumer.WithStoreDownWait(100 * time.Millisecond),
+		consumer.WithGuard(dedupe.GuardConfig{Lease: 5 * time.Second, Retention: 10 * time.Minute})}
+	var (
+		c      *consumer.Consumer
+		handle consumer.Handler
+	)
+	if s.SQLite != "" {
+		db, err := openSQLite(s.SQLite)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		store, err := sqldedupe.New(db, dialect.SQLite, sqldedupe.Config{})
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		if c, err = consumer.New(store, s.Durable, opts...); err != nil {
+			return err
+		}
+		handle, err = c.Tx(func(ctx context.Context, tx *sql.Tx, m *consumer.Message) error {
+			time.Sleep(s.Hold)
+			_, err := tx.ExecContext(ctx, "INSERT INTO effects (k) VALUES (?)", msgkey.Of(m))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	} else {
+		storeDB := redis.NewClient(&redis.Options{Addr: s.Store, MaxRetries: -1})
+		defer storeDB.Close()
+		effects := redis.NewClient(&redis.Options{Addr: s.Effects})
+		defer effects.Close()
+		store, err := redisdedupe.New(storeDB, redisdedupe.Config{})
+		if err != nil {
+			return err
+		}
+		if c, err = consumer.New(store, s.Durable, opts...); err != nil {
+			return err
+		}
+		handle = redisEffect(s, effects)
 	}
 	nc, err := nats.Connect(s.NATS, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
@@ -82,7 +119,22 @@ func worker() error {
 	if err != nil {
 		return err
 	}
-	handle := func(ctx context.Context, m *consumer.Message) error {
+	r, err := natsjs.Pull(c, jc, handle, natsjs.PullConfig{Workers: s.Workers, BatchSize: s.BatchSize, PollWait: 500 * time.Millisecond})
+	if err != nil {
+		return err
+	}
+	racechild.Say("ready")
+	err = r.Run(ctx)
+	st := c.Stats()
+	racechild.Say("stats %s", fmt.Sprintf("delivered=%d completed=%d suppressed=%d failed=%d waited=%d storewaited=%d retried=%d unrecorded=%d",
+		st.Delivered, st.Completed, st.Suppressed, st.Failed, st.Waited, st.StoreWaited, st.Retried, st.Unrecorded))
+	return err
+}
+
+// redisEffect is the handler whose effect is a count per key in the
+// Redis hash s.Ledger, failing as s.FailEvery says.
+func redisEffect(s workerSettings, effects *redis.Client) consumer.Handler {
+	return func(ctx context.Context, m *consumer.Message) error {
 		key := msgkey.Of(m)
 		if s.FailEvery > 0 {
 			n, err := strconv.Atoi(key[strings.LastIndexByte(key, '-')+1:])
@@ -102,14 +154,10 @@ func worker() error {
 		time.Sleep(s.Hold)
 		return effects.HIncrBy(ctx, s.Ledger, key, 1).Err()
 	}
-	r, err := natsjs.Pull(c, jc, handle, natsjs.PullConfig{Workers: s.Workers, BatchSize: s.BatchSize, PollWait: 500 * time.Millisecond})
-	if err != nil {
-		return err
-	}
-	racechild.Say("ready")
-	err = r.Run(ctx)
-	st := c.Stats()
-	racechild.Say("stats %s", fmt.Sprintf("delivered=%d completed=%d suppressed=%d failed=%d waited=%d storewaited=%d retried=%d unrecorded=%d",
-		st.Delivered, st.Completed, st.Suppressed, st.Failed, st.Waited, st.StoreWaited, st.Retried, st.Unrecorded))
-	return err
+}
+
+// openSQLite opens the SQLite database at path, which several processes
+// share.
+func openSQLite(path string) (*sql.DB, error) {
+	return sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
 }
