@@ -159,7 +159,7 @@ func ackWait(cfg jetstream.ConsumerConfig) time.Duration {
 // way (at most [PullConfig.PollWait]) and the waits for busy keys still
 // bring, lets the running handlers finish and record their keys, within
 // [PullConfig.DrainTimeout], and returns. Past the timeout the handlers'
-// contexts are cancelled and its error says so. It also fails when Run
+// contexts are cancelled and its error wraps context.DeadlineExceeded. It also fails when Run
 // ran before. The caller closes the connection afterwards (nc.Drain or
 // nc.Close), which sends the last acknowledgements.
 func (r *Receiver) Run(ctx context.Context) error {
