@@ -8,6 +8,7 @@ require (
 	github.com/idemq/idemq v0.0.0-00010101000000-000000000000
 	github.com/nats-io/nats.go v1.56.0
 	github.com/redis/go-redis/v9 v9.22.0
+	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.59.0
 )
 

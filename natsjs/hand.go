@@ -49,7 +49,7 @@ func (r *Receiver) drop(hs []*hand) {
 // the message is redelivered elsewhere.
 func (r *Receiver) renew(stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
-	t := time.NewTicker(r.ackWait / 10)
+	t := time.NewTicker(max(r.ackWait/10, time.Millisecond))
 	defer t.Stop()
 	for {
 		select {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/dedupe/memdedupe"
@@ -167,5 +168,27 @@ func TestDrainTimeout(t *testing.T) {
 	defer mu.Unlock()
 	if applied != 1 {
 		t.Errorf("applied %d times, want 1", applied)
+	}
+}
+
+// TestReceiverLeavesNoGoroutine runs a Receiver through messages and
+// closes it, then the connection: nothing it started runs on. (Not
+// parallel: the other tests' goroutines would count.)
+func TestReceiverLeavesNoGoroutine(t *testing.T) {
+	url := testenv.NATS(t)
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) }) // after the fixture's cleanups
+	f := newFixture(t, url, jetstream.ConsumerConfig{AckWait: 2 * time.Second})
+	c := newConsumer(t, f.durable)
+	r, err := natsjs.Pull(c, f.consumer(t), func(context.Context, *consumer.Message) error { return nil },
+		natsjs.PullConfig{PollWait: 100 * time.Millisecond, BatchSize: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeIt := run(t, r)
+	f.send(t, "leak-1", "leak-2", "leak-3")
+	testkit.WaitFor(t, "the messages applied", func() bool { return c.Stats().Completed == 3 })
+	if err := closeIt(); err != nil {
+		t.Fatal(err)
 	}
 }
