@@ -83,8 +83,9 @@ var errClosed = errors.New("natsjs: receiver closed")
 // handler runs, while its key is busy with another consumer, and while
 // the dedupe store is down, however long that lasts, it is kept with
 // InProgress every third of the consumer's AckWait, which spends no
-// delivery (MaxDeliver). Only a failure spends one. Should this process
-// die, the server redelivers what it had in hand after AckWait.
+// delivery (MaxDeliver). Only a failure and a drain's hand-back spend
+// one. Should this process die, the server redelivers what it had in hand
+// after AckWait, which spends one too.
 //
 // A Receiver drains its Consumer: use one Consumer per Receiver. It is
 // safe for concurrent use.
