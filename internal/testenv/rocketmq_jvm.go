@@ -38,10 +38,14 @@ const (
 
 // rocketmqJVMFlags are the flags of every RocketMQ JVM: RocketMQ keeps name
 // server state, store config and logs under ~ by default (5.x: all its logs,
-// in ~/logs/rocketmqlogs); keep everything under dir.
+// in ~/logs/rocketmqlogs); keep everything under dir. So too its temporary
+// files: the 5.x proxy writes a self-signed certificate and key for its
+// TLS port at every start (Netty's keyutil_localhost_*), which it never
+// removes.
 func rocketmqJVMFlags(dir, lib string) []string {
 	return []string{
 		"-Duser.home=" + dir,
+		"-Djava.io.tmpdir=" + dir,
 		"-Drocketmq.home.dir=" + filepath.Join(dir, "home"),
 		"-cp", filepath.Join(lib, "*"),
 	}
