@@ -24,7 +24,12 @@ RACE = -race
 deps:
 	./internal/testenv/install-deps.sh
 
-## test: every test with -race against real Redis, MariaDB, PostgreSQL and RocketMQ
+# The adapter modules beside the root one: each client family but
+# RocketMQ's has its adapter in a module of its own.
+ADAPTERS = kafka natsjs
+
+## test: every test with -race against real Redis, MariaDB, PostgreSQL,
+## RocketMQ, Kafka and NATS
 test: deps
 	$(GO) mod tidy -diff
 	@# The README programs' test builds a user's module offline, whose module
@@ -32,6 +37,9 @@ test: deps
 	@# idemq itself never downloads: a fresh module cache has them only after
 	@# the whole graph is loaded once.
 	$(GO) list -m all >/dev/null
+	@# The go.sum isolation test tidies a user's module of each adapter
+	@# offline in the same way.
+	for m in $(ADAPTERS); do (cd $$m && $(GO) mod tidy -diff && $(GO) list -m all >/dev/null && $(GO) vet ./...) || exit 1; done
 	cd bench && $(GO) mod tidy -diff
 	@# The charts in docs/ must be those bench/RESULTS.md draws.
 	cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...
@@ -43,7 +51,7 @@ test: deps
 	@# -parallel 4: most parallel tests wait on leases and brokers rather than
 	@# use a core (the lease conformance suites sleep out lease after lease),
 	@# and the default of one per core let two of them run at a time.
-	$(WITH_SERVERS) -- $(GO) test $(RACE) -count=1 -parallel 4 -timeout 15m ./...
+	$(WITH_SERVERS) -- ./scripts/test-modules.sh $(RACE) -count=1 -parallel 4 -timeout 15m
 
 ## test-containers: the container path (testcontainers-go, docker/compose.yaml)
 ## on podman with stand-in images built from Debian's packages: see
@@ -63,6 +71,7 @@ bench: deps
 
 vet:
 	$(GO) vet ./...
+	for m in $(ADAPTERS); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	cd bench && $(GO) vet ./...
 	cd examples/prometheus && $(GO) vet ./...
 	cd internal/testenv/containers && $(GO) vet ./...

@@ -315,29 +315,17 @@ func (p *program) stop(t *testing.T) []string {
 }
 
 // readmeModule writes progs, each in the directory programDir names, into
-// a fresh module that requires this one, as a user who starts from the
+// a fresh module that requires this one (and the adapter modules, for the
+// guides' programs of other clients), as a user who starts from the
 // README would: its go.mod holds the README's go.mod lines. It returns the
-// module's directory. The module is resolved from this machine's module
-// cache with the proxy off, and its checksums are this module's go.sum, so
-// no network is needed.
+// module's directory (see userModule: no network is needed).
 func readmeModule(t *testing.T, progs []snippet) string {
 	t.Helper()
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	gomod := "module example.com/readme\n\n" + frontPageGoMod(t) + "\nrequire github.com/idemq/idemq v0.0.0\n\nreplace github.com/idemq/idemq => " + root + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := userModule(t, root, "example.com/readme", frontPageGoMod(t))
 	for _, s := range progs {
 		pkg := filepath.Join(dir, programDir(s))
 		if err := os.Mkdir(pkg, 0o755); err != nil {
