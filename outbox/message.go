@@ -18,8 +18,9 @@ import (
 // Message is one message to ship: what a RocketMQ message holds, plus the
 // row's ordering key and delay.
 type Message struct {
-	// Topic is the RocketMQ topic: letters, digits, '_', '-', '%' and '|',
-	// at most 127 bytes (RocketMQ's own rule).
+	// Topic is the topic (a NATS subject): letters, digits, '_', '-',
+	// '%', '|' and '.', at most 127 bytes (RocketMQ's rule, and the '.' of
+	// Kafka's and NATS's names, which RocketMQ's senders refuse).
 	Topic string
 	// Tags is the message's tag, for consumers' filters. Optional.
 	Tags string
@@ -51,20 +52,24 @@ const traceParent = "traceparent"
 func (m *Message) key() string { return m.Properties[msgkey.Property] }
 
 // ErrInvalidMessage is what Add returns for input that can never ship (a
-// topic RocketMQ refuses, an empty or oversized body, a separator in a
+// topic no broker takes, an empty or oversized body, a separator in a
 // property, tag, key or ordering key, a negative delay), so that a bad
 // message fails the caller's transaction rather than parks in the table;
 // its text says what is wrong. An invalid message key wraps
 // [msgkey.ErrInvalid] as well.
 var ErrInvalidMessage = errors.New("outbox: invalid message")
 
-// maxTopic is RocketMQ's limit on a topic's length (TopicValidator).
+// maxTopic is RocketMQ's limit on a topic's length (TopicValidator), under
+// Kafka's (249).
 const maxTopic = 127
 
 // maxField bounds tags and ordering keys: they sit in index-sized columns.
 const maxField = 255
 
-var topicRule = regexp.MustCompile(`^[%|a-zA-Z0-9_-]+$`)
+// topicRule takes what a broker may take: RocketMQ's characters and '.',
+// which Kafka topics and NATS subjects use (a RocketMQ sender parks a row
+// whose topic has one). NATS's wildcards and a space can never be sent.
+var topicRule = regexp.MustCompile(`^[%|a-zA-Z0-9_.-]+$`)
 
 // reservedChar reports characters that cannot travel in a property or tag:
 // RocketMQ separates properties with \x01 and \x02.
@@ -76,7 +81,7 @@ func reservedChar(s string) bool {
 func (m *Message) check(maxBody int) error {
 	switch {
 	case m.Topic == "" || len(m.Topic) > maxTopic || !topicRule.MatchString(m.Topic):
-		return fmt.Errorf("%w: topic %q: want 1 to %d of letters, digits, _ - %% |", ErrInvalidMessage, m.Topic, maxTopic)
+		return fmt.Errorf("%w: topic %q: want 1 to %d of letters, digits, _ - . %% |", ErrInvalidMessage, m.Topic, maxTopic)
 	case len(m.Body) == 0:
 		return fmt.Errorf("%w: empty body", ErrInvalidMessage)
 	case len(m.Body) > maxBody:

@@ -89,6 +89,7 @@ func TestAddRefuses(t *testing.T) {
 			{"empty body", outbox.Message{Topic: "t"}, outbox.ErrInvalidMessage},
 			{"empty topic", outbox.Message{Body: []byte("x")}, outbox.ErrInvalidMessage},
 			{"topic with a space", outbox.Message{Topic: "a b", Body: []byte("x")}, outbox.ErrInvalidMessage},
+			{"topic with a wildcard", outbox.Message{Topic: "orders.*", Body: []byte("x")}, outbox.ErrInvalidMessage},
 			{"long topic", outbox.Message{Topic: strings.Repeat("t", 128), Body: []byte("x")}, outbox.ErrInvalidMessage},
 			{"key with a space", outbox.Message{Topic: "t", Body: []byte("x"), Properties: map[string]string{msgkey.Property: "a b"}}, msgkey.ErrInvalid},
 			{"key too long", outbox.Message{Topic: "t", Body: []byte("x"), Properties: map[string]string{msgkey.Property: strings.Repeat("k", msgkey.MaxLen+1)}}, msgkey.ErrInvalid},
@@ -115,7 +116,8 @@ func TestAddRefuses(t *testing.T) {
 			t.Fatal(err)
 		}
 		tx := begin(t, e.db)
-		if k, err := o.Add(t.Context(), tx, outbox.Message{Topic: "t", Body: []byte("x"), Properties: map[string]string{msgkey.Property: "own"}}); err != nil || k != "own" {
+		// A dotted name, as Kafka topics and NATS subjects have.
+		if k, err := o.Add(t.Context(), tx, outbox.Message{Topic: "orders.created", Body: []byte("x"), Properties: map[string]string{msgkey.Property: "own"}}); err != nil || k != "own" {
 			t.Fatalf("Add with a key: %q, %v", k, err)
 		}
 		if _, err := o.Add(t.Context(), tx, outbox.Message{Topic: "t", Body: []byte("x")}); err == nil || !strings.Contains(err.Error(), "no key source") {

@@ -10,6 +10,7 @@ import (
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 
+	"github.com/idemq/idemq/internal/rmqcall"
 	"github.com/idemq/idemq/internal/tracectx"
 	"github.com/idemq/idemq/msgkey"
 	"github.com/idemq/idemq/outbox"
@@ -48,7 +49,9 @@ func NewOutboxSender(p rocketmq.Producer) (*OutboxSender, error) {
 	return &OutboxSender{p: p}, nil
 }
 
-// Send ships m with SendSync. A send stored by the broker but answered with
+// Send ships m with SendSync. A topic RocketMQ refuses (a '.', which the
+// outbox takes for other brokers) wraps [outbox.ErrRefused] before the
+// wire. A send stored by the broker but answered with
 // a status other than SEND_OK (a flush or replica timeout) is an error, and
 // the row ships again, with its key. The broker's MESSAGE_ILLEGAL answer
 // (code 13: a body over its maxMessageSize, a property too long) wraps
@@ -121,6 +124,9 @@ func (s *OutboxSender) send(ctx context.Context, topic string, msgs ...*primitiv
 // sendSync is send without a span; it returns the message id of a message
 // sent alone.
 func (s *OutboxSender) sendSync(ctx context.Context, topic string, msgs []*primitive.Message) (id string, _ error) {
+	if err := rmqcall.CheckTopic(topic); err != nil {
+		return "", fmt.Errorf("%w: remoting: %w", outbox.ErrRefused, err)
+	}
 	for i := 0; len(msgs) > 1 && i < len(msgs); i++ { // see SendBatch
 		if n := len(msgs[i].MarshallProperties()); n > math.MaxInt16 {
 			return "", fmt.Errorf("%w: remoting: message %s: properties of %d bytes, limit %d", outbox.ErrRefused, msgs[i].GetProperty(msgkey.Property), n, math.MaxInt16)

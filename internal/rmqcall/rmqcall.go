@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"regexp"
 	"time"
 )
 
@@ -176,4 +177,19 @@ func quoteIntKeys(js []byte) []byte {
 		out = append(out, c)
 	}
 	return out
+}
+
+// topicRule is RocketMQ's rule for a topic's name (TopicValidator): both
+// generations refuse any other.
+var topicRule = regexp.MustCompile(`^[%|a-zA-Z0-9_-]{1,127}$`)
+
+// CheckTopic says why RocketMQ refuses topic as a name, or nil: the
+// outbox takes names other brokers accept ('.', as in NATS subjects and
+// many Kafka topics), and a RocketMQ sender parks a row of such a topic
+// rather than send it to a broker that refuses it every time.
+func CheckTopic(topic string) error {
+	if !topicRule.MatchString(topic) {
+		return fmt.Errorf("topic %q: RocketMQ takes 1 to 127 of letters, digits, _ - %% |", topic)
+	}
+	return nil
 }
