@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -86,6 +87,13 @@ type e2eResult struct {
 	cpu  map[string]time.Duration
 }
 
+// onlyVariant names the environment variable that restricts the
+// end-to-end runs to one variant, for a CPU profile of it alone: e.g.
+// IDEMQ_BENCH_VARIANT=idemq go test -bench KafkaEndToEnd -cpuprofile cpu.out.
+// The labels of consumeAll cannot tell apart what the variants share: the
+// garbage collector, and connections made before (nats.go's read loop).
+const onlyVariant = "IDEMQ_BENCH_VARIANT"
+
 // e2eRun consumes the topic's n messages e2eRounds times per variant (at
 // least b.N),
 // the first variant (ours) and its peers taking turns, and reports the
@@ -94,6 +102,12 @@ type e2eResult struct {
 // of Redis (redis-µs/msg) for the first variant, the same prefixed
 // "<peer>-" for the others, and tax-% against the peer named dedupe-off.
 func e2eRun(b *testing.B, n int64, broker, redisAddr string, variants []e2eVariant) {
+	if only := os.Getenv(onlyVariant); only != "" {
+		variants = slices.DeleteFunc(variants, func(v e2eVariant) bool { return v.name != only })
+		if len(variants) == 0 {
+			b.Fatalf("%s=%s names no variant", onlyVariant, only)
+		}
+	}
 	pids := map[string]int{"cpu": os.Getpid()}
 	for name, addr := range map[string]string{"broker": broker, "redis": redisAddr} {
 		pid, err := testkit.ListenerPID(addr)
@@ -178,7 +192,14 @@ func consumeAll(ctx context.Context, v e2eVariant, group string, n int64, pids m
 			cpu(+1)
 		},
 	}
-	stop, err := v.start(ctx, group, m)
+	// The variant's goroutines, and those they start, carry its name as a
+	// profiler label: go test -cpuprofile, then go tool pprof
+	// -tagfocus variant=idemq, shows one variant's CPU.
+	var stop func()
+	var err error
+	pprof.Do(ctx, pprof.Labels("variant", v.name), func(ctx context.Context) {
+		stop, err = v.start(ctx, group, m)
+	})
 	if err != nil {
 		return res, err
 	}

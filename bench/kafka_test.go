@@ -20,7 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/kafka"
 	"github.com/idemq/idemq/msgkey"
 )
 
@@ -86,8 +88,29 @@ func BenchmarkKafkaEndToEnd(b *testing.B) {
 		}
 		b.Run(name+"/idemq", func(b *testing.B) {
 			b.Log(warmed)
-			_, rdb := newRedisStore(b, "bench-kafka:"+run+":")
+			store, rdb := newRedisStore(b, "bench-kafka:"+run+":")
 			variants := []e2eVariant{
+				{"idemq", func(ctx context.Context, group string, m *meter) (func(), error) {
+					c, err := consumer.New(store, group)
+					if err != nil {
+						return nil, err
+					}
+					r, err := kafka.NewReceiver(c, func(context.Context, *consumer.Message) error {
+						m.Seen(1)
+						return nil
+					}, kafka.ReceiverConfig{BatchSize: batch}, kafkaOpts(brokers, topic, group, m)...)
+					if err != nil {
+						return nil, err
+					}
+					ran := make(chan error, 1)
+					go func() { ran <- r.Run(context.WithoutCancel(ctx)) }()
+					return func() {
+						if err := r.Drain(context.Background()); err != nil {
+							b.Errorf("kafka Receiver: %v", err)
+						}
+						<-ran
+					}, nil
+				}},
 				kafkaPlain(brokers, topic),
 				kafkaNaive(brokers, topic, rdb),
 			}

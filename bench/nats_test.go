@@ -16,8 +16,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/msgkey"
+	"github.com/idemq/idemq/natsjs"
 )
 
 // natsMessages is the size of the benchmark's stream.
@@ -74,8 +76,35 @@ func BenchmarkNATSEndToEnd(b *testing.B) {
 			name = fmt.Sprintf("Redis-batch%d", batch)
 		}
 		b.Run(name+"/idemq", func(b *testing.B) {
-			_, rdb := newRedisStore(b, "bench-nats:"+run+":")
+			store, rdb := newRedisStore(b, "bench-nats:"+run+":")
 			variants := []e2eVariant{
+				{"idemq", func(ctx context.Context, group string, m *meter) (func(), error) {
+					c, err := consumer.New(store, group)
+					if err != nil {
+						return nil, err
+					}
+					jc, remove, err := natsConsumer(ctx, stream, group)
+					if err != nil {
+						return nil, err
+					}
+					r, err := natsjs.Pull(c, jc, func(context.Context, *consumer.Message) error {
+						m.Seen(1)
+						return nil
+					}, natsjs.PullConfig{BatchSize: batch})
+					if err != nil {
+						remove()
+						return nil, err
+					}
+					ran := make(chan error, 1)
+					go func() { ran <- r.Run(context.WithoutCancel(ctx)) }()
+					return func() {
+						if err := r.Close(); err != nil {
+							b.Errorf("natsjs Receiver: %v", err)
+						}
+						<-ran
+						remove()
+					}, nil
+				}},
 				natsPlain(stream),
 				natsNaive(stream, rdb),
 			}
