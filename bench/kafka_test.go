@@ -30,18 +30,15 @@ import (
 // remoting's topic has queues.
 const kafkaPartitions = 8
 
-// kafkaMessages is the size of the benchmark's topic.
-const kafkaMessages = 50_000
-
 // kafkaWarm is how many messages the broker serves before the timed runs,
 // so that its JVM has compiled its hot paths.
 const kafkaWarm = 300_000
 
 // BenchmarkKafkaEndToEnd measures what dedupe costs a real Kafka consumer
-// (internal/testenv: Apache Kafka 4.x, one node, franz-go): each variant
-// consumes the whole topic as a new group, timed from its first handled
-// record to its e2eMessages-th, the variants taking turns, medians of
-// e2eRounds rounds:
+// (internal/testenv: Apache Kafka 4.x, one node; franz-go): each variant
+// consumes the whole topic (8 partitions) as a new group, timed from its
+// first Fetch request to its e2eMessages-th handled record, the variants
+// taking turns, medians of e2eRounds rounds:
 //
 //   - idemq: the adapter (package kafka's Receiver) with consumer.New over
 //     redisdedupe, default options, a handler that does nothing;
@@ -56,14 +53,15 @@ const kafkaWarm = 300_000
 //
 // The rows at batch 32 give the adapter 32 records of a partition per store
 // round trip; the others have no such setting and run as at the defaults.
-// CPU per message is given for this process, the broker's JVM and Redis.
+// CPU per message is given for this process, the broker's JVM and Redis,
+// from the consumer's start. The broker is warmed with untimed traffic.
 func BenchmarkKafkaEndToEnd(b *testing.B) {
 	brokers := testenv.Kafka(b)
 	redisAddr := testenv.Redis(b)
 	run := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
 	topic := "bench-e2e-" + run
 	kafkaTopic(b, brokers, topic, kafkaPartitions)
-	kafkaFill(b, brokers, topic, run, kafkaMessages)
+	kafkaFill(b, brokers, topic, run, e2eMessages)
 
 	warm := topic + "-warm"
 	const warmTopicSize = 100_000
@@ -117,7 +115,7 @@ func BenchmarkKafkaEndToEnd(b *testing.B) {
 			if batch == 1 {
 				variants = append(variants, kafkaWatermill(brokers, topic))
 			}
-			e2eRun(b, kafkaMessages, brokers, redisAddr, variants)
+			e2eRun(b, brokers, redisAddr, variants)
 		})
 	}
 }

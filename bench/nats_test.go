@@ -22,9 +22,6 @@ import (
 	"github.com/idemq/idemq/natsjs"
 )
 
-// natsMessages is the size of the benchmark's stream.
-const natsMessages = 20_000
-
 // natsWorkers is the naive consumer's goroutines: as many as the adapter's
 // Receiver runs by default.
 const natsWorkers = 20
@@ -33,7 +30,7 @@ const natsWorkers = 20
 // consumer (internal/testenv: nats-server with JetStream, nats.go's
 // jetstream package): each variant consumes the whole stream through a
 // new durable pull consumer (explicit acks, from the first message),
-// timed from its first handled message to its natsMessages-th, the
+// timed from its first handled message to its e2eMessages-th, the
 // variants taking turns, medians of e2eRounds rounds:
 //
 //   - idemq: the adapter (package natsjs's Receiver, 20 goroutines) with
@@ -51,7 +48,8 @@ const natsWorkers = 20
 //
 // The rows at batch 32 give the adapter up to 32 messages per store round
 // trip; the others have no such setting and run as at the defaults. CPU
-// per message is given for this process, nats-server and Redis.
+// per message is given for this process, nats-server and Redis, from the
+// consumer's start.
 func BenchmarkNATSEndToEnd(b *testing.B) {
 	addr := testenv.NATS(b)
 	redisAddr := testenv.Redis(b)
@@ -59,7 +57,7 @@ func BenchmarkNATSEndToEnd(b *testing.B) {
 	topic := "bench-e2e-" + run
 	nc, js := natsConnect(b, addr)
 	stream := natsStream(b, js, topic)
-	natsFill(b, js, topic, run, natsMessages)
+	natsFill(b, js, topic, run, e2eMessages)
 	u, err := url.Parse(addr)
 	if err != nil {
 		b.Fatal(err)
@@ -67,7 +65,7 @@ func BenchmarkNATSEndToEnd(b *testing.B) {
 
 	// An untimed run first: nats-server's and this process's first
 	// consumption allocates what later ones reuse.
-	if _, err := consumeAll(b.Context(), natsPlain(stream), "bench-warm-"+run, natsMessages, nil); err != nil {
+	if _, err := consumeAll(b.Context(), natsPlain(stream), "bench-warm-"+run, e2eMessages, nil); err != nil {
 		b.Fatal(err)
 	}
 	for _, batch := range []int{1, e2eBatch} {
@@ -111,7 +109,7 @@ func BenchmarkNATSEndToEnd(b *testing.B) {
 			if batch == 1 {
 				variants = append(variants, natsWatermill(nc, topic))
 			}
-			e2eRun(b, natsMessages, u.Host, redisAddr, variants)
+			e2eRun(b, u.Host, redisAddr, variants)
 		})
 	}
 }
