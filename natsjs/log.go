@@ -31,7 +31,9 @@ func RouteLogs(l *slog.Logger) nats.Option {
 		}
 		o.ReconnectedCB = func(nc *nats.Conn) { l.Info("nats: reconnected", "server", nc.ConnectedUrlRedacted()) }
 		o.ClosedCB = func(*nats.Conn) { l.Debug("nats: connection closed") }
-		o.LameDuckModeHandler = func(nc *nats.Conn) { l.Warn("nats: server entering lame duck mode", "server", nc.ConnectedUrlRedacted()) }
+		o.LameDuckModeHandler = func(nc *nats.Conn) {
+			l.Warn("nats: server entering lame duck mode", "server", nc.ConnectedUrlRedacted())
+		}
 		return nil
 	}
 }

@@ -224,11 +224,14 @@ func (r *Receiver) loop(ctx context.Context) error {
 	// held and handed back.
 	dctx, cancel := context.WithTimeout(work, r.cfg.DrainTimeout)
 	defer cancel()
-	return adapter.Drain(dctx, r.c, func() error {
+	err := adapter.Drain(dctx, r.c, func() error {
 		<-pulled
-		wg.Wait()
 		return nil
 	})
+	// The held messages are handed back now, and the handlers the drain
+	// timed out on return, their contexts cancelled.
+	wg.Wait()
+	return err
 }
 
 // pull fetches messages while ctx lasts and runs them in goroutines that
