@@ -58,6 +58,7 @@ func TestEndToEndTxKill(t *testing.T) {
 	sent := sendKeys(t, producer(t, brokers), topic, 300)
 	waitApplied(t, e, "a", 60)
 	a.Kill(t)
+	unfinished(t, e, sent)
 	b, lines := startReceiver(t, e, "b", s)
 	rows := func() (map[string]int, map[string]int) {
 		return testkit.CountBy(t, db, "SELECT msg_key, COUNT(*) FROM effects GROUP BY msg_key"), nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/idemq/idemq/internal/testenv"
 	"github.com/idemq/idemq/kafka"
 	"github.com/idemq/idemq/msgkey"
 )
@@ -114,5 +115,51 @@ func BenchmarkStamp32(b *testing.B) {
 		if err := p.Stamp(b.Context(), rs...); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestProducerAgainstBroker produces records with ProduceSync and Produce:
+// each arrives with its key header and its own Key, and a record produced
+// again arrives with the same key.
+func TestProducerAgainstBroker(t *testing.T) {
+	t.Parallel()
+	brokers := []string{testenv.Kafka(t)}
+	topic := unique("producer")
+	createTopic(t, brokers, topic, 4)
+	p := producer(t, brokers)
+	a := &kgo.Record{Topic: topic, Key: []byte("customer-1"), Value: []byte("a")}
+	b := &kgo.Record{Topic: topic, Key: []byte("customer-2"), Value: []byte("b")}
+	if _, err := p.ProduceSync(t.Context(), a); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	if err := p.Produce(t.Context(), b, func(_ *kgo.Record, err error) { done <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	keyA := kafka.KeyOf(a)
+	if _, err := p.ProduceSync(t.Context(), a); err != nil { // again, as after a timeout
+		t.Fatal(err)
+	}
+	cl := client(t, brokers, kgo.ConsumeTopics(topic))
+	var got []*kgo.Record
+	for len(got) < 3 {
+		fs := cl.PollFetches(t.Context())
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fs.Records()...)
+	}
+	keys := map[string]int{}
+	for _, r := range got {
+		keys[kafka.KeyOf(r)]++
+		if want := map[string]string{"a": "customer-1", "b": "customer-2"}[string(r.Value)]; string(r.Key) != want {
+			t.Errorf("record %s has Key %q, want %q", r.Value, r.Key, want)
+		}
+	}
+	if keys[keyA] != 2 || keys[kafka.KeyOf(b)] != 1 || len(keys) != 2 {
+		t.Errorf("keys received %v; want %s twice and %s once", keys, keyA, kafka.KeyOf(b))
 	}
 }

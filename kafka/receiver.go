@@ -120,7 +120,8 @@ func NewReceiver(c *consumer.Consumer, h consumer.Handler, cfg ReceiverConfig, o
 	cl, err := kgo.NewClient(all...)
 	if err != nil {
 		r.stop()
-		return nil, fmt.Errorf("kafka: NewReceiver: %w", err)
+		// franz-go refuses AutoCommitMarks without a group first.
+		return nil, fmt.Errorf("kafka: NewReceiver (it needs kgo.ConsumerGroup and kgo.ConsumeTopics): %w", err)
 	}
 	group, _ := cl.OptValue(kgo.ConsumerGroup).(string)
 	topics, _ := cl.OptValue(kgo.ConsumeTopics).([]string)

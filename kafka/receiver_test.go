@@ -1,0 +1,134 @@
+package kafka_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/idemq/idemq/consumer"
+	"github.com/idemq/idemq/dedupe"
+	"github.com/idemq/idemq/dedupe/memdedupe"
+	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testkit"
+	"github.com/idemq/idemq/kafka"
+	"github.com/idemq/idemq/msgkey"
+)
+
+func TestNewReceiverRefuses(t *testing.T) {
+	c, err := consumer.New(memdedupe.New(memdedupe.Config{}), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := func(context.Context, *consumer.Message) error { return nil }
+	seed := kgo.SeedBrokers("127.0.0.1:1")
+	for _, tc := range []struct {
+		name string
+		cfg  kafka.ReceiverConfig
+		opts []kgo.Opt
+		want string
+	}{
+		{"NoGroup", kafka.ReceiverConfig{}, []kgo.Opt{seed, kgo.ConsumeTopics("t")}, "kgo.ConsumerGroup"},
+		{"NoTopics", kafka.ReceiverConfig{}, []kgo.Opt{seed, kgo.ConsumerGroup("g")}, "kgo.ConsumeTopics"},
+		{"AutocommitOff", kafka.ReceiverConfig{}, []kgo.Opt{seed, kgo.ConsumerGroup("g"), kgo.ConsumeTopics("t"), kgo.DisableAutoCommit()}, "autocommit"},
+		{"BatchSize", kafka.ReceiverConfig{BatchSize: -1}, []kgo.Opt{seed, kgo.ConsumerGroup("g"), kgo.ConsumeTopics("t")}, "batch size"},
+		{"MaxBuffered", kafka.ReceiverConfig{BatchSize: 8, MaxBuffered: 4}, []kgo.Opt{seed, kgo.ConsumerGroup("g"), kgo.ConsumeTopics("t")}, "max buffered"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := kafka.NewReceiver(c, h, tc.cfg, tc.opts...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("NewReceiver: %v, %v; want an error naming %q", r, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRevokeEndsBusyWait: a receiver waits for two keys another consumer
+// holds, one on each partition; a second receiver joins, and the revoke of
+// one partition ends its wait at once (the record held, not committed)
+// although the rebalance timeout is long; the second receiver gets the
+// record and waits for its key in turn; once the keys are free each is
+// applied once.
+func TestRevokeEndsBusyWait(t *testing.T) {
+	t.Parallel()
+	brokers := []string{testenv.Kafka(t)}
+	topic, group := unique("revoke-wait"), unique("revoke-wait-group")
+	createTopic(t, brokers, topic, 2)
+	store := memdedupe.New(memdedupe.Config{})
+	var (
+		mu      sync.Mutex
+		applied = map[string]int{}
+	)
+	h := func(_ context.Context, m *consumer.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		applied[msgkey.Of(m)]++
+		return nil
+	}
+	start := func() *consumer.Consumer {
+		c, err := consumer.New(store, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := kafka.NewReceiver(c, h, kafka.ReceiverConfig{}, kgo.SeedBrokers(brokers...), kgo.ConsumerGroup(group),
+			kgo.ConsumeTopics(topic), kgo.RebalanceTimeout(10*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go r.Run(t.Context())
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := r.Drain(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+		return c
+	}
+	// A key for each partition, held elsewhere.
+	var keys []string
+	var tickets []dedupe.Ticket
+	p, err := kafka.NewProducer(client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner())), testkit.Keys(t, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for part := int32(0); part < 2; part++ {
+		k := unique("busy")
+		res, err := testkit.Claim(t.Context(), store, dedupe.Item{Ref: dedupe.Ref{Group: group, Key: k}}, 10*time.Minute)
+		if err != nil || res.Outcome != dedupe.Acquired {
+			t.Fatalf("hold %s: %v %v", k, res.Outcome, err)
+		}
+		keys = append(keys, k)
+		tickets = append(tickets, dedupe.Ticket{Ref: dedupe.Ref{Group: group, Key: k}, Token: res.Token})
+		r := &kgo.Record{Topic: topic, Partition: part, Value: []byte(k), Headers: []kgo.RecordHeader{{Key: msgkey.Property, Value: []byte(k)}}}
+		if _, err := p.ProduceSync(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := start()
+	testkit.WaitFor(t, "the first receiver to wait for both keys", func() bool { return first.Stats().Waited == 2 })
+	second := start()
+	// Without the revoke ending the wait, the second would get the record
+	// only after half the rebalance timeout: five minutes.
+	testkit.WaitFor(t, "the second receiver to get a record and wait", func() bool { return second.Stats().Waited == 1 })
+	if s := first.Stats(); s.Canceled != 1 {
+		t.Errorf("the first receiver held %d records, want 1", s.Canceled)
+	}
+	for _, tk := range tickets {
+		if err := testkit.Release(t.Context(), store, tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.WaitFor(t, "both keys applied", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return applied[keys[0]] > 0 && applied[keys[1]] > 0
+	})
+	time.Sleep(time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	testkit.Count(keys, applied, nil).Check(t)
+}
