@@ -132,3 +132,69 @@ func TestRevokeEndsBusyWait(t *testing.T) {
 	defer mu.Unlock()
 	testkit.Count(keys, applied, nil).Check(t)
 }
+
+// TestBusyWaitOutlastsSession: a record whose key another consumer holds
+// is waited for longer than the group's session and rebalance timeouts
+// (6 s): the client heartbeats meanwhile, so the member keeps its
+// partition, and the record runs once, on its first delivery, when the
+// key comes free.
+func TestBusyWaitOutlastsSession(t *testing.T) {
+	t.Parallel()
+	brokers := []string{testenv.Kafka(t)}
+	topic, group := unique("busy-session"), unique("busy-session-group")
+	createTopic(t, brokers, topic, 1)
+	store := memdedupe.New(memdedupe.Config{})
+	key := unique("busy")
+	ref := dedupe.Ref{Group: group, Key: key}
+	res, err := testkit.Claim(t.Context(), store, dedupe.Item{Ref: ref}, 10*time.Minute)
+	if err != nil || res.Outcome != dedupe.Acquired {
+		t.Fatalf("hold %s: %v %v", key, res.Outcome, err)
+	}
+	c, err := consumer.New(store, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu   sync.Mutex
+		runs []int32
+	)
+	r, err := kafka.NewReceiver(c, func(_ context.Context, m *consumer.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		runs = append(runs, m.Reconsumed)
+		return nil
+	}, kafka.ReceiverConfig{}, kgo.SeedBrokers(brokers...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.SessionTimeout(6*time.Second), kgo.RebalanceTimeout(6*time.Second), kgo.HeartbeatInterval(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go r.Run(t.Context())
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := r.Drain(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	rs := []*kgo.Record{{Topic: topic, Value: []byte(key), Headers: []kgo.RecordHeader{{Key: msgkey.Property, Value: []byte(key)}}}}
+	if _, err := producer(t, brokers).ProduceSync(t.Context(), rs...); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "the receiver to wait for the key", func() bool { return c.Stats().Waited == 1 })
+	time.Sleep(9 * time.Second) // the holder's run: past the session and rebalance timeouts
+	if err := testkit.Release(t.Context(), store, dedupe.Ticket{Ref: ref, Token: res.Token}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "the record to run", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(runs) > 0
+	})
+	time.Sleep(time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if s := c.Stats(); len(runs) != 1 || runs[0] != 0 || s.Canceled != 0 || s.Retried != 0 || s.Waited != 1 {
+		t.Errorf("runs on reconsumes %v; held %d, retried %d, waited %d; want one run on the first delivery, never handed back",
+			runs, s.Canceled, s.Retried, s.Waited)
+	}
+}
