@@ -67,7 +67,7 @@ demo: deps
 ## bench: benchmarks with peers in the same run; writes bench/RESULTS.md and
 ## the charts in docs/
 bench: deps
-	$(WITH_SERVERS) -only redis,mysql,postgres,rocketmq -- ./bench/run.sh
+	$(WITH_SERVERS) -only redis,mysql,postgres,rocketmq,kafka,nats -- ./bench/run.sh
 
 vet:
 	$(GO) vet ./...

@@ -15,7 +15,11 @@
 #     BenchmarkEndToEnd);
 #   - the outbox: a business transaction with Add against the same INSERT
 #     by hand, and relays against a plain loop of sends (outbox/... and
-#     remoting's BenchmarkShip and BenchmarkCommitToBroker).
+#     remoting's BenchmarkShip and BenchmarkCommitToBroker);
+#   - end to end on Kafka and NATS JetStream: the adapters against no
+#     dedupe, a naive consumer on Redis and watermill's in-memory
+#     Deduplicator on the same broker (this module's BenchmarkKafkaEndToEnd
+#     and BenchmarkNATSEndToEnd).
 # Extra arguments go to `go test`, e.g. -benchtime 200ms or -count 3.
 set -euo pipefail
 cd "$(dirname "$0")"

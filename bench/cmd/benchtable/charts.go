@@ -35,6 +35,10 @@ type sectionSpec struct {
 	// metric, for cpuPerMessage; empty where the store runs in the
 	// consumer's process.
 	server, serverUnit string
+	// aside are rows given in the section's title rather than drawn: a
+	// figure so far above the others that on one scale their bars would
+	// not show.
+	aside []rowSpec
 }
 
 type rowSpec struct {
@@ -57,8 +61,32 @@ var (
 		{"bwmarrin", "bwmarrin/snowflake"}, {"sonyflake", "sony/sonyflake"},
 	}
 	redisSections = []sectionSpec{
-		{title: "Redis, default push consumer: one message per callback", table: remotingPkg + "EndToEnd/Redis", rows: redisRows, server: "Redis", serverUnit: "redis-µs/msg"},
-		{title: "Redis, 32 messages per callback", table: remotingPkg + "EndToEnd/Redis-batch32", rows: redisRows, server: "Redis", serverUnit: "redis-µs/msg"},
+		{title: "RocketMQ over Redis, default push consumer: one message per callback", table: remotingPkg + "EndToEnd/Redis", rows: redisRows, server: "Redis", serverUnit: "redis-µs/msg"},
+		{title: "RocketMQ over Redis, 32 messages per callback", table: remotingPkg + "EndToEnd/Redis-batch32", rows: redisRows, server: "Redis", serverUnit: "redis-µs/msg"},
+	}
+	// brokerRows are the Kafka and NATS end-to-end rows.
+	brokerRows     = []rowSpec{{"idemq", "idemq"}, {"naive", "naive SET NX + SET"}, {"watermill-dedup", "watermill Deduplicator, in memory"}}
+	brokerNone     = rowSpec{"dedupe-off", "none (dedupe off)"}
+	brokerSections = func(throughput bool) []sectionSpec {
+		var ss []sectionSpec
+		for _, b := range []struct{ name, group, consumer string }{
+			{"Kafka", "KafkaEndToEnd", "a goroutine per partition"},
+			{"NATS JetStream", "NATSEndToEnd", "20 goroutines"},
+		} {
+			rows, aside := append([]rowSpec{brokerNone}, brokerRows...), []rowSpec(nil)
+			// Kafka without dedupe hands out records some fifty times faster
+			// than any consumer that makes a store round trip per message:
+			// on one scale their bars would not show.
+			if throughput && b.group == "KafkaEndToEnd" {
+				rows, aside = brokerRows, []rowSpec{brokerNone}
+			}
+			ss = append(ss,
+				sectionSpec{title: b.name + ", one message per store round trip (" + b.consumer + ")", table: benchPkg + b.group + "/Redis",
+					rows: rows, aside: aside, server: "Redis", serverUnit: "redis-µs/msg"},
+				sectionSpec{title: b.name + ", up to 32 messages per store round trip", table: benchPkg + b.group + "/Redis-batch32",
+					rows: rows, aside: aside, server: "Redis", serverUnit: "redis-µs/msg"})
+		}
+		return ss
 	}
 	txSections = []sectionSpec{
 		{title: "MariaDB, one commit per message", table: remotingPkg + "EndToEnd/MySQL-tx", rows: txRows, server: "MariaDB", serverUnit: "db-µs/msg"},
@@ -71,9 +99,15 @@ var (
 var charts = []chartSpec{
 	{
 		file:     "perf-redis.svg",
-		title:    "End to end through the broker over Redis: messages per second (longer is better)",
+		title:    "End to end through RocketMQ over Redis: messages per second (longer is better)",
 		measure:  throughput,
 		sections: redisSections,
+	},
+	{
+		file:     "perf-brokers.svg",
+		title:    "Kafka and NATS JetStream end to end over Redis: messages per second (longer is better)",
+		measure:  throughput,
+		sections: brokerSections(true),
 	},
 	{
 		file:     "perf-sql.svg",
@@ -86,7 +120,7 @@ var charts = []chartSpec{
 		title:    "CPU time per message by process, end to end (shorter is better)",
 		series:   []string{"consumer process", "Redis or database server", "broker"},
 		measure:  cpuPerMessage,
-		sections: slices.Concat(redisSections, txSections),
+		sections: slices.Concat(redisSections, txSections, brokerSections(false)),
 	},
 	{
 		file:    "perf-ids.svg",
@@ -155,6 +189,19 @@ func (spec chartSpec) draw(t *shown) (chart, error) {
 	c := chart{title: spec.title, series: spec.series, note: "From bench/RESULTS.md: make bench on " + t.env}
 	for _, ss := range spec.sections {
 		s := section{title: ss.title}
+		for _, rs := range ss.aside {
+			r, ok := t.row(ss.table, rs.name)
+			if !ok {
+				continue
+			}
+			b, ok, err := spec.measure(r, ss)
+			if err != nil {
+				return chart{}, fmt.Errorf("%s, %s row %s: %w", spec.file, ss.table, rs.name, err)
+			}
+			if ok {
+				s.title += fmt.Sprintf("; %s: %s, off the scale", rs.label, b.value)
+			}
+		}
 		for _, rs := range ss.rows {
 			r, ok := t.row(ss.table, rs.name)
 			if !ok {

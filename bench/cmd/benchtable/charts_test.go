@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -172,6 +173,51 @@ func TestSplice(t *testing.T) {
 	for _, bad := range []string{"no marks", beginMark + "\nonly the first", endMark + "\n" + beginMark} {
 		if _, err := splice(bad, "x"); err == nil {
 			t.Errorf("no error for %q", bad)
+		}
+	}
+}
+
+// TestAside: Kafka's row without dedupe is given in its section's title,
+// not drawn, on the throughput chart; NATS's is drawn.
+func TestAside(t *testing.T) {
+	res, err := parse(strings.NewReader("pkg: github.com/idemq/idemq/bench\n" +
+		"BenchmarkKafkaEndToEnd/Redis/idemq-2 1 25000 ns/op 40000 msgs/s 500 dedupe-off-ns/op 2000000 dedupe-off-msgs/s 33333 naive-ns/op 30000 naive-msgs/s\n" +
+		"BenchmarkNATSEndToEnd/Redis/idemq-2 1 40000 ns/op 25000 msgs/s 5000 dedupe-off-ns/op 200000 dedupe-off-msgs/s 50000 naive-ns/op 20000 naive-msgs/s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown, err := readShown(render(res, "idemq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(charts, func(c chartSpec) bool { return c.file == "perf-brokers.svg" })
+	c, err := charts[i].draw(shown)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.sections) != 2 {
+		t.Fatalf("%d sections, want Kafka's and NATS's", len(c.sections))
+	}
+	for _, tc := range []struct {
+		title string
+		bars  []string
+	}{
+		{"Kafka, one message per store round trip (a goroutine per partition); none (dedupe off): 2.00M msgs/s, off the scale",
+			[]string{"idemq", "naive SET NX + SET"}},
+		{"NATS JetStream, one message per store round trip (20 goroutines)",
+			[]string{"none (dedupe off)", "idemq", "naive SET NX + SET"}},
+	} {
+		j := slices.IndexFunc(c.sections, func(s section) bool { return s.title == tc.title })
+		if j < 0 {
+			t.Errorf("no section %q in %+v", tc.title, c.sections)
+			continue
+		}
+		var bars []string
+		for _, b := range c.sections[j].bars {
+			bars = append(bars, b.label)
+		}
+		if !slices.Equal(bars, tc.bars) {
+			t.Errorf("%s: bars %q, want %q", tc.title, bars, tc.bars)
 		}
 	}
 }

@@ -226,8 +226,10 @@ func (r *row) add(metrics string) ([]peer, error) {
 			peers = append(peers, peer{name: name})
 		}
 	}
-	// A longer peer name first, so that "plain-tx-" is not read as "plain-".
-	slices.SortFunc(peers, func(a, b peer) int { return len(b.name) - len(a.name) })
+	// A longer peer name first, so that "plain-tx-" is not read as "plain-";
+	// the peers are returned in the order the row named them.
+	byLength := slices.Clone(peers)
+	slices.SortFunc(byLength, func(a, b peer) int { return len(b.name) - len(a.name) })
 	r.runs++
 	r.paired = r.paired || len(peers) > 0
 	mean := func(old, v float64) float64 { return old + (v-old)/float64(r.runs) }
@@ -236,8 +238,9 @@ func (r *row) add(metrics string) ([]peer, error) {
 		if err != nil {
 			return nil, err
 		}
-		if j := slices.IndexFunc(peers, func(p peer) bool { return strings.HasPrefix(f[i+1], p.name+"-") }); j >= 0 {
-			peers[j].metrics += " " + f[i] + " " + strings.TrimPrefix(f[i+1], peers[j].name+"-")
+		if j := slices.IndexFunc(byLength, func(p peer) bool { return strings.HasPrefix(f[i+1], p.name+"-") }); j >= 0 {
+			k := slices.IndexFunc(peers, func(p peer) bool { return p.name == byLength[j].name })
+			peers[k].metrics += " " + f[i] + " " + strings.TrimPrefix(f[i+1], peers[k].name+"-")
 			continue
 		}
 		switch f[i+1] {

@@ -88,3 +88,25 @@ func TestParseFailures(t *testing.T) {
 		t.Fatal("no error for a malformed line")
 	}
 }
+
+// TestPeerOrder: a row's peers become columns and rows in the order the
+// row names them (go test sorts the metrics by unit), although a longer
+// name is matched first.
+func TestPeerOrder(t *testing.T) {
+	res, err := parse(strings.NewReader("pkg: p\n" +
+		"BenchmarkE2E/idemq-2 1 100 ns/op 50 naive-ns/op 9 naive-cpu-µs/msg 200 watermill-dedup-ns/op 7 watermill-dedup-cpu-µs/msg\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := render(res, "idemq")
+	for _, want := range []string{
+		"| | ns/op | ops/s | B/op | allocs/op | vs naive | vs watermill-dedup | other metrics |",
+		"| idemq | 100 | 10.00M |  |  | 2.00× | 0.50× |  |\n" +
+			"| naive | 50 | 20.00M |  |  |  |  | cpu-µs/msg 9 |\n" +
+			"| watermill-dedup | 200 | 5.00M |  |  |  |  | cpu-µs/msg 7 |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+}
