@@ -4,16 +4,22 @@
 # once. Each adapter has a module of its own (so that its client stays
 # out of other users' go.sum) and go test takes one module at a time;
 # their tests mostly wait on brokers, so running them beside the root
-# module's costs little time. The root module's output streams; each
-# adapter module's is printed when it ends. Exits non-zero if any failed.
+# module's costs little time. So too the bench module's tests (the charts
+# against bench/RESULTS.md, and the peers' failing-handler counts on the
+# brokers), without the race detector: they test the peers, whose client
+# (Sarama) is not ours to make race-free. The root module's output
+# streams; each other module's is printed when it ends. Exits non-zero if
+# any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 pids=()
-mods=(kafka natsjs)
+mods=(kafka natsjs bench)
 for m in "${mods[@]}"; do
-	(cd "$m" && "${GO:-go}" test "$@" ./... >"$tmp/$m.out" 2>&1; echo $? >"$tmp/$m.rc") &
+	flags=("$@")
+	[ "$m" = bench ] && flags=(-count=1)
+	(cd "$m" && "${GO:-go}" test "${flags[@]}" ./... >"$tmp/$m.out" 2>&1; echo $? >"$tmp/$m.rc") &
 	pids+=($!)
 done
 "${GO:-go}" test "$@" ./...
