@@ -164,11 +164,17 @@ func KafkaInstall(ctx context.Context) (string, error) {
 }
 
 // kafkaClusterID is a fresh cluster id: a UUID in URL-safe base64 without
-// padding, as kafka-storage random-uuid prints it.
+// padding, as kafka-storage random-uuid prints it, and like it never with
+// a leading '-', which the storage tool's parser takes for an option (one
+// id in 64 did, and the format failed).
 func kafkaClusterID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	for {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		if id := base64.RawURLEncoding.EncodeToString(b[:]); id[0] != '-' {
+			return id
+		}
+	}
 }
 
 // start formats every node's storage, in parallel, then starts the nodes
