@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"runtime/pprof"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -84,13 +82,6 @@ func (m *meter) Seen(k int) {
 	}
 }
 
-// e2eResult is one consumption of a topic: its rate, and the CPU time that
-// each process of e2eRun's pids spent meanwhile.
-type e2eResult struct {
-	rate float64
-	cpu  map[string]time.Duration
-}
-
 // onlyVariant names the environment variable that restricts the
 // end-to-end runs to one variant, for a CPU profile of it alone: e.g.
 // IDEMQ_BENCH_VARIANT=idemq go test -bench KafkaEndToEnd -cpuprofile cpu.out.
@@ -119,7 +110,7 @@ func e2eRun(b *testing.B, broker, redisAddr string, variants []e2eVariant) {
 		}
 		pids[name] = pid
 	}
-	results := make([][]e2eResult, len(variants))
+	results := make([][]testkit.Round, len(variants))
 	run := fmt.Sprintf("%d", time.Now().UnixNano())
 	for round := range max(b.N, e2eRounds) {
 		for k := range variants {
@@ -133,56 +124,26 @@ func e2eRun(b *testing.B, broker, redisAddr string, variants []e2eVariant) {
 			results[i] = append(results[i], res)
 		}
 	}
-	var log strings.Builder
-	rate := make([]float64, len(variants))
+	names := make([]string, len(variants))
 	for i, v := range variants {
-		prefix := v.name + "-"
-		if i == 0 {
-			prefix = ""
-		}
-		rate[i] = median(results[i], func(r e2eResult) float64 { return r.rate })
-		fmt.Fprintf(&log, "%s: %.0f msgs/s (rounds:", v.name, rate[i])
-		for _, r := range results[i] {
-			fmt.Fprintf(&log, " %.0f", r.rate)
-		}
-		log.WriteString(")")
-		b.ReportMetric(1e9/rate[i], prefix+"ns/op")
-		b.ReportMetric(rate[i], prefix+"msgs/s")
-		for _, name := range slices.Sorted(maps.Keys(pids)) {
-			unit := name + "-µs/msg"
-			if name == "cpu" {
-				unit = "cpu-µs/msg"
-			}
-			cpu := median(results[i], func(r e2eResult) float64 { return r.cpu[name].Seconds() * 1e6 / e2eMessages })
-			fmt.Fprintf(&log, ", %s %.1f", unit, cpu)
-			b.ReportMetric(cpu, prefix+unit)
-		}
-		log.WriteString("\n")
-		if v.name == "dedupe-off" {
-			b.ReportMetric(100*(1-rate[0]/rate[i]), "tax-%")
-		}
+		names[i] = v.name
 	}
-	b.Log(strings.TrimSpace(log.String()))
+	testkit.ReportRounds(b, names, results, e2eMessages, "dedupe-off")
 }
 
 // consumeAll runs v as group until it has handled n messages, and returns
 // the rate, from the meter's Begin to its n-th message, and the CPU time of
 // each of pids from v's start to then.
-func consumeAll(ctx context.Context, v e2eVariant, group string, n int64, pids map[string]int) (e2eResult, error) {
+func consumeAll(ctx context.Context, v e2eVariant, group string, n int64, pids map[string]int) (testkit.Round, error) {
 	var (
 		first, end time.Time
-		res        = e2eResult{cpu: map[string]time.Duration{}}
+		res        testkit.Round
 		// cpuErr is the first failure to read a process's CPU time.
 		cpuErr error
 	)
-	// cpu adds sign times the CPU time of each of pids to res.cpu.
 	cpu := func(sign time.Duration) {
-		for name, pid := range pids {
-			t, err := testkit.ProcessCPU(pid)
-			if err != nil && cpuErr == nil {
-				cpuErr = err
-			}
-			res.cpu[name] += sign * t
+		if err := res.AddCPU(sign, pids); err != nil && cpuErr == nil {
+			cpuErr = err
 		}
 	}
 	// The CPU times are read before the variant starts rather than when
@@ -216,21 +177,8 @@ func consumeAll(ctx context.Context, v e2eVariant, group string, n int64, pids m
 		return res, fmt.Errorf("consumed %d of %d messages in %v", m.handled.Load(), n, e2eTimeout)
 	}
 	// Seen ran onBegin before onEnd, and both before done was closed.
-	res.rate = float64(n) / end.Sub(first).Seconds()
+	res.Rate = float64(n) / end.Sub(first).Seconds()
 	return res, cpuErr
-}
-
-// median returns the median of f over rs.
-func median[T any](rs []T, f func(T) float64) float64 {
-	var xs []float64
-	for _, r := range rs {
-		xs = append(xs, f(r))
-	}
-	s := slices.Sorted(slices.Values(xs))
-	if n := len(s); n%2 == 0 {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
-	return s[len(s)/2]
 }
 
 // newRedisStore returns a store on the test Redis whose keys start with

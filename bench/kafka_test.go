@@ -74,7 +74,7 @@ func BenchmarkKafkaEndToEnd(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		warmRates = append(warmRates, fmt.Sprintf("%.0f", res.rate))
+		warmRates = append(warmRates, fmt.Sprintf("%.0f", res.Rate))
 	}
 	warmed := fmt.Sprintf("warm-up: %d messages in %v, at %s msgs/s", kafkaWarm/warmTopicSize*warmTopicSize,
 		time.Since(start).Round(time.Millisecond), strings.Join(warmRates, ", "))

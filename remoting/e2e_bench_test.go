@@ -3,9 +3,7 @@ package remoting_test
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,7 +84,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		warmRates = append(warmRates, fmt.Sprintf("%.0f", res.rate))
+		warmRates = append(warmRates, fmt.Sprintf("%.0f", res.Rate))
 	}
 	warmed := fmt.Sprintf("warm-up: %d messages in %v, at %s msgs/s", e2eWarm/warmTopicSize*warmTopicSize,
 		time.Since(start).Round(time.Millisecond), strings.Join(warmRates, ", "))
@@ -164,7 +162,7 @@ func e2eRun(b *testing.B, ns, topic string, batch int, servers map[string]string
 		}
 		pids[name] = pid
 	}
-	results := make([][]e2eResult, len(variants))
+	results := make([][]testkit.Round, len(variants))
 	run := fmt.Sprintf("%d", time.Now().UnixNano())
 	for round := range max(b.N, e2eRounds) {
 		for k := range variants {
@@ -182,49 +180,11 @@ func e2eRun(b *testing.B, ns, topic string, batch int, servers map[string]string
 			results[i] = append(results[i], res)
 		}
 	}
-	var log strings.Builder
-	rate := make([]float64, len(variants))
+	names := make([]string, len(variants))
 	for i, v := range variants {
-		prefix := v.name + "-"
-		if i == 0 {
-			prefix = ""
-		}
-		rate[i] = median(results[i], func(r e2eResult) float64 { return r.rate })
-		fmt.Fprintf(&log, "%s: %.0f msgs/s (rounds:", v.name, rate[i])
-		for _, r := range results[i] {
-			fmt.Fprintf(&log, " %.0f", r.rate)
-		}
-		log.WriteString(")")
-		b.ReportMetric(1e9/rate[i], prefix+"ns/op")
-		b.ReportMetric(rate[i], prefix+"msgs/s")
-		for _, name := range slices.Sorted(maps.Keys(pids)) {
-			unit := name + "-µs/msg"
-			if name == "cpu" {
-				unit = "cpu-µs/msg"
-			}
-			cpu := median(results[i], func(r e2eResult) float64 { return r.cpu[name].Seconds() * 1e6 / e2eMessages })
-			fmt.Fprintf(&log, ", %s %.1f", unit, cpu)
-			b.ReportMetric(cpu, prefix+unit)
-		}
-		log.WriteString("\n")
-		if v.name == "dedupe-off" || v.name == "plain-insert" {
-			b.ReportMetric(100*(1-rate[0]/rate[i]), "tax-%")
-		}
+		names[i] = v.name
 	}
-	b.Log(strings.TrimSpace(log.String()))
-}
-
-// median returns the median of f over rs.
-func median[T any](rs []T, f func(T) float64) float64 {
-	var xs []float64
-	for _, r := range rs {
-		xs = append(xs, f(r))
-	}
-	s := slices.Sorted(slices.Values(xs))
-	if n := len(s); n%2 == 0 {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
-	return s[len(s)/2]
+	testkit.ReportRounds(b, names, results, e2eMessages, "dedupe-off", "plain-insert")
 }
 
 // fillTopic sends n messages of pathBody to topic, keyed run-0, run-1, ….
@@ -254,36 +214,24 @@ func fillTopic(b *testing.B, ns, topic, run string, n int) {
 	}
 }
 
-// e2eResult is one consumption of a topic: its rate, and the CPU time that
-// each process of e2eRun's pids spent meanwhile.
-type e2eResult struct {
-	rate float64
-	cpu  map[string]time.Duration
-}
-
 // consumeAll consumes topic from its first offset with a new push consumer
 // of group, with the client's default settings but for up to batch messages
 // per callback, until cb has acknowledged n messages, and returns the rate
 // and the CPU time of each of pids from its first callback to then.
-func consumeAll(ns, topic, group string, n int64, batch int, pids map[string]int, cb callback) (e2eResult, error) {
+func consumeAll(ns, topic, group string, n int64, batch int, pids map[string]int, cb callback) (testkit.Round, error) {
 	var (
 		acked atomic.Int64
 		first atomic.Int64 // UnixNano of the first callback
 		end   time.Time
 		once  sync.Once
 		done  = make(chan struct{})
-		res   = e2eResult{cpu: map[string]time.Duration{}}
+		res   testkit.Round
 		// cpuErr is the first failure to read a process's CPU time.
 		cpuErr error
 	)
-	// cpu adds sign times the CPU time of each of pids to res.cpu.
 	cpu := func(sign time.Duration) {
-		for name, pid := range pids {
-			t, err := testkit.ProcessCPU(pid)
-			if err != nil && cpuErr == nil {
-				cpuErr = err
-			}
-			res.cpu[name] += sign * t
+		if err := res.AddCPU(sign, pids); err != nil && cpuErr == nil {
+			cpuErr = err
 		}
 	}
 	c, err := rocketmq.NewPushConsumer(
@@ -326,6 +274,6 @@ func consumeAll(ns, topic, group string, n int64, batch int, pids map[string]int
 	case <-time.After(e2eTimeout):
 		return res, fmt.Errorf("consumed %d of %d messages of %s in %v", acked.Load(), n, topic, e2eTimeout)
 	}
-	res.rate = float64(n) / end.Sub(time.Unix(0, first.Load())).Seconds()
+	res.Rate = float64(n) / end.Sub(time.Unix(0, first.Load())).Seconds()
 	return res, cpuErr
 }
