@@ -97,6 +97,9 @@ type Receiver struct {
 	h       consumer.Handler
 	cfg     PullConfig
 	ackWait time.Duration
+	// maxPull is the consumer's MaxRequestBatch: the most messages one
+	// pull may ask for (0: no limit), past which the server refuses it.
+	maxPull int
 	log     *slog.Logger
 
 	mu     sync.Mutex
@@ -137,7 +140,7 @@ func Pull(c *consumer.Consumer, jc jetstream.Consumer, h consumer.Handler, cfg P
 	if p := info.Config.AckPolicy; p != jetstream.AckExplicitPolicy {
 		return nil, fmt.Errorf("natsjs: Pull: consumer %s acknowledges with %v; want explicit", info.Name, p)
 	}
-	return &Receiver{c: c, jc: jc, h: h, cfg: cfg, ackWait: ackWait(info.Config), log: adapter.Logger(c),
+	return &Receiver{c: c, jc: jc, h: h, cfg: cfg, ackWait: ackWait(info.Config), maxPull: info.Config.MaxRequestBatch, log: adapter.Logger(c),
 		done: make(chan struct{}), hands: map[*hand]struct{}{}}, nil
 }
 
@@ -259,20 +262,26 @@ func (r *Receiver) loop(ctx context.Context) error {
 // pull fetches messages while ctx lasts, taking a slot of slots for each
 // message it asks for, and queues them in groups for the goroutines that
 // run them, which free their slots. It asks only once half the slots are
-// free, for all that are: at one message per batch, a pull for as many
-// messages as goroutines had just finished brought seven on average, and
-// each pull (a subscription, a request and an unsubscription) cost the
-// server more than the messages it brought. The messages waiting for a
-// goroutine are in hand, kept by renew like those running.
+// free, for all that are (within the consumer's MaxRequestBatch): at one
+// message per batch, a pull for as many messages as goroutines had just
+// finished brought seven on average, and each pull (a subscription, a
+// request and an unsubscription) cost the server more than the messages
+// it brought. The messages waiting for a goroutine are in hand, kept by
+// renew like those running.
 func (r *Receiver) pull(ctx context.Context, slots chan struct{}, queue chan<- []*hand) {
 	free := func(n int) {
 		for range n {
 			<-slots
 		}
 	}
+	most := cap(slots)
+	if r.maxPull > 0 {
+		most = min(most, r.maxPull)
+	}
+	least := min(cap(slots)/2, most)
 	for ctx.Err() == nil {
 		n := 0
-		for n < cap(slots)/2 && ctx.Err() == nil {
+		for n < least && ctx.Err() == nil {
 			select {
 			case slots <- struct{}{}:
 				n++
@@ -283,7 +292,7 @@ func (r *Receiver) pull(ctx context.Context, slots chan struct{}, queue chan<- [
 			free(n)
 			return
 		}
-		for n < cap(slots) && len(slots) < cap(slots) {
+		for n < most && len(slots) < cap(slots) {
 			slots <- struct{}{}
 			n++
 		}
