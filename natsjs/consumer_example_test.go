@@ -66,7 +66,7 @@ func ExamplePull() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Until SIGTERM; then the messages in hand finish first.
+	// Until SIGTERM; then the running handlers finish first.
 	if err := r.Run(ctx); err != nil {
 		log.Print(err)
 	}

@@ -22,8 +22,10 @@ type PullConfig struct {
 	// BatchSize bounds the messages one goroutine runs through the
 	// Consumer together, claiming and completing their keys in one store
 	// round trip each: those of one pull that arrived together. At most
-	// Workers × BatchSize messages are in hand at once; the JetStream
-	// consumer's MaxAckPending should be no lower. Default 1.
+	// Workers × BatchSize messages run at once, and as many again wait in
+	// hand for a free goroutine, so that one pull brings at least that
+	// many; the JetStream consumer's MaxAckPending should be no lower than
+	// Workers × BatchSize. Default 1.
 	BatchSize int
 	// PollWait is how long one pull request waits for messages (its
 	// expiry). It bounds how long a drain waits for the pull under way,
@@ -95,6 +97,9 @@ type Receiver struct {
 	h       consumer.Handler
 	cfg     PullConfig
 	ackWait time.Duration
+	// maxPull is the consumer's MaxRequestBatch: the most messages one
+	// pull may ask for (0: no limit), past which the server refuses it.
+	maxPull int
 	log     *slog.Logger
 
 	mu     sync.Mutex
@@ -135,7 +140,7 @@ func Pull(c *consumer.Consumer, jc jetstream.Consumer, h consumer.Handler, cfg P
 	if p := info.Config.AckPolicy; p != jetstream.AckExplicitPolicy {
 		return nil, fmt.Errorf("natsjs: Pull: consumer %s acknowledges with %v; want explicit", info.Name, p)
 	}
-	return &Receiver{c: c, jc: jc, h: h, cfg: cfg, ackWait: ackWait(info.Config), log: adapter.Logger(c),
+	return &Receiver{c: c, jc: jc, h: h, cfg: cfg, ackWait: ackWait(info.Config), maxPull: info.Config.MaxRequestBatch, log: adapter.Logger(c),
 		done: make(chan struct{}), hands: map[*hand]struct{}{}}, nil
 }
 
@@ -156,13 +161,15 @@ func ackWait(cfg jetstream.ConsumerConfig) time.Duration {
 }
 
 // Run pulls and handles messages until ctx ends or Close is called, then
-// drains: it pulls no more, hands back at once (Nak) what the pull under
-// way (at most [PullConfig.PollWait]) and the waits for busy keys still
-// bring, lets the running handlers finish and record their keys, within
+// drains: it pulls no more, hands back (Nak) what waits for a goroutine
+// and what the pull under way (at most [PullConfig.PollWait]) and the
+// waits for busy keys still bring, as soon as that pull ends, lets the
+// running handlers finish and record their keys, within
 // [PullConfig.DrainTimeout], and returns. Past the timeout the handlers'
-// contexts are cancelled and its error wraps context.DeadlineExceeded. It also fails when Run
-// ran before. The caller closes the connection afterwards (nc.Drain or
-// nc.Close), which sends the last acknowledgements.
+// contexts are cancelled and its error wraps context.DeadlineExceeded.
+// It also fails when Run ran before. The caller closes the connection
+// afterwards (nc.Drain or nc.Close), which sends the last
+// acknowledgements.
 func (r *Receiver) Run(ctx context.Context) error {
 	r.mu.Lock()
 	if r.state != idle {
@@ -214,15 +221,32 @@ func (r *Receiver) loop(ctx context.Context) error {
 	// The handlers' context outlives ctx: the drain waits for them, and
 	// cancels them (through the Consumer) when it runs out of time.
 	work := context.WithoutCancel(ctx)
+	slots := make(chan struct{}, 2*r.cfg.Workers*r.cfg.BatchSize)
+	// Every group queued holds a slot per message, so a send never blocks.
+	queue := make(chan []*hand, cap(slots))
+	// Long-lived goroutines, rather than one per batch: a new goroutine's
+	// stack grows anew down the store's and the client's calls, which cost
+	// a tenth of the CPU at one message per batch.
 	var wg sync.WaitGroup
+	for range r.cfg.Workers {
+		wg.Go(func() {
+			for hs := range queue {
+				r.handle(work, hs)
+				for range hs {
+					<-slots
+				}
+			}
+		})
+	}
 	pulled := make(chan struct{})
 	go func() {
 		defer close(pulled)
-		r.pull(ctx, work, &wg)
+		defer close(queue)
+		r.pull(ctx, slots, queue)
 	}()
 	<-ctx.Done()
-	// The drain starts now, with the pull under way: what it brings is
-	// held and handed back.
+	// The drain starts now, with the pull under way: what it brings, and
+	// what waits in the queue, is held and handed back.
 	dctx, cancel := context.WithTimeout(work, r.cfg.DrainTimeout)
 	defer cancel()
 	err := adapter.Drain(dctx, r.c, func() error {
@@ -235,23 +259,40 @@ func (r *Receiver) loop(ctx context.Context) error {
 	return err
 }
 
-// pull fetches messages while ctx lasts and runs them in goroutines that
-// wg counts, on work.
-func (r *Receiver) pull(ctx, work context.Context, wg *sync.WaitGroup) {
-	slots := make(chan struct{}, r.cfg.Workers*r.cfg.BatchSize)
+// pull fetches messages while ctx lasts, taking a slot of slots for each
+// message it asks for, and queues them in groups for the goroutines that
+// run them, which free their slots. It asks only once half the slots are
+// free, for all that are (within the consumer's MaxRequestBatch): at one
+// message per batch, a pull for as many messages as goroutines had just
+// finished brought seven on average, and each pull (a subscription, a
+// request and an unsubscription) cost the server more than the messages
+// it brought. The messages waiting for a goroutine are in hand, kept by
+// renew like those running.
+func (r *Receiver) pull(ctx context.Context, slots chan struct{}, queue chan<- []*hand) {
 	free := func(n int) {
 		for range n {
 			<-slots
 		}
 	}
+	most := cap(slots)
+	if r.maxPull > 0 {
+		most = min(most, r.maxPull)
+	}
+	least := min(cap(slots)/2, most)
 	for ctx.Err() == nil {
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			continue
+		n := 0
+		for n < least && ctx.Err() == nil {
+			select {
+			case slots <- struct{}{}:
+				n++
+			case <-ctx.Done():
+			}
 		}
-		n := 1
-		for n < cap(slots) && len(slots) < cap(slots) {
+		if ctx.Err() != nil {
+			free(n)
+			return
+		}
+		for n < most && len(slots) < cap(slots) {
 			slots <- struct{}{}
 			n++
 		}
@@ -267,11 +308,7 @@ func (r *Receiver) pull(ctx, work context.Context, wg *sync.WaitGroup) {
 		got := 0
 		for group := range r.groups(batch.Messages()) {
 			got += len(group)
-			hs := r.take(group)
-			wg.Go(func() {
-				defer free(len(hs))
-				r.handle(work, hs)
-			})
+			queue <- r.take(group)
 		}
 		free(n - got)
 		if err := batch.Error(); err != nil && ctx.Err() == nil {

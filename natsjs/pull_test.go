@@ -3,6 +3,7 @@ package natsjs_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -191,4 +192,25 @@ func TestReceiverLeavesNoGoroutine(t *testing.T) {
 	if err := closeIt(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestPullWithinMaxRequestBatch runs a Receiver, whose room is larger
+// than its consumer's MaxRequestBatch, through more messages than that:
+// its pulls ask for no more than the server accepts.
+func TestPullWithinMaxRequestBatch(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testenv.NATS(t), jetstream.ConsumerConfig{AckWait: 2 * time.Second, MaxRequestBatch: 3})
+	c := newConsumer(t, f.durable)
+	r, err := natsjs.Pull(c, f.consumer(t), func(context.Context, *consumer.Message) error { return nil },
+		natsjs.PullConfig{Workers: 4, PollWait: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, r)
+	keys := make([]string, 10)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("batch-%d", i)
+	}
+	f.send(t, keys...)
+	testkit.WaitFor(t, "the messages applied", func() bool { return c.Stats().Completed == int64(len(keys)) })
 }
