@@ -134,6 +134,17 @@ func TestFaultStoreDown(t *testing.T) {
 	if err := r.Kill(); err != nil {
 		t.Fatal(err)
 	}
+	// Count what a applied before the kill, all of it: its lines may still
+	// be on their way (a count taken at once was one short of them).
+	a.Tell(t, "mark")
+	select {
+	case l := <-lines:
+		if l != "marked" {
+			t.Fatalf("a said %q, want marked", l)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("a did not mark: %s", a.Stderr())
+	}
 	unfinished(t, e, sent)
 	down := e.total()
 	time.Sleep(5 * time.Second) // the outage: five times the wait

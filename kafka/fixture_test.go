@@ -132,7 +132,13 @@ func receiverChild() error {
 	ran := make(chan error, 1)
 	go func() { ran <- r.Run(context.Background()) }()
 	racechild.Say("started")
-	<-racechild.Stopped()
+	// "mark" is a barrier: every "applied" said before it was told comes
+	// before "marked" on the way to the parent.
+	for line := range racechild.Told() {
+		if line == "mark" {
+			racechild.Say("marked")
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err = r.Drain(ctx)
