@@ -22,6 +22,7 @@ import (
 
 	"github.com/idemq/idemq/consumer"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testkit"
 	"github.com/idemq/idemq/kafka"
 	"github.com/idemq/idemq/msgkey"
 )
@@ -141,6 +142,21 @@ func kafkaTopic(b testing.TB, brokers, topic string, partitions int32) {
 	if err != nil {
 		b.Fatalf("create topic %s: %v", topic, err)
 	}
+	// The broker serves the topic a moment after its creation is answered
+	// (see kafka's createTopic).
+	testkit.WaitFor(b, "topic "+topic+" served", func() bool {
+		td, err := adm.ListTopics(b.Context(), topic)
+		d, ok := td[topic]
+		if err != nil || !ok || d.Err != nil || len(d.Partitions) != int(partitions) {
+			return false
+		}
+		for _, p := range d.Partitions {
+			if p.Err != nil || p.Leader < 0 {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // kafkaFill sends n records of e2eBody to topic, round robin over its

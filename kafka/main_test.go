@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemq/idemq/internal/racechild"
 	"github.com/idemq/idemq/internal/testenv"
+	"github.com/idemq/idemq/internal/testkit"
 )
 
 // A child runs its role (see fixture_test.go) and exits.
@@ -50,4 +51,21 @@ func createTopic(t testing.TB, brokers []string, topic string, partitions int32)
 	if err != nil {
 		t.Fatalf("create topic %s: %v", topic, err)
 	}
+	// The broker learns of the topic from the controller a moment after
+	// the creation is answered; a produce meanwhile is refused with
+	// UNKNOWN_TOPIC_OR_PARTITION, which franz-go retries only a few times
+	// (under load, not enough: the conformance suite failed so once).
+	testkit.WaitFor(t, "topic "+topic+" served", func() bool {
+		td, err := adm.ListTopics(t.Context(), topic)
+		d, ok := td[topic]
+		if err != nil || !ok || d.Err != nil || len(d.Partitions) != int(partitions) {
+			return false
+		}
+		for _, p := range d.Partitions {
+			if p.Err != nil || p.Leader < 0 {
+				return false
+			}
+		}
+		return true
+	})
 }
