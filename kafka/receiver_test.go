@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -196,5 +197,56 @@ func TestBusyWaitOutlastsSession(t *testing.T) {
 	if s := c.Stats(); len(runs) != 1 || runs[0] != 0 || s.Canceled != 0 || s.Retried != 0 || s.Waited != 1 {
 		t.Errorf("runs on reconsumes %v; held %d, retried %d, waited %d; want one run on the first delivery, never handed back",
 			runs, s.Canceled, s.Retried, s.Waited)
+	}
+}
+
+// TestRecordWithoutKey produces a record without a key header: the
+// receiver does not run it and keeps retrying it (consumer.Stats.NoKey
+// grows, nothing is applied), unless the Consumer has a key fallback;
+// with the record's ID (topic/partition/offset) as fallback it is applied
+// once.
+func TestRecordWithoutKey(t *testing.T) {
+	t.Parallel()
+	brokers := []string{testenv.Kafka(t)}
+	for _, tc := range []struct {
+		name     string
+		fallback bool
+	}{{"NoFallback", false}, {"IDFallback", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			topic, group := unique("nokey"), unique("nokey-group")
+			createTopic(t, brokers, topic, 1)
+			if err := client(t, brokers).ProduceSync(t.Context(), &kgo.Record{Topic: topic, Value: []byte("keyless")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			opts := []consumer.Option{consumer.WithDelayLevels(50 * time.Millisecond)}
+			if tc.fallback {
+				opts = append(opts, consumer.WithKeyFallback(func(m *consumer.Message) string { return m.ID }))
+			}
+			c, err := consumer.New(memdedupe.New(memdedupe.Config{}), group, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var applied atomic.Int64
+			h := func(context.Context, *consumer.Message) error { applied.Add(1); return nil }
+			r, err := kafka.NewReceiver(c, h, kafka.ReceiverConfig{}, kgo.SeedBrokers(brokers...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic))
+			if err != nil {
+				t.Fatal(err)
+			}
+			go r.Run(context.Background())
+			defer func() {
+				if err := r.Drain(context.Background()); err != nil {
+					t.Errorf("drain: %v", err)
+				}
+			}()
+			if tc.fallback {
+				testkit.WaitFor(t, "the keyless record applied", func() bool { return applied.Load() == 1 })
+				return
+			}
+			testkit.WaitFor(t, "the keyless record retried twice", func() bool { return c.Stats().NoKey >= 2 })
+			if n := applied.Load(); n != 0 {
+				t.Errorf("applied %d times without a key, want 0", n)
+			}
+		})
 	}
 }
